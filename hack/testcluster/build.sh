@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# Builds (or reuses) the control-plane binaries the cluster tests need, from the Go module proxy.
+#
+#   hack/testcluster/build.sh            # prints the bin directory on its last line
+#
+# Binaries land in $KALIPER_CACHE (default ~/.cache/kaliper) under bin/<name>-<version>/, so a second
+# run is a no-op and a version bump builds only what changed. The Go build cache is kept by Go itself
+# (~/.cache/go-build), outside the repository.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=versions.env
+source "$here/versions.env"
+cache=${KALIPER_CACHE:-$HOME/.cache/kaliper}
+bin="$cache/bin"
+mkdir -p "$bin"
+
+export CGO_ENABLED=0
+export GOFLAGS=-mod=mod
+export GOTOOLCHAIN=local
+
+die() { echo "build.sh: $*" >&2; exit 1; }
+command -v go >/dev/null || die "go is not installed; install Go 1.25 or newer"
+log() { echo "[$(date +%H:%M:%S)] $*" >&2; }
+
+# have NAME VERSION -> true when the cached binary exists
+have() { [ -x "$bin/$1-$2/$1" ]; }
+
+# Kubernetes: k8s.io/kubernetes cannot be `go install`ed (its go.mod replaces the staging modules with
+# local paths), so a throw-away wrapper module requires it and replaces each staging module by the
+# published k8s.io/<name> v0.Y.Z.  The list of staging modules comes from that release's own go.mod.
+build_kubernetes() {
+  local v=$KUBERNETES_VERSION staging_v="v0.${KUBERNETES_VERSION#v1.}"
+  local names=(kube-apiserver kube-controller-manager kube-scheduler kubectl) missing=()
+  for n in "${names[@]}"; do have "$n" "$v" || missing+=("$n"); done
+  [ ${#missing[@]} -eq 0 ] && { log "kubernetes $v: cached"; return; }
+  log "kubernetes $v: building ${missing[*]}"
+  local work; work=$(mktemp -d); trap 'rm -rf "$work"' RETURN
+  local upstream_mod
+  upstream_mod=$(go mod download -json "k8s.io/kubernetes@$v" | python3 -c 'import json,sys; print(json.load(sys.stdin)["GoMod"])') \
+    || die "could not download k8s.io/kubernetes@$v from the module proxy"
+  {
+    echo "module kaliper.dev/testcluster/kubernetes"
+    echo "go $(go env GOVERSION | sed 's/^go//; s/^\([0-9]*\.[0-9]*\).*/\1/')"
+    echo "require k8s.io/kubernetes $v"
+    grep -E '^\s*k8s\.io/[a-z0-9-]+ => \./staging/' "$upstream_mod" \
+      | awk -v sv="$staging_v" '{print "replace " $1 " => " $1 " " sv}'
+  } >"$work/go.mod"
+  local ver_flags="-s -w -X k8s.io/component-base/version.gitVersion=$v -X k8s.io/component-base/version.gitMajor=1"
+  ver_flags+=" -X k8s.io/component-base/version.gitMinor=$(echo "$v" | cut -d. -f2) -X k8s.io/component-base/version.gitTreeState=clean"
+  ver_flags+=" -X k8s.io/client-go/pkg/version.gitVersion=$v"
+  for n in "${missing[@]}"; do
+    log "  go build k8s.io/kubernetes/cmd/$n"
+    mkdir -p "$bin/$n-$v.tmp"
+    (cd "$work" && go build -trimpath -ldflags "$ver_flags" -o "$bin/$n-$v.tmp/$n" "k8s.io/kubernetes/cmd/$n") \
+      || die "building $n $v failed (see the Go errors above)"
+    rm -rf "$bin/$n-$v" && mv "$bin/$n-$v.tmp" "$bin/$n-$v"
+  done
+}
+
+# etcd: go.etcd.io/etcd/server/v3 also replaces its sibling modules locally, so it builds through a
+# wrapper module too; the siblings then resolve to their published versions.
+build_etcd() {
+  local v=$ETCD_VERSION
+  have etcd "$v" && { log "etcd $v: cached"; return; }
+  log "etcd $v: building"
+  local work; work=$(mktemp -d); trap 'rm -rf "$work"' RETURN
+  printf 'module kaliper.dev/testcluster/etcd\ngo 1.25\nrequire go.etcd.io/etcd/server/v3 %s\n' "$v" >"$work/go.mod"
+  mkdir -p "$bin/etcd-$v.tmp"
+  (cd "$work" && go build -trimpath -ldflags "-s -w" -o "$bin/etcd-$v.tmp/etcd" go.etcd.io/etcd/server/v3) \
+    || die "building etcd $v failed (see the Go errors above)"
+  rm -rf "$bin/etcd-$v" && mv "$bin/etcd-$v.tmp" "$bin/etcd-$v"
+}
+
+# Modules without local replaces install directly.
+go_install() {
+  local name=$1 pkg=$2 v=$3
+  have "$name" "$v" && { log "$name $v: cached"; return; }
+  log "$name $v: go install $pkg@$v"
+  mkdir -p "$bin/$name-$v.tmp"
+  GOBIN="$bin/$name-$v.tmp" GOFLAGS= go install -trimpath -ldflags "-s -w" "$pkg@$v" \
+    || die "installing $name $v failed (see the Go errors above)"
+  rm -rf "$bin/$name-$v" && mv "$bin/$name-$v.tmp" "$bin/$name-$v"
+}
+
+start=$(date +%s)
+build_etcd
+build_kubernetes
+go_install kwok sigs.k8s.io/kwok/cmd/kwok "$KWOK_VERSION"
+go_install helm helm.sh/helm/v3/cmd/helm "$HELM_VERSION"
+go_install kubeconform github.com/yannh/kubeconform/cmd/kubeconform "$KUBECONFORM_VERSION"
+
+# A stable directory of links to the pinned versions, for PATH.
+current="$cache/current"
+mkdir -p "$current"
+for pair in etcd:$ETCD_VERSION kube-apiserver:$KUBERNETES_VERSION kube-controller-manager:$KUBERNETES_VERSION \
+            kube-scheduler:$KUBERNETES_VERSION kubectl:$KUBERNETES_VERSION kwok:$KWOK_VERSION \
+            helm:$HELM_VERSION kubeconform:$KUBECONFORM_VERSION; do
+  n=${pair%%:*}; ver=${pair#*:}
+  ln -sfn "$bin/$n-$ver/$n" "$current/$n"
+done
+log "done in $(( $(date +%s) - start ))s"
+echo "$current"

@@ -1,0 +1,98 @@
+"""The base every Kaliper API model builds on, and cross-field rules that validate twice.
+
+A `Rule` is written once beside the model it constrains. Its CEL expression goes into the generated CRD
+(`x-kubernetes-validations`), so the API server enforces it; its Python check runs in the model's own
+validation, so `kaliper validate`, the local runtime and the operator enforce it too — with the same message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic.alias_generators import to_camel
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A cross-field rule: `check(model)` must hold; `cel` is the same rule for the API server."""
+
+    cel: str
+    message: str
+    check: Callable[[Any], bool]
+    # Where the server should point its error, relative to the object (CEL `fieldPath`), e.g. ".limits".
+    field_path: str | None = None
+
+    def as_validation(self) -> dict[str, str]:
+        validation = {"rule": self.cel, "message": self.message}
+        if self.field_path:
+            validation["fieldPath"] = self.field_path
+        return validation
+
+
+def _is_set(model: BaseModel, name: str) -> bool:
+    value = getattr(model, name)
+    return value is not None
+
+
+def _alias(name: str) -> str:
+    return to_camel(name)
+
+
+def exactly_one_of(*names: str) -> Rule:
+    """Exactly one of the (optional) fields is set: `url` or `deploymentRef`, not both, not neither."""
+    aliases = [_alias(n) for n in names]
+    listed = ", ".join(aliases[:-1]) + f" or {aliases[-1]}"
+    return Rule(
+        cel="[" + ", ".join(f"has(self.{a})" for a in aliases) + "].exists_one(x, x)",
+        message=f"set exactly one of {listed}",
+        check=lambda m: sum(_is_set(m, n) for n in names) == 1,
+    )
+
+
+def at_most_one_of(*names: str) -> Rule:
+    """At most one of the (optional) fields is set."""
+    aliases = [_alias(n) for n in names]
+    listed = ", ".join(aliases[:-1]) + f" and {aliases[-1]}"
+    return Rule(
+        cel="[" + ", ".join(f"has(self.{a})" for a in aliases) + "].filter(x, x).size() <= 1",
+        message=f"{listed} are mutually exclusive; set at most one",
+        check=lambda m: sum(_is_set(m, n) for n in names) <= 1,
+    )
+
+
+class KaliperModel(BaseModel):
+    """camelCase on the wire, snake_case in Python, unknown fields rejected, docstrings as descriptions."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        populate_by_name=True,
+        extra="forbid",
+        use_attribute_docstrings=True,
+        validate_default=False,
+        json_schema_extra=lambda schema, cls: _add_rules_to_schema(schema, cls),
+    )
+
+    cross_field_rules: ClassVar[tuple[Rule, ...]] = ()
+    # CEL rules only the API server can check, such as transition rules that compare with oldSelf.
+    server_only_validations: ClassVar[tuple[dict[str, str], ...]] = ()
+
+    @model_validator(mode="after")
+    def _check_rules(self) -> KaliperModel:
+        for rule in type(self).cross_field_rules:
+            if not rule.check(self):
+                raise ValueError(rule.message)
+        return self
+
+    def to_manifest(self) -> dict[str, Any]:
+        """The object as it is written in YAML: camelCase keys, unset fields left out."""
+        return self.model_dump(by_alias=True, exclude_none=True, mode="json")
+
+
+def _add_rules_to_schema(schema: dict[str, Any], cls: type) -> None:
+    validations = [rule.as_validation() for rule in getattr(cls, "cross_field_rules", ())]
+    validations += [dict(v) for v in getattr(cls, "server_only_validations", ())]
+    if validations:
+        schema["x-kubernetes-validations"] = validations

@@ -1,0 +1,266 @@
+"""ModelDeployment: serve a model as an inference Deployment and Service (or local server processes)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, WithJsonSchema
+
+from kaliper.api.base import KaliperModel, Rule, exactly_one_of
+from kaliper.api.common import (
+    ConfigMapKeyReference,
+    Condition,
+    Duration,
+    EnvVar,
+    HttpUrl,
+    LabelMap,
+    LocalObjectReference,
+    Name,
+    PositiveDuration,
+    PvcReference,
+    ResourceRequirements,
+    StringMap,
+    Toleration,
+    conditions_field,
+)
+
+RuntimeType = Literal["onnxruntime", "mlserver", "triton", "custom"]
+ExecutionProvider = Literal[
+    "CPUExecutionProvider",
+    "CUDAExecutionProvider",
+    "TensorrtExecutionProvider",
+    "OpenVINOExecutionProvider",
+    "DnnlExecutionProvider",
+    "ROCMExecutionProvider",
+]
+Port = Annotated[int, Field(ge=1, le=65535)]
+ImageName = Annotated[str, Field(min_length=1, max_length=512, pattern=r"^[^\s]+$")]
+FreeFormObject = Annotated[
+    dict[str, Any],
+    WithJsonSchema({"type": "object", "x-kubernetes-preserve-unknown-fields": True}),
+]
+
+
+class ImageModel(KaliperModel):
+    """A model baked into a container image."""
+
+    image: ImageName
+    """Image that holds the model files, such as registry.example.com/models/resnet:1.2."""
+    path: Annotated[str, Field(min_length=1, max_length=1024)]
+    """Path of the model file or folder inside that image."""
+
+
+class ModelSource(KaliperModel):
+    """Where the model comes from. Set exactly one of pvc, configMap, url, image or file."""
+
+    pvc: PvcReference | None = None
+    """A model file on a PersistentVolumeClaim."""
+    config_map: ConfigMapKeyReference | None = None
+    """A small model (under 1 MiB) stored as a binaryData key of a ConfigMap."""
+    url: HttpUrl | None = None
+    """An HTTP(S) URL the serving pod downloads the model from at start-up."""
+    sha256: Annotated[str, Field(pattern=r"^[a-f0-9]{64}$")] | None = None
+    """Expected SHA-256 of the file downloaded from url; the server refuses to start on a mismatch."""
+    image: ImageModel | None = None
+    """A model baked into a container image."""
+    file: Annotated[str, Field(min_length=1, max_length=1024)] | None = None
+    """A path on this machine; only the local runtime (`kaliper run`) can use it."""
+    format: Literal["onnx", "sklearn", "auto"] = "auto"
+    """Model format; auto decides from the file name (.onnx, .joblib/.pkl)."""
+    name: Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[a-zA-Z0-9][-_.a-zA-Z0-9]*$")] | None = (
+        None
+    )
+    """Name the model is served under (the {model} in /v2/models/{model}/infer). Default: the object's name."""
+    version: Annotated[str, Field(max_length=64)] | None = None
+    """Optional model version, reported by the server's model metadata endpoint."""
+
+    cross_field_rules = (
+        exactly_one_of("pvc", "config_map", "url", "image", "file"),
+        Rule(
+            cel="!has(self.sha256) || has(self.url)",
+            message="sha256 checks a download and needs url; remove sha256 or use url",
+            check=lambda m: m.sha256 is None or m.url is not None,
+            field_path=".sha256",
+        ),
+    )
+
+
+class ServingRuntime(KaliperModel):
+    """The model server that serves the model."""
+
+    type: RuntimeType = "onnxruntime"
+    """onnxruntime (Kaliper's built-in ONNX Runtime server), mlserver, triton, or custom."""
+    image: ImageName | None = None
+    """Container image. Default: Kaliper's image for onnxruntime, the upstream image for mlserver and triton.
+    Required for custom on Kubernetes."""
+    command: Annotated[list[Annotated[str, Field(max_length=4096)]], Field(min_length=1, max_length=64)] | None = (
+        None
+    )
+    """Command that starts the server (replaces the image's entrypoint; the process to run locally)."""
+    args: Annotated[list[Annotated[str, Field(max_length=4096)]], Field(max_length=128)] | None = None
+    """Arguments appended to the command."""
+    port: Port | None = None
+    """Port the server listens on. Default: 8080 (onnxruntime, mlserver), 8000 (triton). Required for custom."""
+    protocol: Literal["oip-v2", "http-json"] | None = None
+    """Protocol the server speaks. Default: oip-v2 (Open Inference Protocol v2) for the known runtimes,
+    http-json for custom."""
+    execution_providers: (
+        Annotated[list[ExecutionProvider], Field(min_length=1, max_length=6)] | None
+    ) = None
+    """ONNX Runtime execution providers, in order of preference (onnxruntime only)."""
+    implementation: Annotated[str, Field(max_length=256, pattern=r"^[A-Za-z_][\w.]*$")] | None = None
+    """MLServer model implementation class (mlserver only). Default: mlserver_sklearn.SKLearnModel."""
+
+    cross_field_rules = (
+        Rule(
+            cel="!has(self.type) || self.type != 'custom' || has(self.image) || has(self.command)",
+            message="a custom runtime needs image (on Kubernetes) or command (locally)",
+            check=lambda r: r.type != "custom" or r.image is not None or r.command is not None,
+        ),
+        Rule(
+            cel="!has(self.type) || self.type != 'custom' || has(self.port)",
+            message="a custom runtime needs port: the port its server listens on",
+            check=lambda r: r.type != "custom" or r.port is not None,
+            field_path=".port",
+        ),
+        Rule(
+            cel="!has(self.executionProviders) || !has(self.type) || self.type == 'onnxruntime'",
+            message="executionProviders apply to the onnxruntime runtime only; remove them or set type onnxruntime",
+            check=lambda r: r.execution_providers is None or r.type == "onnxruntime",
+            field_path=".executionProviders",
+        ),
+        Rule(
+            cel="!has(self.implementation) || (has(self.type) && self.type == 'mlserver')",
+            message="implementation applies to the mlserver runtime only; remove it or set type mlserver",
+            check=lambda r: r.implementation is None or r.type == "mlserver",
+            field_path=".implementation",
+        ),
+    )
+
+
+class Batching(KaliperModel):
+    """Server-side dynamic batching: requests wait up to maxQueueDelay to be run together."""
+
+    max_batch_size: Annotated[int, Field(ge=1, le=4096)]
+    """Largest batch the server forms."""
+    max_queue_delay: Duration = "5ms"
+    """Longest a request waits for others to join its batch."""
+
+
+class Threads(KaliperModel):
+    """How much parallelism the server uses inside one replica."""
+
+    intra_op: Annotated[int, Field(ge=1, le=256)] | None = None
+    """Threads used inside one operator (ONNX Runtime intra_op_num_threads). Default: one per CPU of the limit."""
+    inter_op: Annotated[int, Field(ge=1, le=256)] | None = None
+    """Threads running independent operators in parallel (ONNX Runtime inter_op_num_threads)."""
+    workers: Annotated[int, Field(ge=1, le=64)] | None = None
+    """Server worker processes per replica (MLServer parallel workers, server processes for onnxruntime)."""
+
+
+class Readiness(KaliperModel):
+    """How Kaliper (and the kubelet) decide a replica is ready to serve."""
+
+    path: Annotated[str, Field(max_length=1024, pattern=r"^/")] | None = None
+    """HTTP path that answers 200 when ready. Default: /v2/health/ready for oip-v2 servers, / for http-json."""
+    initial_delay: Duration = "0s"
+    """Wait before the first probe."""
+    period: PositiveDuration = "5s"
+    """Time between probes."""
+    timeout: PositiveDuration = "2s"
+    """Time a probe may take."""
+    failure_threshold: Annotated[int, Field(ge=1, le=100)] = 3
+    """Consecutive failures before a replica is marked unready."""
+    ready_timeout: PositiveDuration = "10m"
+    """How long the whole deployment may take to become ready before it is reported Failed."""
+
+
+class ServiceSpec(KaliperModel):
+    """The Service in front of the replicas."""
+
+    type: Literal["ClusterIP", "NodePort", "LoadBalancer"] = "ClusterIP"
+    """Kubernetes Service type."""
+    port: Port = 80
+    """Port the Service exposes (forwarded to the runtime's port)."""
+    annotations: StringMap | None = None
+    """Annotations for the Service, such as cloud load-balancer settings."""
+
+
+class ModelDeploymentTemplate(KaliperModel):
+    """Everything about serving a model except the model itself; ModelOptimization follow-ups use it."""
+
+    runtime: ServingRuntime = Field(default_factory=ServingRuntime)
+    """The model server. Default: the built-in ONNX Runtime server."""
+    replicas: Annotated[int, Field(ge=0, le=1000)] = 1
+    """Number of serving replicas (local server processes behind a round-robin proxy in `kaliper run`)."""
+    resources: ResourceRequirements | None = None
+    """CPU, memory and GPU requests and limits for each replica."""
+    node_selector: LabelMap | None = None
+    """Node labels the pods must match."""
+    tolerations: Annotated[list[Toleration], Field(max_length=32)] | None = None
+    """Taints the pods tolerate (GPU nodes are often tainted)."""
+    affinity: FreeFormObject | None = None
+    """A Kubernetes Affinity object, copied onto the pods as written."""
+    batching: Batching | None = None
+    """Server-side dynamic batching. Default: off."""
+    threads: Threads | None = None
+    """Thread and worker counts inside each replica."""
+    env: Annotated[list[EnvVar], Field(max_length=128)] | None = None
+    """Extra environment variables for the serving container."""
+    readiness: Readiness = Field(default_factory=Readiness)
+    """Readiness probe and the time allowed to become ready."""
+    service: ServiceSpec = Field(default_factory=ServiceSpec)
+    """The Service in front of the replicas."""
+    image_pull_secrets: Annotated[list[LocalObjectReference], Field(max_length=8)] | None = None
+    """Secrets for pulling private images."""
+    service_account_name: Name | None = None
+    """ServiceAccount the serving pods run as (for example one that can read the model bucket)."""
+    pod_labels: LabelMap | None = None
+    """Extra labels for the serving pods."""
+    pod_annotations: StringMap | None = None
+    """Extra annotations for the serving pods."""
+
+    cross_field_rules = (
+        Rule(
+            cel="!has(self.batching) || !has(self.runtime) || !has(self.runtime.type) || self.runtime.type != 'custom'",
+            message="batching is configured by Kaliper for onnxruntime, mlserver and triton; "
+            "a custom server batches on its own, so remove batching",
+            check=lambda s: s.batching is None or s.runtime.type != "custom",
+            field_path=".batching",
+        ),
+    )
+
+
+class ModelDeploymentSpec(ModelDeploymentTemplate):
+    """A model, the server that serves it, and the resources it gets."""
+
+    model: ModelSource
+    """Where the model comes from."""
+
+
+ModelDeploymentPhase = Literal["Pending", "Progressing", "Ready", "Degraded", "Failed"]
+
+
+class ModelDeploymentStatus(KaliperModel):
+    """What Kaliper observed of the deployment."""
+
+    phase: ModelDeploymentPhase | None = None
+    """One word: Pending, Progressing, Ready, Degraded or Failed."""
+    observed_generation: Annotated[int, Field(ge=0)] | None = None
+    """The metadata.generation this status describes."""
+    conditions: list[Condition] = conditions_field()
+    """Ready, Progressing and Degraded, with reasons."""
+    replicas: Annotated[int, Field(ge=0)] | None = None
+    """Replicas that exist."""
+    ready_replicas: Annotated[int, Field(ge=0)] | None = None
+    """Replicas that pass their readiness probe."""
+    endpoint: Annotated[str, Field(max_length=2048)] | None = None
+    """Base URL of the served model, such as http://resnet.ml.svc:80."""
+    model_name: Annotated[str, Field(max_length=128)] | None = None
+    """Name the model is served under."""
+    deployment_name: Annotated[str, Field(max_length=253)] | None = None
+    """The Kubernetes Deployment (or local process group) that serves it."""
+    service_name: Annotated[str, Field(max_length=253)] | None = None
+    """The Kubernetes Service in front of it."""
+    message: Annotated[str, Field(max_length=4096)] | None = None
+    """The latest thing a person should know."""

@@ -1,0 +1,333 @@
+"""ModelOptimization: make a model faster under an accuracy goal, report candidates and the Pareto frontier."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Literal
+
+from pydantic import AfterValidator, Field
+
+from kaliper.api.base import KaliperModel, Rule, at_most_one_of
+from kaliper.api.common import (
+    Condition,
+    CpuQuantity,
+    GpuRequest,
+    Name,
+    PvcReference,
+    TensorSpec,
+    conditions_field,
+    unique_items,
+)
+from kaliper.api.modeldeployment import ExecutionProvider, ModelDeploymentTemplate, ModelSource
+from kaliper.api.profilerun import DatasetSource, ProfileRunTemplate
+
+# --- input -------------------------------------------------------------------------------------------
+
+
+class OptimizationInput(KaliperModel):
+    """The model to optimize."""
+
+    source: ModelSource
+    """Where the model comes from."""
+    framework: Literal["onnx", "sklearn", "pytorch"] = "onnx"
+    """What the model is; anything but onnx needs passes.conversion."""
+    inputs: Annotated[list[TensorSpec], Field(min_length=1, max_length=16)] | None = None
+    """Input tensors (names, shapes, types). Needed to convert a model and to generate latency inputs."""
+    outputs: Annotated[list[Annotated[str, Field(max_length=128)]], Field(max_length=16)] | None = None
+    """Output names to keep. Default: all."""
+
+
+# --- passes ------------------------------------------------------------------------------------------
+
+
+class ConversionPass(KaliperModel):
+    """Convert a scikit-learn or PyTorch model to ONNX."""
+
+    target_opset: Annotated[int, Field(ge=7, le=23)] = 17
+    """ONNX opset of the converted model."""
+
+
+class GraphOptimizationPass(KaliperModel):
+    """ONNX Runtime graph optimizations (constant folding, node fusion), saved as a new model."""
+
+    level: Literal["basic", "extended", "all"] = "all"
+    """ONNX Runtime graph optimization level."""
+
+
+class QuantizationPass(KaliperModel):
+    """Store weights (and, when static, activations) as 8-bit integers."""
+
+    mode: Literal["dynamic", "static"] = "dynamic"
+    """dynamic: activations quantized at run time; static: calibrated on evaluator.accuracy.dataset."""
+    weight_type: Literal["int8", "uint8"] = "int8"
+    """Integer type of the weights."""
+    per_channel: bool = False
+    """One scale per output channel instead of per tensor (often more accurate, a little slower)."""
+    calibration_samples: Annotated[int, Field(ge=1, le=100000)] = 100
+    """Rows of the dataset used for static calibration."""
+
+
+class Float16Pass(KaliperModel):
+    """Convert weights and compute to float16 (pays off on GPUs)."""
+
+    keep_io_types: bool = True
+    """Keep float32 inputs and outputs so clients need no change."""
+
+
+ThreadCounts = Annotated[
+    list[Annotated[int, Field(ge=1, le=256)]],
+    Field(min_length=1, max_length=16, json_schema_extra={"x-kubernetes-list-type": "set"}),
+    AfterValidator(unique_items),
+]
+
+
+class ThreadTuningPass(KaliperModel):
+    """Try ONNX Runtime session settings and keep the fastest (what Olive's OrtPerfTuning does)."""
+
+    intra_op: ThreadCounts | None = None
+    """Intra-op thread counts to try. Default: 1, 2, 4 up to the CPU count."""
+    inter_op: ThreadCounts | None = None
+    """Inter-op thread counts to try. Default: 1."""
+    execution_modes: (
+        Annotated[
+            list[Literal["sequential", "parallel"]],
+            Field(min_length=1, max_length=2, json_schema_extra={"x-kubernetes-list-type": "set"}),
+            AfterValidator(unique_items),
+        ]
+        | None
+    ) = None
+    """ONNX Runtime execution modes to try. Default: sequential."""
+
+
+class Passes(KaliperModel):
+    """The optimizations to apply, run in this order: conversion, graph optimization, quantization,
+    float16, thread tuning. The search tries combinations of the passes listed here."""
+
+    conversion: ConversionPass | None = None
+    graph_optimization: GraphOptimizationPass | None = None
+    quantization: QuantizationPass | None = None
+    float16: Float16Pass | None = None
+    thread_tuning: ThreadTuningPass | None = None
+
+    cross_field_rules = (
+        Rule(
+            cel="[has(self.conversion), has(self.graphOptimization), has(self.quantization), has(self.float16), "
+            "has(self.threadTuning)].exists(x, x)",
+            message="list at least one pass: conversion, graphOptimization, quantization, float16 or threadTuning",
+            check=lambda p: any(
+                getattr(p, n) is not None
+                for n in ("conversion", "graph_optimization", "quantization", "float16", "thread_tuning")
+            ),
+        ),
+        at_most_one_of("quantization", "float16"),
+    )
+
+
+# --- evaluation --------------------------------------------------------------------------------------
+
+
+class AccuracyEvaluator(KaliperModel):
+    """How accuracy is measured, and how much of it may be given up."""
+
+    metric: Literal["accuracy", "f1", "mae", "mse", "rmse", "r2"] = "accuracy"
+    """accuracy/f1 for classifiers (higher is better), mae/mse/rmse (lower is better) and r2 for regressors."""
+    dataset: DatasetSource
+    """Labelled rows, one JSON object per line: {"inputs": {...}, "label": ...}."""
+    max_degradation: Annotated[float, Field(ge=0)]
+    """Largest acceptable loss against the original model, in the metric's units (0.01 = one point of
+    accuracy)."""
+    samples: Annotated[int, Field(ge=1, le=1000000)] | None = None
+    """Rows to evaluate. Default: the whole dataset."""
+
+
+class LatencyEvaluator(KaliperModel):
+    """How latency is measured (in-process, on generated inputs)."""
+
+    metric: Literal["avg", "p50", "p90", "p95", "p99"] = "avg"
+    """Which latency figure decides."""
+    min_improvement_percent: Annotated[float, Field(ge=0, lt=100)] | None = None
+    """A candidate must be at least this much faster than the original (20 = 20% lower latency)."""
+    batch_size: Annotated[int, Field(ge=1, le=4096)] = 1
+    """Rows per inference."""
+    warmup_runs: Annotated[int, Field(ge=0, le=10000)] = 10
+    """Inferences run before timing."""
+    runs: Annotated[int, Field(ge=1, le=1000000)] = 200
+    """Timed inferences."""
+
+
+class Evaluator(KaliperModel):
+    """What makes a candidate better, and what it must not lose."""
+
+    accuracy: AccuracyEvaluator | None = None
+    latency: LatencyEvaluator = Field(default_factory=LatencyEvaluator)
+
+
+class OptimizationSearch(KaliperModel):
+    """How pass combinations and options are explored."""
+
+    strategy: Literal["exhaustive", "random", "tpe"] = "exhaustive"
+    """exhaustive: every combination; random or tpe (optuna) sample up to maxCandidates."""
+    max_candidates: Annotated[int, Field(ge=1, le=1000)] = 32
+    """Upper bound on candidates evaluated."""
+    seed: Annotated[int, Field(ge=0)] | None = None
+
+
+class OptimizationTarget(KaliperModel):
+    """The hardware the optimized model will run on."""
+
+    device: Literal["cpu", "gpu"] = "cpu"
+    execution_providers: Annotated[list[ExecutionProvider], Field(min_length=1, max_length=6)] | None = None
+    """ONNX Runtime execution providers to optimize and measure with. Default: CPUExecutionProvider, or
+    CUDAExecutionProvider for gpu."""
+    cpu: CpuQuantity | None = None
+    """Measure latency under this CPU limit (cgroups locally, the optimizer pod's limit on Kubernetes)."""
+    gpu: GpuRequest | None = None
+    """GPU for the optimizer pod when device is gpu."""
+
+    cross_field_rules = (
+        Rule(
+            cel="!has(self.gpu) || (has(self.device) && self.device == 'gpu')",
+            message="gpu is only used when device is gpu; set device: gpu or remove gpu",
+            check=lambda t: t.gpu is None or t.device == "gpu",
+            field_path=".gpu",
+        ),
+    )
+
+
+class OptimizationOutput(KaliperModel):
+    """Where optimized models are stored. Set at most one of pvc or directory."""
+
+    pvc: PvcReference | None = None
+    """A folder on a PersistentVolumeClaim (Kubernetes)."""
+    directory: Annotated[str, Field(min_length=1, max_length=1024)] | None = None
+    """A folder on this machine (local runtime). Default: ./kaliper-models/<name>."""
+    keep: Annotated[int, Field(ge=1, le=32)] = 3
+    """How many of the best candidates to keep as files."""
+
+    cross_field_rules = (at_most_one_of("pvc", "directory"),)
+
+
+class FollowUpDeployment(KaliperModel):
+    """A ModelDeployment to create for the chosen model."""
+
+    name: Name
+    """Name of the ModelDeployment."""
+    template: ModelDeploymentTemplate = Field(default_factory=ModelDeploymentTemplate)
+    """Its spec, without the model (the chosen model fills it in)."""
+
+
+class FollowUpProfileRun(KaliperModel):
+    """A ProfileRun to create against the follow-up deployment."""
+
+    name: Name
+    """Name of the ProfileRun."""
+    template: ProfileRunTemplate
+    """Its spec, without the target (the follow-up deployment is the target)."""
+
+
+class FollowUp(KaliperModel):
+    """What to create once a model is chosen."""
+
+    deployment: FollowUpDeployment | None = None
+    profile_run: FollowUpProfileRun | None = None
+
+    cross_field_rules = (
+        Rule(
+            cel="!has(self.profileRun) || has(self.deployment)",
+            message="followUp.profileRun loads the follow-up deployment; add followUp.deployment",
+            check=lambda f: f.profile_run is None or f.deployment is not None,
+            field_path=".profileRun",
+        ),
+    )
+
+
+class ModelOptimizationSpec(KaliperModel):
+    """A model, the passes to try on it, and the goals a candidate must meet."""
+
+    model: OptimizationInput
+    passes: Passes
+    evaluator: Evaluator = Field(default_factory=Evaluator)
+    search: OptimizationSearch = Field(default_factory=OptimizationSearch)
+    target: OptimizationTarget = Field(default_factory=OptimizationTarget)
+    output: OptimizationOutput = Field(default_factory=OptimizationOutput)
+    follow_up: FollowUp | None = None
+    """ModelDeployment and ProfileRun to create for the chosen model."""
+
+    cross_field_rules = (
+        Rule(
+            cel="!has(self.model.framework) || self.model.framework == 'onnx' || has(self.passes.conversion)",
+            message="a non-ONNX model must be converted first; add passes.conversion",
+            check=lambda s: s.model.framework == "onnx" or s.passes.conversion is not None,
+            field_path=".passes",
+        ),
+        Rule(
+            cel="!has(self.passes.conversion) || has(self.model.inputs)",
+            message="conversion needs the input tensors; list them in model.inputs",
+            check=lambda s: s.passes.conversion is None or s.model.inputs is not None,
+            field_path=".model.inputs",
+        ),
+        Rule(
+            cel="!has(self.passes.quantization) || !has(self.passes.quantization.mode) || "
+            "self.passes.quantization.mode != 'static' || has(self.evaluator.accuracy)",
+            message="static quantization calibrates on evaluator.accuracy.dataset; add it or use mode dynamic",
+            check=lambda s: s.passes.quantization is None
+            or s.passes.quantization.mode != "static"
+            or s.evaluator.accuracy is not None,
+            field_path=".passes.quantization.mode",
+        ),
+    )
+
+
+# --- status ------------------------------------------------------------------------------------------
+
+
+class Footprint(KaliperModel):
+    """One evaluated model: the passes that made it and what it measured."""
+
+    id: Annotated[str, Field(max_length=64)]
+    passes: list[Annotated[str, Field(max_length=64)]] = Field(default_factory=list)
+    parameters: dict[str, str] = Field(default_factory=dict)
+    """Pass options and session settings of this candidate."""
+    accuracy: float | None = None
+    accuracy_degradation: float | None = None
+    latency_ms: Annotated[float, Field(ge=0)] | None = None
+    latency_improvement_percent: float | None = None
+    model_size_bytes: Annotated[int, Field(ge=0)] | None = None
+    meets_goals: bool | None = None
+    artifact: Annotated[str, Field(max_length=2048)] | None = None
+    """Where the model file is (pvc://claim/path or a local path), when kept."""
+    message: Annotated[str, Field(max_length=2048)] | None = None
+
+
+class ChosenModel(KaliperModel):
+    """The best candidate that met the goals."""
+
+    candidate_id: Annotated[str, Field(max_length=64)]
+    artifact: Annotated[str, Field(max_length=2048)] | None = None
+    latency_improvement_percent: float | None = None
+    accuracy_degradation: float | None = None
+
+
+class FollowUpStatus(KaliperModel):
+    deployment_name: Annotated[str, Field(max_length=253)] | None = None
+    profile_run_name: Annotated[str, Field(max_length=253)] | None = None
+
+
+class ModelOptimizationStatus(KaliperModel):
+    """Candidates, the Pareto frontier and the chosen model."""
+
+    phase: Literal["Pending", "Running", "Succeeded", "Failed"] | None = None
+    observed_generation: Annotated[int, Field(ge=0)] | None = None
+    conditions: list[Condition] = conditions_field()
+    start_time: datetime | None = None
+    completion_time: datetime | None = None
+    evaluated: Annotated[int, Field(ge=0)] | None = None
+    """Candidates evaluated so far."""
+    baseline: Footprint | None = None
+    """The original model, measured the same way."""
+    candidates: Annotated[list[Footprint], Field(max_length=1000)] | None = None
+    pareto_frontier: Annotated[list[Annotated[str, Field(max_length=64)]], Field(max_length=1000)] | None = None
+    """Ids of the candidates no other candidate beats on both latency and accuracy."""
+    chosen: ChosenModel | None = None
+    follow_up: FollowUpStatus | None = None
+    message: Annotated[str, Field(max_length=4096)] | None = None

@@ -1,0 +1,642 @@
+"""ProfileRun: load-test a target, measure it, sweep configurations, recommend the cheapest one that meets the SLO."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, Field
+
+from kaliper.api.base import KaliperModel, Rule, exactly_one_of
+from kaliper.api.common import (
+    ConfigMapKeyReference,
+    Condition,
+    CpuQuantity,
+    Duration,
+    GpuRequest,
+    HttpUrl,
+    LocalObjectReference,
+    MemoryQuantity,
+    Name,
+    PositiveDuration,
+    ResourceList,
+    SecretKeyReference,
+    StringMap,
+    TensorSpec,
+    conditions_field,
+    unique_items,
+)
+from kaliper.api.modeldeployment import ModelSource, RuntimeType
+from kaliper.api.units import parse_duration
+
+# --- target and request ------------------------------------------------------------------------------
+
+
+class ProfileTarget(KaliperModel):
+    """What to load. Set exactly one of deploymentRef or url."""
+
+    deployment_ref: LocalObjectReference | None = None
+    """A ModelDeployment in the same namespace. Required to sweep deployment parameters: each trial is a
+    copy of it with the swept values applied."""
+    url: HttpUrl | None = None
+    """An endpoint that is already running, such as https://models.example.com. Only load levels can be
+    swept against it."""
+
+    cross_field_rules = (exactly_one_of("deployment_ref", "url"),)
+
+
+class SecretHeader(KaliperModel):
+    """An HTTP header whose value is read from a Secret inside the load-generator pod."""
+
+    name: Annotated[str, Field(min_length=1, max_length=256, pattern=r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")]
+    """Header name, such as Authorization."""
+    secret_key_ref: SecretKeyReference
+    """The Secret key that holds the header value. Kaliper's operator never reads it."""
+
+
+class RequestSpec(KaliperModel):
+    """How each request is sent."""
+
+    protocol: Literal["oip-v2", "http-json"] = "oip-v2"
+    """oip-v2: Open Inference Protocol v2 REST (POST /v2/models/{model}/infer); http-json: any JSON API."""
+    method: Literal["POST", "PUT", "GET"] = "POST"
+    """HTTP method."""
+    path: Annotated[str, Field(max_length=1024, pattern=r"^/")] | None = None
+    """Request path. Default: /v2/models/{model}/infer for oip-v2, / for http-json."""
+    model_name: Annotated[str, Field(max_length=128)] | None = None
+    """Model name for oip-v2 paths. Default: the target ModelDeployment's served model name."""
+    timeout: PositiveDuration = "30s"
+    """A request slower than this counts as an error (with its latency recorded)."""
+    headers: StringMap | None = None
+    """Plain headers sent with every request. Put credentials in headersFrom instead."""
+    headers_from: Annotated[list[SecretHeader], Field(max_length=16)] | None = None
+    """Headers whose values come from Secrets (API keys, bearer tokens)."""
+
+
+# --- payload -----------------------------------------------------------------------------------------
+
+
+class DatasetSource(KaliperModel):
+    """Request bodies, one per line. Set exactly one of configMap or file."""
+
+    config_map: ConfigMapKeyReference | None = None
+    """A ConfigMap key whose value holds one request body per line."""
+    file: Annotated[str, Field(min_length=1, max_length=1024)] | None = None
+    """A file on this machine; only the local runtime (`kaliper run`) can use it."""
+    order: Literal["sequential", "random"] = "sequential"
+    """Send lines in file order (cycling) or in random order."""
+
+    cross_field_rules = (exactly_one_of("config_map", "file"),)
+
+
+class GeneratedTensors(KaliperModel):
+    """Open Inference Protocol v2 requests generated from a tensor spec."""
+
+    inputs: Annotated[list[TensorSpec], Field(min_length=1, max_length=16)]
+    """Input tensors; a -1 dimension is filled with batchSize."""
+    batch_size: Annotated[int, Field(ge=1, le=4096)] = 1
+    """Rows per request."""
+    distribution: Literal["uniform", "normal", "zeros"] = "uniform"
+    """How element values are drawn."""
+    seed: Annotated[int, Field(ge=0)] | None = None
+    """Random seed, for repeatable payloads."""
+
+
+class Payload(KaliperModel):
+    """What each request carries. Set exactly one of inline, dataset or tensors."""
+
+    inline: Annotated[str, Field(max_length=262144)] | None = None
+    """The same body for every request."""
+    dataset: DatasetSource | None = None
+    """One request body per line, as the Azure ML profiler takes them."""
+    tensors: GeneratedTensors | None = None
+    """Bodies generated from a tensor spec (oip-v2 only)."""
+    content_type: Annotated[str, Field(max_length=256)] = "application/json"
+    """Content-Type header of the requests."""
+
+    cross_field_rules = (exactly_one_of("inline", "dataset", "tensors"),)
+
+
+# --- load --------------------------------------------------------------------------------------------
+
+
+class ClosedLoop(KaliperModel):
+    """A fixed number of users, each sending its next request when the previous answer arrives."""
+
+    concurrency: Annotated[int, Field(ge=1, le=100000)]
+    """Concurrent users."""
+    think_time: Duration = "0s"
+    """Pause between a user's answer and its next request."""
+
+
+class OpenLoop(KaliperModel):
+    """Requests sent on a schedule, whatever the server does; latency counts from the intended send time."""
+
+    rate: Annotated[float, Field(gt=0, le=1000000)]
+    """Requests per second."""
+    arrival: Literal["constant", "poisson"] = "constant"
+    """Evenly spaced sends, or a Poisson process with the same mean rate."""
+    max_connections: Annotated[int, Field(ge=1, le=100000)] | None = None
+    """Connections the generator may open. Default: enough for the rate and the SLO latency."""
+
+
+class StoppingRule(KaliperModel):
+    """Stop before maxDuration once the measurement is stable and precise enough (never before minDuration)."""
+
+    window: PositiveDuration = "5s"
+    """Length of one measurement window."""
+    stable_windows: Annotated[int, Field(ge=2, le=50)] = 3
+    """Consecutive windows whose throughput and latency must agree."""
+    tolerance: Annotated[float, Field(gt=0, le=1)] = 0.1
+    """How far (as a fraction) those windows may differ and still agree."""
+    percentile: Annotated[float, Field(gt=0, lt=100)] = 99
+    """The percentile whose confidence interval must be narrow."""
+    max_relative_ci_width: Annotated[float, Field(gt=0, le=1)] = 0.05
+    """Widest acceptable confidence interval of that percentile, relative to its value."""
+
+
+def _duration_or_default(alias: str, default: str) -> str:
+    return f"duration(has(self.{alias}) ? self.{alias} : '{default}')"
+
+
+class LoadSpec(KaliperModel):
+    """The load each trial applies. Set exactly one of closedLoop or openLoop."""
+
+    closed_loop: ClosedLoop | None = None
+    """Closed-loop load: a fixed number of concurrent users."""
+    open_loop: OpenLoop | None = None
+    """Open-loop load: a target arrival rate, corrected for coordinated omission."""
+    warmup: Duration = "10s"
+    """Load applied before measuring starts; excluded from every figure."""
+    min_duration: PositiveDuration = "30s"
+    """Shortest measurement, even when the stopping rule is satisfied earlier."""
+    max_duration: PositiveDuration = "5m"
+    """Longest measurement; the run always stops by then."""
+    stopping: StoppingRule | None = None
+    """Stop early once stable. Default: measure for maxDuration."""
+    workers: Annotated[int, Field(ge=0, le=256)] = 0
+    """Distributed Locust workers (a master plus this many worker pods); 0 runs a single generator."""
+    processes: Annotated[int, Field(ge=1, le=64)] = 1
+    """Generator processes per pod (or on this machine), for more load per node."""
+
+    cross_field_rules = (
+        exactly_one_of("closed_loop", "open_loop"),
+        Rule(
+            cel=f"{_duration_or_default('minDuration', '30s')} <= {_duration_or_default('maxDuration', '5m')}",
+            message="minDuration must not exceed maxDuration (defaults 30s and 5m); lower one or raise the other",
+            check=lambda s: parse_duration(s.min_duration) <= parse_duration(s.max_duration),
+            field_path=".minDuration",
+        ),
+    )
+
+
+# --- sweep and search --------------------------------------------------------------------------------
+
+
+def _sweep_list(item: Any) -> Any:
+    return Annotated[
+        list[item],
+        Field(min_length=1, max_length=32, json_schema_extra={"x-kubernetes-list-type": "set"}),
+        AfterValidator(unique_items),
+    ]
+
+
+class ModelVariant(KaliperModel):
+    """A named alternative model, such as an optimized candidate from a ModelOptimization."""
+
+    name: Name
+    """Variant name, shown in the report."""
+    model: ModelSource
+    """Where this variant's model comes from."""
+
+
+DEPLOYMENT_SWEEP_FIELDS = ("cpu", "memory", "gpu", "replicas", "batch_size", "threads", "runtime", "model_variants")
+
+
+class SweepSpec(KaliperModel):
+    """The values to try. Every combination is a trial (the search strategy may skip some)."""
+
+    cpu: _sweep_list(CpuQuantity) | None = None
+    """CPU per replica; each value sets both the request and the limit."""
+    memory: _sweep_list(MemoryQuantity) | None = None
+    """Memory per replica; each value sets both the request and the limit."""
+    gpu: _sweep_list(Annotated[int, Field(ge=0, le=16)]) | None = None
+    """GPUs per replica (of the deployment's gpu.resourceName)."""
+    replicas: _sweep_list(Annotated[int, Field(ge=1, le=1000)]) | None = None
+    """Replica counts."""
+    batch_size: _sweep_list(Annotated[int, Field(ge=1, le=4096)]) | None = None
+    """Server-side maximum batch sizes (1 turns batching off)."""
+    threads: _sweep_list(Annotated[int, Field(ge=1, le=256)]) | None = None
+    """Intra-op thread counts."""
+    runtime: _sweep_list(RuntimeType) | None = None
+    """Serving runtimes."""
+    model_variants: (
+        Annotated[
+            list[ModelVariant],
+            Field(
+                min_length=1,
+                max_length=16,
+                json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
+            ),
+        ]
+        | None
+    ) = None
+    """Alternative models (for example ModelOptimization candidates)."""
+    concurrency: _sweep_list(Annotated[int, Field(ge=1, le=100000)]) | None = None
+    """Load levels as concurrent users (closed loop), tried from lowest to highest."""
+    rate: _sweep_list(Annotated[float, Field(gt=0, le=1000000)]) | None = None
+    """Load levels as requests per second (open loop), tried from lowest to highest."""
+
+    def deployment_parameters(self) -> list[str]:
+        """The deployment fields this sweep varies (load levels excluded)."""
+        return [name for name in DEPLOYMENT_SWEEP_FIELDS if getattr(self, name) is not None]
+
+
+class SearchSpec(KaliperModel):
+    """How configurations are chosen from the sweep."""
+
+    strategy: Literal["grid", "knee", "optuna"] = "grid"
+    """grid: every combination; knee: per configuration, the highest load level that meets the SLO,
+    skipping configurations that cannot win on cost; optuna: a TPE search over the sweep."""
+    max_trials: Annotated[int, Field(ge=1, le=1000)] = 100
+    """Upper bound on trials; a grid larger than this is refused before anything starts."""
+    parallelism: Annotated[int, Field(ge=1, le=32)] = 1
+    """Trials run at the same time (Kubernetes only; the local runtime runs one at a time)."""
+    seed: Annotated[int, Field(ge=0)] | None = None
+    """Random seed for optuna."""
+
+
+# --- SLOs, metrics, cost, report ---------------------------------------------------------------------
+
+
+class LatencyObjective(KaliperModel):
+    """A latency bound at a percentile, such as p99 under 250ms."""
+
+    percentile: Annotated[float, Field(gt=0, lt=100)]
+    """The percentile, such as 50, 95, 99 or 99.9."""
+    max: PositiveDuration
+    """The bound, such as 250ms."""
+    measure: Literal["corrected", "service"] = "corrected"
+    """corrected: from the intended send time (what users see under open-loop load); service: from the
+    actual send."""
+
+
+class SloSpec(KaliperModel):
+    """What a configuration must achieve. A trial meets the SLO when every objective set here holds."""
+
+    latency: Annotated[list[LatencyObjective], Field(min_length=1, max_length=8)] | None = None
+    """Latency bounds at percentiles."""
+    max_error_rate: Annotated[float, Field(ge=0, le=1)] | None = None
+    """Largest acceptable share of failed requests (0.01 = 1%)."""
+    min_throughput: Annotated[float, Field(gt=0)] | None = None
+    """Requests per second a trial must sustain."""
+    target_throughput: Annotated[float, Field(gt=0)] | None = None
+    """The traffic to serve, in requests per second: sizes the recommended replica count and the cost."""
+
+    cross_field_rules = (
+        Rule(
+            cel="has(self.latency) || has(self.maxErrorRate) || has(self.minThroughput)",
+            message="an SLO needs at least one objective: latency, maxErrorRate or minThroughput",
+            check=lambda s: s.latency is not None or s.max_error_rate is not None or s.min_throughput is not None,
+        ),
+    )
+
+
+class PrometheusSource(KaliperModel):
+    """A Prometheus that scrapes the serving pods (cAdvisor, kube-state-metrics, dcgm-exporter)."""
+
+    url: HttpUrl
+    """Base URL, such as http://prometheus-operated.monitoring:9090."""
+    scrape_interval: PositiveDuration = "15s"
+    """The scrape interval; Kaliper waits one more after each load window before it queries."""
+    timeout: PositiveDuration = "10s"
+    """Timeout of each query."""
+
+
+class DcgmSpec(KaliperModel):
+    """GPU metrics from NVIDIA dcgm-exporter through Prometheus (NVML in the local runtime)."""
+
+    enabled: bool = False
+    """Query GPU utilisation, memory, power and energy for trials that request GPUs."""
+    pod_label: Literal["auto", "pod", "pod_name", "exported_pod"] = "auto"
+    """Label that names the pod on DCGM series; auto checks which one the series carry."""
+    profiling_metrics: bool = False
+    """Also query DCGM_FI_PROF_GR_ENGINE_ACTIVE and DCGM_FI_PROF_SM_ACTIVE (needs the profiling module)."""
+
+
+class CustomQuery(KaliperModel):
+    """An extra PromQL query reported with each trial."""
+
+    name: Annotated[str, Field(min_length=1, max_length=63, pattern=r"^[a-zA-Z_][a-zA-Z0-9_]*$")]
+    """Name of the figure in the report."""
+    query: Annotated[str, Field(min_length=1, max_length=4096)]
+    """PromQL; {namespace}, {pod} (a regex of the trial's pods) and {window} (such as 60s) are filled in."""
+    unit: Annotated[str, Field(max_length=32)] = ""
+    """Unit shown beside the value."""
+    aggregate: Literal["avg", "max", "min", "last"] = "avg"
+    """How the series over the trial window becomes one figure."""
+
+
+class MetricsSpec(KaliperModel):
+    """Where resource figures come from."""
+
+    prometheus: PrometheusSource | None = None
+    """Prometheus for CPU, memory, throttling, restarts and GPU figures on Kubernetes."""
+    dcgm: DcgmSpec | None = None
+    """GPU metrics."""
+    custom_queries: (
+        Annotated[
+            list[CustomQuery],
+            Field(
+                max_length=32,
+                json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
+            ),
+        ]
+        | None
+    ) = None
+    """Extra PromQL figures."""
+    sample_interval: PositiveDuration = "1s"
+    """How often the local runtime samples cgroup accounting (and NVML)."""
+
+    cross_field_rules = (
+        Rule(
+            cel="!has(self.customQueries) || has(self.prometheus)",
+            message="customQueries run on Prometheus; set prometheus.url or remove customQueries",
+            check=lambda m: m.custom_queries is None or m.prometheus is not None,
+            field_path=".customQueries",
+        ),
+    )
+
+
+class CostModel(KaliperModel):
+    """Prices that turn resource use into money (leave a price out to count it as free)."""
+
+    currency: Annotated[str, Field(pattern=r"^[A-Z]{3}$")] = "USD"
+    """ISO 4217 currency code."""
+    per_core_hour: Annotated[float, Field(ge=0)] = 0.0
+    """Price of one CPU core for one hour."""
+    per_gib_hour: Annotated[float, Field(ge=0)] = 0.0
+    """Price of one GiB of memory for one hour."""
+    per_gpu_hour: Annotated[float, Field(ge=0)] = 0.0
+    """Price of one GPU (or MIG slice) for one hour."""
+
+
+class RecommendationSpec(KaliperModel):
+    """How measured usage becomes requests and limits (the Vertical Pod Autoscaler's method)."""
+
+    cpu_percentile: Annotated[float, Field(gt=0, le=100)] = 90
+    """Percentile of CPU usage samples the CPU request is based on."""
+    safety_margin: Annotated[float, Field(ge=0, le=5)] = 0.15
+    """Margin added on top (0.15 = +15%)."""
+    memory_limit_headroom: Annotated[float, Field(ge=0, le=5)] = 0.2
+    """Memory limit above the recommended request (taken from peak usage)."""
+
+
+class ReportSpec(KaliperModel):
+    """Which report files to write."""
+
+    formats: Annotated[
+        list[Literal["json", "html", "table"]],
+        Field(min_length=1, max_length=3, json_schema_extra={"x-kubernetes-list-type": "set"}),
+        AfterValidator(unique_items),
+    ] = Field(default_factory=lambda: ["json", "html", "table"])
+    """json: the full report; html: plots that open offline; table: printed to the terminal."""
+    directory: Annotated[str, Field(min_length=1, max_length=1024)] | None = None
+    """Where the local runtime writes report files. Default: ./kaliper-reports/<name>."""
+    include_time_series: bool = True
+    """Keep per-window and resource time series in the full report."""
+
+
+class TtlSpec(KaliperModel):
+    """When a finished run is deleted, with everything it created."""
+
+    after_success: Duration | None = None
+    """Time after success. Default: kept until deleted."""
+    after_failure: Duration | None = None
+    """Time after failure. Default: kept until deleted."""
+
+
+class ProfileRunTemplate(KaliperModel):
+    """A ProfileRun spec without its target (ModelOptimization follow-ups fill the target in)."""
+
+    request: RequestSpec = Field(default_factory=RequestSpec)
+    """How each request is sent."""
+    payload: Payload
+    """What each request carries."""
+    load: LoadSpec
+    """The load each trial applies."""
+    sweep: SweepSpec | None = None
+    """The configurations to try. Default: just the target as it is."""
+    search: SearchSpec = Field(default_factory=SearchSpec)
+    """How configurations are chosen from the sweep."""
+    slo: SloSpec | None = None
+    """What a configuration must achieve. Without one, the report has figures but no verdict."""
+    metrics: MetricsSpec = Field(default_factory=MetricsSpec)
+    """Where resource figures come from."""
+    cost: CostModel = Field(default_factory=CostModel)
+    """Prices for the cost figures."""
+    recommendation: RecommendationSpec = Field(default_factory=RecommendationSpec)
+    """How requests and limits are recommended."""
+    report: ReportSpec = Field(default_factory=ReportSpec)
+    """Which report files to write."""
+    trial_timeout: PositiveDuration = "20m"
+    """Longest one trial (deploy, become ready, load, collect) may take before it is marked Failed."""
+    ttl: TtlSpec | None = None
+    """When the finished run is deleted."""
+
+    cross_field_rules = (
+        Rule(
+            cel="!has(self.sweep) || !has(self.sweep.concurrency) || has(self.load.closedLoop)",
+            message="sweep.concurrency sets closed-loop load levels; use load.closedLoop, or sweep.rate with load.openLoop",
+            check=lambda s: s.sweep is None or s.sweep.concurrency is None or s.load.closed_loop is not None,
+            field_path=".sweep.concurrency",
+        ),
+        Rule(
+            cel="!has(self.sweep) || !has(self.sweep.rate) || has(self.load.openLoop)",
+            message="sweep.rate sets open-loop load levels; use load.openLoop, or sweep.concurrency with load.closedLoop",
+            check=lambda s: s.sweep is None or s.sweep.rate is None or s.load.open_loop is not None,
+            field_path=".sweep.rate",
+        ),
+        Rule(
+            cel="!has(self.payload.tensors) || !has(self.request) || !has(self.request.protocol) || "
+            "self.request.protocol == 'oip-v2'",
+            message="payload.tensors generates Open Inference Protocol v2 requests; set request.protocol to oip-v2 "
+            "or use payload.inline or payload.dataset",
+            check=lambda s: s.payload.tensors is None or s.request.protocol == "oip-v2",
+            field_path=".payload.tensors",
+        ),
+        Rule(
+            cel="!has(self.search) || !has(self.search.strategy) || self.search.strategy != 'knee' || "
+            "(has(self.sweep) && (has(self.sweep.concurrency) || has(self.sweep.rate)))",
+            message="the knee search climbs load levels; list them in sweep.concurrency or sweep.rate",
+            check=lambda s: s.search.strategy != "knee"
+            or (s.sweep is not None and (s.sweep.concurrency is not None or s.sweep.rate is not None)),
+            field_path=".search.strategy",
+        ),
+    )
+
+
+class ProfileRunSpec(ProfileRunTemplate):
+    """A load test of a target over a sweep of configurations, judged against an SLO."""
+
+    target: ProfileTarget
+    """What to load."""
+
+    cross_field_rules = (
+        *ProfileRunTemplate.cross_field_rules,
+        Rule(
+            cel="has(self.target.deploymentRef) || !has(self.sweep) || "
+            "[has(self.sweep.cpu), has(self.sweep.memory), has(self.sweep.gpu), has(self.sweep.replicas), "
+            "has(self.sweep.batchSize), has(self.sweep.threads), has(self.sweep.runtime), "
+            "has(self.sweep.modelVariants)].all(x, !x)",
+            message="sweeping deployment parameters needs target.deploymentRef; "
+            "a target url can only sweep load levels (concurrency or rate)",
+            check=lambda s: s.target.deployment_ref is not None
+            or s.sweep is None
+            or not s.sweep.deployment_parameters(),
+            field_path=".sweep",
+        ),
+    )
+    # Enforced by the API server only: every trial of a run is measured against the spec it started with.
+    server_only_validations = (
+        {"rule": "self == oldSelf", "message": "a ProfileRun's spec cannot change; create a new ProfileRun"},
+    )
+
+
+# --- status ------------------------------------------------------------------------------------------
+
+ProfileRunPhase = Literal["Pending", "Running", "Succeeded", "Failed"]
+TrialPhase = Literal["Pending", "Deploying", "Running", "Collecting", "Succeeded", "Failed", "Skipped"]
+Ms = Annotated[float, Field(ge=0)]
+
+
+class LatencySummary(KaliperModel):
+    """Latency percentiles in milliseconds, with the number of samples behind them."""
+
+    count: Annotated[int, Field(ge=0)] = 0
+    """Requests measured."""
+    p50_ms: Ms | None = None
+    p90_ms: Ms | None = None
+    p95_ms: Ms | None = None
+    p99_ms: Ms | None = None
+    p999_ms: Ms | None = None
+    mean_ms: Ms | None = None
+    max_ms: Ms | None = None
+
+
+class ResourceUsage(KaliperModel):
+    """Resource figures of one trial, summed over its replicas. Absent means not available (see conditions)."""
+
+    cpu_avg_cores: Annotated[float, Field(ge=0)] | None = None
+    cpu_peak_cores: Annotated[float, Field(ge=0)] | None = None
+    cpu_throttled_ratio: Annotated[float, Field(ge=0, le=1)] | None = None
+    memory_avg_bytes: Annotated[float, Field(ge=0)] | None = None
+    memory_peak_bytes: Annotated[float, Field(ge=0)] | None = None
+    oom_kills: Annotated[int, Field(ge=0)] | None = None
+    restarts: Annotated[int, Field(ge=0)] | None = None
+    gpu_utilization_percent: Annotated[float, Field(ge=0, le=100)] | None = None
+    gpu_memory_peak_mib: Annotated[float, Field(ge=0)] | None = None
+    gpu_power_avg_watts: Annotated[float, Field(ge=0)] | None = None
+
+
+class TrialSummary(KaliperModel):
+    """One configuration at one load level: the headline figures (the full report has the rest)."""
+
+    index: Annotated[int, Field(ge=0)]
+    """Position in the run, from 0."""
+    name: Annotated[str, Field(max_length=253)]
+    """Name of the trial (and of its ModelDeployment on Kubernetes)."""
+    parameters: dict[str, str] = Field(default_factory=dict)
+    """The swept values of this trial, such as cpu=500m, concurrency=8."""
+    phase: TrialPhase = "Pending"
+    """Where the trial is."""
+    requests: Annotated[int, Field(ge=0)] | None = None
+    """Requests measured (warm-up excluded)."""
+    throughput_rps: Annotated[float, Field(ge=0)] | None = None
+    """Successful requests per second."""
+    error_rate: Annotated[float, Field(ge=0, le=1)] | None = None
+    """Share of failed requests."""
+    latency: LatencySummary | None = None
+    """Latency percentiles (corrected for coordinated omission under open-loop load)."""
+    resources: ResourceUsage | None = None
+    """CPU, memory and GPU use."""
+    slo_met: bool | None = None
+    """Whether every SLO objective held; absent without an SLO."""
+    slo_violations: Annotated[list[Annotated[str, Field(max_length=512)]], Field(max_length=16)] | None = None
+    """Which objectives failed and by how much."""
+    core_hours_per_million_requests: Annotated[float, Field(ge=0)] | None = None
+    cost_per_million_requests: Annotated[float, Field(ge=0)] | None = None
+    stop_reason: Annotated[str, Field(max_length=512)] | None = None
+    """Why measuring stopped (stable, max duration, error)."""
+    message: Annotated[str, Field(max_length=2048)] | None = None
+    """What went wrong, for a failed trial."""
+    start_time: datetime | None = None
+    completion_time: datetime | None = None
+
+
+class Progress(KaliperModel):
+    """How far the run is."""
+
+    completed_trials: Annotated[int, Field(ge=0)] = 0
+    total_trials: Annotated[int, Field(ge=0)] = 0
+    current_trial: Annotated[str, Field(max_length=253)] | None = None
+    summary: Annotated[str, Field(max_length=32)] | None = None
+    """"completed/total", for `kubectl get`."""
+
+
+class BestConfiguration(KaliperModel):
+    """The cheapest trial that met the SLO (or the fastest, without an SLO)."""
+
+    trial: Annotated[int, Field(ge=0)]
+    parameters: dict[str, str] = Field(default_factory=dict)
+    p99_ms: Ms | None = None
+    throughput_rps: Annotated[float, Field(ge=0)] | None = None
+    cost_per_million_requests: Annotated[float, Field(ge=0)] | None = None
+
+
+class Recommendation(KaliperModel):
+    """Requests, limits and replicas to deploy with."""
+
+    requests: ResourceList | None = None
+    limits: ResourceList | None = None
+    gpu: GpuRequest | None = None
+    replicas: Annotated[int, Field(ge=0)] | None = None
+    target_throughput_rps: Annotated[float, Field(ge=0)] | None = None
+    rationale: Annotated[str, Field(max_length=4096)] | None = None
+    """How the figures were derived, in words."""
+
+
+class CostSummary(KaliperModel):
+    """Cost of the best configuration."""
+
+    currency: Annotated[str, Field(max_length=3)] = "USD"
+    core_hours_per_million_requests: Annotated[float, Field(ge=0)] | None = None
+    currency_per_million_requests: Annotated[float, Field(ge=0)] | None = None
+
+
+class ReportReference(KaliperModel):
+    """Where the full report is."""
+
+    config_map: ConfigMapKeyReference | None = None
+    """A ConfigMap owned by the run (Kubernetes)."""
+    path: Annotated[str, Field(max_length=1024)] | None = None
+    """A file path (local runtime)."""
+
+
+class ProfileRunStatus(KaliperModel):
+    """Progress, per-trial figures, the best configuration and the recommendation."""
+
+    phase: ProfileRunPhase | None = None
+    observed_generation: Annotated[int, Field(ge=0)] | None = None
+    conditions: list[Condition] = conditions_field()
+    start_time: datetime | None = None
+    completion_time: datetime | None = None
+    progress: Progress | None = None
+    trials: Annotated[list[TrialSummary], Field(max_length=1000)] | None = None
+    best: BestConfiguration | None = None
+    recommendation: Recommendation | None = None
+    cost: CostSummary | None = None
+    verdict: Literal["Met", "NotMet", "Unknown"] | None = None
+    """Met when at least one configuration met the SLO."""
+    report_ref: ReportReference | None = None
+    message: Annotated[str, Field(max_length=4096)] | None = None

@@ -1,0 +1,424 @@
+"""A real Kubernetes control plane on loopback for the test suite: etcd, kube-apiserver (RBAC),
+kube-controller-manager, kube-scheduler and kwok (fake nodes whose pods are reported Running).
+
+The binaries come from `hack/testcluster/build.sh` (built from the Go module proxy, cached by version).
+Every process is started in its own session with a parent-death signal, so nothing outlives the test run,
+and `stop()` checks that none did.
+
+By hand:  python tests/support/controlplane.py up     (prints the kubeconfig path; Ctrl-C stops it)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import datetime as dt
+import ipaddress
+import json
+import os
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+from cryptography.x509.oid import NameOID
+
+REPO = Path(__file__).resolve().parents[2]
+BUILD_SCRIPT = REPO / "hack" / "testcluster" / "build.sh"
+FAKE_NODES = ("kwok-node-0", "kwok-node-1")
+_PR_SET_PDEATHSIG = 1
+
+
+class ControlPlaneError(RuntimeError):
+    """The control plane could not be built or started; the message says which part and why."""
+
+
+def build_binaries() -> Path:
+    """Run the build script (a no-op when everything is cached) and return the directory of binaries."""
+    result = subprocess.run(["bash", str(BUILD_SCRIPT)], capture_output=True, text=True)
+    if result.returncode != 0:
+        raise ControlPlaneError(
+            f"{BUILD_SCRIPT.relative_to(REPO)} failed (exit {result.returncode}):\n{result.stderr[-4000:]}"
+        )
+    return Path(result.stdout.strip().splitlines()[-1])
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _die_with_parent() -> None:
+    """Runs in the child before exec: the kernel kills it if the test process dies, even by SIGKILL."""
+    libc = ctypes.CDLL("libc.so.6", use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    os.setsid()
+
+
+# --- certificates ------------------------------------------------------------------------------------
+
+
+def _key() -> rsa.RSAPrivateKey:
+    return rsa.generate_private_key(public_exponent=65537, key_size=2048)
+
+
+def _write_key(path: Path, key: rsa.RSAPrivateKey) -> None:
+    path.write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
+
+
+def _certificate(
+    subject: x509.Name,
+    key: rsa.RSAPrivateKey,
+    issuer: tuple[x509.Name, rsa.RSAPrivateKey] | None = None,
+    *,
+    ca: bool = False,
+    server_names: tuple[str, ...] = (),
+    server_ips: tuple[str, ...] = (),
+) -> x509.Certificate:
+    now = dt.datetime.now(dt.UTC)
+    issuer_name, issuer_key = issuer or (subject, key)
+    builder = (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(issuer_name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5))
+        .not_valid_after(now + dt.timedelta(days=2))
+        .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
+    )
+    if server_names or server_ips:
+        sans: list[x509.GeneralName] = [x509.DNSName(n) for n in server_names]
+        sans += [x509.IPAddress(ipaddress.ip_address(ip)) for ip in server_ips]
+        builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
+    return builder.sign(issuer_key, hashes.SHA256())
+
+
+def _name(common_name: str, organization: str | None = None) -> x509.Name:
+    attributes = [x509.NameAttribute(NameOID.COMMON_NAME, common_name)]
+    if organization:
+        attributes.append(x509.NameAttribute(NameOID.ORGANIZATION_NAME, organization))
+    return x509.Name(attributes)
+
+
+def _pem(cert: x509.Certificate) -> bytes:
+    return cert.public_bytes(serialization.Encoding.PEM)
+
+
+@dataclass
+class _Pki:
+    ca: Path
+    serving_cert: Path
+    serving_key: Path
+    sa_key: Path
+    sa_pub: Path
+    admin_cert: Path
+    admin_key: Path
+
+
+def _make_pki(directory: Path) -> _Pki:
+    directory.mkdir(parents=True, exist_ok=True)
+    ca_key = _key()
+    ca_name = _name("kaliper-test-ca")
+    ca_cert = _certificate(ca_name, ca_key, ca=True)
+    serving_key = _key()
+    serving = _certificate(
+        _name("kube-apiserver"),
+        serving_key,
+        (ca_name, ca_key),
+        server_names=("localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"),
+        server_ips=("127.0.0.1", "10.0.0.1"),
+    )
+    # The admin identity is in system:masters, which RBAC's bootstrap policy binds to cluster-admin.
+    admin_key = _key()
+    admin = _certificate(_name("kaliper-test-admin", "system:masters"), admin_key, (ca_name, ca_key))
+    sa_key = _key()
+    pki = _Pki(
+        ca=directory / "ca.crt",
+        serving_cert=directory / "apiserver.crt",
+        serving_key=directory / "apiserver.key",
+        sa_key=directory / "sa.key",
+        sa_pub=directory / "sa.pub",
+        admin_cert=directory / "admin.crt",
+        admin_key=directory / "admin.key",
+    )
+    pki.ca.write_bytes(_pem(ca_cert))
+    pki.serving_cert.write_bytes(_pem(serving))
+    _write_key(pki.serving_key, serving_key)
+    pki.admin_cert.write_bytes(_pem(admin))
+    _write_key(pki.admin_key, admin_key)
+    _write_key(pki.sa_key, sa_key)
+    pki.sa_pub.write_bytes(
+        sa_key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+    )
+    return pki
+
+
+def _kubeconfig(server: str, pki: _Pki) -> dict:
+    return {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "kaliper-test", "cluster": {"server": server, "certificate-authority": str(pki.ca)}}],
+        "users": [
+            {"name": "admin", "user": {"client-certificate": str(pki.admin_cert), "client-key": str(pki.admin_key)}}
+        ],
+        "contexts": [{"name": "kaliper-test", "context": {"cluster": "kaliper-test", "user": "admin"}}],
+        "current-context": "kaliper-test",
+    }
+
+
+# --- the control plane -------------------------------------------------------------------------------
+
+
+@dataclass
+class ControlPlane:
+    """Starts the control plane in a throw-away directory; `stop()` removes every trace of it."""
+
+    bin_dir: Path
+    root: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="kaliper-cp-")))
+    processes: dict[str, subprocess.Popen] = field(default_factory=dict)
+    kubeconfig: Path | None = None
+    server: str = ""
+
+    def start(self, timeout: float = 120.0) -> ControlPlane:
+        try:
+            self._start(timeout)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _start(self, timeout: float) -> None:
+        pki = _make_pki(self.root / "pki")
+        etcd_port, etcd_peer, api_port = free_port(), free_port(), free_port()
+        self.server = f"https://127.0.0.1:{api_port}"
+        self.kubeconfig = self.root / "kubeconfig"
+        self.kubeconfig.write_text(json.dumps(_kubeconfig(self.server, pki), indent=2))
+
+        self._spawn(
+            "etcd",
+            "--name=kaliper-test",
+            f"--data-dir={self.root / 'etcd'}",
+            f"--listen-client-urls=http://127.0.0.1:{etcd_port}",
+            f"--advertise-client-urls=http://127.0.0.1:{etcd_port}",
+            f"--listen-peer-urls=http://127.0.0.1:{etcd_peer}",
+            f"--initial-advertise-peer-urls=http://127.0.0.1:{etcd_peer}",
+            f"--initial-cluster=kaliper-test=http://127.0.0.1:{etcd_peer}",
+            "--unsafe-no-fsync",  # a throw-away store: durability costs seconds per test run
+            "--log-level=warn",
+        )
+        self._wait_http("etcd", f"http://127.0.0.1:{etcd_port}/health", timeout)
+
+        self._spawn(
+            "kube-apiserver",
+            f"--etcd-servers=http://127.0.0.1:{etcd_port}",
+            "--bind-address=127.0.0.1",
+            "--advertise-address=127.0.0.1",
+            f"--secure-port={api_port}",
+            f"--tls-cert-file={pki.serving_cert}",
+            f"--tls-private-key-file={pki.serving_key}",
+            f"--client-ca-file={pki.ca}",
+            "--authorization-mode=RBAC",
+            f"--service-account-key-file={pki.sa_pub}",
+            f"--service-account-signing-key-file={pki.sa_key}",
+            "--service-account-issuer=https://kubernetes.default.svc",
+            "--service-cluster-ip-range=10.0.0.0/24",
+            "--allow-privileged=true",
+            f"--cert-dir={self.root / 'apiserver-certs'}",
+        )
+        self._wait_http("kube-apiserver", f"{self.server}/readyz", timeout, pki)
+
+        component_kubeconfig = str(self.kubeconfig)
+        self._spawn(
+            "kube-controller-manager",
+            f"--kubeconfig={component_kubeconfig}",
+            f"--authentication-kubeconfig={component_kubeconfig}",
+            f"--authorization-kubeconfig={component_kubeconfig}",
+            "--bind-address=127.0.0.1",
+            f"--secure-port={free_port()}",
+            "--leader-elect=false",
+            f"--service-account-private-key-file={pki.sa_key}",
+            f"--root-ca-file={pki.ca}",
+            "--use-service-account-credentials=false",
+            "--controllers=*,-nodeipam,-cloud-node-lifecycle,-service-lb-controller",
+        )
+        self._spawn(
+            "kube-scheduler",
+            f"--kubeconfig={component_kubeconfig}",
+            f"--authentication-kubeconfig={component_kubeconfig}",
+            f"--authorization-kubeconfig={component_kubeconfig}",
+            "--bind-address=127.0.0.1",
+            f"--secure-port={free_port()}",
+            "--leader-elect=false",
+        )
+        kwok_config = self.root / "kwok.yaml"
+        kwok_config.write_text("")
+        self._spawn(
+            "kwok",
+            f"--kubeconfig={component_kubeconfig}",
+            f"--config={kwok_config}",
+            "--manage-all-nodes=false",
+            "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
+            "--cidr=10.244.0.1/24",
+            "--node-ip=10.244.0.1",
+        )
+        self._create_fake_nodes()
+        self._wait_until(self._nodes_ready, timeout, "kwok to report the fake nodes Ready")
+        self._wait_until(self._default_service_account, timeout, "the controller manager to create service accounts")
+
+    # --- processes -----------------------------------------------------------------------------------
+
+    def _spawn(self, name: str, *args: str) -> None:
+        log = open(self.root / f"{name}.log", "wb")  # noqa: SIM115 - closed with the process in stop()
+        self.processes[name] = subprocess.Popen(
+            [str(self.bin_dir / name), *args],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            preexec_fn=_die_with_parent,
+        )
+
+    def _check_alive(self) -> None:
+        for name, process in self.processes.items():
+            if process.poll() is not None:
+                raise ControlPlaneError(
+                    f"{name} exited with code {process.returncode}:\n{self.log_tail(name)}"
+                )
+
+    def log_tail(self, name: str, lines: int = 30) -> str:
+        path = self.root / f"{name}.log"
+        if not path.exists():
+            return ""
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+
+    def _wait_until(self, predicate, timeout: float, what: str) -> None:  # type: ignore[no-untyped-def]
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            self._check_alive()
+            with contextlib.suppress(Exception):
+                if predicate():
+                    return
+            time.sleep(0.25)
+        raise ControlPlaneError(f"timed out after {timeout:.0f}s waiting for {what}")
+
+    def _wait_http(self, name: str, url: str, timeout: float, pki: _Pki | None = None) -> None:
+        context = None
+        if pki is not None:
+            context = ssl.create_default_context(cafile=str(pki.ca))
+            context.load_cert_chain(str(pki.admin_cert), str(pki.admin_key))
+
+        def healthy() -> bool:
+            with urllib.request.urlopen(url, timeout=2, context=context) as response:
+                return response.status == 200
+
+        self._wait_until(healthy, timeout, f"{name} to answer {url}")
+
+    # --- cluster objects -----------------------------------------------------------------------------
+
+    def kubectl(self, *args: str, input: str | None = None, check: bool = True) -> subprocess.CompletedProcess:
+        result = subprocess.run(
+            [str(self.bin_dir / "kubectl"), f"--kubeconfig={self.kubeconfig}", *args],
+            input=input,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        if check and result.returncode != 0:
+            raise ControlPlaneError(f"kubectl {' '.join(args)} failed:\n{result.stderr}")
+        return result
+
+    def _create_fake_nodes(self) -> None:
+        for node in FAKE_NODES:
+            manifest = {
+                "apiVersion": "v1",
+                "kind": "Node",
+                "metadata": {
+                    "name": node,
+                    "annotations": {"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"},
+                    "labels": {"type": "kwok", "kubernetes.io/hostname": node, "kubernetes.io/os": "linux"},
+                },
+                "status": {
+                    "allocatable": {"cpu": "16", "memory": "64Gi", "pods": "110", "nvidia.com/gpu": "4"},
+                    "capacity": {"cpu": "16", "memory": "64Gi", "pods": "110", "nvidia.com/gpu": "4"},
+                },
+            }
+            self.kubectl("apply", "-f", "-", input=json.dumps(manifest))
+
+    def _nodes_ready(self) -> bool:
+        nodes = json.loads(self.kubectl("get", "nodes", "-o", "json").stdout)["items"]
+        ready = [
+            n
+            for n in nodes
+            if any(c["type"] == "Ready" and c["status"] == "True" for c in n["status"].get("conditions", []))
+        ]
+        return len(ready) == len(FAKE_NODES)
+
+    def _default_service_account(self) -> bool:
+        return self.kubectl("get", "serviceaccount", "default", "-n", "default", check=False).returncode == 0
+
+    # --- teardown ------------------------------------------------------------------------------------
+
+    def stop(self) -> None:
+        """Stop every process (kwok first, etcd last), check none survived, and delete the directory."""
+        for name in reversed(list(self.processes)):
+            process = self.processes[name]
+            if process.poll() is None:
+                process.terminate()
+                try:
+                    process.wait(timeout=15)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+                    process.wait(timeout=15)
+        survivors = [pid for pid in _pids_mentioning(str(self.root))]
+        for pid in survivors:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        self.processes.clear()
+        shutil.rmtree(self.root, ignore_errors=True)
+        if survivors:
+            raise ControlPlaneError(f"control-plane processes survived stop() and were killed: {survivors}")
+
+    def pids(self) -> list[int]:
+        return [p.pid for p in self.processes.values()]
+
+
+def _pids_mentioning(text: str) -> list[int]:
+    """Processes whose command line mentions `text` (our data directory is in every component's flags)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        with contextlib.suppress(OSError):
+            if text in (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace"):
+                found.append(int(entry.name))
+    return found
+
+
+def main() -> None:
+    if sys.argv[1:] != ["up"]:
+        sys.exit("usage: python tests/support/controlplane.py up")
+    plane = ControlPlane(build_binaries()).start()
+    print(f"export KUBECONFIG={plane.kubeconfig}", flush=True)
+    try:
+        signal.pause()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        plane.stop()
+
+
+if __name__ == "__main__":
+    main()
