@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic_core import PydanticCustomError
 from pydantic.alias_generators import to_camel
 
 
@@ -83,7 +84,10 @@ class KaliperModel(BaseModel):
     def _check_rules(self) -> KaliperModel:
         for rule in type(self).cross_field_rules:
             if not rule.check(self):
-                raise ValueError(rule.message)
+                # The field path travels in the context so errors point where the API server's do.
+                raise PydanticCustomError(
+                    "cross_field_rule", "{message}", {"message": rule.message, "field_path": rule.field_path or ""}
+                )
         return self
 
     def to_manifest(self) -> dict[str, Any]:

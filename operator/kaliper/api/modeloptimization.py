@@ -268,7 +268,7 @@ class ModelOptimizationSpec(KaliperModel):
         ),
         Rule(
             cel="!has(self.passes.quantization) || !has(self.passes.quantization.mode) || "
-            "self.passes.quantization.mode != 'static' || has(self.evaluator.accuracy)",
+            "self.passes.quantization.mode != 'static' || (has(self.evaluator) && has(self.evaluator.accuracy))",
             message="static quantization calibrates on evaluator.accuracy.dataset; add it or use mode dynamic",
             check=lambda s: s.passes.quantization is None
             or s.passes.quantization.mode != "static"

@@ -1,0 +1,30 @@
+# The two commands of the README:
+#   make demo   set up and run the main job on the embedded default
+#   make test   set up and run the whole test suite (what .ci/run calls)
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+
+.PHONY: setup test lint demo crds
+
+setup: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[test]'
+	touch $@
+
+lint: setup
+	$(BIN)/ruff check .
+
+test: setup lint
+	bash hack/testcluster/build.sh
+	$(BIN)/pytest
+
+crds: setup
+	$(BIN)/kaliper crds generate
+
+demo: setup
+	bash hack/demo.sh

@@ -1,0 +1,168 @@
+"""The `kaliper` command line."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from kaliper import __version__
+from kaliper.log import configure_logging
+
+DEFAULT_CRD_DIRS = ("crds", "charts/kaliper/crds")
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="kaliper")
+@click.option("--log-level", default="info", show_default=True, type=click.Choice(["debug", "info", "warning", "error"]))
+@click.option(
+    "--log-format",
+    default="auto",
+    show_default=True,
+    type=click.Choice(["auto", "json", "console"]),
+    help="auto: JSON inside a Kubernetes pod, console elsewhere.",
+)
+def main(log_level: str, log_format: str) -> None:
+    """Kaliper: find the configuration that serves a model within its latency SLO at the lowest cost."""
+    configure_logging(log_level, log_format)  # type: ignore[arg-type]
+
+
+@main.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
+@click.option("--output", "-o", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--quiet", "-q", is_flag=True, help="Print problems only.")
+def validate(paths: tuple[Path, ...], output: str, quiet: bool) -> None:
+    """Check Kaliper manifests (files or directories) against the API.
+
+    Documents of other kinds (Secrets, ConfigMaps) are skipped. Exits 1 when any document is invalid.
+    """
+    from kaliper.api.loader import check_document, manifest_files, read_documents
+
+    documents = [check_document(d) for f in manifest_files(list(paths)) for d in read_documents(f)]
+    invalid = [d for d in documents if not d.ok]
+    if output == "json":
+        click.echo(json.dumps([_document_json(d) for d in documents], indent=2))
+    else:
+        for document in documents:
+            if document.problems:
+                click.echo(click.style("invalid ", fg="red") + document.label)
+                for problem in document.problems:
+                    click.echo(f"  {problem}")
+            elif not quiet:
+                note = f"skipped: {document.skipped}" if document.skipped else click.style("valid", fg="green")
+                click.echo(f"{note:<7} {document.label}" if not document.skipped else f"{document.label}: {note}")
+        checked = sum(1 for d in documents if not d.skipped)
+        click.echo(
+            f"{checked - len(invalid)} valid, {len(invalid)} invalid, {len(documents) - checked} skipped",
+            err=bool(invalid),
+        )
+    if not documents:
+        raise click.ClickException("no manifests found (looked for .yaml, .yml and .json files)")
+    sys.exit(1 if invalid else 0)
+
+
+def _document_json(document: Any) -> dict[str, Any]:
+    return {
+        "source": document.source,
+        "document": document.index,
+        "object": document.label.split(" ")[-1],
+        "valid": document.ok and not document.skipped,
+        "skipped": document.skipped,
+        "problems": [{"path": p.path, "message": p.message} for p in document.problems],
+    }
+
+
+@main.group()
+def crds() -> None:
+    """The CustomResourceDefinitions, generated from the API models."""
+
+
+@crds.command("generate")
+@click.option(
+    "--dir",
+    "directories",
+    multiple=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help=f"Directory to write into (repeatable). Default: {', '.join(DEFAULT_CRD_DIRS)}.",
+)
+@click.option("--check", is_flag=True, help="Write nothing; exit 1 if the files differ from the models.")
+def crds_generate(directories: tuple[Path, ...], check: bool) -> None:
+    """Write the CRD YAML files (or check that they are up to date)."""
+    from kaliper.api.crd import stale_crds, write_crds
+
+    targets = list(directories) or [Path(d) for d in DEFAULT_CRD_DIRS]
+    if check:
+        stale = stale_crds(targets)
+        if stale:
+            for path in stale:
+                click.echo(f"out of date: {path}", err=True)
+            raise click.ClickException("CRDs differ from the models; run `kaliper crds generate`")
+        click.echo(f"CRDs are up to date in {', '.join(map(str, targets))}")
+        return
+    for path in write_crds(targets):
+        click.echo(f"wrote {path}")
+
+
+@crds.command("print")
+@click.argument("kind", required=False)
+def crds_print(kind: str | None) -> None:
+    """Print the CRDs (or one, by kind) as YAML, for `kaliper crds print | kubectl apply -f -`."""
+    from kaliper.api.crd import custom_resource_definition, render
+    from kaliper.api.resources import KINDS
+
+    selected = [k for k in KINDS if kind is None or k.kind.lower() == kind.lower()]
+    if not selected:
+        raise click.BadParameter(f"{kind!r} is not a Kaliper kind; use one of {', '.join(k.kind for k in KINDS)}")
+    click.echo("---\n".join(render(custom_resource_definition(k)) for k in selected), nl=False)
+
+
+@main.command()
+@click.argument("field_path")
+def explain(field_path: str) -> None:
+    """Describe a kind or one of its fields, like `kubectl explain`: kaliper explain profilerun.spec.load"""
+    from kaliper.api.crd import openapi_schema
+    from kaliper.api.resources import KINDS
+
+    kind_name, *parts = field_path.split(".")
+    info = next((k for k in KINDS if kind_name.lower() in (k.kind.lower(), k.plural, *k.short_names)), None)
+    if info is None:
+        raise click.BadParameter(f"{kind_name!r} is not a Kaliper kind; use one of {', '.join(k.kind for k in KINDS)}")
+    node: dict[str, Any] = {
+        "description": " ".join((info.model.__doc__ or "").split()),
+        "type": "object",
+        "properties": {"spec": openapi_schema(info.spec_model), "status": openapi_schema(info.status_model)},
+    }
+    for i, part in enumerate(parts):
+        node = node.get("items", node)
+        properties = node.get("properties", {})
+        if part not in properties:
+            where = ".".join([info.kind, *parts[:i]])
+            raise click.BadParameter(f"{where} has no field {part!r}; fields: {', '.join(properties) or 'none'}")
+        node = properties[part]
+    click.echo(f"{'.'.join([info.kind, *parts])}  ({_type_of(node)})\n")
+    click.echo(click.wrap_text(node.get("description", ""), 100) + "\n")
+    properties = node.get("items", node).get("properties", {})
+    required = set(node.get("items", node).get("required", []))
+    if properties:
+        click.echo("FIELDS:")
+        for name, sub in properties.items():
+            flag = " (required)" if name in required else ""
+            click.echo(f"  {name}  <{_type_of(sub)}>{flag}")
+            click.echo(click.wrap_text(sub.get("description", ""), 96, initial_indent="    ", subsequent_indent="    "))
+
+
+def _type_of(node: dict[str, Any]) -> str:
+    if node.get("x-kubernetes-int-or-string"):
+        return "int-or-string"
+    if node.get("type") == "array":
+        return f"[]{_type_of(node.get('items', {}))}"
+    if "enum" in node:
+        return " | ".join(map(str, node["enum"]))
+    return node.get("type", "any")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,162 @@
+"""The CRDs on a real kube-apiserver: installation, examples, rejection of invalid manifests (agreeing with
+`kaliper validate`), the status subresource, printer columns, immutability and garbage collection."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from kaliper.api.loader import check_document, read_documents
+from tests.conftest import CATALOGUE, EXAMPLES, REPO, Kubectl
+
+CATALOGUE_FILES = sorted(CATALOGUE.glob("*.yaml"))
+
+
+def expected_field(path: Path) -> str:
+    match = re.search(r"^# expect: (\S+)", path.read_text(), re.M)
+    assert match, f"{path.name} has no '# expect: <field path>' header"
+    return match.group(1)
+
+
+def test_crds_are_established_with_names_and_categories(crds: Kubectl) -> None:
+    listed = crds.json("get", "crd", "-l", "app.kubernetes.io/part-of=kaliper")["items"]
+    by_kind = {c["spec"]["names"]["kind"]: c for c in listed}
+    assert set(by_kind) == {"ModelDeployment", "ProfileRun", "ModelOptimization", "Cleanup"}
+    for crd in listed:
+        conditions = {c["type"]: c["status"] for c in crd["status"]["conditions"]}
+        assert conditions.get("Established") == "True"
+        assert conditions.get("NamesAccepted") == "True"
+        assert "kaliper" in crd["spec"]["names"]["categories"]
+    resources = crds("api-resources", "--api-group=kaliper.dev", "-o", "wide").stdout
+    for short in ("mdep", "prun", "mopt", "kclean"):
+        assert re.search(rf"\b{short}\b", resources), resources
+
+
+def test_every_example_applies(crds: Kubectl, namespace: str) -> None:
+    for path in sorted(EXAMPLES.glob("*.yaml")):
+        docs = [d for d in yaml.safe_load_all(path.read_text()) if d]
+        for doc in docs:
+            doc["metadata"]["namespace"] = namespace
+        result = crds("apply", "-f", "-", input="\n---\n".join(yaml.safe_dump(d) for d in docs), check=False)
+        assert result.returncode == 0, f"{path.name}: {result.stderr}"
+    listed = crds.json("get", "kaliper", "-n", namespace)["items"]
+    kinds = {item["kind"] for item in listed}
+    assert kinds == {"ModelDeployment", "ProfileRun", "ModelOptimization", "Cleanup"}
+
+
+def test_catalogue_is_large_enough() -> None:
+    assert len(CATALOGUE_FILES) >= 15
+
+
+@pytest.mark.parametrize("path", CATALOGUE_FILES, ids=lambda p: p.stem)
+def test_server_and_kaliper_validate_reject_the_same_manifest(crds: Kubectl, namespace: str, path: Path) -> None:
+    field = expected_field(path)
+
+    documents = [check_document(d) for d in read_documents(path)]
+    local = "\n".join(str(p) for d in documents for p in d.problems)
+    assert local, f"kaliper validate accepted {path.name}"
+    assert field in local, f"kaliper validate did not name {field}: {local}"
+
+    result = crds("apply", "-n", namespace, "-f", str(path), check=False)
+    assert result.returncode != 0, f"the API server accepted {path.name}"
+    assert field in result.stderr, f"the API server did not name {field}: {result.stderr}"
+
+
+def _apply(kubectl: Kubectl, namespace: str, manifest: dict) -> None:
+    kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(manifest))
+
+
+def _profile_run(name: str) -> dict:
+    return {
+        "apiVersion": "kaliper.dev/v1alpha1",
+        "kind": "ProfileRun",
+        "metadata": {"name": name},
+        "spec": {
+            "target": {"url": "http://example.invalid"},
+            "payload": {"inline": "{}"},
+            "load": {"closedLoop": {"concurrency": 1}},
+        },
+    }
+
+
+def test_status_is_written_only_through_the_status_subresource(crds: Kubectl, namespace: str) -> None:
+    manifest = _profile_run("status-run") | {"status": {"phase": "Succeeded"}}
+    _apply(crds, namespace, manifest)
+    assert "status" not in crds.json("get", "profilerun", "status-run", "-n", namespace)  # ignored on create
+
+    crds("patch", "profilerun", "status-run", "-n", namespace, "--type=merge", "-p", '{"status":{"phase":"Failed"}}')
+    assert "status" not in crds.json("get", "profilerun", "status-run", "-n", namespace)  # ignored on the main resource
+
+    status = {
+        "status": {
+            "phase": "Succeeded",
+            "progress": {"completedTrials": 4, "totalTrials": 4, "summary": "4/4"},
+            "best": {"trial": 2, "p99Ms": 41.5, "throughputRps": 812.25},
+            "verdict": "Met",
+        }
+    }
+    crds("patch", "profilerun", "status-run", "-n", namespace, "--subresource=status", "--type=merge",
+         "-p", json.dumps(status))  # fmt: skip
+    assert crds.json("get", "profilerun", "status-run", "-n", namespace)["status"]["phase"] == "Succeeded"
+
+    table = crds("get", "profilerun", "status-run", "-n", namespace).stdout.splitlines()
+    assert re.split(r"\s{2,}", table[0].strip()) == ["NAME", "PHASE", "PROGRESS", "P99-MS", "RPS", "VERDICT", "AGE"]
+    assert re.split(r"\s{2,}", table[1].strip())[:6] == ["status-run", "Succeeded", "4/4", "41.5", "812.25", "Met"]
+
+
+def test_status_is_validated_too(crds: Kubectl, namespace: str) -> None:
+    _apply(crds, namespace, _profile_run("bad-status"))
+    result = crds("patch", "profilerun", "bad-status", "-n", namespace, "--subresource=status", "--type=merge",
+                  "-p", '{"status":{"phase":"Exploded"}}', check=False)  # fmt: skip
+    assert result.returncode != 0 and "status.phase" in result.stderr
+
+
+def test_profilerun_spec_is_immutable(crds: Kubectl, namespace: str) -> None:
+    _apply(crds, namespace, _profile_run("frozen"))
+    result = crds("patch", "profilerun", "frozen", "-n", namespace, "--type=merge",
+                  "-p", '{"spec":{"load":{"closedLoop":{"concurrency":9}}}}', check=False)  # fmt: skip
+    assert result.returncode != 0
+    assert "spec cannot change" in result.stderr
+    # Metadata stays writable (labels, finalizers, kopf's annotations).
+    crds("label", "profilerun", "frozen", "-n", namespace, "team=ml")
+
+
+def test_owned_objects_are_garbage_collected(crds: Kubectl, namespace: str) -> None:
+    _apply(crds, namespace, _profile_run("owner"))
+    owner = crds.json("get", "profilerun", "owner", "-n", namespace)
+    config_map = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": "owner-report",
+            "ownerReferences": [
+                {
+                    "apiVersion": "kaliper.dev/v1alpha1",
+                    "kind": "ProfileRun",
+                    "name": "owner",
+                    "uid": owner["metadata"]["uid"],
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ],
+        },
+        "data": {"report.json": "{}"},
+    }
+    _apply(crds, namespace, config_map)
+    crds("delete", "profilerun", "owner", "-n", namespace)
+    crds.wait_for(
+        lambda: crds("get", "configmap", "owner-report", "-n", namespace, check=False).returncode != 0,
+        timeout=60,
+        what="the garbage collector to delete the owned ConfigMap",
+    )
+
+
+def test_committed_crds_are_what_is_installed(crds: Kubectl) -> None:
+    """The chart ships the same files as crds/ (the sync test checks both against the models)."""
+    for path in sorted((REPO / "crds").glob("*.yaml")):
+        chart_copy = REPO / "charts" / "kaliper" / "crds" / path.name
+        assert chart_copy.read_text() == path.read_text()
