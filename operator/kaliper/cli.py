@@ -17,7 +17,9 @@ DEFAULT_CRD_DIRS = ("crds", "charts/kaliper/crds")
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="kaliper")
-@click.option("--log-level", default="info", show_default=True, type=click.Choice(["debug", "info", "warning", "error"]))
+@click.option(
+    "--log-level", default="info", show_default=True, type=click.Choice(["debug", "info", "warning", "error"])
+)
 @click.option(
     "--log-format",
     default="auto",

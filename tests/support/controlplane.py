@@ -294,9 +294,7 @@ class ControlPlane:
     def _check_alive(self) -> None:
         for name, process in self.processes.items():
             if process.poll() is not None:
-                raise ControlPlaneError(
-                    f"{name} exited with code {process.returncode}:\n{self.log_tail(name)}"
-                )
+                raise ControlPlaneError(f"{name} exited with code {process.returncode}:\n{self.log_tail(name)}")
 
     def log_tail(self, name: str, lines: int = 30) -> str:
         path = self.root / f"{name}.log"

@@ -24,8 +24,11 @@ class LabelSelectorRequirement(KaliperModel):
     """A set-based label requirement, as in Kubernetes label selectors."""
 
     key: Annotated[str, Field(min_length=1, max_length=316)]
+    """Label key."""
     operator: Literal["In", "NotIn", "Exists", "DoesNotExist"]
+    """How the key's value is matched against values."""
     values: Annotated[list[Annotated[str, Field(max_length=63)]], Field(max_length=64)] | None = None
+    """Values for In and NotIn."""
 
     cross_field_rules = (
         Rule(
@@ -41,7 +44,9 @@ class LabelSelector(KaliperModel):
     """Which objects, by label. Both parts must match."""
 
     match_labels: LabelMap | None = None
+    """Labels an object must have, with these values."""
     match_expressions: Annotated[list[LabelSelectorRequirement], Field(max_length=16)] | None = None
+    """Set-based requirements an object must meet."""
 
 
 class CleanupSpec(KaliperModel):
@@ -91,9 +96,7 @@ class CleanupSpec(KaliperModel):
         Rule(
             cel="has(self.selector) || has(self.olderThan) || has(self.phases) || has(self.keepLast)",
             message="a Cleanup must narrow what it removes: set selector, olderThan, phases or keepLast",
-            check=lambda c: any(
-                v is not None for v in (c.selector, c.older_than, c.phases, c.keep_last)
-            ),
+            check=lambda c: any(v is not None for v in (c.selector, c.older_than, c.phases, c.keep_last)),
         ),
     )
 
@@ -102,20 +105,30 @@ class RemovedObject(KaliperModel):
     """An object a Cleanup removed (or, in a dry run, would remove)."""
 
     kind: CleanupKind
+    """Kind of the object."""
     namespace: Annotated[str, Field(max_length=63)]
+    """Namespace of the object."""
     name: Annotated[str, Field(max_length=253)]
+    """Name of the object."""
     phase: Annotated[str, Field(max_length=32)] | None = None
+    """One word for where the object is; see conditions for details."""
     age: Annotated[str, Field(max_length=32)] | None = None
+    """Age of the object when it was removed."""
 
 
 class CleanupStatus(KaliperModel):
     """What the latest pass removed, and when the next one runs."""
 
     phase: Literal["Pending", "Running", "Succeeded", "Failed", "Scheduled"] | None = None
+    """One word for where the object is; see conditions for details."""
     observed_generation: Annotated[int, Field(ge=0)] | None = None
+    """The metadata.generation this status describes."""
     conditions: list[Condition] = conditions_field()
+    """Kubernetes-style conditions with reasons and messages."""
     last_run_time: datetime | None = None
+    """When the latest pass ran."""
     next_run_time: datetime | None = None
+    """When the next scheduled pass runs."""
     matched: Annotated[int, Field(ge=0)] | None = None
     """Objects that matched in the latest pass."""
     removed_count: Annotated[int, Field(ge=0)] | None = None
@@ -123,3 +136,4 @@ class CleanupStatus(KaliperModel):
     removed: Annotated[list[RemovedObject], Field(max_length=500)] | None = None
     """The objects removed (or that would be, in a dry run); the first 500."""
     message: Annotated[str, Field(max_length=4096)] | None = None
+    """What a person should know: what happened and what to do."""

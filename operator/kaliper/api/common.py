@@ -30,7 +30,7 @@ def _quantity_text(value: Any) -> Any:
     if isinstance(value, bool):
         raise ValueError("must be a quantity such as 500m or 2Gi, not a boolean")
     if isinstance(value, float):
-        raise ValueError(f"write {value} as a string (\"{value}\") or in smaller units (for example 500m)")
+        raise ValueError(f'write {value} as a string ("{value}") or in smaller units (for example 500m)')
     if isinstance(value, int):
         if value < 0:
             raise ValueError("must not be negative")
@@ -49,9 +49,7 @@ def _int_or_string_schema(pattern: str, description: str) -> dict[str, Any]:
         "pattern": pattern,
         "maxLength": 64,
         "description": description,
-        "x-kubernetes-validations": [
-            {"rule": "type(self) != int || self >= 0", "message": "must not be negative"}
-        ],
+        "x-kubernetes-validations": [{"rule": "type(self) != int || self >= 0", "message": "must not be negative"}],
     }
 
 

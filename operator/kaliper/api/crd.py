@@ -61,16 +61,13 @@ def _convert(node: dict[str, Any], definitions: dict[str, Any], path: str) -> di
             out[bound] = value
             out[key] = True
         elif key == "properties":
-            out["properties"] = {
-                name: _convert(sub, definitions, f"{path}.{name}") for name, sub in value.items()
-            }
+            out["properties"] = {name: _convert(sub, definitions, f"{path}.{name}") for name, sub in value.items()}
         elif key == "items":
             out["items"] = _convert(value, definitions, f"{path}[]")
-        elif key == "additionalProperties":
-            # `false` (unknown fields forbidden) is the server's default for structural schemas: it prunes
-            # them, and kubectl's strict field validation reports them as errors.
-            if isinstance(value, dict):
-                out["additionalProperties"] = _convert(value, definitions, f"{path}{{}}")
+        elif key == "additionalProperties" and isinstance(value, dict):
+            # (`false`, unknown fields forbidden, is dropped: structural schemas prune unknown fields, and
+            # kubectl's strict field validation reports them as errors.)
+            out["additionalProperties"] = _convert(value, definitions, f"{path}{{}}")
 
     if "default" in node and node["default"] not in (None, [], {}):
         # Defaults live in the models (one source); the CRD only documents them.

@@ -36,7 +36,7 @@ PATTERN_HINTS = {
     HTTP_URL_PATTERN: "is not an http:// or https:// URL",
     RESOURCE_NAME_PATTERN: "is not an extended resource name: write a domain and a name, such as nvidia.com/gpu "
     "or nvidia.com/mig-1g.5gb",
-    CRON_PATTERN: "is not a cron schedule: write five fields, such as \"0 3 * * *\", or a macro such as @daily",
+    CRON_PATTERN: 'is not a cron schedule: write five fields, such as "0 3 * * *", or a macro such as @daily',
 }
 
 
@@ -67,7 +67,9 @@ class Document:
         where = f"{self.source} (document {self.index})"
         if isinstance(self.data, dict):
             kind = self.data.get("kind") or "?"
-            name = (self.data.get("metadata") or {}).get("name") if isinstance(self.data.get("metadata"), dict) else None
+            name = (
+                (self.data.get("metadata") or {}).get("name") if isinstance(self.data.get("metadata"), dict) else None
+            )
             return f"{where} {kind}/{name or '?'}"
         return where
 

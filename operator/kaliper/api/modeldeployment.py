@@ -8,8 +8,8 @@ from pydantic import Field, WithJsonSchema
 
 from kaliper.api.base import KaliperModel, Rule, exactly_one_of
 from kaliper.api.common import (
-    ConfigMapKeyReference,
     Condition,
+    ConfigMapKeyReference,
     Duration,
     EnvVar,
     HttpUrl,
@@ -67,9 +67,7 @@ class ModelSource(KaliperModel):
     """A path on this machine; only the local runtime (`kaliper run`) can use it."""
     format: Literal["onnx", "sklearn", "auto"] = "auto"
     """Model format; auto decides from the file name (.onnx, .joblib/.pkl)."""
-    name: Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[a-zA-Z0-9][-_.a-zA-Z0-9]*$")] | None = (
-        None
-    )
+    name: Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[a-zA-Z0-9][-_.a-zA-Z0-9]*$")] | None = None
     """Name the model is served under (the {model} in /v2/models/{model}/infer). Default: the object's name."""
     version: Annotated[str, Field(max_length=64)] | None = None
     """Optional model version, reported by the server's model metadata endpoint."""
@@ -93,9 +91,7 @@ class ServingRuntime(KaliperModel):
     image: ImageName | None = None
     """Container image. Default: Kaliper's image for onnxruntime, the upstream image for mlserver and triton.
     Required for custom on Kubernetes."""
-    command: Annotated[list[Annotated[str, Field(max_length=4096)]], Field(min_length=1, max_length=64)] | None = (
-        None
-    )
+    command: Annotated[list[Annotated[str, Field(max_length=4096)]], Field(min_length=1, max_length=64)] | None = None
     """Command that starts the server (replaces the image's entrypoint; the process to run locally)."""
     args: Annotated[list[Annotated[str, Field(max_length=4096)]], Field(max_length=128)] | None = None
     """Arguments appended to the command."""
@@ -104,9 +100,7 @@ class ServingRuntime(KaliperModel):
     protocol: Literal["oip-v2", "http-json"] | None = None
     """Protocol the server speaks. Default: oip-v2 (Open Inference Protocol v2) for the known runtimes,
     http-json for custom."""
-    execution_providers: (
-        Annotated[list[ExecutionProvider], Field(min_length=1, max_length=6)] | None
-    ) = None
+    execution_providers: Annotated[list[ExecutionProvider], Field(min_length=1, max_length=6)] | None = None
     """ONNX Runtime execution providers, in order of preference (onnxruntime only)."""
     implementation: Annotated[str, Field(max_length=256, pattern=r"^[A-Za-z_][\w.]*$")] | None = None
     """MLServer model implementation class (mlserver only). Default: mlserver_sklearn.SKLearnModel."""

@@ -170,6 +170,7 @@ class OptimizationSearch(KaliperModel):
     max_candidates: Annotated[int, Field(ge=1, le=1000)] = 32
     """Upper bound on candidates evaluated."""
     seed: Annotated[int, Field(ge=0)] | None = None
+    """Random seed for random and tpe, for repeatable searches."""
 
 
 class OptimizationTarget(KaliperModel):
@@ -270,9 +271,11 @@ class ModelOptimizationSpec(KaliperModel):
             cel="!has(self.passes.quantization) || !has(self.passes.quantization.mode) || "
             "self.passes.quantization.mode != 'static' || (has(self.evaluator) && has(self.evaluator.accuracy))",
             message="static quantization calibrates on evaluator.accuracy.dataset; add it or use mode dynamic",
-            check=lambda s: s.passes.quantization is None
-            or s.passes.quantization.mode != "static"
-            or s.evaluator.accuracy is not None,
+            check=lambda s: (
+                s.passes.quantization is None
+                or s.passes.quantization.mode != "static"
+                or s.evaluator.accuracy is not None
+            ),
             field_path=".passes.quantization.mode",
         ),
     )
@@ -285,49 +288,72 @@ class Footprint(KaliperModel):
     """One evaluated model: the passes that made it and what it measured."""
 
     id: Annotated[str, Field(max_length=64)]
+    """Candidate id, unique within the optimization."""
     passes: list[Annotated[str, Field(max_length=64)]] = Field(default_factory=list)
+    """Passes applied to make this candidate, in order."""
     parameters: dict[str, str] = Field(default_factory=dict)
     """Pass options and session settings of this candidate."""
     accuracy: float | None = None
+    """Accuracy metric measured on the evaluation dataset."""
     accuracy_degradation: float | None = None
+    """Loss of accuracy against the original model (negative is a gain)."""
     latency_ms: Annotated[float, Field(ge=0)] | None = None
+    """Latency figure chosen by evaluator.latency.metric, in milliseconds."""
     latency_improvement_percent: float | None = None
+    """How much lower the latency is than the original's, in percent."""
     model_size_bytes: Annotated[int, Field(ge=0)] | None = None
+    """Size of the model file."""
     meets_goals: bool | None = None
+    """Whether the candidate meets every goal of the evaluator."""
     artifact: Annotated[str, Field(max_length=2048)] | None = None
     """Where the model file is (pvc://claim/path or a local path), when kept."""
     message: Annotated[str, Field(max_length=2048)] | None = None
+    """What a person should know: what happened and what to do."""
 
 
 class ChosenModel(KaliperModel):
     """The best candidate that met the goals."""
 
     candidate_id: Annotated[str, Field(max_length=64)]
+    """Id of the chosen candidate."""
     artifact: Annotated[str, Field(max_length=2048)] | None = None
+    """Where the model file is (pvc://claim/path or a local path)."""
     latency_improvement_percent: float | None = None
+    """How much lower the latency is than the original's, in percent."""
     accuracy_degradation: float | None = None
+    """Loss of accuracy against the original model (negative is a gain)."""
 
 
 class FollowUpStatus(KaliperModel):
     deployment_name: Annotated[str, Field(max_length=253)] | None = None
+    """The ModelDeployment created."""
     profile_run_name: Annotated[str, Field(max_length=253)] | None = None
+    """The ProfileRun created."""
 
 
 class ModelOptimizationStatus(KaliperModel):
     """Candidates, the Pareto frontier and the chosen model."""
 
     phase: Literal["Pending", "Running", "Succeeded", "Failed"] | None = None
+    """One word for where the object is; see conditions for details."""
     observed_generation: Annotated[int, Field(ge=0)] | None = None
+    """The metadata.generation this status describes."""
     conditions: list[Condition] = conditions_field()
+    """Kubernetes-style conditions with reasons and messages."""
     start_time: datetime | None = None
+    """When work started."""
     completion_time: datetime | None = None
+    """When work finished (succeeded or failed)."""
     evaluated: Annotated[int, Field(ge=0)] | None = None
     """Candidates evaluated so far."""
     baseline: Footprint | None = None
     """The original model, measured the same way."""
     candidates: Annotated[list[Footprint], Field(max_length=1000)] | None = None
+    """Every evaluated candidate."""
     pareto_frontier: Annotated[list[Annotated[str, Field(max_length=64)]], Field(max_length=1000)] | None = None
     """Ids of the candidates no other candidate beats on both latency and accuracy."""
     chosen: ChosenModel | None = None
     follow_up: FollowUpStatus | None = None
+    """Objects created for the chosen model."""
     message: Annotated[str, Field(max_length=4096)] | None = None
+    """What a person should know: what happened and what to do."""

@@ -9,8 +9,8 @@ from pydantic import AfterValidator, Field
 
 from kaliper.api.base import KaliperModel, Rule, exactly_one_of
 from kaliper.api.common import (
-    ConfigMapKeyReference,
     Condition,
+    ConfigMapKeyReference,
     CpuQuantity,
     Duration,
     GpuRequest,
@@ -447,13 +447,15 @@ class ProfileRunTemplate(KaliperModel):
     cross_field_rules = (
         Rule(
             cel="!has(self.sweep) || !has(self.sweep.concurrency) || has(self.load.closedLoop)",
-            message="sweep.concurrency sets closed-loop load levels; use load.closedLoop, or sweep.rate with load.openLoop",
+            message="sweep.concurrency sets closed-loop load levels; "
+            "use load.closedLoop, or sweep.rate with load.openLoop",
             check=lambda s: s.sweep is None or s.sweep.concurrency is None or s.load.closed_loop is not None,
             field_path=".sweep.concurrency",
         ),
         Rule(
             cel="!has(self.sweep) || !has(self.sweep.rate) || has(self.load.openLoop)",
-            message="sweep.rate sets open-loop load levels; use load.openLoop, or sweep.concurrency with load.closedLoop",
+            message="sweep.rate sets open-loop load levels; "
+            "use load.openLoop, or sweep.concurrency with load.closedLoop",
             check=lambda s: s.sweep is None or s.sweep.rate is None or s.load.open_loop is not None,
             field_path=".sweep.rate",
         ),
@@ -469,8 +471,10 @@ class ProfileRunTemplate(KaliperModel):
             cel="!has(self.search) || !has(self.search.strategy) || self.search.strategy != 'knee' || "
             "(has(self.sweep) && (has(self.sweep.concurrency) || has(self.sweep.rate)))",
             message="the knee search climbs load levels; list them in sweep.concurrency or sweep.rate",
-            check=lambda s: s.search.strategy != "knee"
-            or (s.sweep is not None and (s.sweep.concurrency is not None or s.sweep.rate is not None)),
+            check=lambda s: (
+                s.search.strategy != "knee"
+                or (s.sweep is not None and (s.sweep.concurrency is not None or s.sweep.rate is not None))
+            ),
             field_path=".search.strategy",
         ),
     )
@@ -491,9 +495,9 @@ class ProfileRunSpec(ProfileRunTemplate):
             "has(self.sweep.modelVariants)].all(x, !x)",
             message="sweeping deployment parameters needs target.deploymentRef; "
             "a target url can only sweep load levels (concurrency or rate)",
-            check=lambda s: s.target.deployment_ref is not None
-            or s.sweep is None
-            or not s.sweep.deployment_parameters(),
+            check=lambda s: (
+                s.target.deployment_ref is not None or s.sweep is None or not s.sweep.deployment_parameters()
+            ),
             field_path=".sweep",
         ),
     )
@@ -516,27 +520,44 @@ class LatencySummary(KaliperModel):
     count: Annotated[int, Field(ge=0)] = 0
     """Requests measured."""
     p50_ms: Ms | None = None
+    """Median latency."""
     p90_ms: Ms | None = None
+    """90th percentile latency."""
     p95_ms: Ms | None = None
+    """95th percentile latency."""
     p99_ms: Ms | None = None
+    """99th percentile latency."""
     p999_ms: Ms | None = None
+    """99.9th percentile latency."""
     mean_ms: Ms | None = None
+    """Mean latency."""
     max_ms: Ms | None = None
+    """Largest latency seen."""
 
 
 class ResourceUsage(KaliperModel):
     """Resource figures of one trial, summed over its replicas. Absent means not available (see conditions)."""
 
     cpu_avg_cores: Annotated[float, Field(ge=0)] | None = None
+    """Average CPU use, in cores."""
     cpu_peak_cores: Annotated[float, Field(ge=0)] | None = None
+    """Peak CPU use, in cores."""
     cpu_throttled_ratio: Annotated[float, Field(ge=0, le=1)] | None = None
+    """Share of CFS periods in which the CPU limit throttled the server."""
     memory_avg_bytes: Annotated[float, Field(ge=0)] | None = None
+    """Average memory working set."""
     memory_peak_bytes: Annotated[float, Field(ge=0)] | None = None
+    """Peak memory working set."""
     oom_kills: Annotated[int, Field(ge=0)] | None = None
+    """Containers killed for exceeding their memory limit."""
     restarts: Annotated[int, Field(ge=0)] | None = None
+    """Container restarts during the trial."""
     gpu_utilization_percent: Annotated[float, Field(ge=0, le=100)] | None = None
+    """Average GPU utilisation (DCGM_FI_DEV_GPU_UTIL or NVML)."""
     gpu_memory_peak_mib: Annotated[float, Field(ge=0)] | None = None
+    """Peak GPU framebuffer memory used."""
     gpu_power_avg_watts: Annotated[float, Field(ge=0)] | None = None
+    """Average GPU power draw."""
 
 
 class TrialSummary(KaliperModel):
@@ -565,21 +586,28 @@ class TrialSummary(KaliperModel):
     slo_violations: Annotated[list[Annotated[str, Field(max_length=512)]], Field(max_length=16)] | None = None
     """Which objectives failed and by how much."""
     core_hours_per_million_requests: Annotated[float, Field(ge=0)] | None = None
+    """CPU core-hours spent per million requests (as the Azure ML profiler reports)."""
     cost_per_million_requests: Annotated[float, Field(ge=0)] | None = None
+    """Money per million requests, from the spec's price table."""
     stop_reason: Annotated[str, Field(max_length=512)] | None = None
     """Why measuring stopped (stable, max duration, error)."""
     message: Annotated[str, Field(max_length=2048)] | None = None
     """What went wrong, for a failed trial."""
     start_time: datetime | None = None
+    """When work started."""
     completion_time: datetime | None = None
+    """When work finished (succeeded or failed)."""
 
 
 class Progress(KaliperModel):
     """How far the run is."""
 
     completed_trials: Annotated[int, Field(ge=0)] = 0
+    """Trials finished (succeeded, failed or skipped)."""
     total_trials: Annotated[int, Field(ge=0)] = 0
+    """Trials planned."""
     current_trial: Annotated[str, Field(max_length=253)] | None = None
+    """Name of the trial in progress."""
     summary: Annotated[str, Field(max_length=32)] | None = None
     """"completed/total", for `kubectl get`."""
 
@@ -588,20 +616,30 @@ class BestConfiguration(KaliperModel):
     """The cheapest trial that met the SLO (or the fastest, without an SLO)."""
 
     trial: Annotated[int, Field(ge=0)]
+    """Index of the trial."""
     parameters: dict[str, str] = Field(default_factory=dict)
+    """The swept values of that trial."""
     p99_ms: Ms | None = None
+    """99th percentile latency."""
     throughput_rps: Annotated[float, Field(ge=0)] | None = None
+    """Successful requests per second."""
     cost_per_million_requests: Annotated[float, Field(ge=0)] | None = None
+    """Money per million requests, from the spec's price table."""
 
 
 class Recommendation(KaliperModel):
     """Requests, limits and replicas to deploy with."""
 
     requests: ResourceList | None = None
+    """Recommended requests."""
     limits: ResourceList | None = None
+    """Recommended limits."""
     gpu: GpuRequest | None = None
+    """Recommended accelerators per replica."""
     replicas: Annotated[int, Field(ge=0)] | None = None
+    """Recommended replica count for the target throughput."""
     target_throughput_rps: Annotated[float, Field(ge=0)] | None = None
+    """The throughput the recommendation is sized for."""
     rationale: Annotated[str, Field(max_length=4096)] | None = None
     """How the figures were derived, in words."""
 
@@ -610,8 +648,11 @@ class CostSummary(KaliperModel):
     """Cost of the best configuration."""
 
     currency: Annotated[str, Field(max_length=3)] = "USD"
+    """ISO 4217 currency of the money figures."""
     core_hours_per_million_requests: Annotated[float, Field(ge=0)] | None = None
+    """CPU core-hours spent per million requests (as the Azure ML profiler reports)."""
     currency_per_million_requests: Annotated[float, Field(ge=0)] | None = None
+    """Money per million requests, from the spec's price table."""
 
 
 class ReportReference(KaliperModel):
@@ -627,12 +668,18 @@ class ProfileRunStatus(KaliperModel):
     """Progress, per-trial figures, the best configuration and the recommendation."""
 
     phase: ProfileRunPhase | None = None
+    """One word for where the object is; see conditions for details."""
     observed_generation: Annotated[int, Field(ge=0)] | None = None
+    """The metadata.generation this status describes."""
     conditions: list[Condition] = conditions_field()
+    """Kubernetes-style conditions with reasons and messages."""
     start_time: datetime | None = None
+    """When work started."""
     completion_time: datetime | None = None
+    """When work finished (succeeded or failed)."""
     progress: Progress | None = None
     trials: Annotated[list[TrialSummary], Field(max_length=1000)] | None = None
+    """One summary per trial, in order."""
     best: BestConfiguration | None = None
     recommendation: Recommendation | None = None
     cost: CostSummary | None = None
@@ -640,3 +687,4 @@ class ProfileRunStatus(KaliperModel):
     """Met when at least one configuration met the SLO."""
     report_ref: ReportReference | None = None
     message: Annotated[str, Field(max_length=4096)] | None = None
+    """What a person should know: what happened and what to do."""

@@ -126,7 +126,10 @@ KINDS: tuple[KindInfo, ...] = (
             PrinterColumn("Evaluated", "integer", ".status.evaluated", "Candidates evaluated."),
             PrinterColumn("Chosen", "string", ".status.chosen.candidateId", "The chosen candidate."),
             PrinterColumn(
-                "Speedup%", "number", ".status.chosen.latencyImprovementPercent", "Latency improvement of the chosen one."
+                "Speedup%",
+                "number",
+                ".status.chosen.latencyImprovementPercent",
+                "Latency improvement of the chosen one.",
             ),
             _AGE,
         ),

@@ -72,9 +72,7 @@ def parse_cpu(value: str | int | float) -> Decimal:
     """CPU cores as a number: parse_cpu("250m") == Decimal("0.25")."""
     text = _normalise(value)
     if not _CPU_RE.match(text):
-        raise UnitError(
-            f"{text!r} is not a CPU quantity; write cores (1, 0.5, 2) or millicores (500m, 250m)"
-        )
+        raise UnitError(f"{text!r} is not a CPU quantity; write cores (1, 0.5, 2) or millicores (500m, 250m)")
     return parse_quantity(text)
 
 

@@ -1,0 +1,163 @@
+"""The models: defaults, and each cross-field rule refusing what it should and accepting what it should."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from kaliper.api.loader import ManifestError, parse_resource
+from kaliper.api.resources import KINDS, ModelDeployment, ProfileRun
+
+PROFILE_RUN: dict[str, Any] = {
+    "apiVersion": "kaliper.dev/v1alpha1",
+    "kind": "ProfileRun",
+    "metadata": {"name": "run"},
+    "spec": {
+        "target": {"deploymentRef": {"name": "iris"}},
+        "payload": {"inline": "{}"},
+        "load": {"closedLoop": {"concurrency": 2}},
+    },
+}
+MODEL_DEPLOYMENT: dict[str, Any] = {
+    "apiVersion": "kaliper.dev/v1alpha1",
+    "kind": "ModelDeployment",
+    "metadata": {"name": "iris"},
+    "spec": {"model": {"file": "model.onnx"}},
+}
+
+
+def with_spec(base: dict[str, Any], **spec: Any) -> dict[str, Any]:
+    manifest = copy.deepcopy(base)
+    manifest["spec"].update(spec)
+    return manifest
+
+
+def problems(manifest: dict[str, Any]) -> list[str]:
+    try:
+        parse_resource(manifest)
+    except ManifestError as exc:
+        return [str(p) for p in exc.problems]
+    return []
+
+
+def test_defaults_are_applied() -> None:
+    run = parse_resource(PROFILE_RUN)
+    assert isinstance(run, ProfileRun)
+    assert run.spec.request.protocol == "oip-v2"
+    assert run.spec.load.warmup == "10s"
+    assert run.spec.search.strategy == "grid"
+    assert run.spec.cost.currency == "USD"
+    deployment = parse_resource(MODEL_DEPLOYMENT)
+    assert isinstance(deployment, ModelDeployment)
+    assert deployment.spec.runtime.type == "onnxruntime"
+    assert deployment.spec.replicas == 1
+
+
+def test_manifest_round_trip_keeps_camel_case() -> None:
+    run = parse_resource(with_spec(PROFILE_RUN, sweep={"cpu": ["500m", 1]}))
+    manifest = run.to_manifest()
+    assert manifest["spec"]["sweep"]["cpu"] == ["500m", "1"]
+    assert "closedLoop" in manifest["spec"]["load"]
+    assert parse_resource(manifest) == run
+
+
+@pytest.mark.parametrize(
+    ("spec", "expected"),
+    [
+        ({"target": {}}, "spec.target: set exactly one of deploymentRef or url"),
+        ({"payload": {"inline": "{}", "dataset": {"file": "x"}}}, "spec.payload: set exactly one of"),
+        ({"load": {"closedLoop": {"concurrency": 1}, "openLoop": {"rate": 5}}}, "spec.load: set exactly one"),
+        (
+            {"load": {"closedLoop": {"concurrency": 1}, "minDuration": "2m", "maxDuration": "1m"}},
+            "spec.load.minDuration",
+        ),
+        ({"sweep": {"rate": [1, 2]}}, "spec.sweep.rate: sweep.rate sets open-loop"),
+        ({"search": {"strategy": "knee"}}, "spec.search.strategy: the knee search"),
+        ({"slo": {}}, "spec.slo: an SLO needs at least one objective"),
+        ({"metrics": {"customQueries": [{"name": "q", "query": "up"}]}}, "spec.metrics.customQueries"),
+        ({"sweep": {"threads": [2, 2]}}, "spec.sweep.threads: 2 is listed twice"),
+        ({"load": {"closedLoop": {"concurrency": 0}}}, "spec.load.closedLoop.concurrency"),
+        ({"request": {"timeout": "0s"}}, "spec.request.timeout: '0s' must be longer than zero"),
+    ],
+)
+def test_profile_run_rules(spec: dict[str, Any], expected: str) -> None:
+    found = problems(with_spec(PROFILE_RUN, **spec))
+    assert any(expected in p for p in found), found
+
+
+def test_url_target_may_sweep_load_levels_only() -> None:
+    url_run = with_spec(PROFILE_RUN, target={"url": "http://x.example"}, sweep={"concurrency": [1, 2]})
+    assert problems(url_run) == []
+    url_run["spec"]["sweep"]["replicas"] = [1, 2]
+    assert any("needs target.deploymentRef" in p for p in problems(url_run))
+
+
+@pytest.mark.parametrize(
+    ("spec", "expected"),
+    [
+        ({"model": {}}, "spec.model: set exactly one of pvc, configMap, url, image or file"),
+        ({"model": {"file": "m.onnx", "sha256": "a" * 64}}, "spec.model.sha256"),
+        ({"runtime": {"type": "custom", "port": 9000}}, "a custom runtime needs image"),
+        ({"runtime": {"type": "mlserver", "executionProviders": ["CPUExecutionProvider"]}}, "executionProviders"),
+        ({"runtime": {"implementation": "x.Y"}}, "spec.runtime.implementation"),
+        ({"resources": {"requests": {"memory": "2Gi"}, "limits": {"memory": "1Gi"}}}, "spec.resources.requests.memory"),
+        ({"resources": {"limits": {"cpu": -1}}}, "must not be negative"),
+        ({"runtime": {"type": "custom", "image": "x", "port": 1}, "batching": {"maxBatchSize": 4}}, "spec.batching"),
+        (
+            {"env": [{"name": "A", "value": "1", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}]},
+            "spec.env[0]",
+        ),
+        ({"tolerations": [{"operator": "Exists", "value": "x"}]}, "spec.tolerations[0].value"),
+        ({"replicas": -1}, "spec.replicas"),
+    ],
+)
+def test_model_deployment_rules(spec: dict[str, Any], expected: str) -> None:
+    found = problems(with_spec(MODEL_DEPLOYMENT, **spec))
+    assert any(expected in p for p in found), found
+
+
+def test_requests_equal_to_limits_are_fine() -> None:
+    ok = with_spec(MODEL_DEPLOYMENT, resources={"requests": {"cpu": "1000m"}, "limits": {"cpu": 1}})
+    assert problems(ok) == []
+
+
+def test_unknown_field_suggests_the_closest_name() -> None:
+    found = problems(with_spec(PROFILE_RUN, laod={}))
+    assert any("spec.laod: unknown field; did you mean 'load'?" in p for p in found), found
+
+
+def test_every_problem_is_reported_not_just_the_first() -> None:
+    found = problems(with_spec(PROFILE_RUN, target={}, payload={}))
+    assert len(found) >= 2
+
+
+def test_wrong_api_version_and_kind() -> None:
+    assert any("use kaliper.dev/v1alpha1" in p for p in problems(PROFILE_RUN | {"apiVersion": "kaliper.dev/v1"}))
+    assert any("not a Kaliper kind" in p for p in problems(PROFILE_RUN | {"kind": "Profile"}))
+
+
+def test_follow_up_profile_run_is_checked_as_a_profile_run() -> None:
+    manifest = {
+        "apiVersion": "kaliper.dev/v1alpha1",
+        "kind": "ModelOptimization",
+        "metadata": {"name": "opt"},
+        "spec": {
+            "model": {"source": {"file": "m.onnx"}},
+            "passes": {"graphOptimization": {}},
+            "followUp": {
+                "deployment": {"name": "opt-serve"},
+                "profileRun": {"name": "opt-profile", "template": {"payload": {"inline": "{}"}, "load": {}}},
+            },
+        },
+    }
+    found = problems(manifest)
+    assert any("spec.followUp.profileRun.template.load: set exactly one of closedLoop or openLoop" in p for p in found)
+
+
+def test_every_kind_is_registered_with_spec_and_status() -> None:
+    assert {k.kind for k in KINDS} == {"ModelDeployment", "ProfileRun", "ModelOptimization", "Cleanup"}
+    for info in KINDS:
+        assert info.spec_model.__name__ == f"{info.kind}Spec"
+        assert info.status_model.__name__ == f"{info.kind}Status"

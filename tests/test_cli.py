@@ -1,0 +1,93 @@
+"""The installed `kaliper` command, run as a user runs it."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+KALIPER = Path(sys.executable).with_name("kaliper")
+
+
+def kaliper(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess:
+    return subprocess.run([str(KALIPER), *args], capture_output=True, text=True, cwd=cwd, timeout=60)
+
+
+def test_examples_validate() -> None:
+    result = kaliper("validate", "examples/")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert re.search(r"\b11 valid, 0 invalid, 2 skipped", result.stdout)
+
+
+def test_broken_manifests_fail_naming_each_problem() -> None:
+    result = kaliper("validate", "tests/catalogue/invalid")
+    assert result.returncode == 1
+    output = result.stdout
+    for path in sorted((REPO / "tests/catalogue/invalid").glob("*.yaml")):
+        expected = re.search(r"^# expect: (\S+)", path.read_text(), re.M).group(1)  # type: ignore[union-attr]
+        block = output.split(str(path.relative_to(REPO)))[1].split("\ninvalid ")[0]
+        assert expected in block, f"{path.name}: {expected} not named in\n{block}"
+    # The problems the issue names, each with its fix.
+    assert "'2GB' is not a Kubernetes quantity" in output
+    assert "spec.load.concurrency: unknown field" in output
+    assert "spec.target: set exactly one of deploymentRef or url" in output
+    assert "spec.load.warmup: '-10s' is not a duration" in output
+    assert "spec.payload: required field is missing" in output
+
+
+def test_yaml_errors_name_the_line(tmp_path: Path) -> None:
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("apiVersion: kaliper.dev/v1alpha1\nkind: ProfileRun\nspec:\n  target: [unclosed\n")
+    result = kaliper("validate", str(broken))
+    assert result.returncode == 1
+    assert "not valid YAML: line" in result.stdout
+
+
+def test_multi_document_files_report_each_document(tmp_path: Path) -> None:
+    good = yaml.safe_load((REPO / "examples/modeldeployment.yaml").read_text())
+    bad = json.loads(json.dumps(good))
+    bad["spec"]["replicas"] = "many"
+    (tmp_path / "two.yaml").write_text(yaml.safe_dump_all([good, bad]))
+    result = kaliper("validate", "-o", "json", str(tmp_path))
+    assert result.returncode == 1
+    report = json.loads(result.stdout)
+    assert [d["valid"] for d in report] == [True, False]
+    assert report[1]["document"] == 2
+    assert report[1]["problems"][0]["path"] == "spec.replicas"
+
+
+def test_empty_directory_is_an_error(tmp_path: Path) -> None:
+    result = kaliper("validate", str(tmp_path))
+    assert result.returncode != 0
+    assert "no manifests found" in result.stderr
+
+
+def test_crds_check_and_generate(tmp_path: Path) -> None:
+    assert kaliper("crds", "generate", "--check").returncode == 0
+    stale = kaliper("crds", "generate", "--check", "--dir", str(tmp_path))
+    assert stale.returncode == 1 and "out of date" in stale.stderr
+    written = kaliper("crds", "generate", "--dir", str(tmp_path))
+    assert written.returncode == 0
+    assert len(list(tmp_path.glob("kaliper.dev_*.yaml"))) == 4
+    assert kaliper("crds", "generate", "--check", "--dir", str(tmp_path)).returncode == 0
+
+
+def test_crds_print_one_kind() -> None:
+    result = kaliper("crds", "print", "profilerun")
+    assert result.returncode == 0
+    assert yaml.safe_load(result.stdout)["metadata"]["name"] == "profileruns.kaliper.dev"
+    assert kaliper("crds", "print", "nonsense").returncode != 0
+
+
+def test_explain_walks_into_fields() -> None:
+    result = kaliper("explain", "prun.spec.load.openLoop")
+    assert result.returncode == 0, result.stderr
+    assert "rate  <number> (required)" in result.stdout
+    assert "arrival  <constant | poisson>" in result.stdout
+    missing = kaliper("explain", "profilerun.spec.lode")
+    assert missing.returncode != 0 and "has no field 'lode'" in missing.stderr

@@ -1,0 +1,81 @@
+"""The committed CRDs are exactly what the models generate, and they are well-formed structural schemas."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from kaliper.api.crd import crd_files, custom_resource_definition, stale_crds, write_crds
+from kaliper.api.resources import KINDS, KindInfo
+
+REPO = Path(__file__).resolve().parents[1]
+CRD_DIRS = [REPO / "crds", REPO / "charts" / "kaliper" / "crds"]
+
+
+def test_committed_crds_match_the_models() -> None:
+    stale = stale_crds(CRD_DIRS)
+    assert not stale, f"regenerate with `kaliper crds generate`: {[str(p) for p in stale]}"
+
+
+def test_drift_is_detected(tmp_path: Path) -> None:
+    write_crds([tmp_path])
+    assert stale_crds([tmp_path]) == []
+    victim = tmp_path / "kaliper.dev_profileruns.yaml"
+    victim.write_text(victim.read_text().replace("Trials completed of total.", "edited by hand"))
+    (tmp_path / "kaliper.dev_leftovers.yaml").write_text("old")
+    assert {p.name for p in stale_crds([tmp_path])} == {victim.name, "kaliper.dev_leftovers.yaml"}
+
+
+def walk(node: dict[str, Any], path: str = ""):  # type: ignore[no-untyped-def]
+    yield path, node
+    for name, sub in node.get("properties", {}).items():
+        yield from walk(sub, f"{path}.{name}")
+    if "items" in node:
+        yield from walk(node["items"], f"{path}[]")
+    if isinstance(node.get("additionalProperties"), dict):
+        yield from walk(node["additionalProperties"], f"{path}{{}}")
+
+
+@pytest.mark.parametrize("info", KINDS, ids=lambda k: k.kind)
+def test_crd_is_structural_and_documented(info: KindInfo) -> None:
+    crd = yaml.safe_load(crd_files()[f"kaliper.dev_{info.plural}.yaml"])
+    version = crd["spec"]["versions"][0]
+    assert version["subresources"] == {"status": {}}
+    assert version["additionalPrinterColumns"][0]["jsonPath"] in (".status.phase", ".spec.runtime.type")
+    assert any(c["name"] == "Age" for c in version["additionalPrinterColumns"])
+    assert crd["spec"]["names"]["shortNames"] and crd["spec"]["names"]["categories"] == ["kaliper"]
+
+    schema = version["schema"]["openAPIV3Schema"]
+    for path, node in walk(schema):
+        assert "$ref" not in node and "allOf" not in node and "oneOf" not in node, path
+        if "anyOf" in node:
+            assert node.get("x-kubernetes-int-or-string"), f"{path}: anyOf outside int-or-string"
+        else:
+            assert node.get("type") in {"object", "array", "string", "integer", "number", "boolean"}, path
+    for path, node in walk(schema):
+        if path.endswith("{}") or path.endswith("[]") or path == ".metadata":
+            continue
+        assert node.get("description"), f"{info.kind}{path} has no description"
+
+
+def test_rule_field_paths_point_at_real_fields() -> None:
+    """A CEL fieldPath that names no field would be refused by the API server when the rule fires."""
+    for info in KINDS:
+        schema = custom_resource_definition(info)["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+        for path, node in walk(schema):
+            for rule in node.get("x-kubernetes-validations", []):
+                target = node
+                for part in filter(None, rule.get("fieldPath", "").split(".")):
+                    assert part in target.get("properties", {}), f"{info.kind}{path}: bad fieldPath {rule['fieldPath']}"
+                    target = target["properties"][part]
+
+
+def test_defaults_are_documented_not_applied_by_the_server() -> None:
+    """Defaults live in the models only, so the server and the models can never disagree about them."""
+    schema = custom_resource_definition(KINDS[2])["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    warmup = schema["properties"]["spec"]["properties"]["load"]["properties"]["warmup"]
+    assert "default" not in warmup
+    assert warmup["description"].endswith("Default: 10s.")

@@ -1,0 +1,43 @@
+from __future__ import annotations
+
+import io
+import json
+import logging
+
+from kaliper.log import REDACTED, configure_logging, get_logger, redact, resolve_format
+
+
+def test_json_lines_with_secrets_redacted() -> None:
+    stream = io.StringIO()
+    configure_logging("info", "json", stream=stream)
+    get_logger("kaliper.test").info(
+        "sending", url="http://x", headers={"Authorization": "Bearer s3cret", "Accept": "json"}, api_key="k"
+    )
+    logging.getLogger("kopf.objects").warning("from the standard library", extra={})
+    lines = [json.loads(line) for line in stream.getvalue().splitlines()]
+    assert lines[0]["event"] == "sending"
+    assert lines[0]["headers"] == {"Authorization": REDACTED, "Accept": "json"}
+    assert lines[0]["api_key"] == REDACTED
+    assert lines[0]["level"] == "info" and "timestamp" in lines[0]
+    assert lines[1]["event"] == "from the standard library" and lines[1]["logger"] == "kopf.objects"
+    assert "s3cret" not in stream.getvalue()
+
+
+def test_console_format_is_plain_text() -> None:
+    stream = io.StringIO()
+    configure_logging("debug", "console", stream=stream)
+    get_logger("kaliper.test").debug("hello", trial=3)
+    text = stream.getvalue()
+    assert "hello" in text and "trial=3" in text
+    assert not text.lstrip().startswith("{")
+
+
+def test_auto_format_is_json_inside_a_pod(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    assert resolve_format("auto") == "console"
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.0.0.1")
+    assert resolve_format("auto") == "json"
+
+
+def test_redact_reaches_nested_lists() -> None:
+    assert redact({"items": [{"token": "t", "name": "n"}]}) == {"items": [{"token": REDACTED, "name": "n"}]}
