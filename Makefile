@@ -27,4 +27,4 @@ crds: setup
 	$(BIN)/kaliper crds generate
 
 demo: setup
-	bash hack/demo.sh
+	$(BIN)/python hack/demo.py

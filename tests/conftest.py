@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import time
 import uuid
@@ -13,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.controlplane import ControlPlane, ControlPlaneError, build_binaries
+from tests.support.controlplane import ControlPlane, ControlPlaneError, build_binaries, interrupt
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "examples"
@@ -58,6 +59,8 @@ def kubectl() -> Iterator[Kubectl]:
         yield Kubectl(str(bin_dir / "kubectl"), Path(existing))
         return
     plane = ControlPlane(bin_dir)
+    # A CI timeout sends SIGTERM: turn it into KeyboardInterrupt so this fixture's teardown still runs.
+    signal.signal(signal.SIGTERM, interrupt)
     try:
         plane.start()
     except ControlPlaneError as exc:

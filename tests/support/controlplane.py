@@ -405,11 +405,17 @@ def _pids_mentioning(text: str) -> list[int]:
     return found
 
 
+def interrupt(signum: int, frame: object) -> None:
+    """SIGTERM stops the control plane as cleanly as Ctrl-C does."""
+    raise KeyboardInterrupt
+
+
 def main() -> None:
     if sys.argv[1:] != ["up"]:
         sys.exit("usage: python tests/support/controlplane.py up")
     plane = ControlPlane(build_binaries()).start()
     print(f"export KUBECONFIG={plane.kubeconfig}", flush=True)
+    signal.signal(signal.SIGTERM, interrupt)
     try:
         signal.pause()
     except KeyboardInterrupt:
