@@ -68,13 +68,17 @@ def test_empty_directory_is_an_error(tmp_path: Path) -> None:
 
 
 def test_crds_check_and_generate(tmp_path: Path) -> None:
-    assert kaliper("crds", "generate", "--check").returncode == 0
-    stale = kaliper("crds", "generate", "--check", "--dir", str(tmp_path))
+    assert kaliper("crds", "generate", "--check").returncode == 0, "run `make crds` and commit the result"
+    options = ["--dir", str(tmp_path), "--reference", str(tmp_path / "api.md")]
+    stale = kaliper("crds", "generate", "--check", *options)
     assert stale.returncode == 1 and "out of date" in stale.stderr
-    written = kaliper("crds", "generate", "--dir", str(tmp_path))
+    written = kaliper("crds", "generate", *options)
     assert written.returncode == 0
     assert len(list(tmp_path.glob("kaliper.dev_*.yaml"))) == 4
-    assert kaliper("crds", "generate", "--check", "--dir", str(tmp_path)).returncode == 0
+    reference = (tmp_path / "api.md").read_text()
+    assert "| `spec.load.openLoop.rate` * | number |" in reference
+    assert "`spec.target`: set exactly one of deploymentRef or url" in reference
+    assert kaliper("crds", "generate", "--check", *options).returncode == 0
 
 
 def test_crds_print_one_kind() -> None:

@@ -13,6 +13,7 @@ from kaliper import __version__
 from kaliper.log import configure_logging
 
 DEFAULT_CRD_DIRS = ("crds", "charts/kaliper/crds")
+DEFAULT_REFERENCE = "docs/api-reference.md"
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -70,7 +71,7 @@ def _document_json(document: Any) -> dict[str, Any]:
     return {
         "source": document.source,
         "document": document.index,
-        "object": document.label.split(" ")[-1],
+        "object": document.object_ref,
         "valid": document.ok and not document.skipped,
         "skipped": document.skipped,
         "problems": [{"path": p.path, "message": p.message} for p in document.problems],
@@ -90,22 +91,36 @@ def crds() -> None:
     type=click.Path(file_okay=False, path_type=Path),
     help=f"Directory to write into (repeatable). Default: {', '.join(DEFAULT_CRD_DIRS)}.",
 )
+@click.option(
+    "--reference",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=Path(DEFAULT_REFERENCE),
+    show_default=True,
+    help="Where the Markdown API reference goes.",
+)
 @click.option("--check", is_flag=True, help="Write nothing; exit 1 if the files differ from the models.")
-def crds_generate(directories: tuple[Path, ...], check: bool) -> None:
-    """Write the CRD YAML files (or check that they are up to date)."""
+def crds_generate(directories: tuple[Path, ...], reference: Path, check: bool) -> None:
+    """Write the CRD YAML files and the API reference (or check that they are up to date)."""
     from kaliper.api.crd import stale_crds, write_crds
+    from kaliper.api.reference import api_reference_markdown
 
     targets = list(directories) or [Path(d) for d in DEFAULT_CRD_DIRS]
+    markdown = api_reference_markdown()
     if check:
         stale = stale_crds(targets)
+        if not reference.exists() or reference.read_text() != markdown:
+            stale.append(reference)
         if stale:
             for path in stale:
                 click.echo(f"out of date: {path}", err=True)
-            raise click.ClickException("CRDs differ from the models; run `kaliper crds generate`")
-        click.echo(f"CRDs are up to date in {', '.join(map(str, targets))}")
+            raise click.ClickException("generated files differ from the models; run `kaliper crds generate`")
+        click.echo(f"CRDs and API reference are up to date in {', '.join(map(str, [*targets, reference]))}")
         return
     for path in write_crds(targets):
         click.echo(f"wrote {path}")
+    reference.parent.mkdir(parents=True, exist_ok=True)
+    reference.write_text(markdown)
+    click.echo(f"wrote {reference}")
 
 
 @crds.command("print")

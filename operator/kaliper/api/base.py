@@ -72,7 +72,6 @@ class KaliperModel(BaseModel):
         populate_by_name=True,
         extra="forbid",
         use_attribute_docstrings=True,
-        validate_default=False,
         json_schema_extra=lambda schema, cls: _add_rules_to_schema(schema, cls),
     )
 

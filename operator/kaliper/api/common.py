@@ -112,6 +112,8 @@ PositiveDuration = Annotated[
 # Names of objects Kaliper creates or refers to (DNS-1123 labels: Services and Deployments need these).
 DNS_LABEL_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 Name = Annotated[str, Field(min_length=1, max_length=63, pattern=DNS_LABEL_PATTERN)]
+# Names of Kaliper objects themselves (what the API server accepts for any custom resource).
+DNS_SUBDOMAIN_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 # Keys of ConfigMaps and Secrets.
 KEY_PATTERN = r"^[-._a-zA-Z0-9]+$"
 Key = Annotated[str, Field(min_length=1, max_length=253, pattern=KEY_PATTERN)]
@@ -337,7 +339,7 @@ class ObjectMeta(KaliperModel):
 
     model_config = KaliperModel.model_config | {"extra": "allow"}
 
-    name: Annotated[str, Field(max_length=253)] | None = None
+    name: Annotated[str, Field(max_length=253, pattern=DNS_SUBDOMAIN_PATTERN)] | None = None
     generate_name: Annotated[str, Field(max_length=253)] | None = None
     namespace: Annotated[str, Field(max_length=63, pattern=DNS_LABEL_PATTERN)] | None = None
     labels: dict[str, str] | None = None

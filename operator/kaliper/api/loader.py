@@ -20,6 +20,7 @@ from kaliper.api.cleanup import CRON_PATTERN
 from kaliper.api.common import (
     API_VERSION,
     DNS_LABEL_PATTERN,
+    DNS_SUBDOMAIN_PATTERN,
     GROUP,
     HTTP_URL_PATTERN,
     KEY_PATTERN,
@@ -32,6 +33,8 @@ MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 PATTERN_HINTS = {
     DNS_LABEL_PATTERN: "is not a valid name: use lowercase letters, digits and '-', starting and ending with a "
     "letter or digit",
+    DNS_SUBDOMAIN_PATTERN: "is not a valid object name: use lowercase letters, digits, '-' and '.', starting "
+    "and ending with a letter or digit",
     KEY_PATTERN: "is not a valid key: use letters, digits, '-', '_' and '.'",
     HTTP_URL_PATTERN: "is not an http:// or https:// URL",
     RESOURCE_NAME_PATTERN: "is not an extended resource name: write a domain and a name, such as nvidia.com/gpu "
@@ -63,15 +66,18 @@ class Document:
     skipped: str | None = None  # why the document was not checked (not a Kaliper object)
 
     @property
+    def object_ref(self) -> str | None:
+        """Kind/name of the object, as far as the document says."""
+        if not isinstance(self.data, dict):
+            return None
+        metadata = self.data.get("metadata")
+        name = metadata.get("name") if isinstance(metadata, dict) else None
+        return f"{self.data.get('kind') or '?'}/{name or '?'}"
+
+    @property
     def label(self) -> str:
         where = f"{self.source} (document {self.index})"
-        if isinstance(self.data, dict):
-            kind = self.data.get("kind") or "?"
-            name = (
-                (self.data.get("metadata") or {}).get("name") if isinstance(self.data.get("metadata"), dict) else None
-            )
-            return f"{where} {kind}/{name or '?'}"
-        return where
+        return f"{where} {self.object_ref}" if self.object_ref else where
 
     @property
     def ok(self) -> bool:
