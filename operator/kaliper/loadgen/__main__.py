@@ -1,0 +1,103 @@
+"""`python -m kaliper.loadgen`: the load generator as a command (the container entrypoint of its Jobs).
+
+    python -m kaliper.loadgen run CONFIG [--output result.json]      # one process, or load.processes
+    python -m kaliper.loadgen master CONFIG --workers N [--bind HOST:PORT] [--output result.json]
+    python -m kaliper.loadgen worker --master HOST:PORT
+
+CONFIG is a YAML or JSON LoadGenConfig (url, request, payload, load, levels). The results document goes to
+--output (or stdout with --output -); a short summary goes to stderr. Exit code: 0 when the run completed,
+1 when it could not (the document says why), 2 for bad input.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+# Locust first: it monkey-patches the standard library for gevent before anything else opens sockets.
+import locust  # noqa: F401
+import yaml
+from pydantic import ValidationError
+
+from kaliper.api.loader import problems_from
+from kaliper.loadgen.config import LoadGenConfig
+from kaliper.loadgen.payloads import PayloadError
+from kaliper.log import configure_logging
+
+
+def load_config(path: Path) -> LoadGenConfig:
+    try:
+        data = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise click.UsageError(f"cannot read {path}: {exc}") from exc
+    try:
+        return LoadGenConfig.model_validate(data)
+    except ValidationError as exc:
+        problems = "\n".join(f"  {p}" for p in problems_from(exc, LoadGenConfig))
+        raise click.UsageError(f"{path} is not a valid load-generator config:\n{problems}") from exc
+
+
+def emit(result, output: str) -> None:  # type: ignore[no-untyped-def]
+    from kaliper.loadgen.engine import summarize
+
+    text = result.model_dump_json(by_alias=True, indent=2)
+    if output == "-":
+        click.echo(text)
+    else:
+        Path(output).write_text(text + "\n")
+    click.echo(summarize(result), err=True)
+    sys.exit(0 if result.ok else 1)
+
+
+@click.group()
+@click.option("--log-level", default="warning", type=click.Choice(["debug", "info", "warning", "error"]))
+def main(log_level: str) -> None:
+    """Kaliper's load generator."""
+    configure_logging(log_level)
+
+
+@main.command()
+@click.argument("config_path", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--output", "-o", default="-", help="Results file (- for stdout).")
+def run(config_path: Path, output: str) -> None:
+    """Run a load test here (load.processes > 1 starts local worker processes)."""
+    from kaliper.loadgen.engine import LoadGenError
+    from kaliper.loadgen.engine import run as run_load
+
+    config = load_config(config_path)
+    try:
+        result = run_load(config)
+    except (PayloadError, LoadGenError) as exc:
+        raise click.UsageError(str(exc)) from exc
+    emit(result, output)
+
+
+@main.command()
+@click.argument("config_path", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--workers", type=click.IntRange(1, 1024), required=True, help="Workers to wait for.")
+@click.option("--bind", default="*:5557", show_default=True, help="Where workers connect.")
+@click.option("--join-timeout", default=120.0, show_default=True, help="Seconds to wait for the workers.")
+@click.option("--output", "-o", default="-", help="Results file (- for stdout).")
+def master(config_path: Path, workers: int, bind: str, join_timeout: float, output: str) -> None:
+    """Drive N Locust workers and merge their histograms exactly."""
+    from kaliper.loadgen.engine import run_master
+
+    config = load_config(config_path)
+    host, _, port = bind.rpartition(":")
+    emit(run_master(config, workers, host or "*", int(port), join_timeout), output)
+
+
+@main.command()
+@click.option("--master", "master_address", required=True, help="HOST:PORT of the master.")
+def worker(master_address: str) -> None:
+    """A Locust worker that takes its instructions from the master."""
+    from kaliper.loadgen.engine import run_worker
+
+    host, _, port = master_address.rpartition(":")
+    run_worker(host, int(port))
+
+
+if __name__ == "__main__":
+    main()

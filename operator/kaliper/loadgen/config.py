@@ -1,0 +1,90 @@
+"""What one load-generator run is told: the target, the request, the payload and the load levels.
+
+Built from the same API models as a ProfileRun (RequestSpec, Payload, LoadSpec), so a setting that is
+nonsense there is refused here too, before anything starts.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import Field, model_validator
+
+from kaliper.api.base import KaliperModel
+from kaliper.api.common import HttpUrl
+from kaliper.api.profilerun import LoadSpec, Payload, RequestSpec, StoppingRule
+from kaliper.api.units import parse_duration
+
+OIP_INFER_PATH = "/v2/models/{model}/infer"
+
+
+class LoadGenConfig(KaliperModel):
+    """One load test: a target URL and a ProfileRun's request, payload and load settings."""
+
+    url: HttpUrl
+    """Base URL of the target, such as http://127.0.0.1:8080."""
+    request: RequestSpec = Field(default_factory=RequestSpec)
+    payload: Payload
+    load: LoadSpec
+    levels: Annotated[list[Annotated[float, Field(gt=0)]], Field(min_length=1, max_length=64)] | None = None
+    """Load levels run one after another in this run (concurrency or rate); default: the level in load."""
+    env_headers: dict[str, str] = Field(default_factory=dict)
+    """Header name -> environment variable holding its value (how Secret-backed headers reach the pod)."""
+    slo_percentile: Annotated[float, Field(gt=0, lt=100)] | None = None
+    """The percentile the stopping rule watches; default: load.stopping.percentile, else 99."""
+    seed: int | None = None
+    """Seed for Poisson arrivals, generated tensors and dataset order."""
+
+    @model_validator(mode="after")
+    def _levels_fit_the_load_model(self) -> LoadGenConfig:
+        if self.levels and self.load.closed_loop is not None and any(v != int(v) for v in self.levels):
+            raise ValueError("levels are concurrent users under closedLoop; use whole numbers")
+        if self.request.protocol == "oip-v2" and self.request.path is None and not self.request.model_name:
+            raise ValueError("oip-v2 requests need request.modelName (or an explicit request.path)")
+        return self
+
+    @property
+    def open_loop(self) -> bool:
+        return self.load.open_loop is not None
+
+    @property
+    def stage_levels(self) -> list[float]:
+        if self.levels:
+            return list(self.levels)
+        if self.load.closed_loop is not None:
+            return [float(self.load.closed_loop.concurrency)]
+        assert self.load.open_loop is not None
+        return [self.load.open_loop.rate]
+
+    @property
+    def path(self) -> str:
+        if self.request.path:
+            return self.request.path
+        if self.request.protocol == "oip-v2":
+            return OIP_INFER_PATH.format(model=self.request.model_name)
+        return "/"
+
+    @property
+    def stopping(self) -> StoppingRule | None:
+        return self.load.stopping
+
+    @property
+    def window_s(self) -> float:
+        return parse_duration(self.load.stopping.window) if self.load.stopping else 1.0
+
+    @property
+    def percentile(self) -> float:
+        if self.slo_percentile is not None:
+            return self.slo_percentile
+        return self.load.stopping.percentile if self.load.stopping else 99.0
+
+    def connections(self) -> int:
+        """Open loop: connections to keep; enough for the highest rate at the request timeout, bounded."""
+        assert self.load.open_loop is not None
+        if self.load.open_loop.max_connections:
+            return self.load.open_loop.max_connections
+        peak = max(self.stage_levels)
+        return int(min(max(peak * 1.0, 16), 2000))
+
+    def to_wire(self) -> dict[str, Any]:
+        return self.model_dump(by_alias=True, exclude_none=True, mode="json")

@@ -1,0 +1,603 @@
+"""The load generator proper: Locust runners and users, and the controller that drives stages.
+
+Importing this module imports Locust, which monkey-patches the standard library for gevent: import it only
+in a process that generates load (`python -m kaliper.loadgen`, or a subprocess of the local runtime).
+
+Users are Locust `User`s that own one keep-alive connection each (geventhttpclient, the client behind
+Locust's FastHttpUser) and run a tight loop instead of Locust's task scheduler: every request is recorded
+into HDR histograms by completion window, and Locust's own rounded statistics are not used.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import socket
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import urlsplit
+
+import gevent
+import locust
+from geventhttpclient import HTTPClient
+from locust import User
+from locust.env import Environment
+from locust.runners import MasterRunner, WorkerRunner
+
+from kaliper.api.units import parse_duration
+from kaliper.loadgen.config import LoadGenConfig
+from kaliper.loadgen.histogram import LatencyHistogram
+from kaliper.loadgen.payloads import build_bodies
+from kaliper.loadgen.recorder import Aggregator, Recorder, Window
+from kaliper.loadgen.schedule import send_offsets
+from kaliper.loadgen.statistics import REPORTED_PERCENTILES, estimate
+from kaliper.loadgen.stopping import Decision, StoppingParameters, WindowFigures, decide
+from kaliper.log import get_logger
+from kaliper.report.schema import (
+    GeneratorInfo,
+    LatencyFigures,
+    LateSends,
+    LoadTestResult,
+    PercentileFigure,
+    StageResult,
+)
+from kaliper.report.schema import WindowFigures as WindowReport
+
+log = get_logger("kaliper.loadgen")
+
+# A send is late when it leaves more than this after its intended time. gevent's timers wake up to about a
+# millisecond late on an idle machine, so a tighter bound would call every send late.
+LATE_AFTER_S = 0.002
+LATE_SHARE_FLAG = 0.01  # perf_analyzer's warning threshold: more than 1% of sends late
+COLLECT_INTERVAL_S = 0.25
+MESSAGE_WINDOWS = "kaliper_windows"
+MESSAGE_STAGE = "kaliper_stage"
+
+
+class LoadGenError(RuntimeError):
+    """The run cannot go on (unreachable target, lost workers); the message says why."""
+
+
+# --- what every generator process shares -------------------------------------------------------------
+
+
+class Plan:
+    """The per-process state the users read: target, bodies, headers, the recorder and the schedule."""
+
+    def __init__(self, config: LoadGenConfig, share: float = 1.0) -> None:
+        self.config = config
+        self.share = share  # this process's part of an open-loop rate
+        url = urlsplit(config.url)
+        self.ssl = url.scheme == "https"
+        self.host = url.hostname or "localhost"
+        self.port = url.port or (443 if self.ssl else 80)
+        self.path = url.path.rstrip("/") + config.path
+        self.method = config.request.method
+        self.timeout_s = parse_duration(config.request.timeout)
+        self.think_s = parse_duration(config.load.closed_loop.think_time) if config.load.closed_loop else 0.0
+        self.headers = request_headers(config)
+        self.bodies = build_bodies(config.payload, config.seed)
+        self._body_cycle = itertools.cycle(self.bodies)
+        self.recorder = Recorder(config.window_s, config.open_loop)
+        self._slots: Iterator[float] | None = None
+
+    def next_body(self) -> bytes:
+        return next(self._body_cycle)
+
+    def begin_stage(self, stage: int, start_wall: float, level: float) -> None:
+        self.recorder.begin_stage(stage, start_wall)
+        if self.config.load.open_loop is not None:
+            # Intended send times on this process's monotonic clock, from the shared wall-clock start.
+            base = time.perf_counter() + (start_wall - time.time())
+            seed = None if self.config.seed is None else self.config.seed * 1000 + stage
+            offsets = send_offsets(level * self.share, self.config.load.open_loop.arrival, seed)
+            self._slots = (base + offset for offset in offsets)
+
+    def claim_slot(self) -> float | None:
+        """The next intended send time (open loop), shared by all users of this process."""
+        return next(self._slots) if self._slots is not None else None
+
+
+def request_headers(config: LoadGenConfig) -> dict[str, str]:
+    import os
+
+    headers = {"Content-Type": config.payload.content_type, "User-Agent": f"kaliper-loadgen/{locust.__version__}"}
+    headers.update(config.request.headers or {})
+    for header, variable in config.env_headers.items():
+        value = os.environ.get(variable)
+        if value is None:
+            raise LoadGenError(f"header {header} comes from environment variable {variable}, which is not set")
+        headers[header] = value
+    return headers
+
+
+def classify(exc: BaseException) -> str:
+    if isinstance(exc, TimeoutError | socket.timeout | gevent.Timeout):
+        return "timeout"
+    return type(exc).__name__
+
+
+def _unused_task(user: User) -> None:  # pragma: no cover - run() replaces Locust's task loop
+    raise NotImplementedError
+
+
+class KaliperUser(User):
+    """One connection; closed loop (send, wait for the answer, repeat) or open loop (send at the intended
+    times it claims from the process's schedule)."""
+
+    tasks = [_unused_task]  # Locust insists on a task; run() below never schedules it
+
+    def __init__(self, environment: Environment) -> None:
+        super().__init__(environment)
+        self.plan: Plan = environment.kaliper_plan  # type: ignore[attr-defined]
+        self.client = HTTPClient(
+            self.plan.host,
+            self.plan.port,
+            ssl=self.plan.ssl,
+            insecure=True,
+            concurrency=1,
+            connection_timeout=self.plan.timeout_s,
+            network_timeout=self.plan.timeout_s,
+            headers=self.plan.headers,
+        )
+
+    def send(self) -> str | None:
+        """One request; the error kind, or None on success."""
+        plan = self.plan
+        try:
+            response = self.client.request(plan.method, plan.path, body=plan.next_body())
+            response.read()
+            status = response.status_code
+        except gevent.GreenletExit:
+            raise
+        except Exception as exc:  # every failure is counted, with its kind
+            self.client.close()
+            return classify(exc)
+        return None if status < 400 else f"HTTP {status}"
+
+    def run(self) -> None:  # Locust calls this in the user's greenlet
+        try:
+            if self.plan.config.open_loop:
+                self._open_loop()
+            else:
+                self._closed_loop()
+        finally:
+            self.client.close()
+
+    def _closed_loop(self) -> None:
+        plan, recorder = self.plan, self.plan.recorder
+        clock, wall = time.perf_counter, time.time
+        while True:
+            start = clock()
+            error = self.send()
+            recorder.record(wall(), clock() - start, None, error)
+            if plan.think_s:
+                gevent.sleep(plan.think_s)
+            elif error is not None:
+                gevent.sleep(0.001)  # do not spin on a refusing target
+
+    def _open_loop(self) -> None:
+        plan, recorder = self.plan, self.plan.recorder
+        clock, wall = time.perf_counter, time.time
+        while True:
+            slot = plan.claim_slot()
+            if slot is None:
+                gevent.sleep(0.01)
+                continue
+            claimed = clock()
+            if slot > claimed:
+                gevent.sleep(slot - claimed)
+            start = clock()
+            late = start - slot > LATE_AFTER_S
+            error = self.send()
+            end = clock()
+            recorder.record(
+                wall(),
+                end - start,
+                end - slot,
+                error,
+                # Claimed after it was due: no connection was free when it should have left.
+                late_no_connection=late and claimed > slot + LATE_AFTER_S,
+                late_generator=late,
+            )
+
+
+# --- results -----------------------------------------------------------------------------------------
+
+
+def latency_figures(histogram: LatencyHistogram) -> LatencyFigures:
+    if histogram.count == 0:
+        return LatencyFigures()
+    percentiles = []
+    for p in REPORTED_PERCENTILES:
+        e = estimate(histogram, p)
+        percentiles.append(
+            PercentileFigure(
+                percentile=p,
+                value_ms=_ms(e.value_s),
+                ci_low_ms=_ms(e.ci_low_s),
+                ci_high_ms=_ms(e.ci_high_s),
+                count=e.count,
+                confidence=e.confidence,
+            )
+        )
+    return LatencyFigures(
+        count=histogram.count,
+        mean_ms=_ms(histogram.mean),
+        min_ms=_ms(histogram.min),
+        max_ms=_ms(histogram.max),
+        percentiles=percentiles,
+        histogram=histogram.encode(),
+    )
+
+
+def _ms(seconds: float | None) -> float | None:
+    return None if seconds is None else round(seconds * 1000, 4)
+
+
+def stage_result(
+    config: LoadGenConfig, index: int, level: float, windows: list[Window], warmup_windows: int, reason: str
+) -> StageResult:
+    window_s = config.window_s
+    measured = windows[warmup_windows:]
+    total = Window(index, -1, corrected=LatencyHistogram() if config.open_loop else None)
+    for window in measured:
+        total.merge(window)
+    errors = sum(total.errors.values())
+    measured_s = len(measured) * window_s
+    late = None
+    if config.open_loop:
+        count = total.late_generator + total.late_no_connection
+        share = count / total.requests if total.requests else 0.0
+        flagged = share > LATE_SHARE_FLAG
+        reason_text = None
+        if flagged:
+            reason_text = f"{share:.1%} of sends left more than {LATE_AFTER_S * 1000:g} ms late: " + (
+                "every connection was busy; raise load.openLoop.maxConnections"
+                if total.late_no_connection >= total.late_generator
+                else "the load generator could not keep up; add load.processes or load.workers"
+            )
+        late = LateSends(
+            count=count,
+            share=round(share, 6),
+            no_free_connection=total.late_no_connection,
+            generator_lag=total.late_generator,
+            flagged=flagged,
+            reason=reason_text,
+        )
+    return StageResult(
+        index=index,
+        load_model="open" if config.open_loop else "closed",
+        level=level,
+        warmup_s=warmup_windows * window_s,
+        measured_s=measured_s,
+        requests=total.requests,
+        errors=errors,
+        error_rate=round(errors / total.requests, 6) if total.requests else 0.0,
+        errors_by_kind=dict(total.errors),
+        throughput_rps=round((total.requests - errors) / measured_s, 3) if measured_s else 0.0,
+        latency=latency_figures(total.latency),
+        service_time=latency_figures(total.service),
+        late_sends=late,
+        windows=[
+            WindowReport(
+                index=w.index,
+                start_s=w.index * window_s,
+                warmup=w.index < warmup_windows,
+                requests=w.requests,
+                errors=sum(w.errors.values()),
+                throughput_rps=round((w.requests - sum(w.errors.values())) / window_s, 3),
+                p50_ms=_ms(w.latency.value_at_percentile(50)) if w.latency.count else None,
+                p99_ms=_ms(w.latency.value_at_percentile(99)) if w.latency.count else None,
+            )
+            for w in windows
+        ],
+        stop_reason=reason,
+    )
+
+
+# --- the controller ----------------------------------------------------------------------------------
+
+
+class Controller:
+    """Drives the stages of a run from the process that owns the runner (local or Locust master)."""
+
+    def __init__(self, config: LoadGenConfig, environment: Environment, processes: int, workers: int) -> None:
+        self.config = config
+        self.environment = environment
+        self.runner = environment.runner
+        self.distributed = isinstance(self.runner, MasterRunner)
+        self.sources = max(processes, 1) if self.distributed else 1
+        self.aggregator = Aggregator(self.sources)
+        self.processes, self.workers = processes, workers
+        self.window_s = config.window_s
+        self.warmup_windows = math.ceil(parse_duration(config.load.warmup) / self.window_s)
+        stopping = config.stopping
+        self.params = StoppingParameters(
+            min_duration_s=parse_duration(config.load.min_duration),
+            max_duration_s=parse_duration(config.load.max_duration),
+            stable_windows=stopping.stable_windows if stopping else None,
+            tolerance=stopping.tolerance if stopping else 0.1,
+            max_relative_ci_width=stopping.max_relative_ci_width if stopping else 0.05,
+        )
+        if self.distributed:
+            self.runner.register_message(MESSAGE_WINDOWS, self._on_windows)
+
+    def _on_windows(self, environment: Environment, msg: Any) -> None:  # Locust passes these by keyword
+        data = msg.data
+        windows = [Window.from_wire(w) for w in data["windows"]]
+        self.aggregator.add(msg.node_id, data["stage"], windows, data["until"])
+
+    def _collect_local(self) -> None:
+        plan: Plan = self.environment.kaliper_plan  # type: ignore[attr-defined]
+        windows, until = plan.recorder.take_closed(time.time())
+        self.aggregator.add("local", plan.recorder.stage, windows, until)
+
+    def _begin_stage(self, stage: int, level: float) -> float:
+        lead = 1.0 if self.distributed else 0.1
+        start_wall = time.time() + lead
+        if self.distributed:
+            self.runner.send_message(
+                MESSAGE_STAGE,
+                {
+                    "stage": stage,
+                    "start": start_wall,
+                    "level": level,
+                    "share": 1.0 / self.sources,
+                    "config": self.config.to_wire(),
+                },
+            )
+        else:
+            self.environment.kaliper_plan.begin_stage(stage, start_wall, level)  # type: ignore[attr-defined]
+        users = int(level) if not self.config.open_loop else self.config.connections()
+        if stage == 0 or not self.config.open_loop:
+            self.runner.start(users, spawn_rate=max(users, 1) * 10)
+        return start_wall
+
+    def run(self) -> LoadTestResult:
+        started = datetime.now(UTC)
+        stages: list[StageResult] = []
+        error = None
+        try:
+            for index, level in enumerate(self.config.stage_levels):
+                log.info(
+                    "stage starting", stage=index, level=level, model="open" if self.config.open_loop else "closed"
+                )
+                start_wall = self._begin_stage(index, level)
+                stages.append(self._measure(index, level, start_wall))
+                log.info("stage done", stage=index, reason=stages[-1].stop_reason)
+        except LoadGenError as exc:
+            error = str(exc)
+        finally:
+            self.runner.stop()
+        return LoadTestResult(
+            target=self.config.url + self.config.path,
+            started_at=started,
+            finished_at=datetime.now(UTC),
+            generator=GeneratorInfo(
+                processes=self.processes,
+                workers=self.workers,
+                connections=self.config.connections() if self.config.open_loop else None,
+                locust_version=locust.__version__,
+            ),
+            stages=stages,
+            error=error,
+            warnings=[s.late_sends.reason for s in stages if s.late_sends and s.late_sends.reason],
+        )
+
+    def _measure(self, stage: int, level: float, start_wall: float) -> StageResult:
+        deadline = start_wall + (self.warmup_windows * self.window_s) + self.params.max_duration_s + 30
+        decision = Decision(False, "measuring")
+        while True:
+            gevent.sleep(COLLECT_INTERVAL_S)
+            if not self.distributed:
+                self._collect_local()
+            until = self.aggregator.complete_until(stage)
+            windows = self.aggregator.stage_windows(stage, until)
+            measured = windows[self.warmup_windows :]
+            self._fail_fast(measured)
+            decision = self._decide(measured)
+            if decision.stop:
+                break
+            if time.time() > deadline:
+                raise LoadGenError(
+                    f"stage {stage}: windows stopped arriving from the load generators "
+                    f"(have {until + 1}, {self.sources} source(s)); a worker may have died"
+                )
+        return stage_result(self.config, stage, level, windows, self.warmup_windows, decision.reason)
+
+    def _decide(self, measured: list[Window]) -> Decision:
+        if not measured:
+            return Decision(False, "warming up")
+        cumulative = LatencyHistogram()
+        figures = []
+        for window in measured:
+            cumulative.add(window.latency)
+            errors = sum(window.errors.values())
+            latency = window.latency.value_at_percentile(self.config.percentile) if window.latency.count else None
+            figures.append(WindowFigures((window.requests - errors) / self.window_s, latency))
+        return decide(len(measured) * self.window_s, figures, estimate(cumulative, self.config.percentile), self.params)
+
+    def _fail_fast(self, measured: list[Window]) -> None:
+        """A target that refuses every request of a whole window is down: stop now, not at maxDuration."""
+        if not measured:
+            return
+        window = measured[-1]
+        connection_errors = sum(n for kind, n in window.errors.items() if not kind.startswith("HTTP"))
+        if window.requests and connection_errors == window.requests:
+            kinds = ", ".join(f"{k} x{n}" for k, n in window.errors.most_common(3))
+            raise LoadGenError(f"every request of a measured window failed ({kinds}); is the target down?")
+
+
+# --- preflight and entry points ----------------------------------------------------------------------
+
+
+def preflight(config: LoadGenConfig) -> str | None:
+    """Send one request with a short connect timeout: an unreachable target fails in seconds, not minutes."""
+    plan = Plan(config)
+    client = HTTPClient(
+        plan.host,
+        plan.port,
+        ssl=plan.ssl,
+        insecure=True,
+        connection_timeout=min(plan.timeout_s, 3.0),
+        network_timeout=plan.timeout_s,
+        headers=plan.headers,
+    )
+    try:
+        response = client.request(plan.method, plan.path, body=plan.bodies[0])
+        response.read()
+        if response.status_code >= 400:
+            log.warning("preflight request failed", status=response.status_code, url=config.url + plan.path)
+    except Exception as exc:
+        return f"target {config.url} is unreachable: {classify(exc)}: {exc}"
+    finally:
+        client.close()
+    return None
+
+
+def failed_result(config: LoadGenConfig, error: str, processes: int, workers: int) -> LoadTestResult:
+    now = datetime.now(UTC)
+    return LoadTestResult(
+        target=config.url + config.path,
+        started_at=now,
+        finished_at=now,
+        generator=GeneratorInfo(processes=processes, workers=workers, locust_version=locust.__version__),
+        error=error,
+    )
+
+
+def run_local(config: LoadGenConfig) -> LoadTestResult:
+    """The whole run in this process (one Locust LocalRunner)."""
+    problem = preflight(config)
+    if problem:
+        return failed_result(config, problem, 1, 0)
+    environment = Environment(user_classes=[KaliperUser], catch_exceptions=False)
+    environment.kaliper_plan = Plan(config)  # type: ignore[attr-defined]
+    environment.create_local_runner()
+    return Controller(config, environment, processes=1, workers=0).run()
+
+
+def run_master(
+    config: LoadGenConfig, expect_workers: int, bind_host: str = "*", bind_port: int = 5557, join_timeout: float = 60
+) -> LoadTestResult:
+    """Drive `expect_workers` Locust workers (pods or local processes) and merge their windows."""
+    problem = preflight(config)
+    if problem:
+        return failed_result(config, problem, expect_workers, expect_workers)
+    environment = Environment(user_classes=[KaliperUser], catch_exceptions=False)
+    runner = environment.create_master_runner(bind_host, bind_port)
+    deadline = time.monotonic() + join_timeout
+    while runner.worker_count < expect_workers:
+        if time.monotonic() > deadline:
+            runner.quit()
+            return failed_result(
+                config,
+                f"only {runner.worker_count} of {expect_workers} load-generator workers connected "
+                f"within {join_timeout:g}s",
+                expect_workers,
+                expect_workers,
+            )
+        gevent.sleep(0.1)
+    try:
+        return Controller(config, environment, processes=expect_workers, workers=expect_workers).run()
+    finally:
+        runner.quit()
+
+
+def run_worker(master_host: str, master_port: int) -> None:
+    """A Locust worker: gets its plan from the master's stage messages, sends closed windows back."""
+    environment = Environment(user_classes=[KaliperUser], catch_exceptions=False)
+    runner: WorkerRunner = environment.create_worker_runner(master_host, master_port)
+    state: dict[str, Any] = {"plan": None, "until": -1}
+
+    def on_stage(environment: Environment, msg: Any) -> None:  # Locust passes these by keyword
+        data = msg.data
+        if state["plan"] is None:
+            config = LoadGenConfig.model_validate(data["config"])
+            state["plan"] = environment.kaliper_plan = Plan(config, share=data["share"])  # type: ignore[attr-defined]
+        state["plan"].begin_stage(data["stage"], data["start"], data["level"])
+        state["until"] = -1
+
+    def push_windows() -> None:
+        while True:
+            gevent.sleep(COLLECT_INTERVAL_S)
+            plan: Plan | None = state["plan"]
+            if plan is None:
+                continue
+            windows, until = plan.recorder.take_closed(time.time())
+            if windows or until != state["until"]:
+                runner.send_message(
+                    MESSAGE_WINDOWS,
+                    {"stage": plan.recorder.stage, "until": until, "windows": [w.to_wire() for w in windows]},
+                )
+                state["until"] = until
+
+    runner.register_message(MESSAGE_STAGE, on_stage)
+    pusher = gevent.spawn(push_windows)
+    try:
+        runner.greenlet.join()
+    finally:
+        pusher.kill()
+
+
+def run_processes(config: LoadGenConfig, processes: int) -> LoadTestResult:
+    """A master here and `processes` worker processes on this machine (Locust's distributed mode)."""
+    port = _free_port()
+    workers = [
+        subprocess.Popen(
+            [sys.executable, "-m", "kaliper.loadgen", "worker", "--master", f"127.0.0.1:{port}"],
+            stdin=subprocess.DEVNULL,
+        )
+        for _ in range(processes)
+    ]
+    try:
+        return run_master(config, processes, "127.0.0.1", port)
+    finally:
+        for worker in workers:
+            try:
+                worker.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                worker.kill()
+                worker.wait()
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def run(config: LoadGenConfig) -> LoadTestResult:
+    """Run the load test as the config asks: in this process, or with worker processes."""
+    if config.load.processes > 1:
+        return run_processes(config, config.load.processes)
+    return run_local(config)
+
+
+def summarize(result: LoadTestResult) -> str:
+    """A short human summary of a results document."""
+    lines = [f"target {result.target}"]
+    if result.error:
+        lines.append(f"ERROR: {result.error}")
+    for stage in result.stages:
+        unit = "users" if stage.load_model == "closed" else "req/s"
+        p = {f.percentile: f for f in stage.latency.percentiles}
+        figures = "  ".join(
+            f"p{k:g} {p[k].value_ms:.2f}ms" for k in (50, 90, 99) if k in p and p[k].value_ms is not None
+        )
+        lines.append(
+            f"stage {stage.index}: {stage.level:g} {unit}  {stage.requests} requests in {stage.measured_s:g}s  "
+            f"{stage.throughput_rps:.1f} ok/s  errors {stage.error_rate:.2%}  {figures}"
+        )
+        lines.append(f"  stopped: {stage.stop_reason}")
+        if stage.errors_by_kind:
+            lines.append("  errors: " + ", ".join(f"{k} x{n}" for k, n in Counter(stage.errors_by_kind).most_common()))
+        if stage.late_sends and stage.late_sends.flagged:
+            lines.append(f"  WARNING: {stage.late_sends.reason}")
+    return "\n".join(lines)

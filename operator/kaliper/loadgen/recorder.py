@@ -1,0 +1,170 @@
+"""Per-window recording in each generator process, and exact merging of windows across processes.
+
+A request belongs to the window in which it completed (wall-clock time, so processes on different machines
+agree within clock skew). A window is closed once the clock has passed its end; closed windows travel as
+encoded histograms to whoever aggregates them (the same process, or the Locust master).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from kaliper.loadgen.histogram import LatencyHistogram
+
+
+@dataclass
+class Window:
+    """Everything measured in one window of one stage: mergeable."""
+
+    stage: int
+    index: int
+    service: LatencyHistogram = field(default_factory=LatencyHistogram)
+    # Latency from the intended send time (open loop only; equal to `service` under closed loop).
+    corrected: LatencyHistogram | None = None
+    requests: int = 0
+    errors: Counter[str] = field(default_factory=Counter)
+    late_no_connection: int = 0  # sends that waited because every connection was busy
+    late_generator: int = 0  # sends that left late although a connection was free (generator too slow)
+
+    def merge(self, other: Window) -> Window:
+        self.service.add(other.service)
+        if other.corrected is not None:
+            self.corrected = (self.corrected or LatencyHistogram()).add(other.corrected)
+        self.requests += other.requests
+        self.errors.update(other.errors)
+        self.late_no_connection += other.late_no_connection
+        self.late_generator += other.late_generator
+        return self
+
+    @property
+    def latency(self) -> LatencyHistogram:
+        """What users experience: corrected latency under open loop, service time under closed loop."""
+        return self.corrected if self.corrected is not None else self.service
+
+    def to_wire(self) -> dict[str, Any]:
+        return {
+            "stage": self.stage,
+            "index": self.index,
+            "service": self.service.encode(),
+            "corrected": self.corrected.encode() if self.corrected is not None else None,
+            "requests": self.requests,
+            "errors": dict(self.errors),
+            "late_no_connection": self.late_no_connection,
+            "late_generator": self.late_generator,
+        }
+
+    @classmethod
+    def from_wire(cls, data: dict[str, Any]) -> Window:
+        return cls(
+            stage=data["stage"],
+            index=data["index"],
+            service=LatencyHistogram.decode(data["service"]),
+            corrected=LatencyHistogram.decode(data["corrected"]) if data["corrected"] else None,
+            requests=data["requests"],
+            errors=Counter(data["errors"]),
+            late_no_connection=data["late_no_connection"],
+            late_generator=data["late_generator"],
+        )
+
+
+class Recorder:
+    """Records requests of the current stage into windows; hands out the windows that have closed."""
+
+    def __init__(self, window_s: float, open_loop: bool) -> None:
+        self.window_s = window_s
+        self.open_loop = open_loop
+        self.stage = -1
+        self.stage_start = 0.0
+        self._windows: dict[int, Window] = {}
+        self._current: Window | None = None
+        self._current_end = -math.inf
+
+    def begin_stage(self, stage: int, start_wall: float) -> None:
+        self.stage, self.stage_start = stage, start_wall
+        self._windows, self._current, self._current_end = {}, None, -math.inf
+
+    def _window_for(self, completed_wall: float) -> Window | None:
+        if self._current is not None and self._current_end - self.window_s <= completed_wall < self._current_end:
+            return self._current
+        offset = completed_wall - self.stage_start
+        if offset < 0 or self.stage < 0:
+            return None  # a straggler from before this stage began
+        index = int(offset // self.window_s)
+        window = self._windows.get(index)
+        if window is None:
+            window = Window(self.stage, index, corrected=LatencyHistogram() if self.open_loop else None)
+            self._windows[index] = window
+        self._current, self._current_end = window, self.stage_start + (index + 1) * self.window_s
+        return window
+
+    def record(
+        self,
+        completed_wall: float,
+        service_s: float,
+        corrected_s: float | None = None,
+        error: str | None = None,
+        late_no_connection: bool = False,
+        late_generator: bool = False,
+    ) -> None:
+        window = self._window_for(completed_wall)
+        if window is None:
+            return
+        window.service.record(service_s)
+        if window.corrected is not None:
+            window.corrected.record(corrected_s if corrected_s is not None else service_s)
+        window.requests += 1
+        if error is not None:
+            window.errors[error] += 1
+        if late_no_connection:
+            window.late_no_connection += 1
+        elif late_generator:
+            window.late_generator += 1
+
+    def closed_until(self, now_wall: float) -> int:
+        """Index of the last window of this stage whose end has passed (-1 if none)."""
+        if self.stage < 0:
+            return -1
+        return int((now_wall - self.stage_start) // self.window_s) - 1
+
+    def take_closed(self, now_wall: float) -> tuple[list[Window], int]:
+        """The closed windows recorded so far (removed from the recorder) and the watermark they close."""
+        until = self.closed_until(now_wall)
+        done = [w for i, w in sorted(self._windows.items()) if i <= until]
+        for window in done:
+            del self._windows[window.index]
+            if window is self._current:
+                self._current, self._current_end = None, -math.inf
+        return done, until
+
+
+class Aggregator:
+    """Merges windows from every source; a window is complete once every source has closed it."""
+
+    def __init__(self, sources: int) -> None:
+        self.sources = sources
+        self.windows: dict[tuple[int, int], Window] = {}
+        self.watermarks: dict[tuple[str, int], int] = {}  # (source, stage) -> last closed window index
+
+    def add(self, source: str, stage: int, windows: list[Window], closed_until: int) -> None:
+        for window in windows:
+            key = (window.stage, window.index)
+            if key in self.windows:
+                self.windows[key].merge(window)
+            else:
+                self.windows[key] = window
+        previous = self.watermarks.get((source, stage), -1)
+        self.watermarks[(source, stage)] = max(previous, closed_until)
+
+    def complete_until(self, stage: int) -> int:
+        """Last window index of the stage that every source has closed."""
+        marks = [m for (_, s), m in self.watermarks.items() if s == stage]
+        if len(marks) < self.sources:
+            return -1
+        return min(marks)
+
+    def stage_windows(self, stage: int, until: int) -> list[Window]:
+        """Windows 0..until of a stage, with empty ones where nothing completed."""
+        return [self.windows.get((stage, i)) or Window(stage, i) for i in range(until + 1)]

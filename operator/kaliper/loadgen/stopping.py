@@ -1,0 +1,76 @@
+"""When to stop measuring: a pure decision over the windows measured so far.
+
+Like perf_analyzer, a measurement is stable when the last k windows agree within a tolerance (throughput
+and the SLO percentile's latency); unlike it, Kaliper also waits until the confidence interval of that
+percentile is narrow enough. The minimum and maximum durations always hold.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kaliper.loadgen.statistics import PercentileEstimate
+
+
+@dataclass(frozen=True)
+class StoppingParameters:
+    min_duration_s: float
+    max_duration_s: float
+    stable_windows: int | None = None  # None: no early stop, measure for max_duration_s
+    tolerance: float = 0.1
+    max_relative_ci_width: float = 0.05
+
+
+@dataclass(frozen=True)
+class WindowFigures:
+    """What the rule looks at in one window."""
+
+    throughput_rps: float
+    latency_s: float | None  # the SLO percentile within this window
+
+
+@dataclass(frozen=True)
+class Decision:
+    stop: bool
+    reason: str
+
+
+def spread(values: list[float]) -> float:
+    """(max - min) / mean: how far apart a set of figures is, as a fraction."""
+    mean = sum(values) / len(values)
+    return (max(values) - min(values)) / mean if mean > 0 else float("inf")
+
+
+def decide(
+    measured_s: float,
+    windows: list[WindowFigures],
+    cumulative: PercentileEstimate,
+    params: StoppingParameters,
+) -> Decision:
+    if measured_s >= params.max_duration_s:
+        return Decision(True, f"reached maxDuration ({params.max_duration_s:g}s)")
+    if params.stable_windows is None or measured_s < params.min_duration_s:
+        return Decision(False, "measuring")
+    k = params.stable_windows
+    recent = windows[-k:]
+    if len(recent) < k:
+        return Decision(False, f"waiting for {k} windows")
+    throughput_spread = spread([w.throughput_rps for w in recent])
+    if throughput_spread > params.tolerance:
+        return Decision(False, f"throughput of the last {k} windows differs by {throughput_spread:.0%}")
+    latencies = [w.latency_s for w in recent if w.latency_s is not None]
+    if len(latencies) < k:
+        return Decision(False, "a recent window has no latency")
+    latency_spread = spread(latencies)
+    if latency_spread > params.tolerance:
+        return Decision(False, f"p{cumulative.percentile:g} of the last {k} windows differs by {latency_spread:.0%}")
+    width = cumulative.relative_ci_width
+    if width is None or width > params.max_relative_ci_width:
+        shown = "open" if width is None else f"{width:.1%}"
+        return Decision(False, f"p{cumulative.percentile:g} confidence interval is {shown} wide")
+    return Decision(
+        True,
+        f"stable: last {k} windows within {params.tolerance:.0%} (throughput {throughput_spread:.1%}, "
+        f"p{cumulative.percentile:g} {latency_spread:.1%}) and the p{cumulative.percentile:g} "
+        f"{cumulative.confidence:.0%} confidence interval is {width:.1%} wide",
+    )
