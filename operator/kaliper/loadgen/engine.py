@@ -3,9 +3,10 @@
 Importing this module imports Locust, which monkey-patches the standard library for gevent: import it only
 in a process that generates load (`python -m kaliper.loadgen`, or a subprocess of the local runtime).
 
-Users are Locust `User`s that own one keep-alive connection each (geventhttpclient, the client behind
-Locust's FastHttpUser) and run a tight loop instead of Locust's task scheduler: every request is recorded
-into HDR histograms by completion window, and Locust's own rounded statistics are not used.
+Users are Locust `User`s that own one keep-alive connection each (kaliper.loadgen.http: requests serialised
+once, as wrk does) and run a tight loop instead of Locust's task scheduler: every request is recorded into
+HDR histograms by completion window, and Locust's own rounded statistics are not used. Locust provides the
+runners: spawning users, and the master/worker protocol of distributed runs.
 """
 
 from __future__ import annotations
@@ -24,7 +25,6 @@ from urllib.parse import urlsplit
 
 import gevent
 import locust
-from geventhttpclient import HTTPClient
 from locust import User
 from locust.env import Environment
 from locust.runners import MasterRunner, WorkerRunner
@@ -32,6 +32,7 @@ from locust.runners import MasterRunner, WorkerRunner
 from kaliper.api.units import parse_duration
 from kaliper.loadgen.config import LoadGenConfig
 from kaliper.loadgen.histogram import LatencyHistogram
+from kaliper.loadgen.http import Connection, build_request
 from kaliper.loadgen.payloads import build_bodies
 from kaliper.loadgen.recorder import Aggregator, Recorder, Window
 from kaliper.loadgen.schedule import send_offsets
@@ -82,12 +83,16 @@ class Plan:
         self.think_s = parse_duration(config.load.closed_loop.think_time) if config.load.closed_loop else 0.0
         self.headers = request_headers(config)
         self.bodies = build_bodies(config.payload, config.seed)
-        self._body_cycle = itertools.cycle(self.bodies)
+        # Each body becomes a complete request once, here, instead of on every send.
+        self.requests = [
+            build_request(self.method, self.host, self.port, self.path, self.headers, body) for body in self.bodies
+        ]
+        self._request_cycle = itertools.cycle(self.requests)
         self.recorder = Recorder(config.window_s, config.open_loop)
         self._slots: Iterator[float] | None = None
 
-    def next_body(self) -> bytes:
-        return next(self._body_cycle)
+    def next_request(self) -> bytes:
+        return next(self._request_cycle)
 
     def begin_stage(self, stage: int, start_wall: float, level: float) -> None:
         self.recorder.begin_stage(stage, start_wall)
@@ -135,28 +140,15 @@ class KaliperUser(User):
     def __init__(self, environment: Environment) -> None:
         super().__init__(environment)
         self.plan: Plan = environment.kaliper_plan  # type: ignore[attr-defined]
-        self.client = HTTPClient(
-            self.plan.host,
-            self.plan.port,
-            ssl=self.plan.ssl,
-            insecure=True,
-            concurrency=1,
-            connection_timeout=self.plan.timeout_s,
-            network_timeout=self.plan.timeout_s,
-            headers=self.plan.headers,
-        )
+        self.connection = Connection(self.plan.host, self.plan.port, self.plan.timeout_s, self.plan.ssl)
 
     def send(self) -> str | None:
         """One request; the error kind, or None on success."""
-        plan = self.plan
         try:
-            response = self.client.request(plan.method, plan.path, body=plan.next_body())
-            response.read()
-            status = response.status_code
+            status = self.connection.request(self.plan.next_request())
         except gevent.GreenletExit:
             raise
         except Exception as exc:  # every failure is counted, with its kind
-            self.client.close()
             return classify(exc)
         return None if status < 400 else f"HTTP {status}"
 
@@ -167,7 +159,7 @@ class KaliperUser(User):
             else:
                 self._closed_loop()
         finally:
-            self.client.close()
+            self.connection.close()
 
     def _closed_loop(self) -> None:
         plan, recorder = self.plan, self.plan.recorder
@@ -440,24 +432,15 @@ class Controller:
 def preflight(config: LoadGenConfig) -> str | None:
     """Send one request with a short connect timeout: an unreachable target fails in seconds, not minutes."""
     plan = Plan(config)
-    client = HTTPClient(
-        plan.host,
-        plan.port,
-        ssl=plan.ssl,
-        insecure=True,
-        connection_timeout=min(plan.timeout_s, 3.0),
-        network_timeout=plan.timeout_s,
-        headers=plan.headers,
-    )
+    connection = Connection(plan.host, plan.port, min(plan.timeout_s, 3.0), plan.ssl)
     try:
-        response = client.request(plan.method, plan.path, body=plan.bodies[0])
-        response.read()
-        if response.status_code >= 400:
-            log.warning("preflight request failed", status=response.status_code, url=config.url + plan.path)
+        status = connection.request(plan.requests[0])
+        if status >= 400:
+            log.warning("preflight request failed", status=status, url=config.url + plan.path)
     except Exception as exc:
         return f"target {config.url} is unreachable: {classify(exc)}: {exc}"
     finally:
-        client.close()
+        connection.close()
     return None
 
 

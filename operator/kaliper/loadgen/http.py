@@ -1,0 +1,160 @@
+"""A lean HTTP/1.1 keep-alive client for one connection, built for sending the same few requests fast.
+
+Why not geventhttpclient's HTTPClient (Locust FastHttpUser's client)? It builds and merges headers on every
+request; measured on this project's machine it costs about 33 µs per request on one core, which alone caps
+a generator at 0.16× wrk. Requests here are serialised once, up front (as wrk does), and responses are parsed
+with a few `bytes.find` calls: status line, Content-Length or chunked body, keep-alive or close.
+"""
+
+from __future__ import annotations
+
+import socket
+import ssl as ssl_module
+
+_CRLF = b"\r\n"
+_HEADER_END = b"\r\n\r\n"
+
+
+class HttpError(Exception):
+    """A response that is not HTTP/1.x, or a connection closed mid-response."""
+
+
+class ClosedBeforeResponse(HttpError):
+    """The server closed the connection before answering (an idle keep-alive connection, usually)."""
+
+
+def build_request(method: str, host: str, port: int, path: str, headers: dict[str, str], body: bytes) -> bytes:
+    """The bytes of one request, ready to send again and again."""
+    lines = [f"{method} {path} HTTP/1.1", f"Host: {host}:{port}"]
+    lines += [f"{name}: {value}" for name, value in headers.items() if name.lower() not in ("host", "content-length")]
+    if body or method in ("POST", "PUT"):
+        lines.append(f"Content-Length: {len(body)}")
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
+
+
+class Connection:
+    """One keep-alive connection; reconnects when the server closes it."""
+
+    def __init__(self, host: str, port: int, timeout: float, use_tls: bool = False) -> None:
+        self.host, self.port, self.timeout, self.use_tls = host, port, timeout, use_tls
+        self._sock: socket.socket | None = None
+        self._buffer = b""
+
+    def _connect(self) -> socket.socket:
+        sock = socket.create_connection((self.host, self.port), timeout=self.timeout)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if self.use_tls:
+            context = ssl_module.create_default_context()
+            context.check_hostname = False
+            context.verify_mode = ssl_module.CERT_NONE  # load testing a known target; no trust decision here
+            sock = context.wrap_socket(sock, server_hostname=self.host)
+        self._sock, self._buffer = sock, b""
+        return sock
+
+    def close(self) -> None:
+        if self._sock is not None:
+            try:
+                self._sock.close()
+            finally:
+                self._sock, self._buffer = None, b""
+
+    def request(self, raw: bytes) -> int:
+        """Send a prepared request and read the whole response; returns the status code."""
+        reused = self._sock is not None
+        try:
+            return self._exchange(raw)
+        except (ConnectionResetError, BrokenPipeError, ClosedBeforeResponse):
+            self.close()
+            if not reused:
+                raise
+            # The server had closed the idle kept-alive connection: once more, on a new one.
+            try:
+                return self._exchange(raw)
+            except BaseException:
+                self.close()
+                raise
+        except BaseException:
+            self.close()
+            raise
+
+    def _exchange(self, raw: bytes) -> int:
+        sock = self._sock or self._connect()
+        sock.sendall(raw)
+        return self._read_response(sock)
+
+    def _recv(self, sock: socket.socket) -> bytes:
+        data = sock.recv(65536)
+        if not data:
+            if not self._buffer:
+                raise ClosedBeforeResponse("connection closed by the server before it answered")
+            raise HttpError("connection closed by the server mid-response")
+        return data
+
+    def _read_response(self, sock: socket.socket) -> int:
+        buffer = self._buffer
+        while True:
+            end = buffer.find(_HEADER_END)
+            if end >= 0:
+                break
+            buffer += self._recv(sock)
+            self._buffer = buffer
+        head = buffer[:end]
+        if not head.startswith(b"HTTP/1."):
+            raise HttpError(f"not an HTTP/1.x response: {head[:40]!r}")
+        status = int(head[9:12])
+        lower = head.lower()
+        body_start = end + 4
+        close = b"\r\nconnection: close" in lower or head.startswith(b"HTTP/1.0")
+        if status in (204, 304) or 100 <= status < 200:
+            consumed = body_start
+        elif b"\r\ntransfer-encoding: chunked" in lower:
+            consumed = self._read_chunked(sock, buffer, body_start)
+            buffer = self._buffer
+        elif b"\r\ncontent-length:" in lower:
+            at = lower.find(b"\r\ncontent-length:")
+            line_end = lower.find(_CRLF, at + 2)
+            length = int(head[at + 17 : line_end if line_end >= 0 else len(head)])
+            consumed = body_start + length
+            while len(buffer) < consumed:
+                buffer += self._recv(sock)
+                self._buffer = buffer
+        else:
+            # No length: the body runs until the server closes the connection.
+            while sock.recv(65536):
+                pass
+            self.close()
+            return status
+        self._buffer = buffer[consumed:]
+        if close:
+            self.close()
+        elif 100 <= status < 200:
+            return self._read_response(sock)  # an interim answer; the real one follows
+        return status
+
+    def _read_chunked(self, sock: socket.socket, buffer: bytes, position: int) -> int:
+        """Skip a chunked body starting at `position`; returns the offset just after it."""
+        while True:
+            line_end = buffer.find(_CRLF, position)
+            while line_end < 0:
+                buffer += self._recv(sock)
+                self._buffer = buffer
+                line_end = buffer.find(_CRLF, position)
+            size = int(buffer[position:line_end].split(b";", 1)[0], 16)
+            position = line_end + 2
+            if size == 0:
+                # Trailers (usually none) end with an empty line.
+                while True:
+                    trailer_end = buffer.find(_CRLF, position)
+                    while trailer_end < 0:
+                        buffer += self._recv(sock)
+                        self._buffer = buffer
+                        trailer_end = buffer.find(_CRLF, position)
+                    if trailer_end == position:
+                        self._buffer = buffer
+                        return position + 2
+                    position = trailer_end + 2
+            needed = position + size + 2
+            while len(buffer) < needed:
+                buffer += self._recv(sock)
+                self._buffer = buffer
+            position = needed
