@@ -2,7 +2,7 @@
 
 Why not geventhttpclient's HTTPClient (Locust FastHttpUser's client)? It builds and merges headers on every
 request; measured on this project's machine it costs about 33 µs per request on one core, which alone caps
-a generator at 0.16× wrk. Requests here are serialised once, up front (as wrk does), and responses are parsed
+a generator at 0.16x wrk. Requests here are serialised once, up front (as wrk does), and responses are parsed
 with a few `bytes.find` calls: status line, Content-Length or chunked body, keep-alive or close.
 """
 
