@@ -1,3 +1,4 @@
+# ruff: noqa: I001  (locust must be imported first, see below)
 """`python -m kaliper.loadgen`: the load generator as a command (the container entrypoint of its Jobs).
 
     python -m kaliper.loadgen run CONFIG [--output result.json]      # one process, or load.processes
@@ -11,13 +12,15 @@ CONFIG is a YAML or JSON LoadGenConfig (url, request, payload, load, levels). Th
 
 from __future__ import annotations
 
+# Locust first: it monkey-patches the standard library for gevent before anything else opens sockets.
+import locust  # noqa: F401
+
 import sys
 from pathlib import Path
 
 import click
 
 # Locust first: it monkey-patches the standard library for gevent before anything else opens sockets.
-import locust  # noqa: F401
 import yaml
 from pydantic import ValidationError
 

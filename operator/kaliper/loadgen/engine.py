@@ -233,7 +233,13 @@ def _ms(seconds: float | None) -> float | None:
 
 
 def stage_result(
-    config: LoadGenConfig, index: int, level: float, windows: list[Window], warmup_windows: int, reason: str
+    config: LoadGenConfig,
+    index: int,
+    level: float,
+    start_wall: float,
+    windows: list[Window],
+    warmup_windows: int,
+    reason: str,
 ) -> StageResult:
     window_s = config.window_s
     measured = windows[warmup_windows:]
@@ -266,6 +272,7 @@ def stage_result(
         index=index,
         load_model="open" if config.open_loop else "closed",
         level=level,
+        started_at=datetime.fromtimestamp(start_wall, UTC),
         warmup_s=warmup_windows * window_s,
         measured_s=measured_s,
         requests=total.requests,
@@ -385,35 +392,40 @@ class Controller:
     def _measure(self, stage: int, level: float, start_wall: float) -> StageResult:
         deadline = start_wall + (self.warmup_windows * self.window_s) + self.params.max_duration_s + 30
         decision = Decision(False, "measuring")
+        figures: list[WindowFigures] = []
+        cumulative = LatencyHistogram()
+        windows: list[Window] = []
+        seen = -1
         while True:
             gevent.sleep(COLLECT_INTERVAL_S)
             if not self.distributed:
                 self._collect_local()
             until = self.aggregator.complete_until(stage)
-            windows = self.aggregator.stage_windows(stage, until)
-            measured = windows[self.warmup_windows :]
-            self._fail_fast(measured)
-            decision = self._decide(measured)
-            if decision.stop:
-                break
+            if until > seen:
+                # The statistics run once per completed window, not on every poll: in a single-process run
+                # this loop shares the event loop with the users, and every millisecond here delays responses.
+                windows = self.aggregator.stage_windows(stage, until)
+                for window in windows[max(seen + 1, self.warmup_windows) :]:
+                    cumulative.add(window.latency)
+                    figures.append(self._figures(window))
+                self._fail_fast(windows[self.warmup_windows :])
+                seen = until
+                if figures:
+                    measured_s = len(figures) * self.window_s
+                    decision = decide(measured_s, figures, estimate(cumulative, self.config.percentile), self.params)
+                    if decision.stop:
+                        break
             if time.time() > deadline:
                 raise LoadGenError(
                     f"stage {stage}: windows stopped arriving from the load generators "
                     f"(have {until + 1}, {self.sources} source(s)); a worker may have died"
                 )
-        return stage_result(self.config, stage, level, windows, self.warmup_windows, decision.reason)
+        return stage_result(self.config, stage, level, start_wall, windows, self.warmup_windows, decision.reason)
 
-    def _decide(self, measured: list[Window]) -> Decision:
-        if not measured:
-            return Decision(False, "warming up")
-        cumulative = LatencyHistogram()
-        figures = []
-        for window in measured:
-            cumulative.add(window.latency)
-            errors = sum(window.errors.values())
-            latency = window.latency.value_at_percentile(self.config.percentile) if window.latency.count else None
-            figures.append(WindowFigures((window.requests - errors) / self.window_s, latency))
-        return decide(len(measured) * self.window_s, figures, estimate(cumulative, self.config.percentile), self.params)
+    def _figures(self, window: Window) -> WindowFigures:
+        errors = sum(window.errors.values())
+        latency = window.latency.value_at_percentile(self.config.percentile) if window.latency.count else None
+        return WindowFigures((window.requests - errors) / self.window_s, latency)
 
     def _fail_fast(self, measured: list[Window]) -> None:
         """A target that refuses every request of a whole window is down: stop now, not at maxDuration."""

@@ -34,13 +34,11 @@ class LatencyHistogram:
     def value_at_rank(self, rank: int) -> float:
         """Seconds of the rank-th smallest sample (1-based)."""
         total = self.count
+        if total == 0:
+            return 0.0
         rank = min(max(rank, 1), total)
-        seen = 0
-        for item in self._h.get_recorded_iterator():
-            seen += item.count_at_value_iterated_to
-            if seen >= rank:
-                return self._h.get_highest_equivalent_value(item.value_iterated_to) / 1e6
-        return self.max
+        # hdrh turns the percentile back into int(percentile * total / 100 + 0.5), which is `rank` again.
+        return self._h.get_value_at_percentile(100.0 * rank / total) / 1e6
 
     @property
     def mean(self) -> float:

@@ -74,6 +74,8 @@ class StageResult(KaliperModel):
     load_model: Literal["closed", "open"]
     level: float
     """Concurrent users (closed loop) or requests per second (open loop)."""
+    started_at: datetime
+    """When the stage began (warm-up included); measurement starts warmupS later."""
     warmup_s: float
     measured_s: float
     requests: int

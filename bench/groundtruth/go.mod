@@ -1,0 +1,3 @@
+module kaliper.dev/bench/groundtruth
+
+go 1.25

@@ -1,0 +1,103 @@
+// groundtruth is an HTTP server whose latency is known: each response is delayed by a draw from a
+// lognormal distribution, optionally plus a periodic stall during which every arriving request is held
+// until the stall ends. It records its own service time of every request, which the benchmarks in bench/
+// compare with what load generators report.
+//
+//	groundtruth -addr 127.0.0.1:18090 -median 105ms -sigma 0.35 [-stall-every 10s -stall-for 2s]
+//
+// GET /_truth/records returns {"epoch": <unix s of the stall clock>, "records": [[completed_unix_ns,
+// service_us], ...]}; POST /_truth/reset clears them. Every other path is the service.
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"io"
+	"log"
+	"math"
+	"math/rand"
+	"net/http"
+	"sync"
+	"time"
+)
+
+type server struct {
+	median     time.Duration
+	sigma      float64
+	stallEvery time.Duration
+	stallFor   time.Duration
+	epoch      time.Time
+
+	mu      sync.Mutex
+	rng     *rand.Rand
+	records [][2]int64
+}
+
+// stallRemaining is how long a request arriving at t waits for the current stall to end (0 outside stalls).
+// Stalls occupy [k*every, k*every+for) after the epoch.
+func (s *server) stallRemaining(t time.Time) time.Duration {
+	if s.stallEvery <= 0 {
+		return 0
+	}
+	phase := t.Sub(s.epoch) % s.stallEvery
+	if phase < s.stallFor {
+		return s.stallFor - phase
+	}
+	return 0
+}
+
+func (s *server) draw() time.Duration {
+	s.mu.Lock()
+	z := s.rng.NormFloat64()
+	s.mu.Unlock()
+	return time.Duration(float64(s.median) * math.Exp(s.sigma*z))
+}
+
+func (s *server) serve(w http.ResponseWriter, r *http.Request) {
+	arrived := time.Now()
+	_, _ = io.Copy(io.Discard, r.Body)
+	delay := s.stallRemaining(arrived) + s.draw()
+	time.Sleep(time.Until(arrived.Add(delay)))
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write([]byte(`{"outputs":[{"name":"y","shape":[1],"datatype":"FP32","data":[1.0]}]}`))
+	done := time.Now()
+	s.mu.Lock()
+	s.records = append(s.records, [2]int64{done.UnixNano(), done.Sub(arrived).Microseconds()})
+	s.mu.Unlock()
+}
+
+func (s *server) truth(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r.Method == http.MethodPost {
+		s.records = s.records[:0]
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(map[string]any{
+		"epoch":   float64(s.epoch.UnixNano()) / 1e9,
+		"records": s.records,
+	})
+}
+
+func main() {
+	addr := flag.String("addr", "127.0.0.1:18090", "listen address (loopback only)")
+	median := flag.Duration("median", 105*time.Millisecond, "median of the lognormal delay")
+	sigma := flag.Float64("sigma", 0.35, "sigma of the lognormal delay (of the log)")
+	stallEvery := flag.Duration("stall-every", 0, "period of the stalls (0: none)")
+	stallFor := flag.Duration("stall-for", 2*time.Second, "length of each stall")
+	seed := flag.Int64("seed", 1, "random seed")
+	flag.Parse()
+
+	s := &server{
+		median: *median, sigma: *sigma, stallEvery: *stallEvery, stallFor: *stallFor,
+		epoch: time.Now(), rng: rand.New(rand.NewSource(*seed)),
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/_truth/records", s.truth)
+	mux.HandleFunc("/_truth/reset", s.truth)
+	mux.HandleFunc("/", s.serve)
+	log.Printf("groundtruth on %s: lognormal(median %v, sigma %.2f), stall %v every %v", *addr, *median, *sigma, *stallFor, *stallEvery)
+	log.Fatal((&http.Server{Addr: *addr, Handler: mux}).ListenAndServe())
+}
