@@ -3,63 +3,22 @@ percentiles."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
-import os
 import subprocess
 import sys
 import tempfile
-import time
-import urllib.request
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 BENCH = Path(__file__).resolve().parent
-CACHE = Path(os.environ.get("KALIPER_CACHE", Path.home() / ".cache" / "kaliper")) / "bench"
+sys.path.insert(0, str(BENCH.parent))
 
+from tests.support.groundtruth import groundtruth, records, reset, wait_http  # noqa: E402
 
-def groundtruth_binary() -> Path:
-    """Build bench/groundtruth (Go, standard library only), cached by the hash of its source."""
-    source = (BENCH / "groundtruth" / "main.go").read_bytes()
-    target = CACHE / f"groundtruth-{hashlib.sha256(source).hexdigest()[:12]}"
-    if not target.exists():
-        CACHE.mkdir(parents=True, exist_ok=True)
-        subprocess.run(["go", "build", "-o", str(target), "."], cwd=BENCH / "groundtruth", check=True)
-    return target
-
-
-@contextmanager
-def groundtruth(port: int, *flags: str):  # type: ignore[no-untyped-def]
-    process = subprocess.Popen([str(groundtruth_binary()), "-addr", f"127.0.0.1:{port}", *flags],
-                               stderr=subprocess.DEVNULL)  # fmt: skip
-    try:
-        wait_http(f"http://127.0.0.1:{port}/_truth/records")
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        process.terminate()
-        process.wait()
-
-
-def wait_http(url: str, timeout: float = 20) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            urllib.request.urlopen(url, timeout=1).read()
-            return
-        except OSError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.1)
-
-
-def truth_records(base: str) -> tuple[float, list[tuple[float, float]]]:
-    """(stall epoch, [(completed unix seconds, service ms)])."""
-    data = json.loads(urllib.request.urlopen(f"{base}/_truth/records", timeout=30).read())
-    return data["epoch"], [(ns / 1e9, us / 1000) for ns, us in data["records"]]
+__all__ = ["groundtruth", "records", "reset", "wait_http"]
 
 
 def nearest_rank(values: list[float], percentile: float) -> float:

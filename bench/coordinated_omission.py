@@ -26,9 +26,9 @@ from _common import (
     measured_interval,
     nearest_rank,
     percent_error,
+    records,
     run_kaliper,
     run_stock_locust,
-    truth_records,
 )
 
 MEDIAN_S, SIGMA, PERIOD_S, STALL_S = 0.105, 0.35, 10.0, 2.0
@@ -79,7 +79,7 @@ def main() -> None:
         }  # fmt: skip
         result = run_kaliper(config)
         start, end = measured_interval(result["stages"][0])
-        recorded = [ms for done, ms in truth_records(base)[1] if start <= done < end]
+        recorded = [ms for done, ms in records(base)[1] if start <= done < end]
         # The same schedule with too few connections: sends wait for a free one during stalls.
         scarce_config = {
             **config,

@@ -13,16 +13,16 @@ Goal: p50 and p90 within 1%, p99 within 2% of the truth.
 from __future__ import annotations
 
 import argparse
-import urllib.request
 
 from _common import (
     groundtruth,
     measured_interval,
     nearest_rank,
     percent_error,
+    records,
+    reset,
     run_kaliper,
     run_stock_locust,
-    truth_records,
 )
 
 PERCENTILES = (50.0, 90.0, 99.0)
@@ -35,7 +35,7 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=18090)
     args = parser.parse_args()
 
-    with groundtruth(args.port, "-median", "105ms", "-sigma", "0.35") as base:
+    with groundtruth("-median", "105ms", "-sigma", "0.35", port=args.port) as base:
         config = {
             "url": base,
             "request": {"protocol": "oip-v2", "modelName": "truth"},
@@ -47,16 +47,16 @@ def main() -> None:
         result = run_kaliper(config)
         stage = result["stages"][0]
         start, end = measured_interval(stage)
-        _, records = truth_records(base)
-        truth = [ms for done, ms in records if start <= done < end]
+        _, served = records(base)
+        truth = [ms for done, ms in served if start <= done < end]
         kaliper = {p["percentile"]: p for p in stage["latency"]["percentiles"]}
 
-        urllib.request.urlopen(urllib.request.Request(f"{base}/_truth/reset", method="POST")).read()
+        reset(base)
         stock = run_stock_locust(f"{base}/v2/models/truth/infer", args.users, 5, args.duration,
                                  method="POST", body=config["payload"]["inline"])  # fmt: skip
-        _, records = truth_records(base)
+        _, served = records(base)
         s_start, s_end = stock["interval"]
-        stock_truth = [ms for done, ms in records if s_start <= done < s_end]
+        stock_truth = [ms for done, ms in served if s_start <= done < s_end]
 
     print(f"# Fidelity: lognormal(median 105 ms, sigma 0.35), closed loop, {args.users} users, {args.duration} s\n")
     print(f"Kaliper: {stage['requests']} requests measured, server recorded {len(truth)} in the same interval.")

@@ -3,7 +3,7 @@
 // until the stall ends. It records its own service time of every request, which the benchmarks in bench/
 // compare with what load generators report.
 //
-//	groundtruth -addr 127.0.0.1:18090 -median 105ms -sigma 0.35 [-stall-every 10s -stall-for 2s]
+//	groundtruth -addr 127.0.0.1:18090 -median 105ms -sigma 0.35 [-stall-every 10s -stall-for 2s] [-fail-every N]
 //
 // GET /_truth/records returns {"epoch": <unix s of the stall clock>, "records": [[completed_unix_ns,
 // service_us], ...]}; POST /_truth/reset clears them. Every other path is the service.
@@ -26,10 +26,12 @@ type server struct {
 	sigma      float64
 	stallEvery time.Duration
 	stallFor   time.Duration
+	failEvery  int64
 	epoch      time.Time
 
 	mu      sync.Mutex
 	rng     *rand.Rand
+	served  int64
 	records [][2]int64
 }
 
@@ -58,7 +60,14 @@ func (s *server) serve(w http.ResponseWriter, r *http.Request) {
 	_, _ = io.Copy(io.Discard, r.Body)
 	delay := s.stallRemaining(arrived) + s.draw()
 	time.Sleep(time.Until(arrived.Add(delay)))
+	s.mu.Lock()
+	s.served++
+	fail := s.failEvery > 0 && s.served%s.failEvery == 0
+	s.mu.Unlock()
 	w.Header().Set("Content-Type", "application/json")
+	if fail {
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}
 	_, _ = w.Write([]byte(`{"outputs":[{"name":"y","shape":[1],"datatype":"FP32","data":[1.0]}]}`))
 	done := time.Now()
 	s.mu.Lock()
@@ -88,10 +97,11 @@ func main() {
 	stallEvery := flag.Duration("stall-every", 0, "period of the stalls (0: none)")
 	stallFor := flag.Duration("stall-for", 2*time.Second, "length of each stall")
 	seed := flag.Int64("seed", 1, "random seed")
+	failEvery := flag.Int64("fail-every", 0, "answer every Nth request with 503 (0: never)")
 	flag.Parse()
 
 	s := &server{
-		median: *median, sigma: *sigma, stallEvery: *stallEvery, stallFor: *stallFor,
+		median: *median, sigma: *sigma, stallEvery: *stallEvery, stallFor: *stallFor, failEvery: *failEvery,
 		epoch: time.Now(), rng: rand.New(rand.NewSource(*seed)),
 	}
 	mux := http.NewServeMux()
