@@ -38,10 +38,24 @@ def run_kaliper(config: dict[str, Any], cpus: str | None = None) -> dict[str, An
         return json.loads(out.read_text())
 
 
-def run_stock_locust(url: str, users: int, warmup: float, duration: float, cpus: str | None = None,
-                     method: str = "GET", body: str = "") -> dict[str, Any]:  # fmt: skip
-    command = [sys.executable, str(BENCH / "stock_locust.py"), url, "--users", str(users),
-               "--warmup", str(warmup), "--duration", str(duration), "--method", method, "--body", body]  # fmt: skip
+def run_stock_locust(
+    url: str, users: int, warmup: float, duration: float, cpus: str | None = None, method: str = "GET", body: str = ""
+) -> dict[str, Any]:
+    command = [
+        sys.executable,
+        str(BENCH / "stock_locust.py"),
+        url,
+        "--users",
+        str(users),
+        "--warmup",
+        str(warmup),
+        "--duration",
+        str(duration),
+        "--method",
+        method,
+        "--body",
+        body,
+    ]
     if cpus:
         command = ["taskset", "-c", cpus, *command]
     result = subprocess.run(command, check=True, capture_output=True, text=True)

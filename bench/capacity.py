@@ -61,8 +61,12 @@ def nginx(port: int, cpus: str, workers: int = 1):  # type: ignore[no-untyped-de
 
 
 def wrk(url: str, connections: int, duration: int, cpus: str, threads: int = 1) -> float:
-    out = subprocess.run(["taskset", "-c", cpus, require("wrk"), f"-t{threads}", f"-c{connections}",
-                          f"-d{duration}s", url], capture_output=True, text=True, check=True).stdout  # fmt: skip
+    out = subprocess.run(
+        ["taskset", "-c", cpus, require("wrk"), f"-t{threads}", f"-c{connections}", f"-d{duration}s", url],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     return float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
 
 
@@ -71,9 +75,15 @@ def kaliper(url: str, connections: int, duration: int, cpus: str, processes: int
         "url": url,
         "request": {"protocol": "http-json", "method": "GET", "path": "/"},
         "payload": {"inline": ""},
-        "load": {"closedLoop": {"concurrency": connections}, "warmup": "2s", "processes": processes,
-                 "minDuration": f"{duration}s", "maxDuration": f"{duration}s", "stopping": {"window": "1s"}},
-    }  # fmt: skip
+        "load": {
+            "closedLoop": {"concurrency": connections},
+            "warmup": "2s",
+            "processes": processes,
+            "minDuration": f"{duration}s",
+            "maxDuration": f"{duration}s",
+            "stopping": {"window": "1s"},
+        },
+    }
     return run_kaliper(config, cpus=cpus)["stages"][0]["throughputRps"]
 
 

@@ -73,10 +73,14 @@ def main() -> None:
             "url": base,
             "request": {"protocol": "oip-v2", "modelName": "truth", "timeout": "10s"},
             "payload": {"inline": '{"inputs":[{"name":"x","shape":[1,4],"datatype":"FP32","data":[1,2,3,4]}]}'},
-            "load": {"openLoop": {"rate": args.rate, "arrival": "constant", "maxConnections": int(args.rate * 3)},
-                     "warmup": "5s", "minDuration": f"{duration}s", "maxDuration": f"{duration}s",
-                     "stopping": {"window": "5s"}},
-        }  # fmt: skip
+            "load": {
+                "openLoop": {"rate": args.rate, "arrival": "constant", "maxConnections": int(args.rate * 3)},
+                "warmup": "5s",
+                "minDuration": f"{duration}s",
+                "maxDuration": f"{duration}s",
+                "stopping": {"window": "5s"},
+            },
+        }
         result = run_kaliper(config)
         start, end = measured_interval(result["stages"][0])
         recorded = [ms for done, ms in records(base)[1] if start <= done < end]
@@ -88,8 +92,9 @@ def main() -> None:
         scarce = run_kaliper(scarce_config)
         # Closed-loop Locust with as many users as the open-loop rate needs at the unstalled mean latency.
         users = max(1, round(args.rate * MEDIAN_S * math.exp(SIGMA**2 / 2)))
-        stock = run_stock_locust(f"{base}/v2/models/truth/infer", users, 5, duration, method="POST",
-                                 body=config["payload"]["inline"])  # fmt: skip
+        stock = run_stock_locust(
+            f"{base}/v2/models/truth/infer", users, 5, duration, method="POST", body=config["payload"]["inline"]
+        )
 
     stage = result["stages"][0]
     corrected = {p["percentile"]: p["valueMs"] for p in stage["latency"]["percentiles"]}
@@ -99,26 +104,32 @@ def main() -> None:
     scarce_corrected = {p["percentile"]: p["valueMs"] for p in scarce_stage["latency"]["percentiles"]}
     scarce_service = {p["percentile"]: p["valueMs"] for p in scarce_stage["serviceTime"]["percentiles"]}
     print(f"# Coordinated omission: {args.rate:g} req/s constant, 2 s stall every 10 s, {duration} s measured\n")
-    print(f"Kaliper: {stage['requests']} requests, {stage['throughputRps']:.1f} ok/s, late sends "
-          f"{late['count']} ({late['share']:.2%}); stock Locust: {users} users, {stock['requests']} requests, "
-          f"{stock['rps']:.1f} req/s.\n")  # fmt: skip
+    print(
+        f"Kaliper: {stage['requests']} requests, {stage['throughputRps']:.1f} ok/s, late sends "
+        f"{late['count']} ({late['share']:.2%}); stock Locust: {users} users, {stock['requests']} requests, "
+        f"{stock['rps']:.1f} req/s.\n"
+    )
     scarce_late = scarce_stage["lateSends"]
-    print(f"With {args.scarce} connections: {scarce_stage['requests']} requests, late sends {scarce_late['count']} "
-          f"({scarce_late['share']:.2%}), flagged: {scarce_late['reason']}\n")  # fmt: skip
+    print(
+        f"With {args.scarce} connections: {scarce_stage['requests']} requests, late sends {scarce_late['count']} "
+        f"({scarce_late['share']:.2%}), flagged: {scarce_late['reason']}\n"
+    )
     print(
         f"| percentile | truth | server-recorded | Kaliper corrected | error | Kaliper service time | error | "
         f"corrected, {args.scarce} conns | error | service, {args.scarce} conns | error | stock Locust | error |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for p in PERCENTILES:
         t = true_percentile(p)
         s = stock["percentiles_ms"][f"{p:g}"]
-        print(f"| p{p:g} | {t:.1f} ms | {nearest_rank(recorded, p):.1f} ms | "
-              f"{corrected[p]:.1f} ms | {percent_error(corrected[p], t)} | "
-              f"{service[p]:.1f} ms | {percent_error(service[p], t)} | "
-              f"{scarce_corrected[p]:.1f} ms | {percent_error(scarce_corrected[p], t)} | "
-              f"{scarce_service[p]:.1f} ms | {percent_error(scarce_service[p], t)} | "
-              f"{s:.1f} ms | {percent_error(s, t)} |")  # fmt: skip
+        print(
+            f"| p{p:g} | {t:.1f} ms | {nearest_rank(recorded, p):.1f} ms | "
+            f"{corrected[p]:.1f} ms | {percent_error(corrected[p], t)} | "
+            f"{service[p]:.1f} ms | {percent_error(service[p], t)} | "
+            f"{scarce_corrected[p]:.1f} ms | {percent_error(scarce_corrected[p], t)} | "
+            f"{scarce_service[p]:.1f} ms | {percent_error(scarce_service[p], t)} | "
+            f"{s:.1f} ms | {percent_error(s, t)} |"
+        )
 
 
 if __name__ == "__main__":

@@ -40,10 +40,14 @@ def main() -> None:
             "url": base,
             "request": {"protocol": "oip-v2", "modelName": "truth"},
             "payload": {"inline": '{"inputs":[{"name":"x","shape":[1,4],"datatype":"FP32","data":[1,2,3,4]}]}'},
-            "load": {"closedLoop": {"concurrency": args.users}, "warmup": "5s",
-                     "minDuration": f"{args.duration}s", "maxDuration": f"{args.duration}s",
-                     "stopping": {"window": "5s"}},
-        }  # fmt: skip
+            "load": {
+                "closedLoop": {"concurrency": args.users},
+                "warmup": "5s",
+                "minDuration": f"{args.duration}s",
+                "maxDuration": f"{args.duration}s",
+                "stopping": {"window": "5s"},
+            },
+        }
         result = run_kaliper(config)
         stage = result["stages"][0]
         start, end = measured_interval(stage)
@@ -52,8 +56,14 @@ def main() -> None:
         kaliper = {p["percentile"]: p for p in stage["latency"]["percentiles"]}
 
         reset(base)
-        stock = run_stock_locust(f"{base}/v2/models/truth/infer", args.users, 5, args.duration,
-                                 method="POST", body=config["payload"]["inline"])  # fmt: skip
+        stock = run_stock_locust(
+            f"{base}/v2/models/truth/infer",
+            args.users,
+            5,
+            args.duration,
+            method="POST",
+            body=config["payload"]["inline"],
+        )
         _, served = records(base)
         s_start, s_end = stock["interval"]
         stock_truth = [ms for done, ms in served if s_start <= done < s_end]
@@ -61,8 +71,10 @@ def main() -> None:
     print(f"# Fidelity: lognormal(median 105 ms, sigma 0.35), closed loop, {args.users} users, {args.duration} s\n")
     print(f"Kaliper: {stage['requests']} requests measured, server recorded {len(truth)} in the same interval.")
     print(f"Stock Locust: {stock['requests']} requests, server recorded {len(stock_truth)} in its interval.\n")
-    print("| percentile | truth (Kaliper's interval) | Kaliper | error | truth (Locust's interval) | stock Locust "
-          "| error |")  # fmt: skip
+    print(
+        "| percentile | truth (Kaliper's interval) | Kaliper | error | truth (Locust's interval) | stock Locust "
+        "| error |"
+    )
     print("|---|---|---|---|---|---|---|")
     for p in PERCENTILES:
         t = nearest_rank(truth, p)

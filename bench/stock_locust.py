@@ -39,8 +39,9 @@ def main() -> None:
             if args.method == "GET":
                 self.client.get(url.path or "/")
             else:
-                self.client.request(args.method, url.path or "/", data=args.body,
-                                    headers={"Content-Type": "application/json"})  # fmt: skip
+                self.client.request(
+                    args.method, url.path or "/", data=args.body, headers={"Content-Type": "application/json"}
+                )
 
     env = Environment(user_classes=[StockUser])
     runner = env.create_local_runner()

@@ -99,8 +99,17 @@ def test_status_is_written_only_through_the_status_subresource(crds: Kubectl, na
             "verdict": "Met",
         }
     }
-    crds("patch", "profilerun", "status-run", "-n", namespace, "--subresource=status", "--type=merge",
-         "-p", json.dumps(status))  # fmt: skip
+    crds(
+        "patch",
+        "profilerun",
+        "status-run",
+        "-n",
+        namespace,
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        json.dumps(status),
+    )
     assert crds.json("get", "profilerun", "status-run", "-n", namespace)["status"]["phase"] == "Succeeded"
 
     table = crds("get", "profilerun", "status-run", "-n", namespace).stdout.splitlines()
@@ -110,15 +119,34 @@ def test_status_is_written_only_through_the_status_subresource(crds: Kubectl, na
 
 def test_status_is_validated_too(crds: Kubectl, namespace: str) -> None:
     _apply(crds, namespace, _profile_run("bad-status"))
-    result = crds("patch", "profilerun", "bad-status", "-n", namespace, "--subresource=status", "--type=merge",
-                  "-p", '{"status":{"phase":"Exploded"}}', check=False)  # fmt: skip
+    result = crds(
+        "patch",
+        "profilerun",
+        "bad-status",
+        "-n",
+        namespace,
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        '{"status":{"phase":"Exploded"}}',
+        check=False,
+    )
     assert result.returncode != 0 and "status.phase" in result.stderr
 
 
 def test_profilerun_spec_is_immutable(crds: Kubectl, namespace: str) -> None:
     _apply(crds, namespace, _profile_run("frozen"))
-    result = crds("patch", "profilerun", "frozen", "-n", namespace, "--type=merge",
-                  "-p", '{"spec":{"load":{"closedLoop":{"concurrency":9}}}}', check=False)  # fmt: skip
+    result = crds(
+        "patch",
+        "profilerun",
+        "frozen",
+        "-n",
+        namespace,
+        "--type=merge",
+        "-p",
+        '{"spec":{"load":{"closedLoop":{"concurrency":9}}}}',
+        check=False,
+    )
     assert result.returncode != 0
     assert "spec cannot change" in result.stderr
     # Metadata stays writable (labels, finalizers, kopf's annotations).

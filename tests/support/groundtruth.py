@@ -24,8 +24,12 @@ def binary() -> Path:
     target = CACHE / f"groundtruth-{digest[:12]}"
     if not target.exists():
         CACHE.mkdir(parents=True, exist_ok=True)
-        subprocess.run(["go", "build", "-o", str(target), "."], cwd=SOURCE, check=True,
-                       env={**os.environ, "CGO_ENABLED": "0", "GOTOOLCHAIN": "local"})  # fmt: skip
+        subprocess.run(
+            ["go", "build", "-o", str(target), "."],
+            cwd=SOURCE,
+            check=True,
+            env={**os.environ, "CGO_ENABLED": "0", "GOTOOLCHAIN": "local"},
+        )
     return target
 
 

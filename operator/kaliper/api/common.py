@@ -290,9 +290,20 @@ class EnvVar(KaliperModel):
 # --- tensors -----------------------------------------------------------------------------------------
 
 TensorDatatype = Literal[
-    "BOOL", "UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16", "INT32", "INT64",
-    "FP16", "FP32", "FP64", "BYTES",
-]  # fmt: skip
+    "BOOL",
+    "UINT8",
+    "UINT16",
+    "UINT32",
+    "UINT64",
+    "INT8",
+    "INT16",
+    "INT32",
+    "INT64",
+    "FP16",
+    "FP32",
+    "FP64",
+    "BYTES",
+]
 
 
 class TensorSpec(KaliperModel):

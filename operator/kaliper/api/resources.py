@@ -178,5 +178,14 @@ KINDS: tuple[KindInfo, ...] = (
 )
 
 KINDS_BY_NAME: dict[str, KindInfo] = {info.kind: info for info in KINDS}
-__all__ = ["API_VERSION", "KINDS", "KINDS_BY_NAME", "Cleanup", "KindInfo", "ModelDeployment",
-           "ModelOptimization", "PrinterColumn", "ProfileRun"]  # fmt: skip
+__all__ = [
+    "API_VERSION",
+    "KINDS",
+    "KINDS_BY_NAME",
+    "Cleanup",
+    "KindInfo",
+    "ModelDeployment",
+    "ModelOptimization",
+    "PrinterColumn",
+    "ProfileRun",
+]

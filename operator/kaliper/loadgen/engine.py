@@ -428,11 +428,14 @@ class Controller:
         return WindowFigures((window.requests - errors) / self.window_s, latency)
 
     def _fail_fast(self, measured: list[Window]) -> None:
-        """A target that refuses every request of a whole window is down: stop now, not at maxDuration."""
+        """A target that refuses every request of a whole window is down: stop now, not at maxDuration.
+        (Timeouts and HTTP errors are answers of a kind; the stage measures them.)"""
         if not measured:
             return
         window = measured[-1]
-        connection_errors = sum(n for kind, n in window.errors.items() if not kind.startswith("HTTP"))
+        connection_errors = sum(
+            n for kind, n in window.errors.items() if not kind.startswith("HTTP") and kind != "timeout"
+        )
         if window.requests and connection_errors == window.requests:
             kinds = ", ".join(f"{k} x{n}" for k, n in window.errors.most_common(3))
             raise LoadGenError(f"every request of a measured window failed ({kinds}); is the target down?")
@@ -442,15 +445,20 @@ class Controller:
 
 
 def preflight(config: LoadGenConfig) -> str | None:
-    """Send one request with a short connect timeout: an unreachable target fails in seconds, not minutes."""
+    """An unreachable target fails in seconds, not after maxDuration: connect once with a short timeout, then
+    send one request (a slow or failing answer only warns: the run measures exactly that)."""
     plan = Plan(config)
-    connection = Connection(plan.host, plan.port, min(plan.timeout_s, 3.0), plan.ssl)
+    try:
+        socket.create_connection((plan.host, plan.port), timeout=min(plan.timeout_s, 3.0)).close()
+    except OSError as exc:
+        return f"target {config.url} is unreachable: {classify(exc)}: {exc}"
+    connection = Connection(plan.host, plan.port, plan.timeout_s, plan.ssl)
     try:
         status = connection.request(plan.requests[0])
         if status >= 400:
-            log.warning("preflight request failed", status=status, url=config.url + plan.path)
+            log.warning("the first request failed", status=status, url=config.url + plan.path)
     except Exception as exc:
-        return f"target {config.url} is unreachable: {classify(exc)}: {exc}"
+        log.warning("the first request failed", error=classify(exc), url=config.url + plan.path)
     finally:
         connection.close()
     return None

@@ -1,0 +1,217 @@
+"""The load generator end to end: `python -m kaliper.loadgen` against a real HTTP server on loopback (the
+ground-truth server of bench/groundtruth), in both load models, one and several processes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from kaliper.report.schema import LoadTestResult
+from tests.support.groundtruth import free_port, groundtruth, records
+
+OIP = {"protocol": "oip-v2", "modelName": "truth"}
+BODY = {"inline": '{"inputs":[{"name":"x","shape":[1,2],"datatype":"FP32","data":[1,2]}]}'}
+SHORT = {"warmup": "1s", "minDuration": "3s", "maxDuration": "3s", "stopping": {"window": "1s"}}
+
+
+def run(tmp_path: Path, config: dict[str, Any]) -> tuple[subprocess.CompletedProcess, LoadTestResult | None]:
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    out = tmp_path / "result.json"
+    process = subprocess.run(
+        [sys.executable, "-m", "kaliper.loadgen", "run", str(path), "-o", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    result = LoadTestResult.model_validate_json(out.read_text()) if out.exists() else None
+    return process, result
+
+
+def percentile(figures: Any, p: float) -> float:
+    found = figures.at(p)
+    assert found is not None and found.value_ms is not None
+    return found.value_ms
+
+
+@pytest.fixture(scope="module")
+def server() -> Any:
+    with groundtruth("-median", "20ms", "-sigma", "0.3", "-fail-every", "50") as base:
+        yield base
+
+
+def test_closed_loop_with_two_levels(tmp_path: Path, server: str) -> None:
+    process, result = run(
+        tmp_path,
+        {
+            "url": server,
+            "request": OIP,
+            "payload": BODY,
+            "levels": [2, 8],
+            "load": {"closedLoop": {"concurrency": 2}, **SHORT},
+        },
+    )
+    assert process.returncode == 0, process.stderr
+    assert result is not None and result.ok
+    assert [s.level for s in result.stages] == [2, 8]
+    for stage in result.stages:
+        assert stage.load_model == "closed" and stage.measured_s == 3 and stage.warmup_s == 1
+        measured = [w for w in stage.windows if not w.warmup]
+        assert sum(w.requests for w in measured) == stage.requests > 0
+        assert stage.latency.count == stage.requests  # every request is in the histogram, errors too
+        # Every 50th request is a 503: counted by kind, never dropped.
+        assert stage.errors_by_kind.keys() == {"HTTP 503"}
+        assert stage.errors == pytest.approx(stage.requests / 50, abs=3)
+        values = [percentile(stage.latency, p) for p in (50, 90, 95, 99)]
+        assert values == sorted(values)
+        p99 = stage.latency.at(99)
+        assert p99.ci_low_ms <= p99.value_ms and (p99.ci_high_ms is None or p99.value_ms <= p99.ci_high_ms)
+        assert stage.stop_reason == "reached maxDuration (3s)"
+    assert result.stages[1].throughput_rps > result.stages[0].throughput_rps  # more users, more throughput
+    assert "stage 1: 8 users" in process.stderr  # the human summary
+
+
+def test_closed_loop_agrees_with_the_servers_own_records(tmp_path: Path) -> None:
+    with groundtruth("-median", "30ms", "-sigma", "0.3") as base:
+        process, result = run(
+            tmp_path,
+            {"url": base, "request": OIP, "payload": BODY, "load": {"closedLoop": {"concurrency": 4}, **SHORT}},
+        )
+        assert process.returncode == 0, process.stderr
+        stage = result.stages[0]
+        start = stage.started_at.timestamp() + stage.warmup_s
+        truth = sorted(ms for done, ms in records(base)[1] if start <= done < start + stage.measured_s)
+    assert abs(len(truth) - stage.requests) <= 4
+    median = truth[len(truth) // 2]
+    # A ratio against the server's own measurement, loose enough for a loaded CI machine.
+    assert percentile(stage.latency, 50) == pytest.approx(median, rel=0.1)
+
+
+def test_open_loop_keeps_its_schedule_and_reports_corrected_latency(tmp_path: Path, server: str) -> None:
+    process, result = run(
+        tmp_path,
+        {
+            "url": server,
+            "request": OIP,
+            "payload": BODY,
+            "load": {"openLoop": {"rate": 100, "maxConnections": 32}, **SHORT},
+        },
+    )
+    assert process.returncode == 0, process.stderr
+    stage = result.stages[0]
+    assert stage.load_model == "open" and result.generator.connections == 32
+    assert stage.requests == pytest.approx(300, abs=15)  # 100 req/s for 3 s, whatever the latency
+    for p in (50, 90, 99):  # measured from the intended send time, never below the service time
+        assert percentile(stage.latency, p) >= percentile(stage.service_time, p)
+    assert stage.late_sends is not None and stage.late_sends.count == (
+        stage.late_sends.no_free_connection + stage.late_sends.generator_lag
+    )
+
+
+def test_open_loop_with_too_few_connections_is_flagged(tmp_path: Path) -> None:
+    with groundtruth("-median", "200ms", "-sigma", "0.1") as base:
+        process, result = run(
+            tmp_path,
+            {
+                "url": base,
+                "request": OIP,
+                "payload": BODY,
+                "load": {"openLoop": {"rate": 50, "maxConnections": 2}, **SHORT},
+            },
+        )
+    assert process.returncode == 0, process.stderr
+    stage = result.stages[0]
+    assert stage.late_sends.flagged and stage.late_sends.share > 0.5
+    assert "raise load.openLoop.maxConnections" in stage.late_sends.reason
+    assert result.warnings == [stage.late_sends.reason]
+    # Requests queued behind busy connections: what users see is far above what the server took.
+    assert percentile(stage.latency, 90) > 2 * percentile(stage.service_time, 90)
+
+
+def test_several_processes_merge_into_one_result(tmp_path: Path, server: str) -> None:
+    process, result = run(
+        tmp_path,
+        {
+            "url": server,
+            "request": OIP,
+            "payload": BODY,
+            "load": {"openLoop": {"rate": 120, "maxConnections": 40}, "processes": 2, **SHORT},
+        },
+    )
+    assert process.returncode == 0, process.stderr
+    stage = result.stages[0]
+    assert result.generator.processes == 2
+    assert stage.requests == pytest.approx(360, abs=20)  # each process sent half of the schedule
+    assert stage.latency.count == stage.requests
+
+
+def test_timeouts_are_errors_with_their_latency(tmp_path: Path) -> None:
+    with groundtruth("-median", "2s", "-sigma", "0.01") as base:
+        process, result = run(
+            tmp_path,
+            {
+                "url": base,
+                "request": {**OIP, "timeout": "300ms"},
+                "payload": BODY,
+                "load": {"closedLoop": {"concurrency": 2}, "warmup": "0s", "minDuration": "2s", "maxDuration": "2s"},
+            },
+        )
+    # The preflight request timed out too, but a timeout is not "unreachable": the run goes on.
+    stage = result.stages[0] if result and result.stages else None
+    assert stage is not None, process.stderr
+    assert set(stage.errors_by_kind) == {"timeout"} and stage.error_rate == 1
+    assert percentile(stage.service_time, 50) >= 300
+
+
+def test_unreachable_target_fails_fast_with_a_clear_error(tmp_path: Path) -> None:
+    started = time.monotonic()
+    process, result = run(
+        tmp_path,
+        {
+            "url": f"http://127.0.0.1:{free_port()}",
+            "request": OIP,
+            "payload": BODY,
+            "load": {"closedLoop": {"concurrency": 2}, "maxDuration": "5m"},
+        },
+    )
+    assert time.monotonic() - started < 30  # not the 5 minutes asked for: a hang guard, not a benchmark
+    assert process.returncode == 1
+    assert result is not None and not result.ok and result.stages == []
+    assert "is unreachable: ConnectionRefusedError" in result.error
+    assert "ERROR: target" in process.stderr
+
+
+def test_bad_input_is_refused_before_anything_starts(tmp_path: Path) -> None:
+    process, _ = run(
+        tmp_path, {"url": "http://127.0.0.1:1", "request": OIP, "payload": BODY, "load": {"openLoop": {"rate": 0}}}
+    )
+    assert process.returncode == 2
+    assert "load.openLoop.rate" in process.stderr
+
+    dataset = tmp_path / "requests.jsonl"
+    dataset.write_text('{"ok": 1}\n{"broken": \n')
+    process, _ = run(
+        tmp_path,
+        {
+            "url": "http://127.0.0.1:1",
+            "request": {"protocol": "http-json"},
+            "payload": {"dataset": {"file": str(dataset)}},
+            "load": {"closedLoop": {"concurrency": 1}},
+        },
+    )
+    assert process.returncode == 2
+    assert "requests.jsonl, line 2: not valid JSON" in process.stderr
+
+
+def test_results_document_is_versioned_json(tmp_path: Path, server: str) -> None:
+    run(tmp_path, {"url": server, "request": OIP, "payload": BODY, "load": {"closedLoop": {"concurrency": 1}, **SHORT}})
+    document = json.loads((tmp_path / "result.json").read_text())
+    assert document["schemaVersion"] == "kaliper.dev/loadtest/v1"
+    assert document["stages"][0]["latency"]["histogram"]  # the encoded HDR histogram travels along

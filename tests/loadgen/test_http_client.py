@@ -1,0 +1,127 @@
+"""The lean HTTP/1.1 client against a real TCP server that answers with hand-written responses."""
+
+from __future__ import annotations
+
+import socket
+import socketserver
+import threading
+from collections.abc import Iterator
+
+import pytest
+
+from kaliper.loadgen.http import Connection, HttpError, build_request
+
+RESPONSES = {
+    b"/length": [b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello"],
+    b"/chunked": [
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n",
+        b"3\r\nabc\r\n",
+        b"4;ext=1\r\ndefg\r\n",
+        b"0\r\nX-Trailer: 1\r\n\r\n",
+    ],
+    b"/close": [b"HTTP/1.1 503 Busy\r\nContent-Length: 2\r\nConnection: close\r\n\r\nno"],
+    b"/no-content": [b"HTTP/1.1 204 No Content\r\n\r\n"],
+    b"/until-close": [b"HTTP/1.0 200 OK\r\n\r\nstreamed body"],
+    b"/interim": [b"HTTP/1.1 100 Continue\r\n\r\n", b"HTTP/1.1 201 Created\r\nContent-Length: 0\r\n\r\n"],
+    b"/garbage": [b"SSH-2.0-OpenSSH\r\n\r\n"],
+}
+
+
+class Handler(socketserver.BaseRequestHandler):
+    def handle(self) -> None:
+        buffer = b""
+        served = 0
+        while True:
+            while b"\r\n\r\n" not in buffer:
+                data = self.request.recv(65536)
+                if not data:
+                    return
+                buffer += data
+            head, _, buffer = buffer.partition(b"\r\n\r\n")
+            path = head.split(b" ")[1]
+            length = next(
+                (
+                    int(line.split(b":")[1])
+                    for line in head.split(b"\r\n")
+                    if line.lower().startswith(b"content-length")
+                ),
+                0,
+            )
+            while len(buffer) < length:
+                buffer += self.request.recv(65536)
+            buffer = buffer[length:]
+            if path == b"/slow":
+                threading.Event().wait(2)
+            for part in RESPONSES.get(path, RESPONSES[b"/length"]):
+                self.request.sendall(part)
+            served += 1
+            if path in (b"/close", b"/until-close", b"/garbage") or (path == b"/idle-close" and served == 1):
+                return  # close the connection (after one answer for /idle-close: a kept-alive one going idle)
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[int]:
+    socketserver.ThreadingTCPServer.allow_reuse_address = True
+    srv = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Handler)
+    srv.daemon_threads = True
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    yield srv.server_address[1]
+    srv.shutdown()
+    srv.server_close()
+
+
+def request(port: int, path: str) -> bytes:
+    return build_request("POST", "127.0.0.1", port, path, {}, b"{}")
+
+
+@pytest.mark.parametrize(
+    ("path", "status"),
+    [
+        ("/length", 200),
+        ("/chunked", 200),
+        ("/close", 503),
+        ("/no-content", 204),
+        ("/until-close", 200),
+        ("/interim", 201),
+    ],
+)
+def test_status_and_keep_alive(server: int, path: str, status: int) -> None:
+    connection = Connection("127.0.0.1", server, timeout=5)
+    assert connection.request(request(server, path)) == status
+    # The next request on the same object works whether the connection was kept or closed.
+    assert connection.request(request(server, "/length")) == 200
+    connection.close()
+
+
+def test_keep_alive_reuses_one_socket(server: int) -> None:
+    connection = Connection("127.0.0.1", server, timeout=5)
+    connection.request(request(server, "/chunked"))
+    first = connection._sock
+    for _ in range(20):
+        assert connection.request(request(server, "/length")) == 200
+    assert connection._sock is first and connection._buffer == b""
+
+
+def test_server_closing_an_idle_connection_is_retried_once(server: int) -> None:
+    connection = Connection("127.0.0.1", server, timeout=5)
+    assert connection.request(request(server, "/idle-close")) == 200  # the server closes after answering
+    assert connection.request(request(server, "/length")) == 200  # found closed, sent again on a new one
+
+
+def test_timeout_raises(server: int) -> None:
+    connection = Connection("127.0.0.1", server, timeout=0.2)
+    with pytest.raises(TimeoutError):
+        connection.request(request(server, "/slow"))
+
+
+def test_not_http_is_an_error(server: int) -> None:
+    with pytest.raises(HttpError, match=r"not an HTTP/1\.x response"):
+        Connection("127.0.0.1", server, timeout=5).request(request(server, "/garbage"))
+
+
+def test_refused_connection() -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]  # bound, never listening: connections are refused
+        with pytest.raises(ConnectionRefusedError):
+            Connection("127.0.0.1", port, timeout=2).request(request(port, "/"))

@@ -1,0 +1,53 @@
+from __future__ import annotations
+
+from kaliper.loadgen.recorder import Aggregator, Recorder, Window
+
+
+def test_requests_land_in_the_window_they_completed_in() -> None:
+    recorder = Recorder(window_s=1.0, open_loop=False)
+    recorder.begin_stage(0, start_wall=100.0)
+    recorder.record(100.2, 0.010)
+    recorder.record(100.9, 0.020, error="HTTP 503")
+    recorder.record(101.1, 0.030)
+    recorder.record(99.5, 0.040)  # before the stage began: a straggler of the previous one
+    windows, until = recorder.take_closed(now_wall=101.5)
+    assert until == 0
+    assert [(w.index, w.requests, dict(w.errors)) for w in windows] == [(0, 2, {"HTTP 503": 1})]
+    windows, until = recorder.take_closed(now_wall=102.0)
+    assert until == 1 and [w.requests for w in windows] == [1]
+
+
+def test_open_loop_records_corrected_latency_and_late_sends() -> None:
+    recorder = Recorder(window_s=1.0, open_loop=True)
+    recorder.begin_stage(2, start_wall=0.0)
+    recorder.record(0.5, service_s=0.010, corrected_s=0.300, late_no_connection=True)
+    recorder.record(0.6, service_s=0.010, corrected_s=0.011, late_generator=True)
+    recorder.record(0.7, service_s=0.010, corrected_s=0.010)
+    (window,), _ = recorder.take_closed(1.0)
+    assert window.stage == 2
+    assert window.corrected is not None and window.corrected.max > 0.29
+    assert window.service.max < 0.011
+    assert (window.late_no_connection, window.late_generator) == (1, 1)
+
+
+def test_wire_round_trip_and_merge() -> None:
+    a, b = Window(0, 3), Window(0, 3)
+    a.service.record(0.01)
+    a.requests, a.errors["timeout"] = 1, 1
+    b.service.record(0.02)
+    b.requests = 1
+    merged = Window.from_wire(a.to_wire()).merge(Window.from_wire(b.to_wire()))
+    assert merged.requests == 2 and merged.service.count == 2 and merged.errors == {"timeout": 1}
+
+
+def test_a_window_is_complete_only_when_every_source_closed_it() -> None:
+    aggregator = Aggregator(sources=2)
+    w = Window(0, 0)
+    w.requests = 5
+    aggregator.add("worker-a", 0, [w], closed_until=1)
+    assert aggregator.complete_until(0) == -1  # worker-b has said nothing yet
+    aggregator.add("worker-b", 0, [], closed_until=0)
+    assert aggregator.complete_until(0) == 0
+    aggregator.add("worker-b", 0, [], closed_until=1)
+    assert aggregator.complete_until(0) == 1
+    assert [x.requests for x in aggregator.stage_windows(0, 1)] == [5, 0]

@@ -1,0 +1,61 @@
+from __future__ import annotations
+
+from kaliper.loadgen.statistics import PercentileEstimate
+from kaliper.loadgen.stopping import StoppingParameters, WindowFigures, decide, spread
+
+RULE = StoppingParameters(
+    min_duration_s=10, max_duration_s=60, stable_windows=3, tolerance=0.1, max_relative_ci_width=0.05
+)
+NARROW = PercentileEstimate(99, 0.100, 0.099, 0.102, 50_000, 0.95)
+WIDE = PercentileEstimate(99, 0.100, 0.090, 0.120, 900, 0.95)
+OPEN = PercentileEstimate(99, 0.100, 0.090, None, 90, 0.95)
+STEADY = [WindowFigures(500, 0.100), WindowFigures(505, 0.101), WindowFigures(498, 0.099)]
+
+
+def test_stops_once_stable_and_precise() -> None:
+    decision = decide(15, STEADY, NARROW, RULE)
+    assert decision.stop
+    assert "stable" in decision.reason and "confidence interval is 3.0% wide" in decision.reason
+
+
+def test_never_before_min_duration() -> None:
+    assert not decide(9.9, STEADY, NARROW, RULE).stop
+
+
+def test_always_at_max_duration() -> None:
+    unstable = [WindowFigures(100, 0.1), WindowFigures(900, 0.5), WindowFigures(300, 0.2)]
+    decision = decide(60, unstable, WIDE, RULE)
+    assert decision.stop and decision.reason == "reached maxDuration (60s)"
+
+
+def test_waits_for_enough_windows() -> None:
+    assert decide(15, STEADY[:2], NARROW, RULE).reason == "waiting for 3 windows"
+
+
+def test_unstable_throughput_keeps_measuring() -> None:
+    windows = [*STEADY[:2], WindowFigures(700, 0.1)]
+    decision = decide(15, windows, NARROW, RULE)
+    assert not decision.stop and "throughput" in decision.reason
+
+
+def test_unstable_latency_keeps_measuring() -> None:
+    windows = [*STEADY[:2], WindowFigures(500, 0.2)]
+    decision = decide(15, windows, NARROW, RULE)
+    assert not decision.stop and "p99 of the last 3 windows" in decision.reason
+
+
+def test_wide_or_open_interval_keeps_measuring() -> None:
+    assert "5.0% wide" not in decide(15, STEADY, WIDE, RULE).reason
+    assert not decide(15, STEADY, WIDE, RULE).stop
+    assert decide(15, STEADY, OPEN, RULE).reason.endswith("interval is open wide")
+
+
+def test_without_a_rule_runs_to_max_duration() -> None:
+    fixed = StoppingParameters(min_duration_s=10, max_duration_s=60)
+    assert not decide(30, STEADY, NARROW, fixed).stop
+    assert decide(60, STEADY, NARROW, fixed).stop
+
+
+def test_spread() -> None:
+    assert spread([90, 100, 110]) == 0.2
+    assert spread([0, 0]) == float("inf")
