@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,7 @@ import pytest
 import yaml
 
 from kaliper.report.schema import LoadTestResult
-from tests.support.groundtruth import free_port, groundtruth, records
+from tests.support.groundtruth import binary, free_port, groundtruth, records, wait_http
 
 OIP = {"protocol": "oip-v2", "modelName": "truth"}
 BODY = {"inline": '{"inputs":[{"name":"x","shape":[1,2],"datatype":"FP32","data":[1,2]}]}'}
@@ -215,3 +216,81 @@ def test_results_document_is_versioned_json(tmp_path: Path, server: str) -> None
     document = json.loads((tmp_path / "result.json").read_text())
     assert document["schemaVersion"] == "kaliper.dev/loadtest/v1"
     assert document["stages"][0]["latency"]["histogram"]  # the encoded HDR histogram travels along
+
+
+def test_stopping_rule_ends_a_stable_measurement_early(tmp_path: Path, server: str) -> None:
+    stopping = {"window": "1s", "stableWindows": 3, "tolerance": 0.5, "percentile": 50, "maxRelativeCiWidth": 0.5}
+    process, result = run(
+        tmp_path,
+        {
+            "url": server,
+            "request": OIP,
+            "payload": BODY,
+            "load": {
+                "closedLoop": {"concurrency": 4},
+                "warmup": "1s",
+                "minDuration": "3s",
+                "maxDuration": "60s",
+                "stopping": stopping,
+            },
+        },
+    )
+    assert process.returncode == 0, process.stderr
+    stage = result.stages[0]
+    assert stage.stop_reason.startswith("stable: last 3 windows within 50%")
+    assert 3 <= stage.measured_s < 60
+
+
+def test_a_target_that_goes_down_mid_run_ends_it_early(tmp_path: Path) -> None:
+    port = free_port()
+    target = subprocess.Popen(
+        [str(binary()), "-addr", f"127.0.0.1:{port}", "-median", "5ms"], stderr=subprocess.DEVNULL
+    )
+    wait_http(f"http://127.0.0.1:{port}/_truth/records")
+    threading.Timer(3, target.kill).start()
+    started = time.monotonic()
+    process, result = run(
+        tmp_path,
+        {
+            "url": f"http://127.0.0.1:{port}",
+            "request": OIP,
+            "payload": BODY,
+            "load": {
+                "closedLoop": {"concurrency": 2},
+                "warmup": "1s",
+                "maxDuration": "2m",
+                "stopping": {"window": "1s"},
+            },
+        },
+    )
+    target.wait()
+    assert time.monotonic() - started < 60  # a hang guard: maxDuration was two minutes
+    assert process.returncode == 1
+    assert "every request of a measured window failed (ConnectionRefusedError" in result.error
+
+
+def test_master_without_workers_gives_up_with_a_reason(tmp_path: Path, server: str) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_text(
+        yaml.safe_dump({"url": server, "request": OIP, "payload": BODY, "load": {"closedLoop": {"concurrency": 1}}})
+    )
+    process = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "kaliper.loadgen",
+            "master",
+            str(path),
+            "--workers",
+            "2",
+            "--bind",
+            f"127.0.0.1:{free_port()}",
+            "--join-timeout",
+            "2",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert process.returncode == 1
+    assert "only 0 of 2 load-generator workers connected within 2s" in process.stdout
