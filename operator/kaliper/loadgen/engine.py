@@ -12,6 +12,7 @@ runners: spawning users, and the master/worker protocol of distributed runs.
 from __future__ import annotations
 
 import itertools
+import logging
 import math
 import socket
 import subprocess
@@ -50,6 +51,8 @@ from kaliper.report.schema import (
 from kaliper.report.schema import WindowFigures as WindowReport
 
 log = get_logger("kaliper.loadgen")
+# Users are spawned all at once on purpose (each is just a connection); Locust's warning about it is noise.
+logging.getLogger("locust.runners").addFilter(lambda record: "spawn rate is very high" not in record.getMessage())
 
 # A send is late when it leaves more than this after its intended time. gevent's timers wake up to about a
 # millisecond late on an idle machine, so a tighter bound would call every send late.
