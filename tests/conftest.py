@@ -3,52 +3,19 @@ session, or use an existing cluster when KALIPER_TEST_KUBECONFIG points at one (
 
 from __future__ import annotations
 
-import json
 import os
 import signal
-import subprocess
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.support.controlplane import ControlPlane, ControlPlaneError, build_binaries, interrupt
+from tests.support.controlplane import ControlPlane, ControlPlaneError, Kubectl, build_binaries, interrupt
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "examples"
 CATALOGUE = REPO / "tests" / "catalogue" / "invalid"
-
-
-class Kubectl:
-    """kubectl against the test cluster."""
-
-    def __init__(self, binary: str, kubeconfig: Path) -> None:
-        self.binary, self.kubeconfig = binary, kubeconfig
-
-    def __call__(self, *args: str, input: str | None = None, check: bool = True) -> subprocess.CompletedProcess:
-        result = subprocess.run(
-            [self.binary, f"--kubeconfig={self.kubeconfig}", *args],
-            input=input,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        if check and result.returncode != 0:
-            raise AssertionError(f"kubectl {' '.join(args)} failed:\n{result.stderr}")
-        return result
-
-    def json(self, *args: str) -> dict:
-        return json.loads(self(*args, "-o", "json").stdout)
-
-    def wait_for(self, predicate, timeout: float = 60, what: str = "condition") -> None:  # type: ignore[no-untyped-def]
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if predicate():
-                return
-            time.sleep(0.5)
-        raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
 @pytest.fixture(scope="session")
@@ -66,8 +33,8 @@ def kubectl() -> Iterator[Kubectl]:
     except ControlPlaneError as exc:
         pytest.fail(f"could not start the test control plane: {exc}", pytrace=False)
     try:
-        assert plane.kubeconfig is not None
-        yield Kubectl(str(bin_dir / "kubectl"), plane.kubeconfig)
+        assert plane.kubectl is not None
+        yield plane.kubectl
     finally:
         plane.stop()  # raises if any control-plane process survived
 

@@ -66,6 +66,36 @@ def _die_with_parent() -> None:
     os.setsid()
 
 
+class Kubectl:
+    """kubectl against one cluster (ours, or an existing one)."""
+
+    def __init__(self, binary: str, kubeconfig: Path) -> None:
+        self.binary, self.kubeconfig = binary, kubeconfig
+
+    def __call__(self, *args: str, input: str | None = None, check: bool = True) -> subprocess.CompletedProcess:
+        result = subprocess.run(
+            [self.binary, f"--kubeconfig={self.kubeconfig}", *args],
+            input=input,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        if check and result.returncode != 0:
+            raise ControlPlaneError(f"kubectl {' '.join(args)} failed:\n{result.stderr}")
+        return result
+
+    def json(self, *args: str) -> dict:
+        return json.loads(self(*args, "-o", "json").stdout)
+
+    def wait_for(self, predicate, timeout: float = 60, what: str = "condition") -> None:  # type: ignore[no-untyped-def]
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if predicate():
+                return
+            time.sleep(0.5)
+        raise ControlPlaneError(f"timed out after {timeout}s waiting for {what}")
+
+
 # --- certificates ------------------------------------------------------------------------------------
 
 
@@ -191,6 +221,7 @@ class ControlPlane:
     root: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="kaliper-cp-")))
     processes: dict[str, subprocess.Popen] = field(default_factory=dict)
     kubeconfig: Path | None = None
+    kubectl: Kubectl | None = None
     server: str = ""
 
     def start(self, timeout: float = 120.0) -> ControlPlane:
@@ -207,6 +238,7 @@ class ControlPlane:
         self.server = f"https://127.0.0.1:{api_port}"
         self.kubeconfig = self.root / "kubeconfig"
         self.kubeconfig.write_text(json.dumps(_kubeconfig(self.server, pki), indent=2))
+        self.kubectl = Kubectl(str(self.bin_dir / "kubectl"), self.kubeconfig)
 
         self._spawn(
             "etcd",
@@ -325,18 +357,6 @@ class ControlPlane:
         self._wait_until(healthy, timeout, f"{name} to answer {url}")
 
     # --- cluster objects -----------------------------------------------------------------------------
-
-    def kubectl(self, *args: str, input: str | None = None, check: bool = True) -> subprocess.CompletedProcess:
-        result = subprocess.run(
-            [str(self.bin_dir / "kubectl"), f"--kubeconfig={self.kubeconfig}", *args],
-            input=input,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-        if check and result.returncode != 0:
-            raise ControlPlaneError(f"kubectl {' '.join(args)} failed:\n{result.stderr}")
-        return result
 
     def _create_fake_nodes(self) -> None:
         for node in FAKE_NODES:

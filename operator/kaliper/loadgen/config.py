@@ -79,12 +79,13 @@ class LoadGenConfig(KaliperModel):
         return self.load.stopping.percentile if self.load.stopping else 99.0
 
     def connections(self) -> int:
-        """Open loop: connections to keep; enough for the highest rate at the request timeout, bounded."""
+        """Open loop: connections to keep. Default: one per request per second of the highest level (so sends
+        stay on schedule through a one-second stall), at least 16 and at most 2000."""
         assert self.load.open_loop is not None
         if self.load.open_loop.max_connections:
             return self.load.open_loop.max_connections
         peak = max(self.stage_levels)
-        return int(min(max(peak * 1.0, 16), 2000))
+        return int(min(max(peak, 16), 2000))
 
     def to_wire(self) -> dict[str, Any]:
         return self.model_dump(by_alias=True, exclude_none=True, mode="json")

@@ -14,6 +14,7 @@ from __future__ import annotations
 import itertools
 import logging
 import math
+import os
 import socket
 import subprocess
 import sys
@@ -47,8 +48,8 @@ from kaliper.report.schema import (
     LoadTestResult,
     PercentileFigure,
     StageResult,
+    WindowResult,
 )
-from kaliper.report.schema import WindowFigures as WindowReport
 
 log = get_logger("kaliper.loadgen")
 # Users are spawned all at once on purpose (each is just a connection); Locust's warning about it is noise.
@@ -112,8 +113,6 @@ class Plan:
 
 
 def request_headers(config: LoadGenConfig) -> dict[str, str]:
-    import os
-
     headers = {"Content-Type": config.payload.content_type, "User-Agent": f"kaliper-loadgen/{locust.__version__}"}
     headers.update(config.request.headers or {})
     for header, variable in config.env_headers.items():
@@ -287,7 +286,7 @@ def stage_result(
         service_time=latency_figures(total.service),
         late_sends=late,
         windows=[
-            WindowReport(
+            WindowResult(
                 index=w.index,
                 start_s=w.index * window_s,
                 warmup=w.index < warmup_windows,

@@ -63,6 +63,3 @@ class LatencyHistogram:
     @classmethod
     def decode(cls, encoded: str) -> LatencyHistogram:
         return cls(HdrHistogram.decode(encoded.encode("ascii")))
-
-    def copy(self) -> LatencyHistogram:
-        return LatencyHistogram().add(self)

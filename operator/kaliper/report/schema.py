@@ -39,7 +39,7 @@ class LatencyFigures(KaliperModel):
         return next((p for p in self.percentiles if p.percentile == percentile), None)
 
 
-class WindowFigures(KaliperModel):
+class WindowResult(KaliperModel):
     """One measurement window: the time series behind the stopping rule."""
 
     index: int
@@ -91,7 +91,7 @@ class StageResult(KaliperModel):
     service_time: LatencyFigures
     """From the actual send to the last byte of the response."""
     late_sends: LateSends | None = None
-    windows: list[WindowFigures] = Field(default_factory=list)
+    windows: list[WindowResult] = Field(default_factory=list)
     stop_reason: str
 
 
