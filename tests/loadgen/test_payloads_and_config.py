@@ -109,3 +109,23 @@ def test_the_readme_example_config_is_valid() -> None:
     block = readme.split("# loadtest.yaml", 1)[1].split("\n", 1)[1].split("```", 1)[0]
     config = LoadGenConfig.model_validate(yaml.safe_load(block))
     assert config.stage_levels == [100, 200, 400] and config.load.processes == 2
+
+
+def test_secret_headers_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kaliper.loadgen.config import LoadGenError, request_headers
+
+    c = LoadGenConfig.model_validate(
+        {
+            **BASE,
+            "load": {"closedLoop": {"concurrency": 1}},
+            "request": {"protocol": "http-json", "headers": {"X-Team": "ml"}},
+            "envHeaders": {"Authorization": "SCORING_KEY"},
+        }
+    )
+    monkeypatch.setenv("SCORING_KEY", "Bearer s3cret")
+    headers = request_headers(c)
+    assert headers["Authorization"] == "Bearer s3cret" and headers["X-Team"] == "ml"
+    assert headers["Content-Type"] == "application/json"
+    monkeypatch.delenv("SCORING_KEY")
+    with pytest.raises(LoadGenError, match="environment variable SCORING_KEY, which is not set"):
+        request_headers(c)

@@ -66,7 +66,7 @@ def main(log_level: str) -> None:
 @click.option("--output", "-o", default="-", help="Results file (- for stdout).")
 def run(config_path: Path, output: str) -> None:
     """Run a load test here (load.processes > 1 starts local worker processes)."""
-    from kaliper.loadgen.engine import LoadGenError
+    from kaliper.loadgen.config import LoadGenError
     from kaliper.loadgen.engine import run as run_load
 
     config = load_config(config_path)

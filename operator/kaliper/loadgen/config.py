@@ -6,6 +6,7 @@ nonsense there is refused here too, before anything starts.
 
 from __future__ import annotations
 
+import os
 from typing import Annotated, Any
 
 from pydantic import Field, model_validator
@@ -89,3 +90,18 @@ class LoadGenConfig(KaliperModel):
 
     def to_wire(self) -> dict[str, Any]:
         return self.model_dump(by_alias=True, exclude_none=True, mode="json")
+
+
+class LoadGenError(RuntimeError):
+    """The run cannot go on (unreachable target, lost workers); the message says why."""
+
+
+def request_headers(config: LoadGenConfig) -> dict[str, str]:
+    headers = {"Content-Type": config.payload.content_type, "User-Agent": "kaliper-loadgen"}
+    headers.update(config.request.headers or {})
+    for header, variable in config.env_headers.items():
+        value = os.environ.get(variable)
+        if value is None:
+            raise LoadGenError(f"header {header} comes from environment variable {variable}, which is not set")
+        headers[header] = value
+    return headers

@@ -14,7 +14,6 @@ from __future__ import annotations
 import itertools
 import logging
 import math
-import os
 import socket
 import subprocess
 import sys
@@ -32,7 +31,7 @@ from locust.env import Environment
 from locust.runners import MasterRunner, WorkerRunner
 
 from kaliper.api.units import parse_duration
-from kaliper.loadgen.config import LoadGenConfig
+from kaliper.loadgen.config import LoadGenConfig, LoadGenError, request_headers
 from kaliper.loadgen.histogram import LatencyHistogram
 from kaliper.loadgen.http import Connection, build_request
 from kaliper.loadgen.payloads import build_bodies
@@ -62,10 +61,6 @@ LATE_SHARE_FLAG = 0.01  # perf_analyzer's warning threshold: more than 1% of sen
 COLLECT_INTERVAL_S = 0.25
 MESSAGE_WINDOWS = "kaliper_windows"
 MESSAGE_STAGE = "kaliper_stage"
-
-
-class LoadGenError(RuntimeError):
-    """The run cannot go on (unreachable target, lost workers); the message says why."""
 
 
 # --- what every generator process shares -------------------------------------------------------------
@@ -110,17 +105,6 @@ class Plan:
     def claim_slot(self) -> float | None:
         """The next intended send time (open loop), shared by all users of this process."""
         return next(self._slots) if self._slots is not None else None
-
-
-def request_headers(config: LoadGenConfig) -> dict[str, str]:
-    headers = {"Content-Type": config.payload.content_type, "User-Agent": f"kaliper-loadgen/{locust.__version__}"}
-    headers.update(config.request.headers or {})
-    for header, variable in config.env_headers.items():
-        value = os.environ.get(variable)
-        if value is None:
-            raise LoadGenError(f"header {header} comes from environment variable {variable}, which is not set")
-        headers[header] = value
-    return headers
 
 
 def classify(exc: BaseException) -> str:
