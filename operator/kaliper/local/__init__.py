@@ -1,0 +1,1 @@
+"""The local runtime: the same specs on one machine, with processes and real cgroup limits."""
