@@ -1,0 +1,74 @@
+"""`python -m kaliper.serving`: serve one ONNX model over the Open Inference Protocol v2.
+
+python -m kaliper.serving --model model.onnx --name iris [--port 8080] [--intra-op 1] [--inter-op 1]
+                          [--max-batch-size 16 --max-queue-delay 2ms]
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from kaliper.api.units import UnitError, parse_duration
+from kaliper.log import configure_logging, get_logger
+
+
+@click.command()
+@click.option("--model", "model_path", required=True, type=click.Path(path_type=Path), help="The .onnx file.")
+@click.option("--name", required=True, help="Name the model is served under.")
+@click.option("--version", "model_version", default=None, help="Model version to report.")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on (0.0.0.0 in a pod).")
+@click.option("--port", default=8080, show_default=True, type=click.IntRange(1, 65535))
+@click.option("--intra-op", type=click.IntRange(1, 256), default=None, help="ONNX Runtime intra-op threads.")
+@click.option("--inter-op", type=click.IntRange(1, 256), default=None, help="ONNX Runtime inter-op threads.")
+@click.option("--max-batch-size", type=click.IntRange(1, 4096), default=None, help="Dynamic batching: rows.")
+@click.option("--max-queue-delay", default="5ms", show_default=True, help="Dynamic batching: longest wait.")
+@click.option("--provider", "providers", multiple=True, help="Execution provider (repeatable).")
+@click.option(
+    "--concurrency", default=1, show_default=True, type=click.IntRange(1, 64), help="Inferences run at the same time."
+)
+def main(
+    model_path: Path,
+    name: str,
+    model_version: str | None,
+    host: str,
+    port: int,
+    intra_op: int | None,
+    inter_op: int | None,
+    max_batch_size: int | None,
+    max_queue_delay: str,
+    providers: tuple[str, ...],
+    concurrency: int,
+) -> None:
+    configure_logging()
+    log = get_logger("kaliper.serving")
+    try:
+        delay_s = parse_duration(max_queue_delay)
+    except UnitError as exc:
+        raise click.BadParameter(str(exc), param_hint="--max-queue-delay") from exc
+    from aiohttp import web
+
+    from kaliper.serving.model import OnnxModel
+    from kaliper.serving.server import build_app
+
+    try:
+        model = OnnxModel(model_path, intra_op, inter_op, list(providers) or None)
+    except Exception as exc:  # a broken or missing model file: say so and exit, do not serve
+        log.error("cannot load the model", path=str(model_path), error=str(exc))
+        sys.exit(1)
+    log.info(
+        "serving",
+        model=name,
+        path=str(model_path),
+        inputs=[i.name for i in model.inputs],
+        port=port,
+        max_batch_size=max_batch_size,
+    )
+    app = build_app(model, name, model_version, max_batch_size, delay_s, concurrency)
+    web.run_app(app, host=host, port=port, print=None, access_log=None)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,144 @@
+"""The HTTP side: Open Inference Protocol v2 REST routes, health, and Prometheus metrics (aiohttp)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+from aiohttp import web
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+from kaliper.serving.batching import DynamicBatcher, Timing
+from kaliper.serving.model import OnnxModel
+from kaliper.serving.protocol import ProtocolError, decode_inputs, encode_outputs
+
+BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.requests = Counter(
+            "kaliper_server_requests",
+            "Inference requests by model and HTTP status.",
+            ["model", "code"],
+            registry=self.registry,
+        )
+        self.queue = Histogram(
+            "kaliper_server_queue_seconds",
+            "Time a request waited for its batch.",
+            ["model"],
+            buckets=BUCKETS,
+            registry=self.registry,
+        )
+        self.inference = Histogram(
+            "kaliper_server_inference_seconds",
+            "Time the model ran for a request's batch.",
+            ["model"],
+            buckets=BUCKETS,
+            registry=self.registry,
+        )
+        self.batch = Histogram(
+            "kaliper_server_batch_rows",
+            "Rows in each batch run.",
+            ["model"],
+            buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024),
+            registry=self.registry,
+        )
+
+
+def build_app(
+    model: OnnxModel,
+    name: str,
+    version: str | None = None,
+    max_batch_size: int | None = None,
+    max_queue_delay_s: float = 0.005,
+    concurrency: int = 1,
+) -> web.Application:
+    metrics = Metrics()
+    executor = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="onnxruntime")
+    batcher = (
+        DynamicBatcher(model.infer, max_batch_size, max_queue_delay_s, executor)
+        if max_batch_size and max_batch_size > 1
+        else None
+    )
+
+    async def run(inputs: dict) -> tuple[dict, Timing]:
+        if batcher is not None:
+            return await batcher.infer(inputs)
+        started = time.perf_counter()
+        outputs = await asyncio.get_running_loop().run_in_executor(executor, model.infer, inputs)
+        rows = next(iter(inputs.values())).shape[0] if inputs else 0
+        return outputs, Timing(0.0, time.perf_counter() - started, rows)
+
+    def error(status: int, message: str) -> web.Response:
+        metrics.requests.labels(name, str(status)).inc()
+        return web.json_response({"error": message}, status=status)
+
+    async def infer(request: web.Request) -> web.Response:
+        if request.match_info["model"] != name:
+            return error(404, f"model {request.match_info['model']!r} is not served here; this server serves {name!r}")
+        try:
+            body = json.loads(await request.read())
+            inputs = decode_inputs(body, model.input_specs)
+        except json.JSONDecodeError as exc:
+            return error(400, f"the body is not JSON: {exc}")
+        except ProtocolError as exc:
+            return error(400, str(exc))
+        try:
+            outputs, timing = await run(inputs)
+        except Exception as exc:
+            return error(500, f"inference failed: {exc}")
+        metrics.requests.labels(name, "200").inc()
+        metrics.queue.labels(name).observe(timing.queue_s)
+        metrics.inference.labels(name).observe(timing.inference_s)
+        metrics.batch.labels(name).observe(timing.batch_rows)
+        return web.json_response(encode_outputs(name, outputs, body.get("id")))
+
+    async def model_metadata(request: web.Request) -> web.Response:
+        if request.match_info["model"] != name:
+            return web.json_response({"error": "unknown model"}, status=404)
+        tensor = lambda t: {"name": t.name, "datatype": t.datatype, "shape": t.shape}  # noqa: E731
+        return web.json_response(
+            {
+                "name": name,
+                "versions": [version] if version else [],
+                "platform": "onnxruntime",
+                "inputs": [tensor(t) for t in model.inputs],
+                "outputs": [tensor(t) for t in model.outputs if t.name in model.output_names],
+            }
+        )
+
+    async def ok(request: web.Request) -> web.Response:
+        return web.Response(status=200)
+
+    async def server_metadata(request: web.Request) -> web.Response:
+        return web.json_response({"name": "kaliper-onnxruntime", "version": "2", "extensions": []})
+
+    async def prometheus(request: web.Request) -> web.Response:
+        return web.Response(body=generate_latest(metrics.registry), headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    async def on_startup(app: web.Application) -> None:
+        if batcher is not None:
+            batcher.start()
+
+    async def on_cleanup(app: web.Application) -> None:
+        if batcher is not None:
+            await batcher.stop()
+        executor.shutdown(wait=False, cancel_futures=True)
+
+    app = web.Application(client_max_size=64 << 20)
+    app.router.add_get("/v2", server_metadata)
+    app.router.add_get("/v2/health/live", ok)
+    app.router.add_get("/v2/health/ready", ok)
+    app.router.add_get("/v2/models/{model}", model_metadata)
+    app.router.add_get("/v2/models/{model}/ready", ok)
+    app.router.add_post("/v2/models/{model}/infer", infer)
+    app.router.add_post("/v2/models/{model}/versions/{version}/infer", infer)
+    app.router.add_get("/metrics", prometheus)
+    app.on_startup.append(on_startup)
+    app.on_cleanup.append(on_cleanup)
+    return app

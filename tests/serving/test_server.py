@@ -1,0 +1,128 @@
+"""The built-in server as a process: a real ONNX model (made here with scikit-learn and skl2onnx) served
+over HTTP, answers checked against ONNX Runtime called directly."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+
+from kaliper.serving.examples import make_iris
+from tests.support.groundtruth import free_port, wait_http
+
+ROWS = [[5.1, 3.5, 1.4, 0.2], [6.7, 3.0, 5.2, 2.3], [5.9, 3.0, 4.2, 1.5]]
+
+
+@pytest.fixture(scope="module")
+def iris(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_iris(tmp_path_factory.mktemp("models") / "iris.onnx")
+
+
+def serve(model: Path, *flags: str) -> tuple[subprocess.Popen, str]:
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "kaliper.serving", "--model", str(model), "--name", "iris", "--port", str(port), *flags],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    return process, f"http://127.0.0.1:{port}"
+
+
+@pytest.fixture(
+    scope="module", params=[(), ("--max-batch-size", "8", "--max-queue-delay", "2ms")], ids=["unbatched", "batched"]
+)
+def server(request: pytest.FixtureRequest, iris: Path) -> Iterator[str]:
+    process, base = serve(iris, "--intra-op", "1", *request.param)
+    try:
+        wait_http(f"{base}/v2/health/ready")
+        yield base
+    finally:
+        process.terminate()
+        process.wait()
+
+
+def post(url: str, body: object) -> tuple[int, dict]:
+    request = urllib.request.Request(
+        url, data=json.dumps(body).encode(), method="POST", headers={"Content-Type": "application/json"}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read())
+
+
+def test_inference_matches_onnxruntime_called_directly(server: str, iris: Path) -> None:
+    status, response = post(
+        f"{server}/v2/models/iris/infer",
+        {
+            "id": "42",
+            "inputs": [
+                {"name": "float_input", "shape": [3, 4], "datatype": "FP32", "data": [v for row in ROWS for v in row]}
+            ],
+        },
+    )
+    assert status == 200 and response["id"] == "42" and response["model_name"] == "iris"
+    outputs = {o["name"]: o for o in response["outputs"]}
+    labels, probabilities = ort.InferenceSession(str(iris)).run(None, {"float_input": np.array(ROWS, np.float32)})
+    assert outputs["label"]["data"] == labels.tolist() and outputs["label"]["datatype"] == "INT64"
+    assert np.allclose(np.array(outputs["probabilities"]["data"]).reshape(3, 3), probabilities)
+
+
+def test_metadata_health_and_metrics(server: str) -> None:
+    metadata = json.loads(urllib.request.urlopen(f"{server}/v2/models/iris").read())
+    assert metadata["inputs"] == [{"name": "float_input", "datatype": "FP32", "shape": [-1, 4]}]
+    for path in ("/v2/health/live", "/v2/health/ready", "/v2/models/iris/ready"):
+        assert urllib.request.urlopen(server + path).status == 200
+    post(
+        f"{server}/v2/models/iris/infer",
+        {"inputs": [{"name": "float_input", "shape": [1, 4], "datatype": "FP32", "data": ROWS[0]}]},
+    )
+    metrics = urllib.request.urlopen(f"{server}/metrics").read().decode()
+    assert 'kaliper_server_requests_total{code="200",model="iris"}' in metrics
+    assert "kaliper_server_inference_seconds_bucket" in metrics and "kaliper_server_queue_seconds_count" in metrics
+
+
+def test_bad_requests_get_400_and_unknown_models_404(server: str) -> None:
+    status, body = post(
+        f"{server}/v2/models/iris/infer",
+        {"inputs": [{"name": "float_input", "shape": [1, 3], "datatype": "FP32", "data": [1, 2, 3]}]},
+    )
+    assert status == 400 and "the model takes [-1, 4] for float_input" in body["error"]
+    status, body = post(f"{server}/v2/models/resnet/infer", {"inputs": []})
+    assert status == 404 and "serves 'iris'" in body["error"]
+
+
+def test_concurrent_requests_are_batched(iris: Path) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    process, base = serve(iris, "--max-batch-size", "16", "--max-queue-delay", "20ms")
+    try:
+        wait_http(f"{base}/v2/health/ready")
+        body = {"inputs": [{"name": "float_input", "shape": [1, 4], "datatype": "FP32", "data": ROWS[1]}]}
+        with ThreadPoolExecutor(8) as pool:
+            answers = list(pool.map(lambda _: post(f"{base}/v2/models/iris/infer", body), range(32)))
+        assert all(status == 200 and r["outputs"][0]["data"] == [2] for status, r in answers)
+        metrics = urllib.request.urlopen(f"{base}/metrics").read().decode()
+        runs = float(metrics.split('kaliper_server_batch_rows_count{model="iris"} ')[1].split()[0])
+        rows = float(metrics.split('kaliper_server_batch_rows_sum{model="iris"} ')[1].split()[0])
+        assert rows / runs > 1.5  # requests shared batches (each request is counted with its batch's rows)
+    finally:
+        process.terminate()
+        process.wait()
+
+
+def test_a_broken_model_file_exits_with_the_reason(tmp_path: Path) -> None:
+    broken = tmp_path / "broken.onnx"
+    broken.write_bytes(b"not a model")
+    process, _ = serve(broken)
+    assert process.wait(timeout=60) == 1
+    assert "cannot load the model" in process.stderr.read()
