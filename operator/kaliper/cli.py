@@ -136,6 +136,108 @@ def crds_print(kind: str | None) -> None:
     click.echo("---\n".join(render(custom_resource_definition(k)) for k in selected), nl=False)
 
 
+@main.command("run")
+@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
+@click.option(
+    "--output-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Where reports go. Default: spec.report.directory, else ./kaliper-reports/<name>.",
+)
+@click.option("--no-limits", is_flag=True, help="Run without cgroup limits when cgroups cannot be written.")
+def run_command(paths: tuple[Path, ...], output_dir: Path | None, no_limits: bool) -> None:
+    """Run ProfileRuns on this machine, with the ModelDeployments they target, under real cgroup limits."""
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+    from kaliper.api.loader import ManifestError
+    from kaliper.local import cgroups
+    from kaliper.local.runtime import LocalRuntime, RunOptions, load_manifests, write_report
+    from kaliper.local.servers import ServerError
+    from kaliper.report.render import print_report, write_html
+
+    console = Console(stderr=True)
+    try:
+        runs, deployments, base_dir = load_manifests(list(paths))
+    except ManifestError as exc:
+        raise click.ClickException(str(exc)) from exc
+    if not runs:
+        raise click.ClickException("no ProfileRun in the files given; `kaliper run` needs at least one")
+    if not no_limits and cgroups.detect() is None:
+        raise click.ClickException(
+            "cgroups with CPU and memory controllers are not writable here, so limits cannot be enforced; run as "
+            "root on Linux, or pass --no-limits to measure without limits (the report will say so)"
+        )
+    failed = False
+    for run in runs:
+        name = run.metadata.name or "profilerun"
+        directory = output_dir or Path(run.spec.report.directory or Path("kaliper-reports") / name)
+        options = RunOptions(base_dir=base_dir, output_dir=directory / "work", limits=not no_limits)
+        with Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            TextColumn("{task.completed}/{task.total}"),
+            TimeElapsedColumn(),
+            TimeRemainingColumn(),
+            console=console,
+            transient=True,
+        ) as progress:
+            task = progress.add_task(f"ProfileRun {name}", total=None)
+
+            def update(what: str, done: int, total: int, task=task, name=name) -> None:  # type: ignore[no-untyped-def]
+                progress.update(task, description=f"{name}: {what}", completed=done, total=total)
+
+            try:
+                report = LocalRuntime(options, update).run(run, deployments)
+            except (ServerError, ValueError) as exc:
+                raise click.ClickException(f"ProfileRun {name}: {exc}") from exc
+        if no_limits:
+            report.warnings.append("run with --no-limits: CPU and memory limits were not enforced")
+        json_path = write_report(report, directory)
+        formats = run.spec.report.formats
+        if "table" in formats:
+            print_report(report, Console())
+        html_path = write_html(report, directory / "report.html") if "html" in formats else None
+        click.echo(f"report: {json_path}" + (f"\nhtml report: {html_path}" if html_path else ""))
+        failed |= report.verdict == "NotMet" or bool(report.error)
+    sys.exit(1 if failed else 0)
+
+
+@main.command("report")
+@click.argument("path", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option(
+    "--html",
+    "html_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Also write the HTML report here.",
+)
+def report_command(path: Path, html_path: Path | None) -> None:
+    """Re-render a saved report.json: the table, and optionally the HTML page."""
+    from pydantic import ValidationError
+
+    from kaliper.report.render import print_report, write_html
+    from kaliper.report.schema import ProfileReport
+
+    try:
+        report = ProfileReport.model_validate_json(path.read_text())
+    except ValidationError as exc:
+        raise click.ClickException(f"{path} is not a Kaliper profile report: {exc.errors()[0]['msg']}") from exc
+    print_report(report)
+    if html_path:
+        click.echo(f"html report: {write_html(report, html_path)}")
+
+
+@main.command("make-example-models")
+@click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
+def make_example_models(directory: Path) -> None:
+    """Make the example models (scikit-learn, converted to ONNX here; nothing is downloaded)."""
+    from kaliper.serving.examples import make_cpu_heavy, make_iris
+
+    for path in (make_iris(directory / "iris.onnx"), make_cpu_heavy(directory / "mlp.onnx")):
+        click.echo(f"wrote {path}")
+
+
 @main.command()
 @click.argument("field_path")
 def explain(field_path: str) -> None:

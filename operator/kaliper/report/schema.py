@@ -118,3 +118,98 @@ class LoadTestResult(KaliperModel):
     @property
     def ok(self) -> bool:
         return self.error is None
+
+
+# --- the profile report: what `kaliper run` and the operator write for a ProfileRun -----------------------
+
+PROFILE_SCHEMA = "kaliper.dev/profile/v1"
+
+
+class ResourceSeriesPoint(KaliperModel):
+    """One resource sample, summed over the trial's replicas."""
+
+    t_s: float
+    """Seconds from the start of the load."""
+    cpu_cores: float
+    memory_bytes: float
+    throttled_ratio: float | None = None
+
+
+class TrialResources(KaliperModel):
+    """Resource use over a trial's load, from cgroup accounting (local) or Prometheus (Kubernetes)."""
+
+    source: Literal["cgroup", "prometheus"]
+    cpu_avg_cores: float | None = None
+    cpu_p90_cores: float | None = None
+    cpu_peak_cores: float | None = None
+    cpu_throttled_ratio: float | None = None
+    memory_avg_bytes: float | None = None
+    memory_peak_bytes: float | None = None
+    oom_kills: int = 0
+    io_read_bytes: int | None = None
+    io_write_bytes: int | None = None
+    gpu_utilization_percent: float | None = None
+    gpu_memory_peak_mib: float | None = None
+    series: list[ResourceSeriesPoint] = Field(default_factory=list)
+    unavailable: list[str] = Field(default_factory=list)
+    """Figures that could not be measured, with the reason (never reported as zero)."""
+
+
+class SloCheck(KaliperModel):
+    objective: str
+    """Such as "p99 <= 50ms"."""
+    met: bool
+    observed: str
+
+
+class TrialReport(KaliperModel):
+    """One configuration at one load level."""
+
+    index: int
+    name: str
+    parameters: dict[str, str]
+    """The swept values, such as cpu=500m, concurrency=8."""
+    replicas: int = 1
+    status: Literal["Succeeded", "Failed", "Skipped"]
+    message: str | None = None
+    stage: StageResult | None = None
+    resources: TrialResources | None = None
+    slo: list[SloCheck] = Field(default_factory=list)
+    slo_met: bool | None = None
+    cost_per_hour: float | None = None
+    """Price of the configuration's resources for one hour (replicas included)."""
+    core_hours_per_million_requests: float | None = None
+    cost_per_million_requests: float | None = None
+    server_log_tail: str | None = None
+
+
+class RecommendationReport(KaliperModel):
+    cpu_request: str | None = None
+    cpu_limit: str | None = None
+    memory_request: str | None = None
+    memory_limit: str | None = None
+    replicas: int | None = None
+    gpu: int | None = None
+    based_on_trial: int | None = None
+    rationale: str
+
+
+class ProfileReport(KaliperModel):
+    """The full report of a ProfileRun."""
+
+    schema_version: Literal["kaliper.dev/profile/v1"] = PROFILE_SCHEMA
+    name: str
+    namespace: str | None = None
+    started_at: datetime
+    finished_at: datetime | None = None
+    target: str
+    strategy: str
+    currency: str = "USD"
+    trials: list[TrialReport] = Field(default_factory=list)
+    best_trial: int | None = None
+    verdict: Literal["Met", "NotMet", "Unknown"] = "Unknown"
+    recommendation: RecommendationReport | None = None
+    load_generation_s: float = 0.0
+    """Seconds spent generating load across trials (the cost of the search)."""
+    warnings: list[str] = Field(default_factory=list)
+    error: str | None = None

@@ -26,6 +26,7 @@ from kaliper.log import configure_logging, get_logger
 @click.option("--max-batch-size", type=click.IntRange(1, 4096), default=None, help="Dynamic batching: rows.")
 @click.option("--max-queue-delay", default="5ms", show_default=True, help="Dynamic batching: longest wait.")
 @click.option("--provider", "providers", multiple=True, help="Execution provider (repeatable).")
+@click.option("--reuse-port", is_flag=True, help="SO_REUSEPORT: replicas share the port; the kernel spreads load.")
 @click.option(
     "--concurrency", default=1, show_default=True, type=click.IntRange(1, 64), help="Inferences run at the same time."
 )
@@ -40,6 +41,7 @@ def main(
     max_batch_size: int | None,
     max_queue_delay: str,
     providers: tuple[str, ...],
+    reuse_port: bool,
     concurrency: int,
 ) -> None:
     configure_logging()
@@ -67,7 +69,7 @@ def main(
         max_batch_size=max_batch_size,
     )
     app = build_app(model, name, model_version, max_batch_size, delay_s, concurrency)
-    web.run_app(app, host=host, port=port, print=None, access_log=None)
+    web.run_app(app, host=host, port=port, print=None, access_log=None, reuse_port=reuse_port)
 
 
 if __name__ == "__main__":

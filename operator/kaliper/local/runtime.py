@@ -1,0 +1,332 @@
+"""`kaliper run`: a ProfileRun on this machine. For each configuration of the sweep: start the model server
+replicas under cgroup limits, wait until ready, run the load generator at each load level while sampling
+the cgroups, stop the servers; then judge, price, pick the best and recommend."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+import yaml
+
+from kaliper.api.profilerun import ProfileRunSpec
+from kaliper.api.resources import ModelDeployment, ProfileRun
+from kaliper.api.units import parse_cpu, parse_duration, parse_quantity
+from kaliper.local.sampler import Sampler, summarize
+from kaliper.local.servers import ServerError, ServerGroup, model_file
+from kaliper.log import get_logger
+from kaliper.profiling import decisions
+from kaliper.profiling.plan import Configuration, configurations
+from kaliper.profiling.search import order_for_search
+from kaliper.report.schema import LoadTestResult, ProfileReport, StageResult, TrialReport, TrialResources
+
+log = get_logger("kaliper.local")
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    base_dir: Path  # where relative model and dataset paths are resolved (the manifest's folder)
+    output_dir: Path
+    limits: bool = True  # False: run without cgroups (only when the user asked)
+
+
+ProgressCallback = Callable[[str, int, int], None]  # (what is happening, trials done, trials planned)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def split_cpus(server_cores: float | None) -> tuple[set[int] | None, set[int] | None]:
+    """Pin the load generator away from the server when there are cores enough for both."""
+    available = sorted(os.sched_getaffinity(0))
+    need = 1 if server_cores is None else max(1, int(-(-server_cores // 1)))
+    if len(available) < need + 1:
+        return None, None
+    return set(available[-need:]), set(available[:-need])
+
+
+def allocated(config: Configuration) -> tuple[float, float, int, int]:
+    """(cores, memory bytes, GPUs, replicas) the configuration reserves: limits, else requests."""
+    spec = config.deployment
+    if spec is None or spec.resources is None:
+        return 0.0, 0.0, 0, spec.replicas if spec else 1
+    chosen = spec.resources.limits or spec.resources.requests
+    fallback = spec.resources.requests
+    cpu = (chosen and chosen.cpu) or (fallback and fallback.cpu)
+    memory = (chosen and chosen.memory) or (fallback and fallback.memory)
+    gpus = spec.resources.gpu.count if spec.resources.gpu else 0
+    return (
+        float(parse_cpu(cpu)) if cpu else 0.0,
+        float(parse_quantity(memory)) if memory else 0.0,
+        gpus,
+        spec.replicas,
+    )
+
+
+def loadgen_config(spec: ProfileRunSpec, url: str, model_name: str, level: float, base_dir: Path) -> dict:
+    load = spec.load.to_manifest()
+    if spec.load.closed_loop is not None:
+        load["closedLoop"]["concurrency"] = int(level)
+    else:
+        load["openLoop"]["rate"] = level
+    payload = spec.payload.to_manifest()
+    if spec.payload.dataset and spec.payload.dataset.file:
+        path = Path(spec.payload.dataset.file)
+        payload["dataset"]["file"] = str(path if path.is_absolute() else base_dir / path)
+    request = spec.request.to_manifest()
+    request.setdefault("modelName", model_name)
+    headers = {h.name: f"KALIPER_HEADER_{i}" for i, h in enumerate(spec.request.headers_from or [])}
+    request.pop("headersFrom", None)
+    return {"url": url, "request": request, "payload": payload, "load": load, "envHeaders": headers}
+
+
+class LocalRuntime:
+    def __init__(self, options: RunOptions, progress: ProgressCallback | None = None) -> None:
+        self.options = options
+        self.progress = progress or (lambda what, done, total: None)
+
+    def run(self, run: ProfileRun, deployments: dict[str, ModelDeployment]) -> ProfileReport:
+        spec = run.spec
+        base = None
+        model_name = "model"
+        if spec.target.deployment_ref is not None:
+            name = spec.target.deployment_ref.name
+            if name not in deployments:
+                raise ServerError(
+                    f"spec.target.deploymentRef names ModelDeployment {name!r}, which is not among the files given; "
+                    "pass its manifest to `kaliper run` too"
+                )
+            base = deployments[name].spec
+            model_name = base.model.name or name
+        report = ProfileReport(
+            name=run.metadata.name or "profilerun",
+            namespace=run.metadata.namespace,
+            started_at=datetime.now(UTC),
+            target=f"ModelDeployment/{spec.target.deployment_ref.name}" if base else str(spec.target.url),
+            strategy=spec.search.strategy,
+            currency=spec.cost.currency,
+        )
+        planned = configurations(spec, base)
+        total = sum(len(c.levels) for c in planned)
+        if total > spec.search.max_trials:
+            raise ServerError(
+                f"the sweep has {total} trials, more than search.maxTrials ({spec.search.max_trials}); "
+                "narrow the sweep or raise maxTrials"
+            )
+        for config in order_for_search(spec, planned, lambda c: self._hourly(spec, c)):
+            if not config.run:
+                report.trials += [
+                    self._skipped(spec, config.configuration, level, config.reason)
+                    for level in config.configuration.levels
+                ]
+                continue
+            report.trials += self._run_configuration(spec, config.configuration, model_name, report, total)
+            config.feedback(report.trials)
+        report.trials.sort(key=lambda t: t.index)
+        self._decide(spec, report)
+        report.finished_at = datetime.now(UTC)
+        return report
+
+    def _hourly(self, spec: ProfileRunSpec, config: Configuration) -> float:
+        cores, memory, gpus, replicas = allocated(config)
+        return decisions.hourly_cost(cores, memory, gpus, replicas, spec.cost)
+
+    def _trial_index(self, config: Configuration, level_index: int) -> int:
+        return config.index * len(config.levels) + level_index
+
+    def _skipped(self, spec: ProfileRunSpec, config: Configuration, level: float, reason: str) -> TrialReport:
+        index = self._trial_index(config, config.levels.index(level))
+        return TrialReport(
+            index=index, name=f"t{index}", parameters=self._parameters(config, level), status="Skipped", message=reason
+        )
+
+    @staticmethod
+    def _parameters(config: Configuration, level: float) -> dict[str, str]:
+        return {**config.parameters, config.level_name: f"{level:g}"}
+
+    def _run_configuration(
+        self, spec: ProfileRunSpec, config: Configuration, model_name: str, report: ProfileReport, total: int
+    ) -> list[TrialReport]:
+        trials: list[TrialReport] = []
+        label = ", ".join(f"{k}={v}" for k, v in config.parameters.items()) or "the target as it is"
+        workdir = self.options.output_dir / f"config-{config.index}"
+        servers = None
+        cores, memory, gpus, replicas = allocated(config)
+        server_cpus, loadgen_cpus = split_cpus(cores or None)
+        try:
+            if config.deployment is not None:
+                self.progress(f"starting the server ({label})", len(report.trials), total)
+                servers = ServerGroup(
+                    config.deployment,
+                    model_file(config.deployment, self.options.base_dir),
+                    model_name,
+                    free_port(),
+                    workdir,
+                    self.options.limits,
+                    server_cpus,
+                )
+                servers.start()
+                ready_s = servers.wait_ready()
+                log.info("server ready", configuration=label, seconds=round(ready_s, 2))
+                url = servers.url
+            else:
+                url = str(spec.target.url)
+            hourly = decisions.hourly_cost(cores, memory, gpus, replicas, spec.cost)
+            for level_index, level in enumerate(config.levels):
+                index = self._trial_index(config, level_index)
+                parameters = self._parameters(config, level)
+                self.progress(
+                    f"trial {index}: {label}, {config.level_name} {level:g}", len(report.trials) + len(trials), total
+                )
+                trial = self._run_level(spec, url, model_name, level, index, parameters, servers, workdir, loadgen_cpus)
+                trial.replicas = replicas
+                trial.cost_per_hour = round(hourly, 6) if hourly else None
+                if trial.stage and trial.stage.throughput_rps > 0:
+                    trial.cost_per_million_requests = decisions.per_million(hourly, trial.stage.throughput_rps)
+                    if cores:
+                        trial.core_hours_per_million_requests = (
+                            cores * replicas * 1e6 / trial.stage.throughput_rps / 3600
+                        )
+                trial.slo, trial.slo_met = decisions.slo_checks(trial.stage, spec.slo) if trial.stage else ([], None)
+                report.load_generation_s += (trial.stage.warmup_s + trial.stage.measured_s) if trial.stage else 0
+                trials.append(trial)
+                if servers is not None:
+                    servers.check_alive()
+                if spec.search.strategy == "knee" and trial.slo_met is False:
+                    # Higher load will not meet the SLO either: the knee is the level below.
+                    trials += [
+                        self._skipped(spec, config, later, "a lower load level already missed the SLO")
+                        for later in config.levels[level_index + 1 :]
+                    ]
+                    break
+        except ServerError as error:
+            done = {t.index for t in trials}
+            for level_index, level in enumerate(config.levels):
+                index = self._trial_index(config, level_index)
+                if index not in done:
+                    trials.append(
+                        TrialReport(
+                            index=index,
+                            name=f"t{index}",
+                            parameters=self._parameters(config, level),
+                            status="Failed",
+                            message=str(error),
+                            server_log_tail=error.log_tail,
+                        )
+                    )
+            oom = servers.oom_kills() if servers is not None and servers.groups else 0
+            for trial in trials:
+                if trial.status == "Failed" and oom and trial.resources is None:
+                    trial.resources = TrialResources(
+                        source="cgroup", oom_kills=oom, unavailable=["the server was OOM-killed before the load ended"]
+                    )
+            log.warning("configuration failed", configuration=label, error=str(error))
+        finally:
+            if servers is not None:
+                servers.stop()
+        return trials
+
+    def _run_level(
+        self,
+        spec: ProfileRunSpec,
+        url: str,
+        model_name: str,
+        level: float,
+        index: int,
+        parameters: dict[str, str],
+        servers: ServerGroup | None,
+        workdir: Path,
+        cpus: set[int] | None,
+    ) -> TrialReport:
+        config = loadgen_config(spec, url, model_name, level, self.options.base_dir)
+        workdir.mkdir(parents=True, exist_ok=True)
+        config_path = workdir / f"loadgen-{index}.yaml"
+        config_path.write_text(yaml.safe_dump(config))
+        result_path = workdir / f"loadgen-{index}.json"
+        sampler = (
+            Sampler(servers.groups, parse_duration(spec.metrics.sample_interval)).start()
+            if servers and servers.groups
+            else None
+        )
+        origin = time.time()
+        command = [sys.executable, "-m", "kaliper.loadgen", "run", str(config_path), "-o", str(result_path)]
+        pin = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
+        process = subprocess.run(command, capture_output=True, text=True, preexec_fn=pin)
+        points = sampler.stop() if sampler else []
+        if not result_path.exists():
+            raise ServerError(f"the load generator failed: {process.stderr.strip()[-2000:]}")
+        result = LoadTestResult.model_validate_json(result_path.read_text())
+        name = f"t{index}"
+        if result.error or not result.stages:
+            return TrialReport(
+                index=index,
+                name=name,
+                parameters=parameters,
+                status="Failed",
+                message=result.error or "the load generator measured nothing",
+                server_log_tail=servers.log_tail() if servers else None,
+            )
+        stage: StageResult = result.stages[0]
+        start = stage.started_at.timestamp() + stage.warmup_s
+        resources = summarize(points, start, start + stage.measured_s, origin) if points else None
+        if resources is not None and resources.oom_kills:
+            return TrialReport(
+                index=index,
+                name=name,
+                parameters=parameters,
+                status="Failed",
+                stage=stage,
+                resources=resources,
+                message="OOMKilled: a replica exceeded its memory limit",
+                server_log_tail=servers.log_tail() if servers else None,
+            )
+        return TrialReport(
+            index=index, name=name, parameters=parameters, status="Succeeded", stage=stage, resources=resources
+        )
+
+    def _decide(self, spec: ProfileRunSpec, report: ProfileReport) -> None:
+        have_slo = spec.slo is not None
+        best = decisions.best_trial(report.trials, have_slo)
+        if have_slo:
+            report.verdict = "Met" if best is not None else "NotMet"
+        if best is None:
+            return
+        report.best_trial = best.index
+        report.recommendation = decisions.recommend(
+            best, report.trials, spec.recommendation, best.replicas, spec.slo.target_throughput if spec.slo else None
+        )
+
+
+def write_report(report: ProfileReport, directory: Path) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / "report.json"
+    path.write_text(json.dumps(report.model_dump(by_alias=True, mode="json", exclude_none=True), indent=2) + "\n")
+    return path
+
+
+def load_manifests(paths: list[Path]) -> tuple[list[ProfileRun], dict[str, ModelDeployment], Path]:
+    from kaliper.api.loader import ManifestError, check_document, manifest_files, read_documents
+
+    runs: list[ProfileRun] = []
+    deployments: dict[str, ModelDeployment] = {}
+    files = manifest_files(paths)
+    for document in (check_document(d) for f in files for d in read_documents(f)):
+        if document.problems:
+            raise ManifestError(document.label, document.problems)
+        if isinstance(document.resource, ProfileRun):
+            runs.append(document.resource)
+        elif isinstance(document.resource, ModelDeployment):
+            deployments[document.resource.metadata.name or ""] = document.resource
+    base_dir = files[0].parent if files else Path.cwd()
+    return runs, deployments, base_dir

@@ -1,0 +1,102 @@
+"""Resource sampling from cgroup accounting while load runs, summed over a trial's replicas."""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from dataclasses import dataclass
+
+from kaliper.local.cgroups import Cgroup, Sample
+from kaliper.report.schema import ResourceSeriesPoint, TrialResources
+
+
+@dataclass(frozen=True)
+class Point:
+    wall: float  # time.time(), to match the load generator's windows
+    cpu_usage_s: float  # cumulative, all replicas
+    periods: int
+    throttled: int
+    memory_bytes: int
+    memory_peak_bytes: int
+    oom_kills: int
+    io_read: int
+    io_write: int
+
+
+def combine(samples: list[Sample], wall: float) -> Point:
+    return Point(
+        wall=wall,
+        cpu_usage_s=sum(s.cpu_usage_s for s in samples),
+        periods=sum(s.periods for s in samples),
+        throttled=sum(s.throttled_periods for s in samples),
+        memory_bytes=sum(s.memory_working_set_bytes for s in samples),
+        memory_peak_bytes=sum(s.memory_peak_bytes for s in samples),
+        oom_kills=sum(s.oom_kills for s in samples),
+        io_read=sum(s.io_read_bytes for s in samples),
+        io_write=sum(s.io_write_bytes for s in samples),
+    )
+
+
+class Sampler:
+    """Samples the groups every `interval_s` on a thread until stopped."""
+
+    def __init__(self, groups: list[Cgroup], interval_s: float) -> None:
+        self.groups, self.interval_s = groups, interval_s
+        self.points: list[Point] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="kaliper-sampler", daemon=True)
+
+    def start(self) -> Sampler:
+        self._thread.start()
+        return self
+
+    def stop(self) -> list[Point]:
+        self._stop.set()
+        self._thread.join()
+        return self.points
+
+    def _run(self) -> None:
+        while True:
+            self.points.append(combine([g.sample() for g in self.groups], time.time()))
+            if self._stop.wait(self.interval_s):
+                self.points.append(combine([g.sample() for g in self.groups], time.time()))
+                return
+
+
+def summarize(points: list[Point], start_wall: float, end_wall: float, origin_wall: float) -> TrialResources:
+    """Figures over [start, end): rates between consecutive samples, gauges as sampled."""
+    inside = [p for p in points if start_wall - 1e-6 <= p.wall <= end_wall + 1e-6]
+    if len(inside) < 2:
+        return TrialResources(source="cgroup", unavailable=["fewer than two cgroup samples in the window"])
+    series = []
+    for a, b in itertools.pairwise(inside):
+        span = b.wall - a.wall
+        if span <= 0:
+            continue
+        periods = b.periods - a.periods
+        series.append(
+            ResourceSeriesPoint(
+                t_s=round(b.wall - origin_wall, 3),
+                cpu_cores=round((b.cpu_usage_s - a.cpu_usage_s) / span, 4),
+                memory_bytes=b.memory_bytes,
+                throttled_ratio=round((b.throttled - a.throttled) / periods, 4) if periods > 0 else None,
+            )
+        )
+    first, last = inside[0], inside[-1]
+    cpus = sorted(p.cpu_cores for p in series)
+    periods = last.periods - first.periods
+    return TrialResources(
+        source="cgroup",
+        cpu_avg_cores=round((last.cpu_usage_s - first.cpu_usage_s) / (last.wall - first.wall), 4),
+        cpu_p90_cores=cpus[max(0, int(len(cpus) * 0.9 + 0.5) - 1)] if cpus else None,
+        cpu_peak_cores=cpus[-1] if cpus else None,
+        cpu_throttled_ratio=round((last.throttled - first.throttled) / periods, 4) if periods > 0 else 0.0,
+        memory_avg_bytes=sum(p.memory_bytes for p in inside) / len(inside),
+        memory_peak_bytes=max(max(p.memory_bytes for p in inside), last.memory_peak_bytes),
+        oom_kills=last.oom_kills,
+        io_read_bytes=last.io_read - first.io_read,
+        io_write_bytes=last.io_write - first.io_write,
+        series=series,
+        unavailable=["gpu: no GPU on this machine (NVML not available)"],
+    )

@@ -1,0 +1,204 @@
+"""Model servers as local processes: one per replica, each in its own cgroup (a replica is a container)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+from kaliper.api.modeldeployment import ModelDeploymentSpec
+from kaliper.api.units import parse_cpu, parse_duration, parse_quantity
+from kaliper.local.cgroups import Cgroup, Limits
+
+
+class ServerError(RuntimeError):
+    """A server that could not start or died; carries the tail of its log."""
+
+    def __init__(self, message: str, log_tail: str = "") -> None:
+        super().__init__(message)
+        self.log_tail = log_tail
+
+
+def model_file(spec: ModelDeploymentSpec, base_dir: Path) -> Path:
+    """The model's path on this machine; only `model.file` exists outside a cluster."""
+    source = spec.model
+    if source.file is None:
+        kind = next(k for k in ("pvc", "config_map", "url", "image") if getattr(source, k) is not None)
+        raise ServerError(f"model.{kind} is a Kubernetes source; for `kaliper run` give the model as model.file")
+    path = Path(source.file)
+    path = path if path.is_absolute() else base_dir / path
+    if not path.exists():
+        raise ServerError(f"model.file {path} does not exist")
+    return path
+
+
+def limits_of(spec: ModelDeploymentSpec) -> Limits:
+    limits = spec.resources.limits if spec.resources and spec.resources.limits else None
+    return Limits(
+        cpu_cores=float(parse_cpu(limits.cpu)) if limits and limits.cpu else None,
+        memory_bytes=int(parse_quantity(limits.memory)) if limits and limits.memory else None,
+    )
+
+
+def server_command(spec: ModelDeploymentSpec, model_path: Path, model_name: str, port: int) -> list[str]:
+    runtime = spec.runtime
+    if runtime.type == "onnxruntime":
+        command = [
+            sys.executable,
+            "-m",
+            "kaliper.serving",
+            "--model",
+            str(model_path),
+            "--name",
+            model_name,
+            "--port",
+            str(port),
+        ]
+        if spec.threads and spec.threads.intra_op:
+            command += ["--intra-op", str(spec.threads.intra_op)]
+        if spec.threads and spec.threads.inter_op:
+            command += ["--inter-op", str(spec.threads.inter_op)]
+        if spec.batching:
+            command += [
+                "--max-batch-size",
+                str(spec.batching.max_batch_size),
+                "--max-queue-delay",
+                spec.batching.max_queue_delay,
+            ]
+        if spec.replicas > 1:
+            command.append("--reuse-port")  # the kernel spreads connections over the replicas
+        for provider in runtime.execution_providers or []:
+            command += ["--provider", provider]
+        return command
+    if runtime.type == "custom":
+        assert runtime.command is not None, "validated: a local custom runtime has a command"
+        return [*runtime.command, *(runtime.args or [])]
+    raise ServerError(f"runtime {runtime.type} cannot run locally yet; use onnxruntime or custom")
+
+
+def readiness_path(spec: ModelDeploymentSpec) -> str:
+    if spec.readiness.path:
+        return spec.readiness.path
+    protocol = spec.runtime.protocol or ("http-json" if spec.runtime.type == "custom" else "oip-v2")
+    return "/v2/health/ready" if protocol == "oip-v2" else "/"
+
+
+class ServerGroup:
+    """The replicas of one configuration: started in cgroups, waited for, stopped, accounted."""
+
+    def __init__(
+        self,
+        spec: ModelDeploymentSpec,
+        model_path: Path,
+        model_name: str,
+        port: int,
+        log_dir: Path,
+        limits: bool = True,
+        cpus: set[int] | None = None,
+    ) -> None:
+        self.spec, self.model_path, self.model_name, self.port = spec, model_path, model_name, port
+        self.log_dir, self.use_limits, self.cpus = log_dir, limits, cpus
+        self.processes: list[subprocess.Popen] = []
+        self.groups: list[Cgroup] = []
+        self.logs: list[Path] = []
+
+    def _preexec(self, group: Cgroup | None) -> Callable[[], None]:
+        def prepare() -> None:
+            if group is not None:
+                group.join_in_child()
+            if self.cpus:
+                os.sched_setaffinity(0, self.cpus)
+            os.setsid()
+
+        return prepare
+
+    def start(self) -> ServerGroup:
+        command = server_command(self.spec, self.model_path, self.model_name, self.port)
+        env = {
+            **os.environ,
+            "KALIPER_PORT": str(self.port),
+            "KALIPER_MODEL_PATH": str(self.model_path),
+            "KALIPER_MODEL_NAME": self.model_name,
+            "PYTHONUNBUFFERED": "1",
+        }
+        env.update({e.name: e.value for e in self.spec.env or [] if e.value is not None})
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        for replica in range(self.spec.replicas):
+            group = None
+            if self.use_limits:
+                group = Cgroup(f"{self.model_name}-{replica}-{uuid.uuid4().hex[:6]}", limits_of(self.spec)).create()
+                self.groups.append(group)
+            log = self.log_dir / f"server-{replica}.log"
+            self.logs.append(log)
+            with log.open("wb") as out:
+                self.processes.append(
+                    subprocess.Popen(
+                        command,
+                        stdout=out,
+                        stderr=subprocess.STDOUT,
+                        stdin=subprocess.DEVNULL,
+                        env=env,
+                        preexec_fn=self._preexec(group),
+                    )
+                )
+        return self
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def wait_ready(self, timeout_s: float | None = None) -> float:
+        """Seconds until every replica answered its readiness probe; ServerError if one died or time ran out."""
+        timeout_s = timeout_s or parse_duration(self.spec.readiness.ready_timeout)
+        started = time.monotonic()
+        deadline = started + timeout_s
+        path = readiness_path(self.spec)
+        while time.monotonic() < deadline:
+            self.check_alive()
+            try:
+                with urllib.request.urlopen(self.url + path, timeout=2) as response:
+                    if response.status == 200:
+                        return time.monotonic() - started
+            except (urllib.error.URLError, OSError):
+                pass
+            time.sleep(0.1)
+        raise ServerError(f"the server was not ready within {timeout_s:g}s (readiness.readyTimeout)", self.log_tail())
+
+    def oom_kills(self) -> int:
+        return sum(g.sample().oom_kills for g in self.groups)
+
+    def check_alive(self) -> None:
+        for replica, process in enumerate(self.processes):
+            code = process.poll()
+            if code is not None:
+                reason = (
+                    "OOMKilled: the memory limit is too small for the model"
+                    if self.oom_kills()
+                    else (f"exited with code {code}")
+                )
+                raise ServerError(f"server replica {replica} {reason}", self.log_tail(replica))
+
+    def log_tail(self, replica: int = 0, lines: int = 20) -> str:
+        with contextlib.suppress(OSError, IndexError):
+            return "\n".join(self.logs[replica].read_text(errors="replace").splitlines()[-lines:])
+        return ""
+
+    def stop(self) -> None:
+        for process in self.processes:
+            if process.poll() is None:
+                process.terminate()
+        for process in self.processes:
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        for group in self.groups:
+            group.remove()
