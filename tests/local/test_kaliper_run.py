@@ -1,0 +1,153 @@
+"""`kaliper run` end to end: the built-in server under real cgroup limits, the real load generator, and the
+report checked against what the limits allow."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from kaliper.report.schema import ProfileReport
+from kaliper.serving.examples import make_iris
+
+KALIPER = Path(sys.executable).with_name("kaliper")
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_iris(tmp_path_factory.mktemp("models") / "iris.onnx")
+
+
+def deployment(model: Path, **spec: Any) -> dict:
+    return {
+        "apiVersion": "kaliper.dev/v1alpha1",
+        "kind": "ModelDeployment",
+        "metadata": {"name": "iris"},
+        "spec": {"model": {"file": str(model), "name": "iris"}, "threads": {"intraOp": 1}, **spec},
+    }
+
+
+def profile_run(**spec: Any) -> dict:
+    return {
+        "apiVersion": "kaliper.dev/v1alpha1",
+        "kind": "ProfileRun",
+        "metadata": {"name": "iris-test"},
+        "spec": {
+            "target": {"deploymentRef": {"name": "iris"}},
+            "payload": {"tensors": {"inputs": [{"name": "float_input", "shape": [-1, 4]}], "seed": 1}},
+            "load": {
+                "closedLoop": {"concurrency": 4},
+                "warmup": "1s",
+                "minDuration": "3s",
+                "maxDuration": "3s",
+                "stopping": {"window": "1s"},
+            },
+            "metrics": {"sampleInterval": "250ms"},
+            **spec,
+        },
+    }
+
+
+def kaliper_run(tmp_path: Path, *documents: dict) -> tuple[subprocess.CompletedProcess, ProfileReport | None]:
+    manifest = tmp_path / "run.yaml"
+    manifest.write_text(yaml.safe_dump_all(documents))
+    out = tmp_path / "reports"
+    process = subprocess.run(
+        [str(KALIPER), "run", str(manifest), "--output-dir", str(out)], capture_output=True, text=True, timeout=300
+    )
+    report = out / "report.json"
+    return process, ProfileReport.model_validate_json(report.read_text()) if report.exists() else None
+
+
+def test_cpu_limits_are_enforced_and_reported(tmp_path: Path, model: Path) -> None:
+    process, report = kaliper_run(
+        tmp_path,
+        deployment(model, resources={"limits": {"memory": "512Mi"}}),
+        profile_run(
+            sweep={"cpu": ["250m", "1"]},
+            slo={"latency": [{"percentile": 99, "max": "1s"}]},
+            cost={"perCoreHour": 0.04, "perGibHour": 0.005},
+        ),
+    )
+    assert process.returncode == 0, process.stderr
+    assert report is not None and [t.status for t in report.trials] == ["Succeeded", "Succeeded"]
+    small, large = report.trials
+    assert small.parameters == {"cpu": "250m", "concurrency": "4"}
+    # The kernel's quota: the server used at most a quarter core, and was throttled to stay there.
+    assert 0 < small.resources.cpu_avg_cores <= 0.25 * 1.15
+    assert small.resources.cpu_throttled_ratio > 0.5
+    assert large.resources.cpu_avg_cores > small.resources.cpu_avg_cores
+    assert large.stage.throughput_rps > 1.5 * small.stage.throughput_rps  # more CPU, more throughput
+    for trial in report.trials:
+        assert 20 * 2**20 < trial.resources.memory_peak_bytes < 512 * 2**20
+        assert trial.resources.series and trial.slo_met is True
+        assert trial.cost_per_million_requests > 0 and trial.core_hours_per_million_requests > 0
+    assert report.verdict == "Met" and report.best_trial is not None
+    assert report.recommendation is not None and report.recommendation.cpu_request
+    html = (tmp_path / "reports" / "report.html").read_text()
+    assert "Pareto frontier" in html and "<script" in html  # plots with plotly.js inline: opens offline
+    assert "recommendation:" in process.stdout and "report.html" in process.stdout
+
+    rerendered = subprocess.run(
+        [str(KALIPER), "report", str(tmp_path / "reports" / "report.json"), "--html", str(tmp_path / "again.html")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert rerendered.returncode == 0 and "verdict: Met" in rerendered.stdout
+    assert (tmp_path / "again.html").exists()
+
+
+def test_a_memory_limit_too_small_gives_an_oom_verdict(tmp_path: Path, model: Path) -> None:
+    process, report = kaliper_run(
+        tmp_path,
+        deployment(model, resources={"limits": {"memory": "24Mi"}}),
+        profile_run(slo={"latency": [{"percentile": 99, "max": "1s"}]}),
+    )
+    assert process.returncode == 1  # the verdict is NotMet, but the report is there
+    assert report is not None and report.verdict == "NotMet"
+    (trial,) = report.trials
+    assert trial.status == "Failed" and "OOMKilled" in trial.message
+    assert trial.resources.oom_kills >= 1
+
+
+def test_a_server_that_fails_to_start_is_reported_with_its_log(tmp_path: Path, model: Path) -> None:
+    crash = [sys.executable, "-c", "import sys; print('loading weights: file is corrupt'); sys.exit(3)"]
+    _, report = kaliper_run(
+        tmp_path,
+        deployment(model, runtime={"type": "custom", "command": crash, "port": 9}),
+        profile_run(),
+    )
+    (trial,) = report.trials
+    assert trial.status == "Failed" and "exited with code 3" in trial.message
+    assert "loading weights: file is corrupt" in trial.server_log_tail
+
+
+def test_bad_input_is_a_clear_error(tmp_path: Path, model: Path) -> None:
+    manifest = tmp_path / "only-deployment.yaml"
+    manifest.write_text(yaml.safe_dump(deployment(model)))
+    process = subprocess.run([str(KALIPER), "run", str(manifest)], capture_output=True, text=True, timeout=60)
+    assert process.returncode != 0 and "no ProfileRun" in process.stderr
+
+    broken = profile_run()
+    broken["spec"]["target"] = {"deploymentRef": {"name": "missing"}}
+    process, report = kaliper_run(tmp_path, deployment(model), broken)
+    assert process.returncode != 0 and "ModelDeployment 'missing'" in process.stderr and report is None
+
+    bad = deployment(model)
+    bad["spec"]["resources"] = {"limits": {"cpu": "2Gi"}}
+    manifest.write_text(yaml.safe_dump_all([bad, profile_run()]))
+    process = subprocess.run([str(KALIPER), "run", str(manifest)], capture_output=True, text=True, timeout=60)
+    assert process.returncode != 0 and "spec.resources.limits.cpu" in process.stderr
+
+
+def test_report_json_is_versioned(tmp_path: Path, model: Path) -> None:
+    kaliper_run(tmp_path, deployment(model, resources={"limits": {"cpu": "500m"}}), profile_run())
+    document = json.loads((tmp_path / "reports" / "report.json").read_text())
+    assert document["schemaVersion"] == "kaliper.dev/profile/v1"
+    assert document["trials"][0]["stage"]["latency"]["histogram"]  # the load generator's document, embedded
