@@ -6,7 +6,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup test lint demo crds
+.PHONY: setup test lint demo demo-cluster crds
 
 setup: $(VENV)/.installed
 
@@ -26,5 +26,11 @@ test: setup lint
 crds: setup
 	$(BIN)/kaliper crds generate
 
+# The main job on the embedded default: profile a model on this machine under real cgroup limits.
 demo: setup
+	$(BIN)/kaliper make-example-models examples/local/models
+	$(BIN)/kaliper run examples/local/demo.yaml
+
+# The API on a real Kubernetes control plane built here, and the load generator against a known server.
+demo-cluster: setup
 	$(BIN)/python hack/demo.py

@@ -145,8 +145,11 @@ def crds_print(kind: str | None) -> None:
     help="Where reports go. Default: spec.report.directory, else ./kaliper-reports/<name>.",
 )
 @click.option("--no-limits", is_flag=True, help="Run without cgroup limits when cgroups cannot be written.")
-def run_command(paths: tuple[Path, ...], output_dir: Path | None, no_limits: bool) -> None:
-    """Run ProfileRuns on this machine, with the ModelDeployments they target, under real cgroup limits."""
+@click.option("--fail-if-not-met", is_flag=True, help="Exit 1 when no configuration met the SLO (for CI gates).")
+def run_command(paths: tuple[Path, ...], output_dir: Path | None, no_limits: bool, fail_if_not_met: bool) -> None:
+    """Run ProfileRuns on this machine, with the ModelDeployments they target, under real cgroup limits.
+
+    Exits 0 when every run completed and wrote its report, whatever the verdict (see --fail-if-not-met)."""
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
@@ -199,7 +202,7 @@ def run_command(paths: tuple[Path, ...], output_dir: Path | None, no_limits: boo
             print_report(report, Console())
         html_path = write_html(report, directory / "report.html") if "html" in formats else None
         click.echo(f"report: {json_path}" + (f"\nhtml report: {html_path}" if html_path else ""))
-        failed |= report.verdict == "NotMet" or bool(report.error)
+        failed |= bool(report.error) or (fail_if_not_met and report.verdict == "NotMet")
     sys.exit(1 if failed else 0)
 
 

@@ -37,7 +37,7 @@ def test_crds_are_established_with_names_and_categories(crds: Kubectl) -> None:
 
 
 def test_every_example_applies(crds: Kubectl, namespace: str) -> None:
-    for path in sorted(EXAMPLES.glob("*.yaml")):
+    for path in sorted(EXAMPLES.rglob("*.yaml")):
         docs = [d for d in yaml.safe_load_all(path.read_text()) if d]
         for doc in docs:
             doc["metadata"]["namespace"] = namespace

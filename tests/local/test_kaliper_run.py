@@ -53,13 +53,14 @@ def profile_run(**spec: Any) -> dict:
     }
 
 
-def kaliper_run(tmp_path: Path, *documents: dict) -> tuple[subprocess.CompletedProcess, ProfileReport | None]:
+def kaliper_run(
+    tmp_path: Path, *documents: dict, flags: tuple[str, ...] = ()
+) -> tuple[subprocess.CompletedProcess, ProfileReport | None]:
     manifest = tmp_path / "run.yaml"
     manifest.write_text(yaml.safe_dump_all(documents))
     out = tmp_path / "reports"
-    process = subprocess.run(
-        [str(KALIPER), "run", str(manifest), "--output-dir", str(out)], capture_output=True, text=True, timeout=300
-    )
+    command = [str(KALIPER), "run", str(manifest), "--output-dir", str(out), *flags]
+    process = subprocess.run(command, capture_output=True, text=True, timeout=300)
     report = out / "report.json"
     return process, ProfileReport.model_validate_json(report.read_text()) if report.exists() else None
 
@@ -108,8 +109,9 @@ def test_a_memory_limit_too_small_gives_an_oom_verdict(tmp_path: Path, model: Pa
         tmp_path,
         deployment(model, resources={"limits": {"memory": "24Mi"}}),
         profile_run(slo={"latency": [{"percentile": 99, "max": "1s"}]}),
+        flags=("--fail-if-not-met",),
     )
-    assert process.returncode == 1  # the verdict is NotMet, but the report is there
+    assert process.returncode == 1  # the verdict is NotMet (asked to fail on it); the report is there
     assert report is not None and report.verdict == "NotMet"
     (trial,) = report.trials
     assert trial.status == "Failed" and "OOMKilled" in trial.message
