@@ -3,8 +3,7 @@ from __future__ import annotations
 from kaliper.api.modeldeployment import ModelDeploymentSpec
 from kaliper.api.profilerun import ProfileRunSpec
 from kaliper.profiling.plan import configurations
-from kaliper.profiling.search import order_for_search
-from kaliper.report.schema import TrialReport
+from kaliper.profiling.search import dominates, order_for_search
 
 BASE = ModelDeploymentSpec.model_validate({"model": {"file": "m.onnx"}, "resources": {"requests": {"memory": "1Gi"}}})
 
@@ -59,26 +58,45 @@ def test_model_variants_threads_replicas_runtime() -> None:
     assert deployment.threads.intra_op == 2 and deployment.replicas == 3 and deployment.model.file == "int8.onnx"
 
 
-def trial(index: int, met: bool) -> TrialReport:
-    return TrialReport(index=index, name=f"t{index}", parameters={}, status="Succeeded", slo_met=met)
+def cores_of(config) -> float:  # type: ignore[no-untyped-def]
+    value = config.parameters["cpu"]
+    return float(value[:-1]) / 1000 if value.endswith("m") else float(value)
 
 
-def test_knee_search_runs_cheapest_first_and_skips_what_cannot_win() -> None:
-    s = spec(sweep={"cpu": ["2", "500m", "1"], "concurrency": [1, 4]}, search={"strategy": "knee"})
-    planned = configurations(s, BASE)
-    cores = {
-        c.index: float(c.parameters["cpu"].rstrip("m")) / (1000 if "m" in c.parameters["cpu"] else 1) for c in planned
-    }
-    steps = order_for_search(s, planned, lambda c: cores[c.index])
-    first = next(steps)
-    assert first.configuration.parameters["cpu"] == "500m" and first.run
-    first.feedback([trial(2, False)])  # missed at the first level: no winner yet
-    second = next(steps)
-    assert second.configuration.parameters["cpu"] == "1" and second.run
-    second.feedback([trial(4, True), trial(5, True)])  # met at every level: the winner
-    third = next(steps)
-    assert third.configuration.parameters["cpu"] == "2" and not third.run
-    assert "cannot win" in third.reason and "cpu=1" in third.reason
+def test_knee_search_binary_searches_levels_and_skips_what_cannot_win() -> None:
+    s = spec(sweep={"cpu": ["2", "500m", "1"], "concurrency": [1, 4, 16]}, search={"strategy": "knee"})
+    steps = order_for_search(s, configurations(s, BASE), cores_of)
+
+    cheapest = next(steps)
+    assert cheapest.configuration.parameters["cpu"] == "500m" and cheapest.run
+    assert cheapest.next_level({}) == 4  # the middle level first
+    assert cheapest.next_level({4: True}) == 16
+    assert cheapest.next_level({4: True, 16: False}) is None  # the knee is 4; level 1 is implied
+    assert cheapest.skip_reason(1, {4: True, 16: False}) == "a higher load level met the SLO; this one would too"
+    assert cheapest.skip_reason(16, {4: False, 1: True}) == "a lower load level already missed the SLO"
+    cheapest.on_done({4: True, 16: False})
+
+    middle = next(steps)
+    assert middle.configuration.parameters["cpu"] == "1"
+    # It has more CPU than 500m, which met the SLO at 4: only the levels above 4 are open.
+    assert middle.floor == 4 and middle.next_level({}) == 16
+    middle.on_done({16: True})  # met at the top level: the winner
+
+    last = next(steps)
+    assert last.configuration.parameters["cpu"] == "2" and not last.run
+    assert "cannot win" in last.reason and "cpu=1" in last.reason
+
+
+def test_grid_measures_every_level_in_order() -> None:
+    (step,) = order_for_search(spec(), configurations(spec(sweep={"concurrency": [4, 1]}), BASE), lambda c: 0)
+    assert step.next_level({}) == 1 and step.next_level({1: False}) == 4 and step.next_level({1: True, 4: True}) is None
+
+
+def test_dominance() -> None:
+    # (cpu, batch size): (1, 1), (1, 8), (2, 1), (2, 8)
+    one_small, one_big, two_small, _ = configurations(spec(sweep={"cpu": ["1", "2"], "batchSize": [1, 8]}), BASE)
+    assert dominates(two_small, one_small) and not dominates(one_small, two_small)
+    assert not dominates(two_small, one_big)  # more CPU, but a different batch size
 
 
 def test_grid_runs_everything_in_order() -> None:

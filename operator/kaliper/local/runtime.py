@@ -25,7 +25,7 @@ from kaliper.local.servers import ServerError, ServerGroup, model_file
 from kaliper.log import get_logger
 from kaliper.profiling import decisions
 from kaliper.profiling.plan import Configuration, configurations
-from kaliper.profiling.search import order_for_search
+from kaliper.profiling.search import Step, order_for_search
 from kaliper.report.schema import LoadTestResult, ProfileReport, StageResult, TrialReport, TrialResources
 
 log = get_logger("kaliper.local")
@@ -48,9 +48,12 @@ def free_port() -> int:
 
 
 def split_cpus(server_cores: float | None) -> tuple[set[int] | None, set[int] | None]:
-    """Pin the load generator away from the server when there are cores enough for both."""
+    """Pin the load generator away from the server when there are cores enough for both (an unlimited
+    server is not pinned: it may use every core, as an unlimited container may)."""
+    if server_cores is None:
+        return None, None
     available = sorted(os.sched_getaffinity(0))
-    need = 1 if server_cores is None else max(1, int(-(-server_cores // 1)))
+    need = max(1, int(-(-server_cores // 1)))
     if len(available) < need + 1:
         return None, None
     return set(available[-need:]), set(available[:-need])
@@ -124,15 +127,12 @@ class LocalRuntime:
                 f"the sweep has {total} trials, more than search.maxTrials ({spec.search.max_trials}); "
                 "narrow the sweep or raise maxTrials"
             )
-        for config in order_for_search(spec, planned, lambda c: self._hourly(spec, c)):
-            if not config.run:
-                report.trials += [
-                    self._skipped(spec, config.configuration, level, config.reason)
-                    for level in config.configuration.levels
-                ]
+        for step in order_for_search(spec, planned, lambda c: self._hourly(spec, c)):
+            config = step.configuration
+            if not step.run:
+                report.trials += [self._skipped(config, level, step.reason) for level in config.levels]
                 continue
-            report.trials += self._run_configuration(spec, config.configuration, model_name, report, total)
-            config.feedback(report.trials)
+            report.trials += self._run_configuration(spec, step, model_name, report, total)
         report.trials.sort(key=lambda t: t.index)
         self._decide(spec, report)
         report.finished_at = datetime.now(UTC)
@@ -145,7 +145,7 @@ class LocalRuntime:
     def _trial_index(self, config: Configuration, level_index: int) -> int:
         return config.index * len(config.levels) + level_index
 
-    def _skipped(self, spec: ProfileRunSpec, config: Configuration, level: float, reason: str) -> TrialReport:
+    def _skipped(self, config: Configuration, level: float, reason: str) -> TrialReport:
         index = self._trial_index(config, config.levels.index(level))
         return TrialReport(
             index=index, name=f"t{index}", parameters=self._parameters(config, level), status="Skipped", message=reason
@@ -156,9 +156,11 @@ class LocalRuntime:
         return {**config.parameters, config.level_name: f"{level:g}"}
 
     def _run_configuration(
-        self, spec: ProfileRunSpec, config: Configuration, model_name: str, report: ProfileReport, total: int
+        self, spec: ProfileRunSpec, step: Step, model_name: str, report: ProfileReport, total: int
     ) -> list[TrialReport]:
+        config = step.configuration
         trials: list[TrialReport] = []
+        verdicts: dict[float, bool] = {}
         label = ", ".join(f"{k}={v}" for k, v in config.parameters.items()) or "the target as it is"
         workdir = self.options.output_dir / f"config-{config.index}"
         servers = None
@@ -183,8 +185,8 @@ class LocalRuntime:
             else:
                 url = str(spec.target.url)
             hourly = decisions.hourly_cost(cores, memory, gpus, replicas, spec.cost)
-            for level_index, level in enumerate(config.levels):
-                index = self._trial_index(config, level_index)
+            while (level := step.next_level(verdicts)) is not None:
+                index = self._trial_index(config, config.levels.index(level))
                 parameters = self._parameters(config, level)
                 self.progress(
                     f"trial {index}: {label}, {config.level_name} {level:g}", len(report.trials) + len(trials), total
@@ -201,15 +203,15 @@ class LocalRuntime:
                 trial.slo, trial.slo_met = decisions.slo_checks(trial.stage, spec.slo) if trial.stage else ([], None)
                 report.load_generation_s += (trial.stage.warmup_s + trial.stage.measured_s) if trial.stage else 0
                 trials.append(trial)
+                verdicts[level] = trial.status == "Succeeded" and trial.slo_met is not False
                 if servers is not None:
                     servers.check_alive()
-                if spec.search.strategy == "knee" and trial.slo_met is False:
-                    # Higher load will not meet the SLO either: the knee is the level below.
-                    trials += [
-                        self._skipped(spec, config, later, "a lower load level already missed the SLO")
-                        for later in config.levels[level_index + 1 :]
-                    ]
-                    break
+            trials += [
+                self._skipped(config, level, step.skip_reason(level, verdicts))
+                for level in config.levels
+                if level not in verdicts
+            ]
+            step.on_done(verdicts)
         except ServerError as error:
             done = {t.index for t in trials}
             for level_index, level in enumerate(config.levels):
