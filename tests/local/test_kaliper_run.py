@@ -153,3 +153,30 @@ def test_report_json_is_versioned(tmp_path: Path, model: Path) -> None:
     document = json.loads((tmp_path / "reports" / "report.json").read_text())
     assert document["schemaVersion"] == "kaliper.dev/profile/v1"
     assert document["trials"][0]["stage"]["latency"]["histogram"]  # the load generator's document, embedded
+
+
+def test_mlserver_serves_a_scikit_learn_model_under_limits(tmp_path: Path) -> None:
+    from kaliper.serving.examples import make_iris_sklearn
+
+    model = make_iris_sklearn(tmp_path / "iris.joblib")
+    body = '{"inputs":[{"name":"predict","shape":[2,4],"datatype":"FP64","data":[5.1,3.5,1.4,0.2,6.7,3,5.2,2.3]}]}'
+    run = profile_run(payload={"inline": body})
+    process, report = kaliper_run(
+        tmp_path,
+        {
+            "apiVersion": "kaliper.dev/v1alpha1",
+            "kind": "ModelDeployment",
+            "metadata": {"name": "iris"},
+            "spec": {
+                "model": {"file": str(model), "name": "iris", "format": "sklearn"},
+                "runtime": {"type": "mlserver"},
+                "resources": {"limits": {"cpu": "1", "memory": "1Gi"}},
+            },
+        },
+        run,
+    )
+    assert process.returncode == 0, process.stderr
+    (trial,) = report.trials
+    assert trial.status == "Succeeded", trial.message
+    assert trial.stage.requests > 0 and trial.stage.error_rate == 0
+    assert 0 < trial.resources.cpu_avg_cores <= 1.15

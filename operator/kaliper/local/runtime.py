@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -21,7 +20,7 @@ from kaliper.api.profilerun import ProfileRunSpec
 from kaliper.api.resources import ModelDeployment, ProfileRun
 from kaliper.api.units import parse_cpu, parse_duration, parse_quantity
 from kaliper.local.sampler import Sampler, summarize
-from kaliper.local.servers import ServerError, ServerGroup, model_file
+from kaliper.local.servers import ServerError, ServerGroup, free_port, model_file
 from kaliper.log import get_logger
 from kaliper.profiling import decisions
 from kaliper.profiling.plan import Configuration, configurations
@@ -39,12 +38,6 @@ class RunOptions:
 
 
 ProgressCallback = Callable[[str, int, int], None]  # (what is happening, trials done, trials planned)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def split_cpus(server_cores: float | None) -> tuple[set[int] | None, set[int] | None]:
@@ -194,12 +187,10 @@ class LocalRuntime:
                 trial = self._run_level(spec, url, model_name, level, index, parameters, servers, workdir, loadgen_cpus)
                 trial.replicas = replicas
                 trial.cost_per_hour = round(hourly, 6) if hourly else None
-                if trial.stage and trial.stage.throughput_rps > 0:
+                if hourly and trial.stage and trial.stage.throughput_rps > 0:
                     trial.cost_per_million_requests = decisions.per_million(hourly, trial.stage.throughput_rps)
-                    if cores:
-                        trial.core_hours_per_million_requests = (
-                            cores * replicas * 1e6 / trial.stage.throughput_rps / 3600
-                        )
+                if cores and trial.stage and trial.stage.throughput_rps > 0:
+                    trial.core_hours_per_million_requests = cores * replicas * 1e6 / trial.stage.throughput_rps / 3600
                 trial.slo, trial.slo_met = decisions.slo_checks(trial.stage, spec.slo) if trial.stage else ([], None)
                 report.load_generation_s += (trial.stage.warmup_s + trial.stage.measured_s) if trial.stage else 0
                 trials.append(trial)

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -47,7 +49,8 @@ def limits_of(spec: ModelDeploymentSpec) -> Limits:
     )
 
 
-def server_command(spec: ModelDeploymentSpec, model_path: Path, model_name: str, port: int) -> list[str]:
+def server_command(spec: ModelDeploymentSpec, model_path: Path, model_name: str, port: int, workdir: Path) -> list[str]:
+    """The command line of one replica; for MLServer it also writes the settings files into `workdir`."""
     runtime = spec.runtime
     if runtime.type == "onnxruntime":
         command = [
@@ -77,10 +80,38 @@ def server_command(spec: ModelDeploymentSpec, model_path: Path, model_name: str,
         for provider in runtime.execution_providers or []:
             command += ["--provider", provider]
         return command
+    if runtime.type == "mlserver":
+        if spec.replicas > 1:
+            raise ServerError("locally, replicas > 1 need the onnxruntime runtime (its replicas share a port)")
+        workdir.mkdir(parents=True, exist_ok=True)
+        settings = {
+            "http_port": port,
+            "grpc_port": free_port(),
+            "metrics_port": free_port(),
+            "parallel_workers": spec.threads.workers if spec.threads and spec.threads.workers else 0,
+            "load_models_at_startup": True,
+        }
+        model_settings = {
+            "name": model_name,
+            "implementation": runtime.implementation or "mlserver_sklearn.SKLearnModel",
+            "parameters": {"uri": str(model_path)},
+        }
+        if spec.batching:
+            model_settings["max_batch_size"] = spec.batching.max_batch_size
+            model_settings["max_batch_time"] = parse_duration(spec.batching.max_queue_delay)
+        (workdir / "settings.json").write_text(json.dumps(settings, indent=2))
+        (workdir / "model-settings.json").write_text(json.dumps(model_settings, indent=2))
+        return [str(Path(sys.executable).with_name("mlserver")), "start", str(workdir)]
     if runtime.type == "custom":
         assert runtime.command is not None, "validated: a local custom runtime has a command"
         return [*runtime.command, *(runtime.args or [])]
-    raise ServerError(f"runtime {runtime.type} cannot run locally yet; use onnxruntime or custom")
+    raise ServerError(f"runtime {runtime.type} has no local server; use onnxruntime, mlserver or custom")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
 
 def readiness_path(spec: ModelDeploymentSpec) -> str:
@@ -120,7 +151,7 @@ class ServerGroup:
         return prepare
 
     def start(self) -> ServerGroup:
-        command = server_command(self.spec, self.model_path, self.model_name, self.port)
+        command = server_command(self.spec, self.model_path, self.model_name, self.port, self.log_dir / "mlserver")
         env = {
             **os.environ,
             "KALIPER_PORT": str(self.port),

@@ -29,6 +29,19 @@ def make_iris(path: Path) -> Path:
     return _to_onnx(LogisticRegression(max_iter=500).fit(x.astype(np.float32), y), 4, path)
 
 
+def make_iris_sklearn(path: Path) -> Path:
+    """The same iris classifier as a scikit-learn model saved with joblib (what MLServer's sklearn runtime
+    serves)."""
+    import joblib
+    from sklearn.datasets import load_iris
+    from sklearn.linear_model import LogisticRegression
+
+    x, y = load_iris(return_X_y=True)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    joblib.dump(LogisticRegression(max_iter=500).fit(x, y), path)
+    return path
+
+
 def make_cpu_heavy(path: Path, hidden: int = 512, layers: int = 4, features: int = 64) -> Path:
     """An MLP regressor whose inference is dominated by matrix multiplies: CPU-bound, for limit benchmarks."""
     from sklearn.neural_network import MLPRegressor
