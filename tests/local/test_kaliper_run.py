@@ -180,3 +180,21 @@ def test_mlserver_serves_a_scikit_learn_model_under_limits(tmp_path: Path) -> No
     assert trial.status == "Succeeded", trial.message
     assert trial.stage.requests > 0 and trial.stage.error_rate == 0
     assert 0 < trial.resources.cpu_avg_cores <= 1.15
+
+
+def test_optuna_search_runs_a_sample_and_reports_the_rest(tmp_path: Path, model: Path) -> None:
+    process, report = kaliper_run(
+        tmp_path,
+        deployment(model),
+        profile_run(
+            sweep={"cpu": ["500m", "1"], "concurrency": [1, 4]},
+            search={"strategy": "optuna", "maxTrials": 2, "seed": 1},
+            cost={"perCoreHour": 0.04},
+        ),
+    )
+    assert process.returncode == 0, process.stderr
+    assert report.strategy == "optuna" and len(report.trials) == 4
+    statuses = sorted(t.status for t in report.trials)
+    assert statuses == ["Skipped", "Skipped", "Succeeded", "Succeeded"]
+    assert all(t.message == "not explored by the search" for t in report.trials if t.status == "Skipped")
+    assert report.best_trial in {t.index for t in report.trials if t.status == "Succeeded"}

@@ -74,13 +74,13 @@ def test_knee_search_binary_searches_levels_and_skips_what_cannot_win() -> None:
     assert cheapest.next_level({4: True, 16: False}) is None  # the knee is 4; level 1 is implied
     assert cheapest.skip_reason(1, {4: True, 16: False}) == "a higher load level met the SLO; this one would too"
     assert cheapest.skip_reason(16, {4: False, 1: True}) == "a lower load level already missed the SLO"
-    cheapest.on_done({4: True, 16: False})
+    cheapest.on_done({4: True, 16: False}, [])
 
     middle = next(steps)
     assert middle.configuration.parameters["cpu"] == "1"
     # It has more CPU than 500m, which met the SLO at 4: only the levels above 4 are open.
     assert middle.floor == 4 and middle.next_level({}) == 16
-    middle.on_done({16: True})  # met at the top level: the winner
+    middle.on_done({16: True}, [])  # met at the top level: the winner
 
     last = next(steps)
     assert last.configuration.parameters["cpu"] == "2" and not last.run
@@ -102,3 +102,42 @@ def test_dominance() -> None:
 def test_grid_runs_everything_in_order() -> None:
     planned = configurations(spec(sweep={"cpu": ["2", "1"]}), BASE)
     assert [s.configuration.index for s in order_for_search(spec(), planned, lambda c: 0)] == [0, 1]
+
+
+def test_optuna_proposes_each_pair_once_within_the_budget_and_learns_the_cost() -> None:
+    from datetime import UTC, datetime
+
+    from kaliper.report.schema import LatencyFigures, StageResult, TrialReport
+
+    s = spec(
+        sweep={"cpu": ["250m", "500m", "1", "2"], "concurrency": [1, 4, 16]},
+        search={"strategy": "optuna", "maxTrials": 6, "seed": 3},
+    )
+    planned = configurations(s, BASE)
+    proposed = []
+    for step in order_for_search(s, planned, cores_of):
+        level = step.next_level({})
+        assert step.levels == [level] and step.next_level({level: True}) is None
+        proposed.append((step.configuration.index, level))
+        # A made-up cost: cheapest at cpu=500m, concurrency=16.
+        cost = abs(cores_of(step.configuration) - 0.5) + abs(level - 16) / 16 + 0.1
+        stage = StageResult(
+            index=0,
+            load_model="closed",
+            level=level,
+            started_at=datetime.now(UTC),
+            warmup_s=0,
+            measured_s=1,
+            requests=1,
+            errors=0,
+            error_rate=0,
+            throughput_rps=1,
+            latency=LatencyFigures(),
+            service_time=LatencyFigures(),
+            stop_reason="test",
+        )
+        trial = TrialReport(
+            index=0, name="t", parameters={}, status="Succeeded", stage=stage, cost_per_million_requests=cost
+        )
+        step.on_done({level: True}, [trial])
+    assert len(proposed) == 6 and len(set(proposed)) == 6

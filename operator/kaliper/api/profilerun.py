@@ -259,7 +259,8 @@ class SearchSpec(KaliperModel):
     """grid: every combination; knee: per configuration, the highest load level that meets the SLO,
     skipping configurations that cannot win on cost; optuna: a TPE search over the sweep."""
     max_trials: Annotated[int, Field(ge=1, le=1000)] = 100
-    """Upper bound on trials; a grid larger than this is refused before anything starts."""
+    """Upper bound on trials: a grid larger than this is refused before anything starts; optuna samples this
+    many."""
     parallelism: Annotated[int, Field(ge=1, le=32)] = 1
     """Trials run at the same time (Kubernetes only; the local runtime runs one at a time)."""
     seed: Annotated[int, Field(ge=0)] | None = None

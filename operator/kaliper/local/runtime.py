@@ -115,7 +115,7 @@ class LocalRuntime:
         )
         planned = configurations(spec, base)
         total = sum(len(c.levels) for c in planned)
-        if total > spec.search.max_trials:
+        if spec.search.strategy == "grid" and total > spec.search.max_trials:
             raise ServerError(
                 f"the sweep has {total} trials, more than search.maxTrials ({spec.search.max_trials}); "
                 "narrow the sweep or raise maxTrials"
@@ -126,6 +126,12 @@ class LocalRuntime:
                 report.trials += [self._skipped(config, level, step.reason) for level in config.levels]
                 continue
             report.trials += self._run_configuration(spec, step, model_name, report, total)
+        # Trials the search never reached (optuna explores a sample) are reported too.
+        done = {t.index for t in report.trials}
+        for config in planned:
+            for level in config.levels:
+                if self._trial_index(config, config.levels.index(level)) not in done:
+                    report.trials.append(self._skipped(config, level, "not explored by the search"))
         report.trials.sort(key=lambda t: t.index)
         self._decide(spec, report)
         report.finished_at = datetime.now(UTC)
@@ -199,10 +205,10 @@ class LocalRuntime:
                     servers.check_alive()
             trials += [
                 self._skipped(config, level, step.skip_reason(level, verdicts))
-                for level in config.levels
+                for level in step.levels
                 if level not in verdicts
             ]
-            step.on_done(verdicts)
+            step.on_done(verdicts, trials)
         except ServerError as error:
             done = {t.index for t in trials}
             for level_index, level in enumerate(config.levels):

@@ -2,6 +2,9 @@
 
 grid: every configuration at every load level.
 
+optuna: a TPE sampler (optuna) proposes (configuration, load level) pairs, up to search.maxTrials, and learns
+from each trial's cost per million requests (a trial that misses the SLO counts as infinitely expensive).
+
 knee: configurations run from the cheapest per hour up. On each, a binary search over the load levels finds
 the highest one that meets the SLO (the knee); levels it does not need are skipped: below a level that met
 the SLO, above one that missed it, and at or below the knee of a cheaper configuration this one dominates
@@ -18,6 +21,7 @@ from dataclasses import dataclass, field
 from kaliper.api.profilerun import ProfileRunSpec
 from kaliper.api.units import parse_cpu, parse_quantity
 from kaliper.profiling.plan import Configuration
+from kaliper.report.schema import TrialReport
 
 RESOURCE_AXES = {"cpu": parse_cpu, "memory": parse_quantity, "gpu": int, "replicas": int}
 
@@ -31,10 +35,15 @@ class Step:
     reason: str = ""
     knee_search: bool = False
     floor: float | None = None  # levels up to here are known to meet the SLO (from a dominated configuration)
-    on_done: Callable[[dict[float, bool]], None] = field(default=lambda verdicts: None)
+    only_level: float | None = None  # optuna: measure just this level
+    on_done: Callable[[dict[float, bool], list[TrialReport]], None] = field(default=lambda verdicts, trials: None)
+
+    @property
+    def levels(self) -> list[float]:
+        return [self.only_level] if self.only_level is not None else self.configuration.levels
 
     def next_level(self, verdicts: dict[float, bool]) -> float | None:
-        levels = self.configuration.levels
+        levels = self.levels
         if not self.knee_search:
             return next((level for level in levels if level not in verdicts), None)
         passing = [lv for lv in levels if verdicts.get(lv) is True or (self.floor is not None and lv <= self.floor)]
@@ -70,8 +79,9 @@ def order_for_search(
     if strategy == "grid":
         yield from (Step(c) for c in configurations)
         return
-    if strategy != "knee":
-        raise ValueError(f"search.strategy {strategy!r} is not available in the local runtime yet; use grid or knee")
+    if strategy == "optuna":
+        yield from _optuna_steps(spec, configurations)
+        return
     knees: dict[int, float] = {}  # configuration index -> highest level that met the SLO
     winner: list[Configuration] = []
     by_index = {c.index: c for c in configurations}
@@ -84,7 +94,7 @@ def order_for_search(
             continue
         implied = [level for index, level in knees.items() if dominates(config, by_index[index])]
 
-        def done(verdicts: dict[float, bool], config: Configuration = config) -> None:
+        def done(verdicts: dict[float, bool], trials: list[TrialReport], config: Configuration = config) -> None:
             met = [level for level, ok in verdicts.items() if ok]
             if met:
                 knees[config.index] = max(met)
@@ -92,3 +102,49 @@ def order_for_search(
                 winner.append(config)
 
         yield Step(config, knee_search=True, floor=max(implied, default=None), on_done=done)
+
+
+INFEASIBLE = float("inf")
+
+
+def objective(trial: TrialReport) -> float:
+    """What optuna minimises: money per million requests (or, without prices, 1 / throughput); a trial that
+    failed or missed the SLO is infeasible."""
+    if trial.status != "Succeeded" or trial.slo_met is False or trial.stage is None or trial.stage.throughput_rps <= 0:
+        return INFEASIBLE
+    if trial.cost_per_million_requests is not None:
+        return trial.cost_per_million_requests
+    return 1 / trial.stage.throughput_rps
+
+
+def _optuna_steps(spec: ProfileRunSpec, configurations: list[Configuration]) -> Iterator[Step]:
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    keys = list(configurations[0].parameters)
+    choices = {key: sorted({c.parameters[key] for c in configurations}) for key in keys}
+    by_parameters = {tuple(c.parameters[k] for k in keys): c for c in configurations}
+    levels = configurations[0].levels
+    distributions = {key: optuna.distributions.CategoricalDistribution(values) for key, values in choices.items()}
+    distributions["level"] = optuna.distributions.CategoricalDistribution(levels)
+    study = optuna.create_study(direction="minimize", sampler=optuna.samplers.TPESampler(seed=spec.search.seed))
+    total = len(configurations) * len(levels)
+    measured: dict[tuple[int, float], float] = {}
+    for _ in range(min(spec.search.max_trials, total) * 4):  # proposals; repeats are answered from memory
+        if len(measured) >= min(spec.search.max_trials, total):
+            return
+        proposal = study.ask(distributions)
+        config = by_parameters[tuple(proposal.params[k] for k in keys)]
+        level = proposal.params["level"]
+        if (config.index, level) in measured:
+            study.tell(proposal, measured[(config.index, level)])
+            continue
+
+        def done(
+            verdicts: dict[float, bool], trials: list[TrialReport], proposal=proposal, key=(config.index, level)
+        ) -> None:  # type: ignore[no-untyped-def]
+            value = min((objective(t) for t in trials), default=INFEASIBLE)
+            measured[key] = value
+            study.tell(proposal, value if value != INFEASIBLE else 1e18)
+
+        yield Step(config, only_level=level, on_done=done)
