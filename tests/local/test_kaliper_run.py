@@ -4,6 +4,7 @@ report checked against what the limits allow."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -198,3 +199,53 @@ def test_optuna_search_runs_a_sample_and_reports_the_rest(tmp_path: Path, model:
     assert statuses == ["Skipped", "Skipped", "Succeeded", "Succeeded"]
     assert all(t.message == "not explored by the search" for t in report.trials if t.status == "Skipped")
     assert report.best_trial in {t.index for t in report.trials if t.status == "Succeeded"}
+
+
+def test_without_cgroups_it_stops_unless_asked_to_run_unconstrained(tmp_path: Path, model: Path) -> None:
+    manifest = tmp_path / "run.yaml"
+    manifest.write_text(yaml.safe_dump_all([deployment(model, resources={"limits": {"cpu": "1"}}), profile_run()]))
+    env = {**os.environ, "KALIPER_CGROUP_ROOT": str(tmp_path / "no-cgroups-here")}
+    refused = subprocess.run(
+        [str(KALIPER), "run", str(manifest), "--output-dir", str(tmp_path / "a")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
+    assert refused.returncode != 0 and "--no-limits" in refused.stderr
+    assert not (tmp_path / "a" / "report.json").exists()
+
+    allowed = subprocess.run(
+        [str(KALIPER), "run", str(manifest), "--no-limits", "--output-dir", str(tmp_path / "b")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+    assert allowed.returncode == 0, allowed.stderr
+    report = ProfileReport.model_validate_json((tmp_path / "b" / "report.json").read_text())
+    assert report.trials[0].status == "Succeeded" and report.trials[0].resources is None
+    assert "CPU and memory limits were not enforced" in report.warnings[0]
+
+
+def test_replicas_share_the_port_each_in_its_own_cgroup(tmp_path: Path, model: Path) -> None:
+    process, report = kaliper_run(
+        tmp_path,
+        deployment(model, replicas=2, resources={"limits": {"cpu": "500m", "memory": "512Mi"}}),
+        profile_run(
+            load={
+                "closedLoop": {"concurrency": 8},
+                "warmup": "1s",
+                "minDuration": "3s",
+                "maxDuration": "3s",
+                "stopping": {"window": "1s"},
+            }
+        ),
+    )
+    assert process.returncode == 0, process.stderr
+    (trial,) = report.trials
+    assert trial.status == "Succeeded" and trial.replicas == 2
+    # Two half-core replicas: together they may use more than one half core, never more than one core.
+    assert 0.5 < trial.resources.cpu_avg_cores <= 1.0 * 1.15
+    logs = sorted((tmp_path / "reports" / "work").rglob("server-*.log"))
+    assert [p.name for p in logs] == ["server-0.log", "server-1.log"]

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-ROOT = Path("/sys/fs/cgroup")
+# KALIPER_CGROUP_ROOT points elsewhere only to see how Kaliper behaves without cgroups.
+ROOT = Path(os.environ.get("KALIPER_CGROUP_ROOT", "/sys/fs/cgroup"))
 PARENT = "kaliper"
 CFS_PERIOD_US = 100_000  # Kubernetes' (and the kernel's) default period: 100 ms
 
