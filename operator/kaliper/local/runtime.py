@@ -22,6 +22,7 @@ from kaliper.api.units import parse_cpu, parse_duration, parse_quantity
 from kaliper.local.sampler import Sampler, summarize
 from kaliper.local.servers import ServerError, ServerGroup, free_port, model_file
 from kaliper.log import get_logger
+from kaliper.metrics.nvml import Nvml
 from kaliper.profiling import decisions
 from kaliper.profiling.plan import Configuration, configurations
 from kaliper.profiling.search import Step, order_for_search
@@ -88,9 +89,16 @@ def loadgen_config(spec: ProfileRunSpec, url: str, model_name: str, level: float
 
 
 class LocalRuntime:
-    def __init__(self, options: RunOptions, progress: ProgressCallback | None = None) -> None:
+    def __init__(self, options: RunOptions, progress: ProgressCallback | None = None, nvml: Nvml | None = None) -> None:
         self.options = options
         self.progress = progress or (lambda what, done, total: None)
+        self._nvml = nvml
+
+    def nvml(self) -> Nvml:
+        """NVML, opened on the first trial that asks for a GPU."""
+        if self._nvml is None:
+            self._nvml = Nvml()
+        return self._nvml
 
     def run(self, run: ProfileRun, deployments: dict[str, ModelDeployment]) -> ProfileReport:
         spec = run.spec
@@ -253,8 +261,15 @@ class LocalRuntime:
         config_path = workdir / f"loadgen-{index}.yaml"
         config_path.write_text(yaml.safe_dump(config))
         result_path = workdir / f"loadgen-{index}.json"
+        wants_gpu = bool(
+            servers and servers.spec.resources and servers.spec.resources.gpu and servers.spec.resources.gpu.count
+        )
+        nvml = self.nvml() if wants_gpu else None
+        gpu_unavailable = nvml.reason if nvml is not None and not nvml.available else ""
         sampler = (
-            Sampler(servers.groups, parse_duration(spec.metrics.sample_interval)).start()
+            Sampler(
+                servers.groups, parse_duration(spec.metrics.sample_interval), nvml if gpu_unavailable == "" else None
+            ).start()
             if servers and servers.groups
             else None
         )
@@ -278,7 +293,7 @@ class LocalRuntime:
             )
         stage: StageResult = result.stages[0]
         start = stage.started_at.timestamp() + stage.warmup_s
-        resources = summarize(points, start, start + stage.measured_s, origin) if points else None
+        resources = summarize(points, start, start + stage.measured_s, origin, gpu_unavailable) if points else None
         if resources is not None and resources.oom_kills:
             return TrialReport(
                 index=index,

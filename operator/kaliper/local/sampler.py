@@ -8,12 +8,14 @@ import time
 from dataclasses import dataclass
 
 from kaliper.local.cgroups import Cgroup, Sample
+from kaliper.metrics.nvml import GpuSample, Nvml
 from kaliper.report.schema import ResourceSeriesPoint, TrialResources
 
 
 @dataclass(frozen=True)
 class Point:
     wall: float  # time.time(), to match the load generator's windows
+    gpus: tuple[GpuSample, ...]
     cpu_usage_s: float  # cumulative, all replicas
     periods: int
     throttled: int
@@ -24,9 +26,10 @@ class Point:
     io_write: int
 
 
-def combine(samples: list[Sample], wall: float) -> Point:
+def combine(samples: list[Sample], wall: float, gpus: list[GpuSample] | None = None) -> Point:
     return Point(
         wall=wall,
+        gpus=tuple(gpus or ()),
         cpu_usage_s=sum(s.cpu_usage_s for s in samples),
         periods=sum(s.periods for s in samples),
         throttled=sum(s.throttled_periods for s in samples),
@@ -41,8 +44,8 @@ def combine(samples: list[Sample], wall: float) -> Point:
 class Sampler:
     """Samples the groups every `interval_s` on a thread until stopped."""
 
-    def __init__(self, groups: list[Cgroup], interval_s: float) -> None:
-        self.groups, self.interval_s = groups, interval_s
+    def __init__(self, groups: list[Cgroup], interval_s: float, nvml: Nvml | None = None) -> None:
+        self.groups, self.interval_s, self.nvml = groups, interval_s, nvml
         self.points: list[Point] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="kaliper-sampler", daemon=True)
@@ -58,13 +61,19 @@ class Sampler:
 
     def _run(self) -> None:
         while True:
-            self.points.append(combine([g.sample() for g in self.groups], time.time()))
+            self.points.append(self._point())
             if self._stop.wait(self.interval_s):
-                self.points.append(combine([g.sample() for g in self.groups], time.time()))
+                self.points.append(self._point())
                 return
 
+    def _point(self) -> Point:
+        gpus = self.nvml.sample() if self.nvml is not None else []
+        return combine([g.sample() for g in self.groups], time.time(), gpus)
 
-def summarize(points: list[Point], start_wall: float, end_wall: float, origin_wall: float) -> TrialResources:
+
+def summarize(
+    points: list[Point], start_wall: float, end_wall: float, origin_wall: float, gpu_unavailable: str = ""
+) -> TrialResources:
     """Figures over [start, end): rates between consecutive samples, gauges as sampled."""
     inside = [p for p in points if start_wall - 1e-6 <= p.wall <= end_wall + 1e-6]
     if len(inside) < 2:
@@ -98,5 +107,17 @@ def summarize(points: list[Point], start_wall: float, end_wall: float, origin_wa
         io_read_bytes=last.io_read - first.io_read,
         io_write_bytes=last.io_write - first.io_write,
         series=series,
-        unavailable=["gpu: no GPU on this machine (NVML not available)"],
+        unavailable=[f"gpu: {gpu_unavailable}"] if gpu_unavailable else [],
+        **gpu_figures(inside),
     )
+
+
+def gpu_figures(points: list[Point]) -> dict[str, float]:
+    """Average utilisation over samples and GPUs; peak memory of the busiest GPU."""
+    samples = [g for p in points for g in p.gpus]
+    if not samples:
+        return {}
+    return {
+        "gpu_utilization_percent": round(sum(g.utilization_percent for g in samples) / len(samples), 2),
+        "gpu_memory_peak_mib": round(max(g.memory_used_mib for g in samples), 1),
+    }

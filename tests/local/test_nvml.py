@@ -1,0 +1,90 @@
+"""GPU figures through NVML. No GPU exists on these machines, so the NVML library is replaced by a test double
+that implements the same functions (names, arguments, units) as pynvml; on a machine with a GPU the real
+library is used by the same code."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from kaliper.local.sampler import Point, summarize
+from kaliper.metrics.nvml import Nvml
+
+
+class FakeNvml:
+    """Test double of pynvml: two GPUs whose utilisation and memory are set by the test."""
+
+    def __init__(self, utilization: list[float], used_mib: list[float]) -> None:
+        self.utilization, self.used_mib, self.initialised = utilization, used_mib, False
+
+    def nvmlInit(self) -> None:
+        self.initialised = True
+
+    def nvmlShutdown(self) -> None:
+        self.initialised = False
+
+    def nvmlDeviceGetCount(self) -> int:
+        return len(self.utilization)
+
+    def nvmlDeviceGetHandleByIndex(self, index: int) -> int:
+        return index
+
+    def nvmlDeviceGetUtilizationRates(self, handle: int) -> SimpleNamespace:
+        return SimpleNamespace(gpu=self.utilization[handle], memory=0)
+
+    def nvmlDeviceGetMemoryInfo(self, handle: int) -> SimpleNamespace:
+        used = int(self.used_mib[handle] * 2**20)
+        return SimpleNamespace(used=used, total=80 * 2**30, free=80 * 2**30 - used)
+
+    def nvmlDeviceGetPowerUsage(self, handle: int) -> int:
+        return 250_000  # milliwatts
+
+
+def test_samples_every_gpu_in_nvml_units() -> None:
+    nvml = Nvml(FakeNvml([40, 80], [1024, 2048]))
+    assert nvml.available and nvml.count == 2
+    first, second = nvml.sample()
+    assert (first.utilization_percent, first.memory_used_mib, first.power_watts) == (40, 1024, 250)
+    assert second.memory_used_mib == 2048
+
+
+def test_missing_nvml_is_unavailable_with_the_reason() -> None:
+    class Broken:
+        def nvmlInit(self) -> None:
+            raise OSError("NVML Shared Library Not Found")
+
+    nvml = Nvml(Broken())
+    assert not nvml.available and "NVML Shared Library Not Found" in nvml.reason and nvml.sample() == []
+
+
+def test_no_gpu_on_this_machine_is_reported_not_zeroed() -> None:
+    nvml = Nvml()  # the real library: these machines have no GPU driver
+    assert not nvml.available and nvml.reason
+
+
+def point(wall: float, gpus: list) -> Point:
+    return Point(
+        wall=wall,
+        gpus=tuple(gpus),
+        cpu_usage_s=wall,
+        periods=0,
+        throttled=0,
+        memory_bytes=1,
+        memory_peak_bytes=1,
+        oom_kills=0,
+        io_read=0,
+        io_write=0,
+    )
+
+
+def test_trial_figures_average_utilisation_and_take_peak_memory() -> None:
+    nvml = Nvml(FakeNvml([50], [1000]))
+    points = [point(0, nvml.sample())]
+    nvml._nvml.utilization, nvml._nvml.used_mib = [90], [3000]
+    points.append(point(1, nvml.sample()))
+    resources = summarize(points, 0, 1, 0)
+    assert resources.gpu_utilization_percent == 70 and resources.gpu_memory_peak_mib == 3000
+    assert resources.cpu_avg_cores == 1.0  # one CPU-second per second in this made-up series
+    assert resources.unavailable == []
+
+    without = summarize([point(0, []), point(1, [])], 0, 1, 0, gpu_unavailable="NVML is not available: no driver")
+    assert without.gpu_utilization_percent is None and without.unavailable == ["gpu: NVML is not available: no driver"]
