@@ -165,17 +165,66 @@ class LocalRuntime:
     def _run_configuration(
         self, spec: ProfileRunSpec, step: Step, model_name: str, report: ProfileReport, total: int
     ) -> list[TrialReport]:
+        """Measure the levels the search asks for; every trial gets a freshly started server, so nothing (a
+        warm cache, a memory peak) carries over from one trial to the next."""
         config = step.configuration
         trials: list[TrialReport] = []
         verdicts: dict[float, bool] = {}
         label = ", ".join(f"{k}={v}" for k, v in config.parameters.items()) or "the target as it is"
-        workdir = self.options.output_dir / f"config-{config.index}"
-        servers = None
         cores, memory, gpus, replicas = allocated(config)
+        hourly = decisions.hourly_cost(cores, memory, gpus, replicas, spec.cost)
+        while (level := step.next_level(verdicts)) is not None:
+            index = self._trial_index(config, config.levels.index(level))
+            parameters = self._parameters(config, level)
+            self.progress(
+                f"trial {index}: {label}, {config.level_name} {level:g}", len(report.trials) + len(trials), total
+            )
+            trial = self._run_trial(spec, config, model_name, level, index, parameters)
+            trial.replicas = replicas
+            trial.cost_per_hour = round(hourly, 6) if hourly else None
+            if hourly and trial.stage and trial.stage.throughput_rps > 0:
+                trial.cost_per_million_requests = decisions.per_million(hourly, trial.stage.throughput_rps)
+            if cores and trial.stage and trial.stage.throughput_rps > 0:
+                trial.core_hours_per_million_requests = cores * replicas * 1e6 / trial.stage.throughput_rps / 3600
+            trial.slo, trial.slo_met = decisions.slo_checks(trial.stage, spec.slo) if trial.stage else ([], None)
+            report.load_generation_s += (trial.stage.warmup_s + trial.stage.measured_s) if trial.stage else 0
+            trials.append(trial)
+            verdicts[level] = trial.status == "Succeeded" and trial.slo_met is not False
+            if trial.status == "Failed" and trial.stage is None:
+                # The server did not come up: it will not at the other levels either.
+                trials += [
+                    replace_index(
+                        trial, self._trial_index(config, config.levels.index(other)), self._parameters(config, other)
+                    )
+                    for other in step.levels
+                    if other not in verdicts and other != level
+                ]
+                break
+        done = {t.index for t in trials}
+        trials += [
+            self._skipped(config, level, step.skip_reason(level, verdicts))
+            for level in step.levels
+            if self._trial_index(config, config.levels.index(level)) not in done
+        ]
+        step.on_done(verdicts, trials)
+        return trials
+
+    def _run_trial(
+        self,
+        spec: ProfileRunSpec,
+        config: Configuration,
+        model_name: str,
+        level: float,
+        index: int,
+        parameters: dict[str, str],
+    ) -> TrialReport:
+        """Start the servers, measure one level, stop them."""
+        cores = allocated(config)[0]
         server_cpus, loadgen_cpus = split_cpus(cores or None)
+        workdir = self.options.output_dir / f"t{index}"
+        servers = None
         try:
             if config.deployment is not None:
-                self.progress(f"starting the server ({label})", len(report.trials), total)
                 servers = ServerGroup(
                     config.deployment,
                     model_file(config.deployment, self.options.base_dir),
@@ -187,62 +236,36 @@ class LocalRuntime:
                 )
                 servers.start()
                 ready_s = servers.wait_ready()
-                log.info("server ready", configuration=label, seconds=round(ready_s, 2))
+                log.info("server ready", trial=index, seconds=round(ready_s, 2))
                 url = servers.url
             else:
                 url = str(spec.target.url)
-            hourly = decisions.hourly_cost(cores, memory, gpus, replicas, spec.cost)
-            while (level := step.next_level(verdicts)) is not None:
-                index = self._trial_index(config, config.levels.index(level))
-                parameters = self._parameters(config, level)
-                self.progress(
-                    f"trial {index}: {label}, {config.level_name} {level:g}", len(report.trials) + len(trials), total
-                )
-                trial = self._run_level(spec, url, model_name, level, index, parameters, servers, workdir, loadgen_cpus)
-                trial.replicas = replicas
-                trial.cost_per_hour = round(hourly, 6) if hourly else None
-                if hourly and trial.stage and trial.stage.throughput_rps > 0:
-                    trial.cost_per_million_requests = decisions.per_million(hourly, trial.stage.throughput_rps)
-                if cores and trial.stage and trial.stage.throughput_rps > 0:
-                    trial.core_hours_per_million_requests = cores * replicas * 1e6 / trial.stage.throughput_rps / 3600
-                trial.slo, trial.slo_met = decisions.slo_checks(trial.stage, spec.slo) if trial.stage else ([], None)
-                report.load_generation_s += (trial.stage.warmup_s + trial.stage.measured_s) if trial.stage else 0
-                trials.append(trial)
-                verdicts[level] = trial.status == "Succeeded" and trial.slo_met is not False
-                if servers is not None:
+            trial = self._run_level(spec, url, model_name, level, index, parameters, servers, workdir, loadgen_cpus)
+            if servers is not None and trial.status == "Succeeded":
+                try:
                     servers.check_alive()
-            trials += [
-                self._skipped(config, level, step.skip_reason(level, verdicts))
-                for level in step.levels
-                if level not in verdicts
-            ]
-            step.on_done(verdicts, trials)
+                except ServerError as error:  # it died under the load: keep what was measured
+                    trial = trial.model_copy(
+                        update={"status": "Failed", "message": str(error), "server_log_tail": error.log_tail}
+                    )
+            return trial
         except ServerError as error:
-            done = {t.index for t in trials}
-            for level_index, level in enumerate(config.levels):
-                index = self._trial_index(config, level_index)
-                if index not in done:
-                    trials.append(
-                        TrialReport(
-                            index=index,
-                            name=f"t{index}",
-                            parameters=self._parameters(config, level),
-                            status="Failed",
-                            message=str(error),
-                            server_log_tail=error.log_tail,
-                        )
-                    )
             oom = servers.oom_kills() if servers is not None and servers.groups else 0
-            for trial in trials:
-                if trial.status == "Failed" and oom and trial.resources is None:
-                    trial.resources = TrialResources(
-                        source="cgroup", oom_kills=oom, unavailable=["the server was OOM-killed before the load ended"]
-                    )
-            log.warning("configuration failed", configuration=label, error=str(error))
+            log.warning("trial failed", trial=index, error=str(error))
+            return TrialReport(
+                index=index,
+                name=f"t{index}",
+                parameters=parameters,
+                status="Failed",
+                message=str(error),
+                server_log_tail=error.log_tail,
+                resources=TrialResources(source="cgroup", oom_kills=oom, unavailable=["the server was OOM-killed"])
+                if oom
+                else None,
+            )
         finally:
             if servers is not None:
                 servers.stop()
-        return trials
 
     def _run_level(
         self,
@@ -344,3 +367,8 @@ def load_manifests(paths: list[Path]) -> tuple[list[ProfileRun], dict[str, Model
             deployments[document.resource.metadata.name or ""] = document.resource
     base_dir = files[0].parent if files else Path.cwd()
     return runs, deployments, base_dir
+
+
+def replace_index(trial: TrialReport, index: int, parameters: dict[str, str]) -> TrialReport:
+    """The same failure, reported for another level of the same configuration."""
+    return trial.model_copy(update={"index": index, "name": f"t{index}", "parameters": parameters})
