@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
+from kaliper.loadgen.http import build_request
 from kaliper.report.schema import LoadTestResult
 from tests.support.groundtruth import binary, free_port, groundtruth, records, wait_http
 
@@ -75,6 +76,18 @@ def test_closed_loop_with_two_levels(tmp_path: Path, server: str) -> None:
         p99 = stage.latency.at(99)
         assert p99.ci_low_ms <= p99.value_ms and (p99.ci_high_ms is None or p99.value_ms <= p99.ci_high_ms)
         assert stage.stop_reason == "reached maxDuration (3s)"
+        # Network accounting: every request is the same prepared bytes; responses were counted as read.
+        port = int(server.rsplit(":", 1)[1])
+        raw = build_request(
+            "POST",
+            "127.0.0.1",
+            port,
+            "/v2/models/truth/infer",
+            {"Content-Type": "application/json", "User-Agent": "kaliper-loadgen"},
+            BODY["inline"].encode(),
+        )
+        assert stage.bytes_sent == stage.requests * len(raw)
+        assert stage.bytes_received > stage.requests * 100  # a status line, headers and a JSON body each
     assert result.stages[1].throughput_rps > result.stages[0].throughput_rps  # more users, more throughput
     assert "stage 1: 8 users" in process.stderr  # the human summary
 

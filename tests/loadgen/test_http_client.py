@@ -93,6 +93,14 @@ def test_status_and_keep_alive(server: int, path: str, status: int) -> None:
     connection.close()
 
 
+def test_response_sizes_are_counted(server: int) -> None:
+    connection = Connection("127.0.0.1", server, timeout=5)
+    connection.request(request(server, "/length"))
+    assert connection.last_response_bytes == len(RESPONSES[b"/length"][0])
+    connection.request(request(server, "/chunked"))
+    assert connection.last_response_bytes == sum(len(part) for part in RESPONSES[b"/chunked"])
+
+
 def test_keep_alive_reuses_one_socket(server: int) -> None:
     connection = Connection("127.0.0.1", server, timeout=5)
     connection.request(request(server, "/chunked"))

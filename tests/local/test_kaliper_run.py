@@ -88,6 +88,8 @@ def test_cpu_limits_are_enforced_and_reported(tmp_path: Path, model: Path) -> No
     for trial in report.trials:
         assert 20 * 2**20 < trial.resources.memory_peak_bytes < 512 * 2**20
         assert trial.resources.series and trial.slo_met is True
+        assert trial.resources.network_receive_bytes == trial.stage.bytes_sent > 0
+        assert trial.resources.network_transmit_bytes == trial.stage.bytes_received > 0
         assert trial.cost_per_million_requests > 0 and trial.core_hours_per_million_requests > 0
     assert report.verdict == "Met" and report.best_trial is not None
     assert report.recommendation is not None and report.recommendation.cpu_request

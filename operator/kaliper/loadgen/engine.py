@@ -128,15 +128,16 @@ class KaliperUser(User):
         self.plan: Plan = environment.kaliper_plan  # type: ignore[attr-defined]
         self.connection = Connection(self.plan.host, self.plan.port, self.plan.timeout_s, self.plan.ssl)
 
-    def send(self) -> str | None:
-        """One request; the error kind, or None on success."""
+    def send(self) -> tuple[str | None, int, int]:
+        """One request: the error kind (None on success), bytes sent and bytes received."""
+        raw = self.plan.next_request()
         try:
-            status = self.connection.request(self.plan.next_request())
+            status = self.connection.request(raw)
         except gevent.GreenletExit:
             raise
         except Exception as exc:  # every failure is counted, with its kind
-            return classify(exc)
-        return None if status < 400 else f"HTTP {status}"
+            return classify(exc), len(raw), 0
+        return (None if status < 400 else f"HTTP {status}"), len(raw), self.connection.last_response_bytes
 
     def run(self) -> None:  # Locust calls this in the user's greenlet
         try:
@@ -152,8 +153,8 @@ class KaliperUser(User):
         clock, wall = time.perf_counter, time.time
         while True:
             start = clock()
-            error = self.send()
-            recorder.record(wall(), clock() - start, None, error)
+            error, sent, received = self.send()
+            recorder.record(wall(), clock() - start, None, error, sent=sent, received=received)
             if plan.think_s:
                 gevent.sleep(plan.think_s)
             elif error is not None:
@@ -172,7 +173,7 @@ class KaliperUser(User):
                 gevent.sleep(slot - claimed)
             start = clock()
             late = start - slot > LATE_AFTER_S
-            error = self.send()
+            error, sent, received = self.send()
             end = clock()
             recorder.record(
                 wall(),
@@ -182,6 +183,8 @@ class KaliperUser(User):
                 # Claimed after it was due: no connection was free when it should have left.
                 late_no_connection=late and claimed > slot + LATE_AFTER_S,
                 late_generator=late,
+                sent=sent,
+                received=received,
             )
 
 
@@ -266,6 +269,8 @@ def stage_result(
         error_rate=round(errors / total.requests, 6) if total.requests else 0.0,
         errors_by_kind=dict(total.errors),
         throughput_rps=round((total.requests - errors) / measured_s, 3) if measured_s else 0.0,
+        bytes_sent=total.bytes_sent,
+        bytes_received=total.bytes_received,
         latency=latency_figures(total.latency),
         service_time=latency_figures(total.service),
         late_sends=late,

@@ -39,6 +39,7 @@ class Connection:
         self.host, self.port, self.timeout, self.use_tls = host, port, timeout, use_tls
         self._sock: socket.socket | None = None
         self._buffer = b""
+        self.last_response_bytes = 0  # size of the last response (head and body), for network accounting
 
     def _connect(self) -> socket.socket:
         sock = socket.create_connection((self.host, self.port), timeout=self.timeout)
@@ -120,11 +121,14 @@ class Connection:
                 self._buffer = buffer
         else:
             # No length: the body runs until the server closes the connection.
-            while sock.recv(65536):
-                pass
+            received = len(buffer)
+            while data := sock.recv(65536):
+                received += len(data)
+            self.last_response_bytes = received
             self.close()
             return status
         self._buffer = buffer[consumed:]
+        self.last_response_bytes = consumed
         if close:
             self.close()
         elif 100 <= status < 200:

@@ -28,6 +28,8 @@ class Window:
     errors: Counter[str] = field(default_factory=Counter)
     late_no_connection: int = 0  # sends that waited because every connection was busy
     late_generator: int = 0  # sends that left late although a connection was free (generator too slow)
+    bytes_sent: int = 0
+    bytes_received: int = 0
 
     def merge(self, other: Window) -> Window:
         self.service.add(other.service)
@@ -37,6 +39,8 @@ class Window:
         self.errors.update(other.errors)
         self.late_no_connection += other.late_no_connection
         self.late_generator += other.late_generator
+        self.bytes_sent += other.bytes_sent
+        self.bytes_received += other.bytes_received
         return self
 
     @property
@@ -54,6 +58,8 @@ class Window:
             "errors": dict(self.errors),
             "late_no_connection": self.late_no_connection,
             "late_generator": self.late_generator,
+            "bytes_sent": self.bytes_sent,
+            "bytes_received": self.bytes_received,
         }
 
     @classmethod
@@ -67,6 +73,8 @@ class Window:
             errors=Counter(data["errors"]),
             late_no_connection=data["late_no_connection"],
             late_generator=data["late_generator"],
+            bytes_sent=data.get("bytes_sent", 0),
+            bytes_received=data.get("bytes_received", 0),
         )
 
 
@@ -108,10 +116,14 @@ class Recorder:
         error: str | None = None,
         late_no_connection: bool = False,
         late_generator: bool = False,
+        sent: int = 0,
+        received: int = 0,
     ) -> None:
         window = self._window_for(completed_wall)
         if window is None:
             return
+        window.bytes_sent += sent
+        window.bytes_received += received
         window.service.record(service_s)
         if window.corrected is not None:
             window.corrected.record(corrected_s if corrected_s is not None else service_s)

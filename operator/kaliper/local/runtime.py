@@ -317,6 +317,10 @@ class LocalRuntime:
         stage: StageResult = result.stages[0]
         start = stage.started_at.timestamp() + stage.warmup_s
         resources = summarize(points, start, start + stage.measured_s, origin, gpu_unavailable) if points else None
+        if resources is not None:
+            # The server's traffic is the load generator's, counted by it per request on loopback.
+            resources.network_receive_bytes = stage.bytes_sent
+            resources.network_transmit_bytes = stage.bytes_received
         if resources is not None and resources.oom_kills:
             return TrialReport(
                 index=index,

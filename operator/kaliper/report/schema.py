@@ -85,6 +85,10 @@ class StageResult(KaliperModel):
     """Failures by HTTP status (such as "HTTP 503") or exception (such as "timeout", "ConnectionRefusedError")."""
     throughput_rps: float
     """Successful requests per second over the measured windows."""
+    bytes_sent: int = 0
+    """Bytes of requests sent in the measured windows (what the target received over the network)."""
+    bytes_received: int = 0
+    """Bytes of responses received (what the target sent)."""
     latency: LatencyFigures
     """What users see: from the intended send time under open loop (corrected for coordinated omission),
     from the actual send under closed loop."""
@@ -148,6 +152,10 @@ class TrialResources(KaliperModel):
     oom_kills: int = 0
     io_read_bytes: int | None = None
     io_write_bytes: int | None = None
+    network_receive_bytes: int | None = None
+    """Bytes the server received from the load generator (HTTP requests) during the measured window."""
+    network_transmit_bytes: int | None = None
+    """Bytes the server sent back (HTTP responses)."""
     gpu_utilization_percent: float | None = None
     gpu_memory_peak_mib: float | None = None
     series: list[ResourceSeriesPoint] = Field(default_factory=list)
