@@ -174,6 +174,7 @@ def html_report(report: ProfileReport) -> str:
         xaxis_title="seconds into the trial",
         yaxis={"title": "CPU (cores)"},
         yaxis2={"title": "memory working set (MiB)", "overlaying": "y", "side": "right"},
+        legend={"orientation": "h", "y": -0.25},
     )
     figures.append(usage)
 
