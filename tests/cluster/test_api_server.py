@@ -188,3 +188,87 @@ def test_committed_crds_are_what_is_installed(crds: Kubectl) -> None:
     for path in sorted((REPO / "crds").glob("*.yaml")):
         chart_copy = REPO / "charts" / "kaliper" / "crds" / path.name
         assert chart_copy.read_text() == path.read_text()
+
+
+def test_a_status_built_from_a_report_is_accepted_by_the_server(crds: Kubectl, namespace: str) -> None:
+    from datetime import UTC, datetime
+
+    from kaliper.loadgen.histogram import LatencyHistogram
+    from kaliper.loadgen.results import latency_figures
+    from kaliper.report.schema import (
+        ProfileReport,
+        RecommendationReport,
+        SloCheck,
+        StageResult,
+        TrialReport,
+        TrialResources,
+    )
+    from kaliper.report.status import status_from_report
+
+    histogram = LatencyHistogram()
+    for ms in range(1, 201):
+        histogram.record(ms / 1000)
+    figures = latency_figures(histogram)
+    stage = StageResult(
+        index=0,
+        load_model="closed",
+        level=8,
+        started_at=datetime.now(UTC),
+        warmup_s=2,
+        measured_s=10,
+        requests=200,
+        errors=0,
+        error_rate=0,
+        throughput_rps=20,
+        latency=figures,
+        service_time=figures,
+        stop_reason="reached maxDuration (10s)",
+    )
+    trial = TrialReport(
+        index=0,
+        name="t0",
+        parameters={"cpu": "500m", "concurrency": "8"},
+        status="Succeeded",
+        stage=stage,
+        resources=TrialResources(source="cgroup", cpu_avg_cores=0.49, oom_kills=0, cpu_throttled_ratio=0.9, series=[]),
+        slo=[SloCheck(objective="p99 <= 150ms", met=False, observed="198.00ms")],
+        slo_met=False,
+        cost_per_million_requests=0.42,
+        core_hours_per_million_requests=6.9,
+    )
+    report = ProfileReport(
+        name="from-report",
+        started_at=datetime.now(UTC),
+        finished_at=datetime.now(UTC),
+        target="ModelDeployment/iris",
+        strategy="grid",
+        trials=[trial],
+        best_trial=0,
+        verdict="NotMet",
+        recommendation=RecommendationReport(
+            cpu_request="560m",
+            cpu_limit="560m",
+            memory_request="64Mi",
+            memory_limit="80Mi",
+            replicas=2,
+            rationale="test",
+        ),
+    )
+    status = status_from_report(report)
+    _apply(crds, namespace, _profile_run("from-report"))
+    crds(
+        "patch",
+        "profilerun",
+        "from-report",
+        "-n",
+        namespace,
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        json.dumps({"status": status.to_manifest()}),
+    )
+    stored = crds.json("get", "profilerun", "from-report", "-n", namespace)["status"]
+    assert stored["trials"][0]["sloViolations"] == ["p99 <= 150ms: observed 198.00ms"]
+    assert stored["recommendation"]["requests"] == {"cpu": "560m", "memory": "64Mi"}
+    row = re.split(r"\s{2,}", crds("get", "profilerun", "from-report", "-n", namespace).stdout.splitlines()[1])
+    assert row[1:6] == ["Succeeded", "1/1", str(status.best.p99_ms), "20", "NotMet"]

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
+from kaliper.api.profilerun import ProfileRunStatus
 from kaliper.report.schema import ProfileReport
 from kaliper.serving.examples import make_iris
 
@@ -93,6 +94,13 @@ def test_cpu_limits_are_enforced_and_reported(tmp_path: Path, model: Path) -> No
         assert trial.cost_per_million_requests > 0 and trial.core_hours_per_million_requests > 0
     assert report.verdict == "Met" and report.best_trial is not None
     assert report.recommendation is not None and report.recommendation.cpu_request
+    # The status the operator would write, from the same report: validated by the model the CRD comes from.
+    status = ProfileRunStatus.model_validate(yaml.safe_load((tmp_path / "reports" / "status.yaml").read_text()))
+    assert status.phase == "Succeeded" and status.verdict == "Met" and status.progress.summary == "2/2"
+    best = report.trials[report.best_trial]
+    assert status.best.trial == best.index and status.best.p99_ms == best.stage.latency.at(99).value_ms
+    assert status.trials[0].resources.cpu_throttled_ratio == small.resources.cpu_throttled_ratio
+    assert status.recommendation.requests.cpu == report.recommendation.cpu_request
     html = (tmp_path / "reports" / "report.html").read_text()
     assert "Pareto frontier" in html and "<script" in html  # plots with plotly.js inline: opens offline
     assert "recommendation:" in process.stdout and "report.html" in process.stdout

@@ -537,10 +537,13 @@ class LatencySummary(KaliperModel):
 
 
 class ResourceUsage(KaliperModel):
-    """Resource figures of one trial, summed over its replicas. Absent means not available (see conditions)."""
+    """Resource figures of one trial, summed over its replicas. Absent means not available (see conditions);
+    the full report (and its HTML) uses the same fields, plus time series."""
 
     cpu_avg_cores: Annotated[float, Field(ge=0)] | None = None
     """Average CPU use, in cores."""
+    cpu_p90_cores: Annotated[float, Field(ge=0)] | None = None
+    """90th percentile of CPU use over the samples, in cores (what the CPU recommendation starts from)."""
     cpu_peak_cores: Annotated[float, Field(ge=0)] | None = None
     """Peak CPU use, in cores."""
     cpu_throttled_ratio: Annotated[float, Field(ge=0, le=1)] | None = None
@@ -549,10 +552,18 @@ class ResourceUsage(KaliperModel):
     """Average memory working set."""
     memory_peak_bytes: Annotated[float, Field(ge=0)] | None = None
     """Peak memory working set."""
-    oom_kills: Annotated[int, Field(ge=0)] | None = None
+    oom_kills: Annotated[int, Field(ge=0)] = 0
     """Containers killed for exceeding their memory limit."""
     restarts: Annotated[int, Field(ge=0)] | None = None
     """Container restarts during the trial."""
+    io_read_bytes: Annotated[int, Field(ge=0)] | None = None
+    """Bytes read from block devices."""
+    io_write_bytes: Annotated[int, Field(ge=0)] | None = None
+    """Bytes written to block devices."""
+    network_receive_bytes: Annotated[int, Field(ge=0)] | None = None
+    """Bytes the server received (the load generator's requests, counted by it)."""
+    network_transmit_bytes: Annotated[int, Field(ge=0)] | None = None
+    """Bytes the server sent (the responses, counted by the load generator)."""
     gpu_utilization_percent: Annotated[float, Field(ge=0, le=100)] | None = None
     """Average GPU utilisation (DCGM_FI_DEV_GPU_UTIL or NVML)."""
     gpu_memory_peak_mib: Annotated[float, Field(ge=0)] | None = None

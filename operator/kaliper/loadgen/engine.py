@@ -36,28 +36,21 @@ from kaliper.loadgen.histogram import LatencyHistogram
 from kaliper.loadgen.http import Connection, build_request
 from kaliper.loadgen.payloads import build_bodies
 from kaliper.loadgen.recorder import Aggregator, Recorder, Window
+from kaliper.loadgen.results import LATE_AFTER_S, stage_result
 from kaliper.loadgen.schedule import send_offsets
-from kaliper.loadgen.statistics import REPORTED_PERCENTILES, estimate
+from kaliper.loadgen.statistics import estimate
 from kaliper.loadgen.stopping import Decision, StoppingParameters, WindowFigures, decide
 from kaliper.log import get_logger
 from kaliper.report.schema import (
     GeneratorInfo,
-    LatencyFigures,
-    LateSends,
     LoadTestResult,
-    PercentileFigure,
     StageResult,
-    WindowResult,
 )
 
 log = get_logger("kaliper.loadgen")
 # Users are spawned all at once on purpose (each is just a connection); Locust's warning about it is noise.
 logging.getLogger("locust.runners").addFilter(lambda record: "spawn rate is very high" not in record.getMessage())
 
-# A send is late when it leaves more than this after its intended time. gevent's timers wake up to about a
-# millisecond late on an idle machine, so a tighter bound would call every send late.
-LATE_AFTER_S = 0.002
-LATE_SHARE_FLAG = 0.01  # perf_analyzer's warning threshold: more than 1% of sends late
 COLLECT_INTERVAL_S = 0.25
 MESSAGE_WINDOWS = "kaliper_windows"
 MESSAGE_STAGE = "kaliper_stage"
@@ -186,109 +179,6 @@ class KaliperUser(User):
                 sent=sent,
                 received=received,
             )
-
-
-# --- results -----------------------------------------------------------------------------------------
-
-
-def latency_figures(histogram: LatencyHistogram) -> LatencyFigures:
-    if histogram.count == 0:
-        return LatencyFigures()
-    percentiles = []
-    for p in REPORTED_PERCENTILES:
-        e = estimate(histogram, p)
-        percentiles.append(
-            PercentileFigure(
-                percentile=p,
-                value_ms=_ms(e.value_s),
-                ci_low_ms=_ms(e.ci_low_s),
-                ci_high_ms=_ms(e.ci_high_s),
-                count=e.count,
-                confidence=e.confidence,
-            )
-        )
-    return LatencyFigures(
-        count=histogram.count,
-        mean_ms=_ms(histogram.mean),
-        min_ms=_ms(histogram.min),
-        max_ms=_ms(histogram.max),
-        percentiles=percentiles,
-        histogram=histogram.encode(),
-    )
-
-
-def _ms(seconds: float | None) -> float | None:
-    return None if seconds is None else round(seconds * 1000, 4)
-
-
-def stage_result(
-    config: LoadGenConfig,
-    index: int,
-    level: float,
-    start_wall: float,
-    windows: list[Window],
-    warmup_windows: int,
-    reason: str,
-) -> StageResult:
-    window_s = config.window_s
-    measured = windows[warmup_windows:]
-    total = Window(index, -1, corrected=LatencyHistogram() if config.open_loop else None)
-    for window in measured:
-        total.merge(window)
-    errors = sum(total.errors.values())
-    measured_s = len(measured) * window_s
-    late = None
-    if config.open_loop:
-        count = total.late_generator + total.late_no_connection
-        share = count / total.requests if total.requests else 0.0
-        flagged = share > LATE_SHARE_FLAG
-        reason_text = None
-        if flagged:
-            reason_text = f"{share:.1%} of sends left more than {LATE_AFTER_S * 1000:g} ms late: " + (
-                "every connection was busy; raise load.openLoop.maxConnections"
-                if total.late_no_connection >= total.late_generator
-                else "the load generator could not keep up; add load.processes or load.workers"
-            )
-        late = LateSends(
-            count=count,
-            share=round(share, 6),
-            no_free_connection=total.late_no_connection,
-            generator_lag=total.late_generator,
-            flagged=flagged,
-            reason=reason_text,
-        )
-    return StageResult(
-        index=index,
-        load_model="open" if config.open_loop else "closed",
-        level=level,
-        started_at=datetime.fromtimestamp(start_wall, UTC),
-        warmup_s=warmup_windows * window_s,
-        measured_s=measured_s,
-        requests=total.requests,
-        errors=errors,
-        error_rate=round(errors / total.requests, 6) if total.requests else 0.0,
-        errors_by_kind=dict(total.errors),
-        throughput_rps=round((total.requests - errors) / measured_s, 3) if measured_s else 0.0,
-        bytes_sent=total.bytes_sent,
-        bytes_received=total.bytes_received,
-        latency=latency_figures(total.latency),
-        service_time=latency_figures(total.service),
-        late_sends=late,
-        windows=[
-            WindowResult(
-                index=w.index,
-                start_s=w.index * window_s,
-                warmup=w.index < warmup_windows,
-                requests=w.requests,
-                errors=sum(w.errors.values()),
-                throughput_rps=round((w.requests - sum(w.errors.values())) / window_s, 3),
-                p50_ms=_ms(w.latency.value_at_percentile(50)) if w.latency.count else None,
-                p99_ms=_ms(w.latency.value_at_percentile(99)) if w.latency.count else None,
-            )
-            for w in windows
-        ],
-        stop_reason=reason,
-    )
 
 
 # --- the controller ----------------------------------------------------------------------------------

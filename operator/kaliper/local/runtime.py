@@ -16,7 +16,7 @@ from pathlib import Path
 
 import yaml
 
-from kaliper.api.profilerun import ProfileRunSpec
+from kaliper.api.profilerun import ProfileRunSpec, ReportReference
 from kaliper.api.resources import ModelDeployment, ProfileRun
 from kaliper.api.units import parse_cpu, parse_duration, parse_quantity
 from kaliper.local.sampler import Sampler, summarize
@@ -27,6 +27,7 @@ from kaliper.profiling import decisions
 from kaliper.profiling.plan import Configuration, configurations
 from kaliper.profiling.search import Step, order_for_search
 from kaliper.report.schema import LoadTestResult, ProfileReport, StageResult, TrialReport, TrialResources
+from kaliper.report.status import status_from_report
 
 log = get_logger("kaliper.local")
 
@@ -359,9 +360,12 @@ class LocalRuntime:
 
 
 def write_report(report: ProfileReport, directory: Path) -> Path:
+    """report.json, and status.yaml: the status the operator would write for the same run."""
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / "report.json"
     path.write_text(json.dumps(report.model_dump(by_alias=True, mode="json", exclude_none=True), indent=2) + "\n")
+    status = status_from_report(report, ReportReference(path=str(path)))
+    (directory / "status.yaml").write_text(yaml.safe_dump(status.to_manifest(), sort_keys=False))
     return path
 
 

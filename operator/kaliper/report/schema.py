@@ -8,6 +8,7 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 from kaliper.api.base import KaliperModel
+from kaliper.api.profilerun import ResourceUsage
 
 LOADTEST_SCHEMA = "kaliper.dev/loadtest/v1"
 
@@ -139,25 +140,11 @@ class ResourceSeriesPoint(KaliperModel):
     throttled_ratio: float | None = None
 
 
-class TrialResources(KaliperModel):
-    """Resource use over a trial's load, from cgroup accounting (local) or Prometheus (Kubernetes)."""
+class TrialResources(ResourceUsage):
+    """Resource use over a trial's load, from cgroup accounting (local) or Prometheus (Kubernetes): the
+    status's figures plus where they came from, the time series, and what could not be measured."""
 
     source: Literal["cgroup", "prometheus"]
-    cpu_avg_cores: float | None = None
-    cpu_p90_cores: float | None = None
-    cpu_peak_cores: float | None = None
-    cpu_throttled_ratio: float | None = None
-    memory_avg_bytes: float | None = None
-    memory_peak_bytes: float | None = None
-    oom_kills: int = 0
-    io_read_bytes: int | None = None
-    io_write_bytes: int | None = None
-    network_receive_bytes: int | None = None
-    """Bytes the server received from the load generator (HTTP requests) during the measured window."""
-    network_transmit_bytes: int | None = None
-    """Bytes the server sent back (HTTP responses)."""
-    gpu_utilization_percent: float | None = None
-    gpu_memory_peak_mib: float | None = None
     series: list[ResourceSeriesPoint] = Field(default_factory=list)
     unavailable: list[str] = Field(default_factory=list)
     """Figures that could not be measured, with the reason (never reported as zero)."""

@@ -1,0 +1,89 @@
+"""A ProfileRun's status from its report: the headline figures of the same measurements, bounded in size
+for the Kubernetes object (the full report stays in report.json or the run's ConfigMap)."""
+
+from __future__ import annotations
+
+from kaliper.api.common import ResourceList
+from kaliper.api.profilerun import (
+    BestConfiguration,
+    CostSummary,
+    LatencySummary,
+    ProfileRunStatus,
+    Progress,
+    Recommendation,
+    ReportReference,
+    ResourceUsage,
+    TrialSummary,
+)
+from kaliper.report.schema import LatencyFigures, ProfileReport, TrialReport
+
+FIELDS = {"p50": "p50_ms", "p90": "p90_ms", "p95": "p95_ms", "p99": "p99_ms", "p99.9": "p999_ms"}
+
+
+def latency_summary(figures: LatencyFigures) -> LatencySummary:
+    values = {FIELDS[f"p{p.percentile:g}"]: p.value_ms for p in figures.percentiles if f"p{p.percentile:g}" in FIELDS}
+    return LatencySummary(count=figures.count, mean_ms=figures.mean_ms, max_ms=figures.max_ms, **values)
+
+
+def trial_summary(trial: TrialReport) -> TrialSummary:
+    stage = trial.stage
+    resources = None
+    if trial.resources is not None:
+        resources = ResourceUsage.model_validate(trial.resources.model_dump(include=set(ResourceUsage.model_fields)))
+    return TrialSummary(
+        index=trial.index,
+        name=trial.name,
+        parameters=trial.parameters,
+        phase=trial.status,
+        requests=stage.requests if stage else None,
+        throughput_rps=stage.throughput_rps if stage else None,
+        error_rate=stage.error_rate if stage else None,
+        latency=latency_summary(stage.latency) if stage else None,
+        resources=resources,
+        slo_met=trial.slo_met,
+        slo_violations=[f"{c.objective}: observed {c.observed}" for c in trial.slo if not c.met] or None,
+        core_hours_per_million_requests=trial.core_hours_per_million_requests,
+        cost_per_million_requests=trial.cost_per_million_requests,
+        stop_reason=stage.stop_reason if stage else None,
+        message=(trial.message or "")[:2048] or None,
+    )
+
+
+def status_from_report(report: ProfileReport, report_ref: ReportReference | None = None) -> ProfileRunStatus:
+    done = sum(t.status != "Skipped" for t in report.trials)
+    best = next((t for t in report.trials if t.index == report.best_trial), None)
+    status = ProfileRunStatus(
+        phase="Failed" if report.error else "Succeeded",
+        start_time=report.started_at,
+        completion_time=report.finished_at,
+        progress=Progress(
+            completed_trials=done, total_trials=len(report.trials), summary=f"{done}/{len(report.trials)}"
+        ),
+        trials=[trial_summary(t) for t in report.trials],
+        verdict=report.verdict,
+        report_ref=report_ref,
+        message=report.error,
+    )
+    if best is not None and best.stage is not None:
+        p99 = best.stage.latency.at(99)
+        status.best = BestConfiguration(
+            trial=best.index,
+            parameters=best.parameters,
+            p99_ms=p99.value_ms if p99 else None,
+            throughput_rps=best.stage.throughput_rps,
+            cost_per_million_requests=best.cost_per_million_requests,
+        )
+        status.cost = CostSummary(
+            currency=report.currency,
+            core_hours_per_million_requests=best.core_hours_per_million_requests,
+            currency_per_million_requests=best.cost_per_million_requests,
+        )
+    if report.recommendation is not None:
+        r = report.recommendation
+        status.recommendation = Recommendation(
+            requests=ResourceList(cpu=r.cpu_request, memory=r.memory_request),
+            limits=ResourceList(cpu=r.cpu_limit, memory=r.memory_limit),
+            replicas=r.replicas,
+            rationale=r.rationale[:4096],
+        )
+    return status
