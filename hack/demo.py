@@ -1,4 +1,4 @@
-"""The demo behind `make demo`, until the local runtime lands: what exists, end to end, on this machine.
+"""The demo behind `make demo-cluster`: the API and the load generator, end to end, on this machine.
 
 Part 1, the API on a real Kubernetes control plane built here: `kaliper validate` checks every example; a
 real kube-apiserver (with etcd, controller manager, scheduler and kwok nodes) starts on loopback; the
