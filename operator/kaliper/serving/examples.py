@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -44,10 +45,14 @@ def make_iris_sklearn(path: Path) -> Path:
 
 def make_cpu_heavy(path: Path, hidden: int = 512, layers: int = 4, features: int = 64) -> Path:
     """An MLP regressor whose inference is dominated by matrix multiplies: CPU-bound, for limit benchmarks."""
+    from sklearn.exceptions import ConvergenceWarning
     from sklearn.neural_network import MLPRegressor
 
     rng = np.random.default_rng(0)
     x = rng.normal(size=(256, features)).astype(np.float32)
     y = x @ rng.normal(size=features)
-    model = MLPRegressor(hidden_layer_sizes=(hidden,) * layers, max_iter=5, random_state=0).fit(x, y)
+    with warnings.catch_warnings():
+        # A few iterations are enough: the model exists to cost CPU per inference, not to be accurate.
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        model = MLPRegressor(hidden_layer_sizes=(hidden,) * layers, max_iter=5, random_state=0).fit(x, y)
     return _to_onnx(model, features, path)
