@@ -246,7 +246,7 @@ class LocalRuntime:
                 )
                 servers.start()
                 ready_s = servers.wait_ready()
-                log.info("server ready", trial=index, seconds=round(ready_s, 2))
+                log.debug("server ready", trial=index, seconds=round(ready_s, 2))
                 url = servers.url
             else:
                 url = str(spec.target.url)
