@@ -1,0 +1,1 @@
+"""kopf handlers, thin: they read the resource, call the pure builders, apply, and write status."""

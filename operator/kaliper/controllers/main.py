@@ -1,0 +1,20 @@
+"""The operator: `kopf run -m kaliper.controllers.main` (what the chart's Deployment runs)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import kopf
+
+from kaliper.controllers import modeldeployment  # noqa: F401  (registers its handlers)
+
+
+@kopf.on.startup()
+def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
+    # Kaliper's own names for kopf's bookkeeping on the resources it handles.
+    settings.persistence.finalizer = "kaliper.dev/finalizer"
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="kaliper.dev")
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+        prefix="kaliper.dev", key="last-handled-configuration"
+    )
+    settings.watching.server_timeout = 60

@@ -1,0 +1,83 @@
+"""ModelDeployment handlers: apply the Deployment and Service the builders make; mirror their state."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import kopf
+from kubernetes import client
+from pydantic import ValidationError
+
+from kaliper.api.common import GROUP, VERSION
+from kaliper.api.loader import problems_from
+from kaliper.api.resources import ModelDeployment
+from kaliper.controllers import kube
+from kaliper.manifests.modeldeployment import (
+    LABEL_DEPLOYMENT,
+    LABEL_MANAGED,
+    BuildError,
+    build_deployment,
+    build_service,
+    failed_status,
+    observed_status,
+)
+
+PLURAL = "modeldeployments"
+
+
+def now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse(body: Any) -> ModelDeployment:
+    try:
+        return ModelDeployment.model_validate(dict(body))
+    except ValidationError as exc:
+        raise BuildError("; ".join(str(p) for p in problems_from(exc, ModelDeployment))) from exc
+
+
+@kopf.on.resume(GROUP, VERSION, PLURAL)
+@kopf.on.create(GROUP, VERSION, PLURAL)
+@kopf.on.update(GROUP, VERSION, PLURAL, field="spec")
+def reconcile(
+    body: Any, name: str, namespace: str, uid: str, meta: Any, status: Any, patch: Any, logger: Any, **_: Any
+) -> None:
+    generation = meta.get("generation", 1)
+    previous = list((status or {}).get("conditions") or [])
+    try:
+        resource = parse(body)
+        deployment = build_deployment(name, namespace, uid, resource.spec)
+        service = build_service(name, namespace, uid, resource.spec)
+    except BuildError as exc:
+        patch.status.update(failed_status(generation, str(exc), previous, now()))
+        raise kopf.PermanentError(str(exc)) from exc
+    applied = kube.apply(deployment)
+    kube.apply(service)
+    patch.status.update(observed_status(name, namespace, generation, resource.spec, applied, previous, now()))
+    logger.info(f"applied Deployment and Service {name}")
+
+
+@kopf.on.event("apps", "v1", "deployments", labels={LABEL_MANAGED: "kaliper", LABEL_DEPLOYMENT: kopf.PRESENT})
+def deployment_changed(body: Any, namespace: str, **_: Any) -> None:
+    """Mirror the Deployment's rollout into its ModelDeployment's status as it happens."""
+    name = body["metadata"]["labels"][LABEL_DEPLOYMENT]
+    try:
+        owner = client.CustomObjectsApi(kube.api_client()).get_namespaced_custom_object(
+            GROUP, VERSION, namespace, PLURAL, name
+        )
+    except client.ApiException as exc:
+        if exc.status == 404:
+            return  # the owner is being deleted; the garbage collector takes the Deployment too
+        raise
+    try:
+        resource = parse(owner)
+    except BuildError:
+        return
+    previous = list((owner.get("status") or {}).get("conditions") or [])
+    generation = owner["metadata"].get("generation", 1)
+    status = observed_status(name, namespace, generation, resource.spec, dict(body), previous, now())
+    if {k: v for k, v in status.items() if k != "conditions"} != {
+        k: v for k, v in (owner.get("status") or {}).items() if k in status and k != "conditions"
+    } or [c["status"] for c in status["conditions"]] != [c.get("status") for c in previous]:
+        kube.patch_status(PLURAL, namespace, name, status)

@@ -1,0 +1,1 @@
+"""Pure builders: Kaliper specs in, Kubernetes object dicts out. No I/O."""

@@ -1,0 +1,338 @@
+"""ModelDeployment -> Deployment and Service. Pure functions: a spec in, plain dicts out, no API calls.
+
+The serving container gets the model under /models/source (a PVC or ConfigMap mounted there, or an
+emptyDir an init container fills from an URL or an image), the runtime's command for its port, the
+requests and limits (GPUs as the extended resource the spec names), scheduling and the readiness probe.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kaliper import __version__
+from kaliper.api.common import API_VERSION
+from kaliper.api.modeldeployment import ModelDeploymentSpec
+from kaliper.api.units import parse_duration
+
+KALIPER_IMAGE = f"ghcr.io/kaliper-dev/kaliper:{__version__}"
+RUNTIME_IMAGES = {
+    "onnxruntime": KALIPER_IMAGE,
+    "mlserver": "docker.io/seldonio/mlserver:1.7.1-sklearn",
+    "triton": "nvcr.io/nvidia/tritonserver:24.10-py3",
+}
+DEFAULT_PORTS = {"onnxruntime": 8080, "mlserver": 8080, "triton": 8000}
+MODEL_DIR = "/models/source"
+LABEL_NAME = "app.kubernetes.io/name"
+LABEL_INSTANCE = "app.kubernetes.io/instance"
+LABEL_MANAGED = "app.kubernetes.io/managed-by"
+LABEL_DEPLOYMENT = "kaliper.dev/modeldeployment"
+
+
+class BuildError(ValueError):
+    """A spec that cannot become Kubernetes objects (a local-only field, say); the message says which."""
+
+
+def owner_reference(kind: str, name: str, uid: str) -> dict[str, Any]:
+    return {
+        "apiVersion": API_VERSION,
+        "kind": kind,
+        "name": name,
+        "uid": uid,
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+def selector_labels(name: str) -> dict[str, str]:
+    return {LABEL_NAME: "kaliper-model", LABEL_INSTANCE: name, LABEL_DEPLOYMENT: name}
+
+
+def port_of(spec: ModelDeploymentSpec) -> int:
+    return spec.runtime.port or DEFAULT_PORTS.get(spec.runtime.type, 8080)
+
+
+def model_path(spec: ModelDeploymentSpec) -> str:
+    """Where the model file is inside the serving container."""
+    source = spec.model
+    if source.pvc is not None:
+        return f"{MODEL_DIR}/{source.pvc.path.lstrip('/')}"
+    if source.config_map is not None:
+        return f"{MODEL_DIR}/{source.config_map.key}"
+    if source.url is not None:
+        return f"{MODEL_DIR}/{source.url.rstrip('/').rsplit('/', 1)[-1] or 'model'}"
+    if source.image is not None:
+        return f"{MODEL_DIR}/{source.image.path.rstrip('/').rsplit('/', 1)[-1]}"
+    raise BuildError("spec.model.file is a path on one machine; on Kubernetes use model.pvc, configMap, url or image")
+
+
+def _volumes(spec: ModelDeploymentSpec) -> tuple[list[dict], list[dict]]:
+    """(volumes, init containers) that put the model under MODEL_DIR."""
+    source = spec.model
+    if source.file is not None:
+        model_path(spec)  # raises the BuildError that explains it
+    if source.pvc is not None:
+        return [{"name": "model", "persistentVolumeClaim": {"claimName": source.pvc.claim_name, "readOnly": True}}], []
+    if source.config_map is not None:
+        return [{"name": "model", "configMap": {"name": source.config_map.name}}], []
+    volume = {"name": "model", "emptyDir": {}}
+    mount = [{"name": "model", "mountPath": MODEL_DIR}]
+    if source.url is not None:
+        command = ["python", "-m", "kaliper.serving.fetch", source.url, model_path(spec)]
+        if source.sha256:
+            command += ["--sha256", source.sha256]
+        return [volume], [{"name": "fetch-model", "image": KALIPER_IMAGE, "command": command, "volumeMounts": mount}]
+    assert source.image is not None
+    copy = {
+        "name": "copy-model",
+        "image": source.image.image,
+        "command": ["cp", "-r", source.image.path, MODEL_DIR + "/"],
+        "volumeMounts": mount,
+    }
+    return [volume], [copy]
+
+
+def _command(spec: ModelDeploymentSpec, name: str) -> tuple[list[str] | None, list[str] | None, list[dict]]:
+    """(command, args, extra env) of the serving container."""
+    runtime, port, served = spec.runtime, port_of(spec), spec.model.name or name
+    if runtime.type == "custom":
+        return runtime.command, runtime.args, []
+    if runtime.type == "onnxruntime":
+        args = ["--model", model_path(spec), "--name", served, "--host", "0.0.0.0", "--port", str(port)]
+        if spec.threads and spec.threads.intra_op:
+            args += ["--intra-op", str(spec.threads.intra_op)]
+        if spec.threads and spec.threads.inter_op:
+            args += ["--inter-op", str(spec.threads.inter_op)]
+        if spec.batching:
+            args += [
+                "--max-batch-size",
+                str(spec.batching.max_batch_size),
+                "--max-queue-delay",
+                spec.batching.max_queue_delay,
+            ]
+        for provider in runtime.execution_providers or []:
+            args += ["--provider", provider]
+        return runtime.command or ["python", "-m", "kaliper.serving"], [*args, *(runtime.args or [])], []
+    if runtime.type == "mlserver":
+        env = [
+            {"name": "MLSERVER_HTTP_PORT", "value": str(port)},
+            {"name": "MLSERVER_MODEL_NAME", "value": served},
+            {
+                "name": "MLSERVER_MODEL_IMPLEMENTATION",
+                "value": runtime.implementation or "mlserver_sklearn.SKLearnModel",
+            },
+            {"name": "MLSERVER_MODEL_URI", "value": model_path(spec)},
+        ]
+        if spec.threads and spec.threads.workers:
+            env.append({"name": "MLSERVER_PARALLEL_WORKERS", "value": str(spec.threads.workers)})
+        if spec.batching:
+            env += [
+                {"name": "MLSERVER_MODEL_MAX_BATCH_SIZE", "value": str(spec.batching.max_batch_size)},
+                {"name": "MLSERVER_MODEL_MAX_BATCH_TIME", "value": str(parse_duration(spec.batching.max_queue_delay))},
+            ]
+        return runtime.command or ["mlserver", "start", MODEL_DIR], runtime.args, env
+    # Triton: a model repository under MODEL_DIR.
+    args = [f"--model-repository={MODEL_DIR}", f"--http-port={port}"]
+    return runtime.command or ["tritonserver"], [*args, *(runtime.args or [])], []
+
+
+def _resources(spec: ModelDeploymentSpec) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    resources = spec.resources
+    if resources is None:
+        return out
+    for part in ("requests", "limits"):
+        values = getattr(resources, part)
+        if values is not None:
+            out[part] = {k: v for k, v in (("cpu", values.cpu), ("memory", values.memory)) if v is not None}
+    if resources.gpu is not None and resources.gpu.count:
+        # Extended resources: requests must equal limits; setting the limit is enough (Kubernetes copies it).
+        out.setdefault("limits", {})[resources.gpu.resource_name] = str(resources.gpu.count)
+    return {k: v for k, v in out.items() if v}
+
+
+def _readiness(spec: ModelDeploymentSpec) -> dict[str, Any]:
+    readiness = spec.readiness
+    protocol = spec.runtime.protocol or ("http-json" if spec.runtime.type == "custom" else "oip-v2")
+    path = readiness.path or ("/v2/health/ready" if protocol == "oip-v2" else "/")
+    return {
+        "httpGet": {"path": path, "port": "http"},
+        "initialDelaySeconds": int(parse_duration(readiness.initial_delay)),
+        "periodSeconds": max(1, int(parse_duration(readiness.period))),
+        "timeoutSeconds": max(1, int(parse_duration(readiness.timeout))),
+        "failureThreshold": readiness.failure_threshold,
+    }
+
+
+def build_deployment(name: str, namespace: str, uid: str, spec: ModelDeploymentSpec) -> dict[str, Any]:
+    volumes, init_containers = _volumes(spec)
+    command, args, runtime_env = _command(spec, name)
+    image = spec.runtime.image or RUNTIME_IMAGES.get(spec.runtime.type)
+    if image is None:
+        raise BuildError("a custom runtime on Kubernetes needs spec.runtime.image")
+    env = runtime_env + [e.to_manifest() for e in spec.env or []]
+    container: dict[str, Any] = {
+        "name": "server",
+        "image": image,
+        "ports": [{"name": "http", "containerPort": port_of(spec), "protocol": "TCP"}],
+        "readinessProbe": _readiness(spec),
+        "volumeMounts": [{"name": "model", "mountPath": MODEL_DIR, "readOnly": spec.model.pvc is not None}],
+    }
+    for key, value in (("command", command), ("args", args), ("env", env), ("resources", _resources(spec))):
+        if value:
+            container[key] = value
+    labels = selector_labels(name)
+    pod_spec: dict[str, Any] = {"containers": [container], "volumes": volumes}
+    optional = {
+        "initContainers": init_containers,
+        "nodeSelector": spec.node_selector,
+        "tolerations": [t.to_manifest() for t in spec.tolerations or []],
+        "affinity": spec.affinity,
+        "imagePullSecrets": [r.to_manifest() for r in spec.image_pull_secrets or []],
+        "serviceAccountName": spec.service_account_name,
+    }
+    pod_spec.update({k: v for k, v in optional.items() if v})
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": {**labels, LABEL_MANAGED: "kaliper"},
+            "ownerReferences": [owner_reference("ModelDeployment", name, uid)],
+        },
+        "spec": {
+            "replicas": spec.replicas,
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {
+                    "labels": {**labels, **(spec.pod_labels or {})},
+                    "annotations": dict(spec.pod_annotations or {}),
+                },
+                "spec": pod_spec,
+            },
+        },
+    }
+
+
+def build_service(name: str, namespace: str, uid: str, spec: ModelDeploymentSpec) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": {**selector_labels(name), LABEL_MANAGED: "kaliper"},
+            "annotations": dict(spec.service.annotations or {}),
+            "ownerReferences": [owner_reference("ModelDeployment", name, uid)],
+        },
+        "spec": {
+            "type": spec.service.type,
+            "selector": selector_labels(name),
+            "ports": [{"name": "http", "port": spec.service.port, "targetPort": "http", "protocol": "TCP"}],
+        },
+    }
+
+
+def endpoint(name: str, namespace: str, spec: ModelDeploymentSpec) -> str:
+    return f"http://{name}.{namespace}.svc:{spec.service.port}"
+
+
+def _condition(
+    kind: str, ok: bool, reason: str, message: str, previous: list[dict], generation: int, now: str
+) -> dict[str, Any]:
+    status = "True" if ok else "False"
+    before = next((c for c in previous if c.get("type") == kind), None)
+    # The transition time moves only when the status does.
+    since = before["lastTransitionTime"] if before and before.get("status") == status else now
+    return {
+        "type": kind,
+        "status": status,
+        "reason": reason,
+        "message": message,
+        "lastTransitionTime": since,
+        "observedGeneration": generation,
+    }
+
+
+def observed_status(
+    name: str,
+    namespace: str,
+    generation: int,
+    spec: ModelDeploymentSpec,
+    deployment: dict[str, Any] | None,
+    previous_conditions: list[dict],
+    now: str,
+) -> dict[str, Any]:
+    """The ModelDeployment's status from its Deployment's (a plain dict for the status subresource)."""
+    desired = spec.replicas
+    observed = (deployment or {}).get("status") or {}
+    ready = observed.get("readyReplicas") or 0
+    updated = observed.get("updatedReplicas") or 0
+    current = observed.get("replicas") or 0
+    deployment_conditions = {c["type"]: c for c in observed.get("conditions") or []}
+    stalled = deployment_conditions.get("Progressing", {}).get("reason") == "ProgressDeadlineExceeded"
+    failure = deployment_conditions.get("ReplicaFailure")
+    rolled_out = ready >= desired and updated >= desired and current == desired
+    if deployment is None:
+        phase, message = "Pending", "the Deployment does not exist yet"
+    elif rolled_out:
+        phase, message = "Ready", f"{ready}/{desired} replicas ready at {endpoint(name, namespace, spec)}"
+    elif stalled or (failure and failure.get("status") == "True"):
+        phase = "Degraded"
+        message = (failure or deployment_conditions["Progressing"]).get("message", "the rollout is stuck")
+    else:
+        phase, message = "Progressing", f"{ready}/{desired} replicas ready"
+    conditions = [
+        _condition(
+            "Ready",
+            phase == "Ready",
+            "ReplicasReady" if phase == "Ready" else "ReplicasNotReady",
+            message,
+            previous_conditions,
+            generation,
+            now,
+        ),
+        _condition(
+            "Progressing",
+            phase in ("Pending", "Progressing"),
+            "RollingOut" if phase in ("Pending", "Progressing") else "Settled",
+            message,
+            previous_conditions,
+            generation,
+            now,
+        ),
+        _condition(
+            "Degraded",
+            phase == "Degraded",
+            "RolloutStuck" if phase == "Degraded" else "Healthy",
+            message,
+            previous_conditions,
+            generation,
+            now,
+        ),
+    ]
+    return {
+        "phase": phase,
+        "observedGeneration": generation,
+        "conditions": conditions,
+        "replicas": current,
+        "readyReplicas": ready,
+        "endpoint": endpoint(name, namespace, spec),
+        "modelName": spec.model.name or name,
+        "deploymentName": name,
+        "serviceName": name,
+        "message": message,
+    }
+
+
+def failed_status(generation: int, message: str, previous_conditions: list[dict], now: str) -> dict[str, Any]:
+    """A spec that cannot be deployed: Failed, with the reason a person can act on."""
+    return {
+        "phase": "Failed",
+        "observedGeneration": generation,
+        "message": message,
+        "conditions": [
+            _condition("Ready", False, "InvalidSpec", message, previous_conditions, generation, now),
+            _condition("Degraded", True, "InvalidSpec", message, previous_conditions, generation, now),
+        ],
+    }

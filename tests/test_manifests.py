@@ -1,0 +1,185 @@
+"""The ModelDeployment builders, without a cluster."""
+
+from __future__ import annotations
+
+import pytest
+
+from kaliper.api.modeldeployment import ModelDeploymentSpec
+from kaliper.manifests.modeldeployment import (
+    KALIPER_IMAGE,
+    BuildError,
+    build_deployment,
+    build_service,
+    failed_status,
+    observed_status,
+)
+
+
+def spec(**extra: object) -> ModelDeploymentSpec:
+    return ModelDeploymentSpec.model_validate(
+        {"model": {"pvc": {"claimName": "models", "path": "iris/model.onnx"}, "name": "iris"}, **extra}
+    )
+
+
+def test_onnxruntime_deployment_with_resources_gpu_scheduling_and_probe() -> None:
+    s = spec(
+        replicas=3,
+        threads={"intraOp": 2},
+        batching={"maxBatchSize": 8, "maxQueueDelay": "2ms"},
+        resources={
+            "requests": {"cpu": "500m", "memory": "256Mi"},
+            "limits": {"cpu": 1, "memory": "512Mi"},
+            "gpu": {"count": 1, "resourceName": "nvidia.com/mig-1g.5gb"},
+        },
+        nodeSelector={"pool": "gpu"},
+        tolerations=[{"key": "nvidia.com/gpu", "operator": "Exists"}],
+        env=[{"name": "A", "value": "1"}],
+    )
+    d = build_deployment("iris", "ml", "uid-1", s)
+    assert d["metadata"]["ownerReferences"] == [
+        {
+            "apiVersion": "kaliper.dev/v1alpha1",
+            "kind": "ModelDeployment",
+            "name": "iris",
+            "uid": "uid-1",
+            "controller": True,
+            "blockOwnerDeletion": True,
+        }
+    ]
+    pod = d["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    assert d["spec"]["replicas"] == 3 and container["image"] == KALIPER_IMAGE
+    assert container["command"] == ["python", "-m", "kaliper.serving"]
+    assert container["args"] == [
+        "--model",
+        "/models/source/iris/model.onnx",
+        "--name",
+        "iris",
+        "--host",
+        "0.0.0.0",
+        "--port",
+        "8080",
+        "--intra-op",
+        "2",
+        "--max-batch-size",
+        "8",
+        "--max-queue-delay",
+        "2ms",
+    ]
+    assert container["resources"] == {
+        "requests": {"cpu": "500m", "memory": "256Mi"},
+        "limits": {"cpu": "1", "memory": "512Mi", "nvidia.com/mig-1g.5gb": "1"},
+    }
+    assert container["readinessProbe"]["httpGet"] == {"path": "/v2/health/ready", "port": "http"}
+    assert container["env"] == [{"name": "A", "value": "1"}]
+    assert pod["volumes"] == [{"name": "model", "persistentVolumeClaim": {"claimName": "models", "readOnly": True}}]
+    assert pod["nodeSelector"] == {"pool": "gpu"} and pod["tolerations"][0]["operator"] == "Exists"
+    assert d["spec"]["selector"]["matchLabels"].items() <= d["spec"]["template"]["metadata"]["labels"].items()
+
+
+def test_url_and_image_models_are_fetched_by_init_containers() -> None:
+    url = build_deployment(
+        "m",
+        "ns",
+        "u",
+        ModelDeploymentSpec.model_validate({"model": {"url": "https://example.com/m/model.onnx", "sha256": "a" * 64}}),
+    )
+    (init,) = url["spec"]["template"]["spec"]["initContainers"]
+    assert init["command"] == [
+        "python",
+        "-m",
+        "kaliper.serving.fetch",
+        "https://example.com/m/model.onnx",
+        "/models/source/model.onnx",
+        "--sha256",
+        "a" * 64,
+    ]
+    image = build_deployment(
+        "m",
+        "ns",
+        "u",
+        ModelDeploymentSpec.model_validate(
+            {"model": {"image": {"image": "reg/models:1", "path": "/models/resnet"}}, "runtime": {"type": "triton"}}
+        ),
+    )
+    (copy,) = image["spec"]["template"]["spec"]["initContainers"]
+    assert copy["image"] == "reg/models:1" and copy["command"] == ["cp", "-r", "/models/resnet", "/models/source/"]
+    assert image["spec"]["template"]["spec"]["containers"][0]["args"][:2] == [
+        "--model-repository=/models/source",
+        "--http-port=8000",
+    ]
+
+
+def test_mlserver_and_custom_runtimes() -> None:
+    mls = build_deployment("m", "ns", "u", spec(runtime={"type": "mlserver"}, threads={"workers": 2}))
+    env = {e["name"]: e["value"] for e in mls["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["MLSERVER_MODEL_IMPLEMENTATION"] == "mlserver_sklearn.SKLearnModel"
+    assert env["MLSERVER_PARALLEL_WORKERS"] == "2"
+    custom = build_deployment(
+        "m",
+        "ns",
+        "u",
+        spec(
+            runtime={"type": "custom", "image": "me/server:1", "port": 9000, "command": ["serve"], "args": ["--fast"]}
+        ),
+    )
+    container = custom["spec"]["template"]["spec"]["containers"][0]
+    assert (container["image"], container["command"], container["args"]) == ("me/server:1", ["serve"], ["--fast"])
+    assert container["ports"][0]["containerPort"] == 9000 and container["readinessProbe"]["httpGet"]["path"] == "/"
+
+
+def test_local_only_model_is_refused() -> None:
+    with pytest.raises(BuildError, match=r"model\.file is a path on one machine"):
+        build_deployment("m", "ns", "u", ModelDeploymentSpec.model_validate({"model": {"file": "m.onnx"}}))
+
+
+def test_service_targets_the_named_port() -> None:
+    service = build_service("iris", "ml", "u", spec(service={"type": "NodePort", "port": 8081}))
+    assert service["spec"]["ports"] == [{"name": "http", "port": 8081, "targetPort": "http", "protocol": "TCP"}]
+    assert service["spec"]["type"] == "NodePort"
+
+
+def test_status_follows_the_rollout_and_keeps_transition_times() -> None:
+    s = spec(replicas=2)
+    progressing = observed_status(
+        "iris", "ml", 3, s, {"status": {"replicas": 2, "readyReplicas": 1, "updatedReplicas": 2}}, [], "t1"
+    )
+    assert progressing["phase"] == "Progressing" and progressing["readyReplicas"] == 1
+    ready = observed_status(
+        "iris",
+        "ml",
+        3,
+        s,
+        {"status": {"replicas": 2, "readyReplicas": 2, "updatedReplicas": 2}},
+        progressing["conditions"],
+        "t2",
+    )
+    by_type = {c["type"]: c for c in ready["conditions"]}
+    assert ready["phase"] == "Ready" and by_type["Ready"]["lastTransitionTime"] == "t2"
+    assert by_type["Degraded"]["lastTransitionTime"] == "t1"  # unchanged status keeps its time
+    assert ready["endpoint"] == "http://iris.ml.svc:80" and ready["observedGeneration"] == 3
+    stuck = observed_status(
+        "iris",
+        "ml",
+        3,
+        s,
+        {
+            "status": {
+                "replicas": 2,
+                "readyReplicas": 0,
+                "conditions": [
+                    {
+                        "type": "Progressing",
+                        "status": "False",
+                        "reason": "ProgressDeadlineExceeded",
+                        "message": "ReplicaSet has timed out progressing.",
+                    }
+                ],
+            }
+        },
+        [],
+        "t3",
+    )
+    assert stuck["phase"] == "Degraded" and "timed out" in stuck["message"]
+    failed = failed_status(1, "bad", [], "t4")
+    assert failed["phase"] == "Failed" and failed["conditions"][0]["reason"] == "InvalidSpec"
