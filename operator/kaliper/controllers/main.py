@@ -18,3 +18,10 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
         prefix="kaliper.dev", key="last-handled-configuration"
     )
     settings.watching.server_timeout = 60
+
+
+@kopf.on.login()
+def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
+    """In a pod, the service account; elsewhere the kubeconfig that $KUBECONFIG names (read now, not at
+    import time as the kubernetes client library does)."""
+    return kopf.login_with_service_account(**kwargs) or kopf.login_with_kubeconfig(**kwargs)

@@ -52,32 +52,52 @@ def reconcile(
     except BuildError as exc:
         patch.status.update(failed_status(generation, str(exc), previous, now()))
         raise kopf.PermanentError(str(exc)) from exc
-    applied = kube.apply(deployment)
+    kube.apply(deployment)
     kube.apply(service)
-    patch.status.update(observed_status(name, namespace, generation, resource.spec, applied, previous, now()))
     logger.info(f"applied Deployment and Service {name}")
+    sync_status(namespace, name)
 
 
-@kopf.on.event("apps", "v1", "deployments", labels={LABEL_MANAGED: "kaliper", LABEL_DEPLOYMENT: kopf.PRESENT})
-def deployment_changed(body: Any, namespace: str, **_: Any) -> None:
-    """Mirror the Deployment's rollout into its ModelDeployment's status as it happens."""
-    name = body["metadata"]["labels"][LABEL_DEPLOYMENT]
+def sync_status(namespace: str, name: str) -> None:
+    """Write the ModelDeployment's status from fresh reads of it and its Deployment. Every path that touches
+    the status goes through here, so a late writer never puts back an older view."""
     try:
         owner = client.CustomObjectsApi(kube.api_client()).get_namespaced_custom_object(
             GROUP, VERSION, namespace, PLURAL, name
         )
     except client.ApiException as exc:
         if exc.status == 404:
-            return  # the owner is being deleted; the garbage collector takes the Deployment too
+            return  # being deleted; the garbage collector takes the Deployment and Service too
         raise
     try:
         resource = parse(owner)
     except BuildError:
+        return  # reconcile has reported it
+    current = owner.get("status") or {}
+    if current.get("phase") == "Failed" and current.get("observedGeneration") == owner["metadata"].get("generation"):
         return
-    previous = list((owner.get("status") or {}).get("conditions") or [])
-    generation = owner["metadata"].get("generation", 1)
-    status = observed_status(name, namespace, generation, resource.spec, dict(body), previous, now())
+    status = observed_status(
+        name,
+        namespace,
+        owner["metadata"].get("generation", 1),
+        resource.spec,
+        kube.read_deployment(namespace, name),
+        list(current.get("conditions") or []),
+        now(),
+    )
     if {k: v for k, v in status.items() if k != "conditions"} != {
-        k: v for k, v in (owner.get("status") or {}).items() if k in status and k != "conditions"
-    } or [c["status"] for c in status["conditions"]] != [c.get("status") for c in previous]:
+        k: current.get(k) for k in status if k != "conditions"
+    } or [c["status"] for c in status["conditions"]] != [c.get("status") for c in current.get("conditions") or []]:
         kube.patch_status(PLURAL, namespace, name, status)
+
+
+@kopf.on.event("apps", "v1", "deployments", labels={LABEL_MANAGED: "kaliper", LABEL_DEPLOYMENT: kopf.PRESENT})
+def deployment_changed(body: Any, namespace: str, **_: Any) -> None:
+    """Mirror the Deployment's rollout into its ModelDeployment's status as it happens."""
+    sync_status(namespace, body["metadata"]["labels"][LABEL_DEPLOYMENT])
+
+
+@kopf.timer(GROUP, VERSION, PLURAL, interval=30, initial_delay=30)
+def resync(name: str, namespace: str, **_: Any) -> None:
+    """A safety net: an event missed while the operator was down is caught up within 30 s."""
+    sync_status(namespace, name)

@@ -1,0 +1,116 @@
+"""The operator's ModelDeployment handlers on the real API server, running in this process (kopf's
+KopfRunner). Pods land on kwok's nodes, which report them Running and Ready; the controller manager's
+Deployment controller does the rest, as in a cluster."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+
+import pytest
+from kopf.testing import KopfRunner
+
+from kaliper.api.modeldeployment import ModelDeploymentSpec
+from kaliper.manifests.modeldeployment import build_deployment, build_service
+from tests.conftest import Kubectl
+
+
+@pytest.fixture(scope="module")
+def operator(crds: Kubectl) -> Iterator[KopfRunner]:
+    os.environ["KUBECONFIG"] = str(crds.kubeconfig)
+    from kaliper.controllers import kube
+
+    kube.api_client.cache_clear()
+    args = ["run", "--all-namespaces", "--standalone", "-m", "kaliper.controllers.main"]
+    with KopfRunner(args, timeout=60) as runner:
+        yield runner
+    assert runner.exception is None, runner.output
+
+
+MODEL = {"configMap": {"name": "iris-model", "key": "model.onnx"}, "name": "iris"}
+
+
+def model_deployment(name: str, **spec: object) -> dict:
+    return {
+        "apiVersion": "kaliper.dev/v1alpha1",
+        "kind": "ModelDeployment",
+        "metadata": {"name": name},
+        "spec": {"model": MODEL, **spec},
+    }
+
+
+def status_of(kubectl: Kubectl, namespace: str, name: str) -> dict:
+    return kubectl.json("get", "modeldeployment", name, "-n", namespace).get("status") or {}
+
+
+def test_a_model_deployment_becomes_a_ready_deployment_and_service(operator, crds: Kubectl, namespace: str) -> None:  # type: ignore[no-untyped-def]
+    spec = {
+        "replicas": 2,
+        "resources": {"requests": {"cpu": "250m", "memory": "128Mi"}, "limits": {"cpu": "500m", "memory": "256Mi"}},
+        "threads": {"intraOp": 1},
+    }
+    crds("apply", "-n", namespace, "-f", "-", input=json.dumps(model_deployment("iris", **spec)))
+    crds.wait_for(
+        lambda: crds("get", "deployment", "iris", "-n", namespace, check=False).returncode == 0, what="the Deployment"
+    )
+    owner = crds.json("get", "modeldeployment", "iris", "-n", namespace)
+    expected = build_deployment(
+        "iris", namespace, owner["metadata"]["uid"], ModelDeploymentSpec.model_validate(owner["spec"])
+    )
+    stored = crds.json("get", "deployment", "iris", "-n", namespace)
+    stored_container = stored["spec"]["template"]["spec"]["containers"][0]
+    expected_container = expected["spec"]["template"]["spec"]["containers"][0]
+    for key in ("image", "command", "args", "resources", "ports"):
+        assert stored_container[key] == expected_container[key], key
+    assert stored["metadata"]["ownerReferences"][0]["uid"] == owner["metadata"]["uid"]
+    service = crds.json("get", "service", "iris", "-n", namespace)
+    assert (
+        service["spec"]["selector"]
+        == build_service("iris", namespace, "u", ModelDeploymentSpec.model_validate(owner["spec"]))["spec"]["selector"]
+    )
+
+    crds.wait_for(
+        lambda: status_of(crds, namespace, "iris").get("phase") == "Ready",
+        timeout=90,
+        what="the ModelDeployment to become Ready",
+    )
+    status = status_of(crds, namespace, "iris")
+    assert status["readyReplicas"] == 2 and status["endpoint"] == f"http://iris.{namespace}.svc:80"
+    assert {c["type"]: c["status"] for c in status["conditions"]} == {
+        "Ready": "True",
+        "Progressing": "False",
+        "Degraded": "False",
+    }
+    pods = crds.json("get", "pods", "-n", namespace, "-l", "kaliper.dev/modeldeployment=iris")["items"]
+    assert len(pods) == 2 and all(p["spec"]["nodeName"].startswith("kwok-node") for p in pods)
+
+    # A spec change rolls out, and the status follows it.
+    crds("patch", "modeldeployment", "iris", "-n", namespace, "--type=merge", "-p", '{"spec":{"replicas":3}}')
+    crds.wait_for(
+        lambda: status_of(crds, namespace, "iris").get("readyReplicas") == 3, timeout=90, what="three ready replicas"
+    )
+    assert status_of(crds, namespace, "iris")["observedGeneration"] == 2
+
+    # Deleting the ModelDeployment deletes what it owns.
+    crds("delete", "modeldeployment", "iris", "-n", namespace)
+    crds.wait_for(
+        lambda: (
+            crds("get", "deployment,service", "iris", "-n", namespace, check=False).returncode != 0
+            and "NotFound" in crds("get", "service", "iris", "-n", namespace, check=False).stderr
+        ),
+        timeout=60,
+        what="the garbage collector",
+    )
+
+
+def test_a_spec_that_cannot_run_on_kubernetes_fails_with_the_reason(operator, crds: Kubectl, namespace: str) -> None:  # type: ignore[no-untyped-def]
+    local = model_deployment("local-only")
+    local["spec"]["model"] = {"file": "models/iris.onnx"}
+    crds("apply", "-n", namespace, "-f", "-", input=json.dumps(local))
+    crds.wait_for(
+        lambda: status_of(crds, namespace, "local-only").get("phase") == "Failed", timeout=60, what="the Failed status"
+    )
+    status = status_of(crds, namespace, "local-only")
+    assert "model.file is a path on one machine" in status["message"]
+    assert crds("get", "deployment", "local-only", "-n", namespace, check=False).returncode != 0
