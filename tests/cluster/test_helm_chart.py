@@ -1,11 +1,22 @@
-"""The Helm chart lints and installs on the real API server."""
+"""The Helm chart: it lints, renders, installs on the real API server, and its RBAC is enough for the operator
+to do its work (the operator runs here under the chart's ServiceAccount token) and no more."""
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+from kopf.testing import KopfRunner
 
 from tests.conftest import REPO, Kubectl
 from tests.support.controlplane import build_binaries
+
+CHART = REPO / "charts" / "kaliper"
 
 
 def helm(kubectl: Kubectl, *args: str) -> subprocess.CompletedProcess:
@@ -17,17 +28,118 @@ def helm(kubectl: Kubectl, *args: str) -> subprocess.CompletedProcess:
     )
 
 
-def test_chart_lints_and_installs(crds: Kubectl, namespace: str) -> None:
-    lint = helm(crds, "lint", str(REPO / "charts/kaliper"))
-    assert lint.returncode == 0, lint.stdout + lint.stderr
-
-    rendered = helm(crds, "template", "kaliper", str(REPO / "charts/kaliper"), "--include-crds")
-    assert rendered.stdout.count("kind: CustomResourceDefinition") == 4
-
-    install = helm(crds, "install", "kaliper", str(REPO / "charts/kaliper"), "-n", namespace, "--wait")
+@pytest.fixture
+def release(crds: Kubectl, namespace: str) -> Iterator[str]:
+    install = helm(crds, "install", "kaliper", str(CHART), "-n", namespace)
     assert install.returncode == 0, install.stderr
-    status = helm(crds, "status", "kaliper", "-n", namespace)
-    assert "STATUS: deployed" in status.stdout
-    assert helm(crds, "uninstall", "kaliper", "-n", namespace).returncode == 0
-    # Helm never deletes CRDs on uninstall: the resources users created stay.
-    assert crds("get", "crd", "profileruns.kaliper.dev", check=False).returncode == 0
+    yield f"system:serviceaccount:{namespace}:kaliper-kaliper"
+    helm(crds, "uninstall", "kaliper", "-n", namespace)
+
+
+def test_chart_lints_and_renders(crds: Kubectl) -> None:
+    lint = helm(crds, "lint", str(CHART))
+    assert lint.returncode == 0, lint.stdout + lint.stderr
+    rendered = helm(crds, "template", "kaliper", str(CHART), "--include-crds", "--set", "watchNamespaces={ml,staging}")
+    documents = [d for d in yaml.safe_load_all(rendered.stdout) if d]
+    kinds = sorted(d["kind"] for d in documents)
+    assert kinds.count("CustomResourceDefinition") == 4
+    assert {"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Deployment", "Service"} <= set(kinds)
+    deployment = next(d for d in documents if d["kind"] == "Deployment")
+    assert deployment["spec"]["strategy"]["type"] == "Recreate" and deployment["spec"]["replicas"] == 1
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    assert container["command"][-2:] == ["--namespace=ml", "--namespace=staging"]
+    assert deployment["spec"]["template"]["spec"]["securityContext"]["runAsNonRoot"] is True
+
+
+def can(kubectl: Kubectl, identity: str, verb: str, resource: str, namespace: str) -> bool:
+    result = kubectl("auth", "can-i", verb, resource, "-n", namespace, f"--as={identity}", check=False)
+    return result.stdout.strip() == "yes"
+
+
+def test_rbac_allows_the_operators_work_and_nothing_else(crds: Kubectl, namespace: str, release: str) -> None:
+    for verb, resource in [
+        ("patch", "modeldeployments.kaliper.dev"),
+        ("patch", "profileruns.kaliper.dev/status"),
+        ("create", "deployments.apps"),
+        ("delete", "services"),
+        ("create", "jobs.batch"),
+        ("create", "configmaps"),
+        ("list", "pods"),
+        ("create", "events"),
+    ]:
+        assert can(crds, release, verb, resource, namespace), f"cannot {verb} {resource}"
+    for verb, resource in [
+        ("get", "secrets"),
+        ("list", "secrets"),
+        ("delete", "nodes"),
+        ("create", "pods"),
+        ("patch", "clusterroles.rbac.authorization.k8s.io"),
+        ("delete", "namespaces"),
+        ("create", "customresourcedefinitions.apiextensions.k8s.io"),
+    ]:
+        assert not can(crds, release, verb, resource, namespace), f"can {verb} {resource}"
+
+
+def test_the_operator_does_its_work_under_the_charts_identity(
+    crds: Kubectl, namespace: str, release: str, tmp_path: Path
+) -> None:
+    # RBAC bindings take effect within a moment of being created: start once they have.
+    crds.wait_for(
+        lambda: (
+            can(crds, release, "watch", "modeldeployments.kaliper.dev", namespace)
+            and can(crds, release, "patch", "deployments.apps", namespace)
+        ),
+        timeout=30,
+        what="RBAC",
+    )
+    service_account = release.rsplit(":", 1)[1]
+    token = crds("create", "token", service_account, "-n", namespace, "--duration=10m").stdout.strip()
+    admin = yaml.safe_load(Path(crds.kubeconfig).read_text())
+    cluster = admin["clusters"][0]["cluster"]
+    kubeconfig = tmp_path / "operator.kubeconfig"
+    kubeconfig.write_text(
+        json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "current-context": "operator",
+                "clusters": [{"name": "c", "cluster": cluster}],
+                "users": [{"name": "operator", "user": {"token": token}}],
+                "contexts": [{"name": "operator", "context": {"cluster": "c", "user": "operator"}}],
+            }
+        )
+    )
+    previous = os.environ.get("KUBECONFIG")
+    os.environ["KUBECONFIG"] = str(kubeconfig)
+    from kaliper.controllers import kube
+
+    kube.api_client.cache_clear()
+    try:
+        with KopfRunner(
+            ["run", "--standalone", f"--namespace={namespace}", "-m", "kaliper.controllers.main"], timeout=60
+        ) as runner:
+            manifest = {
+                "apiVersion": "kaliper.dev/v1alpha1",
+                "kind": "ModelDeployment",
+                "metadata": {"name": "rbac"},
+                "spec": {"model": {"configMap": {"name": "m", "key": "model.onnx"}}},
+            }
+            crds("apply", "-n", namespace, "-f", "-", input=json.dumps(manifest))
+            crds.wait_for(
+                lambda: (
+                    (crds.json("get", "modeldeployment", "rbac", "-n", namespace).get("status") or {}).get("phase")
+                    == "Ready"
+                ),
+                timeout=90,
+                what="Ready under the chart's RBAC",
+            )
+            crds("delete", "modeldeployment", "rbac", "-n", namespace)
+        assert runner.exception is None
+        forbidden = [line for line in runner.output.splitlines() if "Forbidden" in line or "403 Forbidden" in line]
+        assert forbidden == [], forbidden
+    finally:
+        if previous is None:
+            os.environ.pop("KUBECONFIG")
+        else:
+            os.environ["KUBECONFIG"] = previous
+        kube.api_client.cache_clear()

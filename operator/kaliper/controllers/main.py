@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import kopf
 
 from kaliper.controllers import modeldeployment  # noqa: F401  (registers its handlers)
+from kaliper.log import configure_logging
 
 
 @kopf.on.startup()
 def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
+    # JSON lines in a pod (the chart sets the level), readable lines on a terminal.
+    configure_logging(os.environ.get("KALIPER_LOG_LEVEL", "info"))
     # Kaliper's own names for kopf's bookkeeping on the resources it handles.
     settings.persistence.finalizer = "kaliper.dev/finalizer"
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="kaliper.dev")
