@@ -1,6 +1,6 @@
-"""`kaliper run`: a ProfileRun on this machine. For each configuration of the sweep: start the model server
-replicas under cgroup limits, wait until ready, run the load generator at each load level while sampling
-the cgroups, stop the servers; then judge, price, pick the best and recommend."""
+"""`kaliper run`: a ProfileRun on this machine. For each trial the search asks for (a configuration of the
+sweep at one load level): start the model server replicas under cgroup limits, wait until ready, run the
+load generator while sampling the cgroups, stop the servers; then judge, price, pick the best and recommend."""
 
 from __future__ import annotations
 
