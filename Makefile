@@ -6,7 +6,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup test lint demo demo-cluster crds
+.PHONY: setup test lint demo demo-cluster crds system-deps
 
 setup: $(VENV)/.installed
 
@@ -19,7 +19,11 @@ $(VENV)/.installed: pyproject.toml
 lint: setup
 	$(BIN)/ruff check .
 
-test: setup lint
+# Debian's Prometheus: the metrics tests scrape a test exporter with a real one.
+system-deps:
+	@command -v prometheus >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus)
+
+test: setup lint system-deps
 	bash hack/testcluster/build.sh
 	$(BIN)/pytest
 

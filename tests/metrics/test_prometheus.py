@@ -1,0 +1,74 @@
+"""The Prometheus metrics layer against a real Prometheus that scrapes a test double of cAdvisor,
+kube-state-metrics and dcgm-exporter (real metric names and labels, exactly known values)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from kaliper.metrics.prometheus import PrometheusMetrics, Window
+from tests.support import exporter
+from tests.support.groundtruth import free_port
+from tests.support.prometheus import prometheus
+
+WINDOW_S = 10
+
+
+@pytest.fixture(scope="module")
+def metrics() -> Iterator[tuple[PrometheusMetrics, Window]]:
+    port = free_port()
+    server = exporter.serve(port)
+    try:
+        with prometheus([f"127.0.0.1:{port}"]) as url:
+            client = PrometheusMetrics(url)
+            # Prometheus needs a few seconds to start scraping; then whole windows fill, as after any trial.
+            time.sleep(WINDOW_S + 12)
+            window = Window(
+                namespace=exporter.NAMESPACE,
+                pod_regex="iris-t0-.*",
+                end=time.time() - 1,
+                seconds=WINDOW_S,
+                scrape_interval_s=1,
+            )
+            assert client.wait_for_scrape(window, scrape_interval_s=1)
+            yield client, window
+    finally:
+        server.shutdown()
+
+
+def test_cpu_memory_and_throttling_are_exactly_the_exported_values(metrics) -> None:  # type: ignore[no-untyped-def]
+    client, window = metrics
+    figures = client.trial_figures(window)
+    values = figures.values
+    # Only the trial's pods, only real containers (the pause container and pod cgroup would add 2000 cores).
+    assert values["cpu_avg_cores"] == pytest.approx(sum(exporter.TRIAL_PODS.values()), rel=1e-6)
+    assert values["cpu_peak_cores"] == pytest.approx(0.75, rel=1e-6)
+    assert values["cpu_throttled_ratio"] == pytest.approx(exporter.THROTTLED_PER_S / exporter.PERIODS_PER_S)
+    trial_memory = sum(v for pod, v in exporter.MEMORY.items() if pod in exporter.TRIAL_PODS)
+    assert values["memory_avg_bytes"] == trial_memory and values["memory_peak_bytes"] == trial_memory
+    assert values["restarts"] == 0 and values["oom_kills"] == 0
+    assert figures.unavailable == []
+
+
+def test_gpu_figures_through_the_relabelled_pod_label(metrics) -> None:  # type: ignore[no-untyped-def]
+    client, window = metrics
+    figures = client.trial_figures(window, gpu=True)  # auto: finds exported_pod after pod and pod_name
+    assert figures.values["gpu_utilization_percent"] == exporter.GPU["util"]
+    assert figures.values["gpu_memory_peak_mib"] == 2 * exporter.GPU["fb_used_mib"]
+    assert figures.values["gpu_power_avg_watts"] == 2 * exporter.GPU["power_w"]
+
+
+def test_missing_series_are_unavailable_with_the_reason_not_zero(metrics) -> None:  # type: ignore[no-untyped-def]
+    client, window = metrics
+    absent = Window(namespace="elsewhere", pod_regex="nobody-.*", end=window.end, seconds=WINDOW_S, scrape_interval_s=1)
+    figures = client.trial_figures(absent, gpu=True)
+    assert figures.values == {}
+    reasons = " | ".join(figures.unavailable)
+    assert "no cAdvisor series for pods nobody-.* in elsewhere" in reasons
+    assert "no kube-state-metrics series" in reasons
+    assert "no DCGM_FI_DEV_GPU_UTIL series labelled pod or pod_name or exported_pod" in reasons
+    wrong_label = client.trial_figures(window, gpu=True, dcgm_pod_label="pod")
+    assert "gpu_utilization_percent" not in wrong_label.values
+    assert any("labelled pod=~iris-t0-.*" in r for r in wrong_label.unavailable)
