@@ -19,6 +19,7 @@ from kaliper.api.modeldeployment import ModelDeploymentSpec
 from kaliper.api.units import parse_cpu, parse_duration, parse_quantity
 from kaliper.local.cgroups import Cgroup, Limits
 from kaliper.local.proxy import RoundRobinProxy
+from kaliper.serving.flags import tuning_flags
 
 
 class ServerError(RuntimeError):
@@ -65,21 +66,9 @@ def server_command(spec: ModelDeploymentSpec, model_path: Path, model_name: str,
             "--port",
             str(port),
         ]
-        if spec.threads and spec.threads.intra_op:
-            command += ["--intra-op", str(spec.threads.intra_op)]
-        if spec.threads and spec.threads.inter_op:
-            command += ["--inter-op", str(spec.threads.inter_op)]
-        if spec.batching:
-            command += [
-                "--max-batch-size",
-                str(spec.batching.max_batch_size),
-                "--max-queue-delay",
-                spec.batching.max_queue_delay,
-            ]
+        command += tuning_flags(spec)
         if spec.replicas > 1:
             command.append("--reuse-port")  # the replicas share the port; the kernel spreads connections
-        for provider in runtime.execution_providers or []:
-            command += ["--provider", provider]
         return command
     if runtime.type == "mlserver":
         workdir.mkdir(parents=True, exist_ok=True)

@@ -13,6 +13,7 @@ from kaliper import __version__
 from kaliper.api.common import API_VERSION
 from kaliper.api.modeldeployment import ModelDeploymentSpec
 from kaliper.api.units import parse_duration
+from kaliper.serving.flags import tuning_flags
 
 KALIPER_IMAGE = f"ghcr.io/kaliper-dev/kaliper:{__version__}"
 RUNTIME_IMAGES = {
@@ -97,20 +98,17 @@ def _command(spec: ModelDeploymentSpec, name: str) -> tuple[list[str] | None, li
     if runtime.type == "custom":
         return runtime.command, runtime.args, []
     if runtime.type == "onnxruntime":
-        args = ["--model", model_path(spec), "--name", served, "--host", "0.0.0.0", "--port", str(port)]
-        if spec.threads and spec.threads.intra_op:
-            args += ["--intra-op", str(spec.threads.intra_op)]
-        if spec.threads and spec.threads.inter_op:
-            args += ["--inter-op", str(spec.threads.inter_op)]
-        if spec.batching:
-            args += [
-                "--max-batch-size",
-                str(spec.batching.max_batch_size),
-                "--max-queue-delay",
-                spec.batching.max_queue_delay,
-            ]
-        for provider in runtime.execution_providers or []:
-            args += ["--provider", provider]
+        args = [
+            "--model",
+            model_path(spec),
+            "--name",
+            served,
+            "--host",
+            "0.0.0.0",
+            "--port",
+            str(port),
+            *tuning_flags(spec),
+        ]
         return runtime.command or ["python", "-m", "kaliper.serving"], [*args, *(runtime.args or [])], []
     if runtime.type == "mlserver":
         env = [
