@@ -15,8 +15,9 @@ import pytest
 import yaml
 
 from kaliper.loadgen.http import build_request
+from kaliper.netutil import free_port
 from kaliper.report.schema import LoadTestResult
-from tests.support.groundtruth import binary, free_port, groundtruth, records, wait_http
+from tests.support.groundtruth import binary, groundtruth, records, wait_http
 
 OIP = {"protocol": "oip-v2", "modelName": "truth"}
 BODY = {"inline": '{"inputs":[{"name":"x","shape":[1,2],"datatype":"FP32","data":[1,2]}]}'}

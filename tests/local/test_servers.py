@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from kaliper.api.modeldeployment import ModelDeploymentSpec
-from kaliper.local.servers import ServerGroup, free_port
+from kaliper.local.servers import ServerGroup
+from kaliper.netutil import free_port
 from kaliper.serving.examples import make_iris, make_iris_sklearn
 
 ONNX_BODY = {"inputs": [{"name": "float_input", "shape": [1, 4], "datatype": "FP32", "data": [5.1, 3.5, 1.4, 0.2]}]}

@@ -9,8 +9,8 @@ from collections.abc import Iterator
 import pytest
 
 from kaliper.metrics.prometheus import PrometheusMetrics, Window
+from kaliper.netutil import free_port
 from tests.support import exporter
-from tests.support.groundtruth import free_port
 from tests.support.prometheus import prometheus
 
 WINDOW_S = 10

@@ -15,8 +15,9 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 
+from kaliper.netutil import free_port
 from kaliper.serving.examples import make_iris
-from tests.support.groundtruth import free_port, wait_http
+from tests.support.groundtruth import wait_http
 
 ROWS = [[5.1, 3.5, 1.4, 0.2], [6.7, 3.0, 5.2, 2.3], [5.9, 3.0, 4.2, 1.5]]
 

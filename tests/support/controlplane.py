@@ -18,7 +18,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import ssl
 import subprocess
 import sys
@@ -32,6 +31,8 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.x509.oid import NameOID
+
+from kaliper.netutil import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 BUILD_SCRIPT = REPO / "hack" / "testcluster" / "build.sh"
@@ -51,12 +52,6 @@ def build_binaries() -> Path:
             f"{BUILD_SCRIPT.relative_to(REPO)} failed (exit {result.returncode}):\n{result.stderr[-4000:]}"
         )
     return Path(result.stdout.strip().splitlines()[-1])
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _die_with_parent() -> None:

@@ -6,13 +6,14 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import socket
 import subprocess
 import time
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+from kaliper.netutil import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 SOURCE = REPO / "bench" / "groundtruth"
@@ -31,12 +32,6 @@ def binary() -> Path:
             env={**os.environ, "CGO_ENABLED": "0", "GOTOOLCHAIN": "local"},
         )
     return target
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def wait_http(url: str, timeout: float = 20) -> None:

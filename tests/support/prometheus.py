@@ -9,7 +9,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from tests.support.groundtruth import free_port, wait_http
+from kaliper.netutil import free_port
+from tests.support.groundtruth import wait_http
 
 CONFIG = """
 global:

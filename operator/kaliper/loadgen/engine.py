@@ -41,6 +41,7 @@ from kaliper.loadgen.schedule import send_offsets
 from kaliper.loadgen.statistics import estimate
 from kaliper.loadgen.stopping import Decision, StoppingParameters, WindowFigures, decide
 from kaliper.log import get_logger
+from kaliper.netutil import free_port
 from kaliper.report.schema import (
     GeneratorInfo,
     LoadTestResult,
@@ -432,7 +433,7 @@ def run_worker(master_host: str, master_port: int) -> None:
 
 def run_processes(config: LoadGenConfig, processes: int) -> LoadTestResult:
     """A master here and `processes` worker processes on this machine (Locust's distributed mode)."""
-    port = _free_port()
+    port = free_port()
     workers = [
         subprocess.Popen(
             [sys.executable, "-m", "kaliper.loadgen", "worker", "--master", f"127.0.0.1:{port}"],
@@ -449,12 +450,6 @@ def run_processes(config: LoadGenConfig, processes: int) -> LoadTestResult:
             except subprocess.TimeoutExpired:
                 worker.kill()
                 worker.wait()
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def run(config: LoadGenConfig) -> LoadTestResult:

@@ -20,9 +20,10 @@ from kaliper.api.profilerun import ProfileRunSpec, ReportReference
 from kaliper.api.resources import ModelDeployment, ProfileRun
 from kaliper.api.units import parse_cpu, parse_duration, parse_quantity
 from kaliper.local.sampler import Sampler, summarize
-from kaliper.local.servers import ServerError, ServerGroup, free_port, model_file
+from kaliper.local.servers import ServerError, ServerGroup, model_file
 from kaliper.log import get_logger
 from kaliper.metrics.nvml import Nvml
+from kaliper.netutil import free_port
 from kaliper.profiling import decisions
 from kaliper.profiling.plan import Configuration, configurations
 from kaliper.profiling.search import Step, order_for_search

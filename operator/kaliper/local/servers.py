@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -19,6 +18,7 @@ from kaliper.api.modeldeployment import ModelDeploymentSpec
 from kaliper.api.units import parse_cpu, parse_duration, parse_quantity
 from kaliper.local.cgroups import Cgroup, Limits
 from kaliper.local.proxy import RoundRobinProxy
+from kaliper.netutil import free_port
 from kaliper.serving.flags import tuning_flags
 
 
@@ -94,12 +94,6 @@ def server_command(spec: ModelDeploymentSpec, model_path: Path, model_name: str,
         assert runtime.command is not None, "validated: a local custom runtime has a command"
         return [*runtime.command, *(runtime.args or [])]
     raise ServerError(f"runtime {runtime.type} has no local server; use onnxruntime, mlserver or custom")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def readiness_path(spec: ModelDeploymentSpec) -> str:
