@@ -199,31 +199,17 @@ def test_a_status_built_from_a_report_is_accepted_by_the_server(crds: Kubectl, n
         ProfileReport,
         RecommendationReport,
         SloCheck,
-        StageResult,
         TrialReport,
         TrialResources,
     )
     from kaliper.report.status import status_from_report
+    from tests.support.reports import make_stage
 
     histogram = LatencyHistogram()
     for ms in range(1, 201):
         histogram.record(ms / 1000)
     figures = latency_figures(histogram)
-    stage = StageResult(
-        index=0,
-        load_model="closed",
-        level=8,
-        started_at=datetime.now(UTC),
-        warmup_s=2,
-        measured_s=10,
-        requests=200,
-        errors=0,
-        error_rate=0,
-        throughput_rps=20,
-        latency=figures,
-        service_time=figures,
-        stop_reason="reached maxDuration (10s)",
-    )
+    stage = make_stage(figures, 20, level=8, requests=200, stop_reason="reached maxDuration (10s)")
     trial = TrialReport(
         index=0,
         name="t0",

@@ -1,7 +1,5 @@
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
 import pytest
 
 from kaliper.api.profilerun import CostModel, RecommendationSpec, SloSpec
@@ -16,6 +14,7 @@ from kaliper.report.schema import (
     TrialReport,
     TrialResources,
 )
+from tests.support.reports import make_stage
 
 
 def stage(p99_ms: float, throughput: float, error_rate: float = 0.0) -> StageResult:
@@ -27,21 +26,7 @@ def stage(p99_ms: float, throughput: float, error_rate: float = 0.0) -> StageRes
         percentiles=[PercentileFigure(percentile=99, value_ms=p99_ms, count=100)],
         histogram=histogram.encode(),
     )
-    return StageResult(
-        index=0,
-        load_model="closed",
-        level=4,
-        started_at=datetime.now(UTC),
-        warmup_s=1,
-        measured_s=10,
-        requests=1000,
-        errors=int(1000 * error_rate),
-        error_rate=error_rate,
-        throughput_rps=throughput,
-        latency=figures,
-        service_time=figures,
-        stop_reason="test",
-    )
+    return make_stage(figures, throughput, error_rate=error_rate)
 
 
 SLO = SloSpec.model_validate(

@@ -105,9 +105,9 @@ def test_grid_runs_everything_in_order() -> None:
 
 
 def test_optuna_proposes_each_pair_once_within_the_budget_and_learns_the_cost() -> None:
-    from datetime import UTC, datetime
 
-    from kaliper.report.schema import LatencyFigures, StageResult, TrialReport
+    from kaliper.report.schema import TrialReport
+    from tests.support.reports import make_stage
 
     s = spec(
         sweep={"cpu": ["250m", "500m", "1", "2"], "concurrency": [1, 4, 16]},
@@ -121,21 +121,7 @@ def test_optuna_proposes_each_pair_once_within_the_budget_and_learns_the_cost() 
         proposed.append((step.configuration.index, level))
         # A made-up cost: cheapest at cpu=500m, concurrency=16.
         cost = abs(cores_of(step.configuration) - 0.5) + abs(level - 16) / 16 + 0.1
-        stage = StageResult(
-            index=0,
-            load_model="closed",
-            level=level,
-            started_at=datetime.now(UTC),
-            warmup_s=0,
-            measured_s=1,
-            requests=1,
-            errors=0,
-            error_rate=0,
-            throughput_rps=1,
-            latency=LatencyFigures(),
-            service_time=LatencyFigures(),
-            stop_reason="test",
-        )
+        stage = make_stage(level=level, requests=1, measured_s=1)
         trial = TrialReport(
             index=0, name="t", parameters={}, status="Succeeded", stage=stage, cost_per_million_requests=cost
         )
