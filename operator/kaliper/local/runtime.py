@@ -182,8 +182,8 @@ class LocalRuntime:
         trials: list[TrialReport] = []
         verdicts: dict[float, bool] = {}
         label = ", ".join(f"{k}={v}" for k, v in config.parameters.items()) or "the target as it is"
-        cores, memory, gpus, replicas = allocated(config)
-        hourly = decisions.hourly_cost(cores, memory, gpus, replicas, spec.cost)
+        cores, _, _, replicas = allocated(config)
+        hourly = self._hourly(spec, config)
         while (level := step.next_level(verdicts)) is not None:
             index = self._trial_index(config, config.levels.index(level))
             parameters = self._parameters(config, level)
