@@ -3,7 +3,7 @@ from __future__ import annotations
 from kaliper.api.modeldeployment import ModelDeploymentSpec
 from kaliper.api.profilerun import ProfileRunSpec
 from kaliper.profiling.plan import configurations
-from kaliper.profiling.search import dominates, order_for_search
+from kaliper.profiling.search import Outcome, dominates, order_for_search
 
 BASE = ModelDeploymentSpec.model_validate({"model": {"file": "m.onnx"}, "resources": {"requests": {"memory": "1Gi"}}})
 
@@ -125,5 +125,5 @@ def test_optuna_proposes_each_pair_once_within_the_budget_and_learns_the_cost() 
         trial = TrialReport(
             index=0, name="t", parameters={}, status="Succeeded", stage=stage, cost_per_million_requests=cost
         )
-        step.on_done({level: True}, [trial])
+        step.on_done({level: True}, [Outcome.of(trial)])
     assert len(proposed) == 6 and len(set(proposed)) == 6

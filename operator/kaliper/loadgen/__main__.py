@@ -6,8 +6,9 @@
     python -m kaliper.loadgen worker --master HOST:PORT
 
 CONFIG is a YAML or JSON LoadGenConfig (url, request, payload, load, levels). The results document goes to
---output (or stdout with --output -); a short summary goes to stderr. Exit code: 0 when the run completed,
-1 when it could not (the document says why), 2 for bad input.
+--output (or stdout with --output -), and with --publish META.yaml also into a ConfigMap (how the Jobs a
+ProfileRun starts hand their results to the operator); a short summary goes to stderr. Exit code: 0 when
+the run completed, 1 when it could not (the document says why), 2 for bad input.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ def load_config(path: Path) -> LoadGenConfig:
         raise click.UsageError(f"{path} is not a valid load-generator config:\n{problems}") from exc
 
 
-def emit(result, output: str) -> None:  # type: ignore[no-untyped-def]
+def emit(result, output: str, publish_template: Path | None = None) -> None:  # type: ignore[no-untyped-def]
     from kaliper.loadgen.engine import summarize
 
     text = result.model_dump_json(by_alias=True, indent=2)
@@ -51,7 +52,19 @@ def emit(result, output: str) -> None:  # type: ignore[no-untyped-def]
     else:
         Path(output).write_text(text + "\n")
     click.echo(summarize(result), err=True)
+    if publish_template is not None:
+        from kaliper.loadgen.publish import publish
+
+        click.echo(f"results written to ConfigMap {publish(text, publish_template)}", err=True)
     sys.exit(0 if result.ok else 1)
+
+
+PUBLISH = click.option(
+    "--publish",
+    "publish_template",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Also write the results into a ConfigMap with this metadata (YAML); how Jobs report to the operator.",
+)
 
 
 @click.group()
@@ -64,7 +77,8 @@ def main(log_level: str) -> None:
 @main.command()
 @click.argument("config_path", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--output", "-o", default="-", help="Results file (- for stdout).")
-def run(config_path: Path, output: str) -> None:
+@PUBLISH
+def run(config_path: Path, output: str, publish_template: Path | None) -> None:
     """Run a load test here (load.processes > 1 starts local worker processes)."""
     from kaliper.loadgen.config import LoadGenError
     from kaliper.loadgen.engine import run as run_load
@@ -74,7 +88,7 @@ def run(config_path: Path, output: str) -> None:
         result = run_load(config)
     except (PayloadError, LoadGenError) as exc:
         raise click.UsageError(str(exc)) from exc
-    emit(result, output)
+    emit(result, output, publish_template)
 
 
 @main.command()
@@ -83,13 +97,16 @@ def run(config_path: Path, output: str) -> None:
 @click.option("--bind", default="*:5557", show_default=True, help="Where workers connect.")
 @click.option("--join-timeout", default=120.0, show_default=True, help="Seconds to wait for the workers.")
 @click.option("--output", "-o", default="-", help="Results file (- for stdout).")
-def master(config_path: Path, workers: int, bind: str, join_timeout: float, output: str) -> None:
+@PUBLISH
+def master(
+    config_path: Path, workers: int, bind: str, join_timeout: float, output: str, publish_template: Path | None
+) -> None:
     """Drive N Locust workers and merge their histograms exactly."""
     from kaliper.loadgen.engine import run_master
 
     config = load_config(config_path)
     host, _, port = bind.rpartition(":")
-    emit(run_master(config, workers, host or "*", int(port), join_timeout), output)
+    emit(run_master(config, workers, host or "*", int(port), join_timeout), output, publish_template)
 
 
 @main.command()

@@ -18,15 +18,16 @@ import yaml
 
 from kaliper.api.profilerun import ProfileRunSpec, ReportReference
 from kaliper.api.resources import ModelDeployment, ProfileRun
-from kaliper.api.units import parse_cpu, parse_duration, parse_quantity
+from kaliper.api.units import parse_duration
 from kaliper.local.sampler import Sampler, summarize
 from kaliper.local.servers import ServerError, ServerGroup, model_file
 from kaliper.log import get_logger
+from kaliper.manifests.profilerun import loadgen_config as build_loadgen_config
 from kaliper.metrics.nvml import Nvml
 from kaliper.netutil import free_port
-from kaliper.profiling import decisions
 from kaliper.profiling.plan import Configuration, configurations
-from kaliper.profiling.search import Step, order_for_search
+from kaliper.profiling.search import Outcome, Step, order_for_search
+from kaliper.profiling.trials import allocated, conclude, hourly_cost, judge
 from kaliper.report.schema import LoadTestResult, ProfileReport, StageResult, TrialReport, TrialResources
 from kaliper.report.status import status_from_report
 
@@ -55,24 +56,6 @@ def split_cpus(server_cores: float | None) -> tuple[set[int] | None, set[int] | 
     return set(available[-need:]), set(available[:-need])
 
 
-def allocated(config: Configuration) -> tuple[float, float, int, int]:
-    """(cores, memory bytes, GPUs, replicas) the configuration reserves: limits, else requests."""
-    spec = config.deployment
-    if spec is None or spec.resources is None:
-        return 0.0, 0.0, 0, spec.replicas if spec else 1
-    chosen = spec.resources.limits or spec.resources.requests
-    fallback = spec.resources.requests
-    cpu = (chosen and chosen.cpu) or (fallback and fallback.cpu)
-    memory = (chosen and chosen.memory) or (fallback and fallback.memory)
-    gpus = spec.resources.gpu.count if spec.resources.gpu else 0
-    return (
-        float(parse_cpu(cpu)) if cpu else 0.0,
-        float(parse_quantity(memory)) if memory else 0.0,
-        gpus,
-        spec.replicas,
-    )
-
-
 def secret_variable(secret: str, key: str) -> str:
     """The environment variable that stands in for a Secret key locally: scoring-key/authorization ->
     SCORING_KEY_AUTHORIZATION."""
@@ -80,23 +63,16 @@ def secret_variable(secret: str, key: str) -> str:
 
 
 def loadgen_config(spec: ProfileRunSpec, url: str, model_name: str, level: float, base_dir: Path) -> dict:
-    load = spec.load.to_manifest()
-    if spec.load.closed_loop is not None:
-        load["closedLoop"]["concurrency"] = int(level)
-    else:
-        load["openLoop"]["rate"] = level
-    payload = spec.payload.to_manifest()
-    if spec.payload.dataset and spec.payload.dataset.file:
-        path = Path(spec.payload.dataset.file)
-        payload["dataset"]["file"] = str(path if path.is_absolute() else base_dir / path)
-    request = spec.request.to_manifest()
-    request.setdefault("modelName", model_name)
     # Locally there is no Secret to read: a header from secret S, key K comes from the variable S_K.
     headers = {
         h.name: secret_variable(h.secret_key_ref.name, h.secret_key_ref.key) for h in spec.request.headers_from or []
     }
-    request.pop("headersFrom", None)
-    return {"url": url, "request": request, "payload": payload, "load": load, "envHeaders": headers}
+    dataset = spec.payload.dataset
+    dataset_file = None
+    if dataset is not None and dataset.file is not None:
+        path = Path(dataset.file)
+        dataset_file = str(path if path.is_absolute() else base_dir / path)
+    return build_loadgen_config(spec, url, model_name, level, headers, dataset_file)
 
 
 class LocalRuntime:
@@ -139,7 +115,7 @@ class LocalRuntime:
                 f"the sweep has {total} trials, more than search.maxTrials ({spec.search.max_trials}); "
                 "narrow the sweep or raise maxTrials"
             )
-        for step in order_for_search(spec, planned, lambda c: self._hourly(spec, c)):
+        for step in order_for_search(spec, planned, lambda c: hourly_cost(spec, c)):
             config = step.configuration
             if not step.run:
                 report.trials += [self._skipped(config, level, step.reason) for level in config.levels]
@@ -152,13 +128,9 @@ class LocalRuntime:
                 if self._trial_index(config, config.levels.index(level)) not in done:
                     report.trials.append(self._skipped(config, level, "not explored by the search"))
         report.trials.sort(key=lambda t: t.index)
-        self._decide(spec, report)
+        conclude(spec, report)
         report.finished_at = datetime.now(UTC)
         return report
-
-    def _hourly(self, spec: ProfileRunSpec, config: Configuration) -> float:
-        cores, memory, gpus, replicas = allocated(config)
-        return decisions.hourly_cost(cores, memory, gpus, replicas, spec.cost)
 
     def _trial_index(self, config: Configuration, level_index: int) -> int:
         return config.index * len(config.levels) + level_index
@@ -182,25 +154,16 @@ class LocalRuntime:
         trials: list[TrialReport] = []
         verdicts: dict[float, bool] = {}
         label = ", ".join(f"{k}={v}" for k, v in config.parameters.items()) or "the target as it is"
-        cores, _, _, replicas = allocated(config)
-        hourly = self._hourly(spec, config)
         while (level := step.next_level(verdicts)) is not None:
             index = self._trial_index(config, config.levels.index(level))
             parameters = self._parameters(config, level)
             self.progress(
                 f"trial {index}: {label}, {config.level_name} {level:g}", len(report.trials) + len(trials), total
             )
-            trial = self._run_trial(spec, config, model_name, level, index, parameters)
-            trial.replicas = replicas
-            trial.cost_per_hour = round(hourly, 6) if hourly else None
-            if hourly and trial.stage and trial.stage.throughput_rps > 0:
-                trial.cost_per_million_requests = decisions.per_million(hourly, trial.stage.throughput_rps)
-            if cores and trial.stage and trial.stage.throughput_rps > 0:
-                trial.core_hours_per_million_requests = cores * replicas * 1e6 / trial.stage.throughput_rps / 3600
-            trial.slo, trial.slo_met = decisions.slo_checks(trial.stage, spec.slo) if trial.stage else ([], None)
+            trial = judge(self._run_trial(spec, config, model_name, level, index, parameters), spec, config)
             report.load_generation_s += (trial.stage.warmup_s + trial.stage.measured_s) if trial.stage else 0
             trials.append(trial)
-            verdicts[level] = trial.status == "Succeeded" and trial.slo_met is not False
+            verdicts[level] = Outcome.of(trial).passed
             if trial.status == "Failed" and trial.stage is None:
                 # The server did not come up: it will not at the other levels either.
                 trials += [
@@ -217,7 +180,7 @@ class LocalRuntime:
             for level in step.levels
             if self._trial_index(config, config.levels.index(level)) not in done
         ]
-        step.on_done(verdicts, trials)
+        step.on_done(verdicts, [Outcome.of(t) for t in trials])
         return trials
 
     def _run_trial(
@@ -345,18 +308,6 @@ class LocalRuntime:
             )
         return TrialReport(
             index=index, name=name, parameters=parameters, status="Succeeded", stage=stage, resources=resources
-        )
-
-    def _decide(self, spec: ProfileRunSpec, report: ProfileReport) -> None:
-        have_slo = spec.slo is not None
-        best = decisions.best_trial(report.trials, have_slo)
-        if have_slo:
-            report.verdict = "Met" if best is not None else "NotMet"
-        if best is None:
-            return
-        report.best_trial = best.index
-        report.recommendation = decisions.recommend(
-            best, report.trials, spec.recommendation, best.replicas, spec.slo.target_throughput if spec.slo else None
         )
 
 

@@ -26,6 +26,31 @@ from kaliper.report.schema import TrialReport
 RESOURCE_AXES = {"cpu": parse_cpu, "memory": parse_quantity, "gpu": int, "replicas": int}
 
 
+@dataclass(frozen=True)
+class Outcome:
+    """What the search learns from a finished trial: the same from a full report (local runtime) as from the
+    summary in a ProfileRun's status (the operator, replaying the search after a restart)."""
+
+    status: str  # Succeeded, Failed or Skipped
+    slo_met: bool | None = None
+    throughput_rps: float | None = None
+    cost_per_million_requests: float | None = None
+
+    @classmethod
+    def of(cls, trial: TrialReport) -> Outcome:
+        return cls(
+            trial.status,
+            trial.slo_met,
+            trial.stage.throughput_rps if trial.stage else None,
+            trial.cost_per_million_requests,
+        )
+
+    @property
+    def passed(self) -> bool:
+        """Whether the trial counts as meeting the SLO at its load level."""
+        return self.status == "Succeeded" and self.slo_met is not False
+
+
 @dataclass
 class Step:
     """One configuration: whether to run it, and which level to measure next given the verdicts so far."""
@@ -36,7 +61,7 @@ class Step:
     knee_search: bool = False
     floor: float | None = None  # levels up to here are known to meet the SLO (from a dominated configuration)
     only_level: float | None = None  # optuna: measure just this level
-    on_done: Callable[[dict[float, bool], list[TrialReport]], None] = field(default=lambda verdicts, trials: None)
+    on_done: Callable[[dict[float, bool], list[Outcome]], None] = field(default=lambda verdicts, trials: None)
 
     @property
     def levels(self) -> list[float]:
@@ -94,7 +119,7 @@ def order_for_search(
             continue
         implied = [level for index, level in knees.items() if dominates(config, by_index[index])]
 
-        def done(verdicts: dict[float, bool], trials: list[TrialReport], config: Configuration = config) -> None:
+        def done(verdicts: dict[float, bool], trials: list[Outcome], config: Configuration = config) -> None:
             met = [level for level, ok in verdicts.items() if ok]
             if met:
                 knees[config.index] = max(met)
@@ -107,14 +132,14 @@ def order_for_search(
 INFEASIBLE = float("inf")
 
 
-def objective(trial: TrialReport) -> float:
+def objective(trial: Outcome) -> float:
     """What optuna minimises: money per million requests (or, without prices, 1 / throughput); a trial that
     failed or missed the SLO is infeasible."""
-    if trial.status != "Succeeded" or trial.slo_met is False or trial.stage is None or trial.stage.throughput_rps <= 0:
+    if not trial.passed or not trial.throughput_rps:
         return INFEASIBLE
     if trial.cost_per_million_requests is not None:
         return trial.cost_per_million_requests
-    return 1 / trial.stage.throughput_rps
+    return 1 / trial.throughput_rps
 
 
 def _optuna_steps(spec: ProfileRunSpec, configurations: list[Configuration]) -> Iterator[Step]:
@@ -141,7 +166,7 @@ def _optuna_steps(spec: ProfileRunSpec, configurations: list[Configuration]) -> 
             continue
 
         def done(
-            verdicts: dict[float, bool], trials: list[TrialReport], proposal=proposal, key=(config.index, level)
+            verdicts: dict[float, bool], trials: list[Outcome], proposal=proposal, key=(config.index, level)
         ) -> None:  # type: ignore[no-untyped-def]
             value = min((objective(t) for t in trials), default=INFEASIBLE)
             measured[key] = value

@@ -1,0 +1,271 @@
+"""ProfileRun -> the objects of its trials. Pure functions: specs in, plain dicts out, no API calls.
+
+A trial is a ModelDeployment `<run>-t<index>` (the run's target with the swept values applied) and a
+load-generator Job `<run>-t<index>-lg` (or, with load.workers, a master Job `-lgm`, its Service and a worker
+Job `-lgw`) that runs `python -m kaliper.loadgen` with its config from the ConfigMap `<run>-t<index>-lg`.
+The generator writes its results document into the ConfigMap `<run>-t<index>-result` itself, from the
+metadata the operator hands it (owner and labels included), so results survive the pod and the operator.
+Everything carries an ownerReference to the run: deleting the run deletes them all.
+"""
+
+from __future__ import annotations
+
+from pathlib import PurePosixPath
+from typing import Any
+
+import yaml
+
+from kaliper.api.modeldeployment import ModelDeploymentSpec
+from kaliper.api.profilerun import ProfileRunSpec
+from kaliper.api.units import parse_duration
+from kaliper.manifests.modeldeployment import LABEL_MANAGED, owner_reference
+
+LABEL_RUN = "kaliper.dev/profilerun"
+LABEL_TRIAL = "kaliper.dev/trial"
+LABEL_ROLE = "kaliper.dev/role"  # server, loadgen, loadgen-config, results, report
+LOADGEN_ACCOUNT = "kaliper-loadgen"
+LOADGEN_PORT = 5557
+CONFIG_DIR = "/etc/kaliper"
+PAYLOAD_DIR = "/etc/kaliper/payload"
+MASTER_JOIN_TIMEOUT_S = 120
+
+
+def trial_name(run: str, index: int) -> str:
+    return f"{run}-t{index}"
+
+
+def results_name(run: str, index: int) -> str:
+    return f"{trial_name(run, index)}-result"
+
+
+def report_name(run: str) -> str:
+    return f"{run}-report"
+
+
+def _owned_meta(run: dict[str, Any], name: str, role: str, index: int | None = None) -> dict[str, Any]:
+    meta = run["metadata"]
+    labels = {LABEL_RUN: meta["name"], LABEL_ROLE: role, LABEL_MANAGED: "kaliper"}
+    if index is not None:
+        labels[LABEL_TRIAL] = str(index)
+    return {
+        "name": name,
+        "namespace": meta["namespace"],
+        "labels": labels,
+        "ownerReferences": [owner_reference("ProfileRun", meta["name"], meta["uid"])],
+    }
+
+
+def trial_labels(run_name: str, index: int) -> dict[str, str]:
+    return {LABEL_RUN: run_name, LABEL_TRIAL: str(index)}
+
+
+def build_trial_deployment(run: dict[str, Any], index: int, spec: ModelDeploymentSpec) -> dict[str, Any]:
+    """The trial's ModelDeployment; its pods carry the run and trial labels (for diagnosis and metrics)."""
+    labels = {**(spec.pod_labels or {}), **trial_labels(run["metadata"]["name"], index)}
+    spec = spec.model_copy(update={"pod_labels": labels})
+    return {
+        "apiVersion": "kaliper.dev/v1alpha1",
+        "kind": "ModelDeployment",
+        "metadata": _owned_meta(run, trial_name(run["metadata"]["name"], index), "server", index),
+        "spec": spec.to_manifest(),
+    }
+
+
+def header_variable(index: int) -> str:
+    return f"KALIPER_HEADER_{index}"
+
+
+def loadgen_config(
+    spec: ProfileRunSpec,
+    url: str,
+    model_name: str,
+    level: float,
+    env_headers: dict[str, str],
+    dataset_file: str | None = None,
+) -> dict[str, Any]:
+    """The load generator's config (a LoadGenConfig) for one trial. Secret-backed headers become
+    environment variable names (env_headers: header -> variable), never values."""
+    load = spec.load.to_manifest()
+    if spec.load.closed_loop is not None:
+        load["closedLoop"]["concurrency"] = int(level)
+    else:
+        load["openLoop"]["rate"] = level
+    payload = spec.payload.to_manifest()
+    if dataset_file is not None:
+        payload["dataset"] = {**payload["dataset"], "file": dataset_file}
+        payload["dataset"].pop("configMap", None)
+    request = spec.request.to_manifest()
+    request.setdefault("modelName", model_name)
+    request.pop("headersFrom", None)
+    return {"url": url, "request": request, "payload": payload, "load": load, "envHeaders": env_headers}
+
+
+def _loadgen_pod(
+    run: dict[str, Any], index: int, spec: ProfileRunSpec, image: str, resources: dict[str, Any], command: list[str]
+) -> dict[str, Any]:
+    env: list[dict[str, Any]] = [
+        {"name": header_variable(i), "valueFrom": {"secretKeyRef": h.secret_key_ref.to_manifest()}}
+        for i, h in enumerate(spec.request.headers_from or [])
+    ]
+    mounts = [{"name": "config", "mountPath": CONFIG_DIR, "readOnly": True}, {"name": "tmp", "mountPath": "/tmp"}]
+    volumes: list[dict[str, Any]] = [
+        {"name": "config", "configMap": {"name": f"{trial_name(run['metadata']['name'], index)}-lg"}},
+        {"name": "tmp", "emptyDir": {}},
+    ]
+    dataset = spec.payload.dataset
+    if dataset is not None and dataset.config_map is not None:
+        volumes.append({"name": "payload", "configMap": {"name": dataset.config_map.name}})
+        mounts.append({"name": "payload", "mountPath": PAYLOAD_DIR, "readOnly": True})
+    container: dict[str, Any] = {
+        "name": "loadgen",
+        "image": image,
+        "command": command,
+        "volumeMounts": mounts,
+        "resources": resources,
+        "securityContext": {
+            "allowPrivilegeEscalation": False,
+            "readOnlyRootFilesystem": True,
+            "capabilities": {"drop": ["ALL"]},
+        },
+    }
+    if env:
+        container["env"] = env
+    return {
+        "metadata": {"labels": {**trial_labels(run["metadata"]["name"], index), LABEL_ROLE: "loadgen"}},
+        "spec": {
+            "serviceAccountName": LOADGEN_ACCOUNT,
+            "restartPolicy": "Never",
+            "securityContext": {"runAsNonRoot": True, "runAsUser": 10001, "seccompProfile": {"type": "RuntimeDefault"}},
+            "containers": [container],
+            "volumes": volumes,
+        },
+    }
+
+
+def job_deadline_s(spec: ProfileRunSpec) -> int:
+    """How long a load-generator Job may run: warm-up and the longest measurement, plus time to start and to
+    write results. The Job stops by itself even if nobody deletes it."""
+    return int(parse_duration(spec.load.warmup) + parse_duration(spec.load.max_duration)) + MASTER_JOIN_TIMEOUT_S + 60
+
+
+def _job(
+    run: dict[str, Any], index: int, suffix: str, pod: dict[str, Any], spec: ProfileRunSpec, parallelism: int = 1
+) -> dict[str, Any]:
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": _owned_meta(run, f"{trial_name(run['metadata']['name'], index)}-{suffix}", "loadgen", index),
+        "spec": {
+            "parallelism": parallelism,
+            "completions": parallelism,
+            # A load test that failed is reported, not silently measured again.
+            "backoffLimit": 0,
+            "activeDeadlineSeconds": job_deadline_s(spec),
+            "template": pod,
+        },
+    }
+
+
+def build_loadgen(
+    run: dict[str, Any],
+    index: int,
+    spec: ProfileRunSpec,
+    url: str,
+    model_name: str,
+    level: float,
+    image: str,
+    resources: dict[str, Any],
+) -> list[dict[str, Any]]:
+    """The trial's load-generator objects: its config ConfigMap, then the Job (or master Job, Service and
+    worker Job)."""
+    name = trial_name(run["metadata"]["name"], index)
+    headers = {h.name: header_variable(i) for i, h in enumerate(spec.request.headers_from or [])}
+    dataset = spec.payload.dataset
+    dataset_file = str(PurePosixPath(PAYLOAD_DIR) / dataset.config_map.key) if dataset and dataset.config_map else None
+    config = loadgen_config(spec, url, model_name, level, headers, dataset_file)
+    results_meta = _owned_meta(run, results_name(run["metadata"]["name"], index), "results", index)
+    config_map = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": _owned_meta(run, f"{name}-lg", "loadgen-config", index),
+        "data": {"config.yaml": yaml.safe_dump(config), "results.yaml": yaml.safe_dump({"metadata": results_meta})},
+    }
+    config_path, publish = f"{CONFIG_DIR}/config.yaml", f"{CONFIG_DIR}/results.yaml"
+    base = ["python", "-m", "kaliper.loadgen"]
+    out = ["--output", "/tmp/result.json", "--publish", publish]
+    workers = spec.load.workers
+    if workers == 0:
+        pod = _loadgen_pod(run, index, spec, image, resources, [*base, "run", config_path, *out])
+        return [config_map, _job(run, index, "lg", pod, spec)]
+    master_name = f"{name}-lgm"
+    master_pod = _loadgen_pod(
+        run,
+        index,
+        spec,
+        image,
+        resources,
+        [
+            *base,
+            "master",
+            config_path,
+            "--workers",
+            str(workers),
+            "--bind",
+            f"*:{LOADGEN_PORT}",
+            "--join-timeout",
+            str(MASTER_JOIN_TIMEOUT_S),
+            *out,
+        ],
+    )
+    master_pod["metadata"]["labels"][LABEL_ROLE] = "loadgen-master"
+    master_pod["spec"]["containers"][0]["ports"] = [{"name": "locust", "containerPort": LOADGEN_PORT}]
+    service = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _owned_meta(run, master_name, "loadgen", index),
+        "spec": {
+            "clusterIP": "None",
+            "selector": {**trial_labels(run["metadata"]["name"], index), LABEL_ROLE: "loadgen-master"},
+            "ports": [{"name": "locust", "port": LOADGEN_PORT, "targetPort": LOADGEN_PORT}],
+        },
+    }
+    worker_pod = _loadgen_pod(
+        run, index, spec, image, resources, [*base, "worker", "--master", f"{master_name}:{LOADGEN_PORT}"]
+    )
+    return [
+        config_map,
+        service,
+        _job(run, index, "lgm", master_pod, spec),
+        _job(run, index, "lgw", worker_pod, spec, parallelism=workers),
+    ]
+
+
+def loadgen_rbac(namespace: str) -> list[dict[str, Any]]:
+    """The load generator's identity in a namespace: it may create ConfigMaps (its results) and nothing else."""
+    meta = {"name": LOADGEN_ACCOUNT, "namespace": namespace, "labels": {LABEL_MANAGED: "kaliper"}}
+    return [
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta},
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "Role",
+            "metadata": meta,
+            "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create"]}],
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": meta,
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": LOADGEN_ACCOUNT},
+            "subjects": [{"kind": "ServiceAccount", "name": LOADGEN_ACCOUNT, "namespace": namespace}],
+        },
+    ]
+
+
+def build_report_configmap(run: dict[str, Any], content: dict[str, Any]) -> dict[str, Any]:
+    """The run's report ConfigMap; content comes from report.store.configmap_content."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": _owned_meta(run, report_name(run["metadata"]["name"]), "report"),
+        **content,
+    }

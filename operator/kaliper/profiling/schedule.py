@@ -1,0 +1,112 @@
+"""Which trials of a ProfileRun to start now, given the outcomes of those already finished.
+
+The operator keeps no search state in memory: on every step it replays the search (grid, knee or optuna,
+see search.py) from the outcomes recorded in the run's status, which gives the same decisions as an
+uninterrupted run would (optuna's sampler is seeded and told the same values in the same order). A restarted
+operator therefore continues a run where it stopped. Pure functions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from kaliper.api.profilerun import ProfileRunSpec
+from kaliper.profiling.plan import Configuration
+from kaliper.profiling.search import Outcome, order_for_search
+
+
+@dataclass(frozen=True)
+class PlannedTrial:
+    """One configuration at one load level."""
+
+    index: int
+    configuration: Configuration
+    level: float
+
+    @property
+    def parameters(self) -> dict[str, str]:
+        return {**self.configuration.parameters, self.configuration.level_name: f"{self.level:g}"}
+
+
+def trial_index(config: Configuration, level: float) -> int:
+    return config.index * len(config.levels) + config.levels.index(level)
+
+
+def planned_trials(configurations: list[Configuration]) -> list[PlannedTrial]:
+    """Every trial the sweep could run, by index."""
+    return [PlannedTrial(trial_index(c, level), c, level) for c in configurations for level in c.levels]
+
+
+@dataclass
+class Schedule:
+    start: list[PlannedTrial] = field(default_factory=list)
+    """Trials the search wants measured now (not yet finished), in order."""
+    skipped: dict[int, str] = field(default_factory=dict)
+    """Trials the search will not run, with the reason."""
+    failed: dict[int, str] = field(default_factory=dict)
+    """Trials failed without running: their configuration's deployment never came up at another level."""
+
+    @property
+    def finished(self) -> bool:
+        return not self.start
+
+
+def schedule(
+    spec: ProfileRunSpec,
+    configurations: list[Configuration],
+    outcomes: dict[int, Outcome],
+    hourly_cost: Callable[[Configuration], float],
+    never_ready: dict[int, str] | None = None,
+) -> Schedule:
+    """Replay the search over the recorded outcomes.
+
+    never_ready: configuration index -> why its deployment never became ready; its other levels fail the
+    same way instead of being deployed again. Grid searches list every unfinished trial (they do not depend
+    on one another, so they may run in parallel); knee and optuna choose each trial from the previous
+    outcomes, so they list one at a time.
+    """
+    never_ready = never_ready or {}
+    result = Schedule()
+    sequential = spec.search.strategy != "grid"
+    reached: set[int] = set()
+    for step in order_for_search(spec, configurations, hourly_cost):
+        config = step.configuration
+        if not step.run:
+            result.skipped.update({trial_index(config, lv): step.reason for lv in config.levels})
+            continue
+        verdicts: dict[float, bool] = {}
+        seen: list[Outcome] = []
+        waiting = False
+        while (level := step.next_level(verdicts)) is not None:
+            index = trial_index(config, level)
+            reached.add(index)
+            if config.index in never_ready and index not in outcomes:
+                result.failed[index] = never_ready[config.index]
+                outcome: Outcome | None = Outcome("Failed")
+            else:
+                outcome = outcomes.get(index)
+            if outcome is None:
+                result.start.append(PlannedTrial(index, config, level))
+                waiting = True
+                if sequential:
+                    return result
+                verdicts[level] = True  # grid: the next level does not depend on this one
+                continue
+            seen.append(outcome)
+            verdicts[level] = outcome.passed
+        if waiting:
+            continue
+        for level in step.levels:
+            index = trial_index(config, level)
+            if index not in reached:
+                result.skipped[index] = step.skip_reason(level, verdicts)
+                reached.add(index)
+        step.on_done(verdicts, seen)
+    # Trials the search never reached (optuna explores a sample) are reported as skipped.
+    for config in configurations:
+        for level in config.levels:
+            index = trial_index(config, level)
+            if index not in reached and index not in result.skipped:
+                result.skipped[index] = "not explored by the search"
+    return result
