@@ -13,6 +13,9 @@ import pytest
 
 from tests.support.controlplane import ControlPlane, ControlPlaneError, Kubectl, build_binaries, interrupt
 
+# The operator steps each ProfileRun every second in tests (5 s by default), read when its module is imported.
+os.environ.setdefault("KALIPER_STEP_INTERVAL", "1")
+
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "examples"
 CATALOGUE = REPO / "tests" / "catalogue" / "invalid"

@@ -5,7 +5,6 @@ Deployment controller does the rest, as in a cluster."""
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator
 
 import pytest
@@ -14,18 +13,13 @@ from kopf.testing import KopfRunner
 from kaliper.api.modeldeployment import ModelDeploymentSpec
 from kaliper.manifests.modeldeployment import build_deployment, build_service
 from tests.conftest import Kubectl
+from tests.support.operator import running_operator
 
 
 @pytest.fixture(scope="module")
 def operator(crds: Kubectl) -> Iterator[KopfRunner]:
-    os.environ["KUBECONFIG"] = str(crds.kubeconfig)
-    from kaliper.controllers import kube
-
-    kube.api_client.cache_clear()
-    args = ["run", "--all-namespaces", "--standalone", "-m", "kaliper.controllers.main"]
-    with KopfRunner(args, timeout=60) as runner:
+    with running_operator(crds) as runner:
         yield runner
-    assert runner.exception is None, runner.output
 
 
 MODEL = {"configMap": {"name": "iris-model", "key": "model.onnx"}, "name": "iris"}

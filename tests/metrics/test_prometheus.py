@@ -19,7 +19,7 @@ WINDOW_S = 10
 @pytest.fixture(scope="module")
 def metrics() -> Iterator[tuple[PrometheusMetrics, Window]]:
     port = free_port()
-    server = exporter.serve(port)
+    server = exporter.trial_scene().serve(port)
     try:
         with prometheus([f"127.0.0.1:{port}"]) as url:
             client = PrometheusMetrics(url)

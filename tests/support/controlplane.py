@@ -37,6 +37,7 @@ from kaliper.netutil import free_port
 REPO = Path(__file__).resolve().parents[2]
 BUILD_SCRIPT = REPO / "hack" / "testcluster" / "build.sh"
 FAKE_NODES = ("kwok-node-0", "kwok-node-1")
+KWOK_STAGES = Path(__file__).with_name("kwok-stages.yaml")
 _PR_SET_PDEATHSIG = 1
 
 
@@ -292,13 +293,16 @@ class ControlPlane:
             "--leader-elect=false",
         )
         kwok_config = self.root / "kwok.yaml"
-        kwok_config.write_text("")
+        kwok_config.write_text(KWOK_STAGES.read_text())
         self._spawn(
             "kwok",
             f"--kubeconfig={component_kubeconfig}",
             f"--config={kwok_config}",
             "--manage-all-nodes=false",
             "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
+            # Renew node Leases, the heartbeat the node lifecycle controller watches: without them it finds
+            # the nodes silent after its grace period and marks every pod on them NotReady.
+            "--node-lease-duration-seconds=40",
             "--cidr=10.244.0.1/24",
             "--node-ip=10.244.0.1",
         )

@@ -440,6 +440,9 @@ class ProfileRunTemplate(KaliperModel):
     """How requests and limits are recommended."""
     report: ReportSpec = Field(default_factory=ReportSpec)
     """Which report files to write."""
+    ready_timeout: PositiveDuration = "10m"
+    """Longest a trial's deployment (or the run's target ModelDeployment) may take to become ready before
+    the trial is marked Failed, with the reason (image pull, crash loop, unschedulable, OOM)."""
     trial_timeout: PositiveDuration = "20m"
     """Longest one trial (deploy, become ready, load, collect) may take before it is marked Failed."""
     ttl: TtlSpec | None = None
@@ -604,7 +607,9 @@ class TrialSummary(KaliperModel):
     stop_reason: Annotated[str, Field(max_length=512)] | None = None
     """Why measuring stopped (stable, max duration, error)."""
     message: Annotated[str, Field(max_length=2048)] | None = None
-    """What went wrong, for a failed trial."""
+    """What went wrong, for a failed trial (or why it was skipped)."""
+    failed_in: TrialPhase | None = None
+    """The phase a failed trial failed in; Deploying means its deployment never became ready."""
     start_time: datetime | None = None
     """When work started."""
     completion_time: datetime | None = None

@@ -7,7 +7,7 @@ from typing import Any
 
 import kopf
 
-from kaliper.controllers import modeldeployment  # noqa: F401  (registers its handlers)
+from kaliper.controllers import modeldeployment, profilerun  # noqa: F401  (registers their handlers)
 from kaliper.log import configure_logging
 
 
@@ -22,6 +22,8 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
         prefix="kaliper.dev", key="last-handled-configuration"
     )
     settings.watching.server_timeout = 60
+    # Handlers are synchronous (the kubernetes client blocks); give many runs room to step at once.
+    settings.execution.max_workers = int(os.environ.get("KALIPER_WORKERS", "16"))
 
 
 @kopf.on.login()

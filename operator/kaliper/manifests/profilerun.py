@@ -61,7 +61,7 @@ def trial_labels(run_name: str, index: int) -> dict[str, str]:
 
 def build_trial_deployment(run: dict[str, Any], index: int, spec: ModelDeploymentSpec) -> dict[str, Any]:
     """The trial's ModelDeployment; its pods carry the run and trial labels (for diagnosis and metrics)."""
-    labels = {**(spec.pod_labels or {}), **trial_labels(run["metadata"]["name"], index)}
+    labels = {**(spec.pod_labels or {}), **trial_labels(run["metadata"]["name"], index), LABEL_ROLE: "server"}
     spec = spec.model_copy(update={"pod_labels": labels})
     return {
         "apiVersion": "kaliper.dev/v1alpha1",

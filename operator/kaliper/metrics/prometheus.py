@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from prometheus_api_client import PrometheusConnect
@@ -38,9 +39,14 @@ def selector(window: Window, pod_label: str = "pod") -> str:
     return f'{namespace_label}="{window.namespace}",{pod_label}=~"{window.pod_regex}"'
 
 
+def subquery_step(window: Window) -> str:
+    """Resolution of the *_over_time subqueries: 5s, finer for short windows so each holds three points."""
+    return f"{max(1, min(5, window.seconds // 3))}s"
+
+
 def container_queries(window: Window) -> dict[str, str]:
     """PromQL of the CPU and memory figures (pure: tested against a real Prometheus)."""
-    s, w, step = selector(window), window.range, "5s"
+    s, w, step = selector(window), window.range, subquery_step(window)
     rate_range = f"{max(4 * window.scrape_interval_s, 4):g}s"
     return {
         "cpu_avg_cores": f"sum(increase(container_cpu_usage_seconds_total{{{s},{CONTAINER}}}[{w}])) / {window.seconds}",
@@ -61,7 +67,7 @@ def container_queries(window: Window) -> dict[str, str]:
 
 
 def gpu_queries(window: Window, pod_label: str) -> dict[str, str]:
-    s, w, step = selector(window, pod_label), window.range, "5s"
+    s, w, step = selector(window, pod_label), window.range, subquery_step(window)
     return {
         "gpu_utilization_percent": f"avg(avg_over_time(DCGM_FI_DEV_GPU_UTIL{{{s}}}[{w}]))",
         "gpu_memory_peak_mib": f"max_over_time(sum(DCGM_FI_DEV_FB_USED{{{s}}})[{w}:{step}])",
@@ -93,16 +99,41 @@ class PrometheusMetrics:
     def has_series(self, metric: str, window: Window, pod_label: str = "pod") -> bool:
         return self.scalar(f"count({metric}{{{selector(window, pod_label)}}})", window.end) not in (None, 0)
 
-    def wait_for_scrape(self, window: Window, scrape_interval_s: float, deadline_s: float = 60) -> bool:
-        """Wait until a sample newer than the window's end is stored (the final scrape), up to a deadline."""
+    def scraped_past(self, window: Window) -> bool:
+        """Whether a sample newer than the window's end is stored: the final scrape is in."""
         query = f"max(timestamp(container_cpu_usage_seconds_total{{{selector(window)},{CONTAINER}}}))"
+        latest = self.scalar(query, time.time())
+        return latest is not None and latest >= window.end
+
+    def wait_for_scrape(self, window: Window, scrape_interval_s: float, deadline_s: float = 60) -> bool:
+        """Wait until the final scrape is in, up to a deadline (the operator asks scraped_past once per step
+        instead of waiting)."""
         give_up = time.time() + max(deadline_s, scrape_interval_s * 3)
         while time.time() < give_up:
-            latest = self.scalar(query, time.time())
-            if latest is not None and latest >= window.end:
+            if self.scraped_past(window):
                 return True
             time.sleep(min(1.0, scrape_interval_s / 2))
         return False
+
+    def series(self, window: Window) -> list[tuple[float, float, float]]:
+        """(unix seconds, CPU cores, memory working-set bytes) over the window, summed over the trial's
+        pods, at the subquery resolution: what rightsizing takes its CPU percentile from."""
+        s, step = selector(window), subquery_step(window)
+        rate_range = f"{max(4 * window.scrape_interval_s, 4):g}s"
+        queries = {
+            "cpu": f"sum(rate(container_cpu_usage_seconds_total{{{s},{CONTAINER}}}[{rate_range}]))",
+            "memory": f"sum(container_memory_working_set_bytes{{{s},{CONTAINER}}})",
+        }
+        start, end = datetime.fromtimestamp(window.end - window.seconds, UTC), datetime.fromtimestamp(window.end, UTC)
+        values: dict[str, dict[float, float]] = {}
+        for name, query in queries.items():
+            result = self.client.custom_query_range(query, start_time=start, end_time=end, step=step)
+            values[name] = {float(t): float(v) for t, v in (result[0]["values"] if result else [])}
+        return [
+            (t, values["cpu"][t], values["memory"][t])
+            for t in sorted(values["cpu"])
+            if t in values["memory"] and not math.isnan(values["cpu"][t])
+        ]
 
     def trial_figures(self, window: Window, gpu: bool = False, dcgm_pod_label: str = "auto") -> Figures:
         figures = Figures()

@@ -1,0 +1,86 @@
+"""Why a trial's pods are not serving, or why its load generator failed, in words a user can act on.
+Pure functions over the objects as the API returns them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+IMAGE_PULL = {"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull"}
+# Waiting reasons that will not fix themselves: fail the trial now instead of at its timeout.
+CONFIG_ERRORS = {"CreateContainerConfigError", "CreateContainerError", "RunContainerError"}
+
+
+@dataclass(frozen=True)
+class Problem:
+    reason: str  # ImagePullBackOff, CrashLoopBackOff, OOMKilled, Unschedulable, ...
+    message: str
+    definitive: bool  # False: it may still resolve (an unschedulable pod may fit once nodes are added)
+
+    def __str__(self) -> str:
+        return f"{self.reason}: {self.message}"
+
+
+def _statuses(pod: dict[str, Any]) -> list[dict[str, Any]]:
+    status = pod.get("status") or {}
+    return list(status.get("initContainerStatuses") or []) + list(status.get("containerStatuses") or [])
+
+
+def pod_problem(pods: list[dict[str, Any]]) -> Problem | None:
+    """The most telling problem among the pods: a definitive one first (image pull, crash loop, OOM kill,
+    bad container config), then an unschedulable pod."""
+    pending: Problem | None = None
+    for pod in pods:
+        name = pod["metadata"]["name"]
+        for container in _statuses(pod):
+            waiting = (container.get("state") or {}).get("waiting") or {}
+            last = (container.get("lastState") or {}).get("terminated") or {}
+            terminated = (container.get("state") or {}).get("terminated") or {}
+            reason = waiting.get("reason", "")
+            where = f"container {container.get('name')} of pod {name}"
+            if reason in IMAGE_PULL:
+                image = container.get("image", "")
+                return Problem(reason, f"{where} cannot pull image {image}: {waiting.get('message', '')}".strip(), True)
+            if "OOMKilled" in (last.get("reason"), terminated.get("reason")):
+                return Problem(
+                    "OOMKilled",
+                    f"{where} exceeded its memory limit; raise the memory limit of this configuration",
+                    True,
+                )
+            if reason == "CrashLoopBackOff":
+                detail = f"exit code {last.get('exitCode')}" if last else waiting.get("message", "")
+                return Problem(reason, f"{where} keeps crashing ({detail}); see `kubectl logs {name}`", True)
+            if reason in CONFIG_ERRORS:
+                return Problem(reason, f"{where}: {waiting.get('message', '')}", True)
+        for condition in (pod.get("status") or {}).get("conditions") or []:
+            if condition.get("type") == "PodScheduled" and condition.get("reason") == "Unschedulable":
+                pending = pending or Problem("Unschedulable", f"pod {name}: {condition.get('message', '')}", False)
+    return pending
+
+
+def job_problem(job: dict[str, Any], pods: list[dict[str, Any]]) -> str | None:
+    """Why a load-generator Job failed, or None while it has not."""
+    for condition in (job.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == "Failed" and condition.get("status") == "True":
+            detail = ""
+            for pod in pods:
+                for container in _statuses(pod):
+                    terminated = (container.get("state") or {}).get("terminated") or {}
+                    if terminated and terminated.get("exitCode", 0) != 0:
+                        detail = (
+                            f"; pod {pod['metadata']['name']} exited with code {terminated.get('exitCode')}"
+                            f" ({terminated.get('reason', 'Error')}): {terminated.get('message', '')}".rstrip(": ")
+                        )
+            return f"load-generator Job {job['metadata']['name']} failed: {condition.get('reason', '')} " + (
+                f"{condition.get('message', '')}{detail}"
+            )
+        if condition.get("type") == "Complete" and condition.get("status") == "True":
+            return None
+    return None
+
+
+def job_complete(job: dict[str, Any]) -> bool:
+    return any(
+        c.get("type") == "Complete" and c.get("status") == "True"
+        for c in (job.get("status") or {}).get("conditions") or []
+    )

@@ -1,0 +1,643 @@
+"""ProfileRun handlers. A run advances in steps; every step reads the run and its trial objects afresh,
+moves each trial along (Pending -> Deploying -> Running -> Collecting -> Succeeded/Failed), starts the trials
+the search wants next, and writes the status. All state lives in the run's status and in the objects it
+owns, so a step is idempotent and an operator restarted at any point continues where it stopped.
+
+Steps are triggered by a timer on each run and by the events of its children (a trial ModelDeployment
+turning Ready, a load-generator Job finishing); a per-run lock keeps them one at a time.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import kopf
+from pydantic import ValidationError
+
+from kaliper.api.common import GROUP, VERSION, Condition
+from kaliper.api.loader import problems_from
+from kaliper.api.modeldeployment import ModelDeploymentSpec
+from kaliper.api.profilerun import ProfileRunStatus, Progress, ReportReference, TrialSummary
+from kaliper.api.resources import ProfileRun
+from kaliper.api.units import parse_duration
+from kaliper.controllers import kube
+from kaliper.controllers.diagnosis import job_complete, job_problem, pod_problem
+from kaliper.log import get_logger
+from kaliper.manifests.modeldeployment import KALIPER_IMAGE, BuildError, build_deployment, endpoint
+from kaliper.manifests.profilerun import (
+    LABEL_RUN,
+    LABEL_TRIAL,
+    build_loadgen,
+    build_report_configmap,
+    build_trial_deployment,
+    loadgen_rbac,
+    report_name,
+    results_name,
+    trial_name,
+)
+from kaliper.metrics.prometheus import PrometheusMetrics, Window
+from kaliper.profiling.plan import configurations
+from kaliper.profiling.schedule import PlannedTrial, planned_trials, schedule
+from kaliper.profiling.search import Outcome
+from kaliper.profiling.trials import conclude, hourly_cost, judge
+from kaliper.report.schema import LoadTestResult, ProfileReport, ResourceSeriesPoint, TrialReport, TrialResources
+from kaliper.report.status import status_from_report, trial_summary
+from kaliper.report.store import DocumentTooLarge, configmap_content, read_document
+
+PLURAL = "profileruns"
+RESULT_KEY, TRIAL_KEY, TARGET_KEY, REPORT_KEY = "result.json", "trial.json", "target.json", "report.json"
+IN_FLIGHT = ("Deploying", "Running", "Collecting")
+FINISHED = ("Succeeded", "Failed")
+log = get_logger("kaliper.profilerun")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Operator-wide settings, from the environment the chart sets."""
+
+    step_interval_s: float = float(os.environ.get("KALIPER_STEP_INTERVAL", "5"))
+    image: str = os.environ.get("KALIPER_IMAGE", KALIPER_IMAGE)
+    prometheus_url: str | None = os.environ.get("KALIPER_PROMETHEUS_URL") or None
+    loadgen_resources: dict[str, Any] = field(
+        default_factory=lambda: {
+            "requests": {
+                "cpu": os.environ.get("KALIPER_LOADGEN_CPU", "1"),
+                "memory": os.environ.get("KALIPER_LOADGEN_MEMORY", "512Mi"),
+            },
+            "limits": {"memory": os.environ.get("KALIPER_LOADGEN_MEMORY_LIMIT", "1Gi")},
+        }
+    )
+
+
+SETTINGS = Settings()
+_locks: dict[tuple[str, str], threading.Lock] = {}
+_locks_guard = threading.Lock()
+
+
+def _lock(namespace: str, name: str) -> threading.Lock:
+    with _locks_guard:
+        return _locks.setdefault((namespace, name), threading.Lock())
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC).replace(microsecond=0)
+
+
+class RunFailed(Exception):
+    """The run cannot go on; the message tells the user why and what to do."""
+
+
+# --- handlers ------------------------------------------------------------------------------------------
+
+
+@kopf.timer(GROUP, VERSION, PLURAL, interval=SETTINGS.step_interval_s, when=lambda status, **_: not _finished(status))
+def tick(namespace: str, name: str, **_: Any) -> None:
+    """Runs at once for a new (or, after a restart, every unfinished) run, then every step interval."""
+    step(namespace, name)
+
+
+@kopf.timer(
+    GROUP, VERSION, PLURAL, interval=60, when=lambda status, spec, **_: _finished(status) and bool(spec.get("ttl"))
+)
+def expire(namespace: str, name: str, spec: Any, status: Any, logger: Any, **_: Any) -> None:
+    """Delete a finished run once its TTL has passed (its trial objects and report go with it)."""
+    ttl = spec["ttl"].get("afterSuccess" if status.get("phase") == "Succeeded" else "afterFailure")
+    finished = status.get("completionTime")
+    if ttl is None or finished is None:
+        return
+    if datetime.fromisoformat(finished.replace("Z", "+00:00")) + timedelta(seconds=parse_duration(ttl)) <= utcnow():
+        logger.info(f"deleting ProfileRun {name}: its ttl ({ttl}) has passed")
+        kube.delete("ProfileRun", namespace, name)
+
+
+@kopf.on.event(GROUP, VERSION, "modeldeployments", labels={LABEL_RUN: kopf.PRESENT})
+def trial_deployment_changed(body: Any, namespace: str, **_: Any) -> None:
+    if (body.get("status") or {}).get("phase") in ("Ready", "Degraded", "Failed"):
+        _step_quietly(namespace, body["metadata"]["labels"][LABEL_RUN])
+
+
+@kopf.on.event("batch", "v1", "jobs", labels={LABEL_RUN: kopf.PRESENT})
+def loadgen_job_changed(body: Any, namespace: str, **_: Any) -> None:
+    conditions = (body.get("status") or {}).get("conditions") or []
+    if any(c.get("type") in ("Complete", "Failed") and c.get("status") == "True" for c in conditions):
+        _step_quietly(namespace, body["metadata"]["labels"][LABEL_RUN])
+
+
+def _step_quietly(namespace: str, name: str) -> None:
+    # A child's event only hurries the next step; if it fails, the run's timer tries again.
+    try:
+        step(namespace, name)
+    except Exception as exc:
+        log.warning("step failed; the timer retries", run=f"{namespace}/{name}", error=str(exc))
+
+
+def _finished(status: Any) -> bool:
+    return (status or {}).get("phase") in FINISHED
+
+
+# --- one step ------------------------------------------------------------------------------------------
+
+
+def step(namespace: str, name: str) -> None:
+    with _lock(namespace, name):
+        run = kube.get("ProfileRun", namespace, name)
+        if run is None or run["metadata"].get("deletionTimestamp") or _finished(run.get("status")):
+            return
+        Step(run).advance()
+
+
+class Step:
+    def __init__(self, run: dict[str, Any]) -> None:
+        self.run = run
+        self.namespace = run["metadata"]["namespace"]
+        self.name = run["metadata"]["name"]
+        self.before = run.get("status") or {}
+        self.status = ProfileRunStatus.model_validate(self.before)
+        self.now = utcnow()
+
+    # -- the step as a whole
+
+    def advance(self) -> None:
+        try:
+            resource = ProfileRun.model_validate(self.run)
+        except ValidationError as exc:
+            self.fail("; ".join(str(p) for p in problems_from(exc, ProfileRun)), reason="InvalidSpec")
+            return self.write()
+        self.spec = resource.spec
+        try:
+            if not self.status.trials and not self.plan():
+                return self.write()
+            self.configurations = configurations(self.spec, self.base())
+            self.trials = {t.index: t for t in self.status.trials or []}
+            self.move_trials()
+            self.start_trials()
+            if not any(t.phase in IN_FLIGHT or t.phase == "Pending" for t in self.trials.values()):
+                self.finish()
+        except RunFailed as exc:
+            self.teardown_all()
+            self.fail(str(exc))
+        self.write()
+
+    def write(self) -> None:
+        self.status.observed_generation = self.run["metadata"].get("generation")
+        status = self.status.to_manifest()
+        if status != {k: self.before.get(k) for k in status}:
+            kube.patch_status(PLURAL, self.namespace, self.name, status)
+
+    def event(self, reason: str, message: str, warning: bool = False) -> None:
+        (kopf.warn if warning else kopf.info)(self.run, reason=reason, message=message)
+        log.info(message, run=f"{self.namespace}/{self.name}", reason=reason)
+
+    def condition(self, kind: str, ok: bool, reason: str, message: str) -> None:
+        conditions = [c for c in self.status.conditions if c.type != kind]
+        previous = next((c for c in self.status.conditions if c.type == kind), None)
+        status = "True" if ok else "False"
+        since = previous.last_transition_time if previous and previous.status == status else self.now
+        conditions.append(
+            Condition(
+                type=kind,
+                status=status,
+                reason=reason,
+                message=message[:4096],
+                last_transition_time=since,
+                observed_generation=self.run["metadata"].get("generation"),
+            )
+        )
+        self.status.conditions = conditions
+
+    def fail(self, message: str, reason: str = "RunFailed") -> None:
+        self.status.phase = "Failed"
+        self.status.message = message
+        self.status.completion_time = self.now
+        self.condition("Progressing", False, reason, message)
+        self.condition("Complete", False, reason, message)
+        self.event(reason, f"ProfileRun failed: {message}", warning=True)
+
+    # -- planning, once
+
+    def plan(self) -> bool:
+        """Check what the run needs, snapshot its target and list its trials. False: not yet (the target
+        ModelDeployment does not exist yet)."""
+        spec = self.spec
+        if spec.payload.dataset is not None and spec.payload.dataset.file is not None:
+            raise RunFailed(
+                "spec.payload.dataset.file is a path on one machine; on Kubernetes put the lines in a ConfigMap "
+                "and use payload.dataset.configMap"
+            )
+        base = None
+        if spec.target.deployment_ref is not None:
+            target = kube.get("ModelDeployment", self.namespace, spec.target.deployment_ref.name)
+            if target is None:
+                waited = (self.now - _created(self.run)).total_seconds()
+                message = f"waiting for ModelDeployment {spec.target.deployment_ref.name} (spec.target.deploymentRef)"
+                if waited > parse_duration(spec.ready_timeout):
+                    raise RunFailed(
+                        f"ModelDeployment {spec.target.deployment_ref.name} does not exist; create it "
+                        "or fix spec.target.deploymentRef"
+                    )
+                self.status.phase, self.status.message = "Pending", message
+                self.condition("Progressing", False, "WaitingForTarget", message)
+                return False
+            base = ModelDeploymentSpec.model_validate(target["spec"])
+        planned = configurations(spec, base)
+        trials = planned_trials(planned)
+        if spec.search.strategy == "grid" and len(trials) > spec.search.max_trials:
+            raise RunFailed(
+                f"the sweep has {len(trials)} trials, more than search.maxTrials ({spec.search.max_trials}); "
+                "narrow the sweep or raise maxTrials"
+            )
+        if len(trials) > 1000:
+            raise RunFailed(f"the sweep has {len(trials)} trials; a ProfileRun holds at most 1000")
+        for config in planned:
+            if config.deployment is not None:
+                try:
+                    build_deployment("check", self.namespace, "", config.deployment)
+                except BuildError as exc:
+                    raise RunFailed(f"the target cannot be deployed on Kubernetes: {exc}") from exc
+        # The target as it is now is what every trial starts from, even if someone edits it mid-run.
+        target_text = base.model_dump_json(by_alias=True, exclude_none=True) if base else "null"
+        kube.apply(build_report_configmap(self.run, configmap_content(TARGET_KEY, target_text)))
+        for obj in loadgen_rbac(self.namespace):
+            kube.apply(obj)
+        self.status.phase = "Running"
+        self.status.message = None
+        self.status.start_time = self.now
+        self.status.trials = [
+            TrialSummary(index=t.index, name=trial_name(self.name, t.index), parameters=t.parameters) for t in trials
+        ]
+        self.condition("Progressing", True, "TrialsRunning", f"{len(trials)} trials planned")
+        self.event("Started", f"planned {len(trials)} trials ({spec.search.strategy} search)")
+        return True
+
+    def base(self) -> ModelDeploymentSpec | None:
+        if self.spec.target.deployment_ref is None:
+            return None
+        return _target_snapshot(self.namespace, self.name, self.run["metadata"]["uid"])
+
+    # -- trials in flight
+
+    def move_trials(self) -> None:
+        in_flight = [t for t in self.trials.values() if t.phase in IN_FLIGHT]
+        if not in_flight:
+            return
+        selector = f"{LABEL_RUN}={self.name}"
+        deployments = {
+            d["metadata"]["name"]: d for d in kube.list_labelled("ModelDeployment", self.namespace, selector)
+        }
+        jobs = kube.list_labelled("Job", self.namespace, selector)
+        pods = kube.list_labelled("Pod", self.namespace, selector)
+        for trial in in_flight:
+            mine = str(trial.index)
+            trial_pods = [p for p in pods if p["metadata"]["labels"].get(LABEL_TRIAL) == mine]
+            trial_jobs = [j for j in jobs if j["metadata"]["labels"].get(LABEL_TRIAL) == mine]
+            # One move per phase and step: the lists read above predate what this step creates.
+            if trial.phase == "Deploying":
+                self.deploying(trial, deployments.get(trial.name), trial_pods)
+            elif trial.phase == "Running":
+                self.running(trial, trial_jobs, trial_pods)
+            if trial.phase == "Collecting":
+                self.collecting(trial)
+
+    def planned(self, trial: TrialSummary) -> PlannedTrial:
+        return next(p for p in planned_trials(self.configurations) if p.index == trial.index)
+
+    def elapsed(self, trial: TrialSummary) -> float:
+        return (self.now - trial.start_time).total_seconds() if trial.start_time else 0.0
+
+    def deploying(self, trial: TrialSummary, deployment: dict[str, Any] | None, pods: list[dict[str, Any]]) -> None:
+        planned = self.planned(trial)
+        if deployment is None:  # created before a restart and lost, or never created: (re)apply
+            kube.apply(build_trial_deployment(self.run, trial.index, planned.configuration.deployment))
+            return
+        status = deployment.get("status") or {}
+        if status.get("phase") == "Ready":
+            self.start_load(trial, planned, status.get("endpoint"), status.get("modelName"))
+            return
+        server_pods = [p for p in pods if p["metadata"]["labels"].get("kaliper.dev/role") != "loadgen"]
+        problem = pod_problem(server_pods)
+        if status.get("phase") == "Failed":
+            self.trial_failed(trial, f"the trial's ModelDeployment failed: {status.get('message')}")
+        elif problem is not None and problem.definitive:
+            self.trial_failed(trial, str(problem))
+        elif self.elapsed(trial) > parse_duration(self.spec.ready_timeout):
+            why = str(problem) if problem else status.get("message") or "no pod became ready"
+            self.trial_failed(trial, f"not ready after readyTimeout ({self.spec.ready_timeout}): {why}")
+
+    def start_load(self, trial: TrialSummary, planned: PlannedTrial, url: str | None, model_name: str | None) -> None:
+        config = planned.configuration
+        if url is None:  # a trial deployment: its Service
+            assert config.deployment is not None
+            url = endpoint(trial.name, self.namespace, config.deployment)
+        for obj in build_loadgen(
+            self.run,
+            trial.index,
+            self.spec,
+            url,
+            model_name or self.model_name(),
+            planned.level,
+            SETTINGS.image,
+            SETTINGS.loadgen_resources,
+        ):
+            kube.apply(obj)
+        trial.phase = "Running"
+        self.event("TrialRunning", f"trial {trial.name}: load generator started ({_describe(trial)})")
+
+    def model_name(self) -> str:
+        base = self.base()
+        if base is not None and base.model.name:
+            return base.model.name
+        return self.spec.target.deployment_ref.name if self.spec.target.deployment_ref else "model"
+
+    def running(self, trial: TrialSummary, jobs: list[dict[str, Any]], pods: list[dict[str, Any]]) -> None:
+        results = kube.get("ConfigMap", self.namespace, results_name(self.name, trial.index))
+        if results is not None:
+            trial.phase = "Collecting"
+            return
+        loadgen_pods = [p for p in pods if p["metadata"]["labels"].get("kaliper.dev/role", "").startswith("loadgen")]
+        for job in jobs:
+            problem = job_problem(job, loadgen_pods)
+            if problem is not None:
+                return self.trial_failed(trial, problem)
+        if any(job_complete(j) for j in jobs):
+            return self.trial_failed(trial, "the load generator finished without writing its results")
+        if not jobs:  # applied before a restart and lost: apply again
+            planned = self.planned(trial)
+            url = None if planned.configuration.deployment is not None else str(self.spec.target.url)
+            self.start_load(trial, planned, url, None)
+        elif self.elapsed(trial) > parse_duration(self.spec.trial_timeout):
+            self.trial_failed(trial, f"no results within trialTimeout ({self.spec.trial_timeout})")
+
+    def collecting(self, trial: TrialSummary) -> None:
+        """Turn the results document into the trial's report, with resource figures from Prometheus once its
+        final scrape after the load window is in."""
+        results = kube.get("ConfigMap", self.namespace, results_name(self.name, trial.index))
+        text = read_document(results or {}, RESULT_KEY)
+        if text is None:
+            return self.trial_failed(trial, f"ConfigMap {results_name(self.name, trial.index)} holds no {RESULT_KEY}")
+        result = LoadTestResult.model_validate_json(text)
+        planned = self.planned(trial)
+        report = TrialReport(index=trial.index, name=trial.name, parameters=trial.parameters, status="Succeeded")
+        if result.error or not result.stages:
+            report.status, report.message = "Failed", result.error or "the load generator measured nothing"
+        else:
+            report.stage = result.stages[0]
+            resources = self.resources(trial, report)
+            if resources is None:
+                return  # the final scrape is not in yet: the next step looks again
+            report.resources = resources
+            if resources.oom_kills:
+                report.status, report.message = "Failed", "OOMKilled: a replica exceeded its memory limit"
+        report = judge(report, self.spec, planned.configuration)
+        kube.merge_patch(
+            "ConfigMap",
+            self.namespace,
+            results_name(self.name, trial.index),
+            {"data": {TRIAL_KEY: report.model_dump_json(by_alias=True, exclude={"stage"}, exclude_none=True)}},
+        )
+        summary = trial_summary(report)
+        summary.start_time, summary.completion_time = trial.start_time, self.now
+        if report.status == "Failed":
+            summary.failed_in = "Running"
+        self.trials[trial.index] = summary
+        self.teardown(trial.index)
+        if report.resources is not None and report.resources.unavailable:
+            self.event("MetricsUnavailable", f"trial {trial.name}: " + "; ".join(report.resources.unavailable), True)
+        verdict = {True: "met the SLO", False: "missed the SLO", None: "measured"}[report.slo_met]
+        self.event(
+            f"Trial{report.status}",
+            f"trial {trial.name} {verdict if report.status == 'Succeeded' else 'failed: ' + (report.message or '')}",
+            warning=report.status == "Failed",
+        )
+
+    def resources(self, trial: TrialSummary, report: TrialReport) -> TrialResources | None:
+        """Figures for the load window, None while waiting for the final scrape."""
+        prometheus = self.spec.metrics.prometheus
+        url = str(prometheus.url) if prometheus else SETTINGS.prometheus_url
+        if self.spec.target.deployment_ref is None:
+            return TrialResources(source="prometheus", unavailable=["resources: the target is a URL, not a deployment"])
+        if url is None:
+            return TrialResources(
+                source="prometheus", unavailable=["resources: no Prometheus configured (spec.metrics.prometheus)"]
+            )
+        assert report.stage is not None
+        scrape = parse_duration(prometheus.scrape_interval) if prometheus else 15.0
+        start = report.stage.started_at.timestamp() + report.stage.warmup_s
+        window = Window(
+            namespace=self.namespace,
+            pod_regex=f"{trial.name}-[a-z0-9]+-[a-z0-9]+",
+            end=start + report.stage.measured_s,
+            seconds=max(1, round(report.stage.measured_s)),
+            scrape_interval_s=scrape,
+        )
+        client = PrometheusMetrics(url, parse_duration(prometheus.timeout) if prometheus else 10)
+        # Wait for a scrape after the window, up to three intervals (and a little slack) past its end.
+        give_up = self.now.timestamp() > window.end + 3 * scrape + 10
+        try:
+            if not give_up and not client.scraped_past(window):
+                return None
+            deployment = self.planned(trial).configuration.deployment
+            gpus = (
+                deployment.resources.gpu.count
+                if deployment and deployment.resources and deployment.resources.gpu
+                else 0
+            )
+            dcgm = self.spec.metrics.dcgm
+            figures = client.trial_figures(
+                window, gpu=bool(gpus and dcgm and dcgm.enabled), dcgm_pod_label=dcgm.pod_label if dcgm else "auto"
+            )
+        except Exception as exc:  # any failure to query is reported, not fatal
+            return TrialResources(source="prometheus", unavailable=[f"Prometheus at {url} could not be queried: {exc}"])
+        values = dict(figures.values)
+        for count in ("oom_kills", "restarts"):
+            if count in values:
+                values[count] = round(values[count])
+        resources = TrialResources(source="prometheus", unavailable=figures.unavailable, **values)
+        if "cpu_avg_cores" in values:
+            try:
+                points = client.series(window)
+            except Exception as exc:  # the figures stand without the series
+                resources.unavailable.append(f"cpu series: {exc}")
+                points = []
+            start = window.end - window.seconds
+            resources.series = [ResourceSeriesPoint(t_s=t - start, cpu_cores=c, memory_bytes=m) for t, c, m in points]
+            cpus = sorted(c for _, c, _ in points)
+            if cpus:  # nearest rank, as the local sampler reports it
+                resources.cpu_p90_cores = cpus[max(0, int(len(cpus) * 0.9 + 0.5) - 1)]
+        return resources
+
+    def trial_failed(self, trial: TrialSummary, message: str) -> None:
+        trial.failed_in = trial.phase if trial.phase in IN_FLIGHT else None
+        trial.phase, trial.message, trial.completion_time = "Failed", message[:2048], self.now
+        self.teardown(trial.index)
+        self.event("TrialFailed", f"trial {trial.name} failed: {message}", warning=True)
+
+    def teardown(self, index: int) -> None:
+        """Remove a finished trial's deployment and load generator (its results stay, owned by the run)."""
+        name = trial_name(self.name, index)
+        kube.delete("ModelDeployment", self.namespace, name)
+        for job in (f"{name}-lg", f"{name}-lgm", f"{name}-lgw"):
+            kube.delete("Job", self.namespace, job)
+        kube.delete("Service", self.namespace, f"{name}-lgm")
+        kube.delete("ConfigMap", self.namespace, f"{name}-lg")
+
+    def teardown_all(self) -> None:
+        for trial in self.status.trials or []:
+            if trial.phase in IN_FLIGHT:
+                self.teardown(trial.index)
+
+    # -- what next
+
+    def start_trials(self) -> None:
+        outcomes = {
+            t.index: Outcome(t.phase, t.slo_met, t.throughput_rps, t.cost_per_million_requests)
+            for t in self.trials.values()
+            if t.phase in FINISHED
+        }
+        never_ready = {
+            self.planned(t).configuration.index: t.message or "not ready"
+            for t in self.trials.values()
+            if t.phase == "Failed" and t.failed_in == "Deploying"
+        }
+        plan = schedule(self.spec, self.configurations, outcomes, lambda c: hourly_cost(self.spec, c), never_ready)
+        for index, reason in plan.skipped.items():
+            if self.trials[index].phase == "Pending":
+                self.trials[index].phase, self.trials[index].message = "Skipped", reason
+        for index, reason in plan.failed.items():
+            if self.trials[index].phase == "Pending":
+                trial = self.trials[index]
+                trial.phase, trial.message, trial.failed_in = "Failed", reason, "Deploying"
+                trial.completion_time = self.now
+        busy = sum(t.phase in IN_FLIGHT for t in self.trials.values())
+        sequential = self.spec.search.strategy != "grid"
+        free = (0 if busy else 1) if sequential else self.spec.search.parallelism - busy
+        for planned in [p for p in plan.start if self.trials[p.index].phase == "Pending"][: max(0, free)]:
+            self.start_trial(self.trials[planned.index], planned)
+        self.status.trials = [self.trials[i] for i in sorted(self.trials)]
+        self.update_progress()
+
+    def start_trial(self, trial: TrialSummary, planned: PlannedTrial) -> None:
+        trial.start_time = self.now
+        if planned.configuration.deployment is None:
+            self.start_load(trial, planned, str(self.spec.target.url), None)
+            return
+        kube.apply(build_trial_deployment(self.run, trial.index, planned.configuration.deployment))
+        trial.phase = "Deploying"
+        self.event("TrialStarted", f"trial {trial.name}: deploying ({_describe(trial)})")
+
+    def update_progress(self) -> None:
+        trials = self.status.trials or []
+        done = sum(t.phase in (*FINISHED, "Skipped") for t in trials)
+        current = next((t.name for t in trials if t.phase in IN_FLIGHT), None)
+        self.status.progress = Progress(
+            completed_trials=done, total_trials=len(trials), current_trial=current, summary=f"{done}/{len(trials)}"
+        )
+
+    # -- the end
+
+    def finish(self) -> None:
+        """Every trial is done: write the full report, then the status from it."""
+        report = ProfileReport(
+            name=self.name,
+            namespace=self.namespace,
+            started_at=self.status.start_time or self.now,
+            finished_at=self.now,
+            target=(
+                f"ModelDeployment/{self.spec.target.deployment_ref.name}"
+                if self.spec.target.deployment_ref
+                else str(self.spec.target.url)
+            ),
+            strategy=self.spec.search.strategy,
+            currency=self.spec.cost.currency,
+        )
+        report.trials = [self.trial_report(t) for t in self.status.trials or []]
+        report.load_generation_s = sum(t.stage.warmup_s + t.stage.measured_s for t in report.trials if t.stage)
+        conclude(self.spec, report)
+        if not any(t.status == "Succeeded" for t in report.trials):
+            first = next((t.message for t in report.trials if t.status == "Failed"), None) or "no trial ran"
+            report.error = f"no trial succeeded; the first failure: {first}"
+        reference = ReportReference(config_map={"name": report_name(self.name), "key": REPORT_KEY})
+        self.store_report(report)
+        final = status_from_report(report, reference)
+        times = {t.index: t for t in self.status.trials or []}
+        for summary in final.trials or []:
+            summary.start_time = times[summary.index].start_time
+            summary.completion_time = times[summary.index].completion_time
+            summary.failed_in = times[summary.index].failed_in
+        final.conditions, final.start_time = self.status.conditions, self.status.start_time
+        self.status = final
+        unavailable = sorted({u for t in report.trials if t.resources for u in t.resources.unavailable})
+        if unavailable:
+            self.condition("Degraded", True, "MetricsUnavailable", "; ".join(unavailable))
+        else:
+            self.condition("Degraded", False, "MetricsAvailable", "every resource figure was measured")
+        if report.error:
+            self.fail(report.error, reason="TrialsFailed")
+            return
+        summary = f"verdict {report.verdict}" + (
+            f", best trial t{report.best_trial}" if report.best_trial is not None else ""
+        )
+        self.condition("Progressing", False, "Finished", summary)
+        self.condition("Complete", True, "Succeeded", summary)
+        self.event("Succeeded", f"ProfileRun finished: {summary}; report in ConfigMap {report_name(self.name)}")
+
+    def trial_report(self, trial: TrialSummary) -> TrialReport:
+        if trial.phase in FINISHED:
+            stored = kube.get("ConfigMap", self.namespace, results_name(self.name, trial.index)) or {}
+            text = read_document(stored, TRIAL_KEY)
+            if text is not None:
+                report = TrialReport.model_validate_json(text)
+                result = read_document(stored, RESULT_KEY)
+                if result is not None and report.stage is None:
+                    stages = LoadTestResult.model_validate_json(result).stages
+                    report.stage = stages[0] if stages else None
+                return report
+        status = "Skipped" if trial.phase == "Skipped" else "Failed"
+        return TrialReport(
+            index=trial.index, name=trial.name, parameters=trial.parameters, status=status, message=trial.message
+        )
+
+    def store_report(self, report: ProfileReport) -> None:
+        text = report.model_dump_json(by_alias=True, exclude_none=True, indent=2)
+        try:
+            content = configmap_content(REPORT_KEY, text)
+        except DocumentTooLarge:
+            # Drop the time series (the per-trial documents keep them) so the report fits.
+            for trial in report.trials:
+                if trial.stage is not None:
+                    trial.stage.windows = []
+                    trial.stage.latency.histogram = trial.stage.service_time.histogram = None
+                if trial.resources is not None:
+                    trial.resources.series = []
+            report.warnings.append("time series left out to fit the 1 MiB ConfigMap limit; see the *-result ConfigMaps")
+            content = configmap_content(REPORT_KEY, report.model_dump_json(by_alias=True, exclude_none=True))
+        target = read_document(kube.get("ConfigMap", self.namespace, report_name(self.name)) or {}, TARGET_KEY)
+        if target is not None:  # keep the snapshot beside the report (an apply replaces the whole data map)
+            content.setdefault("data", {})[TARGET_KEY] = target
+        kube.apply(build_report_configmap(self.run, content))
+
+
+def _describe(trial: TrialSummary) -> str:
+    return ", ".join(f"{k}={v}" for k, v in trial.parameters.items()) or "the target as it is"
+
+
+def _created(run: dict[str, Any]) -> datetime:
+    return datetime.fromisoformat(run["metadata"]["creationTimestamp"].replace("Z", "+00:00"))
+
+
+_snapshots: dict[tuple[str, str, str], ModelDeploymentSpec | None] = {}
+
+
+def _target_snapshot(namespace: str, name: str, uid: str) -> ModelDeploymentSpec | None:
+    """The target spec the run planned with (kept in its report ConfigMap), cached by the run's uid."""
+    key = (namespace, name, uid)
+    if key not in _snapshots:
+        stored = kube.get("ConfigMap", namespace, report_name(name))
+        text = read_document(stored or {}, TARGET_KEY)
+        if text is None:
+            raise RunFailed(f"ConfigMap {report_name(name)}, where the run keeps its target, is missing")
+        _snapshots[key] = None if text == "null" else ModelDeploymentSpec.model_validate_json(text)
+    return _snapshots[key]

@@ -1,0 +1,218 @@
+"""ProfileRuns driven by the operator on the real API server. Trial pods land on kwok's nodes; the load
+generator's work is played by running its real command here against a ground-truth server (see
+tests/support/operator.py); a real Prometheus scrapes a test double of cAdvisor, kube-state-metrics and
+dcgm-exporter that serves known values for the trial pods, and the status must carry exactly those."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from kaliper.api.profilerun import ProfileRunSpec
+from kaliper.manifests.profilerun import build_loadgen
+from kaliper.netutil import free_port
+from kaliper.report.schema import ProfileReport
+from tests.conftest import Kubectl
+from tests.support.exporter import Exporter, PodSeries
+from tests.support.groundtruth import groundtruth
+from tests.support.operator import Cluster, running_operator
+from tests.support.prometheus import prometheus
+
+MIB = 2**20
+CORES = {"500m": 0.25, "1": 0.4}  # CPU each trial pod uses, by the trial's cpu setting
+MEMORY = {"500m": 150 * MIB, "1": 180 * MIB}
+
+
+@pytest.fixture(scope="module")
+def operator(crds: Kubectl) -> Iterator[None]:
+    with running_operator(crds):
+        yield
+
+
+@pytest.fixture(scope="module")
+def metrics() -> Iterator[tuple[Exporter, str]]:
+    exporter = Exporter()
+    port = free_port()
+    server = exporter.serve(port)
+    try:
+        with prometheus([f"127.0.0.1:{port}"]) as url:
+            yield exporter, url
+    finally:
+        server.shutdown()
+
+
+@pytest.fixture(scope="module")
+def target() -> Iterator[str]:
+    with groundtruth("-median", "4ms", "-sigma", "0.2") as url:
+        yield url
+
+
+def apply(kubectl: Kubectl, namespace: str, *objects: dict) -> None:
+    kubectl(
+        "apply", "-n", namespace, "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": objects})
+    )
+
+
+def model_deployment(name: str = "iris", replicas: int = 2) -> dict:
+    return {
+        "apiVersion": "kaliper.dev/v1alpha1",
+        "kind": "ModelDeployment",
+        "metadata": {"name": name},
+        "spec": {
+            "model": {"configMap": {"name": "iris-model", "key": "model.onnx"}, "name": "iris"},
+            "replicas": replicas,
+        },
+    }
+
+
+def profile_run(name: str, prometheus_url: str | None, **spec: object) -> dict:
+    body: dict = {
+        "target": {"deploymentRef": {"name": "iris"}},
+        "payload": {"inline": '{"inputs": []}'},
+        "load": {"closedLoop": {"concurrency": 2}, "warmup": "0s", "minDuration": "3s", "maxDuration": "3s"},
+        "slo": {"latency": [{"percentile": 99, "max": "1s"}], "targetThroughput": 100},
+        "cost": {"perCoreHour": 0.04, "perGibHour": 0.005},
+        "readyTimeout": "60s",
+        **spec,
+    }
+    if prometheus_url is not None:
+        body["metrics"] = {"prometheus": {"url": prometheus_url, "scrapeInterval": "1s", "timeout": "5s"}}
+    return {"apiVersion": "kaliper.dev/v1alpha1", "kind": "ProfileRun", "metadata": {"name": name}, "spec": body}
+
+
+def export_trial(cluster: Cluster, exporter: Exporter, index: int, cpu: str) -> None:
+    for pod in cluster.wait_pods(index, "server", count=2):
+        exporter.add(pod["metadata"]["name"], PodSeries(cluster.namespace, CORES[cpu], MEMORY[cpu]))
+
+
+def test_a_two_trial_sweep_runs_to_succeeded_with_exact_prometheus_figures(
+    operator, metrics, target: str, crds: Kubectl, namespace: str
+) -> None:  # type: ignore[no-untyped-def]
+    exporter, prometheus_url = metrics
+    run = profile_run("sweep", prometheus_url, sweep={"cpu": ["500m", "1"]})
+    apply(crds, namespace, model_deployment(), run)
+    cluster = Cluster(crds, namespace, "sweep")
+    for index, cpu in enumerate(["500m", "1"]):
+        cluster.wait_trial(index, "Running")
+        export_trial(cluster, exporter, index, cpu)
+        # The Job on the server is exactly what the builder makes for this trial.
+        owner = cluster.get("profilerun", "sweep")
+        expected = build_loadgen(
+            owner, index, ProfileRunSpec.model_validate(owner["spec"]), f"http://sweep-t{index}.{namespace}.svc:80",
+            "iris", 2, "ghcr.io/kaliper-dev/kaliper:0.1.0", {},
+        )  # fmt: skip
+        job = cluster.get("job", f"sweep-t{index}-lg")
+        stored_pod, built_pod = job["spec"]["template"]["spec"], expected[1]["spec"]["template"]["spec"]
+        for key in ("command", "volumeMounts", "securityContext"):
+            assert stored_pod["containers"][0][key] == built_pod["containers"][0][key], key
+        assert stored_pod["serviceAccountName"] == "kaliper-loadgen" and job["spec"]["backoffLimit"] == 0
+        assert job["metadata"]["ownerReferences"][0]["uid"] == owner["metadata"]["uid"]
+        time.sleep(5)  # Prometheus holds a few scrapes of the pods before the load window opens
+        done = cluster.play_load(index, target)
+        assert done.returncode == 0, done.stderr
+        cluster.wait_trial(index, "Succeeded")
+        assert not [o for o in cluster.owned() if f"sweep-t{index}" in o and not o.startswith("Pod/")]
+
+    status = cluster.wait_phase("Succeeded")
+    assert status["progress"]["summary"] == "2/2" and status["verdict"] == "Met"
+    for trial, cpu in zip(status["trials"], ["500m", "1"], strict=True):
+        assert trial["phase"] == "Succeeded" and trial["parameters"]["cpu"] == cpu
+        resources = trial["resources"]
+        assert resources["cpuAvgCores"] == pytest.approx(2 * CORES[cpu], rel=1e-6)
+        assert resources["cpuPeakCores"] == pytest.approx(2 * CORES[cpu], rel=1e-6)
+        assert resources["cpuP90Cores"] == pytest.approx(2 * CORES[cpu], rel=1e-6)
+        assert resources["cpuThrottledRatio"] == pytest.approx(0.4, rel=1e-6)
+        assert resources["memoryAvgBytes"] == 2 * MEMORY[cpu] and resources["memoryPeakBytes"] == 2 * MEMORY[cpu]
+        assert resources["restarts"] == 0 and resources["oomKills"] == 0
+        assert trial["requests"] > 0 and trial["latency"]["p99Ms"] < 1000 and trial["sloMet"] is True
+        assert trial["costPerMillionRequests"] > 0 and trial["coreHoursPerMillionRequests"] > 0
+    # Both met the SLO; the cheaper one per request wins and sizes the recommendation.
+    assert status["best"]["trial"] in (0, 1) and status["recommendation"]["replicas"] >= 1
+    assert status["recommendation"]["requests"]["cpu"] and status["cost"]["currencyPerMillionRequests"] > 0
+    conditions = {c["type"]: c for c in status["conditions"]}
+    assert conditions["Complete"]["status"] == "True" and conditions["Degraded"]["status"] == "False"
+    # The full report, in the ConfigMap the status points to, holds the same figures.
+    reference = status["reportRef"]["configMap"]
+    report = ProfileReport.model_validate_json(cluster.get("configmap", reference["name"])["data"][reference["key"]])
+    assert [t.status for t in report.trials] == ["Succeeded", "Succeeded"]
+    assert report.trials[0].resources.memory_peak_bytes == 2 * MEMORY["500m"]
+    assert report.trials[0].stage.requests == status["trials"][0]["requests"]
+    # Nothing of the trials is left but their results; Events tell the story.
+    crds.wait_for(lambda: not cluster.owned(), timeout=60, what="the trial objects to go")
+    reasons = {e["reason"] for e in cluster.get("events", "--field-selector", "involvedObject.name=sweep")["items"]}
+    assert {"Started", "TrialStarted", "TrialRunning", "TrialSucceeded", "Succeeded"} <= reasons
+    columns = crds("get", "profilerun", "sweep", "-n", namespace).stdout
+    assert "Succeeded" in columns and "2/2" in columns and "Met" in columns
+
+
+def test_prometheus_down_or_empty_ends_succeeded_but_degraded(
+    operator, metrics, target: str, crds: Kubectl, namespace: str
+) -> None:  # type: ignore[no-untyped-def]
+    _, prometheus_url = metrics
+    down = f"http://127.0.0.1:{free_port()}"
+    apply(
+        crds, namespace, model_deployment(replicas=1), profile_run("down", down), profile_run("empty", prometheus_url)
+    )
+    for name in ("down", "empty"):  # "empty": Prometheus is up, but nobody exports these pods
+        cluster = Cluster(crds, namespace, name)
+        cluster.wait_trial(0, "Running")
+        assert cluster.play_load(0, target).returncode == 0
+    reasons = {}
+    for name in ("down", "empty"):
+        status = Cluster(crds, namespace, name).wait_phase("Succeeded")
+        degraded = next(c for c in status["conditions"] if c["type"] == "Degraded")
+        assert degraded["status"] == "True" and degraded["reason"] == "MetricsUnavailable"
+        assert "resources" not in status["trials"][0] or "cpuAvgCores" not in status["trials"][0]["resources"]
+        reasons[name] = degraded["message"]
+    assert f"Prometheus at {down} could not be queried" in reasons["down"]
+    assert "no cAdvisor series for pods empty-t0-" in reasons["empty"]
+
+
+def test_trials_whose_servers_never_come_up_fail_with_the_reason(operator, crds: Kubectl, namespace: str) -> None:  # type: ignore[no-untyped-def]
+    # t0 asks for more CPU than any node has; t1 is scheduled but its container crash-loops.
+    run = profile_run("broken", None, sweep={"cpu": ["64", "500m"]}, readyTimeout="4s", search={"parallelism": 2})
+    apply(crds, namespace, model_deployment(replicas=1), run)
+    cluster = Cluster(crds, namespace, "broken")
+    cluster.wait_pods(1, "server")
+    cluster.set_waiting(1, "CrashLoopBackOff", "back-off 40s restarting failed container")
+    status = cluster.wait_phase("Failed")
+    trials = {t["index"]: t for t in status["trials"]}
+    assert trials[0]["phase"] == "Failed" and trials[0]["failedIn"] == "Deploying"
+    assert "not ready after readyTimeout (4s): Unschedulable" in trials[0]["message"]
+    assert "Insufficient cpu" in trials[0]["message"]
+    assert trials[1]["phase"] == "Failed" and trials[1]["message"].startswith("CrashLoopBackOff: container server")
+    assert "no trial succeeded" in status["message"]
+    crds.wait_for(lambda: not cluster.owned(), timeout=60, what="the trial objects to go")
+
+
+def test_a_failed_load_generator_job_fails_the_trial(operator, crds: Kubectl, namespace: str) -> None:  # type: ignore[no-untyped-def]
+    apply(crds, namespace, model_deployment(replicas=1), profile_run("jobfail", None))
+    cluster = Cluster(crds, namespace, "jobfail")
+    cluster.wait_trial(0, "Running")
+    cluster.wait_pods(0, "loadgen")
+    cluster.end_pods(0, "loadgen", exit_code=2, message="cannot read /etc/kaliper/config.yaml")
+    status = cluster.wait_phase("Failed")
+    trial = status["trials"][0]
+    assert trial["failedIn"] == "Running"
+    assert "load-generator Job jobfail-t0-lg failed: BackoffLimitExceeded" in trial["message"]
+    assert "exited with code 2 (Error): cannot read /etc/kaliper/config.yaml" in trial["message"]
+    crds.wait_for(lambda: not cluster.owned(), timeout=60, what="the trial objects to go")
+
+
+def test_deleting_a_run_mid_trial_removes_its_jobs_and_deployments(operator, crds: Kubectl, namespace: str) -> None:  # type: ignore[no-untyped-def]
+    apply(crds, namespace, model_deployment(replicas=1), profile_run("gone", None))
+    cluster = Cluster(crds, namespace, "gone")
+    cluster.wait_trial(0, "Running")
+    cluster.wait_pods(0, "loadgen")
+    assert any(o.startswith("Job/") for o in cluster.owned())
+    crds("delete", "profilerun", "gone", "-n", namespace, "--wait=false")
+    crds.wait_for(lambda: not cluster.owned(), timeout=90, what="the run's trial objects to go")
+    leftover = crds.json("get", "configmaps", "-n", namespace, "-l", "kaliper.dev/profilerun=gone")["items"]
+    crds.wait_for(
+        lambda: not crds.json("get", "configmaps", "-n", namespace, "-l", "kaliper.dev/profilerun=gone")["items"],
+        timeout=60,
+        what=f"the run's ConfigMaps ({len(leftover)}) to go",
+    )
