@@ -173,10 +173,15 @@ def test_prometheus_down_or_empty_ends_succeeded_but_degraded(
 
 def test_trials_whose_servers_never_come_up_fail_with_the_reason(operator, crds: Kubectl, namespace: str) -> None:  # type: ignore[no-untyped-def]
     # t0 asks for more CPU than any node has; t1 is scheduled but its container crash-loops.
+    # (kwokhold: kwok leaves the pods to the test, which reports the crash loop as a kubelet would.)
     run = profile_run("broken", None, sweep={"cpu": ["64", "500m"]}, readyTimeout="4s", search={"parallelism": 2})
-    apply(crds, namespace, model_deployment(replicas=1), run)
+    target = model_deployment(replicas=1)
+    target["spec"]["podLabels"] = {"kwokhold": "true"}
+    apply(crds, namespace, target, run)
     cluster = Cluster(crds, namespace, "broken")
-    cluster.wait_pods(1, "server")
+    crds.wait_for(
+        lambda: any(p["spec"].get("nodeName") for p in cluster.pods(1, "server")), what="trial 1's pod scheduled"
+    )
     cluster.set_waiting(1, "CrashLoopBackOff", "back-off 40s restarting failed container")
     status = cluster.wait_phase("Failed")
     trials = {t["index"]: t for t in status["trials"]}

@@ -20,7 +20,7 @@ import yaml
 from kopf.testing import KopfRunner
 
 from kaliper.manifests.profilerun import CONFIG_DIR, LABEL_ROLE, LABEL_RUN, LABEL_TRIAL, trial_name
-from tests.support.controlplane import Kubectl
+from tests.support.controlplane import ControlPlaneError, Kubectl
 
 
 @contextmanager
@@ -45,6 +45,29 @@ def _relocate(path: str, root: str) -> str:
     return path
 
 
+@contextmanager
+def operator_process(kubectl: Kubectl, log: Path) -> Iterator[subprocess.Popen]:
+    """The operator as a process of its own (`kopf run`), so a test can SIGKILL it mid-step."""
+    env = {**os.environ, "KUBECONFIG": str(kubectl.kubeconfig), "KALIPER_LOG_LEVEL": "debug"}
+    command = [
+        sys.executable,
+        "-m",
+        "kopf",
+        "run",
+        "--all-namespaces",
+        "--standalone",
+        "-m",
+        "kaliper.controllers.main",
+    ]
+    with log.open("ab") as out:
+        process = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        yield process
+    finally:
+        process.kill()
+        process.wait()
+
+
 class Cluster:
     """Reads and plays trial objects of one ProfileRun."""
 
@@ -62,12 +85,17 @@ class Cluster:
         return next((t.get("phase") for t in trials if t["index"] == index), None)
 
     def wait_phase(self, phase: str, timeout: float = 90) -> dict:
-        self.kubectl.wait_for(lambda: self.status().get("phase") == phase, timeout=timeout, what=f"{self.run} {phase}")
+        try:
+            self.kubectl.wait_for(
+                lambda: self.status().get("phase") == phase, timeout=timeout, what=f"{self.run} {phase}"
+            )
+        except ControlPlaneError as exc:
+            raise ControlPlaneError(f"{exc}; status: {json.dumps(self.status(), indent=1)}") from None
         return self.status()
 
-    def wait_trial(self, index: int, phase: str, timeout: float = 60) -> None:
+    def wait_trial(self, index: int, *phases: str, timeout: float = 60) -> None:
         self.kubectl.wait_for(
-            lambda: self.trial_phase(index) == phase, timeout=timeout, what=f"trial {index} of {self.run} {phase}"
+            lambda: self.trial_phase(index) in phases, timeout=timeout, what=f"trial {index} of {self.run} {phases}"
         )
 
     def pods(self, index: int, role: str) -> list[dict]:

@@ -1,0 +1,68 @@
+"""The operator killed (SIGKILL) at points of a ProfileRun and started again continues the run: its state
+lives in the run's status and in the objects the run owns, not in the operator's memory."""
+
+from __future__ import annotations
+
+import json
+import signal
+from pathlib import Path
+
+from tests.conftest import Kubectl
+from tests.support.groundtruth import groundtruth
+from tests.support.operator import Cluster, operator_process
+
+RUN = {
+    "apiVersion": "kaliper.dev/v1alpha1",
+    "kind": "ProfileRun",
+    "metadata": {"name": "resume"},
+    "spec": {
+        "target": {"deploymentRef": {"name": "iris"}},
+        "payload": {"inline": "{}"},
+        "load": {"closedLoop": {"concurrency": 2}, "warmup": "0s", "minDuration": "2s", "maxDuration": "2s"},
+        "sweep": {"cpu": ["500m", "1"]},
+        "slo": {"latency": [{"percentile": 99, "max": "1s"}]},
+    },
+}
+TARGET = {
+    "apiVersion": "kaliper.dev/v1alpha1",
+    "kind": "ModelDeployment",
+    "metadata": {"name": "iris"},
+    "spec": {"model": {"configMap": {"name": "iris-model", "key": "model.onnx"}, "name": "iris"}},
+}
+
+
+def test_a_killed_operator_continues_the_run_where_it_stopped(crds: Kubectl, namespace: str, tmp_path: Path) -> None:
+    log = tmp_path / "operator.log"
+    cluster = Cluster(crds, namespace, "resume")
+    with groundtruth("-median", "3ms") as target:
+        with operator_process(crds, log) as operator:
+            crds(
+                "apply",
+                "-n",
+                namespace,
+                "-f",
+                "-",
+                input=json.dumps({"kind": "List", "apiVersion": "v1", "items": [TARGET, RUN]}),
+            )
+            cluster.wait_trial(0, "Running")
+            operator.send_signal(signal.SIGKILL)
+        job_uid = cluster.get("job", "resume-t0-lg")["metadata"]["uid"]
+        # While no operator runs, the load generator finishes and hands in its results.
+        assert cluster.play_load(0, target).returncode == 0
+        with operator_process(crds, log) as operator:
+            cluster.wait_trial(0, "Succeeded")
+            cluster.wait_trial(1, "Deploying", "Running")  # killed once trial 1's deployment exists
+            operator.send_signal(signal.SIGKILL)
+        deployment_uid = cluster.get("modeldeployment", "resume-t1")["metadata"]["uid"]
+        with operator_process(crds, log):
+            cluster.wait_trial(1, "Running")
+            # The same objects carried on: nothing was created twice.
+            assert cluster.get("modeldeployment", "resume-t1")["metadata"]["uid"] == deployment_uid
+            assert cluster.play_load(1, target).returncode == 0
+            status = cluster.wait_phase("Succeeded")
+    assert job_uid and [t["phase"] for t in status["trials"]] == ["Succeeded", "Succeeded"]
+    assert all(t["requests"] > 0 for t in status["trials"]) and status["verdict"] == "Met"
+    events = crds.json("get", "events", "-n", namespace, "--field-selector", "involvedObject.name=resume")["items"]
+    started = [e for e in events if e["reason"] == "TrialStarted"]
+    assert sum(e.get("count", 1) for e in started) == 2, [e["message"] for e in started]
+    crds.wait_for(lambda: not cluster.owned(), timeout=60, what="the trial objects to go")
