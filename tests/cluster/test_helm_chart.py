@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,8 +14,11 @@ import pytest
 import yaml
 from kopf.testing import KopfRunner
 
+from kaliper.netutil import free_port
 from tests.conftest import REPO, Kubectl
 from tests.support.controlplane import build_binaries
+from tests.support.groundtruth import groundtruth
+from tests.support.operator import Cluster
 
 CHART = REPO / "charts" / "kaliper"
 
@@ -66,6 +70,9 @@ def test_rbac_allows_the_operators_work_and_nothing_else(crds: Kubectl, namespac
         ("create", "configmaps"),
         ("list", "pods"),
         ("create", "events"),
+        ("create", "serviceaccounts"),
+        ("patch", "roles.rbac.authorization.k8s.io"),
+        ("create", "rolebindings.rbac.authorization.k8s.io"),
     ]:
         assert can(crds, release, verb, resource, namespace), f"cannot {verb} {resource}"
     for verb, resource in [
@@ -80,6 +87,37 @@ def test_rbac_allows_the_operators_work_and_nothing_else(crds: Kubectl, namespac
         assert not can(crds, release, verb, resource, namespace), f"can {verb} {resource}"
 
 
+def token_kubeconfig(kubectl: Kubectl, service_account: str, namespace: str, path: Path) -> Path:
+    """A kubeconfig that authenticates as the service account (a bound token), as its pod would."""
+    token = kubectl("create", "token", service_account, "-n", namespace, "--duration=10m").stdout.strip()
+    cluster = yaml.safe_load(Path(kubectl.kubeconfig).read_text())["clusters"][0]["cluster"]
+    path.write_text(
+        json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "current-context": "sa",
+                "clusters": [{"name": "c", "cluster": cluster}],
+                "users": [{"name": "sa", "user": {"token": token}}],
+                "contexts": [{"name": "sa", "context": {"cluster": "c", "user": "sa"}}],
+            }
+        )
+    )
+    return path
+
+
+PROFILE_RUN = {
+    "apiVersion": "kaliper.dev/v1alpha1",
+    "kind": "ProfileRun",
+    "metadata": {"name": "rbac"},
+    "spec": {
+        "target": {"deploymentRef": {"name": "rbac"}},
+        "payload": {"inline": "{}"},
+        "load": {"closedLoop": {"concurrency": 1}, "warmup": "0s", "minDuration": "1s", "maxDuration": "1s"},
+    },
+}
+
+
 def test_the_operator_does_its_work_under_the_charts_identity(
     crds: Kubectl, namespace: str, release: str, tmp_path: Path
 ) -> None:
@@ -92,32 +130,22 @@ def test_the_operator_does_its_work_under_the_charts_identity(
         timeout=30,
         what="RBAC",
     )
-    service_account = release.rsplit(":", 1)[1]
-    token = crds("create", "token", service_account, "-n", namespace, "--duration=10m").stdout.strip()
-    admin = yaml.safe_load(Path(crds.kubeconfig).read_text())
-    cluster = admin["clusters"][0]["cluster"]
-    kubeconfig = tmp_path / "operator.kubeconfig"
-    kubeconfig.write_text(
-        json.dumps(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "current-context": "operator",
-                "clusters": [{"name": "c", "cluster": cluster}],
-                "users": [{"name": "operator", "user": {"token": token}}],
-                "contexts": [{"name": "operator", "context": {"cluster": "c", "user": "operator"}}],
-            }
-        )
-    )
+    kubeconfig = token_kubeconfig(crds, release.rsplit(":", 1)[1], namespace, tmp_path / "operator.kubeconfig")
     previous = os.environ.get("KUBECONFIG")
     os.environ["KUBECONFIG"] = str(kubeconfig)
+    metrics_port = free_port()
+    os.environ["KALIPER_METRICS_PORT"] = str(metrics_port)
     from kaliper.controllers import kube
 
     kube.api_client.cache_clear()
+    cluster = Cluster(crds, namespace, "rbac")
     try:
-        with KopfRunner(
-            ["run", "--standalone", f"--namespace={namespace}", "-m", "kaliper.controllers.main"], timeout=60
-        ) as runner:
+        with (
+            groundtruth("-median", "2ms") as target,
+            KopfRunner(
+                ["run", "--standalone", f"--namespace={namespace}", "-m", "kaliper.controllers.main"], timeout=60
+            ) as runner,
+        ):
             manifest = {
                 "apiVersion": "kaliper.dev/v1alpha1",
                 "kind": "ModelDeployment",
@@ -133,11 +161,34 @@ def test_the_operator_does_its_work_under_the_charts_identity(
                 timeout=90,
                 what="Ready under the chart's RBAC",
             )
+            # A ProfileRun: the operator creates the load generator's identity, which may write its results
+            # (the stand-in runs under that identity's token) and nothing else.
+            crds("apply", "-n", namespace, "-f", "-", input=json.dumps(PROFILE_RUN))
+            cluster.wait_trial(0, "Running")
+            loadgen = f"system:serviceaccount:{namespace}:kaliper-loadgen"
+            assert can(crds, loadgen, "create", "configmaps", namespace)
+            for verb, resource in [
+                ("get", "secrets"),
+                ("delete", "configmaps"),
+                ("get", "configmaps"),
+                ("list", "pods"),
+            ]:
+                assert not can(crds, loadgen, verb, resource, namespace), f"the load generator can {verb} {resource}"
+            as_loadgen = token_kubeconfig(crds, "kaliper-loadgen", namespace, tmp_path / "loadgen.kubeconfig")
+            played = cluster.play_load(0, target, kubeconfig=as_loadgen)
+            assert played.returncode == 0, played.stderr
+            assert cluster.wait_phase("Succeeded")["trials"][0]["requests"] > 0
+            # The operator's own metrics endpoint counts its work.
+            scraped = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10).read().decode()
+            steps = next(line for line in scraped.splitlines() if line.startswith("kaliper_profilerun_steps_total"))
+            assert float(steps.split()[-1]) > 0
+            assert 'kaliper_trials_total{outcome="Succeeded"} 1.0' in scraped
             crds("delete", "modeldeployment", "rbac", "-n", namespace)
         assert runner.exception is None
         forbidden = [line for line in runner.output.splitlines() if "Forbidden" in line or "403 Forbidden" in line]
         assert forbidden == [], forbidden
     finally:
+        os.environ.pop("KALIPER_METRICS_PORT")
         if previous is None:
             os.environ.pop("KUBECONFIG")
         else:

@@ -115,7 +115,7 @@ class Cluster:
         found = self.get("modeldeployments,jobs,pods,services", "-l", selector)["items"]
         return [f"{o['kind']}/{o['metadata']['name']}" for o in found]
 
-    def play_load(self, index: int, url: str) -> subprocess.CompletedProcess:
+    def play_load(self, index: int, url: str, kubeconfig: Path | None = None) -> subprocess.CompletedProcess:
         """Run the trial's load generator here, exactly as its Job would (only the target URL differs: the
         cluster's Service is not reachable from this machine), then end its pod as a kubelet would."""
         name = trial_name(self.run, index)
@@ -129,7 +129,7 @@ class Cluster:
             Path(root, "results.yaml").write_text(files["results.yaml"])
             local = [_relocate(arg, root) for arg in command]
             assert local[:3] == ["python", "-m", "kaliper.loadgen"], command
-            env = {**os.environ, "KUBECONFIG": str(self.kubectl.kubeconfig)}
+            env = {**os.environ, "KUBECONFIG": str(kubeconfig or self.kubectl.kubeconfig)}
             done = subprocess.run([sys.executable, *local[1:]], capture_output=True, text=True, env=env, timeout=120)
         self.end_pods(index, "loadgen", 0 if done.returncode == 0 else done.returncode)
         return done

@@ -7,7 +7,7 @@ from typing import Any
 
 import kopf
 
-from kaliper.controllers import modeldeployment, profilerun  # noqa: F401  (registers their handlers)
+from kaliper.controllers import metrics, modeldeployment, profilerun  # noqa: F401  (registers their handlers)
 from kaliper.log import configure_logging
 
 
@@ -24,6 +24,8 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.watching.server_timeout = 60
     # Handlers are synchronous (the kubernetes client blocks); give many runs room to step at once.
     settings.execution.max_workers = int(os.environ.get("KALIPER_WORKERS", "16"))
+    if port := os.environ.get("KALIPER_METRICS_PORT"):
+        metrics.serve(int(port))
 
 
 @kopf.on.login()

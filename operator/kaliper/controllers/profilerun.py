@@ -24,7 +24,7 @@ from kaliper.api.modeldeployment import ModelDeploymentSpec
 from kaliper.api.profilerun import ProfileRunStatus, Progress, ReportReference, TrialSummary
 from kaliper.api.resources import ProfileRun
 from kaliper.api.units import parse_duration
-from kaliper.controllers import kube
+from kaliper.controllers import kube, metrics
 from kaliper.controllers.diagnosis import job_complete, job_problem, pod_problem
 from kaliper.log import get_logger
 from kaliper.manifests.modeldeployment import KALIPER_IMAGE, BuildError, build_deployment, endpoint
@@ -62,6 +62,8 @@ class Settings:
     step_interval_s: float = float(os.environ.get("KALIPER_STEP_INTERVAL", "5"))
     image: str = os.environ.get("KALIPER_IMAGE", KALIPER_IMAGE)
     prometheus_url: str | None = os.environ.get("KALIPER_PROMETHEUS_URL") or None
+    dcgm_enabled: bool = os.environ.get("KALIPER_DCGM_ENABLED", "false") == "true"
+    dcgm_pod_label: str = os.environ.get("KALIPER_DCGM_POD_LABEL", "auto")
     loadgen_resources: dict[str, Any] = field(
         default_factory=lambda: {
             "requests": {
@@ -143,11 +145,16 @@ def _finished(status: Any) -> bool:
 
 
 def step(namespace: str, name: str) -> None:
-    with _lock(namespace, name):
+    with _lock(namespace, name), metrics.STEP_SECONDS.time():
+        metrics.STEPS.inc()
         run = kube.get("ProfileRun", namespace, name)
         if run is None or run["metadata"].get("deletionTimestamp") or _finished(run.get("status")):
             return
-        Step(run).advance()
+        try:
+            Step(run).advance()
+        except Exception:
+            metrics.STEP_ERRORS.inc()
+            raise
 
 
 class Step:
@@ -210,6 +217,7 @@ class Step:
         self.status.conditions = conditions
 
     def fail(self, message: str, reason: str = "RunFailed") -> None:
+        metrics.RUNS.labels("Failed").inc()
         self.status.phase = "Failed"
         self.status.message = message
         self.status.completion_time = self.now
@@ -404,6 +412,7 @@ class Step:
             summary.failed_in = "Running"
         self.trials[trial.index] = summary
         self.teardown(trial.index)
+        metrics.TRIALS.labels(report.status).inc()
         if report.resources is not None and report.resources.unavailable:
             self.event("MetricsUnavailable", f"trial {trial.name}: " + "; ".join(report.resources.unavailable), True)
         verdict = {True: "met the SLO", False: "missed the SLO", None: "measured"}[report.slo_met]
@@ -445,10 +454,10 @@ class Step:
                 if deployment and deployment.resources and deployment.resources.gpu
                 else 0
             )
-            dcgm = self.spec.metrics.dcgm
-            figures = client.trial_figures(
-                window, gpu=bool(gpus and dcgm and dcgm.enabled), dcgm_pod_label=dcgm.pod_label if dcgm else "auto"
-            )
+            dcgm = self.spec.metrics.dcgm  # unset: the operator's defaults (the chart's dcgm values)
+            enabled = dcgm.enabled if dcgm else SETTINGS.dcgm_enabled
+            label = dcgm.pod_label if dcgm else SETTINGS.dcgm_pod_label
+            figures = client.trial_figures(window, gpu=bool(gpus and enabled), dcgm_pod_label=label)
         except Exception as exc:  # any failure to query is reported, not fatal
             return TrialResources(source="prometheus", unavailable=[f"Prometheus at {url} could not be queried: {exc}"])
         values = dict(figures.values)
@@ -473,6 +482,7 @@ class Step:
         trial.failed_in = trial.phase if trial.phase in IN_FLIGHT else None
         trial.phase, trial.message, trial.completion_time = "Failed", message[:2048], self.now
         self.teardown(trial.index)
+        metrics.TRIALS.labels("Failed").inc()
         self.event("TrialFailed", f"trial {trial.name} failed: {message}", warning=True)
 
     def teardown(self, index: int) -> None:
@@ -582,6 +592,7 @@ class Step:
         )
         self.condition("Progressing", False, "Finished", summary)
         self.condition("Complete", True, "Succeeded", summary)
+        metrics.RUNS.labels("Succeeded").inc()
         self.event("Succeeded", f"ProfileRun finished: {summary}; report in ConfigMap {report_name(self.name)}")
 
     def trial_report(self, trial: TrialSummary) -> TrialReport:
