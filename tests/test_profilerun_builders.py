@@ -1,0 +1,156 @@
+"""The ProfileRun builders and observers, without a cluster: trial objects, load-generator Jobs, results
+storage within the ConfigMap limit, and the diagnosis of pods and Jobs."""
+
+from __future__ import annotations
+
+import json
+import secrets
+
+import pytest
+import yaml
+
+from kaliper.api.modeldeployment import ModelDeploymentSpec
+from kaliper.api.profilerun import ProfileRunSpec
+from kaliper.controllers.diagnosis import job_problem, pod_problem
+from kaliper.loadgen.config import LoadGenConfig
+from kaliper.loadgen.publish import results_configmap
+from kaliper.manifests.profilerun import build_loadgen, build_trial_deployment, loadgen_rbac
+from kaliper.report.store import PLAIN_LIMIT, DocumentTooLarge, configmap_content, read_document
+
+RUN = {"metadata": {"name": "r", "namespace": "ml", "uid": "u-1"}}
+
+
+def spec(**extra: object) -> ProfileRunSpec:
+    return ProfileRunSpec.model_validate(
+        {
+            "target": {"deploymentRef": {"name": "iris"}},
+            "payload": {"dataset": {"configMap": {"name": "bodies", "key": "lines.jsonl"}}},
+            "request": {"headersFrom": [{"name": "Authorization", "secretKeyRef": {"name": "api", "key": "token"}}]},
+            "load": {"closedLoop": {"concurrency": 4}, "maxDuration": "60s", "warmup": "5s"},
+            **extra,
+        }
+    )
+
+
+def test_the_trial_deployment_is_owned_by_the_run_and_labels_its_pods() -> None:
+    base = ModelDeploymentSpec.model_validate(
+        {"model": {"configMap": {"name": "m", "key": "k"}}, "podLabels": {"a": "b"}}
+    )
+    obj = build_trial_deployment(RUN, 3, base)
+    assert obj["metadata"]["name"] == "r-t3" and obj["metadata"]["ownerReferences"][0]["uid"] == "u-1"
+    assert obj["spec"]["podLabels"] == {
+        "a": "b",
+        "kaliper.dev/profilerun": "r",
+        "kaliper.dev/trial": "3",
+        "kaliper.dev/role": "server",
+    }
+    assert base.pod_labels == {"a": "b"}
+
+
+def test_a_single_generator_job_mounts_its_config_and_payload_and_takes_secrets_from_env() -> None:
+    config_map, job = build_loadgen(
+        RUN, 0, spec(), "http://r-t0.ml.svc:80", "iris", 16, "img:1", {"requests": {"cpu": "1"}}
+    )
+    config = LoadGenConfig.model_validate(yaml.safe_load(config_map["data"]["config.yaml"]))
+    assert config.load.closed_loop.concurrency == 16 and config.request.model_name == "iris"
+    assert config.payload.dataset.file == "/etc/kaliper/payload/lines.jsonl"
+    assert config.env_headers == {"Authorization": "KALIPER_HEADER_0"}
+    results = yaml.safe_load(config_map["data"]["results.yaml"])["metadata"]
+    assert results["name"] == "r-t0-result" and results["ownerReferences"][0]["uid"] == "u-1"
+    pod = job["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    assert container["env"] == [
+        {"name": "KALIPER_HEADER_0", "valueFrom": {"secretKeyRef": {"name": "api", "key": "token"}}}
+    ]
+    assert "token" not in json.dumps(config_map)  # only the reference travels, never a value
+    assert container["command"][3:] == [
+        "run",
+        "/etc/kaliper/config.yaml",
+        "--output",
+        "/tmp/result.json",
+        "--publish",
+        "/etc/kaliper/results.yaml",
+    ]
+    assert {v["name"] for v in pod["volumes"]} == {"config", "tmp", "payload"}
+    assert pod["serviceAccountName"] == "kaliper-loadgen" and pod["restartPolicy"] == "Never"
+    assert job["spec"]["backoffLimit"] == 0 and job["spec"]["activeDeadlineSeconds"] == 5 + 60 + 120 + 60
+
+
+def test_distributed_load_is_a_master_job_its_service_and_a_worker_job() -> None:
+    objects = build_loadgen(
+        RUN, 1, spec(load={"closedLoop": {"concurrency": 4}, "workers": 3}), "http://x", "iris", 4, "img", {}
+    )
+    kinds = [(o["kind"], o["metadata"]["name"]) for o in objects]
+    assert kinds == [("ConfigMap", "r-t1-lg"), ("Service", "r-t1-lgm"), ("Job", "r-t1-lgm"), ("Job", "r-t1-lgw")]
+    master, workers = objects[2], objects[3]
+    assert "--workers" in master["spec"]["template"]["spec"]["containers"][0]["command"]
+    assert workers["spec"]["parallelism"] == 3
+    assert workers["spec"]["template"]["spec"]["containers"][0]["command"][-2:] == ["--master", "r-t1-lgm:5557"]
+    assert objects[1]["spec"]["selector"]["kaliper.dev/role"] == "loadgen-master"
+
+
+def test_the_load_generator_may_only_create_configmaps() -> None:
+    account, role, binding = loadgen_rbac("ml")
+    assert role["rules"] == [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create"]}]
+    assert binding["subjects"][0]["name"] == account["metadata"]["name"]
+
+
+def test_documents_are_plain_when_small_gzipped_when_large_and_refused_beyond_the_limit() -> None:
+    small = configmap_content("result.json", '{"a": 1}')
+    assert small == {"data": {"result.json": '{"a": 1}'}} and read_document(small, "result.json") == '{"a": 1}'
+    large_text = json.dumps([{"window": i, "p99": i * 1.5} for i in range(40000)])
+    assert len(large_text) > PLAIN_LIMIT
+    large = configmap_content("result.json", large_text)
+    assert "data" not in large and read_document(large, "result.json") == large_text
+    random_hex = secrets.token_hex(1_000_000)  # gzip cannot halve random hex digits: 2 MB stays over 1 MiB
+    with pytest.raises(DocumentTooLarge, match="includeTimeSeries"):
+        configmap_content("result.json", random_hex)
+    cm = results_configmap({"metadata": {"name": "r-t0-result", "namespace": "ml"}}, '{"a": 1}')
+    assert cm["kind"] == "ConfigMap" and cm["data"] == {"result.json": '{"a": 1}'}
+
+
+def pod(name: str, container: dict | None = None, scheduled: dict | None = None) -> dict:
+    status: dict = {"containerStatuses": [{"name": "server", "image": "img:1", **(container or {})}]}
+    if scheduled:
+        status["conditions"] = [{"type": "PodScheduled", **scheduled}]
+    return {"metadata": {"name": name}, "status": status}
+
+
+def test_pod_problems_name_the_reason_and_whether_waiting_can_help() -> None:
+    pulling = pod("p", {"state": {"waiting": {"reason": "ImagePullBackOff", "message": "not found"}}})
+    assert (
+        str(pod_problem([pulling])) == "ImagePullBackOff: container server of pod p cannot pull image img:1: not found"
+    )
+    oom = pod("p", {"state": {"running": {}}, "lastState": {"terminated": {"reason": "OOMKilled", "exitCode": 137}}})
+    assert pod_problem([oom]).reason == "OOMKilled" and pod_problem([oom]).definitive
+    crash = pod(
+        "p", {"state": {"waiting": {"reason": "CrashLoopBackOff"}}, "lastState": {"terminated": {"exitCode": 3}}}
+    )
+    assert "keeps crashing (exit code 3)" in str(pod_problem([crash]))
+    unschedulable = pod("q", scheduled={"status": "False", "reason": "Unschedulable", "message": "Insufficient cpu"})
+    problem = pod_problem([unschedulable, crash])
+    assert problem.reason == "CrashLoopBackOff"  # the definitive one first
+    assert pod_problem([unschedulable]).definitive is False
+    assert pod_problem([pod("fine", {"state": {"running": {}}})]) is None
+
+
+def test_a_failed_job_is_explained_with_its_pods_exit() -> None:
+    job = {
+        "metadata": {"name": "r-t0-lg"},
+        "status": {
+            "conditions": [
+                {
+                    "type": "Failed",
+                    "status": "True",
+                    "reason": "DeadlineExceeded",
+                    "message": "Job was active longer than specified deadline",
+                }
+            ]
+        },
+    }
+    failed = pod("r-t0-lg-x", {"state": {"terminated": {"exitCode": 1, "reason": "Error", "message": "unreachable"}}})
+    assert job_problem(job, [failed]) == (
+        "load-generator Job r-t0-lg failed: DeadlineExceeded Job was active longer than specified deadline; "
+        "pod r-t0-lg-x exited with code 1 (Error): unreachable"
+    )
+    assert job_problem({"metadata": {"name": "j"}, "status": {}}, []) is None
