@@ -219,6 +219,7 @@ class ControlPlane:
     kubeconfig: Path | None = None
     kubectl: Kubectl | None = None
     server: str = ""
+    audit_log: Path | None = None  # log every request's metadata here (the operator benchmark counts them)
 
     def start(self, timeout: float = 120.0) -> ControlPlane:
         try:
@@ -263,9 +264,10 @@ class ControlPlane:
             f"--service-account-key-file={pki.sa_pub}",
             f"--service-account-signing-key-file={pki.sa_key}",
             "--service-account-issuer=https://kubernetes.default.svc",
-            "--service-cluster-ip-range=10.0.0.0/24",
+            "--service-cluster-ip-range=10.0.0.0/16",
             "--allow-privileged=true",
             f"--cert-dir={self.root / 'apiserver-certs'}",
+            *self._audit_flags(),
         )
         self._wait_http("kube-apiserver", f"{self.server}/readyz", timeout, pki)
 
@@ -309,6 +311,22 @@ class ControlPlane:
         self._create_fake_nodes()
         self._wait_until(self._nodes_ready, timeout, "kwok to report the fake nodes Ready")
         self._wait_until(self._default_service_account, timeout, "the controller manager to create service accounts")
+
+    def _audit_flags(self) -> list[str]:
+        if self.audit_log is None:
+            return []
+        policy = self.root / "audit-policy.yaml"
+        policy.write_text(
+            json.dumps(
+                {
+                    "apiVersion": "audit.k8s.io/v1",
+                    "kind": "Policy",
+                    "omitStages": ["RequestReceived", "ResponseStarted"],
+                    "rules": [{"level": "Metadata"}],
+                }
+            )
+        )
+        return [f"--audit-policy-file={policy}", f"--audit-log-path={self.audit_log}", "--audit-log-maxsize=0"]
 
     # --- processes -----------------------------------------------------------------------------------
 

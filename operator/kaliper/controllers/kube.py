@@ -102,6 +102,11 @@ def delete(kind: str, namespace: str, name: str) -> None:
             raise
 
 
+def delete_labelled(kind: str, namespace: str, selector: str) -> None:
+    """Delete every object of a kind with these labels, in one request (dependents in the background)."""
+    _typed(kind, "delete_collection")(namespace, label_selector=selector, propagation_policy="Background")
+
+
 def merge_patch(kind: str, namespace: str, name: str, patch: dict[str, Any]) -> None:
     _typed(kind, "patch")(name, namespace, patch, _content_type="application/merge-patch+json")
 

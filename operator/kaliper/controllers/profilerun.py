@@ -489,9 +489,9 @@ class Step:
         """Remove a finished trial's deployment and load generator (its results stay, owned by the run)."""
         name = trial_name(self.name, index)
         kube.delete("ModelDeployment", self.namespace, name)
-        for job in (f"{name}-lg", f"{name}-lgm", f"{name}-lgw"):
-            kube.delete("Job", self.namespace, job)
-        kube.delete("Service", self.namespace, f"{name}-lgm")
+        kube.delete_labelled("Job", self.namespace, f"{LABEL_RUN}={self.name},{LABEL_TRIAL}={index}")
+        if self.spec.load.workers:
+            kube.delete("Service", self.namespace, f"{name}-lgm")
         kube.delete("ConfigMap", self.namespace, f"{name}-lg")
 
     def teardown_all(self) -> None:
