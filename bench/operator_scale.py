@@ -149,6 +149,7 @@ def main() -> None:
         )
         played: set[str] = set()
         pool = ThreadPoolExecutor(8)
+        last_result = [0.0]  # when the harness handed in the last results document (seconds from the start)
 
         def play(job: str) -> None:
             trial = job.removesuffix("-lg")
@@ -157,6 +158,7 @@ def main() -> None:
             template.write_text(files["results.yaml"])
             level = float(yaml.safe_load(files["config.yaml"])["load"]["closedLoop"]["concurrency"])
             publish(result_document(level), template)
+            last_result[0] = max(last_result[0], time.monotonic() - started)
             for pod in kubectl.json("get", "pods", "-n", NAMESPACE, "-l", f"job-name={job}")["items"]:
                 now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
                 ended = {"exitCode": 0, "reason": "Completed", "startedAt": now, "finishedAt": now}
@@ -202,6 +204,9 @@ def main() -> None:
             "trials": 2 * args.runs,
             "phases": dict(phases),
             "seconds_until_all_finished": round(elapsed, 1),
+            # The floor: the operator cannot finish before the last result is handed in.
+            "seconds_until_last_result_handed_in": round(last_result[0], 1),
+            "finished_over_last_result": round(elapsed / last_result[0], 2),
             "operator_peak_rss_mib": round(sampler.hwm_kib / 1024, 1),
             "operator_cpu_seconds": round(sampler.cpu_s, 1),
             "operator_peak_cpu_cores": round(sampler.peak_cpu_share, 2),

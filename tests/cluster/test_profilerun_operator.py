@@ -6,8 +6,11 @@ dcgm-exporter that serves known values for the trial pods, and the status must c
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -15,9 +18,10 @@ from kaliper.api.profilerun import ProfileRunSpec
 from kaliper.manifests.profilerun import build_loadgen
 from kaliper.netutil import free_port
 from kaliper.report.schema import ProfileReport
-from tests.conftest import Kubectl
+from kaliper.serving.examples import make_iris
+from tests.conftest import EXAMPLES, Kubectl
 from tests.support.exporter import Exporter, PodSeries
-from tests.support.groundtruth import groundtruth
+from tests.support.groundtruth import groundtruth, wait_http
 from tests.support.operator import Cluster, running_operator
 from tests.support.prometheus import prometheus
 
@@ -221,3 +225,34 @@ def test_deleting_a_run_mid_trial_removes_its_jobs_and_deployments(operator, crd
         timeout=60,
         what=f"the run's ConfigMaps ({len(leftover)}) to go",
     )
+
+
+def test_the_kind_walkthrough_runs_to_succeeded(operator, crds: Kubectl, namespace: str, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """The README's kind walkthrough, step by step, with the built-in model server serving the same model
+    here for the load-generator stand-in."""
+    model = make_iris(tmp_path / "iris.onnx")
+    crds("create", "configmap", "iris-model", f"--from-file=model.onnx={model}", "-n", namespace)
+    kind = EXAMPLES / "kind"
+    crds("apply", "-n", namespace, "-f", str(kind / "iris.yaml"), "-f", str(kind / "profilerun.yaml"))
+    cluster = Cluster(crds, namespace, "iris-sweep")
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "kaliper.serving", "--model", str(model), "--name", "iris", "--port", str(port)]
+    )
+    try:
+        wait_http(f"http://127.0.0.1:{port}/v2/health/ready", timeout=60)
+        for index in (0, 1):
+            cluster.wait_trial(index, "Running")
+            played = cluster.play_load(index, f"http://127.0.0.1:{port}")
+            assert played.returncode == 0, played.stderr
+    finally:
+        server.terminate()
+        server.wait()
+    status = cluster.wait_phase("Succeeded")
+    assert [t["phase"] for t in status["trials"]] == ["Succeeded", "Succeeded"]
+    assert all(t["requests"] > 100 and t["errorRate"] == 0 for t in status["trials"])
+    assert status["verdict"] in ("Met", "NotMet") and status["progress"]["summary"] == "2/2"
+    degraded = next(c for c in status["conditions"] if c["type"] == "Degraded")
+    assert degraded["status"] == "True" and "no Prometheus configured" in degraded["message"]
+    report = crds("get", "configmap", "iris-sweep-report", "-n", namespace, "-o", "jsonpath={.data.report\\.json}")
+    assert ProfileReport.model_validate_json(report.stdout).name == "iris-sweep"

@@ -34,7 +34,10 @@ def api_client() -> client.ApiClient:
     except config.ConfigException:
         # The library reads $KUBECONFIG when it is imported; read it now instead.
         config.load_kube_config(config_file=os.environ.get("KUBECONFIG"))
-    return client.ApiClient()
+    configuration = client.Configuration.get_default_copy()
+    # One connection per handler thread (kopf's executor, KALIPER_WORKERS), so none is thrown away.
+    configuration.connection_pool_maxsize = int(os.environ.get("KALIPER_WORKERS", "16")) + 4
+    return client.ApiClient(configuration)
 
 
 def _plain(result: Any) -> dict[str, Any]:
