@@ -18,7 +18,7 @@ from kaliper.netutil import free_port
 from tests.conftest import REPO, Kubectl
 from tests.support.controlplane import build_binaries
 from tests.support.groundtruth import groundtruth
-from tests.support.operator import Cluster
+from tests.support.operator_runner import Cluster
 
 CHART = REPO / "charts" / "kaliper"
 

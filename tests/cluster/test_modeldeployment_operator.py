@@ -13,7 +13,7 @@ from kopf.testing import KopfRunner
 from kaliper.api.modeldeployment import ModelDeploymentSpec
 from kaliper.manifests.modeldeployment import build_deployment, build_service
 from tests.conftest import Kubectl
-from tests.support.operator import running_operator
+from tests.support.operator_runner import running_operator
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,6 @@
 """ProfileRuns driven by the operator on the real API server. Trial pods land on kwok's nodes; the load
 generator's work is played by running its real command here against a ground-truth server (see
-tests/support/operator.py); a real Prometheus scrapes a test double of cAdvisor, kube-state-metrics and
+tests/support/operator_runner.py); a real Prometheus scrapes a test double of cAdvisor, kube-state-metrics and
 dcgm-exporter that serves known values for the trial pods, and the status must carry exactly those."""
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from kaliper.serving.examples import make_iris
 from tests.conftest import EXAMPLES, Kubectl
 from tests.support.exporter import Exporter, PodSeries
 from tests.support.groundtruth import groundtruth, wait_http
-from tests.support.operator import Cluster, running_operator
+from tests.support.operator_runner import Cluster, running_operator
 from tests.support.prometheus import prometheus
 
 MIB = 2**20

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from tests.conftest import Kubectl
 from tests.support.groundtruth import groundtruth
-from tests.support.operator import Cluster, operator_process
+from tests.support.operator_runner import Cluster, operator_process
 
 RUN = {
     "apiVersion": "kaliper.dev/v1alpha1",

@@ -26,6 +26,7 @@ from kaliper.api.resources import ProfileRun
 from kaliper.api.units import parse_duration
 from kaliper.controllers import kube, metrics
 from kaliper.controllers.diagnosis import job_complete, job_problem, pod_problem
+from kaliper.loadgen.publish import RESULT_KEY
 from kaliper.log import get_logger
 from kaliper.manifests.modeldeployment import KALIPER_IMAGE, BuildError, build_deployment, endpoint
 from kaliper.manifests.profilerun import (
@@ -49,7 +50,7 @@ from kaliper.report.status import status_from_report, trial_summary
 from kaliper.report.store import DocumentTooLarge, configmap_content, read_document
 
 PLURAL = "profileruns"
-RESULT_KEY, TRIAL_KEY, TARGET_KEY, REPORT_KEY = "result.json", "trial.json", "target.json", "report.json"
+TRIAL_KEY, TARGET_KEY, REPORT_KEY = "trial.json", "target.json", "report.json"  # beside the Job's RESULT_KEY
 IN_FLIGHT = ("Deploying", "Running", "Collecting")
 FINISHED = ("Succeeded", "Failed")
 log = get_logger("kaliper.profilerun")
