@@ -105,15 +105,7 @@ def main() -> None:
         kubectl("create", "serviceaccount", "kaliper-bench", "-n", NAMESPACE)
         kubectl("create", "clusterrolebinding", "kaliper-bench", "--clusterrole=cluster-admin",
                 f"--serviceaccount={NAMESPACE}:kaliper-bench")  # fmt: skip
-        token = kubectl("create", "token", "kaliper-bench", "-n", NAMESPACE, "--duration=2h").stdout.strip()
-        admin = yaml.safe_load(Path(plane.kubeconfig).read_text())
-        operator_kubeconfig = root / "operator.kubeconfig"
-        operator_kubeconfig.write_text(json.dumps({
-            "apiVersion": "v1", "kind": "Config", "current-context": "op",
-            "clusters": [{"name": "c", "cluster": admin["clusters"][0]["cluster"]}],
-            "users": [{"name": "op", "user": {"token": token}}],
-            "contexts": [{"name": "op", "context": {"cluster": "c", "user": "op"}}],
-        }))  # fmt: skip
+        operator_kubeconfig = kubectl.token_kubeconfig("kaliper-bench", NAMESPACE, root / "operator.kubeconfig", "2h")
         target = {
             "apiVersion": "kaliper.dev/v1alpha1", "kind": "ModelDeployment", "metadata": {"name": "iris"},
             "spec": {"model": {"configMap": {"name": "iris-model", "key": "model.onnx"}, "name": "iris"}},

@@ -87,25 +87,6 @@ def test_rbac_allows_the_operators_work_and_nothing_else(crds: Kubectl, namespac
         assert not can(crds, release, verb, resource, namespace), f"can {verb} {resource}"
 
 
-def token_kubeconfig(kubectl: Kubectl, service_account: str, namespace: str, path: Path) -> Path:
-    """A kubeconfig that authenticates as the service account (a bound token), as its pod would."""
-    token = kubectl("create", "token", service_account, "-n", namespace, "--duration=10m").stdout.strip()
-    cluster = yaml.safe_load(Path(kubectl.kubeconfig).read_text())["clusters"][0]["cluster"]
-    path.write_text(
-        json.dumps(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "current-context": "sa",
-                "clusters": [{"name": "c", "cluster": cluster}],
-                "users": [{"name": "sa", "user": {"token": token}}],
-                "contexts": [{"name": "sa", "context": {"cluster": "c", "user": "sa"}}],
-            }
-        )
-    )
-    return path
-
-
 PROFILE_RUN = {
     "apiVersion": "kaliper.dev/v1alpha1",
     "kind": "ProfileRun",
@@ -130,7 +111,7 @@ def test_the_operator_does_its_work_under_the_charts_identity(
         timeout=30,
         what="RBAC",
     )
-    kubeconfig = token_kubeconfig(crds, release.rsplit(":", 1)[1], namespace, tmp_path / "operator.kubeconfig")
+    kubeconfig = crds.token_kubeconfig(release.rsplit(":", 1)[1], namespace, tmp_path / "operator.kubeconfig")
     previous = os.environ.get("KUBECONFIG")
     os.environ["KUBECONFIG"] = str(kubeconfig)
     metrics_port = free_port()
@@ -174,7 +155,7 @@ def test_the_operator_does_its_work_under_the_charts_identity(
                 ("list", "pods"),
             ]:
                 assert not can(crds, loadgen, verb, resource, namespace), f"the load generator can {verb} {resource}"
-            as_loadgen = token_kubeconfig(crds, "kaliper-loadgen", namespace, tmp_path / "loadgen.kubeconfig")
+            as_loadgen = crds.token_kubeconfig("kaliper-loadgen", namespace, tmp_path / "loadgen.kubeconfig")
             played = cluster.play_load(0, target, kubeconfig=as_loadgen)
             assert played.returncode == 0, played.stderr
             assert cluster.wait_phase("Succeeded")["trials"][0]["requests"] > 0

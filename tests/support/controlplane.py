@@ -83,6 +83,24 @@ class Kubectl:
     def json(self, *args: str) -> dict:
         return json.loads(self(*args, "-o", "json").stdout)
 
+    def token_kubeconfig(self, service_account: str, namespace: str, path: Path, duration: str = "10m") -> Path:
+        """A kubeconfig that authenticates as the service account (a bound token), as its pod would."""
+        token = self("create", "token", service_account, "-n", namespace, f"--duration={duration}").stdout.strip()
+        cluster = json.loads(self("config", "view", "--raw", "-o", "json").stdout)["clusters"][0]["cluster"]
+        path.write_text(
+            json.dumps(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Config",
+                    "current-context": "sa",
+                    "clusters": [{"name": "c", "cluster": cluster}],
+                    "users": [{"name": "sa", "user": {"token": token}}],
+                    "contexts": [{"name": "sa", "context": {"cluster": "c", "user": "sa"}}],
+                }
+            )
+        )
+        return path
+
     def wait_for(self, predicate, timeout: float = 60, what: str = "condition") -> None:  # type: ignore[no-untyped-def]
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

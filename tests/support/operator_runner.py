@@ -160,12 +160,16 @@ class Cluster:
                     }
                 ],
             }
-            patched = self.kubectl(
-                "patch", "pod", pod["metadata"]["name"], "-n", self.namespace, "--subresource=status",
-                "--type=merge", "-p", json.dumps({"status": status}), check=False,
-            )  # fmt: skip
+            patched = self.patch_pod_status(pod, status)
             # The operator may already have torn the trial down once the results were in: nothing to end.
             assert patched.returncode == 0 or "NotFound" in patched.stderr, patched.stderr
+
+    def patch_pod_status(self, pod: dict, status: dict) -> subprocess.CompletedProcess:
+        """Write a pod's status as its kubelet would (the status subresource)."""
+        return self.kubectl(
+            "patch", "pod", pod["metadata"]["name"], "-n", self.namespace, "--subresource=status",
+            "--type=merge", "-p", json.dumps({"status": status}), check=False,
+        )  # fmt: skip
 
     def set_waiting(self, index: int, reason: str, message: str = "") -> None:
         """Report the trial's server containers as waiting (CrashLoopBackOff, ImagePullBackOff...)."""
@@ -184,7 +188,5 @@ class Cluster:
                     }
                 ]
             }
-            self.kubectl(
-                "patch", "pod", pod["metadata"]["name"], "-n", self.namespace, "--subresource=status",
-                "--type=merge", "-p", json.dumps({"status": status}),
-            )  # fmt: skip
+            patched = self.patch_pod_status(pod, status)
+            assert patched.returncode == 0, patched.stderr

@@ -180,6 +180,7 @@ class Step:
             if not self.status.trials and not self.plan():
                 return self.write()
             self.configurations = configurations(self.spec, self.base())
+            self.planned_by_index = {p.index: p for p in planned_trials(self.configurations)}
             self.trials = {t.index: t for t in self.status.trials or []}
             self.move_trials()
             self.start_trials()
@@ -312,7 +313,7 @@ class Step:
                 self.collecting(trial)
 
     def planned(self, trial: TrialSummary) -> PlannedTrial:
-        return next(p for p in planned_trials(self.configurations) if p.index == trial.index)
+        return self.planned_by_index[trial.index]
 
     def elapsed(self, trial: TrialSummary) -> float:
         return (self.now - trial.start_time).total_seconds() if trial.start_time else 0.0
