@@ -3,17 +3,32 @@
 #   python -m kaliper.loadgen run|master|worker
 #   python -m kaliper.serving --model ... --name ...
 #   python -m kaliper.serving.fetch URL PATH
-# Pinned base, wheels built in a separate stage, runs as a non-root user.
-FROM python:3.11.10-slim-bookworm AS build
+# Pinned base, wheels built in a separate stage, runs as a non-root user. Where the base cannot be pulled,
+# pass another Debian-based Python 3.11 as BASE_IMAGE (hack/image/build.sh makes one with debootstrap).
+# Behind a TLS-intercepting proxy, hand pip its CA bundle as a build secret (never stored in the image):
+#   --secret id=ca-bundle,src=/etc/ssl/certs/ca-certificates.crt
+ARG BASE_IMAGE=python:3.11.10-slim-bookworm
+
+FROM ${BASE_IMAGE} AS build
 WORKDIR /src
 COPY pyproject.toml README.md ./
+# The dependencies' wheels first, from pyproject.toml alone (an empty package stands in for the code), so
+# this layer is rebuilt only when the dependencies change.
+RUN --mount=type=secret,id=ca-bundle \
+    if [ -s /run/secrets/ca-bundle ]; then export PIP_CERT=/run/secrets/ca-bundle; fi \
+ && mkdir -p operator/kaliper && touch operator/kaliper/__init__.py \
+ && python -m pip wheel --no-cache-dir --wheel-dir /wheels . && rm /wheels/kaliper-*.whl
 COPY operator ./operator
-RUN pip wheel --no-cache-dir --wheel-dir /wheels .
+RUN --mount=type=secret,id=ca-bundle \
+    if [ -s /run/secrets/ca-bundle ]; then export PIP_CERT=/run/secrets/ca-bundle; fi \
+ && python -m pip wheel --no-cache-dir --no-deps --wheel-dir /app .
 
-FROM python:3.11.10-slim-bookworm
+FROM ${BASE_IMAGE}
 RUN useradd --uid 10001 --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin kaliper
 COPY --from=build /wheels /wheels
-RUN pip install --no-cache-dir /wheels/*.whl && rm -rf /wheels
+RUN python -m pip install --no-cache-dir --no-index /wheels/*.whl && rm -rf /wheels
+COPY --from=build /app /app
+RUN python -m pip install --no-cache-dir --no-index --no-deps /app/*.whl && rm -rf /app
 USER 10001
 ENV PYTHONUNBUFFERED=1
 EXPOSE 8080

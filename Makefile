@@ -19,9 +19,16 @@ $(VENV)/.installed: pyproject.toml
 lint: setup
 	$(BIN)/ruff check .
 
-# Debian's Prometheus: the metrics tests scrape a test exporter with a real one.
+# From Debian: Prometheus (the metrics tests scrape with a real one) and the real node tier's parts: containerd,
+# runc, the CNI plugins, iptables and conntrack (kube-proxy), buildah/podman/debootstrap (the image), gcc.
+SYSTEM_PACKAGES := prometheus containerd runc containernetworking-plugins iptables conntrack buildah podman \
+	debootstrap gcc libc6-dev
 system-deps:
-	@command -v prometheus >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus)
+	@missing=$$(for p in $(SYSTEM_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+		echo "installing from Debian: $$missing"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	fi
 
 test: setup lint system-deps
 	bash hack/testcluster/build.sh

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds (or reuses) the control-plane binaries the cluster tests need, from the Go module proxy.
+# Builds (or reuses) the control-plane and node binaries the cluster tests need, from the Go module proxy.
 #
 #   hack/testcluster/build.sh            # prints the bin directory on its last line
 #
@@ -31,7 +31,7 @@ have() { [ -x "$bin/$1-$2/$1" ]; }
 # published k8s.io/<name> v0.Y.Z.  The list of staging modules comes from that release's own go.mod.
 build_kubernetes() {
   local v=$KUBERNETES_VERSION staging_v="v0.${KUBERNETES_VERSION#v1.}"
-  local names=(kube-apiserver kube-controller-manager kube-scheduler kubectl) missing=()
+  local names=(kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kube-proxy) missing=()
   for n in "${names[@]}"; do have "$n" "$v" || missing+=("$n"); done
   [ ${#missing[@]} -eq 0 ] && { log "kubernetes $v: cached"; return; }
   log "kubernetes $v: building ${missing[*]}"
@@ -89,13 +89,15 @@ build_kubernetes
 go_install kwok sigs.k8s.io/kwok/cmd/kwok "$KWOK_VERSION"
 go_install helm helm.sh/helm/v3/cmd/helm "$HELM_VERSION"
 go_install kubeconform github.com/yannh/kubeconform/cmd/kubeconform "$KUBECONFORM_VERSION"
+go_install coredns github.com/coredns/coredns "$COREDNS_VERSION"
 
 # A stable directory of links to the pinned versions, for PATH.
 current="$cache/current"
 mkdir -p "$current"
 for pair in etcd:$ETCD_VERSION kube-apiserver:$KUBERNETES_VERSION kube-controller-manager:$KUBERNETES_VERSION \
-            kube-scheduler:$KUBERNETES_VERSION kubectl:$KUBERNETES_VERSION kwok:$KWOK_VERSION \
-            helm:$HELM_VERSION kubeconform:$KUBECONFORM_VERSION; do
+            kube-scheduler:$KUBERNETES_VERSION kubectl:$KUBERNETES_VERSION \
+            kubelet:$KUBERNETES_VERSION kube-proxy:$KUBERNETES_VERSION kwok:$KWOK_VERSION \
+            helm:$HELM_VERSION kubeconform:$KUBECONFORM_VERSION coredns:$COREDNS_VERSION; do
   n=${pair%%:*}; ver=${pair#*:}
   ln -sfn "$bin/$n-$ver/$n" "$current/$n"
 done

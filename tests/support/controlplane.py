@@ -173,7 +173,7 @@ class _Pki:
     admin_key: Path
 
 
-def _make_pki(directory: Path) -> _Pki:
+def _make_pki(directory: Path, address: str, service_ip: str) -> _Pki:
     directory.mkdir(parents=True, exist_ok=True)
     ca_key = _key()
     ca_name = _name("kaliper-test-ca")
@@ -184,7 +184,7 @@ def _make_pki(directory: Path) -> _Pki:
         serving_key,
         (ca_name, ca_key),
         server_names=("localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"),
-        server_ips=("127.0.0.1", "10.0.0.1"),
+        server_ips=tuple(dict.fromkeys(("127.0.0.1", address, service_ip))),
     )
     # The admin identity is in system:masters, which RBAC's bootstrap policy binds to cluster-admin.
     admin_key = _key()
@@ -238,6 +238,9 @@ class ControlPlane:
     kubectl: Kubectl | None = None
     server: str = ""
     audit_log: Path | None = None  # log every request's metadata here (the operator benchmark counts them)
+    address: str = "127.0.0.1"  # where the API server listens (the real node tier uses its veth's address)
+    service_cidr: str = "10.0.0.0/16"
+    fake_nodes: bool = True  # kwok and its fake nodes; the real node tier has a kubelet instead
 
     def start(self, timeout: float = 120.0) -> ControlPlane:
         try:
@@ -248,9 +251,10 @@ class ControlPlane:
         return self
 
     def _start(self, timeout: float) -> None:
-        pki = _make_pki(self.root / "pki")
+        service_ip = str(next(ipaddress.ip_network(self.service_cidr).hosts()))
+        pki = _make_pki(self.root / "pki", self.address, service_ip)
         etcd_port, etcd_peer, api_port = free_port(), free_port(), free_port()
-        self.server = f"https://127.0.0.1:{api_port}"
+        self.server = f"https://{self.address}:{api_port}"
         self.kubeconfig = self.root / "kubeconfig"
         self.kubeconfig.write_text(json.dumps(_kubeconfig(self.server, pki), indent=2))
         self.kubectl = Kubectl(str(self.bin_dir / "kubectl"), self.kubeconfig)
@@ -272,8 +276,8 @@ class ControlPlane:
         self._spawn(
             "kube-apiserver",
             f"--etcd-servers=http://127.0.0.1:{etcd_port}",
-            "--bind-address=127.0.0.1",
-            "--advertise-address=127.0.0.1",
+            f"--bind-address={self.address}",
+            f"--advertise-address={self.address}",
             f"--secure-port={api_port}",
             f"--tls-cert-file={pki.serving_cert}",
             f"--tls-private-key-file={pki.serving_key}",
@@ -282,7 +286,11 @@ class ControlPlane:
             f"--service-account-key-file={pki.sa_pub}",
             f"--service-account-signing-key-file={pki.sa_key}",
             "--service-account-issuer=https://kubernetes.default.svc",
-            "--service-cluster-ip-range=10.0.0.0/16",
+            f"--service-cluster-ip-range={self.service_cidr}",
+            # logs, exec and the kubelet's metrics through the API server (the real node tier)
+            f"--kubelet-client-certificate={pki.admin_cert}",
+            f"--kubelet-client-key={pki.admin_key}",
+            "--kubelet-preferred-address-types=InternalIP",
             "--allow-privileged=true",
             f"--cert-dir={self.root / 'apiserver-certs'}",
             *self._audit_flags(),
@@ -312,6 +320,11 @@ class ControlPlane:
             f"--secure-port={free_port()}",
             "--leader-elect=false",
         )
+        if self.fake_nodes:
+            self._start_kwok(component_kubeconfig, timeout)
+        self._wait_until(self._default_service_account, timeout, "the controller manager to create service accounts")
+
+    def _start_kwok(self, component_kubeconfig: str, timeout: float) -> None:
         kwok_config = self.root / "kwok.yaml"
         kwok_config.write_text(KWOK_STAGES.read_text())
         self._spawn(
@@ -328,7 +341,6 @@ class ControlPlane:
         )
         self._create_fake_nodes()
         self._wait_until(self._nodes_ready, timeout, "kwok to report the fake nodes Ready")
-        self._wait_until(self._default_service_account, timeout, "the controller manager to create service accounts")
 
     def _audit_flags(self) -> list[str]:
         if self.audit_log is None:

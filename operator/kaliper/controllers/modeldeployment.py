@@ -13,6 +13,7 @@ from kaliper.api.common import GROUP, VERSION
 from kaliper.api.loader import problems_from
 from kaliper.api.resources import ModelDeployment
 from kaliper.controllers import kube
+from kaliper.controllers.settings import SETTINGS
 from kaliper.manifests.modeldeployment import (
     LABEL_DEPLOYMENT,
     LABEL_MANAGED,
@@ -47,7 +48,7 @@ def reconcile(
     previous = list((status or {}).get("conditions") or [])
     try:
         resource = parse(body)
-        deployment = build_deployment(name, namespace, uid, resource.spec)
+        deployment = build_deployment(name, namespace, uid, resource.spec, SETTINGS.image)
         service = build_service(name, namespace, uid, resource.spec)
     except BuildError as exc:
         patch.status.update(failed_status(generation, str(exc), previous, now()))

@@ -9,9 +9,7 @@ turning Ready, a load-generator Job finishing); a per-run lock keeps them one at
 
 from __future__ import annotations
 
-import os
 import threading
-from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -26,9 +24,10 @@ from kaliper.api.resources import ProfileRun
 from kaliper.api.units import parse_duration
 from kaliper.controllers import kube, metrics
 from kaliper.controllers.diagnosis import job_complete, job_problem, pod_problem
+from kaliper.controllers.settings import SETTINGS
 from kaliper.loadgen.publish import RESULT_KEY
 from kaliper.log import get_logger
-from kaliper.manifests.modeldeployment import KALIPER_IMAGE, BuildError, build_deployment, endpoint
+from kaliper.manifests.modeldeployment import BuildError, build_deployment, endpoint
 from kaliper.manifests.profilerun import (
     LABEL_RUN,
     LABEL_TRIAL,
@@ -56,27 +55,6 @@ FINISHED = ("Succeeded", "Failed")
 log = get_logger("kaliper.profilerun")
 
 
-@dataclass(frozen=True)
-class Settings:
-    """Operator-wide settings, from the environment the chart sets."""
-
-    step_interval_s: float = float(os.environ.get("KALIPER_STEP_INTERVAL", "5"))
-    image: str = os.environ.get("KALIPER_IMAGE", KALIPER_IMAGE)
-    prometheus_url: str | None = os.environ.get("KALIPER_PROMETHEUS_URL") or None
-    dcgm_enabled: bool = os.environ.get("KALIPER_DCGM_ENABLED", "false") == "true"
-    dcgm_pod_label: str = os.environ.get("KALIPER_DCGM_POD_LABEL", "auto")
-    loadgen_resources: dict[str, Any] = field(
-        default_factory=lambda: {
-            "requests": {
-                "cpu": os.environ.get("KALIPER_LOADGEN_CPU", "1"),
-                "memory": os.environ.get("KALIPER_LOADGEN_MEMORY", "512Mi"),
-            },
-            "limits": {"memory": os.environ.get("KALIPER_LOADGEN_MEMORY_LIMIT", "1Gi")},
-        }
-    )
-
-
-SETTINGS = Settings()
 _locks: dict[tuple[str, str], threading.Lock] = {}
 _locks_guard = threading.Lock()
 
@@ -265,7 +243,7 @@ class Step:
         for config in planned:
             if config.deployment is not None:
                 try:
-                    build_deployment("check", self.namespace, "", config.deployment)
+                    build_deployment("check", self.namespace, "", config.deployment, SETTINGS.image)
                 except BuildError as exc:
                     raise RunFailed(f"the target cannot be deployed on Kubernetes: {exc}") from exc
         # The target as it is now is what every trial starts from, even if someone edits it mid-run.

@@ -15,9 +15,10 @@ from kaliper.api.modeldeployment import ModelDeploymentSpec
 from kaliper.api.units import parse_duration
 from kaliper.serving.flags import tuning_flags
 
+# Kaliper's own image: the built-in server and the model fetcher. The operator passes the image it is
+# configured with (the chart's image values), so one setting reaches every pod it creates.
 KALIPER_IMAGE = f"ghcr.io/kaliper-dev/kaliper:{__version__}"
 RUNTIME_IMAGES = {
-    "onnxruntime": KALIPER_IMAGE,
     "mlserver": "docker.io/seldonio/mlserver:1.7.1-sklearn",
     "triton": "nvcr.io/nvidia/tritonserver:24.10-py3",
 }
@@ -66,7 +67,7 @@ def model_path(spec: ModelDeploymentSpec) -> str:
     raise BuildError("spec.model.file is a path on one machine; on Kubernetes use model.pvc, configMap, url or image")
 
 
-def _volumes(spec: ModelDeploymentSpec) -> tuple[list[dict], list[dict]]:
+def _volumes(spec: ModelDeploymentSpec, kaliper_image: str) -> tuple[list[dict], list[dict]]:
     """(volumes, init containers) that put the model under MODEL_DIR."""
     source = spec.model
     if source.file is not None:
@@ -81,7 +82,7 @@ def _volumes(spec: ModelDeploymentSpec) -> tuple[list[dict], list[dict]]:
         command = ["python", "-m", "kaliper.serving.fetch", source.url, model_path(spec)]
         if source.sha256:
             command += ["--sha256", source.sha256]
-        return [volume], [{"name": "fetch-model", "image": KALIPER_IMAGE, "command": command, "volumeMounts": mount}]
+        return [volume], [{"name": "fetch-model", "image": kaliper_image, "command": command, "volumeMounts": mount}]
     assert source.image is not None
     copy = {
         "name": "copy-model",
@@ -161,10 +162,13 @@ def _readiness(spec: ModelDeploymentSpec) -> dict[str, Any]:
     }
 
 
-def build_deployment(name: str, namespace: str, uid: str, spec: ModelDeploymentSpec) -> dict[str, Any]:
-    volumes, init_containers = _volumes(spec)
+def build_deployment(
+    name: str, namespace: str, uid: str, spec: ModelDeploymentSpec, kaliper_image: str = KALIPER_IMAGE
+) -> dict[str, Any]:
+    volumes, init_containers = _volumes(spec, kaliper_image)
     command, args, runtime_env = _command(spec, name)
-    image = spec.runtime.image or RUNTIME_IMAGES.get(spec.runtime.type)
+    builtin = {"onnxruntime": kaliper_image}
+    image = spec.runtime.image or builtin.get(spec.runtime.type) or RUNTIME_IMAGES.get(spec.runtime.type)
     if image is None:
         raise BuildError("a custom runtime on Kubernetes needs spec.runtime.image")
     env = runtime_env + [e.to_manifest() for e in spec.env or []]

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Builds the project's image from its Dockerfile with buildah, for the real node tier of the test suite (or
+# for you), and writes it as an archive that containerd imports (`ctr -n k8s.io images import`).
+#
+#   hack/image/build.sh [TAG]     # prints the archive path on its last line; TAG defaults to localhost/kaliper:test
+#
+# The Dockerfile's base (python:3.11-slim-bookworm) lives in a container registry, which this machine cannot
+# reach, so the base is made here instead: a minimal Debian bookworm from Debian's archive (debootstrap) with
+# Debian's Python 3.11 and pip, imported as localhost/kaliper-base:<key> and passed in as BASE_IMAGE. Its key
+# is a hash of this recipe, so it is made once per machine. buildah keeps the Dockerfile's layers, so a
+# change to Kaliper's code rebuilds only the last, small layer.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+tag=${1:-localhost/kaliper:test}
+cache=${KALIPER_CACHE:-$HOME/.cache/kaliper}
+mkdir -p "$cache/images"
+
+die() { echo "image/build.sh: $*" >&2; exit 1; }
+log() { echo "[$(date +%H:%M:%S)] $*" >&2; }
+for tool in buildah podman debootstrap; do
+  command -v "$tool" >/dev/null || die "$tool is not installed (apt-get install buildah podman debootstrap)"
+done
+
+# The base: Debian's Python where the python image has its own, and pip allowed to install system-wide as
+# it is in the python image (a container's Python belongs to the image, so Debian's guard is lifted).
+suite=bookworm
+mirror=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
+packages=python3,python3-pip,python-is-python3,ca-certificates
+base_key=$(printf '%s\n' "$suite" "$packages" "$(sed -n '/^make_base()/,/^}/p' "$0")" | sha256sum | cut -c1-12)
+base=localhost/kaliper-base:$base_key
+
+make_base() {
+  local root; root=$(mktemp -d /var/tmp/kaliper-base.XXXXXX)
+  trap 'rm -rf "$root"' RETURN
+  log "base: debootstrap $suite (minbase + $packages) from $mirror"
+  debootstrap --variant=minbase --include="$packages" "$suite" "$root" "$mirror" >"$root.log" 2>&1 \
+    || { tail -20 "$root.log" >&2; die "debootstrap failed (log above)"; }
+  rm -f "$root.log" "$root"/usr/lib/python3*/EXTERNALLY-MANAGED
+  rm -rf "$root"/var/cache/apt/archives/*.deb "$root"/var/lib/apt/lists/*
+  tar -C "$root" -c . | podman import --quiet - "$base" >/dev/null
+}
+
+if ! podman image exists "$base"; then make_base; else log "base: $base (cached)"; fi
+
+# RUN steps use the host's network (pip reaches PyPI) and chroot isolation: this machine's root may not
+# set oom_score_adj, which runc needs (see shared/real-node-notes.md).
+log "image: buildah bud -> $tag"
+start=$(date +%s)
+# pip trusts this machine's CA bundle (which may hold a TLS-intercepting proxy's CA) through a build secret.
+buildah bud --quiet --layers --network host --isolation chroot \
+  --secret id=ca-bundle,src="${CA_BUNDLE:-/etc/ssl/certs/ca-certificates.crt}" \
+  --build-arg "BASE_IMAGE=$base" -t "$tag" -f "$repo/Dockerfile" "$repo" >&2 \
+  || die "buildah bud failed (see above)"
+archive="$cache/images/$(echo "$tag" | tr '/:' '__').tar"
+rm -f "$archive"
+podman save --quiet --format docker-archive -o "$archive" "$tag"
+log "image: $tag built in $(( $(date +%s) - start ))s, $(du -m "$archive" | cut -f1) MiB"
+echo "$archive"

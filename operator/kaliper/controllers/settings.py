@@ -1,0 +1,31 @@
+"""Operator-wide settings, from the environment the chart sets."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from kaliper.manifests.modeldeployment import KALIPER_IMAGE
+
+
+@dataclass(frozen=True)
+class Settings:
+    step_interval_s: float = float(os.environ.get("KALIPER_STEP_INTERVAL", "5"))
+    # Kaliper's image for every pod the operator creates: built-in servers, model fetchers, load generators.
+    image: str = os.environ.get("KALIPER_IMAGE", KALIPER_IMAGE)
+    prometheus_url: str | None = os.environ.get("KALIPER_PROMETHEUS_URL") or None
+    dcgm_enabled: bool = os.environ.get("KALIPER_DCGM_ENABLED", "false") == "true"
+    dcgm_pod_label: str = os.environ.get("KALIPER_DCGM_POD_LABEL", "auto")
+    loadgen_resources: dict[str, Any] = field(
+        default_factory=lambda: {
+            "requests": {
+                "cpu": os.environ.get("KALIPER_LOADGEN_CPU", "1"),
+                "memory": os.environ.get("KALIPER_LOADGEN_MEMORY", "512Mi"),
+            },
+            "limits": {"memory": os.environ.get("KALIPER_LOADGEN_MEMORY_LIMIT", "1Gi")},
+        }
+    )
+
+
+SETTINGS = Settings()
