@@ -17,7 +17,8 @@ COPY pyproject.toml README.md ./
 RUN --mount=type=secret,id=ca-bundle \
     if [ -s /run/secrets/ca-bundle ]; then export PIP_CERT=/run/secrets/ca-bundle; fi \
  && mkdir -p operator/kaliper && touch operator/kaliper/__init__.py \
- && python -m pip wheel --no-cache-dir --wheel-dir /wheels . && rm /wheels/kaliper-*.whl
+ && python -m pip wheel --no-cache-dir --wheel-dir /wheels . \
+ && rm -rf /wheels/kaliper-*.whl build operator   # the stand-in must not leak into the real build
 COPY operator ./operator
 RUN --mount=type=secret,id=ca-bundle \
     if [ -s /run/secrets/ca-bundle ]; then export PIP_CERT=/run/secrets/ca-bundle; fi \

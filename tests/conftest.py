@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.controlplane import ControlPlane, ControlPlaneError, Kubectl, build_binaries, interrupt
+from tests.support.node import Node, start_node
 
 # The operator steps each ProfileRun every second in tests (5 s by default), read when its module is imported.
 os.environ.setdefault("KALIPER_STEP_INTERVAL", "1")
@@ -62,3 +63,33 @@ def namespace(crds: Kubectl, request: pytest.FixtureRequest) -> Iterator[str]:
     )
     yield name
     crds("delete", "namespace", name, "--wait=false")
+
+
+@pytest.fixture(scope="session")
+def node() -> Iterator[Node]:
+    """The real node tier (tests/support/node.py): a control plane of its own and one real node, with the
+    project's image, built from its Dockerfile, imported into the node's containerd."""
+    signal.signal(signal.SIGTERM, interrupt)
+    try:
+        started = start_node()
+    except ControlPlaneError as exc:
+        pytest.fail(f"could not start the real node tier: {exc}", pytrace=False)
+    try:
+        yield started
+    finally:
+        started.stop()  # raises if anything of the node is left on this machine
+
+
+@pytest.fixture
+def node_namespace(node: Node, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A fresh namespace on the real node tier, deleted afterwards."""
+    kubectl = node.kubectl
+    readable = "".join(c if c.isalnum() else "-" for c in request.node.name.lower())[:40].strip("-")
+    name = f"n-{readable}-{uuid.uuid4().hex[:6]}"
+    kubectl("create", "namespace", name)
+    kubectl.wait_for(
+        lambda: kubectl("get", "serviceaccount", "default", "-n", name, check=False).returncode == 0,
+        what=f"the default service account in {name}",
+    )
+    yield name
+    kubectl("delete", "namespace", name, "--wait=false")

@@ -4,6 +4,7 @@ storage within the ConfigMap limit, and the diagnosis of pods and Jobs."""
 from __future__ import annotations
 
 import json
+import re
 import secrets
 
 import pytest
@@ -11,7 +12,8 @@ import yaml
 
 from kaliper.api.modeldeployment import ModelDeploymentSpec
 from kaliper.api.profilerun import ProfileRunSpec
-from kaliper.controllers.diagnosis import job_problem, pod_problem
+from kaliper.controllers.diagnosis import job_problem, pod_problem, restarts_and_oom_kills
+from kaliper.controllers.profilerun import server_pod_regex
 from kaliper.loadgen.config import LoadGenConfig
 from kaliper.loadgen.publish import results_configmap
 from kaliper.manifests.profilerun import build_loadgen, build_trial_deployment, loadgen_rbac
@@ -154,3 +156,29 @@ def test_a_failed_job_is_explained_with_its_pods_exit() -> None:
         "pod r-t0-lg-x exited with code 1 (Error): unreachable"
     )
     assert job_problem({"metadata": {"name": "j"}, "status": {}}, []) is None
+
+
+def test_restarts_and_oom_kills_come_from_the_pods_status() -> None:
+    healthy = pod("a", {"state": {"running": {}}, "restartCount": 0})
+    assert restarts_and_oom_kills([healthy]) == (0, 0)
+    killed_twice = pod(
+        "b", {"state": {"running": {}}, "restartCount": 2, "lastState": {"terminated": {"reason": "OOMKilled"}}}
+    )
+    crashed = pod("c", {"state": {"terminated": {"reason": "Error", "exitCode": 1}}, "restartCount": 1})
+    killed_now = pod("d", {"state": {"terminated": {"reason": "OOMKilled", "exitCode": 137}}, "restartCount": 0})
+    assert restarts_and_oom_kills([healthy, killed_twice, crashed, killed_now]) == (3, 2)
+
+
+def test_server_pods_are_selected_by_their_template_hash_never_the_load_generators() -> None:
+    def labelled(name: str, template_hash: str | None) -> dict:
+        labels = {"pod-template-hash": template_hash} if template_hash else {}
+        return {"metadata": {"name": name, "labels": labels}}
+
+    regex = server_pod_regex("iris-t0", [labelled("iris-t0-7d4f9c6b58-x2x9k", "7d4f9c6b58")])
+    assert regex == "iris-t0-(7d4f9c6b58)-[a-z0-9]{5}"
+    assert re.fullmatch(regex, "iris-t0-7d4f9c6b58-qq7zp")
+    assert not re.fullmatch(regex, "iris-t0-lg-qq7zp")  # the load generator's pod
+    assert not re.fullmatch(regex, "iris-t0-7d4f9c6b58-qq7zp-extra")
+    two = [labelled("iris-t1-aaa-bbbbb", "5c8d"), labelled("iris-t1-ccc-ddddd", "69f7")]
+    assert server_pod_regex("iris-t1", two) == "iris-t1-(5c8d|69f7)-[a-z0-9]{5}"
+    assert server_pod_regex("iris-t2", [labelled("x", None)]) is None

@@ -1,5 +1,5 @@
-"""The Prometheus metrics layer against a real Prometheus that scrapes a test double of cAdvisor,
-kube-state-metrics and dcgm-exporter (real metric names and labels, exactly known values)."""
+"""The Prometheus metrics layer against a real Prometheus that scrapes a test double of cAdvisor
+and dcgm-exporter (real metric names and labels, exactly known values)."""
 
 from __future__ import annotations
 
@@ -48,7 +48,7 @@ def test_cpu_memory_and_throttling_are_exactly_the_exported_values(metrics) -> N
     assert values["cpu_throttled_ratio"] == pytest.approx(exporter.THROTTLED_PER_S / exporter.PERIODS_PER_S)
     trial_memory = sum(v for pod, v in exporter.MEMORY.items() if pod in exporter.TRIAL_PODS)
     assert values["memory_avg_bytes"] == trial_memory and values["memory_peak_bytes"] == trial_memory
-    assert values["restarts"] == 0 and values["oom_kills"] == 0
+    assert "restarts" not in values and "oom_kills" not in values  # from the pods' status, not Prometheus
     assert figures.unavailable == []
 
 
@@ -67,7 +67,6 @@ def test_missing_series_are_unavailable_with_the_reason_not_zero(metrics) -> Non
     assert figures.values == {}
     reasons = " | ".join(figures.unavailable)
     assert "no cAdvisor series for pods nobody-.* in elsewhere" in reasons
-    assert "no kube-state-metrics series" in reasons
     assert "no DCGM_FI_DEV_GPU_UTIL series labelled pod or pod_name or exported_pod" in reasons
     wrong_label = client.trial_figures(window, gpu=True, dcgm_pod_label="pod")
     assert "gpu_utilization_percent" not in wrong_label.values

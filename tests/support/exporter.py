@@ -1,5 +1,5 @@
-"""Test double of the exporters Prometheus scrapes in a cluster: cAdvisor, kube-state-metrics and
-dcgm-exporter series with their real metric names and labels, and values known to the test.
+"""Test double of the exporters Prometheus scrapes in a cluster: cAdvisor and dcgm-exporter
+series with their real metric names and labels, and values known to the test.
 
 Counters grow at fixed rates and every sample carries an explicit timestamp, so what Prometheus stores, and
 therefore every rate and average over any window, is exactly known. Pods can be added while it serves (the
@@ -58,8 +58,6 @@ class Exporter:
             sample("container_cpu_cfs_periods_total", server, PERIODS_PER_S * t)
             sample("container_cpu_cfs_throttled_periods_total", server, THROTTLED_PER_S * t)
             sample("container_memory_working_set_bytes", server, float(s.memory_bytes))
-            sample("kube_pod_container_status_restarts_total", server, 1.0)
-            sample("kube_pod_container_status_last_terminated_reason", {**server, "reason": "OOMKilled"}, 0.0)
             if s.gpu:
                 namespace_label = "exported_namespace" if self.dcgm_pod_label == "exported_pod" else "namespace"
                 gpu = {

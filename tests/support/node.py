@@ -177,7 +177,11 @@ class Node:
         self.sysctls = _read_sysctls()
         self._make_namespaces()
         self.plane = ControlPlane(
-            self.bin_dir, address=HOST_IP, service_cidr=SERVICE_CIDR, fake_nodes=False
+            self.bin_dir,
+            address=HOST_IP,
+            service_cidr=SERVICE_CIDR,
+            fake_nodes=False,
+            audit_log=self.root / "audit.log",  # tests read who created what
         ).start(timeout)
         self._write_configs()
         self._spawn("containerd", "containerd", f"--config={self.root / 'containerd.toml'}")
@@ -197,11 +201,6 @@ class Node:
         )
         self._spawn("kube-proxy", str(self.bin_dir / "kube-proxy"), f"--config={self.root / 'kube-proxy.yaml'}")
         self._wait_until(self._node_ready, timeout, f"node {NODE_NAME} to become Ready")
-        self._wait_until(
-            lambda: self.kubectl("get", "serviceaccount", "default", check=False).returncode == 0,
-            timeout,
-            "the default service account",
-        )
 
     # --- namespaces and network ----------------------------------------------------------------------
 
@@ -212,8 +211,10 @@ class Node:
             stdin=subprocess.DEVNULL,
         )
         self._wait_until(
-            lambda: os.readlink(f"/proc/{self.holder.pid}/ns/net") != os.readlink("/proc/self/ns/net")
-            and os.readlink(f"/proc/{self.holder.pid}/exe").endswith("sleep"),
+            lambda: (
+                os.readlink(f"/proc/{self.holder.pid}/ns/net") != os.readlink("/proc/self/ns/net")
+                and os.readlink(f"/proc/{self.holder.pid}/exe").endswith("sleep")
+            ),
             10,
             "the node's namespaces",
         )
@@ -396,6 +397,11 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
         return any(c["type"] == "Ready" and c["status"] == "True" for c in node["status"]["conditions"])
 
     # --- what tests read -----------------------------------------------------------------------------
+
+    def audit_events(self) -> list[dict]:
+        """The API server's audit log so far (request metadata: who did what to which object)."""
+        path = self.root / "audit.log"
+        return [json.loads(line) for line in path.read_text().splitlines() if line] if path.exists() else []
 
     def pod_cgroup(self, pod: dict, container: str, controller: str) -> Path:
         """The cgroup v1 folder of one container of a pod on this node, in one controller's hierarchy."""

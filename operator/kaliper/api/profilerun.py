@@ -304,12 +304,13 @@ class SloSpec(KaliperModel):
 
 
 class PrometheusSource(KaliperModel):
-    """A Prometheus that scrapes the serving pods (cAdvisor, kube-state-metrics, dcgm-exporter)."""
+    """A Prometheus that scrapes the kubelets' cAdvisor (and dcgm-exporter for GPUs)."""
 
     url: HttpUrl
     """Base URL, such as http://prometheus-operated.monitoring:9090."""
-    scrape_interval: PositiveDuration = "15s"
-    """The scrape interval; Kaliper waits one more after each load window before it queries."""
+    scrape_interval: PositiveDuration = "30s"
+    """How often it scrapes cAdvisor (kube-prometheus-stack: 30s). Kaliper waits for the scrape after each load
+    window; a window needs two samples, so measure for at least twice this (and at least 30s)."""
     timeout: PositiveDuration = "10s"
     """Timeout of each query."""
 

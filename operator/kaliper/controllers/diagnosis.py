@@ -58,6 +58,19 @@ def pod_problem(pods: list[dict[str, Any]]) -> Problem | None:
     return pending
 
 
+def restarts_and_oom_kills(pods: list[dict[str, Any]]) -> tuple[int, int]:
+    """(container restarts, containers killed for exceeding their memory limit) of the pods, from their own
+    status: exact, and needing no exporter (kube-state-metrics only has a series after a termination)."""
+    restarts = oom_kills = 0
+    for pod in pods:
+        for container in (pod.get("status") or {}).get("containerStatuses") or []:
+            restarts += int(container.get("restartCount") or 0)
+            last = (container.get("lastState") or {}).get("terminated") or {}
+            terminated = (container.get("state") or {}).get("terminated") or {}
+            oom_kills += "OOMKilled" in (last.get("reason"), terminated.get("reason"))
+    return restarts, oom_kills
+
+
 def job_problem(job: dict[str, Any], pods: list[dict[str, Any]]) -> str | None:
     """Why a load-generator Job failed, or None while it has not."""
     for condition in (job.get("status") or {}).get("conditions") or []:

@@ -19,16 +19,17 @@ from pydantic import ValidationError
 from kaliper.api.common import GROUP, VERSION, Condition
 from kaliper.api.loader import problems_from
 from kaliper.api.modeldeployment import ModelDeploymentSpec
-from kaliper.api.profilerun import ProfileRunStatus, Progress, ReportReference, TrialSummary
+from kaliper.api.profilerun import ProfileRunStatus, Progress, ReportReference, ResourceUsage, TrialSummary
 from kaliper.api.resources import ProfileRun
 from kaliper.api.units import parse_duration
 from kaliper.controllers import kube, metrics
-from kaliper.controllers.diagnosis import job_complete, job_problem, pod_problem
+from kaliper.controllers.diagnosis import job_complete, job_problem, pod_problem, restarts_and_oom_kills
 from kaliper.controllers.settings import SETTINGS
 from kaliper.loadgen.publish import RESULT_KEY
 from kaliper.log import get_logger
 from kaliper.manifests.modeldeployment import BuildError, build_deployment, endpoint
 from kaliper.manifests.profilerun import (
+    LABEL_ROLE,
     LABEL_RUN,
     LABEL_TRIAL,
     build_loadgen,
@@ -288,7 +289,7 @@ class Step:
             elif trial.phase == "Running":
                 self.running(trial, trial_jobs, trial_pods)
             if trial.phase == "Collecting":
-                self.collecting(trial)
+                self.collecting(trial, trial_pods)
 
     def planned(self, trial: TrialSummary) -> PlannedTrial:
         return self.planned_by_index[trial.index]
@@ -305,11 +306,13 @@ class Step:
         if status.get("phase") == "Ready":
             self.start_load(trial, planned, status.get("endpoint"), status.get("modelName"))
             return
-        server_pods = [p for p in pods if p["metadata"]["labels"].get("kaliper.dev/role") != "loadgen"]
+        server_pods = _server_pods(pods)
         problem = pod_problem(server_pods)
         if status.get("phase") == "Failed":
             self.trial_failed(trial, f"the trial's ModelDeployment failed: {status.get('message')}")
         elif problem is not None and problem.definitive:
+            restarts, oom_kills = restarts_and_oom_kills(server_pods)
+            trial.resources = ResourceUsage(restarts=restarts, oom_kills=oom_kills)
             self.trial_failed(trial, str(problem))
         elif self.elapsed(trial) > parse_duration(self.spec.ready_timeout):
             why = str(problem) if problem else status.get("message") or "no pod became ready"
@@ -345,7 +348,7 @@ class Step:
         if results is not None:
             trial.phase = "Collecting"
             return
-        loadgen_pods = [p for p in pods if p["metadata"]["labels"].get("kaliper.dev/role", "").startswith("loadgen")]
+        loadgen_pods = [p for p in pods if p["metadata"]["labels"].get(LABEL_ROLE, "").startswith("loadgen")]
         for job in jobs:
             problem = job_problem(job, loadgen_pods)
             if problem is not None:
@@ -359,7 +362,7 @@ class Step:
         elif self.elapsed(trial) > parse_duration(self.spec.trial_timeout):
             self.trial_failed(trial, f"no results within trialTimeout ({self.spec.trial_timeout})")
 
-    def collecting(self, trial: TrialSummary) -> None:
+    def collecting(self, trial: TrialSummary, pods: list[dict[str, Any]]) -> None:
         """Turn the results document into the trial's report, with resource figures from Prometheus once its
         final scrape after the load window is in."""
         results = kube.get("ConfigMap", self.namespace, results_name(self.name, trial.index))
@@ -373,9 +376,11 @@ class Step:
             report.status, report.message = "Failed", result.error or "the load generator measured nothing"
         else:
             report.stage = result.stages[0]
-            resources = self.resources(trial, report)
+            server_pods = _server_pods(pods)
+            resources = self.resources(trial, report, server_pods)
             if resources is None:
                 return  # the final scrape is not in yet: the next step looks again
+            resources.restarts, resources.oom_kills = restarts_and_oom_kills(server_pods)
             report.resources = resources
             if resources.oom_kills:
                 report.status, report.message = "Failed", "OOMKilled: a replica exceeded its memory limit"
@@ -402,7 +407,9 @@ class Step:
             warning=report.status == "Failed",
         )
 
-    def resources(self, trial: TrialSummary, report: TrialReport) -> TrialResources | None:
+    def resources(
+        self, trial: TrialSummary, report: TrialReport, server_pods: list[dict[str, Any]]
+    ) -> TrialResources | None:
         """Figures for the load window, None while waiting for the final scrape."""
         prometheus = self.spec.metrics.prometheus
         url = str(prometheus.url) if prometheus else SETTINGS.prometheus_url
@@ -413,11 +420,14 @@ class Step:
                 source="prometheus", unavailable=["resources: no Prometheus configured (spec.metrics.prometheus)"]
             )
         assert report.stage is not None
-        scrape = parse_duration(prometheus.scrape_interval) if prometheus else 15.0
+        pod_regex = server_pod_regex(trial.name, server_pods)
+        if pod_regex is None:
+            return TrialResources(source="prometheus", unavailable=[f"resources: no server pods of {trial.name} found"])
+        scrape = parse_duration(prometheus.scrape_interval if prometheus else SETTINGS.prometheus_scrape_interval)
         start = report.stage.started_at.timestamp() + report.stage.warmup_s
         window = Window(
             namespace=self.namespace,
-            pod_regex=f"{trial.name}-[a-z0-9]+-[a-z0-9]+",
+            pod_regex=pod_regex,
             end=start + report.stage.measured_s,
             seconds=max(1, round(report.stage.measured_s)),
             scrape_interval_s=scrape,
@@ -441,10 +451,8 @@ class Step:
         except Exception as exc:  # any failure to query is reported, not fatal
             return TrialResources(source="prometheus", unavailable=[f"Prometheus at {url} could not be queried: {exc}"])
         values = dict(figures.values)
-        for count in ("oom_kills", "restarts"):
-            if count in values:
-                values[count] = round(values[count])
         resources = TrialResources(source="prometheus", unavailable=figures.unavailable, **values)
+        window = figures.window or window
         if "cpu_avg_cores" in values:
             try:
                 points = client.series(window)
@@ -587,8 +595,16 @@ class Step:
                     report.stage = stages[0] if stages else None
                 return report
         status = "Skipped" if trial.phase == "Skipped" else "Failed"
+        resources = None
+        if trial.resources is not None:  # restarts and OOM kills of a trial that never served
+            resources = TrialResources(source="pod-status", **trial.resources.model_dump(exclude_none=True))
         return TrialReport(
-            index=trial.index, name=trial.name, parameters=trial.parameters, status=status, message=trial.message
+            index=trial.index,
+            name=trial.name,
+            parameters=trial.parameters,
+            status=status,
+            message=trial.message,
+            resources=resources,
         )
 
     def store_report(self, report: ProfileReport) -> None:
@@ -609,6 +625,19 @@ class Step:
         if target is not None:  # keep the snapshot beside the report (an apply replaces the whole data map)
             content.setdefault("data", {})[TARGET_KEY] = target
         kube.apply(build_report_configmap(self.run, content))
+
+
+def _server_pods(pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [p for p in pods if p["metadata"]["labels"].get(LABEL_ROLE) == "server"]
+
+
+def server_pod_regex(deployment: str, server_pods: list[dict[str, Any]]) -> str | None:
+    """The names of a trial's server pods and of any that replace them: `<deployment>-<pod-template-hash>-`
+    and five characters. A looser `<deployment>-.*` would also match the load generator's `<trial>-lg-xxxxx`."""
+    hashes = sorted({p["metadata"]["labels"].get("pod-template-hash", "") for p in server_pods} - {""})
+    if not hashes:
+        return None
+    return f"{deployment}-({'|'.join(hashes)})-[a-z0-9]{{5}}"
 
 
 def _describe(trial: TrialSummary) -> str:

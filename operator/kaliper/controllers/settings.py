@@ -15,6 +15,8 @@ class Settings:
     # Kaliper's image for every pod the operator creates: built-in servers, model fetchers, load generators.
     image: str = os.environ.get("KALIPER_IMAGE", KALIPER_IMAGE)
     prometheus_url: str | None = os.environ.get("KALIPER_PROMETHEUS_URL") or None
+    # How often that Prometheus scrapes the kubelets (kube-prometheus-stack: 30 s), when a run does not say.
+    prometheus_scrape_interval: str = os.environ.get("KALIPER_PROMETHEUS_SCRAPE_INTERVAL") or "30s"
     dcgm_enabled: bool = os.environ.get("KALIPER_DCGM_ENABLED", "false") == "true"
     dcgm_pod_label: str = os.environ.get("KALIPER_DCGM_POD_LABEL", "auto")
     loadgen_resources: dict[str, Any] = field(

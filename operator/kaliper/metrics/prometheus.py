@@ -1,36 +1,52 @@
-"""A trial's resource figures from Prometheus: cAdvisor (CPU, throttling, memory), kube-state-metrics
-(restarts, OOM kills) and dcgm-exporter (GPU).
+"""A trial's resource figures from Prometheus: cAdvisor (CPU, throttling, memory) and dcgm-exporter (GPU).
+Restarts and OOM kills come from the trial pods' own status instead (kaliper.controllers.diagnosis).
 
-Every figure is evaluated at the end of the trial's window over the window's length. Before it trusts a
-query, the layer checks that the series it relies on exist with the labels it filters on; a figure whose
-series are missing (or whose value is NaN) is reported as unavailable with the reason, never as zero.
+Every figure comes from samples inside the trial's measured window, never from the idle time around it:
+counters by `increase` over the window (Prometheus extrapolates the loaded rate to the window's edges),
+gauges by `*_over_time` over the window, the peak and the series by rates over sub-windows that lie
+inside it. How far apart the samples are is read from Prometheus itself (the scrape interval, and the
+kubelet's cAdvisor, which refreshes container stats only every 10-15 s): a figure needs two samples inside
+the window, and a window that holds fewer is reported as too short, with what to change.
+
+Before it trusts a query, the layer checks that the series it relies on exist with the labels it filters
+on; a figure whose series are missing (or whose value is NaN) is reported as unavailable with the reason,
+never as zero.
 """
 
 from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
 from prometheus_api_client import PrometheusConnect
 
 CONTAINER = 'container!="",container!="POD"'
+CADVISOR_REFRESH_S = 15.0  # the kubelet's cAdvisor refreshes container stats every 10 s, up to 15 s when idle
 DCGM_POD_LABELS = ("pod", "pod_name", "exported_pod")  # by exporter version and ServiceMonitor honorLabels
 
 
 @dataclass(frozen=True)
 class Window:
     namespace: str
-    pod_regex: str  # the trial's pods, such as "iris-t3-.*"
+    pod_regex: str  # the trial's server pods, such as "iris-t3-5d9c7b8f4-[a-z0-9]{5}"
     end: float  # unix seconds
     seconds: int
-    scrape_interval_s: float = 15.0  # rates need at least two samples: their ranges span four intervals
+    scrape_interval_s: float = 15.0  # how often Prometheus scrapes (how long to wait for the final scrape)
+    sample_spacing_s: float | None = None  # seconds between stored samples, as measured (samples_in)
 
     @property
     def range(self) -> str:
         return f"{self.seconds}s"
+
+    @property
+    def rate_range_s(self) -> int:
+        """Sub-window of the peak and the series: two sample spacings (each rate needs two samples), at most
+        the whole window."""
+        spacing = self.sample_spacing_s or self.scrape_interval_s
+        return max(1, min(self.seconds, round(2 * spacing)))
 
 
 def selector(window: Window, pod_label: str = "pod") -> str:
@@ -47,22 +63,22 @@ def subquery_step(window: Window) -> str:
 def container_queries(window: Window) -> dict[str, str]:
     """PromQL of the CPU and memory figures (pure: tested against a real Prometheus)."""
     s, w, step = selector(window), window.range, subquery_step(window)
-    rate_range = f"{max(4 * window.scrape_interval_s, 4):g}s"
+    rate_range = window.rate_range_s
+    # The peak's sub-windows end between (start + rate range) and the end: all of them inside the window.
+    peak_span = f"{max(1, window.seconds - rate_range)}s"
     return {
         "cpu_avg_cores": f"sum(increase(container_cpu_usage_seconds_total{{{s},{CONTAINER}}}[{w}])) / {window.seconds}",
         "cpu_peak_cores": (
-            f"max_over_time(sum(rate(container_cpu_usage_seconds_total{{{s},{CONTAINER}}}[{rate_range}]))[{w}:{step}])"
+            f"max_over_time(sum(rate(container_cpu_usage_seconds_total{{{s},{CONTAINER}}}[{rate_range}s]))"
+            f"[{peak_span}:{step}])"
         ),
         "cpu_throttled_ratio": (
             f"sum(increase(container_cpu_cfs_throttled_periods_total{{{s},{CONTAINER}}}[{w}])) / "
             f"sum(increase(container_cpu_cfs_periods_total{{{s},{CONTAINER}}}[{w}]))"
         ),
-        "memory_avg_bytes": f"avg_over_time(sum(container_memory_working_set_bytes{{{s},{CONTAINER}}})[{w}:{step}])",
-        "memory_peak_bytes": f"max_over_time(sum(container_memory_working_set_bytes{{{s},{CONTAINER}}})[{w}:{step}])",
-        "restarts": f"sum(increase(kube_pod_container_status_restarts_total{{{s}}}[{w}]))",
-        "oom_kills": (
-            f'sum(max_over_time(kube_pod_container_status_last_terminated_reason{{{s},reason="OOMKilled"}}[{w}]))'
-        ),
+        # Per container over the window's own samples, then summed (a subquery would reuse a sample from before).
+        "memory_avg_bytes": f"sum(avg_over_time(container_memory_working_set_bytes{{{s},{CONTAINER}}}[{w}]))",
+        "memory_peak_bytes": f"sum(max_over_time(container_memory_working_set_bytes{{{s},{CONTAINER}}}[{w}]))",
     }
 
 
@@ -79,6 +95,7 @@ def gpu_queries(window: Window, pod_label: str) -> dict[str, str]:
 class Figures:
     values: dict[str, float] = field(default_factory=dict)
     unavailable: list[str] = field(default_factory=list)
+    window: Window | None = None  # the window as queried, with its measured sample spacing
 
 
 class PrometheusMetrics:
@@ -99,6 +116,14 @@ class PrometheusMetrics:
     def has_series(self, metric: str, window: Window, pod_label: str = "pod") -> bool:
         return self.scalar(f"count({metric}{{{selector(window, pod_label)}}})", window.end) not in (None, 0)
 
+    def samples_in(self, window: Window) -> int:
+        """The fewest samples any of the trial's CPU series holds inside the window."""
+        query = (
+            f"min(count_over_time(container_cpu_usage_seconds_total{{{selector(window)},{CONTAINER}}}[{window.range}]))"
+        )
+        count = self.scalar(query, window.end)
+        return int(count or 0)
+
     def scraped_past(self, window: Window) -> bool:
         """Whether a sample newer than the window's end is stored: the final scrape is in."""
         query = f"max(timestamp(container_cpu_usage_seconds_total{{{selector(window)},{CONTAINER}}}))"
@@ -118,13 +143,14 @@ class PrometheusMetrics:
     def series(self, window: Window) -> list[tuple[float, float, float]]:
         """(unix seconds, CPU cores, memory working-set bytes) over the window, summed over the trial's
         pods, at the subquery resolution: what rightsizing takes its CPU percentile from."""
-        s, step = selector(window), subquery_step(window)
-        rate_range = f"{max(4 * window.scrape_interval_s, 4):g}s"
+        s, step, rate_range = selector(window), subquery_step(window), window.rate_range_s
         queries = {
-            "cpu": f"sum(rate(container_cpu_usage_seconds_total{{{s},{CONTAINER}}}[{rate_range}]))",
+            "cpu": f"sum(rate(container_cpu_usage_seconds_total{{{s},{CONTAINER}}}[{rate_range}s]))",
             "memory": f"sum(container_memory_working_set_bytes{{{s},{CONTAINER}}})",
         }
-        start, end = datetime.fromtimestamp(window.end - window.seconds, UTC), datetime.fromtimestamp(window.end, UTC)
+        # From the first point whose rate range lies inside the window.
+        first = window.end - window.seconds + rate_range
+        start, end = datetime.fromtimestamp(min(first, window.end), UTC), datetime.fromtimestamp(window.end, UTC)
         values: dict[str, dict[float, float]] = {}
         for name, query in queries.items():
             result = self.client.custom_query_range(query, start_time=start, end_time=end, step=step)
@@ -136,19 +162,26 @@ class PrometheusMetrics:
         ]
 
     def trial_figures(self, window: Window, gpu: bool = False, dcgm_pod_label: str = "auto") -> Figures:
-        figures = Figures()
-        if not self.has_series("container_cpu_usage_seconds_total", window):
+        """The trial's figures; `window` comes back in `Figures.window` with its measured sample spacing."""
+        figures = Figures(window=window)
+        queries: dict[str, str] = {}
+        samples = self.samples_in(window) if self.has_series("container_cpu_usage_seconds_total", window) else None
+        if samples is None:
             figures.unavailable.append(
                 f"cpu, memory: no cAdvisor series for pods {window.pod_regex} in {window.namespace} "
                 "(is Prometheus scraping the kubelets' /metrics/cadvisor?)"
             )
-            queries = {k: q for k, q in container_queries(window).items() if k in ("restarts", "oom_kills")}
+        elif samples < 2:
+            needed = 2 * max(window.scrape_interval_s, CADVISOR_REFRESH_S)
+            figures.unavailable.append(
+                f"cpu, memory: the {window.seconds} s measurement window holds {samples} sample(s) per container; "
+                f"figures need two (Prometheus scrapes every {window.scrape_interval_s:g} s, cAdvisor refreshes "
+                f"every 10-15 s): measure for at least {needed:g} s (load.minDuration)"
+            )
         else:
+            window = replace(window, sample_spacing_s=window.seconds / samples)
+            figures.window = window
             queries = container_queries(window)
-        if not self.has_series("kube_pod_container_status_restarts_total", window):
-            queries.pop("restarts", None)
-            queries.pop("oom_kills", None)
-            figures.unavailable.append(f"restarts, OOM kills: no kube-state-metrics series for {window.pod_regex}")
         for name, query in queries.items():
             value = self.scalar(query, window.end)
             if value is None:

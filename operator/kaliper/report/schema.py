@@ -144,7 +144,8 @@ class TrialResources(ResourceUsage):
     """Resource use over a trial's load, from cgroup accounting (local) or Prometheus (Kubernetes): the
     status's figures plus where they came from, the time series, and what could not be measured."""
 
-    source: Literal["cgroup", "prometheus"]
+    source: Literal["cgroup", "prometheus", "pod-status"]  # pod-status: restarts and OOM kills of a trial
+    # that never served (the pods' own status; nothing was measured)
     series: list[ResourceSeriesPoint] = Field(default_factory=list)
     unavailable: list[str] = Field(default_factory=list)
     """Figures that could not be measured, with the reason (never reported as zero)."""

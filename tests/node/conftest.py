@@ -1,0 +1,96 @@
+"""Fixtures of the real node tier's tests: a real Prometheus scraping the node's kubelet, the chart
+installed with the operator running as a pod of the image built from the Dockerfile."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from kaliper.serving.examples import make_iris
+from tests.conftest import REPO
+from tests.support.controlplane import build_binaries
+from tests.support.node import HOST_IP, IMAGE, NODE_IP, Node
+from tests.support.prometheus import cadvisor_prometheus
+
+CHART = REPO / "charts" / "kaliper"
+OPERATOR_NAMESPACE = "kaliper-system"
+OPERATOR_ACCOUNT = f"system:serviceaccount:{OPERATOR_NAMESPACE}:kaliper-kaliper"
+
+
+def helm(node: Node, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [str(build_binaries() / "helm"), f"--kubeconfig={node.kubeconfig}", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def node_prometheus(node: Node, interval: str):  # type: ignore[no-untyped-def]
+    """Prometheus on HOST_IP (pods reach it there) scraping the kubelet's /metrics/cadvisor."""
+    assert node.plane is not None
+    pki = node.plane.root / "pki"
+    return cadvisor_prometheus(f"{NODE_IP}:10250", HOST_IP, pki / "admin.crt", pki / "admin.key", interval)
+
+
+@pytest.fixture(scope="session")
+def prometheus_url(node: Node) -> Iterator[str]:
+    """Scraping every 30 s, as kube-prometheus-stack does (the operator's figures must hold at that pace)."""
+    with node_prometheus(node, "30s") as url:
+        yield url
+
+
+@dataclass
+class Operator:
+    pod: dict
+
+    @property
+    def name(self) -> str:
+        return self.pod["metadata"]["name"]
+
+
+def operator_pod(node: Node) -> dict:
+    pods = node.kubectl.json("get", "pods", "-n", OPERATOR_NAMESPACE, "-l", "app.kubernetes.io/name=kaliper")
+    running = [
+        p for p in pods["items"] if p["status"].get("phase") == "Running" and not p["metadata"].get("deletionTimestamp")
+    ]
+    assert len(running) == 1, json.dumps([p["metadata"]["name"] for p in pods["items"]])
+    return running[0]
+
+
+@pytest.fixture(scope="session")
+def operator(node: Node, prometheus_url: str) -> Iterator[Operator]:
+    """`helm install` of the chart: CRDs, RBAC and the operator as a pod of the project's image."""
+    repository, tag = IMAGE.rsplit(":", 1)
+    install = helm(
+        node,
+        "install",
+        "kaliper",
+        str(CHART),
+        "-n",
+        OPERATOR_NAMESPACE,
+        "--create-namespace",
+        f"--set=image.repository={repository}",
+        f"--set=image.tag={tag}",
+        "--set=image.pullPolicy=Never",
+        f"--set=prometheus.url={prometheus_url}",
+        # Two cores in all: the trial's server, its load generator and the operator must fit together.
+        "--set=loadGenerator.resources.requests.cpu=250m",
+        "--wait",
+        "--timeout=3m",
+    )
+    assert install.returncode == 0, (
+        install.stderr + "\n" + node.kubectl("describe", "pods", "-n", OPERATOR_NAMESPACE, check=False).stdout[-3000:]
+    )
+    yield Operator(operator_pod(node))
+    helm(node, "uninstall", "kaliper", "-n", OPERATOR_NAMESPACE, "--wait")
+
+
+@pytest.fixture(scope="session")
+def iris_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_iris(tmp_path_factory.mktemp("models") / "iris.onnx")

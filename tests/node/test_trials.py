@@ -1,0 +1,168 @@
+"""ProfileRun trials on the real node, driven by the operator pod the chart installs: what the kubelet and
+containerd really do when a server runs out of memory or its image does not exist, distributed load over
+real pod networking, and an operator killed in the middle of a run."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from datetime import datetime
+
+from kaliper.loadgen.publish import RESULT_KEY
+from kaliper.report.store import read_document
+from tests.node.conftest import OPERATOR_NAMESPACE, Operator, operator_pod
+from tests.node.test_walkthrough import wait_for_phase
+from tests.support.node import Node
+
+PAYLOAD = {"tensors": {"inputs": [{"name": "float_input", "shape": [-1, 4], "datatype": "FP32"}], "seed": 7}}
+
+
+def iris(name: str, memory: str = "256Mi", cpu: str = "250m", runtime: dict | None = None) -> dict:
+    return {
+        "apiVersion": "kaliper.dev/v1alpha1",
+        "kind": "ModelDeployment",
+        "metadata": {"name": name},
+        "spec": {
+            "model": {"configMap": {"name": "iris-model", "key": "model.onnx"}, "name": "iris"},
+            "runtime": runtime or {"type": "onnxruntime"},
+            "resources": {"requests": {"cpu": cpu, "memory": memory}, "limits": {"cpu": cpu, "memory": memory}},
+            "threads": {"intraOp": 1},
+        },
+    }
+
+
+def profilerun(name: str, target: str, seconds: int = 10, **load: object) -> dict:
+    return {
+        "apiVersion": "kaliper.dev/v1alpha1",
+        "kind": "ProfileRun",
+        "metadata": {"name": name},
+        "spec": {
+            "target": {"deploymentRef": {"name": target}},
+            "payload": PAYLOAD,
+            "load": {
+                "closedLoop": {"concurrency": 2},
+                "warmup": "1s",
+                "minDuration": f"{seconds}s",
+                "maxDuration": f"{seconds}s",
+                **load,
+            },
+            "slo": {"latency": [{"percentile": 99, "max": "200ms"}]},
+            "readyTimeout": "5m",
+        },
+    }
+
+
+def apply(node: Node, namespace: str, iris_model, *objects: dict) -> None:  # type: ignore[no-untyped-def]
+    kubectl = node.kubectl
+    kubectl("create", "configmap", "iris-model", f"--from-file=model.onnx={iris_model}", "-n", namespace)
+    kubectl(
+        "apply",
+        "-n",
+        namespace,
+        "-f",
+        "-",
+        input=json.dumps({"kind": "List", "apiVersion": "v1", "items": list(objects)}),
+    )
+
+
+def seconds_between(start: str, end: str) -> float:
+    return (datetime.fromisoformat(end) - datetime.fromisoformat(start)).total_seconds()
+
+
+def test_a_server_over_its_memory_limit_is_reported_oomkilled(
+    node: Node, operator: Operator, node_namespace: str, iris_model
+) -> None:  # type: ignore[no-untyped-def]
+    # Python with onnxruntime and numpy loaded needs far more than 40Mi: the kernel kills it at start-up.
+    apply(node, node_namespace, iris_model, iris("small", memory="40Mi"), profilerun("oom", "small"))
+    status = wait_for_phase(node, node_namespace, "oom", "Failed", timeout=240)
+    trial = status["trials"][0]
+    assert trial["phase"] == "Failed" and trial["failedIn"] == "Deploying"
+    assert trial["message"].startswith("OOMKilled: container server of pod oom-t0-")
+    assert trial["resources"]["oomKills"] == 1
+    assert status["message"].startswith("no trial succeeded; the first failure: OOMKilled")
+
+
+def test_an_image_that_does_not_exist_fails_the_trial_in_seconds(
+    node: Node, operator: Operator, node_namespace: str, iris_model
+) -> None:  # type: ignore[no-untyped-def]
+    missing = {"type": "custom", "image": "localhost/kaliper-missing:1", "command": ["serve"], "port": 8080}
+    apply(node, node_namespace, iris_model, iris("ghost", runtime=missing), profilerun("ghost", "ghost"))
+    status = wait_for_phase(node, node_namespace, "ghost", "Failed", timeout=240)
+    trial = status["trials"][0]
+    assert trial["failedIn"] == "Deploying"
+    reason = trial["message"].split(":", 1)[0]
+    assert reason in ("ErrImagePull", "ImagePullBackOff"), trial["message"]
+    assert "cannot pull image localhost/kaliper-missing:1" in trial["message"]
+    # Diagnosed from the pod as soon as the kubelet gave up pulling, not at readyTimeout (5 minutes).
+    assert seconds_between(trial["startTime"], trial["completionTime"]) < 60
+
+
+def test_distributed_load_runs_a_master_and_workers_over_pod_networking(
+    node: Node, operator: Operator, node_namespace: str, iris_model
+) -> None:  # type: ignore[no-untyped-def]
+    apply(node, node_namespace, iris_model, iris("spread"), profilerun("spread", "spread", workers=2))
+    seen: dict[str, set[str]] = {"loadgen-master": set(), "loadgen": set()}
+
+    def watch_pods() -> None:
+        pods = node.kubectl.json("get", "pods", "-n", node_namespace, "-l", "kaliper.dev/profilerun=spread")
+        for pod in pods["items"]:
+            role = pod["metadata"]["labels"].get("kaliper.dev/role")
+            if role in seen and pod["status"].get("phase") in ("Running", "Succeeded"):
+                seen[role].add(pod["metadata"]["name"])
+
+    status = poll_until_phase(node, node_namespace, "spread", "Succeeded", watch_pods, timeout=300)
+    trial = status["trials"][0]
+    assert trial["phase"] == "Succeeded" and trial["requests"] > 100 and trial["errorRate"] == 0
+    assert len(seen["loadgen-master"]) == 1 and len(seen["loadgen"]) == 2, seen
+    stored = node.kubectl.json("get", "configmap", "spread-t0-result", "-n", node_namespace)
+    document = json.loads(read_document(stored, RESULT_KEY) or "{}")
+    assert document["generator"]["workers"] == 2
+
+
+def test_the_operator_pod_killed_mid_run_carries_on_and_creates_nothing_twice(
+    node: Node, operator: Operator, node_namespace: str, iris_model
+) -> None:  # type: ignore[no-untyped-def]
+    apply(node, node_namespace, iris_model, iris("sturdy"), profilerun("sturdy", "sturdy", seconds=20))
+    first = operator_pod(node)
+
+    def kill_when_loading() -> None:
+        run = node.kubectl.json("get", "profilerun", "sturdy", "-n", node_namespace).get("status") or {}
+        if killed or not run.get("trials") or run["trials"][0].get("phase") != "Running":
+            return
+        node.kubectl(
+            "delete", "pod", first["metadata"]["name"], "-n", OPERATOR_NAMESPACE, "--grace-period=0", "--force"
+        )
+        killed.append(time.time())
+
+    killed: list[float] = []
+    status = poll_until_phase(node, node_namespace, "sturdy", "Succeeded", kill_when_loading, timeout=300)
+    assert killed, "the run finished before its load generator was seen running"
+    assert operator_pod(node)["metadata"]["name"] != first["metadata"]["name"]
+    assert status["trials"][0]["phase"] == "Succeeded"
+    created: dict[str, int] = {}
+    for event in node.audit_events():
+        ref = event.get("objectRef") or {}
+        if ref.get("namespace") == node_namespace and (event.get("responseStatus") or {}).get("code") == 201:
+            key = f"{ref['resource']}/{ref.get('name') or ''}"
+            created[key] = created.get(key, 0) + 1
+    for key in (
+        "modeldeployments/sturdy-t0",
+        "jobs/sturdy-t0-lg",
+        "configmaps/sturdy-t0-lg",
+        "configmaps/sturdy-t0-result",
+    ):
+        assert created.get(key) == 1, (key, created)
+
+
+def poll_until_phase(
+    node: Node, namespace: str, run: str, phase: str, each: Callable[[], None], timeout: float
+) -> dict:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        each()
+        status = node.kubectl.json("get", "profilerun", run, "-n", namespace).get("status") or {}
+        if status.get("phase") in (phase, "Failed"):
+            break
+        time.sleep(1)
+    return wait_for_phase(node, namespace, run, phase, timeout=1)
