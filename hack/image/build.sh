@@ -54,7 +54,11 @@ buildah bud --quiet --layers --network host --isolation chroot \
   --build-arg "BASE_IMAGE=$base" -t "$tag" -f "$repo/Dockerfile" "$repo" >&2 \
   || die "buildah bud failed (see above)"
 archive="$cache/images/$(echo "$tag" | tr '/:' '__').tar"
-rm -f "$archive"
-podman save --quiet --format docker-archive -o "$archive" "$tag"
-log "image: $tag built in $(( $(date +%s) - start ))s, $(du -m "$archive" | cut -f1) MiB"
+id=$(podman image inspect --format '{{.Id}}' "$tag")
+if [ ! -s "$archive" ] || [ "$(cat "$archive.id" 2>/dev/null)" != "$id" ]; then  # unchanged: keep the archive
+  rm -f "$archive" "$archive.id"
+  podman save --quiet --format docker-archive -o "$archive.tmp" "$tag" && mv "$archive.tmp" "$archive"
+  echo "$id" >"$archive.id"
+fi
+log "image: $tag ready in $(( $(date +%s) - start ))s, $(du -m "$archive" | cut -f1) MiB"
 echo "$archive"

@@ -32,6 +32,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+if __name__ == "__main__":  # run as a script: make the `tests` package importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
 from tests.support.controlplane import (
     REPO,
     ControlPlane,

@@ -1,0 +1,70 @@
+"""The real node itself: limits become real cgroup settings, and the cluster's traffic stays inside this
+machine's namespaces."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+from tests.support.node import IMAGE, Node
+
+PROBE = """
+import socket
+def reach(host, port):
+    try:
+        socket.create_connection((host, port), timeout=3).close()
+        return "reached"
+    except OSError as exc:
+        return type(exc).__name__ + ":" + str(exc.errno)
+print(socket.gethostbyname("kubernetes.default.svc.cluster.local"))
+print(reach("kubernetes.default.svc", 443))
+print(reach("{outside}", 443))
+print(reach("192.0.2.1", 80))
+"""
+
+
+def pod(name: str, command: list[str], limits: dict[str, str]) -> dict:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name},
+        "spec": {
+            "restartPolicy": "Never",
+            "containers": [{"name": "main", "image": IMAGE, "command": command, "resources": {"limits": limits}}],
+        },
+    }
+
+
+def host_address() -> str:
+    """This machine's own address on its default interface: outside the cluster, never to be reached."""
+    route = subprocess.run(["ip", "-j", "route", "get", "1.1.1.1"], capture_output=True, text=True, check=True)
+    return json.loads(route.stdout)[0]["prefsrc"]
+
+
+def test_limits_are_real_cfs_quotas_and_memory_limits(node: Node, node_namespace: str) -> None:
+    kubectl = node.kubectl
+    sleeper = pod("limited", ["sleep", "300"], {"cpu": "500m", "memory": "128Mi"})
+    kubectl("apply", "-n", node_namespace, "-f", "-", input=json.dumps(sleeper))
+    kubectl("wait", "-n", node_namespace, "--for=condition=Ready", "pod/limited", "--timeout=60s")
+    running = kubectl.json("get", "pod", "limited", "-n", node_namespace)
+    assert running["status"]["qosClass"] == "Guaranteed"
+    cpu = node.pod_cgroup(running, "main", "cpu")
+    assert (cpu / "cpu.cfs_quota_us").read_text().strip() == "50000"
+    assert (cpu / "cpu.cfs_period_us").read_text().strip() == "100000"
+    memory = node.pod_cgroup(running, "main", "memory")
+    assert (memory / "memory.limit_in_bytes").read_text().strip() == str(128 * 2**20)
+
+
+def test_pods_reach_services_by_name_and_nothing_outside(node: Node, node_namespace: str) -> None:
+    kubectl = node.kubectl
+    probe = pod("probe", ["python", "-c", PROBE.format(outside=host_address())], {"cpu": "250m", "memory": "128Mi"})
+    kubectl("apply", "-n", node_namespace, "-f", "-", input=json.dumps(probe))
+    kubectl.wait_for(
+        lambda: kubectl.json("get", "pod", "probe", "-n", node_namespace)["status"].get("phase") == "Succeeded",
+        timeout=60,
+        what="the probe pod to finish",
+    )
+    lines = kubectl("logs", "probe", "-n", node_namespace).stdout.split()
+    assert lines[0] == "10.213.96.1"  # CoreDNS answers with the kubernetes Service's cluster IP
+    assert lines[1] == "reached"  # kube-proxy forwards the Service to the API server on the veth
+    assert lines[2:] == ["OSError:101", "OSError:101"]  # ENETUNREACH: no route out of the node's namespace
