@@ -1,16 +1,18 @@
 """ProfileRuns driven by the operator on the real API server. Trial pods land on kwok's nodes; the load
 generator's work is played by running its real command here against a ground-truth server (see
-tests/support/operator_runner.py); a real Prometheus scrapes a test double of cAdvisor, kube-state-metrics and
-dcgm-exporter that serves known values for the trial pods, and the status must carry exactly those."""
+tests/support/operator_runner.py); a real Prometheus scrapes a test double of cAdvisor and dcgm-exporter that
+serves known values for the trial pods, and the status must carry exactly those. What real pods, containers
+and cAdvisor do (and the README's kind walkthrough) is tested on the real node tier, tests/node/."""
 
 from __future__ import annotations
 
+import contextlib
 import json
-import subprocess
-import sys
+import socket
+import threading
 import time
 from collections.abc import Iterator
-from pathlib import Path
+from contextlib import contextmanager
 
 import pytest
 
@@ -18,10 +20,9 @@ from kaliper.api.profilerun import ProfileRunSpec
 from kaliper.manifests.profilerun import build_loadgen
 from kaliper.netutil import free_port
 from kaliper.report.schema import ProfileReport
-from kaliper.serving.examples import make_iris
-from tests.conftest import EXAMPLES, Kubectl
+from tests.conftest import Kubectl
 from tests.support.exporter import Exporter, PodSeries
-from tests.support.groundtruth import groundtruth, wait_http
+from tests.support.groundtruth import groundtruth
 from tests.support.operator_runner import Cluster, running_operator
 from tests.support.prometheus import prometheus
 
@@ -227,32 +228,48 @@ def test_deleting_a_run_mid_trial_removes_its_jobs_and_deployments(operator, crd
     )
 
 
-def test_the_kind_walkthrough_runs_to_succeeded(operator, crds: Kubectl, namespace: str, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    """The README's kind walkthrough, step by step, with the built-in model server serving the same model
-    here for the load-generator stand-in."""
-    model = make_iris(tmp_path / "iris.onnx")
-    crds("create", "configmap", "iris-model", f"--from-file=model.onnx={model}", "-n", namespace)
-    kind = EXAMPLES / "kind"
-    crds("apply", "-n", namespace, "-f", str(kind / "iris.yaml"), "-f", str(kind / "profilerun.yaml"))
-    cluster = Cluster(crds, namespace, "iris-sweep")
-    port = free_port()
-    server = subprocess.Popen(
-        [sys.executable, "-m", "kaliper.serving", "--model", str(model), "--name", "iris", "--port", str(port)]
-    )
+@contextmanager
+def black_hole() -> Iterator[str]:
+    """A "Prometheus" that accepts connections and never answers, as one behind a dropping firewall."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    held: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        listener.settimeout(0.2)
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                held.append(listener.accept()[0])
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
     try:
-        wait_http(f"http://127.0.0.1:{port}/v2/health/ready", timeout=60)
-        for index in (0, 1):
-            cluster.wait_trial(index, "Running")
-            played = cluster.play_load(index, f"http://127.0.0.1:{port}")
-            assert played.returncode == 0, played.stderr
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}"
     finally:
-        server.terminate()
-        server.wait()
-    status = cluster.wait_phase("Succeeded")
-    assert [t["phase"] for t in status["trials"]] == ["Succeeded", "Succeeded"]
-    assert all(t["requests"] > 100 and t["errorRate"] == 0 for t in status["trials"])
-    assert status["verdict"] in ("Met", "NotMet") and status["progress"]["summary"] == "2/2"
+        stop.set()
+        thread.join()
+        for connection in held:
+            connection.close()
+        listener.close()
+
+
+def test_a_prometheus_that_never_answers_holds_up_neither_the_run_nor_the_operator(
+    operator, target: str, crds: Kubectl, namespace: str
+) -> None:  # type: ignore[no-untyped-def]
+    with black_hole() as silent:
+        apply(crds, namespace, model_deployment(replicas=1), profile_run("silent", silent))
+        cluster = Cluster(crds, namespace, "silent")
+        cluster.wait_trial(0, "Running")
+        assert cluster.play_load(0, target).returncode == 0
+        cluster.wait_trial(0, "Collecting", "Succeeded")
+        # While the run's step waits on Prometheus, the operator goes on with other work.
+        apply(crds, namespace, model_deployment("other", replicas=1))
+        crds.wait_for(
+            lambda: crds.json("get", "mdep", "other", "-n", namespace).get("status", {}).get("phase") == "Ready",
+            timeout=60,
+            what="ModelDeployment other to be reconciled while Prometheus hangs",
+        )
+        status = cluster.wait_phase("Succeeded", timeout=120)
     degraded = next(c for c in status["conditions"] if c["type"] == "Degraded")
-    assert degraded["status"] == "True" and "no Prometheus configured" in degraded["message"]
-    report = crds("get", "configmap", "iris-sweep-report", "-n", namespace, "-o", "jsonpath={.data.report\\.json}")
-    assert ProfileReport.model_validate_json(report.stdout).name == "iris-sweep"
+    assert f"Prometheus at {silent} could not be queried" in degraded["message"]
+    assert "Read timed out" in degraded["message"]

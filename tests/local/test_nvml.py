@@ -31,9 +31,16 @@ class FakeNvml:
     def nvmlDeviceGetUtilizationRates(self, handle: int) -> SimpleNamespace:
         return SimpleNamespace(gpu=self.utilization[handle], memory=0)
 
-    def nvmlDeviceGetMemoryInfo(self, handle: int) -> SimpleNamespace:
+    nvmlMemory_v2 = 0x02000028  # pynvml's version tag of the v2 struct (an opaque number to callers)
+    RESERVED = 480 * 2**20  # what the driver keeps for itself: an idle H100 with driver 580 reports this
+
+    def nvmlDeviceGetMemoryInfo(self, handle: int, version: int | None = None) -> SimpleNamespace:
+        """v1 (no version) counts the driver's reserved memory as used; v2 reports it apart, as real NVML."""
         used = int(self.used_mib[handle] * 2**20)
-        return SimpleNamespace(used=used, total=80 * 2**30, free=80 * 2**30 - used)
+        total = 80 * 2**30
+        if version is not None and version == self.nvmlMemory_v2:
+            return SimpleNamespace(used=used, reserved=self.RESERVED, total=total, free=total - used - self.RESERVED)
+        return SimpleNamespace(used=used + self.RESERVED, total=total, free=total - used - self.RESERVED)
 
     def nvmlDeviceGetPowerUsage(self, handle: int) -> int:
         return 250_000  # milliwatts
@@ -45,6 +52,14 @@ def test_samples_every_gpu_in_nvml_units() -> None:
     first, second = nvml.sample()
     assert (first.utilization_percent, first.memory_used_mib, first.power_watts) == (40, 1024, 250)
     assert second.memory_used_mib == 2048
+
+
+def test_memory_excludes_what_the_driver_reserves_and_older_libraries_fall_back() -> None:
+    class OldLibrary(FakeNvml):
+        nvmlMemory_v2 = None  # a pynvml from before NVML's v2 memory struct
+
+    assert Nvml(FakeNvml([0], [1024])).sample()[0].memory_used_mib == 1024
+    assert Nvml(OldLibrary([0], [1024])).sample()[0].memory_used_mib == 1024 + 480
 
 
 def test_missing_nvml_is_unavailable_with_the_reason() -> None:

@@ -112,6 +112,13 @@ def _kill_cgroup_members(cgroups: list[Path]) -> int:
     return killed
 
 
+def _kill_all(pids: list[int]) -> int:
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    return len(pids)
+
+
 def _pids_in_namespace(ns_link: str) -> list[int]:
     found = []
     for entry in Path("/proc").iterdir():
@@ -431,8 +438,8 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
         self._wait_quietly(lambda: _kill_cgroup_members(_kubepods_cgroups()) == 0, 20)
         for name in ("coredns", "containerd"):
             self._terminate(name)
-        if mount_ns is not None:
-            self._wait_quietly(lambda: not [os.kill(p, signal.SIGKILL) for p in _pids_in_namespace(mount_ns)], 20)
+        if mount_ns is not None:  # containerd's shims, and anything else still in the node's namespaces
+            self._wait_quietly(lambda: _kill_all(_pids_in_namespace(mount_ns)) == 0, 20)
         if self.holder is not None:
             self.holder.kill()
             self.holder.wait(timeout=15)

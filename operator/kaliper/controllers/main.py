@@ -8,6 +8,7 @@ from typing import Any
 import kopf
 
 from kaliper.controllers import metrics, modeldeployment, profilerun  # noqa: F401  (registers their handlers)
+from kaliper.controllers.pacer import PACER
 from kaliper.log import configure_logging
 
 
@@ -26,6 +27,12 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.execution.max_workers = int(os.environ.get("KALIPER_WORKERS", "16"))
     if port := os.environ.get("KALIPER_METRICS_PORT"):
         metrics.serve(int(port))
+    PACER.start()
+
+
+@kopf.on.cleanup()
+def stop_pacer(**_: Any) -> None:
+    PACER.stop()
 
 
 @kopf.on.login()

@@ -13,6 +13,7 @@ from kaliper.api.common import GROUP, VERSION
 from kaliper.api.loader import problems_from
 from kaliper.api.resources import ModelDeployment
 from kaliper.controllers import kube
+from kaliper.controllers.pacer import PACER
 from kaliper.controllers.settings import SETTINGS
 from kaliper.manifests.modeldeployment import (
     LABEL_DEPLOYMENT,
@@ -97,7 +98,13 @@ def deployment_changed(body: Any, namespace: str, **_: Any) -> None:
     sync_status(namespace, body["metadata"]["labels"][LABEL_DEPLOYMENT])
 
 
-@kopf.timer(GROUP, VERSION, PLURAL, interval=30, initial_delay=30)
-def resync(name: str, namespace: str, **_: Any) -> None:
-    """A safety net: an event missed while the operator was down is caught up within 30 s."""
-    sync_status(namespace, name)
+RESYNC = "modeldeployment-resync"
+# A safety net: an event missed while the operator was down is caught up within 30 s.
+PACER.every(RESYNC, 30, sync_status)
+
+
+@kopf.on.event(GROUP, VERSION, PLURAL)
+def deployment_seen(body: Any, type: str | None, namespace: str, name: str, **_: Any) -> None:
+    """Track ModelDeployments for the resync (a watch event adds no finalizer; deletes never wait for us)."""
+    gone = type == "DELETED" or bool(body["metadata"].get("deletionTimestamp"))
+    PACER.track(RESYNC, (namespace, name), not gone)

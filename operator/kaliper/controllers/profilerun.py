@@ -3,8 +3,9 @@ moves each trial along (Pending -> Deploying -> Running -> Collecting -> Succeed
 the search wants next, and writes the status. All state lives in the run's status and in the objects it
 owns, so a step is idempotent and an operator restarted at any point continues where it stopped.
 
-Steps are triggered by a timer on each run and by the events of its children (a trial ModelDeployment
-turning Ready, a load-generator Job finishing); a per-run lock keeps them one at a time.
+Steps are triggered by the pacer (every step interval, for each unfinished run) and by the events of its
+children (a trial ModelDeployment turning Ready, a load-generator Job finishing); a per-run lock keeps them
+one at a time, and a step that finds another under way returns at once.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from kaliper.api.resources import ProfileRun
 from kaliper.api.units import parse_duration
 from kaliper.controllers import kube, metrics
 from kaliper.controllers.diagnosis import job_complete, job_problem, pod_problem, restarts_and_oom_kills
+from kaliper.controllers.pacer import PACER
 from kaliper.controllers.settings import SETTINGS
 from kaliper.loadgen.publish import RESULT_KEY
 from kaliper.log import get_logger
@@ -65,6 +67,14 @@ def _lock(namespace: str, name: str) -> threading.Lock:
         return _locks.setdefault((namespace, name), threading.Lock())
 
 
+def _forget(namespace: str, name: str) -> None:
+    """Drop what the operator keeps in memory for a run that is done or gone."""
+    with _locks_guard:
+        _locks.pop((namespace, name), None)
+    for key in [k for k in _snapshots if k[:2] == (namespace, name)]:
+        _snapshots.pop(key, None)
+
+
 def utcnow() -> datetime:
     return datetime.now(UTC).replace(microsecond=0)
 
@@ -76,24 +86,38 @@ class RunFailed(Exception):
 # --- handlers ------------------------------------------------------------------------------------------
 
 
-@kopf.timer(GROUP, VERSION, PLURAL, interval=SETTINGS.step_interval_s, when=lambda status, **_: not _finished(status))
-def tick(namespace: str, name: str, **_: Any) -> None:
-    """Runs at once for a new (or, after a restart, every unfinished) run, then every step interval."""
-    step(namespace, name)
+STEP, EXPIRE = "profilerun-step", "profilerun-expire"
 
 
-@kopf.timer(
-    GROUP, VERSION, PLURAL, interval=60, when=lambda status, spec, **_: _finished(status) and bool(spec.get("ttl"))
-)
-def expire(namespace: str, name: str, spec: Any, status: Any, logger: Any, **_: Any) -> None:
+@kopf.on.event(GROUP, VERSION, PLURAL)
+def run_changed(body: Any, type: str | None, namespace: str, name: str, **_: Any) -> None:
+    """Track which runs the pacer steps (unfinished ones) and which it may expire (finished, with a TTL). A
+    watch event adds no finalizer: deleting a run never waits for the operator."""
+    gone = type == "DELETED" or bool(body["metadata"].get("deletionTimestamp"))
+    finished = _finished(body.get("status"))
+    PACER.track(STEP, (namespace, name), not gone and not finished)
+    PACER.track(EXPIRE, (namespace, name), not gone and finished and bool((body.get("spec") or {}).get("ttl")))
+    if gone or finished:
+        _forget(namespace, name)
+
+
+def expire(namespace: str, name: str) -> None:
     """Delete a finished run once its TTL has passed (its trial objects and report go with it)."""
-    ttl = spec["ttl"].get("afterSuccess" if status.get("phase") == "Succeeded" else "afterFailure")
+    run = kube.get("ProfileRun", namespace, name)
+    if run is None or not run.get("spec", {}).get("ttl") or not _finished(run.get("status")):
+        return
+    status = run["status"]
+    ttl = run["spec"]["ttl"].get("afterSuccess" if status.get("phase") == "Succeeded" else "afterFailure")
     finished = status.get("completionTime")
     if ttl is None or finished is None:
         return
     if datetime.fromisoformat(finished.replace("Z", "+00:00")) + timedelta(seconds=parse_duration(ttl)) <= utcnow():
-        logger.info(f"deleting ProfileRun {name}: its ttl ({ttl}) has passed")
+        log.info(f"deleting ProfileRun {name}: its ttl ({ttl}) has passed", run=f"{namespace}/{name}")
         kube.delete("ProfileRun", namespace, name)
+
+
+PACER.every(STEP, SETTINGS.step_interval_s, lambda namespace, name: step(namespace, name))
+PACER.every(EXPIRE, 30, expire)
 
 
 @kopf.on.event(GROUP, VERSION, "modeldeployments", labels={LABEL_RUN: kopf.PRESENT})
@@ -110,11 +134,11 @@ def loadgen_job_changed(body: Any, namespace: str, **_: Any) -> None:
 
 
 def _step_quietly(namespace: str, name: str) -> None:
-    # A child's event only hurries the next step; if it fails, the run's timer tries again.
+    # A child's event only hurries the next step; if it fails, the pacer tries again.
     try:
         step(namespace, name)
     except Exception as exc:
-        log.warning("step failed; the timer retries", run=f"{namespace}/{name}", error=str(exc))
+        log.warning("step failed; the pacer retries", run=f"{namespace}/{name}", error=str(exc))
 
 
 def _finished(status: Any) -> bool:
@@ -125,7 +149,19 @@ def _finished(status: Any) -> bool:
 
 
 def step(namespace: str, name: str) -> None:
-    with _lock(namespace, name), metrics.STEP_SECONDS.time():
+    """One step of a run. A step of the same run already under way makes this a no-op (it is not queued
+    behind it): the next event or pacer round steps again."""
+    lock = _lock(namespace, name)
+    if not lock.acquire(blocking=False):
+        return
+    try:
+        _step(namespace, name)
+    finally:
+        lock.release()
+
+
+def _step(namespace: str, name: str) -> None:
+    with metrics.STEP_SECONDS.time():
         metrics.STEPS.inc()
         run = kube.get("ProfileRun", namespace, name)
         if run is None or run["metadata"].get("deletionTimestamp") or _finished(run.get("status")):

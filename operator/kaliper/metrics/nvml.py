@@ -41,13 +41,24 @@ class Nvml:
         for index in indices if indices is not None else range(self.count):
             handle = self._nvml.nvmlDeviceGetHandleByIndex(index)
             utilization = self._nvml.nvmlDeviceGetUtilizationRates(handle)
-            memory = self._nvml.nvmlDeviceGetMemoryInfo(handle)
+            memory = self._memory(handle)
             try:
                 power = self._nvml.nvmlDeviceGetPowerUsage(handle) / 1000  # milliwatts
             except Exception:  # some boards do not report power
                 power = None
             samples.append(GpuSample(index, float(utilization.gpu), memory.used / 2**20, power))
         return samples
+
+    def _memory(self, handle: Any) -> Any:
+        """Memory info without the driver's reserved memory (NVML's v2 struct, what nvidia-smi shows): the v1
+        `used` counts it too, 480 MiB on an idle H100 with driver 580. Older drivers only know v1."""
+        version = getattr(self._nvml, "nvmlMemory_v2", None)
+        if version is not None:
+            try:
+                return self._nvml.nvmlDeviceGetMemoryInfo(handle, version=version)
+            except Exception:  # a driver before v2 (R510): fall back to v1
+                pass
+        return self._nvml.nvmlDeviceGetMemoryInfo(handle)
 
     def close(self) -> None:
         if self.available:

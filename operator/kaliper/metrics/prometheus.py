@@ -22,6 +22,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from prometheus_api_client import PrometheusConnect
+from urllib3.util.retry import Retry
 
 CONTAINER = 'container!="",container!="POD"'
 CADVISOR_REFRESH_S = 15.0  # the kubelet's cAdvisor refreshes container stats every 10 s, up to 15 s when idle
@@ -100,7 +101,11 @@ class Figures:
 
 class PrometheusMetrics:
     def __init__(self, url: str, timeout_s: float = 10) -> None:
-        self.client = PrometheusConnect(url=url, disable_ssl=True)
+        # Bounded at every level: PromQL's own timeout on the server, an HTTP timeout on each request (a
+        # Prometheus that accepts connections and never answers must not hold a thread forever), and few
+        # retries, so one query costs at most about three timeouts.
+        retry = Retry(total=2, connect=2, read=1, status=2, backoff_factor=0.5, status_forcelist=(502, 503, 504))
+        self.client = PrometheusConnect(url=url, disable_ssl=True, retry=retry, timeout=timeout_s)
         self.timeout_s = timeout_s
 
     def scalar(self, query: str, at: float) -> float | None:

@@ -1,0 +1,110 @@
+"""A ModelDeployment whose model comes from a URL, on the real node: the model-fetch init container (the
+project's image) downloads and checks it, the built-in server answers through the Service, and a wrong
+checksum stops the pod before it serves."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import threading
+import urllib.request
+from collections.abc import Iterator
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from kaliper.netutil import free_port
+from tests.node.conftest import Operator
+from tests.support.node import HOST_IP, IMAGE, Node
+
+
+@pytest.fixture
+def model_server(iris_model: Path) -> Iterator[str]:
+    """The model file over HTTP on this machine's end of the node's veth (the only place pods can reach)."""
+    handler = functools.partial(SimpleHTTPRequestHandler, directory=str(iris_model.parent))
+    server = ThreadingHTTPServer((HOST_IP, free_port()), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://{HOST_IP}:{server.server_address[1]}/{iris_model.name}"
+    server.shutdown()
+
+
+def deployment(name: str, url: str, sha256: str) -> dict:
+    return {
+        "apiVersion": "kaliper.dev/v1alpha1",
+        "kind": "ModelDeployment",
+        "metadata": {"name": name},
+        "spec": {
+            "model": {"url": url, "sha256": sha256, "name": "iris"},
+            "runtime": {"type": "onnxruntime"},
+            "resources": {"limits": {"cpu": "250m", "memory": "256Mi"}},
+        },
+    }
+
+
+def server_pod(node: Node, namespace: str, name: str) -> dict:
+    pods = node.kubectl.json("get", "pods", "-n", namespace, "-l", f"app.kubernetes.io/instance={name}")["items"]
+    assert len(pods) == 1, [p["metadata"]["name"] for p in pods]
+    return pods[0]
+
+
+def test_a_model_from_a_url_is_fetched_checked_and_served(
+    node: Node, operator: Operator, node_namespace: str, model_server: str, iris_model: Path
+) -> None:
+    kubectl = node.kubectl
+    digest = hashlib.sha256(iris_model.read_bytes()).hexdigest()
+    kubectl("apply", "-n", node_namespace, "-f", "-", input=json.dumps(deployment("fetched", model_server, digest)))
+    kubectl.wait_for(
+        lambda: (
+            (kubectl.json("get", "mdep", "fetched", "-n", node_namespace).get("status") or {}).get("phase") == "Ready"
+        ),
+        timeout=120,
+        what="ModelDeployment fetched to be Ready",
+    )
+    pod = server_pod(node, node_namespace, "fetched")
+    fetch = pod["status"]["initContainerStatuses"][0]
+    assert fetch["name"] == "fetch-model" and fetch["image"] == IMAGE
+    assert fetch["state"]["terminated"]["exitCode"] == 0
+    logs = kubectl("logs", pod["metadata"]["name"], "-c", "fetch-model", "-n", node_namespace).stdout
+    assert logs.strip() == f"fetched {model_server} to /models/source/iris.onnx (sha256 {digest})"
+    # An inference through the Service's cluster IP (this machine routes the Service range into the node).
+    service = kubectl.json("get", "service", "fetched", "-n", node_namespace)
+    body = {"inputs": [{"name": "float_input", "shape": [1, 4], "datatype": "FP32", "data": [5.1, 3.5, 1.4, 0.2]}]}
+    request = urllib.request.Request(
+        f"http://{service['spec']['clusterIP']}:80/v2/models/iris/infer",
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=10) as response:
+        outputs = {o["name"]: o for o in json.load(response)["outputs"]}
+    assert outputs["label"]["data"] == [0]  # setosa
+
+
+def test_a_wrong_checksum_stops_the_pod_before_it_serves(
+    node: Node, operator: Operator, node_namespace: str, model_server: str, iris_model: Path
+) -> None:
+    kubectl = node.kubectl
+    wrong = "0" * 64
+    kubectl("apply", "-n", node_namespace, "-f", "-", input=json.dumps(deployment("tampered", model_server, wrong)))
+
+    def fetch_failed() -> bool:
+        statuses = server_pod(node, node_namespace, "tampered")["status"].get("initContainerStatuses") or []
+        state = statuses[0] if statuses else {}
+        return (state.get("lastState") or state.get("state") or {}).get("terminated", {}).get("exitCode") == 1
+
+    kubectl.wait_for(fetch_failed, timeout=120, what="the fetch-model init container to fail")
+    pod = server_pod(node, node_namespace, "tampered")
+    logs = kubectl(
+        "logs", pod["metadata"]["name"], "-c", "fetch-model", "-n", node_namespace, "--previous", check=False
+    )
+    logs = (
+        logs
+        if logs.returncode == 0
+        else kubectl("logs", pod["metadata"]["name"], "-c", "fetch-model", "-n", node_namespace)
+    )
+    assert (
+        f"SHA-256 is {hashlib.sha256(iris_model.read_bytes()).hexdigest()}, expected {wrong}"
+        in logs.stdout + logs.stderr
+    )
+    assert pod["status"]["containerStatuses"][0].get("ready") is False
