@@ -51,18 +51,23 @@ def crds(kubectl: Kubectl) -> Kubectl:
     return kubectl
 
 
-@pytest.fixture
-def namespace(crds: Kubectl, request: pytest.FixtureRequest) -> Iterator[str]:
-    """A fresh namespace per test, deleted afterwards."""
+def fresh_namespace(kubectl: Kubectl, request: pytest.FixtureRequest, prefix: str) -> Iterator[str]:
+    """A namespace named after the test, ready for pods (its default service account exists), deleted after."""
     readable = "".join(c if c.isalnum() else "-" for c in request.node.name.lower())[:40].strip("-")
-    name = f"t-{readable}-{uuid.uuid4().hex[:6]}"
-    crds("create", "namespace", name)
-    crds.wait_for(
-        lambda: crds("get", "serviceaccount", "default", "-n", name, check=False).returncode == 0,
+    name = f"{prefix}-{readable}-{uuid.uuid4().hex[:6]}"
+    kubectl("create", "namespace", name)
+    kubectl.wait_for(
+        lambda: kubectl("get", "serviceaccount", "default", "-n", name, check=False).returncode == 0,
         what=f"the default service account in {name}",
     )
     yield name
-    crds("delete", "namespace", name, "--wait=false")
+    kubectl("delete", "namespace", name, "--wait=false")
+
+
+@pytest.fixture
+def namespace(crds: Kubectl, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A fresh namespace per test on the kwok control plane."""
+    yield from fresh_namespace(crds, request, "t")
 
 
 @pytest.fixture(scope="session")
@@ -82,14 +87,5 @@ def node() -> Iterator[Node]:
 
 @pytest.fixture
 def node_namespace(node: Node, request: pytest.FixtureRequest) -> Iterator[str]:
-    """A fresh namespace on the real node tier, deleted afterwards."""
-    kubectl = node.kubectl
-    readable = "".join(c if c.isalnum() else "-" for c in request.node.name.lower())[:40].strip("-")
-    name = f"n-{readable}-{uuid.uuid4().hex[:6]}"
-    kubectl("create", "namespace", name)
-    kubectl.wait_for(
-        lambda: kubectl("get", "serviceaccount", "default", "-n", name, check=False).returncode == 0,
-        what=f"the default service account in {name}",
-    )
-    yield name
-    kubectl("delete", "namespace", name, "--wait=false")
+    """A fresh namespace on the real node tier."""
+    yield from fresh_namespace(node.kubectl, request, "n")

@@ -62,6 +62,19 @@ def _die_with_parent() -> None:
     os.setsid()
 
 
+def spawn_logged(root: Path, name: str, argv: list[str]) -> subprocess.Popen:
+    """A cluster component, its output in ROOT/NAME.log, killed by the kernel if the test process dies."""
+    log = open(root / f"{name}.log", "wb")  # noqa: SIM115 - the process holds it; closed when it exits
+    return subprocess.Popen(
+        argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent
+    )
+
+
+def log_tail(root: Path, name: str, lines: int = 30) -> str:
+    path = root / f"{name}.log"
+    return "\n".join(path.read_text(errors="replace").splitlines()[-lines:]) if path.exists() else ""
+
+
 class Kubectl:
     """kubectl against one cluster (ours, or an existing one)."""
 
@@ -361,14 +374,7 @@ class ControlPlane:
     # --- processes -----------------------------------------------------------------------------------
 
     def _spawn(self, name: str, *args: str) -> None:
-        log = open(self.root / f"{name}.log", "wb")  # noqa: SIM115 - closed with the process in stop()
-        self.processes[name] = subprocess.Popen(
-            [str(self.bin_dir / name), *args],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            preexec_fn=_die_with_parent,
-        )
+        self.processes[name] = spawn_logged(self.root, name, [str(self.bin_dir / name), *args])
 
     def _check_alive(self) -> None:
         for name, process in self.processes.items():
@@ -376,10 +382,7 @@ class ControlPlane:
                 raise ControlPlaneError(f"{name} exited with code {process.returncode}:\n{self.log_tail(name)}")
 
     def log_tail(self, name: str, lines: int = 30) -> str:
-        path = self.root / f"{name}.log"
-        if not path.exists():
-            return ""
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+        return log_tail(self.root, name, lines)
 
     def _wait_until(self, predicate, timeout: float, what: str) -> None:  # type: ignore[no-untyped-def]
         deadline = time.monotonic() + timeout

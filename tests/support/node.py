@@ -43,6 +43,8 @@ from tests.support.controlplane import (
     _pids_mentioning,
     build_binaries,
     interrupt,
+    log_tail,
+    spawn_logged,
 )
 
 HOST_IP = "10.213.0.1"  # this machine's end of the veth: the control plane and Prometheus listen here
@@ -377,18 +379,10 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
     # --- processes -----------------------------------------------------------------------------------
 
     def _spawn(self, name: str, *args: str) -> None:
-        log = open(self.root / f"{name}.log", "wb")  # noqa: SIM115 - closed with the process in stop()
-        self.processes[name] = subprocess.Popen(
-            [*self._nsenter(), *args],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            preexec_fn=_die_with_parent,
-        )
+        self.processes[name] = spawn_logged(self.root, name, [*self._nsenter(), *args])
 
     def log_tail(self, name: str, lines: int = 30) -> str:
-        path = self.root / f"{name}.log"
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:]) if path.exists() else ""
+        return log_tail(self.root, name, lines)
 
     def _wait_until(self, predicate, timeout: float, what: str) -> None:  # type: ignore[no-untyped-def]
         deadline = time.monotonic() + timeout
