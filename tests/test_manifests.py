@@ -183,3 +183,28 @@ def test_status_follows_the_rollout_and_keeps_transition_times() -> None:
     assert stuck["phase"] == "Degraded" and "timed out" in stuck["message"]
     failed = failed_status(1, "bad", [], "t4")
     assert failed["phase"] == "Failed" and failed["conditions"][0]["reason"] == "InvalidSpec"
+
+
+def test_pods_meet_the_restricted_pod_security_standard_and_kaliper_runs_as_its_own_user() -> None:
+    restricted_user = {
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+        "runAsNonRoot": True,
+        "runAsUser": 10001,
+    }
+    fetched = build_deployment(
+        "m", "ns", "u", spec(model={"url": "https://example.com/model.onnx"}), "registry.example.com/kaliper:2"
+    )["spec"]["template"]["spec"]
+    assert fetched["securityContext"] == {"seccompProfile": {"type": "RuntimeDefault"}}
+    assert fetched["containers"][0]["image"] == "registry.example.com/kaliper:2"
+    assert fetched["containers"][0]["securityContext"] == restricted_user
+    assert fetched["initContainers"][0]["image"] == "registry.example.com/kaliper:2"
+    assert fetched["initContainers"][0]["securityContext"] == restricted_user
+    # Another image keeps its own user, but still gets no privilege escalation and no capabilities.
+    custom = build_deployment(
+        "m", "ns", "u", spec(runtime={"type": "custom", "image": "me/server:1", "port": 9000, "command": ["serve"]})
+    )["spec"]["template"]["spec"]
+    assert custom["containers"][0]["securityContext"] == {
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+    }

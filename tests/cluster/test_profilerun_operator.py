@@ -273,3 +273,29 @@ def test_a_prometheus_that_never_answers_holds_up_neither_the_run_nor_the_operat
     degraded = next(c for c in status["conditions"] if c["type"] == "Degraded")
     assert f"Prometheus at {silent} could not be queried" in degraded["message"]
     assert "Read timed out" in degraded["message"]
+
+
+def test_a_results_configmap_of_an_earlier_run_of_the_same_name_is_not_adopted(
+    operator, target: str, crds: Kubectl, namespace: str
+) -> None:  # type: ignore[no-untyped-def]
+    # What a deleted run leaves until the garbage collector gets to it: its trial's results, owned by it.
+    crds("create", "configmap", "earlier-run", "-n", namespace)
+    earlier = crds.json("get", "configmap", "earlier-run", "-n", namespace)["metadata"]["uid"]
+    leftover = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": "again-t0-result",
+            "ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap", "name": "earlier-run", "uid": earlier}],
+        },
+        "data": {"result.json": '{"not": "this run\'s results"}'},
+    }
+    apply(crds, namespace, leftover, model_deployment(replicas=1), profile_run("again", None))
+    cluster = Cluster(crds, namespace, "again")
+    cluster.wait_trial(0, "Running")
+    assert cluster.play_load(0, target).returncode == 0
+    status = cluster.wait_phase("Succeeded")
+    assert status["trials"][0]["phase"] == "Succeeded" and status["trials"][0]["requests"] > 0
+    run_uid = crds.json("get", "profilerun", "again", "-n", namespace)["metadata"]["uid"]
+    results = crds.json("get", "configmap", "again-t0-result", "-n", namespace)
+    assert [ref["uid"] for ref in results["metadata"]["ownerReferences"]] == [run_uid]

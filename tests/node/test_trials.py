@@ -166,3 +166,17 @@ def poll_until_phase(
             break
         time.sleep(1)
     return wait_for_phase(node, namespace, run, phase, timeout=1)
+
+
+def test_a_run_in_a_namespace_enforcing_the_restricted_pod_security_standard_succeeds(
+    node: Node, operator: Operator, node_namespace: str, iris_model
+) -> None:  # type: ignore[no-untyped-def]
+    node.kubectl("label", "namespace", node_namespace, "pod-security.kubernetes.io/enforce=restricted")
+    run = profilerun("strict", "strict")
+    run["spec"]["readyTimeout"] = "90s"  # a refused pod would otherwise wait out 5 minutes
+    apply(node, node_namespace, iris_model, iris("strict"), run)
+    status = wait_for_phase(node, node_namespace, "strict", "Succeeded", timeout=240)
+    assert status["trials"][0]["phase"] == "Succeeded" and status["trials"][0]["requests"] > 0
+    events = node.kubectl.json("get", "events", "-n", node_namespace)["items"]
+    refused = [e["message"] for e in events if "violates PodSecurity" in e.get("message", "")]
+    assert refused == []

@@ -354,7 +354,19 @@ class Step:
             why = str(problem) if problem else status.get("message") or "no pod became ready"
             self.trial_failed(trial, f"not ready after readyTimeout ({self.spec.ready_timeout}): {why}")
 
+    def results(self, index: int) -> dict[str, Any] | None:
+        """The trial's results ConfigMap, if this run owns it. A run deleted and created again under the same
+        name can find the old run's still there (the garbage collector removes it in the background)."""
+        stored = kube.get("ConfigMap", self.namespace, results_name(self.name, index))
+        if stored is None or not _owned_by(stored, self.run["metadata"]["uid"]):
+            return None
+        return stored
+
     def start_load(self, trial: TrialSummary, planned: PlannedTrial, url: str | None, model_name: str | None) -> None:
+        # A results ConfigMap of an earlier run of this name would keep the load generator from publishing.
+        stale = kube.get("ConfigMap", self.namespace, results_name(self.name, trial.index))
+        if stale is not None and not _owned_by(stale, self.run["metadata"]["uid"]):
+            kube.delete("ConfigMap", self.namespace, results_name(self.name, trial.index))
         config = planned.configuration
         if url is None:  # a trial deployment: its Service
             assert config.deployment is not None
@@ -380,7 +392,7 @@ class Step:
         return self.spec.target.deployment_ref.name if self.spec.target.deployment_ref else "model"
 
     def running(self, trial: TrialSummary, jobs: list[dict[str, Any]], pods: list[dict[str, Any]]) -> None:
-        results = kube.get("ConfigMap", self.namespace, results_name(self.name, trial.index))
+        results = self.results(trial.index)
         if results is not None:
             trial.phase = "Collecting"
             return
@@ -401,8 +413,7 @@ class Step:
     def collecting(self, trial: TrialSummary, pods: list[dict[str, Any]]) -> None:
         """Turn the results document into the trial's report, with resource figures from Prometheus once its
         final scrape after the load window is in."""
-        results = kube.get("ConfigMap", self.namespace, results_name(self.name, trial.index))
-        text = read_document(results or {}, RESULT_KEY)
+        text = read_document(self.results(trial.index) or {}, RESULT_KEY)
         if text is None:
             return self.trial_failed(trial, f"ConfigMap {results_name(self.name, trial.index)} holds no {RESULT_KEY}")
         result = LoadTestResult.model_validate_json(text)
@@ -621,7 +632,7 @@ class Step:
 
     def trial_report(self, trial: TrialSummary) -> TrialReport:
         if trial.phase in FINISHED:
-            stored = kube.get("ConfigMap", self.namespace, results_name(self.name, trial.index)) or {}
+            stored = self.results(trial.index) or {}
             text = read_document(stored, TRIAL_KEY)
             if text is not None:
                 report = TrialReport.model_validate_json(text)
@@ -661,6 +672,10 @@ class Step:
         if target is not None:  # keep the snapshot beside the report (an apply replaces the whole data map)
             content.setdefault("data", {})[TARGET_KEY] = target
         kube.apply(build_report_configmap(self.run, content))
+
+
+def _owned_by(obj: dict[str, Any], uid: str) -> bool:
+    return any(ref.get("uid") == uid for ref in obj["metadata"].get("ownerReferences") or [])
 
 
 def _server_pods(pods: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -24,6 +24,10 @@ RUNTIME_IMAGES = {
 }
 DEFAULT_PORTS = {"onnxruntime": 8080, "mlserver": 8080, "triton": 8000}
 MODEL_DIR = "/models/source"
+# The restricted Pod Security Standard, container by container: no privilege escalation, no capabilities.
+# Kaliper's own image also runs as its non-root user; other images keep the user they were built with.
+CONFINED = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+KALIPER_USER = {**CONFINED, "runAsNonRoot": True, "runAsUser": 10001}
 LABEL_NAME = "app.kubernetes.io/name"
 LABEL_INSTANCE = "app.kubernetes.io/instance"
 LABEL_MANAGED = "app.kubernetes.io/managed-by"
@@ -82,13 +86,15 @@ def _volumes(spec: ModelDeploymentSpec, kaliper_image: str) -> tuple[list[dict],
         command = ["python", "-m", "kaliper.serving.fetch", source.url, model_path(spec)]
         if source.sha256:
             command += ["--sha256", source.sha256]
-        return [volume], [{"name": "fetch-model", "image": kaliper_image, "command": command, "volumeMounts": mount}]
+        fetch = {"name": "fetch-model", "image": kaliper_image, "command": command, "volumeMounts": mount}
+        return [volume], [{**fetch, "securityContext": KALIPER_USER}]
     assert source.image is not None
     copy = {
         "name": "copy-model",
         "image": source.image.image,
         "command": ["cp", "-r", source.image.path, MODEL_DIR + "/"],
         "volumeMounts": mount,
+        "securityContext": CONFINED,
     }
     return [volume], [copy]
 
@@ -178,12 +184,17 @@ def build_deployment(
         "ports": [{"name": "http", "containerPort": port_of(spec), "protocol": "TCP"}],
         "readinessProbe": _readiness(spec),
         "volumeMounts": [{"name": "model", "mountPath": MODEL_DIR, "readOnly": spec.model.pvc is not None}],
+        "securityContext": KALIPER_USER if image == kaliper_image else CONFINED,
     }
     for key, value in (("command", command), ("args", args), ("env", env), ("resources", _resources(spec))):
         if value:
             container[key] = value
     labels = selector_labels(name)
-    pod_spec: dict[str, Any] = {"containers": [container], "volumes": volumes}
+    pod_spec: dict[str, Any] = {
+        "containers": [container],
+        "volumes": volumes,
+        "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
+    }
     optional = {
         "initContainers": init_containers,
         "nodeSelector": spec.node_selector,
