@@ -64,6 +64,7 @@ def test_rbac_allows_the_operators_work_and_nothing_else(crds: Kubectl, namespac
     for verb, resource in [
         ("patch", "modeldeployments.kaliper.dev"),
         ("patch", "profileruns.kaliper.dev/status"),
+        ("update", "profileruns.kaliper.dev/finalizers"),  # blockOwnerDeletion on what it creates
         ("create", "deployments.apps"),
         ("delete", "services"),
         ("create", "jobs.batch"),

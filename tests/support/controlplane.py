@@ -296,6 +296,8 @@ class ControlPlane:
             f"--tls-private-key-file={pki.serving_key}",
             f"--client-ca-file={pki.ca}",
             "--authorization-mode=RBAC",
+            # On by default in OpenShift: setting blockOwnerDeletion needs update on the owner's finalizers.
+            "--enable-admission-plugins=OwnerReferencesPermissionEnforcement",
             f"--service-account-key-file={pki.sa_pub}",
             f"--service-account-signing-key-file={pki.sa_key}",
             "--service-account-issuer=https://kubernetes.default.svc",

@@ -184,6 +184,9 @@ def build_loadgen(
     dataset_file = str(PurePosixPath(PAYLOAD_DIR) / dataset.config_map.key) if dataset and dataset.config_map else None
     config = loadgen_config(spec, url, model_name, level, headers, dataset_file)
     results_meta = _owned_meta(run, results_name(run["metadata"]["name"], index), "results", index)
+    # The load generator's identity may not update the run's finalizers, which blocking the owner's deletion
+    # needs (OwnerReferencesPermissionEnforcement); the results need not hold up a deletion anyway.
+    results_meta["ownerReferences"][0]["blockOwnerDeletion"] = False
     config_map = {
         "apiVersion": "v1",
         "kind": "ConfigMap",
