@@ -76,7 +76,7 @@ def test_a_single_generator_job_mounts_its_config_and_payload_and_takes_secrets_
         "/etc/kaliper/results.yaml",
     ]
     assert {v["name"] for v in pod["volumes"]} == {"config", "tmp", "payload"}
-    assert pod["serviceAccountName"] == "kaliper-loadgen" and pod["restartPolicy"] == "Never"
+    assert pod["serviceAccountName"] == "r-loadgen" and pod["restartPolicy"] == "Never"
     assert job["spec"]["backoffLimit"] == 0 and job["spec"]["activeDeadlineSeconds"] == 5 + 60 + 120 + 60
 
 
@@ -93,10 +93,14 @@ def test_distributed_load_is_a_master_job_its_service_and_a_worker_job() -> None
     assert objects[1]["spec"]["selector"]["kaliper.dev/role"] == "loadgen-master"
 
 
-def test_the_load_generator_may_only_create_configmaps() -> None:
-    account, role, binding = loadgen_rbac("ml")
+def test_the_load_generator_has_an_identity_of_its_run_that_may_only_create_configmaps() -> None:
+    account, role, binding = loadgen_rbac(RUN)
+    assert account["metadata"]["name"] == role["metadata"]["name"] == binding["metadata"]["name"] == "r-loadgen"
+    for obj in (account, role, binding):  # owned by the run: the garbage collector removes them with it
+        assert [ref["uid"] for ref in obj["metadata"]["ownerReferences"]] == ["u-1"]
     assert role["rules"] == [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create"]}]
-    assert binding["subjects"][0]["name"] == account["metadata"]["name"]
+    assert binding["roleRef"]["name"] == "r-loadgen"
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "r-loadgen", "namespace": "ml"}]
 
 
 def test_documents_are_plain_when_small_gzipped_when_large_and_refused_beyond_the_limit() -> None:

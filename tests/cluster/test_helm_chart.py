@@ -34,10 +34,21 @@ def helm(kubectl: Kubectl, *args: str) -> subprocess.CompletedProcess:
 
 @pytest.fixture
 def release(crds: Kubectl, namespace: str) -> Iterator[str]:
+    """The chart installed watching every namespace (a ClusterRole)."""
     install = helm(crds, "install", "kaliper", str(CHART), "-n", namespace)
     assert install.returncode == 0, install.stderr
     yield f"system:serviceaccount:{namespace}:kaliper-kaliper"
     helm(crds, "uninstall", "kaliper", "-n", namespace)
+
+
+@pytest.fixture
+def namespaced_release(crds: Kubectl, namespace: str) -> Iterator[str]:
+    """The chart installed watching only its own namespace (a Role there, nothing elsewhere)."""
+    release_name = f"k{namespace[-6:]}"  # cluster-scoped objects carry the release name: one per test
+    install = helm(crds, "install", release_name, str(CHART), "-n", namespace, f"--set=watchNamespaces={{{namespace}}}")
+    assert install.returncode == 0, install.stderr
+    yield f"system:serviceaccount:{namespace}:{release_name}-kaliper"
+    helm(crds, "uninstall", release_name, "-n", namespace)
 
 
 def test_chart_lints_and_renders(crds: Kubectl) -> None:
@@ -52,11 +63,27 @@ def test_chart_lints_and_renders(crds: Kubectl) -> None:
     assert deployment["spec"]["strategy"]["type"] == "Recreate" and deployment["spec"]["replicas"] == 1
     container = deployment["spec"]["template"]["spec"]["containers"][0]
     assert container["command"][-2:] == ["--namespace=ml", "--namespace=staging"]
+    # Watching two namespaces: Roles there, and cluster-wide only what has no namespace.
+    roles = {d["metadata"]["namespace"]: d for d in documents if d["kind"] == "Role"}
+    assert sorted(roles) == ["ml", "staging"]
+    assert sorted(d["metadata"]["namespace"] for d in documents if d["kind"] == "RoleBinding") == ["ml", "staging"]
+    (cluster_role,) = [d for d in documents if d["kind"] == "ClusterRole"]
+    assert cluster_role["rules"] == [
+        {
+            "apiGroups": ["apiextensions.k8s.io"],
+            "resources": ["customresourcedefinitions"],
+            "verbs": ["get", "list", "watch"],
+        },
+        {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["list", "watch"]},
+    ]
     assert deployment["spec"]["template"]["spec"]["securityContext"]["runAsNonRoot"] is True
 
 
 def can(kubectl: Kubectl, identity: str, verb: str, resource: str, namespace: str) -> bool:
-    result = kubectl("auth", "can-i", verb, resource, "-n", namespace, f"--as={identity}", check=False)
+    """`kubectl auth can-i`; RESOURCE/SUB asks about a subresource (kubectl would read SUB as an object name)."""
+    resource, _, subresource = resource.partition("/")
+    extra = [f"--subresource={subresource}"] if subresource else []
+    result = kubectl("auth", "can-i", verb, resource, *extra, "-n", namespace, f"--as={identity}", check=False)
     return result.stdout.strip() == "yes"
 
 
@@ -100,9 +127,19 @@ PROFILE_RUN = {
 }
 
 
-def test_the_operator_does_its_work_under_the_charts_identity(
-    crds: Kubectl, namespace: str, release: str, tmp_path: Path
+def test_rbac_watching_one_namespace_grants_nothing_elsewhere(
+    crds: Kubectl, namespace: str, namespaced_release: str
 ) -> None:
+    crds.wait_for(lambda: can(crds, namespaced_release, "create", "jobs.batch", namespace), timeout=30, what="RBAC")
+    for verb, resource in [("create", "jobs.batch"), ("create", "deployments.apps"), ("create", "configmaps")]:
+        assert can(crds, namespaced_release, verb, resource, namespace), f"cannot {verb} {resource} in {namespace}"
+        assert not can(crds, namespaced_release, verb, resource, "default"), f"can {verb} {resource} in default"
+
+
+def test_the_operator_does_its_work_under_the_charts_identity(
+    crds: Kubectl, namespace: str, namespaced_release: str, tmp_path: Path
+) -> None:
+    release = namespaced_release
     # RBAC bindings take effect within a moment of being created: start once they have.
     crds.wait_for(
         lambda: (
@@ -147,7 +184,7 @@ def test_the_operator_does_its_work_under_the_charts_identity(
             # (the stand-in runs under that identity's token) and nothing else.
             crds("apply", "-n", namespace, "-f", "-", input=json.dumps(PROFILE_RUN))
             cluster.wait_trial(0, "Running")
-            loadgen = f"system:serviceaccount:{namespace}:kaliper-loadgen"
+            loadgen = f"system:serviceaccount:{namespace}:rbac-loadgen"  # the run's own identity
             assert can(crds, loadgen, "create", "configmaps", namespace)
             for verb, resource in [
                 ("get", "secrets"),
@@ -156,7 +193,7 @@ def test_the_operator_does_its_work_under_the_charts_identity(
                 ("list", "pods"),
             ]:
                 assert not can(crds, loadgen, verb, resource, namespace), f"the load generator can {verb} {resource}"
-            as_loadgen = crds.token_kubeconfig("kaliper-loadgen", namespace, tmp_path / "loadgen.kubeconfig")
+            as_loadgen = crds.token_kubeconfig("rbac-loadgen", namespace, tmp_path / "loadgen.kubeconfig")
             played = cluster.play_load(0, target, kubeconfig=as_loadgen)
             assert played.returncode == 0, played.stderr
             assert cluster.wait_phase("Succeeded")["trials"][0]["requests"] > 0
@@ -165,6 +202,16 @@ def test_the_operator_does_its_work_under_the_charts_identity(
             steps = next(line for line in scraped.splitlines() if line.startswith("kaliper_profilerun_steps_total"))
             assert float(steps.split()[-1]) > 0
             assert 'kaliper_trials_total{outcome="Succeeded"} 1.0' in scraped
+            # The identity is the run's: it goes with the run.
+            crds("delete", "profilerun", "rbac", "-n", namespace)
+            crds.wait_for(
+                lambda: all(
+                    crds("get", kind, "rbac-loadgen", "-n", namespace, check=False).returncode != 0
+                    for kind in ("serviceaccount", "role", "rolebinding")
+                ),
+                timeout=60,
+                what="the load generator's identity to go with its run",
+            )
             crds("delete", "modeldeployment", "rbac", "-n", namespace)
         assert runner.exception is None
         forbidden = [line for line in runner.output.splitlines() if "Forbidden" in line or "403 Forbidden" in line]

@@ -113,7 +113,7 @@ def test_a_two_trial_sweep_runs_to_succeeded_with_exact_prometheus_figures(
         stored_pod, built_pod = job["spec"]["template"]["spec"], expected[1]["spec"]["template"]["spec"]
         for key in ("command", "volumeMounts", "securityContext"):
             assert stored_pod["containers"][0][key] == built_pod["containers"][0][key], key
-        assert stored_pod["serviceAccountName"] == "kaliper-loadgen" and job["spec"]["backoffLimit"] == 0
+        assert stored_pod["serviceAccountName"] == "sweep-loadgen" and job["spec"]["backoffLimit"] == 0
         assert job["metadata"]["ownerReferences"][0]["uid"] == owner["metadata"]["uid"]
         time.sleep(5)  # Prometheus holds a few scrapes of the pods before the load window opens
         done = cluster.play_load(index, target)

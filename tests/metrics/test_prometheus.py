@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 
 import pytest
 
-from kaliper.metrics.prometheus import PrometheusMetrics, Window
+from kaliper.metrics.prometheus import PrometheusMetrics, Window, container_queries
 from kaliper.netutil import free_port
 from tests.support import exporter
 from tests.support.prometheus import prometheus
@@ -71,3 +72,14 @@ def test_missing_series_are_unavailable_with_the_reason_not_zero(metrics) -> Non
     wrong_label = client.trial_figures(window, gpu=True, dcgm_pod_label="pod")
     assert "gpu_utilization_percent" not in wrong_label.values
     assert any("labelled pod=~iris-t0-.*" in r for r in wrong_label.unavailable)
+
+
+def test_with_two_samples_in_the_window_the_peak_is_the_rate_over_the_whole_window(metrics) -> None:  # type: ignore[no-untyped-def]
+    client, window = metrics
+    sparse = replace(window, sample_spacing_s=window.seconds / 2)  # as at a 30 s scrape over a 60 s window
+    query = container_queries(sparse)["cpu_peak_cores"]
+    assert query == (
+        'sum(rate(container_cpu_usage_seconds_total{namespace="ml",pod=~"iris-t0-.*",container!="",'
+        'container!="POD"}[10s]))'
+    )
+    assert client.scalar(query, sparse.end) == pytest.approx(0.75, rel=1e-6)

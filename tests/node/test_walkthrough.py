@@ -103,5 +103,5 @@ def test_the_kind_walkthrough_runs_to_succeeded_with_real_pods(
         and e["objectRef"].get("resource") == "configmaps"
         and e["objectRef"].get("namespace") == ns
     }
-    loadgen = f"system:serviceaccount:{ns}:kaliper-loadgen"
+    loadgen = f"system:serviceaccount:{ns}:iris-sweep-loadgen"
     assert creators["iris-sweep-t0-result"] == loadgen and creators["iris-sweep-t1-result"] == loadgen

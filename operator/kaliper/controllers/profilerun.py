@@ -286,7 +286,7 @@ class Step:
         # The target as it is now is what every trial starts from, even if someone edits it mid-run.
         target_text = base.model_dump_json(by_alias=True, exclude_none=True) if base else "null"
         kube.apply(build_report_configmap(self.run, configmap_content(TARGET_KEY, target_text)))
-        for obj in loadgen_rbac(self.namespace):
+        for obj in loadgen_rbac(self.run):
             kube.apply(obj)
         self.status.phase = "Running"
         self.status.message = None

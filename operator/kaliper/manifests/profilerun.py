@@ -23,7 +23,9 @@ from kaliper.manifests.modeldeployment import LABEL_MANAGED, owner_reference
 LABEL_RUN = "kaliper.dev/profilerun"
 LABEL_TRIAL = "kaliper.dev/trial"
 LABEL_ROLE = "kaliper.dev/role"  # server, loadgen, loadgen-config, results, report
-LOADGEN_ACCOUNT = "kaliper-loadgen"
+def loadgen_account(run: str) -> str:
+    """The identity of a run's load-generator pods: its own, owned by the run and removed with it."""
+    return f"{run}-loadgen"
 LOADGEN_PORT = 5557
 CONFIG_DIR = "/etc/kaliper"
 PAYLOAD_DIR = "/etc/kaliper/payload"
@@ -133,7 +135,7 @@ def _loadgen_pod(
     return {
         "metadata": {"labels": {**trial_labels(run["metadata"]["name"], index), LABEL_ROLE: "loadgen"}},
         "spec": {
-            "serviceAccountName": LOADGEN_ACCOUNT,
+            "serviceAccountName": loadgen_account(run["metadata"]["name"]),
             "restartPolicy": "Never",
             "securityContext": {"runAsNonRoot": True, "runAsUser": 10001, "seccompProfile": {"type": "RuntimeDefault"}},
             "containers": [container],
@@ -243,9 +245,11 @@ def build_loadgen(
     ]
 
 
-def loadgen_rbac(namespace: str) -> list[dict[str, Any]]:
-    """The load generator's identity in a namespace: it may create ConfigMaps (its results) and nothing else."""
-    meta = {"name": LOADGEN_ACCOUNT, "namespace": namespace, "labels": {LABEL_MANAGED: "kaliper"}}
+def loadgen_rbac(run: dict[str, Any]) -> list[dict[str, Any]]:
+    """The run's load-generator identity: it may create ConfigMaps (its results) and nothing else. Owned by
+    the run, so it goes when the run does."""
+    name = loadgen_account(run["metadata"]["name"])
+    meta = _owned_meta(run, name, "loadgen-identity")
     return [
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta},
         {
@@ -258,8 +262,8 @@ def loadgen_rbac(namespace: str) -> list[dict[str, Any]]:
             "apiVersion": "rbac.authorization.k8s.io/v1",
             "kind": "RoleBinding",
             "metadata": meta,
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": LOADGEN_ACCOUNT},
-            "subjects": [{"kind": "ServiceAccount", "name": LOADGEN_ACCOUNT, "namespace": namespace}],
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+            "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": meta["namespace"]}],
         },
     ]
 

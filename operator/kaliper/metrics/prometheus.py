@@ -65,14 +65,15 @@ def container_queries(window: Window) -> dict[str, str]:
     """PromQL of the CPU and memory figures (pure: tested against a real Prometheus)."""
     s, w, step = selector(window), window.range, subquery_step(window)
     rate_range = window.rate_range_s
-    # The peak's sub-windows end between (start + rate range) and the end: all of them inside the window.
-    peak_span = f"{max(1, window.seconds - rate_range)}s"
+    cpu_rate = f"sum(rate(container_cpu_usage_seconds_total{{{s},{CONTAINER}}}[{rate_range}s]))"
+    # The peak's sub-windows end between (start + rate range) and the end: all of them inside the window. When
+    # that span is shorter than a subquery step (few samples: the rate range is the whole window), it holds
+    # no evaluation point, and the one rate over the window is the peak that can be measured.
+    peak_span = window.seconds - rate_range
+    peak = f"max_over_time({cpu_rate}[{peak_span}s:{step}])" if peak_span >= int(step[:-1]) else cpu_rate
     return {
         "cpu_avg_cores": f"sum(increase(container_cpu_usage_seconds_total{{{s},{CONTAINER}}}[{w}])) / {window.seconds}",
-        "cpu_peak_cores": (
-            f"max_over_time(sum(rate(container_cpu_usage_seconds_total{{{s},{CONTAINER}}}[{rate_range}s]))"
-            f"[{peak_span}:{step}])"
-        ),
+        "cpu_peak_cores": peak,
         "cpu_throttled_ratio": (
             f"sum(increase(container_cpu_cfs_throttled_periods_total{{{s},{CONTAINER}}}[{w}])) / "
             f"sum(increase(container_cpu_cfs_periods_total{{{s},{CONTAINER}}}[{w}]))"
