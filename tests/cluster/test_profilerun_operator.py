@@ -176,28 +176,6 @@ def test_prometheus_down_or_empty_ends_succeeded_but_degraded(
     assert "no cAdvisor series for pods empty-t0-" in reasons["empty"]
 
 
-def test_trials_whose_servers_never_come_up_fail_with_the_reason(operator, crds: Kubectl, namespace: str) -> None:  # type: ignore[no-untyped-def]
-    # t0 asks for more CPU than any node has; t1 is scheduled but its container crash-loops.
-    # (kwokhold: kwok leaves the pods to the test, which reports the crash loop as a kubelet would.)
-    run = profile_run("broken", None, sweep={"cpu": ["64", "500m"]}, readyTimeout="4s", search={"parallelism": 2})
-    target = model_deployment(replicas=1)
-    target["spec"]["podLabels"] = {"kwokhold": "true"}
-    apply(crds, namespace, target, run)
-    cluster = Cluster(crds, namespace, "broken")
-    crds.wait_for(
-        lambda: any(p["spec"].get("nodeName") for p in cluster.pods(1, "server")), what="trial 1's pod scheduled"
-    )
-    cluster.set_waiting(1, "CrashLoopBackOff", "back-off 40s restarting failed container")
-    status = cluster.wait_phase("Failed")
-    trials = {t["index"]: t for t in status["trials"]}
-    assert trials[0]["phase"] == "Failed" and trials[0]["failedIn"] == "Deploying"
-    assert "not ready after readyTimeout (4s): Unschedulable" in trials[0]["message"]
-    assert "Insufficient cpu" in trials[0]["message"]
-    assert trials[1]["phase"] == "Failed" and trials[1]["message"].startswith("CrashLoopBackOff: container server")
-    assert "no trial succeeded" in status["message"]
-    crds.wait_for(lambda: not cluster.owned(), timeout=60, what="the trial objects to go")
-
-
 def test_a_failed_load_generator_job_fails_the_trial(operator, crds: Kubectl, namespace: str) -> None:  # type: ignore[no-untyped-def]
     apply(crds, namespace, model_deployment(replicas=1), profile_run("jobfail", None))
     cluster = Cluster(crds, namespace, "jobfail")

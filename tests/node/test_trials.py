@@ -13,7 +13,7 @@ from kaliper.loadgen.publish import RESULT_KEY
 from kaliper.report.store import read_document
 from tests.node.conftest import OPERATOR_NAMESPACE, Operator, operator_pod
 from tests.node.test_walkthrough import wait_for_phase
-from tests.support.node import Node
+from tests.support.node import IMAGE, Node
 
 PAYLOAD = {"tensors": {"inputs": [{"name": "float_input", "shape": [-1, 4], "datatype": "FP32"}], "seed": 7}}
 
@@ -180,3 +180,21 @@ def test_a_run_in_a_namespace_enforcing_the_restricted_pod_security_standard_suc
     events = node.kubectl.json("get", "events", "-n", node_namespace)["items"]
     refused = [e["message"] for e in events if "violates PodSecurity" in e.get("message", "")]
     assert refused == []
+
+
+def test_a_crash_looping_server_and_an_unschedulable_one_fail_their_trials_with_the_reason(
+    node: Node, operator: Operator, node_namespace: str, iris_model
+) -> None:  # type: ignore[no-untyped-def]
+    # Trial 0 asks for more CPU than the node has; trial 1 is scheduled, and its server exits at once.
+    crashing = {"type": "custom", "image": IMAGE, "command": ["python", "-c", "raise SystemExit(3)"], "port": 8080}
+    run = profilerun("broken", "broken")
+    run["spec"].update(sweep={"cpu": ["64", "250m"]}, readyTimeout="20s", search={"parallelism": 2})
+    apply(node, node_namespace, iris_model, iris("broken", runtime=crashing), run)
+    status = wait_for_phase(node, node_namespace, "broken", "Failed", timeout=180)
+    trials = {t["index"]: t for t in status["trials"]}
+    assert trials[0]["failedIn"] == "Deploying"
+    assert trials[0]["message"].startswith("not ready after readyTimeout (20s): Unschedulable: pod broken-t0-")
+    assert "Insufficient cpu" in trials[0]["message"]
+    assert trials[1]["failedIn"] == "Deploying"
+    assert trials[1]["message"].startswith("CrashLoopBackOff: container server of pod broken-t1-")
+    assert "(exit code 3)" in trials[1]["message"]

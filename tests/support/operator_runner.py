@@ -171,22 +171,3 @@ class Cluster:
             "--type=merge", "-p", json.dumps({"status": status}), check=False,
         )  # fmt: skip
 
-    def set_waiting(self, index: int, reason: str, message: str = "") -> None:
-        """Report the trial's server containers as waiting (CrashLoopBackOff, ImagePullBackOff...)."""
-        for pod in self.pods(index, "server"):
-            container = pod["spec"]["containers"][0]
-            status = {
-                "containerStatuses": [
-                    {
-                        "name": container["name"],
-                        "image": container["image"],
-                        "imageID": "",
-                        "ready": False,
-                        "restartCount": 3,
-                        "state": {"waiting": {"reason": reason, "message": message}},
-                        "lastState": {"terminated": {"exitCode": 1, "reason": "Error"}},
-                    }
-                ]
-            }
-            patched = self.patch_pod_status(pod, status)
-            assert patched.returncode == 0, patched.stderr
