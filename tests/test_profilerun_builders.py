@@ -16,7 +16,7 @@ from kaliper.controllers.diagnosis import job_problem, pod_problem, restarts_and
 from kaliper.controllers.profilerun import server_pod_regex
 from kaliper.loadgen.config import LoadGenConfig
 from kaliper.loadgen.publish import results_configmap
-from kaliper.manifests.profilerun import build_loadgen, build_trial_deployment, loadgen_rbac
+from kaliper.manifests.profilerun import LoadgenPod, build_loadgen, build_trial_deployment, loadgen_rbac
 from kaliper.report.store import PLAIN_LIMIT, DocumentTooLarge, configmap_content, read_document
 
 RUN = {"metadata": {"name": "r", "namespace": "ml", "uid": "u-1"}}
@@ -51,7 +51,7 @@ def test_the_trial_deployment_is_owned_by_the_run_and_labels_its_pods() -> None:
 
 def test_a_single_generator_job_mounts_its_config_and_payload_and_takes_secrets_from_env() -> None:
     config_map, job = build_loadgen(
-        RUN, 0, spec(), "http://r-t0.ml.svc:80", "iris", 16, "img:1", {"requests": {"cpu": "1"}}
+        RUN, 0, spec(), "http://r-t0.ml.svc:80", "iris", 16, LoadgenPod("img:1", {"requests": {"cpu": "1"}})
     )
     config = LoadGenConfig.model_validate(yaml.safe_load(config_map["data"]["config.yaml"]))
     assert config.load.closed_loop.concurrency == 16 and config.request.model_name == "iris"
@@ -82,7 +82,7 @@ def test_a_single_generator_job_mounts_its_config_and_payload_and_takes_secrets_
 
 def test_distributed_load_is_a_master_job_its_service_and_a_worker_job() -> None:
     objects = build_loadgen(
-        RUN, 1, spec(load={"closedLoop": {"concurrency": 4}, "workers": 3}), "http://x", "iris", 4, "img", {}
+        RUN, 1, spec(load={"closedLoop": {"concurrency": 4}, "workers": 3}), "http://x", "iris", 4, LoadgenPod("img")
     )
     kinds = [(o["kind"], o["metadata"]["name"]) for o in objects]
     assert kinds == [("ConfigMap", "r-t1-lg"), ("Service", "r-t1-lgm"), ("Job", "r-t1-lgm"), ("Job", "r-t1-lgw")]
@@ -188,3 +188,23 @@ def test_server_pods_are_selected_by_their_template_hash_never_the_load_generato
     two = [labelled("iris-t1-aaa-bbbbb", "5c8d"), labelled("iris-t1-ccc-ddddd", "69f7")]
     assert server_pod_regex("iris-t1", two) == "iris-t1-(5c8d|69f7)-[a-z0-9]{5}"
     assert server_pod_regex("iris-t2", [labelled("x", None)]) is None
+
+
+def test_load_generators_keep_off_the_server_node_and_go_where_they_are_told() -> None:
+    server_pods = {
+        "matchLabels": {"kaliper.dev/profilerun": "r", "kaliper.dev/trial": "2", "kaliper.dev/role": "server"}
+    }
+    term = {"labelSelector": server_pods, "topologyKey": "kubernetes.io/hostname"}
+    placed = LoadgenPod("img", node_selector={"pool": "load"}, tolerations=[{"key": "load", "operator": "Exists"}])
+    _, job = build_loadgen(RUN, 2, spec(), "http://x", "iris", 4, placed)
+    pod = job["spec"]["template"]["spec"]
+    assert pod["affinity"] == {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
+    assert pod["nodeSelector"] == {"pool": "load"} and pod["tolerations"] == [{"key": "load", "operator": "Exists"}]
+    _, job = build_loadgen(RUN, 2, spec(), "http://x", "iris", 4, LoadgenPod("img", anti_affinity="preferred"))
+    preferred = job["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"]
+    assert preferred == {"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 100, "podAffinityTerm": term}]}
+    _, job = build_loadgen(RUN, 2, spec(), "http://x", "iris", 4, LoadgenPod("img", anti_affinity="none"))
+    assert "affinity" not in job["spec"]["template"]["spec"]
+    with pytest.raises(ValueError) as refused:
+        LoadgenPod("img", anti_affinity="sometimes")
+    assert str(refused.value) == "loadGenerator.antiAffinity is 'sometimes'; use required, preferred or none"

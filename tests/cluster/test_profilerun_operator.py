@@ -17,7 +17,7 @@ from contextlib import contextmanager
 import pytest
 
 from kaliper.api.profilerun import ProfileRunSpec
-from kaliper.manifests.profilerun import build_loadgen
+from kaliper.manifests.profilerun import LoadgenPod, build_loadgen
 from kaliper.netutil import free_port
 from kaliper.report.schema import ProfileReport
 from tests.conftest import Kubectl
@@ -107,7 +107,7 @@ def test_a_two_trial_sweep_runs_to_succeeded_with_exact_prometheus_figures(
         owner = cluster.get("profilerun", "sweep")
         expected = build_loadgen(
             owner, index, ProfileRunSpec.model_validate(owner["spec"]), f"http://sweep-t{index}.{namespace}.svc:80",
-            "iris", 2, "ghcr.io/kaliper-dev/kaliper:0.1.0", {},
+            "iris", 2, LoadgenPod("ghcr.io/kaliper-dev/kaliper:0.1.0"),
         )  # fmt: skip
         job = cluster.get("job", f"sweep-t{index}-lg")
         stored_pod, built_pod = job["spec"]["template"]["spec"], expected[1]["spec"]["template"]["spec"]

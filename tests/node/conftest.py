@@ -81,6 +81,7 @@ def operator(node: Node, prometheus_url: str) -> Iterator[Operator]:
         f"--set=prometheus.url={prometheus_url}",
         # Two cores in all: the trial's server, its load generator and the operator must fit together.
         "--set=loadGenerator.resources.requests.cpu=250m",
+        "--set=loadGenerator.antiAffinity=preferred",  # one node: best effort
         "--wait",
         "--timeout=3m",
     )

@@ -378,8 +378,7 @@ class Step:
             url,
             model_name or self.model_name(),
             planned.level,
-            SETTINGS.image,
-            SETTINGS.loadgen_resources,
+            SETTINGS.loadgen,
         ):
             kube.apply(obj)
         trial.phase = "Running"

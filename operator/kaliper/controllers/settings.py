@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass, field
-from typing import Any
 
 from kaliper.manifests.modeldeployment import KALIPER_IMAGE
+from kaliper.manifests.profilerun import LoadgenPod
 
 
 @dataclass(frozen=True)
@@ -19,14 +20,20 @@ class Settings:
     prometheus_scrape_interval: str = os.environ.get("KALIPER_PROMETHEUS_SCRAPE_INTERVAL") or "30s"
     dcgm_enabled: bool = os.environ.get("KALIPER_DCGM_ENABLED", "false") == "true"
     dcgm_pod_label: str = os.environ.get("KALIPER_DCGM_POD_LABEL", "auto")
-    loadgen_resources: dict[str, Any] = field(
-        default_factory=lambda: {
-            "requests": {
-                "cpu": os.environ.get("KALIPER_LOADGEN_CPU", "1"),
-                "memory": os.environ.get("KALIPER_LOADGEN_MEMORY", "512Mi"),
+    loadgen: LoadgenPod = field(
+        default_factory=lambda: LoadgenPod(
+            image=os.environ.get("KALIPER_IMAGE", KALIPER_IMAGE),
+            resources={
+                "requests": {
+                    "cpu": os.environ.get("KALIPER_LOADGEN_CPU", "1"),
+                    "memory": os.environ.get("KALIPER_LOADGEN_MEMORY", "512Mi"),
+                },
+                "limits": {"memory": os.environ.get("KALIPER_LOADGEN_MEMORY_LIMIT", "1Gi")},
             },
-            "limits": {"memory": os.environ.get("KALIPER_LOADGEN_MEMORY_LIMIT", "1Gi")},
-        }
+            node_selector=json.loads(os.environ.get("KALIPER_LOADGEN_NODE_SELECTOR") or "{}"),
+            tolerations=json.loads(os.environ.get("KALIPER_LOADGEN_TOLERATIONS") or "[]"),
+            anti_affinity=os.environ.get("KALIPER_LOADGEN_ANTI_AFFINITY") or "required",
+        )
     )
 
 

@@ -10,6 +10,7 @@ Everything carries an ownerReference to the run: deleting the run deletes them a
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any
 
@@ -23,9 +24,43 @@ from kaliper.manifests.modeldeployment import LABEL_MANAGED, owner_reference
 LABEL_RUN = "kaliper.dev/profilerun"
 LABEL_TRIAL = "kaliper.dev/trial"
 LABEL_ROLE = "kaliper.dev/role"  # server, loadgen, loadgen-config, results, report
+
+
+@dataclass(frozen=True)
+class LoadgenPod:
+    """How the operator runs load-generator pods (the chart's loadGenerator values)."""
+
+    image: str
+    resources: dict[str, Any] = field(default_factory=dict)
+    node_selector: dict[str, str] = field(default_factory=dict)
+    tolerations: list[dict[str, Any]] = field(default_factory=list)
+    # Keep the generator off the node of the server it measures: "required" (the default; needs a second
+    # node), "preferred" (best effort, for one-node clusters) or "none".
+    anti_affinity: str = "required"
+
+    def __post_init__(self) -> None:
+        if self.anti_affinity not in ("required", "preferred", "none"):
+            raise ValueError(f"loadGenerator.antiAffinity is {self.anti_affinity!r}; use required, preferred or none")
+
+
+def _away_from_server(run_name: str, index: int, mode: str) -> dict[str, Any] | None:
+    term = {
+        "labelSelector": {"matchLabels": {**trial_labels(run_name, index), LABEL_ROLE: "server"}},
+        "topologyKey": "kubernetes.io/hostname",
+    }
+    if mode == "required":
+        return {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
+    if mode == "preferred":
+        weighted = {"weight": 100, "podAffinityTerm": term}
+        return {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [weighted]}}
+    return None
+
+
 def loadgen_account(run: str) -> str:
     """The identity of a run's load-generator pods: its own, owned by the run and removed with it."""
     return f"{run}-loadgen"
+
+
 LOADGEN_PORT = 5557
 CONFIG_DIR = "/etc/kaliper"
 PAYLOAD_DIR = "/etc/kaliper/payload"
@@ -103,7 +138,7 @@ def loadgen_config(
 
 
 def _loadgen_pod(
-    run: dict[str, Any], index: int, spec: ProfileRunSpec, image: str, resources: dict[str, Any], command: list[str]
+    run: dict[str, Any], index: int, spec: ProfileRunSpec, pod: LoadgenPod, command: list[str]
 ) -> dict[str, Any]:
     env: list[dict[str, Any]] = [
         {"name": header_variable(i), "valueFrom": {"secretKeyRef": h.secret_key_ref.to_manifest()}}
@@ -120,10 +155,10 @@ def _loadgen_pod(
         mounts.append({"name": "payload", "mountPath": PAYLOAD_DIR, "readOnly": True})
     container: dict[str, Any] = {
         "name": "loadgen",
-        "image": image,
+        "image": pod.image,
         "command": command,
         "volumeMounts": mounts,
-        "resources": resources,
+        "resources": pod.resources,
         "securityContext": {
             "allowPrivilegeEscalation": False,
             "readOnlyRootFilesystem": True,
@@ -132,15 +167,22 @@ def _loadgen_pod(
     }
     if env:
         container["env"] = env
+    pod_spec: dict[str, Any] = {
+        "serviceAccountName": loadgen_account(run["metadata"]["name"]),
+        "restartPolicy": "Never",
+        "securityContext": {"runAsNonRoot": True, "runAsUser": 10001, "seccompProfile": {"type": "RuntimeDefault"}},
+        "containers": [container],
+        "volumes": volumes,
+    }
+    placement = {
+        "nodeSelector": pod.node_selector,
+        "tolerations": pod.tolerations,
+        "affinity": _away_from_server(run["metadata"]["name"], index, pod.anti_affinity),
+    }
+    pod_spec.update({k: v for k, v in placement.items() if v})
     return {
         "metadata": {"labels": {**trial_labels(run["metadata"]["name"], index), LABEL_ROLE: "loadgen"}},
-        "spec": {
-            "serviceAccountName": loadgen_account(run["metadata"]["name"]),
-            "restartPolicy": "Never",
-            "securityContext": {"runAsNonRoot": True, "runAsUser": 10001, "seccompProfile": {"type": "RuntimeDefault"}},
-            "containers": [container],
-            "volumes": volumes,
-        },
+        "spec": pod_spec,
     }
 
 
@@ -175,8 +217,7 @@ def build_loadgen(
     url: str,
     model_name: str,
     level: float,
-    image: str,
-    resources: dict[str, Any],
+    pod: LoadgenPod,
 ) -> list[dict[str, Any]]:
     """The trial's load-generator objects: its config ConfigMap, then the Job (or master Job, Service and
     worker Job)."""
@@ -200,15 +241,14 @@ def build_loadgen(
     out = ["--output", "/tmp/result.json", "--publish", publish]
     workers = spec.load.workers
     if workers == 0:
-        pod = _loadgen_pod(run, index, spec, image, resources, [*base, "run", config_path, *out])
-        return [config_map, _job(run, index, "lg", pod, spec)]
+        single = _loadgen_pod(run, index, spec, pod, [*base, "run", config_path, *out])
+        return [config_map, _job(run, index, "lg", single, spec)]
     master_name = f"{name}-lgm"
     master_pod = _loadgen_pod(
         run,
         index,
         spec,
-        image,
-        resources,
+        pod,
         [
             *base,
             "master",
@@ -234,9 +274,7 @@ def build_loadgen(
             "ports": [{"name": "locust", "port": LOADGEN_PORT, "targetPort": LOADGEN_PORT}],
         },
     }
-    worker_pod = _loadgen_pod(
-        run, index, spec, image, resources, [*base, "worker", "--master", f"{master_name}:{LOADGEN_PORT}"]
-    )
+    worker_pod = _loadgen_pod(run, index, spec, pod, [*base, "worker", "--master", f"{master_name}:{LOADGEN_PORT}"])
     return [
         config_map,
         service,
