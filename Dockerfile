@@ -10,6 +10,14 @@
 ARG BASE_IMAGE=python:3.11.10-slim-bookworm
 
 FROM ${BASE_IMAGE} AS build
+# A C compiler (and Python's headers where the base lacks them) for dependencies without a wheel for the
+# platform: hdrhistogram ships x86_64 wheels only, so arm64 nodes and Apple-silicon kind hosts compile it.
+# It is compiled from source everywhere (below), so every build proves that path. Only this stage has gcc.
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends gcc libc6-dev \
+ && (python -c "import os, sysconfig; assert os.path.exists(sysconfig.get_path('include') + '/Python.h')" \
+     || apt-get install -y --no-install-recommends python3-dev) \
+ && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY pyproject.toml README.md ./
 # The dependencies' wheels first, from pyproject.toml alone (an empty package stands in for the code), so
@@ -17,7 +25,7 @@ COPY pyproject.toml README.md ./
 RUN --mount=type=secret,id=ca-bundle \
     if [ -s /run/secrets/ca-bundle ]; then export PIP_CERT=/run/secrets/ca-bundle; fi \
  && mkdir -p operator/kaliper && touch operator/kaliper/__init__.py \
- && python -m pip wheel --no-cache-dir --wheel-dir /wheels . \
+ && python -m pip wheel --no-cache-dir --no-binary=hdrhistogram --wheel-dir /wheels . \
  && rm -rf /wheels/kaliper-*.whl build operator   # the stand-in must not leak into the real build
 COPY operator ./operator
 RUN --mount=type=secret,id=ca-bundle \

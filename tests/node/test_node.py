@@ -68,3 +68,26 @@ def test_pods_reach_services_by_name_and_nothing_outside(node: Node, node_namesp
     assert lines[0] == "10.213.96.1"  # CoreDNS answers with the kubernetes Service's cluster IP
     assert lines[1] == "reached"  # kube-proxy forwards the Service to the API server on the veth
     assert lines[2:] == ["OSError:101", "OSError:101"]  # ENETUNREACH: no route out of the node's namespace
+
+
+IMAGE_PROBE = """
+import importlib.metadata, platform, shutil
+wheel = importlib.metadata.distribution("hdrhistogram").read_text("WHEEL")
+print(next(line for line in wheel.splitlines() if line.startswith("Tag:")))
+print(platform.machine(), shutil.which("gcc"))
+"""
+
+
+def test_the_image_compiles_what_has_no_wheel_and_ships_no_compiler(node: Node, node_namespace: str) -> None:
+    kubectl = node.kubectl
+    probe = pod("image", ["python", "-c", IMAGE_PROBE], {"cpu": "250m", "memory": "128Mi"})
+    kubectl("apply", "-n", node_namespace, "-f", "-", input=json.dumps(probe))
+    kubectl.wait_for(
+        lambda: kubectl.json("get", "pod", "image", "-n", node_namespace)["status"].get("phase") == "Succeeded",
+        timeout=60,
+        what="the image probe to finish",
+    )
+    lines = kubectl("logs", "image", "-n", node_namespace).stdout.splitlines()
+    # Built from source in the image's build stage (a PyPI wheel would say manylinux), as it must be on arm64.
+    assert lines[0] == "Tag: cp311-cp311-linux_x86_64"
+    assert lines[1] == "x86_64 None"  # the compiler stayed in the build stage
