@@ -2,7 +2,7 @@
 Restarts and OOM kills come from the trial pods' own status instead (kaliper.controllers.diagnosis).
 
 Every figure comes from samples inside the trial's measured window, never from the idle time around it:
-counters by `increase` over the window (Prometheus extrapolates the loaded rate to the window's edges),
+counters from their raw samples inside the window (no extrapolation to its edges),
 gauges by `*_over_time` over the window, the peak and the series by rates over sub-windows that lie
 inside it. How far apart the samples are is read from Prometheus itself (the scrape interval, and the
 kubelet's cAdvisor, which refreshes container stats only every 10-15 s): a figure needs two samples inside
@@ -16,6 +16,7 @@ never as zero.
 from __future__ import annotations
 
 import math
+from itertools import pairwise
 import time
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -62,7 +63,8 @@ def subquery_step(window: Window) -> str:
 
 
 def container_queries(window: Window) -> dict[str, str]:
-    """PromQL of the CPU and memory figures (pure: tested against a real Prometheus)."""
+    """PromQL of the CPU peak and the memory figures (pure: tested against a real Prometheus). The CPU average
+    and the throttling come from the window's raw samples instead (counter_increases)."""
     s, w, step = selector(window), window.range, subquery_step(window)
     rate_range = window.rate_range_s
     cpu_rate = f"sum(rate(container_cpu_usage_seconds_total{{{s},{CONTAINER}}}[{rate_range}s]))"
@@ -72,12 +74,7 @@ def container_queries(window: Window) -> dict[str, str]:
     peak_span = window.seconds - rate_range
     peak = f"max_over_time({cpu_rate}[{peak_span}s:{step}])" if peak_span >= int(step[:-1]) else cpu_rate
     return {
-        "cpu_avg_cores": f"sum(increase(container_cpu_usage_seconds_total{{{s},{CONTAINER}}}[{w}])) / {window.seconds}",
         "cpu_peak_cores": peak,
-        "cpu_throttled_ratio": (
-            f"sum(increase(container_cpu_cfs_throttled_periods_total{{{s},{CONTAINER}}}[{w}])) / "
-            f"sum(increase(container_cpu_cfs_periods_total{{{s},{CONTAINER}}}[{w}]))"
-        ),
         # Per container over the window's own samples, then summed (a subquery would reuse a sample from before).
         "memory_avg_bytes": f"sum(avg_over_time(container_memory_working_set_bytes{{{s},{CONTAINER}}}[{w}]))",
         "memory_peak_bytes": f"sum(max_over_time(container_memory_working_set_bytes{{{s},{CONTAINER}}}[{w}]))",
@@ -188,6 +185,7 @@ class PrometheusMetrics:
             window = replace(window, sample_spacing_s=window.seconds / samples)
             figures.window = window
             queries = container_queries(window)
+            self._counters(window, figures)
         for name, query in queries.items():
             value = self.scalar(query, window.end)
             if value is None:
@@ -197,6 +195,35 @@ class PrometheusMetrics:
         if gpu:
             self._gpu(window, dcgm_pod_label, figures)
         return figures
+
+    def counter_increases(self, metric: str, window: Window) -> list[tuple[float, float]]:
+        """Per series with two samples or more inside the window: (its increase from the first to the last of
+        them, the seconds between them). No extrapolation: with few samples (a 30 s scrape, cAdvisor's irregular
+        10-15 s stamps) `increase` extrapolates only part of the way to the window's edges and reads low."""
+        query = f"{metric}{{{selector(window)},{CONTAINER}}}[{window.range}]"
+        result = self.client.custom_query(query, params={"time": window.end, "timeout": f"{self.timeout_s:g}s"})
+        found = []
+        for series in result:
+            points = [(float(t), float(v)) for t, v in series["values"]]
+            if len(points) >= 2:
+                # A counter that went down was reset (a restarted container): count from zero again.
+                increase = sum(b - a if b >= a else b for (_, a), (_, b) in pairwise(points))
+                found.append((increase, points[-1][0] - points[0][0]))
+        return found
+
+    def _counters(self, window: Window, figures: Figures) -> None:
+        """The CPU average (each container's rate over its sampled span, summed) and the throttled share."""
+        cpu = self.counter_increases("container_cpu_usage_seconds_total", window)
+        if cpu:
+            figures.values["cpu_avg_cores"] = sum(increase / span for increase, span in cpu)
+        else:
+            figures.unavailable.append("cpu_avg_cores: no CPU series with two samples inside the window")
+        periods = sum(i for i, _ in self.counter_increases("container_cpu_cfs_periods_total", window))
+        throttled = sum(i for i, _ in self.counter_increases("container_cpu_cfs_throttled_periods_total", window))
+        if periods > 0:
+            figures.values["cpu_throttled_ratio"] = throttled / periods
+        else:
+            figures.unavailable.append("cpu_throttled_ratio: no CFS periods counted in the window (no CPU limit?)")
 
     def _gpu(self, window: Window, pod_label: str, figures: Figures) -> None:
         labels = DCGM_POD_LABELS if pod_label == "auto" else (pod_label,)
