@@ -16,10 +16,10 @@ never as zero.
 from __future__ import annotations
 
 import math
-from itertools import pairwise
 import time
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
+from itertools import pairwise
 from typing import Any
 
 from prometheus_api_client import PrometheusConnect
