@@ -35,6 +35,19 @@ def pod(name: str, command: list[str], limits: dict[str, str]) -> dict:
     }
 
 
+def python_output(node: Node, namespace: str, name: str, program: str) -> str:
+    """Run a Python program in a pod of the project's image on the node; its output once it has finished."""
+    kubectl = node.kubectl
+    probe = pod(name, ["python", "-c", program], {"cpu": "250m", "memory": "128Mi"})
+    kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(probe))
+    kubectl.wait_for(
+        lambda: kubectl.json("get", "pod", name, "-n", namespace)["status"].get("phase") == "Succeeded",
+        timeout=60,
+        what=f"pod {name} to finish",
+    )
+    return kubectl("logs", name, "-n", namespace).stdout
+
+
 def host_address() -> str:
     """This machine's own address on its default interface: outside the cluster, never to be reached."""
     route = subprocess.run(["ip", "-j", "route", "get", "1.1.1.1"], capture_output=True, text=True, check=True)
@@ -56,15 +69,7 @@ def test_limits_are_real_cfs_quotas_and_memory_limits(node: Node, node_namespace
 
 
 def test_pods_reach_services_by_name_and_nothing_outside(node: Node, node_namespace: str) -> None:
-    kubectl = node.kubectl
-    probe = pod("probe", ["python", "-c", PROBE.format(outside=host_address())], {"cpu": "250m", "memory": "128Mi"})
-    kubectl("apply", "-n", node_namespace, "-f", "-", input=json.dumps(probe))
-    kubectl.wait_for(
-        lambda: kubectl.json("get", "pod", "probe", "-n", node_namespace)["status"].get("phase") == "Succeeded",
-        timeout=60,
-        what="the probe pod to finish",
-    )
-    lines = kubectl("logs", "probe", "-n", node_namespace).stdout.split()
+    lines = python_output(node, node_namespace, "probe", PROBE.format(outside=host_address())).split()
     assert lines[0] == "10.213.96.1"  # CoreDNS answers with the kubernetes Service's cluster IP
     assert lines[1] == "reached"  # kube-proxy forwards the Service to the API server on the veth
     assert lines[2:] == ["OSError:101", "OSError:101"]  # ENETUNREACH: no route out of the node's namespace
@@ -79,15 +84,7 @@ print(platform.machine(), shutil.which("gcc"))
 
 
 def test_the_image_compiles_what_has_no_wheel_and_ships_no_compiler(node: Node, node_namespace: str) -> None:
-    kubectl = node.kubectl
-    probe = pod("image", ["python", "-c", IMAGE_PROBE], {"cpu": "250m", "memory": "128Mi"})
-    kubectl("apply", "-n", node_namespace, "-f", "-", input=json.dumps(probe))
-    kubectl.wait_for(
-        lambda: kubectl.json("get", "pod", "image", "-n", node_namespace)["status"].get("phase") == "Succeeded",
-        timeout=60,
-        what="the image probe to finish",
-    )
-    lines = kubectl("logs", "image", "-n", node_namespace).stdout.splitlines()
+    lines = python_output(node, node_namespace, "image", IMAGE_PROBE).splitlines()
     # Built from source in the image's build stage (a PyPI wheel would say manylinux), as it must be on arm64.
     assert lines[0] == "Tag: cp311-cp311-linux_x86_64"
     assert lines[1] == "x86_64 None"  # the compiler stayed in the build stage

@@ -170,4 +170,3 @@ class Cluster:
             "patch", "pod", pod["metadata"]["name"], "-n", self.namespace, "--subresource=status",
             "--type=merge", "-p", json.dumps({"status": status}), check=False,
         )  # fmt: skip
-
