@@ -16,6 +16,8 @@ from tests.support.node import Node, start_node
 
 # The operator steps each ProfileRun every second in tests (5 s by default), read when its module is imported.
 os.environ.setdefault("KALIPER_STEP_INTERVAL", "1")
+# The operator's own namespace, as the chart sets it from its pod: only Cleanups there reach other namespaces.
+os.environ.setdefault("KALIPER_NAMESPACE", "kaliper-system")
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "examples"
@@ -30,6 +32,7 @@ def kubectl() -> Iterator[Kubectl]:
         yield Kubectl(str(bin_dir / "kubectl"), Path(existing))
         return
     plane = ControlPlane(bin_dir)
+    plane.audit_log = plane.root / "audit.log"  # the operator's requests, counted by tests/cluster
     # A CI timeout sends SIGTERM: turn it into KeyboardInterrupt so this fixture's teardown still runs.
     signal.signal(signal.SIGTERM, interrupt)
     try:
@@ -38,6 +41,7 @@ def kubectl() -> Iterator[Kubectl]:
         pytest.fail(f"could not start the test control plane: {exc}", pytrace=False)
     try:
         assert plane.kubectl is not None
+        plane.kubectl.audit_log = plane.audit_log
         yield plane.kubectl
     finally:
         plane.stop()  # raises if any control-plane process survived

@@ -98,6 +98,7 @@ def test_rbac_allows_the_operators_work_and_nothing_else(crds: Kubectl, namespac
         ("create", "jobs.batch"),
         ("create", "configmaps"),
         ("list", "pods"),
+        ("watch", "pods"),
         ("create", "events"),
         ("create", "serviceaccounts"),
         ("patch", "roles.rbac.authorization.k8s.io"),
@@ -194,6 +195,7 @@ def test_the_operator_does_its_work_under_the_charts_identity(
                 ("delete", "configmaps"),
                 ("get", "configmaps"),
                 ("list", "pods"),
+                ("watch", "pods"),
             ]:
                 assert not can(crds, loadgen, verb, resource, namespace), f"the load generator can {verb} {resource}"
             as_loadgen = crds.token_kubeconfig("rbac-loadgen", namespace, tmp_path / "loadgen.kubeconfig")

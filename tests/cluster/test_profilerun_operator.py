@@ -151,6 +151,13 @@ def test_a_two_trial_sweep_runs_to_succeeded_with_exact_prometheus_figures(
     assert {"Started", "TrialStarted", "TrialRunning", "TrialSucceeded", "Succeeded"} <= reasons
     columns = crds("get", "profilerun", "sweep", "-n", namespace).stdout
     assert "Succeeded" in columns and "2/2" in columns and "Met" in columns
+    # Steps read the run and its children from the watch streams: the operator listed each child kind once
+    # (after its start, per namespace) and never read the run, a Deployment or a pod list on a step.
+    requests = crds.requests_in(namespace)
+    reads = {k: requests[k] for k in ("get profileruns", "get deployments", "get modeldeployments/status")}
+    assert reads == {"get profileruns": 0, "get deployments": 0, "get modeldeployments/status": 0}
+    lists = {k: requests[k] for k in ("list pods", "list jobs", "list modeldeployments")}
+    assert lists == {"list pods": 1, "list jobs": 1, "list modeldeployments": 1}
 
 
 def test_prometheus_down_or_empty_ends_succeeded_but_degraded(

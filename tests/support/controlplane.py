@@ -10,6 +10,7 @@ By hand:  python tests/support/controlplane.py up     (prints the kubeconfig pat
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import ctypes
 import datetime as dt
@@ -80,6 +81,22 @@ class Kubectl:
 
     def __init__(self, binary: str, kubeconfig: Path) -> None:
         self.binary, self.kubeconfig = binary, kubeconfig
+        self.audit_log: Path | None = None  # the API server's audit log, where the test control plane keeps one
+
+    def requests_in(self, namespace: str) -> collections.Counter[str]:
+        """Requests to objects in a namespace from anything but kubectl (the operator, in the tests), by
+        "verb resource[/subresource]", from the audit log."""
+        if self.audit_log is None:
+            raise ControlPlaneError("this cluster keeps no audit log (only the test control plane does)")
+        counts: collections.Counter[str] = collections.Counter()
+        for line in self.audit_log.read_text().splitlines():
+            event = json.loads(line)
+            ref = event.get("objectRef") or {}
+            if ref.get("namespace") != namespace or event.get("userAgent", "").startswith("kubectl"):
+                continue
+            resource = ref.get("resource", "") + (f"/{ref['subresource']}" if ref.get("subresource") else "")
+            counts[f"{event['verb']} {resource}"] += 1
+        return counts
 
     def __call__(self, *args: str, input: str | None = None, check: bool = True) -> subprocess.CompletedProcess:
         result = subprocess.run(

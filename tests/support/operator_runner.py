@@ -27,10 +27,9 @@ from tests.support.controlplane import ControlPlaneError, Kubectl
 def running_operator(kubectl: Kubectl) -> Iterator[KopfRunner]:
     """The operator, as `kopf run -A --standalone -m kaliper.controllers.main` runs it, until the block ends."""
     os.environ["KUBECONFIG"] = str(kubectl.kubeconfig)
-    from kaliper.controllers import kube, profilerun
+    from kaliper.controllers import kube
 
     kube.api_client.cache_clear()
-    profilerun._snapshots.clear()  # a restarted operator starts with nothing in memory
     args = ["run", "--all-namespaces", "--standalone", "-m", "kaliper.controllers.main"]
     with KopfRunner(args, timeout=60) as runner:
         yield runner

@@ -1,5 +1,6 @@
 """The Kubernetes API calls the handlers make: server-side apply, reads, lists, deletes and status patches,
-on plain dicts. The handful of kinds Kaliper touches are listed here; nothing else is reachable."""
+on plain dicts. The handful of kinds Kaliper touches are listed here; nothing else is reachable. What a write
+returns of a watched kind goes into the store at once, so the next step sees the operator's own writes."""
 
 from __future__ import annotations
 
@@ -10,10 +11,16 @@ from typing import Any
 from kubernetes import client, config
 
 from kaliper.api.common import GROUP, VERSION
+from kaliper.controllers.store import STORE, WATCHED
 
 FIELD_MANAGER = "kaliper"
 APPLY = {"field_manager": FIELD_MANAGER, "force": True, "_content_type": "application/apply-patch+yaml"}
-CUSTOM_PLURALS = {"ModelDeployment": "modeldeployments", "ProfileRun": "profileruns"}
+CUSTOM_PLURALS = {
+    "ModelDeployment": "modeldeployments",
+    "ProfileRun": "profileruns",
+    "ModelOptimization": "modeloptimizations",
+    "Cleanup": "cleanups",
+}
 # kind -> (API class, the suffix of its *_namespaced_<suffix> methods)
 TYPED = {
     "ConfigMap": (client.CoreV1Api, "config_map"),
@@ -64,7 +71,13 @@ def apply(obj: dict[str, Any]) -> dict[str, Any]:
         )
     else:
         result = _typed(kind, "patch")(name, namespace, obj, **APPLY)
-    return _plain(result)
+    return _remember(kind, _plain(result))
+
+
+def _remember(kind: str, obj: dict[str, Any]) -> dict[str, Any]:
+    if kind in WATCHED:
+        STORE.seen(kind, obj)
+    return obj
 
 
 def get(kind: str, namespace: str, name: str) -> dict[str, Any] | None:
@@ -78,10 +91,6 @@ def get(kind: str, namespace: str, name: str) -> dict[str, Any] | None:
         raise
 
 
-def read_deployment(namespace: str, name: str) -> dict[str, Any] | None:
-    return get("Deployment", namespace, name)
-
-
 def list_labelled(kind: str, namespace: str, selector: str) -> list[dict[str, Any]]:
     if kind in CUSTOM_PLURALS:
         result = _custom().list_namespaced_custom_object(
@@ -89,6 +98,29 @@ def list_labelled(kind: str, namespace: str, selector: str) -> list[dict[str, An
         )
         return list(result.get("items") or [])
     return list(_plain(_typed(kind, "list")(namespace, label_selector=selector)).get("items") or [])
+
+
+def list_all(kind: str, namespace: str | None) -> list[dict[str, Any]]:
+    """Every object of a Kaliper kind in a namespace, or in all of them (None)."""
+    if namespace is None:
+        result = _custom().list_cluster_custom_object(GROUP, VERSION, CUSTOM_PLURALS[kind])
+    else:
+        result = _custom().list_namespaced_custom_object(GROUP, VERSION, namespace, CUSTOM_PLURALS[kind])
+    return list(result.get("items") or [])
+
+
+def delete_exactly(kind: str, namespace: str, name: str, uid: str, propagation: str) -> bool:
+    """Delete this object of a Kaliper kind and no other: the uid must still match. False when it is already
+    gone, or replaced by another of the same name."""
+    options = client.V1DeleteOptions(propagation_policy=propagation, preconditions=client.V1Preconditions(uid=uid))
+    try:
+        _custom().delete_namespaced_custom_object(GROUP, VERSION, namespace, CUSTOM_PLURALS[kind], name, body=options)
+    except client.ApiException as exc:
+        if exc.status in (404, 409):
+            return False
+        raise
+    STORE.gone(kind, namespace, name)
+    return True
 
 
 def delete(kind: str, namespace: str, name: str) -> None:
@@ -103,16 +135,26 @@ def delete(kind: str, namespace: str, name: str) -> None:
     except client.ApiException as exc:
         if exc.status != 404:
             raise
+    STORE.gone(kind, namespace, name)
 
 
-def delete_labelled(kind: str, namespace: str, selector: str) -> None:
-    """Delete every object of a kind with these labels, in one request (dependents in the background)."""
+def delete_labelled(kind: str, namespace: str, labels: dict[str, str], group: str) -> None:
+    """Delete every object of a kind with these labels, in one request (dependents in the background); group
+    is their value of the store's group label."""
+    selector = ",".join(f"{k}={v}" for k, v in labels.items())
     _typed(kind, "delete_collection")(namespace, label_selector=selector, propagation_policy="Background")
+    for obj in STORE.group(kind, namespace, group):
+        if all((obj["metadata"].get("labels") or {}).get(k) == v for k, v in labels.items()):
+            STORE.gone(kind, namespace, obj["metadata"]["name"])
 
 
-def merge_patch(kind: str, namespace: str, name: str, patch: dict[str, Any]) -> None:
-    _typed(kind, "patch")(name, namespace, patch, _content_type="application/merge-patch+json")
+def merge_patch(kind: str, namespace: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:
+    result = _typed(kind, "patch")(name, namespace, patch, _content_type="application/merge-patch+json")
+    return _remember(kind, _plain(result))
 
 
-def patch_status(plural: str, namespace: str, name: str, status: dict[str, Any]) -> None:
-    _custom().patch_namespaced_custom_object_status(GROUP, VERSION, namespace, plural, name, {"status": status})
+def patch_status(kind: str, namespace: str, name: str, status: dict[str, Any]) -> None:
+    result = _custom().patch_namespaced_custom_object_status(
+        GROUP, VERSION, namespace, CUSTOM_PLURALS[kind], name, {"status": status}
+    )
+    _remember(kind, _plain(result))

@@ -7,8 +7,9 @@ from typing import Any
 
 import kopf
 
-from kaliper.controllers import metrics, modeldeployment, profilerun  # noqa: F401  (registers their handlers)
+from kaliper.controllers import metrics, modeldeployment, profilerun
 from kaliper.controllers.pacer import PACER
+from kaliper.controllers.store import STORE
 from kaliper.log import configure_logging
 
 
@@ -16,7 +17,8 @@ from kaliper.log import configure_logging
 def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     # JSON lines in a pod (the chart sets the level), readable lines on a terminal.
     configure_logging(os.environ.get("KALIPER_LOG_LEVEL", "info"))
-    # Kaliper's own names for kopf's bookkeeping on the resources it handles.
+    # Every handler of Kaliper's is a watch-event handler, which writes no bookkeeping on the objects (no
+    # finalizer, no annotations); should kopf ever write any, it is under Kaliper's names.
     settings.persistence.finalizer = "kaliper.dev/finalizer"
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="kaliper.dev")
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
@@ -27,12 +29,20 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.execution.max_workers = int(os.environ.get("KALIPER_WORKERS", "16"))
     if port := os.environ.get("KALIPER_METRICS_PORT"):
         metrics.serve(int(port))
+    forget_everything()  # an operator started again in the same process (tests) starts with nothing in memory
     PACER.start()
 
 
 @kopf.on.cleanup()
 def stop_pacer(**_: Any) -> None:
     PACER.stop()
+    forget_everything()
+
+
+def forget_everything() -> None:
+    STORE.clear()
+    modeldeployment.forget_all()
+    profilerun.forget_all()
 
 
 @kopf.on.login()

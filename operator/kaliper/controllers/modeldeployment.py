@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+import threading
 from datetime import UTC, datetime
 from typing import Any
 
 import kopf
-from kubernetes import client
 from pydantic import ValidationError
 
 from kaliper.api.common import GROUP, VERSION
@@ -15,6 +15,8 @@ from kaliper.api.resources import ModelDeployment
 from kaliper.controllers import kube
 from kaliper.controllers.pacer import PACER
 from kaliper.controllers.settings import SETTINGS
+from kaliper.controllers.store import STORE
+from kaliper.log import get_logger
 from kaliper.manifests.modeldeployment import (
     LABEL_DEPLOYMENT,
     LABEL_MANAGED,
@@ -26,6 +28,7 @@ from kaliper.manifests.modeldeployment import (
 )
 
 PLURAL = "modeldeployments"
+log = get_logger("kaliper.modeldeployment")
 
 
 def now() -> str:
@@ -39,38 +42,49 @@ def parse(body: Any) -> ModelDeployment:
         raise BuildError("; ".join(str(p) for p in problems_from(exc, ModelDeployment))) from exc
 
 
-@kopf.on.resume(GROUP, VERSION, PLURAL)
-@kopf.on.create(GROUP, VERSION, PLURAL)
-@kopf.on.update(GROUP, VERSION, PLURAL, field="spec")
-def reconcile(
-    body: Any, name: str, namespace: str, uid: str, meta: Any, status: Any, patch: Any, logger: Any, **_: Any
-) -> None:
-    generation = meta.get("generation", 1)
-    previous = list((status or {}).get("conditions") or [])
-    try:
-        resource = parse(body)
-        deployment = build_deployment(name, namespace, uid, resource.spec, SETTINGS.image)
-        service = build_service(name, namespace, uid, resource.spec)
-    except BuildError as exc:
-        patch.status.update(failed_status(generation, str(exc), previous, now()))
-        raise kopf.PermanentError(str(exc)) from exc
-    kube.apply(deployment)
-    kube.apply(service)
-    logger.info(f"applied Deployment and Service {name}")
+# The generation of each ModelDeployment (by uid) whose Deployment and Service this process has applied.
+_applied: dict[str, int] = {}
+_applied_guard = threading.Lock()
+
+
+def reconcile(namespace: str, name: str) -> None:
+    """Apply the Deployment and Service of the stored ModelDeployment unless this process already applied its
+    current generation (a status change is an event too, and needs no apply); then mirror the status.
+
+    Driven by watch events and the resync, with the generation as the record of what was done, rather than
+    by kopf's change handlers: those keep their record in annotations (two patches per object) and post an
+    Event per handler, which made up a tenth of a ProfileRun's API requests."""
+    owner = STORE.get("ModelDeployment", namespace, name)
+    if owner is None or owner["metadata"].get("deletionTimestamp"):
+        return
+    uid, generation = owner["metadata"]["uid"], owner["metadata"].get("generation", 1)
+    with _applied_guard:
+        done = _applied.get(uid) == generation
+    if not done:
+        try:
+            resource = parse(owner)
+            deployment = build_deployment(name, namespace, uid, resource.spec, SETTINGS.image)
+            service = build_service(name, namespace, uid, resource.spec)
+        except BuildError as exc:
+            previous = list((owner.get("status") or {}).get("conditions") or [])
+            kube.patch_status("ModelDeployment", namespace, name, failed_status(generation, str(exc), previous, now()))
+            kopf.warn(owner, reason="InvalidSpec", message=str(exc))
+            log.warning(f"ModelDeployment {name} cannot be deployed: {exc}", object=f"{namespace}/{name}")
+        else:
+            kube.apply(deployment)
+            kube.apply(service)
+            log.info(f"applied Deployment and Service {name}", object=f"{namespace}/{name}", generation=generation)
+        with _applied_guard:
+            _applied[uid] = generation
     sync_status(namespace, name)
 
 
 def sync_status(namespace: str, name: str) -> None:
-    """Write the ModelDeployment's status from fresh reads of it and its Deployment. Every path that touches
-    the status goes through here, so a late writer never puts back an older view."""
-    try:
-        owner = client.CustomObjectsApi(kube.api_client()).get_namespaced_custom_object(
-            GROUP, VERSION, namespace, PLURAL, name
-        )
-    except client.ApiException as exc:
-        if exc.status == 404:
-            return  # being deleted; the garbage collector takes the Deployment and Service too
-        raise
+    """Write the ModelDeployment's status from the latest views of it and its Deployment. Every path that
+    touches the status goes through here, and only when the derived status differs from the stored one."""
+    owner = STORE.get("ModelDeployment", namespace, name)
+    if owner is None or owner["metadata"].get("deletionTimestamp"):
+        return  # being deleted; the garbage collector takes the Deployment and Service too
     try:
         resource = parse(owner)
     except BuildError:
@@ -83,28 +97,43 @@ def sync_status(namespace: str, name: str) -> None:
         namespace,
         owner["metadata"].get("generation", 1),
         resource.spec,
-        kube.read_deployment(namespace, name),
+        STORE.get("Deployment", namespace, name),
         list(current.get("conditions") or []),
         now(),
     )
     # Transition times only move when a condition's status does, so an unchanged rollout compares equal.
     if status != {key: current.get(key) for key in status}:
-        kube.patch_status(PLURAL, namespace, name, status)
+        kube.patch_status("ModelDeployment", namespace, name, status)
 
 
 @kopf.on.event("apps", "v1", "deployments", labels={LABEL_MANAGED: "kaliper", LABEL_DEPLOYMENT: kopf.PRESENT})
-def deployment_changed(body: Any, namespace: str, **_: Any) -> None:
+def deployment_changed(body: Any, type: str | None, namespace: str, **_: Any) -> None:
     """Mirror the Deployment's rollout into its ModelDeployment's status as it happens."""
+    STORE.seen("Deployment", body, deleted=type == "DELETED")
     sync_status(namespace, body["metadata"]["labels"][LABEL_DEPLOYMENT])
 
 
 RESYNC = "modeldeployment-resync"
-# A safety net: an event missed while the operator was down is caught up within 30 s.
-PACER.every(RESYNC, 30, sync_status)
+# A safety net: an event missed while the operator was down, or an apply that failed, is caught up within 30 s.
+PACER.every(RESYNC, 30, reconcile)
 
 
 @kopf.on.event(GROUP, VERSION, PLURAL)
-def deployment_seen(body: Any, type: str | None, namespace: str, name: str, **_: Any) -> None:
-    """Track ModelDeployments for the resync (a watch event adds no finalizer; deletes never wait for us)."""
+def deployment_seen(body: Any, type: str | None, namespace: str, name: str, uid: str, **_: Any) -> None:
+    """Every event of a ModelDeployment: a new generation (or the first sight after a start) is applied. A
+    watch event adds no finalizer, so deletes never wait for the operator."""
     gone = type == "DELETED" or bool(body["metadata"].get("deletionTimestamp"))
+    STORE.seen("ModelDeployment", body, deleted=type == "DELETED")
     PACER.track(RESYNC, (namespace, name), not gone)
+    if gone:
+        with _applied_guard:
+            _applied.pop(uid, None)
+        return
+    reconcile(namespace, name)
+
+
+def forget_all() -> None:
+    """A stopped operator remembers nothing: the next start applies every ModelDeployment once, as kopf's
+    resume handlers did."""
+    with _applied_guard:
+        _applied.clear()

@@ -1,7 +1,8 @@
-"""ProfileRun handlers. A run advances in steps; every step reads the run and its trial objects afresh,
-moves each trial along (Pending -> Deploying -> Running -> Collecting -> Succeeded/Failed), starts the trials
-the search wants next, and writes the status. All state lives in the run's status and in the objects it
-owns, so a step is idempotent and an operator restarted at any point continues where it stopped.
+"""ProfileRun handlers. A run advances in steps; every step reads the run and its trial objects from the
+store of what the watch streams delivered (no request unless something changed), moves each trial along
+(Pending -> Deploying -> Running -> Collecting -> Succeeded/Failed), starts the trials the search wants
+next, and writes the status. All state lives in the run's status and in the objects it owns, so a step is
+idempotent and an operator restarted at any point continues where it stopped.
 
 Steps are triggered by the pacer (every step interval, for each unfinished run) and by the events of its
 children (a trial ModelDeployment turning Ready, a load-generator Job finishing); a per-run lock keeps them
@@ -27,6 +28,7 @@ from kaliper.controllers import kube, metrics
 from kaliper.controllers.diagnosis import job_complete, job_problem, pod_problem, restarts_and_oom_kills
 from kaliper.controllers.pacer import PACER
 from kaliper.controllers.settings import SETTINGS
+from kaliper.controllers.store import STORE
 from kaliper.loadgen.publish import RESULT_KEY
 from kaliper.log import get_logger
 from kaliper.manifests.modeldeployment import BuildError, build_deployment, endpoint
@@ -71,8 +73,17 @@ def _forget(namespace: str, name: str) -> None:
     """Drop what the operator keeps in memory for a run that is done or gone."""
     with _locks_guard:
         _locks.pop((namespace, name), None)
-    for key in [k for k in _snapshots if k[:2] == (namespace, name)]:
-        _snapshots.pop(key, None)
+    for memo in (_snapshots, _trial_reports, _result_texts):
+        for key in [k for k in memo if k[:2] == (namespace, name)]:
+            memo.pop(key, None)
+    STORE.drop_group(namespace, name)
+
+
+def forget_all() -> None:
+    with _locks_guard:
+        _locks.clear()
+    for memo in (_snapshots, _trial_reports, _result_texts):
+        memo.clear()
 
 
 def utcnow() -> datetime:
@@ -94,6 +105,7 @@ def run_changed(body: Any, type: str | None, namespace: str, name: str, **_: Any
     """Track which runs the pacer steps (unfinished ones) and which it may expire (finished, with a TTL). A
     watch event adds no finalizer: deleting a run never waits for the operator."""
     gone = type == "DELETED" or bool(body["metadata"].get("deletionTimestamp"))
+    STORE.seen("ProfileRun", body, deleted=type == "DELETED")
     finished = _finished(body.get("status"))
     PACER.track(STEP, (namespace, name), not gone and not finished)
     PACER.track(EXPIRE, (namespace, name), not gone and finished and bool((body.get("spec") or {}).get("ttl")))
@@ -103,7 +115,7 @@ def run_changed(body: Any, type: str | None, namespace: str, name: str, **_: Any
 
 def expire(namespace: str, name: str) -> None:
     """Delete a finished run once its TTL has passed (its trial objects and report go with it)."""
-    run = kube.get("ProfileRun", namespace, name)
+    run = STORE.get("ProfileRun", namespace, name)
     if run is None or not run.get("spec", {}).get("ttl") or not _finished(run.get("status")):
         return
     status = run["status"]
@@ -121,16 +133,25 @@ PACER.every(EXPIRE, 30, expire)
 
 
 @kopf.on.event(GROUP, VERSION, "modeldeployments", labels={LABEL_RUN: kopf.PRESENT})
-def trial_deployment_changed(body: Any, namespace: str, **_: Any) -> None:
+def trial_deployment_changed(body: Any, type: str | None, namespace: str, **_: Any) -> None:
+    # The ModelDeployment controller stores it too; whichever handler kopf calls first, the step sees it.
+    STORE.seen("ModelDeployment", body, deleted=type == "DELETED")
     if (body.get("status") or {}).get("phase") in ("Ready", "Degraded", "Failed"):
         _step_quietly(namespace, body["metadata"]["labels"][LABEL_RUN])
 
 
 @kopf.on.event("batch", "v1", "jobs", labels={LABEL_RUN: kopf.PRESENT})
-def loadgen_job_changed(body: Any, namespace: str, **_: Any) -> None:
+def loadgen_job_changed(body: Any, type: str | None, namespace: str, **_: Any) -> None:
+    STORE.seen("Job", body, deleted=type == "DELETED")
     conditions = (body.get("status") or {}).get("conditions") or []
     if any(c.get("type") in ("Complete", "Failed") and c.get("status") == "True" for c in conditions):
         _step_quietly(namespace, body["metadata"]["labels"][LABEL_RUN])
+
+
+@kopf.on.event("v1", "pods", labels={LABEL_RUN: kopf.PRESENT})
+def trial_pod_changed(body: Any, type: str | None, **_: Any) -> None:
+    """Server and load-generator pods: why a trial is not ready, and its restarts and OOM kills."""
+    STORE.seen("Pod", body, deleted=type == "DELETED")
 
 
 def _step_quietly(namespace: str, name: str) -> None:
@@ -163,7 +184,7 @@ def step(namespace: str, name: str) -> None:
 def _step(namespace: str, name: str) -> None:
     with metrics.STEP_SECONDS.time():
         metrics.STEPS.inc()
-        run = kube.get("ProfileRun", namespace, name)
+        run = STORE.get("ProfileRun", namespace, name)
         if run is None or run["metadata"].get("deletionTimestamp") or _finished(run.get("status")):
             return
         try:
@@ -210,7 +231,7 @@ class Step:
         self.status.observed_generation = self.run["metadata"].get("generation")
         status = self.status.to_manifest()
         if status != {k: self.before.get(k) for k in status}:
-            kube.patch_status(PLURAL, self.namespace, self.name, status)
+            kube.patch_status("ProfileRun", self.namespace, self.name, status)
 
     def event(self, reason: str, message: str, warning: bool = False) -> None:
         (kopf.warn if warning else kopf.info)(self.run, reason=reason, message=message)
@@ -255,7 +276,9 @@ class Step:
             )
         base = None
         if spec.target.deployment_ref is not None:
-            target = kube.get("ModelDeployment", self.namespace, spec.target.deployment_ref.name)
+            ref = spec.target.deployment_ref.name
+            target = STORE.get("ModelDeployment", self.namespace, ref)
+            target = target or kube.get("ModelDeployment", self.namespace, ref)  # not seen yet after a start
             if target is None:
                 waited = (self.now - _created(self.run)).total_seconds()
                 message = f"waiting for ModelDeployment {spec.target.deployment_ref.name} (spec.target.deploymentRef)"
@@ -284,8 +307,8 @@ class Step:
                 except BuildError as exc:
                     raise RunFailed(f"the target cannot be deployed on Kubernetes: {exc}") from exc
         # The target as it is now is what every trial starts from, even if someone edits it mid-run.
-        target_text = base.model_dump_json(by_alias=True, exclude_none=True) if base else "null"
-        kube.apply(build_report_configmap(self.run, configmap_content(TARGET_KEY, target_text)))
+        kube.apply(build_report_configmap(self.run, configmap_content(TARGET_KEY, _target_text(base))))
+        _snapshots[(self.namespace, self.name, self.run["metadata"]["uid"])] = base
         for obj in loadgen_rbac(self.run):
             kube.apply(obj)
         self.status.phase = "Running"
@@ -309,12 +332,11 @@ class Step:
         in_flight = [t for t in self.trials.values() if t.phase in IN_FLIGHT]
         if not in_flight:
             return
-        selector = f"{LABEL_RUN}={self.name}"
-        deployments = {
-            d["metadata"]["name"]: d for d in kube.list_labelled("ModelDeployment", self.namespace, selector)
-        }
-        jobs = kube.list_labelled("Job", self.namespace, selector)
-        pods = kube.list_labelled("Pod", self.namespace, selector)
+        for kind in ("ModelDeployment", "Job", "Pod"):  # what existed before this process's watches caught up
+            STORE.prime(kind, self.namespace, lambda kind=kind: kube.list_labelled(kind, self.namespace, LABEL_RUN))
+        deployments = {d["metadata"]["name"]: d for d in STORE.group("ModelDeployment", self.namespace, self.name)}
+        jobs = STORE.group("Job", self.namespace, self.name)
+        pods = STORE.group("Pod", self.namespace, self.name)
         for trial in in_flight:
             mine = str(trial.index)
             trial_pods = [p for p in pods if p["metadata"]["labels"].get(LABEL_TRIAL) == mine]
@@ -362,6 +384,20 @@ class Step:
             return None
         return stored
 
+    def memo_key(self, index: int) -> tuple[str, str, str, int]:
+        return (self.namespace, self.name, self.run["metadata"]["uid"], index)
+
+    def result_text(self, index: int) -> str | None:
+        """The load generator's results document, read once (a trial waits in Collecting for the final
+        scrape over several steps)."""
+        key = self.memo_key(index)
+        if key not in _result_texts:
+            text = read_document(self.results(index) or {}, RESULT_KEY)
+            if text is None:
+                return None
+            _result_texts[key] = text
+        return _result_texts[key]
+
     def start_load(self, trial: TrialSummary, planned: PlannedTrial, url: str | None, model_name: str | None) -> None:
         # A results ConfigMap of an earlier run of this name would keep the load generator from publishing.
         stale = kube.get("ConfigMap", self.namespace, results_name(self.name, trial.index))
@@ -391,17 +427,18 @@ class Step:
         return self.spec.target.deployment_ref.name if self.spec.target.deployment_ref else "model"
 
     def running(self, trial: TrialSummary, jobs: list[dict[str, Any]], pods: list[dict[str, Any]]) -> None:
-        results = self.results(trial.index)
-        if results is not None:
-            trial.phase = "Collecting"
-            return
+        # The results are read once the load generator has ended (its Job's event steps the run at once),
+        # not polled while it runs.
         loadgen_pods = [p for p in pods if p["metadata"]["labels"].get(LABEL_ROLE, "").startswith("loadgen")]
-        for job in jobs:
-            problem = job_problem(job, loadgen_pods)
-            if problem is not None:
-                return self.trial_failed(trial, problem)
-        if any(job_complete(j) for j in jobs):
-            return self.trial_failed(trial, "the load generator finished without writing its results")
+        problems = [p for p in (job_problem(job, loadgen_pods) for job in jobs) if p is not None]
+        if problems or any(job_complete(j) for j in jobs):
+            if self.result_text(trial.index) is not None:
+                trial.phase = "Collecting"
+            elif problems:
+                self.trial_failed(trial, problems[0])
+            else:
+                self.trial_failed(trial, "the load generator finished without writing its results")
+            return
         if not jobs:  # applied before a restart and lost: apply again
             planned = self.planned(trial)
             url = None if planned.configuration.deployment is not None else str(self.spec.target.url)
@@ -412,7 +449,7 @@ class Step:
     def collecting(self, trial: TrialSummary, pods: list[dict[str, Any]]) -> None:
         """Turn the results document into the trial's report, with resource figures from Prometheus once its
         final scrape after the load window is in."""
-        text = read_document(self.results(trial.index) or {}, RESULT_KEY)
+        text = self.result_text(trial.index)
         if text is None:
             return self.trial_failed(trial, f"ConfigMap {results_name(self.name, trial.index)} holds no {RESULT_KEY}")
         result = LoadTestResult.model_validate_json(text)
@@ -431,6 +468,8 @@ class Step:
             if resources.oom_kills:
                 report.status, report.message = "Failed", "OOMKilled: a replica exceeded its memory limit"
         report = judge(report, self.spec, planned.configuration)
+        _trial_reports[self.memo_key(trial.index)] = report
+        _result_texts.pop(self.memo_key(trial.index), None)
         kube.merge_patch(
             "ConfigMap",
             self.namespace,
@@ -523,7 +562,7 @@ class Step:
         """Remove a finished trial's deployment and load generator (its results stay, owned by the run)."""
         name = trial_name(self.name, index)
         kube.delete("ModelDeployment", self.namespace, name)
-        kube.delete_labelled("Job", self.namespace, f"{LABEL_RUN}={self.name},{LABEL_TRIAL}={index}")
+        kube.delete_labelled("Job", self.namespace, {LABEL_RUN: self.name, LABEL_TRIAL: str(index)}, group=self.name)
         if self.spec.load.workers:
             kube.delete("Service", self.namespace, f"{name}-lgm")
         kube.delete("ConfigMap", self.namespace, f"{name}-lg")
@@ -630,6 +669,9 @@ class Step:
         self.event("Succeeded", f"ProfileRun finished: {summary}; report in ConfigMap {report_name(self.name)}")
 
     def trial_report(self, trial: TrialSummary) -> TrialReport:
+        measured = _trial_reports.get(self.memo_key(trial.index))
+        if measured is not None:
+            return measured
         if trial.phase in FINISHED:
             stored = self.results(trial.index) or {}
             text = read_document(stored, TRIAL_KEY)
@@ -667,9 +709,8 @@ class Step:
                     trial.resources.series = []
             report.warnings.append("time series left out to fit the 1 MiB ConfigMap limit; see the *-result ConfigMaps")
             content = configmap_content(REPORT_KEY, report.model_dump_json(by_alias=True, exclude_none=True))
-        target = read_document(kube.get("ConfigMap", self.namespace, report_name(self.name)) or {}, TARGET_KEY)
-        if target is not None:  # keep the snapshot beside the report (an apply replaces the whole data map)
-            content.setdefault("data", {})[TARGET_KEY] = target
+        # Keep the snapshot beside the report (an apply replaces the whole data map).
+        content.setdefault("data", {})[TARGET_KEY] = _target_text(self.base())
         kube.apply(build_report_configmap(self.run, content))
 
 
@@ -699,6 +740,14 @@ def _created(run: dict[str, Any]) -> datetime:
 
 
 _snapshots: dict[tuple[str, str, str], ModelDeploymentSpec | None] = {}
+# Each measured trial's report (load stage and figures), by run uid and trial index, until the run finishes:
+# the final report needs them all, and reading them back from their ConfigMaps would cost a request each.
+_trial_reports: dict[tuple[str, str, str, int], TrialReport] = {}
+_result_texts: dict[tuple[str, str, str, int], str] = {}  # results documents of trials in Collecting
+
+
+def _target_text(base: ModelDeploymentSpec | None) -> str:
+    return base.model_dump_json(by_alias=True, exclude_none=True) if base else "null"
 
 
 def _target_snapshot(namespace: str, name: str, uid: str) -> ModelDeploymentSpec | None:

@@ -18,6 +18,10 @@ class Settings:
     prometheus_url: str | None = os.environ.get("KALIPER_PROMETHEUS_URL") or None
     # How often that Prometheus scrapes the kubelets (kube-prometheus-stack: 30 s), when a run does not say.
     prometheus_scrape_interval: str = os.environ.get("KALIPER_PROMETHEUS_SCRAPE_INTERVAL") or "30s"
+    # The operator's own namespace (the chart sets it from the pod): only Cleanups there reach other namespaces.
+    operator_namespace: str | None = os.environ.get("KALIPER_NAMESPACE") or None
+    # The namespaces the operator watches (the chart's watchNamespaces); empty: all of them.
+    watch_namespaces: tuple[str, ...] = tuple(n for n in os.environ.get("KALIPER_WATCH_NAMESPACES", "").split(",") if n)
     dcgm_enabled: bool = os.environ.get("KALIPER_DCGM_ENABLED", "false") == "true"
     dcgm_pod_label: str = os.environ.get("KALIPER_DCGM_POD_LABEL", "auto")
     loadgen: LoadgenPod = field(

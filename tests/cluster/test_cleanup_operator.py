@@ -1,0 +1,161 @@
+"""Cleanups driven by the operator on the real API server. The runs they remove are real ProfileRuns that
+the operator failed (their target never appears within readyTimeout); beside them stand objects a broad
+selector also matches, which must survive."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+
+import pytest
+
+from tests.conftest import Kubectl
+from tests.support.operator_runner import running_operator
+
+OPERATOR_NAMESPACE = "kaliper-system"  # KALIPER_NAMESPACE in tests/conftest.py
+
+
+@pytest.fixture(scope="module")
+def operator(crds: Kubectl) -> Iterator[None]:
+    with running_operator(crds):
+        yield
+
+
+def apply(kubectl: Kubectl, namespace: str, *objects: dict) -> None:
+    kubectl(
+        "apply", "-n", namespace, "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": objects})
+    )
+
+
+def failed_run(kubectl: Kubectl, namespace: str, name: str, labels: dict[str, str]) -> None:
+    """A ProfileRun the operator fails: its target does not exist, and readyTimeout is 1 s."""
+    run = {
+        "apiVersion": "kaliper.dev/v1alpha1",
+        "kind": "ProfileRun",
+        "metadata": {"name": name, "labels": labels},
+        "spec": {
+            "target": {"deploymentRef": {"name": "missing"}},
+            "payload": {"inline": "{}"},
+            "load": {"closedLoop": {"concurrency": 1}},
+            "readyTimeout": "1s",
+        },
+    }
+    apply(kubectl, namespace, run)
+    kubectl.wait_for(lambda: phase(kubectl, namespace, "profilerun", name) == "Failed", what=f"{name} to fail")
+
+
+def phase(kubectl: Kubectl, namespace: str, kind: str, name: str) -> str | None:
+    found = kubectl("get", kind, name, "-n", namespace, "-o", "jsonpath={.status.phase}", check=False)
+    return found.stdout or None if found.returncode == 0 else "Gone"
+
+
+def cleanup(name: str, **spec: object) -> dict:
+    return {"apiVersion": "kaliper.dev/v1alpha1", "kind": "Cleanup", "metadata": {"name": name}, "spec": spec}
+
+
+def status_of(kubectl: Kubectl, namespace: str, name: str) -> dict:
+    return kubectl.json("get", "cleanup", name, "-n", namespace).get("status") or {}
+
+
+def exists(kubectl: Kubectl, namespace: str, kind: str, name: str) -> bool:
+    return kubectl("get", kind, name, "-n", namespace, check=False).returncode == 0
+
+
+def test_a_broad_selector_removes_only_the_runs_it_names_and_a_dry_run_removes_nothing(
+    operator, crds: Kubectl, namespace: str
+) -> None:  # type: ignore[no-untyped-def]
+    team = {"team": "ml"}
+    for name in ("run-a", "run-b", "run-c"):
+        failed_run(crds, namespace, name, team)
+    # Objects the same selector matches, of kinds the Cleanup does not name (or names, but does not own).
+    apply(
+        crds,
+        namespace,
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "settings", "labels": team}, "data": {"a": "b"}},
+        {
+            "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "labels": team},
+            "spec": {
+                "replicas": 0, "selector": {"matchLabels": {"app": "web"}},
+                "template": {"metadata": {"labels": {"app": "web"}},
+                             "spec": {"containers": [{"name": "web", "image": "web:1"}]}},
+            },
+        },
+        {
+            "apiVersion": "kaliper.dev/v1alpha1", "kind": "ModelDeployment",
+            "metadata": {"name": "iris", "labels": team},
+            "spec": {"model": {"configMap": {"name": "iris-model", "key": "model.onnx"}}, "replicas": 0},
+        },
+    )  # fmt: skip
+
+    apply(crds, namespace, cleanup("look", kinds=["ProfileRun"], selector={"matchLabels": team}, dryRun=True))
+    crds.wait_for(lambda: status_of(crds, namespace, "look").get("phase") == "Succeeded", what="the dry run")
+    status = status_of(crds, namespace, "look")
+    assert status["matched"] == 3 and status["removedCount"] == 0
+    assert [r["name"] for r in status["removed"]] == ["run-a", "run-b", "run-c"]
+    assert status["message"] == "would remove 3 of 3 matching objects"
+    assert all(exists(crds, namespace, "profilerun", n) for n in ("run-a", "run-b", "run-c"))
+
+    apply(crds, namespace, cleanup("sweep", kinds=["ProfileRun"], selector={"matchLabels": team}, keepLast=1))
+    crds.wait_for(lambda: status_of(crds, namespace, "sweep").get("phase") == "Succeeded", what="the cleanup")
+    status = status_of(crds, namespace, "sweep")
+    # The three runs were created in the same second or not; the newest (by time, then name) is run-c.
+    assert status["matched"] == 3 and status["removedCount"] == 2
+    assert [(r["kind"], r["name"], r["phase"]) for r in status["removed"]] == [
+        ("ProfileRun", "run-a", "Failed"),
+        ("ProfileRun", "run-b", "Failed"),
+    ]
+    assert status["message"] == "removed 2 of 3 matching objects (1 kept by keepLast)"
+    crds.wait_for(
+        lambda: (
+            not exists(crds, namespace, "profilerun", "run-a") and not exists(crds, namespace, "profilerun", "run-b")
+        ),
+        what="the removed runs to go",
+    )
+    assert exists(crds, namespace, "profilerun", "run-c")
+    assert exists(crds, namespace, "configmap", "settings") and exists(crds, namespace, "deployment", "web")
+    assert exists(crds, namespace, "modeldeployment", "iris")
+    reasons = [e["reason"] for e in crds.json("get", "events", "-n", namespace, "--field-selector",
+                                               "involvedObject.name=sweep")["items"]]  # fmt: skip
+    assert reasons == ["Removed"]
+
+
+def test_a_cleanup_reaches_other_namespaces_only_from_the_operators_namespace(
+    operator, crds: Kubectl, namespace: str
+) -> None:  # type: ignore[no-untyped-def]
+    failed_run(crds, namespace, "old", {})
+    apply(crds, namespace, cleanup("elsewhere", kinds=["ProfileRun"], phases=["Failed"], allNamespaces=True))
+    crds.wait_for(lambda: status_of(crds, namespace, "elsewhere").get("phase") == "Failed", what="the refusal")
+    assert status_of(crds, namespace, "elsewhere")["message"] == (
+        f"a Cleanup in namespace {namespace} may only remove objects there, not in every namespace: create it in "
+        f"the operator's namespace ({OPERATOR_NAMESPACE}), or drop spec.namespaces / spec.allNamespaces"
+    )
+    assert exists(crds, namespace, "profilerun", "old")
+
+    if not exists(crds, "default", "namespace", OPERATOR_NAMESPACE):
+        crds("create", "namespace", OPERATOR_NAMESPACE, check=False)
+    name = f"for-{namespace}"[:63]
+    apply(crds, OPERATOR_NAMESPACE, cleanup(name, kinds=["ProfileRun"], phases=["Failed"], namespaces=[namespace]))
+    try:
+        crds.wait_for(lambda: status_of(crds, OPERATOR_NAMESPACE, name).get("phase") == "Succeeded", what="cleanup")
+        status = status_of(crds, OPERATOR_NAMESPACE, name)
+        assert [(r["namespace"], r["name"]) for r in status["removed"]] == [(namespace, "old")]
+        crds.wait_for(lambda: not exists(crds, namespace, "profilerun", "old"), what="the run to go")
+    finally:
+        crds("delete", "cleanup", name, "-n", OPERATOR_NAMESPACE, check=False)
+
+
+def test_a_scheduled_cleanup_says_when_it_runs_next_and_runs_then(operator, crds: Kubectl, namespace: str) -> None:  # type: ignore[no-untyped-def]
+    failed_run(crds, namespace, "stale", {})
+    apply(crds, namespace, cleanup("minutely", kinds=["ProfileRun"], phases=["Failed"], schedule="* * * * *"))
+    crds.wait_for(lambda: status_of(crds, namespace, "minutely").get("nextRunTime"), what="the next run time")
+    status = status_of(crds, namespace, "minutely")
+    first = datetime.fromisoformat(status["nextRunTime"].replace("Z", "+00:00"))
+    assert status["phase"] == "Scheduled" and first.second == 0 and "lastRunTime" not in status
+    assert exists(crds, namespace, "profilerun", "stale")  # nothing runs before the schedule says
+    crds.wait_for(lambda: status_of(crds, namespace, "minutely").get("lastRunTime"), timeout=90, what="the pass")
+    status = status_of(crds, namespace, "minutely")
+    assert datetime.fromisoformat(status["lastRunTime"].replace("Z", "+00:00")) >= first
+    assert datetime.fromisoformat(status["nextRunTime"].replace("Z", "+00:00")) == first + timedelta(minutes=1)
+    assert status["phase"] == "Scheduled" and status["removedCount"] == 1
+    crds.wait_for(lambda: not exists(crds, namespace, "profilerun", "stale"), what="the run to go")
