@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -154,6 +156,7 @@ def run_command(paths: tuple[Path, ...], output_dir: Path | None, no_limits: boo
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
     from kaliper.api.loader import ManifestError
+    from kaliper.lifecycle.gc import expires_at
     from kaliper.local import cgroups
     from kaliper.local.runtime import LocalRuntime, RunOptions, load_manifests, write_report
     from kaliper.local.servers import ServerError
@@ -171,6 +174,9 @@ def run_command(paths: tuple[Path, ...], output_dir: Path | None, no_limits: boo
             "cgroups with CPU and memory controllers are not writable here, so limits cannot be enforced; run as "
             "root on Linux, or pass --no-limits to measure without limits (the report will say so)"
         )
+    # SIGTERM (a CI job's timeout, `kill`) ends the run as Ctrl-C does: the trial under way stops its servers
+    # and removes its cgroups, and the finished trials are written to a report marked interrupted.
+    signal.signal(signal.SIGTERM, _interrupt)
     failed = False
     for run in runs:
         name = run.metadata.name or "profilerun"
@@ -196,14 +202,129 @@ def run_command(paths: tuple[Path, ...], output_dir: Path | None, no_limits: boo
                 raise click.ClickException(f"ProfileRun {name}: {exc}") from exc
         if no_limits:
             report.warnings.append("run with --no-limits: CPU and memory limits were not enforced")
+        if run.spec.ttl is not None and report.finished_at is not None:
+            ttl = run.spec.ttl.to_manifest()
+            report.expires_at = expires_at(ttl, bool(report.error) or report.interrupted, report.finished_at)
         json_path = write_report(report, directory)
         formats = run.spec.report.formats
         if "table" in formats:
             print_report(report, Console())
         html_path = write_html(report, directory / "report.html") if "html" in formats else None
         click.echo(f"report: {json_path}" + (f"\nhtml report: {html_path}" if html_path else ""))
+        if report.interrupted:
+            kept = sum(t.status != "Skipped" for t in report.trials)
+            click.echo(f"interrupted: the {kept} finished trials are in the report; later runs were not started")
+            sys.exit(130)
         failed |= bool(report.error) or (fail_if_not_met and report.verdict == "NotMet")
     sys.exit(1 if failed else 0)
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+@main.command("gc")
+@click.option("--delete", "remove", is_flag=True, help="Remove what is listed (default: only list it).")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON document instead of lines for people.")
+@click.option(
+    "--reports",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("kaliper-reports"),
+    show_default=True,
+    help="Where local reports are (report folders whose ttl has passed are leftovers).",
+)
+@click.option(
+    "--cluster/--no-cluster",
+    default=None,
+    help="Look in the cluster of $KUBECONFIG (or ~/.kube/config) too. Default: when one is configured.",
+)
+@click.option("--namespace", "-n", default=None, help="Only this namespace of the cluster (default: all).")
+def gc_command(remove: bool, as_json: bool, reports: Path, cluster: bool | None, namespace: str | None) -> None:
+    """List (and with --delete remove) what Kaliper left behind: on this machine, cgroups and processes of
+    runs that were killed, the parent cgroup kept between runs, expired report folders; in a cluster,
+    Kaliper-made objects whose owner is gone and finished runs past their ttl."""
+    from datetime import UTC, datetime
+
+    from kaliper.local.gc import find_local, remove_local
+
+    now = datetime.now(UTC)
+    local = find_local(reports, now)
+    kubeconfig = os.environ.get("KUBECONFIG") or str(Path.home() / ".kube" / "config")
+    in_cluster = cluster if cluster is not None else Path(kubeconfig.split(os.pathsep)[0]).exists()
+    remote = _cluster_leftovers(namespace, now) if in_cluster else []
+    failures: list[str] = []
+    if remove:
+        for item in local:
+            try:
+                remove_local(item)
+            except OSError as exc:
+                failures.append(f"{item.kind} {item.what}: {exc}")
+        failures += _remove_cluster_leftovers(remote)
+    if as_json:
+        document = {
+            "removed": remove,
+            "local": [item.as_dict() for item in local],
+            "cluster": [item.as_dict() for item in remote] if in_cluster else None,
+            "failures": failures,
+        }
+        click.echo(json.dumps(document, indent=2))
+    else:
+        verb = "removed" if remove else "leftover"
+        for item in local:
+            click.echo(f"{verb}  {item.kind:<14} {item.what}  ({item.why})")
+        for found in remote:
+            click.echo(f"{verb}  {found.kind:<14} {found.namespace}/{found.name}  ({found.why})")
+        for failure in failures:
+            click.echo(f"could not remove {failure}", err=True)
+        if not local and not remote:
+            click.echo("nothing left behind" + ("" if in_cluster else " on this machine (cluster not checked)"))
+        elif not remove:
+            click.echo("run `kaliper gc --delete` to remove these", err=True)
+    sys.exit(1 if failures else 0)
+
+
+def _cluster_leftovers(namespace: str | None, now: Any) -> list[Any]:
+    from kubernetes.client import ApiException
+
+    from kaliper.controllers import kube
+    from kaliper.lifecycle.gc import ClusterLeftover, orphans, ttl_expired
+
+    try:
+        owners = {
+            kind: kube.list_all(kind, namespace) for kind in ("ProfileRun", "ModelDeployment", "ModelOptimization")
+        }
+        made = [(kind, o) for kind in GC_KINDS for o in kube.list_managed(kind, namespace)]
+    except (ApiException, OSError) as exc:
+        raise click.ClickException(f"could not read the cluster: {getattr(exc, 'reason', None) or exc}") from exc
+    except Exception as exc:  # no usable kubeconfig
+        raise click.ClickException(f"could not connect to the cluster: {exc}; pass --no-cluster") from exc
+    uids = {o["metadata"]["uid"] for items in owners.values() for o in items}
+    found = orphans(made, uids)
+    for kind in ("ProfileRun", "ModelOptimization"):
+        for run in owners[kind]:
+            why = ttl_expired(run, now)
+            if why is not None:
+                meta = run["metadata"]
+                found.append(ClusterLeftover(kind, meta["namespace"], meta["name"], meta["uid"], why))
+    return found
+
+
+def _remove_cluster_leftovers(found: list[Any]) -> list[str]:
+    from kubernetes.client import ApiException
+
+    from kaliper.controllers import kube
+
+    failures = []
+    for item in found:
+        try:
+            kube.delete_exactly(item.kind, item.namespace, item.name, item.uid, "Background")
+        except ApiException as exc:
+            failures.append(f"{item.kind} {item.namespace}/{item.name}: {exc.status} {exc.reason}")
+    return failures
+
+
+# Kinds Kaliper creates for its resources (labelled app.kubernetes.io/managed-by=kaliper), owned by them.
+GC_KINDS = ("ModelDeployment", "Deployment", "Service", "Job", "ConfigMap", "ServiceAccount", "Role", "RoleBinding")
 
 
 @main.command("report")

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import ctypes
 import datetime as dt
 import ipaddress
 import json
@@ -34,12 +33,12 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.x509.oid import NameOID
 
 from kaliper.netutil import free_port
+from kaliper.processes import die_with_parent
 
 REPO = Path(__file__).resolve().parents[2]
 BUILD_SCRIPT = REPO / "hack" / "testcluster" / "build.sh"
 FAKE_NODES = ("kwok-node-0", "kwok-node-1")
 KWOK_STAGES = Path(__file__).with_name("kwok-stages.yaml")
-_PR_SET_PDEATHSIG = 1
 
 
 class ControlPlaneError(RuntimeError):
@@ -58,8 +57,7 @@ def build_binaries() -> Path:
 
 def _die_with_parent() -> None:
     """Runs in the child before exec: the kernel kills it if the test process dies, even by SIGKILL."""
-    libc = ctypes.CDLL("libc.so.6", use_errno=True)
-    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    die_with_parent(signal.SIGKILL)
     os.setsid()
 
 

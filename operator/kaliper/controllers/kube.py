@@ -109,12 +109,36 @@ def list_all(kind: str, namespace: str | None) -> list[dict[str, Any]]:
     return list(result.get("items") or [])
 
 
+def list_managed(kind: str, namespace: str | None) -> list[dict[str, Any]]:
+    """Objects of a kind that Kaliper made (labelled app.kubernetes.io/managed-by=kaliper), in a namespace or
+    in all of them (None)."""
+    selector = "app.kubernetes.io/managed-by=kaliper"
+    if kind in CUSTOM_PLURALS:
+        if namespace is None:
+            result = _custom().list_cluster_custom_object(GROUP, VERSION, CUSTOM_PLURALS[kind], label_selector=selector)
+        else:
+            result = _custom().list_namespaced_custom_object(
+                GROUP, VERSION, namespace, CUSTOM_PLURALS[kind], label_selector=selector
+            )
+        return list(result.get("items") or [])
+    if namespace is not None:
+        return list_labelled(kind, namespace, selector)
+    api_class, suffix = TYPED[kind]
+    everywhere = getattr(api_class(api_client()), f"list_{suffix}_for_all_namespaces")
+    return list(_plain(everywhere(label_selector=selector)).get("items") or [])
+
+
 def delete_exactly(kind: str, namespace: str, name: str, uid: str, propagation: str) -> bool:
-    """Delete this object of a Kaliper kind and no other: the uid must still match. False when it is already
-    gone, or replaced by another of the same name."""
+    """Delete this object and no other: the uid must still match. False when it is already gone, or replaced
+    by another of the same name."""
     options = client.V1DeleteOptions(propagation_policy=propagation, preconditions=client.V1Preconditions(uid=uid))
     try:
-        _custom().delete_namespaced_custom_object(GROUP, VERSION, namespace, CUSTOM_PLURALS[kind], name, body=options)
+        if kind in CUSTOM_PLURALS:
+            _custom().delete_namespaced_custom_object(
+                GROUP, VERSION, namespace, CUSTOM_PLURALS[kind], name, body=options
+            )
+        else:
+            _typed(kind, "delete")(name, namespace, body=options)
     except client.ApiException as exc:
         if exc.status in (404, 409):
             return False

@@ -12,7 +12,7 @@ one at a time, and a step that finds another under way returns at once.
 from __future__ import annotations
 
 import threading
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 import kopf
@@ -29,6 +29,7 @@ from kaliper.controllers.diagnosis import job_complete, job_problem, pod_problem
 from kaliper.controllers.pacer import PACER
 from kaliper.controllers.settings import SETTINGS
 from kaliper.controllers.store import STORE
+from kaliper.lifecycle.gc import ttl_expired
 from kaliper.loadgen.publish import RESULT_KEY
 from kaliper.log import get_logger
 from kaliper.manifests.modeldeployment import BuildError, build_deployment, endpoint
@@ -116,15 +117,9 @@ def run_changed(body: Any, type: str | None, namespace: str, name: str, **_: Any
 def expire(namespace: str, name: str) -> None:
     """Delete a finished run once its TTL has passed (its trial objects and report go with it)."""
     run = STORE.get("ProfileRun", namespace, name)
-    if run is None or not run.get("spec", {}).get("ttl") or not _finished(run.get("status")):
-        return
-    status = run["status"]
-    ttl = run["spec"]["ttl"].get("afterSuccess" if status.get("phase") == "Succeeded" else "afterFailure")
-    finished = status.get("completionTime")
-    if ttl is None or finished is None:
-        return
-    if datetime.fromisoformat(finished.replace("Z", "+00:00")) + timedelta(seconds=parse_duration(ttl)) <= utcnow():
-        log.info(f"deleting ProfileRun {name}: its ttl ({ttl}) has passed", run=f"{namespace}/{name}")
+    why = ttl_expired(run, utcnow()) if run is not None else None
+    if why is not None:
+        log.info(f"deleting ProfileRun {name}: {why}", run=f"{namespace}/{name}")
         kube.delete("ProfileRun", namespace, name)
 
 

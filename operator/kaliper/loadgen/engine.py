@@ -42,6 +42,7 @@ from kaliper.loadgen.statistics import estimate
 from kaliper.loadgen.stopping import Decision, StoppingParameters, WindowFigures, decide
 from kaliper.log import get_logger
 from kaliper.netutil import free_port
+from kaliper.processes import die_with_parent
 from kaliper.report.schema import (
     GeneratorInfo,
     LoadTestResult,
@@ -438,6 +439,7 @@ def run_processes(config: LoadGenConfig, processes: int) -> LoadTestResult:
         subprocess.Popen(
             [sys.executable, "-m", "kaliper.loadgen", "worker", "--master", f"127.0.0.1:{port}"],
             stdin=subprocess.DEVNULL,
+            preexec_fn=die_with_parent,  # a killed master takes its workers with it
         )
         for _ in range(processes)
     ]

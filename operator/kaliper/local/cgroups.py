@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -20,7 +21,26 @@ from typing import Literal
 # KALIPER_CGROUP_ROOT points elsewhere only to see how Kaliper behaves without cgroups.
 ROOT = Path(os.environ.get("KALIPER_CGROUP_ROOT", "/sys/fs/cgroup"))
 PARENT = "kaliper"
+V1_CONTROLLERS = ("cpu", "cpuacct", "memory", "blkio")
 CFS_PERIOD_US = 100_000  # Kubernetes' (and the kernel's) default period: 100 ms
+
+
+def group_name(model_name: str, replica: int) -> str:
+    """<pid of this process>-<model>-<replica>-<random>: the pid tells `kaliper gc` whether the run that made
+    the group is still going."""
+    return f"{os.getpid()}-{model_name}-{replica}-{uuid.uuid4().hex[:6]}"
+
+
+def owner_pid(name: str) -> int | None:
+    head = name.split("-", 1)[0]
+    return int(head) if head.isdigit() else None
+
+
+def hierarchy_dirs(version: Literal["v1", "v2"]) -> list[Path]:
+    """Kaliper's parent group in each hierarchy it uses; groups of runs are its subdirectories."""
+    if version == "v1":
+        return [ROOT / c / PARENT for c in V1_CONTROLLERS]
+    return [ROOT / PARENT]
 
 
 class CgroupError(RuntimeError):
@@ -88,7 +108,7 @@ class Cgroup:
         self.version: Literal["v1", "v2"] = found
         self.name, self.limits = name, limits
         if found == "v1":
-            self.dirs = {c: ROOT / c / PARENT / name for c in ("cpu", "cpuacct", "memory", "blkio")}
+            self.dirs = {c: ROOT / c / PARENT / name for c in V1_CONTROLLERS}
         else:
             self.dirs = {"unified": ROOT / PARENT / name}
         self._peak_seen = 0

@@ -115,18 +115,26 @@ class LocalRuntime:
                 f"the sweep has {total} trials, more than search.maxTrials ({spec.search.max_trials}); "
                 "narrow the sweep or raise maxTrials"
             )
-        for step in order_for_search(spec, planned, lambda c: hourly_cost(spec, c)):
-            config = step.configuration
-            if not step.run:
-                report.trials += [self._skipped(config, level, step.reason) for level in config.levels]
-                continue
-            report.trials += self._run_configuration(spec, step, model_name, report, total)
-        # Trials the search never reached (optuna explores a sample) are reported too.
+        try:
+            for step in order_for_search(spec, planned, lambda c: hourly_cost(spec, c)):
+                config = step.configuration
+                if not step.run:
+                    report.trials += [self._skipped(config, level, step.reason) for level in config.levels]
+                    continue
+                self._run_configuration(spec, step, model_name, report, total)
+        except KeyboardInterrupt:
+            # Ctrl-C or SIGTERM: the trial under way has stopped its servers and removed its cgroups (its
+            # `finally`); what finished is kept and reported.
+            report.interrupted = True
+            finished = sum(t.status != "Skipped" for t in report.trials)
+            report.warnings.append(f"interrupted after {finished} of {total} trials; the rest were not run")
+        # Trials the search never reached (optuna explores a sample, or the run was stopped) are reported too.
         done = {t.index for t in report.trials}
+        why = "not run: the run was interrupted" if report.interrupted else "not explored by the search"
         for config in planned:
             for level in config.levels:
                 if self._trial_index(config, config.levels.index(level)) not in done:
-                    report.trials.append(self._skipped(config, level, "not explored by the search"))
+                    report.trials.append(self._skipped(config, level, why))
         report.trials.sort(key=lambda t: t.index)
         conclude(spec, report)
         report.finished_at = datetime.now(UTC)
@@ -147,41 +155,50 @@ class LocalRuntime:
 
     def _run_configuration(
         self, spec: ProfileRunSpec, step: Step, model_name: str, report: ProfileReport, total: int
-    ) -> list[TrialReport]:
+    ) -> None:
         """Measure the levels the search asks for; every trial gets a freshly started server, so nothing (a
-        warm cache, a memory peak) carries over from one trial to the next."""
+        warm cache, a memory peak) carries over from one trial to the next. Each trial joins the report as
+        soon as it is done, so an interrupted run keeps it."""
         config = step.configuration
         trials: list[TrialReport] = []
+
+        def keep(*done: TrialReport) -> None:
+            trials.extend(done)
+            report.trials.extend(done)
+
         verdicts: dict[float, bool] = {}
         label = ", ".join(f"{k}={v}" for k, v in config.parameters.items()) or "the target as it is"
         while (level := step.next_level(verdicts)) is not None:
             index = self._trial_index(config, config.levels.index(level))
             parameters = self._parameters(config, level)
-            self.progress(
-                f"trial {index}: {label}, {config.level_name} {level:g}", len(report.trials) + len(trials), total
-            )
+            self.progress(f"trial {index}: {label}, {config.level_name} {level:g}", len(report.trials), total)
             trial = judge(self._run_trial(spec, config, model_name, level, index, parameters), spec, config)
             report.load_generation_s += (trial.stage.warmup_s + trial.stage.measured_s) if trial.stage else 0
-            trials.append(trial)
+            keep(trial)
             verdicts[level] = Outcome.of(trial).passed
             if trial.status == "Failed" and trial.stage is None:
                 # The server did not come up: it will not at the other levels either.
-                trials += [
-                    replace_index(
-                        trial, self._trial_index(config, config.levels.index(other)), self._parameters(config, other)
-                    )
-                    for other in step.levels
-                    if other not in verdicts and other != level
-                ]
+                keep(
+                    *[
+                        replace_index(
+                            trial,
+                            self._trial_index(config, config.levels.index(other)),
+                            self._parameters(config, other),
+                        )
+                        for other in step.levels
+                        if other not in verdicts and other != level
+                    ]
+                )
                 break
         done = {t.index for t in trials}
-        trials += [
-            self._skipped(config, level, step.skip_reason(level, verdicts))
-            for level in step.levels
-            if self._trial_index(config, config.levels.index(level)) not in done
-        ]
+        keep(
+            *[
+                self._skipped(config, level, step.skip_reason(level, verdicts))
+                for level in step.levels
+                if self._trial_index(config, config.levels.index(level)) not in done
+            ]
+        )
         step.on_done(verdicts, [Outcome.of(t) for t in trials])
-        return trials
 
     def _run_trial(
         self,
@@ -273,8 +290,11 @@ class LocalRuntime:
         origin = time.time()
         command = [sys.executable, "-m", "kaliper.loadgen", "run", str(config_path), "-o", str(result_path)]
         pin = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
-        process = subprocess.run(command, capture_output=True, text=True, preexec_fn=pin)
-        points = sampler.stop() if sampler else []
+        try:
+            # An interrupt kills the load generator (subprocess.run does) and stops the sampler.
+            process = subprocess.run(command, capture_output=True, text=True, preexec_fn=pin)
+        finally:
+            points = sampler.stop() if sampler else []
         if not result_path.exists():
             raise ServerError(f"the load generator failed: {process.stderr.strip()[-2000:]}")
         result = LoadTestResult.model_validate_json(result_path.read_text())

@@ -10,15 +10,15 @@ import sys
 import time
 import urllib.error
 import urllib.request
-import uuid
 from collections.abc import Callable
 from pathlib import Path
 
 from kaliper.api.modeldeployment import ModelDeploymentSpec
 from kaliper.api.units import parse_cpu, parse_duration, parse_quantity
-from kaliper.local.cgroups import Cgroup, Limits
+from kaliper.local.cgroups import Cgroup, Limits, group_name
 from kaliper.local.proxy import RoundRobinProxy
 from kaliper.netutil import free_port
+from kaliper.processes import die_with_parent
 from kaliper.serving.flags import tuning_flags
 
 
@@ -131,6 +131,7 @@ class ServerGroup:
             if self.cpus:
                 os.sched_setaffinity(0, self.cpus)
             os.setsid()
+            die_with_parent()  # a `kaliper run` killed outright takes its servers with it
 
         return prepare
 
@@ -156,7 +157,7 @@ class ServerGroup:
             )
             group = None
             if self.use_limits:
-                group = Cgroup(f"{self.model_name}-{replica}-{uuid.uuid4().hex[:6]}", limits_of(self.spec)).create()
+                group = Cgroup(group_name(self.model_name, replica), limits_of(self.spec)).create()
                 self.groups.append(group)
             log = self.log_dir / f"server-{replica}.log"
             self.logs.append(log)

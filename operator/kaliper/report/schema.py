@@ -209,3 +209,8 @@ class ProfileReport(KaliperModel):
     """Seconds spent generating load across trials (the cost of the search)."""
     warnings: list[str] = Field(default_factory=list)
     error: str | None = None
+    interrupted: bool = False
+    """The run was stopped (Ctrl-C, SIGTERM) before every trial ran: the finished trials are kept, the others
+    are reported Skipped, and the verdict and best configuration cover only what ran."""
+    expires_at: datetime | None = None
+    """When the run's ttl (spec.ttl) lets `kaliper gc` remove this report's folder; unset: kept."""

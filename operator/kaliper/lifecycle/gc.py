@@ -1,0 +1,66 @@
+"""Leftovers in a cluster, decided without I/O: what `kaliper gc` lists and the operator's TTL expiry uses.
+
+Kubernetes' garbage collector removes what Kaliper creates once its owner is gone, unless the owner was
+deleted with `--cascade=orphan` (or the collector is down); and the operator deletes finished runs when
+their ttl passes, unless it is not running. `kaliper gc` finds both, so nothing outlives its purpose.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from kaliper.api.common import GROUP
+from kaliper.api.units import parse_duration
+
+FINISHED = ("Succeeded", "Failed")
+
+
+@dataclass(frozen=True)
+class ClusterLeftover:
+    kind: str
+    namespace: str
+    name: str
+    uid: str
+    why: str
+
+    def as_dict(self) -> dict[str, str]:
+        return {"kind": self.kind, "namespace": self.namespace, "name": self.name, "why": self.why}
+
+
+def ttl_expired(run: Mapping[str, Any], now: datetime) -> str | None:
+    """Why a finished run (ProfileRun, ModelOptimization) is due for deletion by its spec.ttl, or None."""
+    ttl = (run.get("spec") or {}).get("ttl") or {}
+    status = run.get("status") or {}
+    if status.get("phase") not in FINISHED or not status.get("completionTime"):
+        return None
+    after = ttl.get("afterSuccess" if status["phase"] == "Succeeded" else "afterFailure")
+    if after is None:
+        return None
+    finished = datetime.fromisoformat(status["completionTime"].replace("Z", "+00:00"))
+    if finished + timedelta(seconds=parse_duration(after)) > now:
+        return None
+    return f"{status['phase']} at {status['completionTime']}; its ttl ({after}) has passed"
+
+
+def expires_at(ttl: Mapping[str, Any] | None, failed: bool, finished: datetime) -> datetime | None:
+    """When a run that finished at `finished` may be removed under its spec.ttl (camelCase keys)."""
+    after = (ttl or {}).get("afterFailure" if failed else "afterSuccess")
+    return None if after is None else finished + timedelta(seconds=parse_duration(after))
+
+
+def orphans(objects: list[tuple[str, Mapping[str, Any]]], existing_uids: set[str]) -> list[ClusterLeftover]:
+    """Objects whose Kaliper owners are all gone: (kind, object) pairs, and the uids of every Kaliper
+    object that exists now."""
+    found = []
+    for kind, obj in objects:
+        meta = obj["metadata"]
+        owners = [r for r in meta.get("ownerReferences") or [] if str(r.get("apiVersion", "")).startswith(GROUP)]
+        if owners and not any(r.get("uid") in existing_uids for r in owners):
+            gone = ", ".join(f"{r['kind']}/{r['name']}" for r in owners)
+            found.append(
+                ClusterLeftover(kind, meta["namespace"], meta["name"], meta.get("uid", ""), f"its owner {gone} is gone")
+            )
+    return sorted(found, key=lambda f: (f.namespace, f.kind, f.name))
