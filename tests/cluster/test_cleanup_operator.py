@@ -159,3 +159,47 @@ def test_a_scheduled_cleanup_says_when_it_runs_next_and_runs_then(operator, crds
     assert datetime.fromisoformat(status["nextRunTime"].replace("Z", "+00:00")) == first + timedelta(minutes=1)
     assert status["phase"] == "Scheduled" and status["removedCount"] == 1
     crds.wait_for(lambda: not exists(crds, namespace, "profilerun", "stale"), what="the run to go")
+
+
+def test_finished_runs_go_when_their_ttl_has_passed(operator, crds: Kubectl, namespace: str) -> None:  # type: ignore[no-untyped-def]
+    run = {
+        "apiVersion": "kaliper.dev/v1alpha1",
+        "kind": "ProfileRun",
+        "metadata": {"name": "short-lived"},
+        "spec": {
+            "target": {"deploymentRef": {"name": "missing"}},
+            "payload": {"inline": "{}"},
+            "load": {"closedLoop": {"concurrency": 1}},
+            "readyTimeout": "1s",
+            "ttl": {"afterFailure": "2s"},
+        },
+    }
+    optimization = {
+        "apiVersion": "kaliper.dev/v1alpha1",
+        "kind": "ModelOptimization",
+        "metadata": {"name": "done"},
+        "spec": {
+            "model": {"source": {"configMap": {"name": "m", "key": "model.onnx"}}, "framework": "onnx"},
+            "passes": {"graphOptimization": {"level": "all"}},
+            "ttl": {"afterSuccess": "1s"},
+        },
+    }
+    apply(crds, namespace, run, optimization)
+    # No ModelOptimization controller yet: its outcome is written as one would write it.
+    finished = {"status": {"phase": "Succeeded", "completionTime": "2026-01-01T00:00:00Z"}}
+    crds("patch", "modeloptimization", "done", "-n", namespace, "--subresource=status", "--type=merge",
+         "-p", json.dumps(finished))  # fmt: skip
+    kept = "keeper"
+    apply(crds, namespace, {**optimization, "metadata": {"name": kept}, "spec": {**optimization["spec"], "ttl": None}})
+    crds("patch", "modeloptimization", kept, "-n", namespace, "--subresource=status", "--type=merge",
+         "-p", json.dumps(finished))  # fmt: skip
+    # The operator checks finished runs' ttls every 30 s.
+    crds.wait_for(
+        lambda: (
+            phase(crds, namespace, "profilerun", "short-lived") == "Gone"
+            and phase(crds, namespace, "modeloptimization", "done") == "Gone"
+        ),
+        timeout=75,
+        what="the runs to expire",
+    )
+    assert phase(crds, namespace, "modeloptimization", kept) == "Succeeded"

@@ -19,7 +19,7 @@ from kaliper.api.common import (
     unique_items,
 )
 from kaliper.api.modeldeployment import ExecutionProvider, ModelDeploymentTemplate, ModelSource
-from kaliper.api.profilerun import DatasetSource, ProfileRunTemplate
+from kaliper.api.profilerun import DatasetSource, ProfileRunTemplate, TtlSpec
 
 # --- input -------------------------------------------------------------------------------------------
 
@@ -253,6 +253,8 @@ class ModelOptimizationSpec(KaliperModel):
     output: OptimizationOutput = Field(default_factory=OptimizationOutput)
     follow_up: FollowUp | None = None
     """ModelDeployment and ProfileRun to create for the chosen model."""
+    ttl: TtlSpec | None = None
+    """When the finished optimization is deleted, with the follow-ups it owns (artifacts on the PVC stay)."""
 
     cross_field_rules = (
         Rule(

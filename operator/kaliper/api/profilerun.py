@@ -410,7 +410,7 @@ class ReportSpec(KaliperModel):
 
 
 class TtlSpec(KaliperModel):
-    """When a finished run is deleted, with everything it created."""
+    """When a finished run (a ProfileRun or a ModelOptimization) is deleted, with everything it created."""
 
     after_success: Duration | None = None
     """Time after success. Default: kept until deleted."""

@@ -24,12 +24,11 @@ from kaliper.api.modeldeployment import ModelDeploymentSpec
 from kaliper.api.profilerun import ProfileRunStatus, Progress, ReportReference, ResourceUsage, TrialSummary
 from kaliper.api.resources import ProfileRun
 from kaliper.api.units import parse_duration
-from kaliper.controllers import kube, metrics
+from kaliper.controllers import expiry, kube, metrics
 from kaliper.controllers.diagnosis import job_complete, job_problem, pod_problem, restarts_and_oom_kills
 from kaliper.controllers.pacer import PACER
 from kaliper.controllers.settings import SETTINGS
 from kaliper.controllers.store import STORE
-from kaliper.lifecycle.gc import ttl_expired
 from kaliper.loadgen.publish import RESULT_KEY
 from kaliper.log import get_logger
 from kaliper.manifests.modeldeployment import BuildError, build_deployment, endpoint
@@ -98,7 +97,7 @@ class RunFailed(Exception):
 # --- handlers ------------------------------------------------------------------------------------------
 
 
-STEP, EXPIRE = "profilerun-step", "profilerun-expire"
+STEP = "profilerun-step"
 
 
 @kopf.on.event(GROUP, VERSION, PLURAL)
@@ -109,22 +108,12 @@ def run_changed(body: Any, type: str | None, namespace: str, name: str, **_: Any
     STORE.seen("ProfileRun", body, deleted=type == "DELETED")
     finished = _finished(body.get("status"))
     PACER.track(STEP, (namespace, name), not gone and not finished)
-    PACER.track(EXPIRE, (namespace, name), not gone and finished and bool((body.get("spec") or {}).get("ttl")))
+    expiry.track("ProfileRun", body, gone)
     if gone or finished:
         _forget(namespace, name)
 
 
-def expire(namespace: str, name: str) -> None:
-    """Delete a finished run once its TTL has passed (its trial objects and report go with it)."""
-    run = STORE.get("ProfileRun", namespace, name)
-    why = ttl_expired(run, utcnow()) if run is not None else None
-    if why is not None:
-        log.info(f"deleting ProfileRun {name}: {why}", run=f"{namespace}/{name}")
-        kube.delete("ProfileRun", namespace, name)
-
-
 PACER.every(STEP, SETTINGS.step_interval_s, lambda namespace, name: step(namespace, name))
-PACER.every(EXPIRE, 30, expire)
 
 
 @kopf.on.event(GROUP, VERSION, "modeldeployments", labels={LABEL_RUN: kopf.PRESENT})

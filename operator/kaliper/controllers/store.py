@@ -136,4 +136,4 @@ class Store:
 
 STORE = Store(group_label=LABEL_RUN)
 # The kinds the operator watches (and so may read from the store); other kinds' writes are not kept.
-WATCHED = ("ProfileRun", "ModelDeployment", "Cleanup", "Deployment", "Job", "Pod")
+WATCHED = ("ProfileRun", "ModelDeployment", "ModelOptimization", "Cleanup", "Deployment", "Job", "Pod")

@@ -52,15 +52,18 @@ def expires_at(ttl: Mapping[str, Any] | None, failed: bool, finished: datetime) 
 
 
 def orphans(objects: list[tuple[str, Mapping[str, Any]]], existing_uids: set[str]) -> list[ClusterLeftover]:
-    """Objects whose Kaliper owners are all gone: (kind, object) pairs, and the uids of every Kaliper
-    object that exists now."""
+    """Kaliper-made objects ((kind, object) pairs) without a living Kaliper owner, given the uids of every
+    Kaliper object that exists now. Everything Kaliper makes has an owner, so one without any was orphaned
+    on purpose (its owner deleted with --cascade=orphan, which strips the references)."""
     found = []
     for kind, obj in objects:
         meta = obj["metadata"]
         owners = [r for r in meta.get("ownerReferences") or [] if str(r.get("apiVersion", "")).startswith(GROUP)]
-        if owners and not any(r.get("uid") in existing_uids for r in owners):
-            gone = ", ".join(f"{r['kind']}/{r['name']}" for r in owners)
-            found.append(
-                ClusterLeftover(kind, meta["namespace"], meta["name"], meta.get("uid", ""), f"its owner {gone} is gone")
-            )
+        if not owners:
+            why = "no Kaliper owner (its owner was deleted with --cascade=orphan)"
+        elif not any(r.get("uid") in existing_uids for r in owners):
+            why = "its owner " + ", ".join(f"{r['kind']}/{r['name']}" for r in owners) + " is gone"
+        else:
+            continue
+        found.append(ClusterLeftover(kind, meta["namespace"], meta["name"], meta.get("uid", ""), why))
     return sorted(found, key=lambda f: (f.namespace, f.kind, f.name))

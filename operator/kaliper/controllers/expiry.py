@@ -1,0 +1,51 @@
+"""Finished runs (ProfileRuns, ModelOptimizations) deleted once their spec.ttl has passed, with everything
+they own. The rule is kaliper.lifecycle.gc.ttl_expired, which `kaliper gc` applies too when no operator runs."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from functools import partial
+from typing import Any
+
+import kopf
+
+from kaliper.api.common import GROUP, VERSION
+from kaliper.controllers import kube
+from kaliper.controllers.pacer import PACER
+from kaliper.controllers.store import STORE
+from kaliper.lifecycle.gc import FINISHED, ttl_expired
+from kaliper.log import get_logger
+
+KINDS = ("ProfileRun", "ModelOptimization")
+log = get_logger("kaliper.expiry")
+
+
+def _work(kind: str) -> str:
+    return f"{kind.lower()}-expire"
+
+
+def track(kind: str, body: Any, gone: bool) -> None:
+    """Called with every watch event of a run: the pacer checks finished runs that have a ttl."""
+    meta = body["metadata"]
+    finished = (body.get("status") or {}).get("phase") in FINISHED
+    wanted = not gone and finished and bool((body.get("spec") or {}).get("ttl"))
+    PACER.track(_work(kind), (meta["namespace"], meta["name"]), wanted)
+
+
+def expire(kind: str, namespace: str, name: str) -> None:
+    run = STORE.get(kind, namespace, name)
+    why = ttl_expired(run, datetime.now(UTC)) if run is not None else None
+    if why is not None:
+        log.info(f"deleting {kind} {name}: {why}", object=f"{namespace}/{name}")
+        kube.delete(kind, namespace, name)
+
+
+for _kind in KINDS:
+    PACER.every(_work(_kind), 30, partial(expire, _kind))
+
+
+@kopf.on.event(GROUP, VERSION, "modeloptimizations")
+def optimization_seen(body: Any, type: str | None, **_: Any) -> None:
+    """ModelOptimizations have no controller yet beyond this: a finished one with a ttl is deleted in time."""
+    STORE.seen("ModelOptimization", body, deleted=type == "DELETED")
+    track("ModelOptimization", body, type == "DELETED" or bool(body["metadata"].get("deletionTimestamp")))
