@@ -306,7 +306,7 @@ def _cluster_leftovers(namespace: str | None, now: Any) -> list[Any]:
             if why is not None:
                 meta = run["metadata"]
                 found.append(ClusterLeftover(kind, meta["namespace"], meta["name"], meta["uid"], why))
-    return found
+    return sorted(found, key=lambda f: (f.namespace, f.kind, f.name))
 
 
 def _remove_cluster_leftovers(found: list[Any]) -> list[str]:

@@ -7,7 +7,8 @@ from typing import Any
 
 import kopf
 
-from kaliper.controllers import metrics, modeldeployment, profilerun
+# Importing a controller registers its handlers.
+from kaliper.controllers import cleanup, expiry, metrics, modeldeployment, profilerun  # noqa: F401
 from kaliper.controllers.pacer import PACER
 from kaliper.controllers.store import STORE
 from kaliper.log import configure_logging
