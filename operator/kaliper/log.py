@@ -54,6 +54,7 @@ def configure_logging(level: str = "info", fmt: LogFormat = "auto", stream: Any 
         structlog.stdlib.add_log_level,
         structlog.stdlib.add_logger_name,
         structlog.processors.TimeStamper(fmt="iso", utc=True),
+        structlog.processors.format_exc_info,  # exc_info=True: the traceback as text, redacted like the rest
         _redact_event,
     ]
     structlog.configure(

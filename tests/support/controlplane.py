@@ -74,6 +74,9 @@ def log_tail(root: Path, name: str, lines: int = 30) -> str:
     return "\n".join(path.read_text(errors="replace").splitlines()[-lines:]) if path.exists() else ""
 
 
+OPERATOR_AGENTS = ("OpenAPI-Generator/", "kopf/")
+
+
 class Kubectl:
     """kubectl against one cluster (ours, or an existing one)."""
 
@@ -82,7 +85,8 @@ class Kubectl:
         self.audit_log: Path | None = None  # the API server's audit log, where the test control plane keeps one
 
     def requests_in(self, namespace: str) -> collections.Counter[str]:
-        """Requests to objects in a namespace from anything but kubectl (the operator, in the tests), by
+        """Requests to objects in a namespace made with the Python kubernetes client or kopf (the operator's
+        two clients; the load-generator stand-in uses the first too, but only to create its results), by
         "verb resource[/subresource]", from the audit log."""
         if self.audit_log is None:
             raise ControlPlaneError("this cluster keeps no audit log (only the test control plane does)")
@@ -90,7 +94,7 @@ class Kubectl:
         for line in self.audit_log.read_text().splitlines():
             event = json.loads(line)
             ref = event.get("objectRef") or {}
-            if ref.get("namespace") != namespace or event.get("userAgent", "").startswith("kubectl"):
+            if ref.get("namespace") != namespace or not event.get("userAgent", "").startswith(OPERATOR_AGENTS):
                 continue
             resource = ref.get("resource", "") + (f"/{ref['subresource']}" if ref.get("subresource") else "")
             counts[f"{event['verb']} {resource}"] += 1

@@ -4,6 +4,7 @@ returns of a watched kind goes into the store at once, so the next step sees the
 
 from __future__ import annotations
 
+import json
 import os
 from functools import cache
 from typing import Any
@@ -66,9 +67,12 @@ def apply(obj: dict[str, Any]) -> dict[str, Any]:
     """Server-side apply: idempotent, and it leaves fields other managers own alone."""
     kind, namespace, name = obj["kind"], obj["metadata"]["namespace"], obj["metadata"]["name"]
     if kind in CUSTOM_PLURALS:
-        result = _custom().patch_namespaced_custom_object(
-            GROUP, VERSION, namespace, CUSTOM_PLURALS[kind], name, obj, **APPLY
+        # The client returns None for an apply of a custom object (it does not deserialize the answer): read
+        # the answer as it came.
+        response = _custom().patch_namespaced_custom_object(
+            GROUP, VERSION, namespace, CUSTOM_PLURALS[kind], name, obj, _preload_content=False, **APPLY
         )
+        result = json.loads(response.data)
     else:
         result = _typed(kind, "patch")(name, namespace, obj, **APPLY)
     return _remember(kind, _plain(result))

@@ -107,7 +107,11 @@ class Pacer:
             self._context.copy().run(action, *key)
         except Exception as exc:  # the next round tries again
             log.warning(
-                "recurring work failed; retrying at its next interval", work=name, object="/".join(key), error=str(exc)
+                "recurring work failed; retrying at its next interval",
+                work=name,
+                object="/".join(key),
+                error=str(exc),
+                exc_info=True,
             )
         finally:
             with self._guard:

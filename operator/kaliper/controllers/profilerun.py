@@ -143,7 +143,7 @@ def _step_quietly(namespace: str, name: str) -> None:
     try:
         step(namespace, name)
     except Exception as exc:
-        log.warning("step failed; the pacer retries", run=f"{namespace}/{name}", error=str(exc))
+        log.warning("step failed; the pacer retries", run=f"{namespace}/{name}", error=str(exc), exc_info=True)
 
 
 def _finished(status: Any) -> bool:
