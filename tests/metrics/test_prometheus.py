@@ -61,6 +61,46 @@ def test_gpu_figures_through_the_relabelled_pod_label(metrics) -> None:  # type:
     assert figures.values["gpu_power_avg_watts"] == 2 * exporter.GPU["power_w"]
 
 
+def gpu_figures(client: PrometheusMetrics, window: Window, namespace: str) -> tuple[dict[str, float], list[str]]:
+    figures = client.trial_figures(replace(window, namespace=namespace), gpu=True)
+    return figures.values, [u for u in figures.unavailable if u.startswith("gpu")]
+
+
+def test_gpu_figures_through_dcgm_exporter_1x_labels(metrics) -> None:  # type: ignore[no-untyped-def]
+    client, window = metrics
+    values, unavailable = gpu_figures(client, window, "old")  # pod_name / pod_namespace / container_name
+    assert unavailable == []
+    assert (values["gpu_utilization_percent"], values["gpu_memory_peak_mib"], values["gpu_power_avg_watts"]) == (
+        60.0,
+        4096.0,
+        250.0,
+    )
+
+
+def test_mig_instances_use_the_graphics_engine_activity_and_report_power_unavailable(metrics) -> None:  # type: ignore[no-untyped-def]
+    client, window = metrics
+    values, unavailable = gpu_figures(client, window, "mig")
+    # Two 1g.10gb instances of one GPU: no DCGM_FI_DEV_GPU_UTIL, 35% graphics-engine activity each, their
+    # own memory summed; the GPU's power is not theirs.
+    assert values == {**{k: v for k, v in values.items() if not k.startswith("gpu")},
+                      "gpu_utilization_percent": 35.0, "gpu_memory_peak_mib": 2048.0}  # fmt: skip
+    assert unavailable == [
+        "gpu_power_avg_watts: no DCGM_FI_DEV_POWER_USAGE series for these pods (a MIG instance has no power of its "
+        "own; the whole GPU's is not attributed to one pod)"
+    ]
+
+
+def test_a_time_sliced_gpu_is_counted_once_not_once_per_pod(metrics) -> None:  # type: ignore[no-untyped-def]
+    client, window = metrics
+    values, unavailable = gpu_figures(client, window, "shared")  # two pods on GPU-30
+    assert unavailable == []
+    assert (values["gpu_utilization_percent"], values["gpu_memory_peak_mib"], values["gpu_power_avg_watts"]) == (
+        60.0,
+        4096.0,
+        250.0,
+    )
+
+
 def test_missing_series_are_unavailable_with_the_reason_not_zero(metrics) -> None:  # type: ignore[no-untyped-def]
     client, window = metrics
     absent = Window(namespace="elsewhere", pod_regex="nobody-.*", end=window.end, seconds=WINDOW_S, scrape_interval_s=1)
@@ -68,7 +108,7 @@ def test_missing_series_are_unavailable_with_the_reason_not_zero(metrics) -> Non
     assert figures.values == {}
     reasons = " | ".join(figures.unavailable)
     assert "no cAdvisor series for pods nobody-.* in elsewhere" in reasons
-    assert "no DCGM_FI_DEV_GPU_UTIL series labelled pod or pod_name or exported_pod" in reasons
+    assert "no DCGM_FI_DEV_FB_USED series labelled pod or pod_name or exported_pod" in reasons
     wrong_label = client.trial_figures(window, gpu=True, dcgm_pod_label="pod")
     assert "gpu_utilization_percent" not in wrong_label.values
     assert any("labelled pod=~iris-t0-.*" in r for r in wrong_label.unavailable)

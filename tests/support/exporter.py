@@ -1,6 +1,14 @@
 """Test double of the exporters Prometheus scrapes in a cluster: cAdvisor and dcgm-exporter
 series with their real metric names and labels, and values known to the test.
 
+dcgm-exporter, as documented: each series carries `gpu`, `UUID`, `device`, `modelName` and `Hostname`, and
+the pod it is mapped to under one of three label sets (`pod`/`namespace`/`container` since 2.x,
+`pod_name`/`pod_namespace`/`container_name` in 1.x, `exported_pod`/`exported_namespace`/`exported_container`
+behind a ServiceMonitor without honorLabels). A MIG instance is a series with `GPU_I_PROFILE` and `GPU_I_ID`
+that has no DCGM_FI_DEV_GPU_UTIL; DCGM_FI_PROF_GR_ENGINE_ACTIVE (0-1) exists only where the profiling module
+is collected; power is a whole-GPU field, exported for the physical GPU without a pod. Under time-slicing,
+every pod on a GPU gets its own copy of that GPU's series.
+
 Counters grow at fixed rates and every sample carries an explicit timestamp, so what Prometheus stores, and
 therefore every rate and average over any window, is exactly known. Pods can be added while it serves (the
 operator tests add each trial's pods as kwok starts them)."""
@@ -14,7 +22,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 ORIGIN = 1_700_000_000.0
 PERIODS_PER_S, THROTTLED_PER_S = 10.0, 4.0  # 40% of CFS periods throttled
-GPU = {"util": 60.0, "fb_used_mib": 4096.0, "power_w": 250.0}
+GPU = {"util": 60.0, "fb_used_mib": 4096.0, "power_w": 250.0, "gr_engine_active": 0.35, "mig_fb_used_mib": 1024.0}
+# dcgm-exporter's pod, namespace and container labels, by the pod label's name.
+DCGM_LABELS = {
+    "pod": ("pod", "namespace", "container"),
+    "pod_name": ("pod_name", "pod_namespace", "container_name"),
+    "exported_pod": ("exported_pod", "exported_namespace", "exported_container"),
+}
 
 
 @dataclass(frozen=True)
@@ -22,14 +36,16 @@ class PodSeries:
     namespace: str
     cores: float  # CPU in use, constantly
     memory_bytes: float
-    gpu: bool = False  # also export DCGM series for this pod
+    gpu: str | None = None  # the UUID of the GPU the pod holds (two pods on one: time-slicing)
+    mig_instance: str | None = None  # GPU_I_ID of the MIG instance of that GPU it holds
+    dcgm_pod_label: str = "exported_pod"
+    profiling: bool = False  # DCGM's profiling module collected (DCGM_FI_PROF_*)
     container: str = "server"
 
 
 class Exporter:
-    def __init__(self, pods: dict[str, PodSeries] | None = None, dcgm_pod_label: str = "exported_pod") -> None:
+    def __init__(self, pods: dict[str, PodSeries] | None = None) -> None:
         self.pods: dict[str, PodSeries] = dict(pods or {})
-        self.dcgm_pod_label = dcgm_pod_label
         self._lock = threading.Lock()
 
     def add(self, pod: str, series: PodSeries) -> None:
@@ -59,19 +75,24 @@ class Exporter:
             sample("container_cpu_cfs_throttled_periods_total", server, THROTTLED_PER_S * t)
             sample("container_memory_working_set_bytes", server, float(s.memory_bytes))
             if s.gpu:
-                namespace_label = "exported_namespace" if self.dcgm_pod_label == "exported_pod" else "namespace"
-                gpu = {
-                    "gpu": "0",
-                    "UUID": "GPU-test",
-                    "modelName": "NVIDIA H100",
-                    namespace_label: s.namespace,
-                    self.dcgm_pod_label: pod,
-                    "container": s.container,
-                }
-                sample("DCGM_FI_DEV_GPU_UTIL", gpu, GPU["util"])
-                sample("DCGM_FI_DEV_FB_USED", gpu, GPU["fb_used_mib"])
-                sample("DCGM_FI_DEV_POWER_USAGE", gpu, GPU["power_w"])
-        return "\n".join(lines) + "\n"
+                pod_label, namespace_label, container_label = DCGM_LABELS[s.dcgm_pod_label]
+                device = {"gpu": "0", "UUID": s.gpu, "device": "nvidia0", "modelName": "NVIDIA H100 80GB HBM3",
+                          "Hostname": "node-1"}  # fmt: skip
+                mapped = {**device, pod_label: pod, namespace_label: s.namespace, container_label: s.container}
+                if s.mig_instance is None:
+                    sample("DCGM_FI_DEV_GPU_UTIL", mapped, GPU["util"])
+                    sample("DCGM_FI_DEV_FB_USED", mapped, GPU["fb_used_mib"])
+                    sample("DCGM_FI_DEV_POWER_USAGE", mapped, GPU["power_w"])
+                    if s.profiling:
+                        sample("DCGM_FI_PROF_GR_ENGINE_ACTIVE", mapped, GPU["gr_engine_active"])
+                else:
+                    instance = {**mapped, "GPU_I_PROFILE": "1g.10gb", "GPU_I_ID": s.mig_instance}
+                    sample("DCGM_FI_DEV_FB_USED", instance, GPU["mig_fb_used_mib"])
+                    if s.profiling:
+                        sample("DCGM_FI_PROF_GR_ENGINE_ACTIVE", instance, GPU["gr_engine_active"])
+                    sample("DCGM_FI_DEV_POWER_USAGE", device, GPU["power_w"])  # the physical GPU, no pod
+        # One sample per series: GPUs shared by pods (or MIG instances) repeat the unmapped device series.
+        return "\n".join(dict.fromkeys(lines)) + "\n"
 
     def serve(self, port: int) -> ThreadingHTTPServer:
         exporter = self
@@ -102,6 +123,18 @@ MEMORY = {"iris-t0-aaaaa": 200 * 2**20, "iris-t0-bbbbb": 100 * 2**20, OTHER_POD:
 
 
 def trial_scene() -> Exporter:
-    pods = {pod: PodSeries(NAMESPACE, cores, MEMORY[pod], gpu=True) for pod, cores in TRIAL_PODS.items()}
+    """Namespace ml: the trial's two pods, each with a GPU of its own (behind a ServiceMonitor that renames
+    the pod labels). Namespaces old, mig and shared: one trial's GPU pods as dcgm-exporter 1.x labels them,
+    on two MIG instances of one GPU (profiling module on), and time-sliced on one GPU."""
+    pods = {
+        pod: PodSeries(NAMESPACE, cores, MEMORY[pod], gpu=f"GPU-{i}")
+        for i, (pod, cores) in enumerate(TRIAL_PODS.items())
+    }
     pods[OTHER_POD] = PodSeries(NAMESPACE, 8.0, MEMORY[OTHER_POD])
+    pods["iris-t0-old00"] = PodSeries("old", 0.5, 2**28, gpu="GPU-10", dcgm_pod_label="pod_name")
+    for i, instance in enumerate(("7", "8")):
+        pods[f"iris-t0-mig0{i}"] = PodSeries(
+            "mig", 0.5, 2**28, gpu="GPU-20", mig_instance=instance, dcgm_pod_label="pod", profiling=True
+        )
+        pods[f"iris-t0-shr0{i}"] = PodSeries("shared", 0.5, 2**28, gpu="GPU-30", dcgm_pod_label="pod")
     return Exporter(pods)

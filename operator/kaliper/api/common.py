@@ -337,6 +337,24 @@ class Condition(KaliperModel):
     """The metadata.generation this condition was computed from."""
 
 
+def with_condition(
+    conditions: list[Condition], kind: str, ok: bool, reason: str, message: str, now: datetime, generation: int | None
+) -> list[Condition]:
+    """The conditions with `kind` set; its transition time moves only when its status changes."""
+    status = "True" if ok else "False"
+    previous = next((c for c in conditions if c.type == kind), None)
+    since = previous.last_transition_time if previous and previous.status == status else now
+    updated = Condition(
+        type=kind,
+        status=status,
+        reason=reason,
+        message=message[:4096],
+        last_transition_time=since,
+        observed_generation=generation,
+    )
+    return [c for c in conditions if c.type != kind] + [updated]
+
+
 def conditions_field() -> Any:
     return Field(
         default_factory=list,

@@ -19,7 +19,7 @@ from kubernetes.client import ApiException
 from pydantic import ValidationError
 
 from kaliper.api.cleanup import CleanupSpec, CleanupStatus, RemovedObject
-from kaliper.api.common import GROUP, VERSION, Condition
+from kaliper.api.common import GROUP, VERSION, with_condition
 from kaliper.api.loader import problems_from
 from kaliper.api.resources import Cleanup
 from kaliper.controllers import kube
@@ -104,7 +104,7 @@ class Pass:
             if due is None:  # new, or its spec changed: (re)schedule
                 self.status.phase = "Scheduled"
                 self.status.next_run_time = next_run(spec.schedule, self.now)
-                self.condition("Scheduled", "True", "Scheduled", f"next pass at {self.status.next_run_time}")
+                self.condition("Scheduled", True, "Scheduled", f"next pass at {self.status.next_run_time}")
                 return self.write()
             if self.now < due:
                 return
@@ -182,7 +182,7 @@ class Pass:
         if len(removed) < len(plan.remove) and not spec.dry_run:
             message += f"; {len(plan.remove) - len(removed)} were already gone or replaced"
         self.status.message = message
-        self.condition("Complete", "True", "DryRun" if spec.dry_run else "Removed", message)
+        self.condition("Complete", True, "DryRun" if spec.dry_run else "Removed", message)
         kopf.info(self.body, reason="DryRun" if spec.dry_run else "Removed", message=message)
         log.info(message, cleanup=f"{self.namespace}/{self.name}")
 
@@ -190,23 +190,14 @@ class Pass:
         self.status.phase = "Failed"
         self.status.message = message
         self.status.next_run_time = None
-        self.condition("Complete", "False", reason, message)
+        self.condition("Complete", False, reason, message)
         kopf.warn(self.body, reason=reason, message=message)
         self.write()
 
-    def condition(self, kind: str, status: str, reason: str, message: str) -> None:
-        previous = next((c for c in self.status.conditions if c.type == kind), None)
-        since = previous.last_transition_time if previous and previous.status == status else self.now
-        self.status.conditions = [c for c in self.status.conditions if c.type != kind] + [
-            Condition(
-                type=kind,
-                status=status,
-                reason=reason,
-                message=message[:4096],
-                last_transition_time=since,
-                observed_generation=self.generation,
-            )
-        ]
+    def condition(self, kind: str, ok: bool, reason: str, message: str) -> None:
+        self.status.conditions = with_condition(
+            self.status.conditions, kind, ok, reason, message, self.now, self.generation
+        )
 
     def write(self) -> None:
         self.status.observed_generation = self.generation

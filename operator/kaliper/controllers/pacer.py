@@ -32,8 +32,11 @@ class _Recurring:
     next_due: float = 0.0
 
 
+PACER_WORKERS = 8
+
+
 class Pacer:
-    def __init__(self, workers: int = 8) -> None:
+    def __init__(self, workers: int = PACER_WORKERS) -> None:
         self._work: dict[str, _Recurring] = {}
         self._busy: set[tuple[str, Key]] = set()
         self._guard = threading.Lock()

@@ -18,7 +18,7 @@ from typing import Any
 import kopf
 from pydantic import ValidationError
 
-from kaliper.api.common import GROUP, VERSION, Condition
+from kaliper.api.common import GROUP, VERSION, with_condition
 from kaliper.api.loader import problems_from
 from kaliper.api.modeldeployment import ModelDeploymentSpec
 from kaliper.api.profilerun import ProfileRunStatus, Progress, ReportReference, ResourceUsage, TrialSummary
@@ -222,21 +222,9 @@ class Step:
         log.info(message, run=f"{self.namespace}/{self.name}", reason=reason)
 
     def condition(self, kind: str, ok: bool, reason: str, message: str) -> None:
-        conditions = [c for c in self.status.conditions if c.type != kind]
-        previous = next((c for c in self.status.conditions if c.type == kind), None)
-        status = "True" if ok else "False"
-        since = previous.last_transition_time if previous and previous.status == status else self.now
-        conditions.append(
-            Condition(
-                type=kind,
-                status=status,
-                reason=reason,
-                message=message[:4096],
-                last_transition_time=since,
-                observed_generation=self.run["metadata"].get("generation"),
-            )
+        self.status.conditions = with_condition(
+            self.status.conditions, kind, ok, reason, message, self.now, self.run["metadata"].get("generation")
         )
-        self.status.conditions = conditions
 
     def fail(self, message: str, reason: str = "RunFailed") -> None:
         metrics.RUNS.labels("Failed").inc()

@@ -27,7 +27,13 @@ from urllib3.util.retry import Retry
 
 CONTAINER = 'container!="",container!="POD"'
 CADVISOR_REFRESH_S = 15.0  # the kubelet's cAdvisor refreshes container stats every 10 s, up to 15 s when idle
-DCGM_POD_LABELS = ("pod", "pod_name", "exported_pod")  # by exporter version and ServiceMonitor honorLabels
+# How dcgm-exporter names a series' pod and namespace: `pod`/`namespace` (2.x and later), `pod_name`/
+# `pod_namespace` (1.x, with `container_name`), and `exported_pod`/`exported_namespace` when a ServiceMonitor
+# without honorLabels renames them.
+DCGM_NAMESPACE_LABEL = {"pod": "namespace", "pod_name": "pod_namespace", "exported_pod": "exported_namespace"}
+DCGM_POD_LABELS = tuple(DCGM_NAMESPACE_LABEL)
+# One physical GPU, or one MIG instance of it (GPU_I_ID is absent on a whole GPU, and `by` groups it as empty).
+GPU_INSTANCE = "UUID, GPU_I_ID"
 
 
 @dataclass(frozen=True)
@@ -52,9 +58,7 @@ class Window:
 
 
 def selector(window: Window, pod_label: str = "pod") -> str:
-    # A ServiceMonitor without honorLabels renames the exporter's pod and namespace labels alike.
-    namespace_label = "exported_namespace" if pod_label == "exported_pod" else "namespace"
-    return f'{namespace_label}="{window.namespace}",{pod_label}=~"{window.pod_regex}"'
+    return f'{DCGM_NAMESPACE_LABEL[pod_label]}="{window.namespace}",{pod_label}=~"{window.pod_regex}"'
 
 
 def subquery_step(window: Window) -> str:
@@ -81,12 +85,23 @@ def container_queries(window: Window) -> dict[str, str]:
     }
 
 
-def gpu_queries(window: Window, pod_label: str) -> dict[str, str]:
+def gpu_queries(window: Window, pod_label: str, utilization_metric: str) -> dict[str, str]:
+    """PromQL of the GPU figures (pure: tested against a real Prometheus).
+
+    A GPU shared by time-slicing shows the same whole-GPU series once per pod on it, and several MIG
+    instances of one GPU show its power once each: so each figure is taken once per GPU (or MIG instance,
+    for what an instance has of its own: utilization, memory) before it is summed or averaged over the
+    trial's GPUs, never summed per pod. Power belongs to the whole GPU."""
     s, w, step = selector(window, pod_label), window.range, subquery_step(window)
+    scale = "100 * " if utilization_metric == "DCGM_FI_PROF_GR_ENGINE_ACTIVE" else ""  # a 0-1 ratio
     return {
-        "gpu_utilization_percent": f"avg(avg_over_time(DCGM_FI_DEV_GPU_UTIL{{{s}}}[{w}]))",
-        "gpu_memory_peak_mib": f"max_over_time(sum(DCGM_FI_DEV_FB_USED{{{s}}})[{w}:{step}])",
-        "gpu_power_avg_watts": f"sum(avg_over_time(DCGM_FI_DEV_POWER_USAGE{{{s}}}[{w}]))",
+        "gpu_utilization_percent": (
+            f"{scale}avg(max by ({GPU_INSTANCE}) (avg_over_time({utilization_metric}{{{s}}}[{w}])))"
+        ),
+        "gpu_memory_peak_mib": (
+            f"max_over_time(sum(max by ({GPU_INSTANCE}) (DCGM_FI_DEV_FB_USED{{{s}}}))[{w}:{step}])"
+        ),
+        "gpu_power_avg_watts": f"sum(max by (UUID) (avg_over_time(DCGM_FI_DEV_POWER_USAGE{{{s}}}[{w}])))",
     }
 
 
@@ -226,15 +241,36 @@ class PrometheusMetrics:
             figures.unavailable.append("cpu_throttled_ratio: no CFS periods counted in the window (no CPU limit?)")
 
     def _gpu(self, window: Window, pod_label: str, figures: Figures) -> None:
+        """GPU figures from dcgm-exporter. Memory is exported for whole GPUs and MIG instances alike, so its
+        series tell which label set the exporter uses; each figure is then available or not on its own (a
+        MIG instance has no DCGM_FI_DEV_GPU_UTIL, and no power of its own)."""
         labels = DCGM_POD_LABELS if pod_label == "auto" else (pod_label,)
-        found = next((label for label in labels if self.has_series("DCGM_FI_DEV_GPU_UTIL", window, label)), None)
+        found = next((label for label in labels if self.has_series("DCGM_FI_DEV_FB_USED", window, label)), None)
         if found is None:
             figures.unavailable.append(
-                f"gpu: no DCGM_FI_DEV_GPU_UTIL series labelled {' or '.join(labels)}=~{window.pod_regex}; is "
+                f"gpu: no DCGM_FI_DEV_FB_USED series labelled {' or '.join(labels)}=~{window.pod_regex}; is "
                 "dcgm-exporter mapping GPUs to pods (and the ServiceMonitor keeping its labels)?"
             )
             return
-        for name, query in gpu_queries(window, found).items():
+        utilization = next(
+            (m for m in ("DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_PROF_GR_ENGINE_ACTIVE") if self.has_series(m, window, found)),
+            None,
+        )
+        queries = gpu_queries(window, found, utilization or "DCGM_FI_DEV_GPU_UTIL")
+        if utilization is None:
+            del queries["gpu_utilization_percent"]
+            figures.unavailable.append(
+                "gpu_utilization_percent: neither DCGM_FI_DEV_GPU_UTIL nor DCGM_FI_PROF_GR_ENGINE_ACTIVE is exported "
+                "for these pods (MIG instances have only the second, which needs DCGM's profiling module: add it "
+                "to dcgm-exporter's collectors)"
+            )
+        if not self.has_series("DCGM_FI_DEV_POWER_USAGE", window, found):
+            del queries["gpu_power_avg_watts"]
+            figures.unavailable.append(
+                "gpu_power_avg_watts: no DCGM_FI_DEV_POWER_USAGE series for these pods (a MIG instance has no power "
+                "of its own; the whole GPU's is not attributed to one pod)"
+            )
+        for name, query in queries.items():
             value = self.scalar(query, window.end)
             if value is None:
                 figures.unavailable.append(f"{name}: the query returned no value")
