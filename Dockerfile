@@ -27,6 +27,17 @@ RUN --mount=type=secret,id=ca-bundle \
  && mkdir -p operator/kaliper && touch operator/kaliper/__init__.py \
  && python -m pip wheel --no-cache-dir --no-binary=hdrhistogram --wheel-dir /wheels . \
  && rm -rf /wheels/kaliper-*.whl build operator   # the stand-in must not leak into the real build
+# GPU nodes: --build-arg ONNXRUNTIME=onnxruntime-gpu puts ONNX Runtime's CUDA build in place of the CPU one
+# (the same `onnxruntime` module; its CUDA and cuDNN libraries come from the base, such as an nvidia/cuda
+# runtime image with Python 3.11 as BASE_IMAGE). Without it, a trial that requests a GPU fails with that reason
+# instead of serving on the CPU while it holds the GPU.
+ARG ONNXRUNTIME=onnxruntime
+RUN --mount=type=secret,id=ca-bundle \
+    if [ "$ONNXRUNTIME" != onnxruntime ]; then \
+      if [ -s /run/secrets/ca-bundle ]; then export PIP_CERT=/run/secrets/ca-bundle; fi; \
+      rm -f /wheels/onnxruntime-[0-9]*.whl \
+      && python -m pip wheel --no-cache-dir --no-deps --wheel-dir /wheels "$ONNXRUNTIME"; \
+    fi
 COPY operator ./operator
 RUN --mount=type=secret,id=ca-bundle \
     if [ -s /run/secrets/ca-bundle ]; then export PIP_CERT=/run/secrets/ca-bundle; fi \

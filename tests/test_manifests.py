@@ -65,6 +65,12 @@ def test_onnxruntime_deployment_with_resources_gpu_scheduling_and_probe() -> Non
         "8",
         "--max-queue-delay",
         "2ms",
+        # It holds a GPU: CUDA, and the server refuses to start on the CPU alone.
+        "--require-gpu",
+        "--provider",
+        "CUDAExecutionProvider",
+        "--provider",
+        "CPUExecutionProvider",
     ]
     assert container["resources"] == {
         "requests": {"cpu": "500m", "memory": "256Mi"},

@@ -3,6 +3,7 @@
 # for you), and writes it as an archive that containerd imports (`ctr -n k8s.io images import`).
 #
 #   hack/image/build.sh [TAG]     # prints the archive path on its last line; TAG defaults to localhost/kaliper:test
+#   ONNXRUNTIME=onnxruntime-gpu hack/image/build.sh localhost/kaliper:gpu    # the GPU variant
 #
 # The Dockerfile's base (python:3.11-slim-bookworm) lives in a container registry, which this machine cannot
 # reach, so the base is made here instead: a minimal Debian bookworm from Debian's archive (debootstrap) with
@@ -51,7 +52,8 @@ start=$(date +%s)
 # pip trusts this machine's CA bundle (which may hold a TLS-intercepting proxy's CA) through a build secret.
 buildah bud --quiet --layers --network host --isolation chroot \
   --secret id=ca-bundle,src="${CA_BUNDLE:-/etc/ssl/certs/ca-certificates.crt}" \
-  --build-arg "BASE_IMAGE=$base" -t "$tag" -f "$repo/Dockerfile" "$repo" >&2 \
+  --build-arg "BASE_IMAGE=$base" --build-arg "ONNXRUNTIME=${ONNXRUNTIME:-onnxruntime}" \
+  -t "$tag" -f "$repo/Dockerfile" "$repo" >&2 \
   || die "buildah bud failed (see above)"
 archive="$cache/images/$(echo "$tag" | tr '/:' '__').tar"
 id=$(podman image inspect --format '{{.Id}}' "$tag")

@@ -49,6 +49,8 @@ def pod_problem(pods: list[dict[str, Any]]) -> Problem | None:
                 )
             if reason == "CrashLoopBackOff":
                 detail = f"exit code {last.get('exitCode')}" if last else waiting.get("message", "")
+                if last.get("message"):  # what the container wrote to its termination log
+                    detail += f": {last['message'].strip()}"
                 return Problem(reason, f"{where} keeps crashing ({detail}); see `kubectl logs {name}`", True)
             if reason in CONFIG_ERRORS:
                 return Problem(reason, f"{where}: {waiting.get('message', '')}", True)

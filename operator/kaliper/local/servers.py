@@ -206,10 +206,11 @@ class ServerGroup:
         for replica, process in enumerate(self.processes):
             code = process.poll()
             if code is not None:
+                last_line = (self.log_tail(replica, lines=1) or "").strip()[-400:]
                 reason = (
                     "OOMKilled: the memory limit is too small for the model"
                     if self.oom_kills()
-                    else (f"exited with code {code}")
+                    else f"exited with code {code}" + (f": {last_line}" if last_line else "")
                 )
                 raise ServerError(f"server replica {replica} {reason}", self.log_tail(replica))
 

@@ -6,6 +6,7 @@ python -m kaliper.serving --model model.onnx --name iris [--port 8080] [--intra-
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from pathlib import Path
 
@@ -26,6 +27,7 @@ from kaliper.log import configure_logging, get_logger
 @click.option("--max-batch-size", type=click.IntRange(1, 4096), default=None, help="Dynamic batching: rows.")
 @click.option("--max-queue-delay", default="5ms", show_default=True, help="Dynamic batching: longest wait.")
 @click.option("--provider", "providers", multiple=True, help="Execution provider (repeatable).")
+@click.option("--require-gpu", is_flag=True, help="Exit unless a GPU execution provider runs the model.")
 @click.option("--reuse-port", is_flag=True, help="SO_REUSEPORT: replicas share the port; the kernel spreads load.")
 @click.option(
     "--concurrency", default=1, show_default=True, type=click.IntRange(1, 64), help="Inferences run at the same time."
@@ -41,6 +43,7 @@ def main(
     max_batch_size: int | None,
     max_queue_delay: str,
     providers: tuple[str, ...],
+    require_gpu: bool,
     reuse_port: bool,
     concurrency: int,
 ) -> None:
@@ -52,11 +55,15 @@ def main(
         raise click.BadParameter(str(exc), param_hint="--max-queue-delay") from exc
     from aiohttp import web
 
-    from kaliper.serving.model import OnnxModel
+    from kaliper.serving.model import OnnxModel, ProviderUnavailable
     from kaliper.serving.server import build_app
 
     try:
-        model = OnnxModel(model_path, intra_op, inter_op, list(providers) or None)
+        model = OnnxModel(model_path, intra_op, inter_op, list(providers) or None, require_gpu)
+    except ProviderUnavailable as exc:
+        log.error("cannot serve on a GPU", error=str(exc))
+        _termination_message(str(exc))
+        sys.exit(1)
     except Exception as exc:  # a broken or missing model file: say so and exit, do not serve
         log.error("cannot load the model", path=str(model_path), error=str(exc))
         sys.exit(1)
@@ -70,6 +77,13 @@ def main(
     )
     app = build_app(model, name, model_version, max_batch_size, delay_s, concurrency)
     web.run_app(app, host=host, port=port, print=None, access_log=None, reuse_port=reuse_port)
+
+
+def _termination_message(message: str) -> None:
+    """In a pod, Kubernetes shows this file's text as the container's last termination message (what the
+    operator reports for a trial that cannot start)."""
+    with contextlib.suppress(OSError):
+        Path("/dev/termination-log").write_text(message)
 
 
 if __name__ == "__main__":

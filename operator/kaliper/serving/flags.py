@@ -19,6 +19,17 @@ def tuning_flags(spec: ModelDeploymentSpec) -> list[str]:
             "--max-queue-delay",
             spec.batching.max_queue_delay,
         ]
-    for provider in spec.runtime.execution_providers or []:
+    providers = list(spec.runtime.execution_providers or [])
+    if wants_gpu(spec):
+        # A GPU held but unused is the costliest mistake a profile can make: ask for CUDA when no provider is
+        # named, and have the server refuse to start unless a GPU provider is in use.
+        providers = providers or ["CUDAExecutionProvider", "CPUExecutionProvider"]
+        flags.append("--require-gpu")
+    for provider in providers:
         flags += ["--provider", provider]
     return flags
+
+
+def wants_gpu(spec: ModelDeploymentSpec) -> bool:
+    gpu = spec.resources.gpu if spec.resources else None
+    return bool(gpu and gpu.count)
