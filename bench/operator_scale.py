@@ -83,6 +83,22 @@ class Sampler(threading.Thread):
             self.hwm_kib = int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmHWM")))
 
 
+def operator_requests(root: Path) -> collections.Counter[str]:
+    """The operator's requests by "verb resource[/subresource]", from every audit log file (the API server
+    starts a new file every 100 MB)."""
+    requests: collections.Counter[str] = collections.Counter()
+    for path in sorted(root.glob("audit*.log")):
+        for line in path.read_text().splitlines():
+            event = json.loads(line)
+            if event["user"]["username"] == OPERATOR_USER:
+                ref = event.get("objectRef") or {}
+                resource = ref.get("resource", event["requestURI"])
+                if ref.get("subresource"):
+                    resource += "/" + ref["subresource"]
+                requests[f"{event['verb']} {resource}"] += 1
+    return requests
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=200)
@@ -180,17 +196,8 @@ def main() -> None:
         sampler.join()
         operator.terminate()
         operator.wait(timeout=30)
-        requests = collections.Counter()
-        total = 0
-        for line in (root / "audit.log").read_text().splitlines():
-            event = json.loads(line)
-            if event["user"]["username"] == OPERATOR_USER:
-                total += 1
-                ref = event.get("objectRef") or {}
-                resource = ref.get("resource", event["requestURI"])
-                if ref.get("subresource"):
-                    resource += "/" + ref["subresource"]
-                requests[f"{event['verb']} {resource}"] += 1
+        requests = operator_requests(root)
+        total = sum(requests.values())
         figures = {
             "runs": args.runs,
             "trials": 2 * args.runs,

@@ -10,8 +10,9 @@ from datetime import datetime, timedelta
 
 import pytest
 
+from tests.cluster.test_profilerun_operator import profile_run
 from tests.conftest import Kubectl
-from tests.support.operator_runner import running_operator
+from tests.support.operator_runner import Cluster, running_operator
 
 OPERATOR_NAMESPACE = "kaliper-system"  # KALIPER_NAMESPACE in tests/conftest.py
 
@@ -203,3 +204,38 @@ def test_finished_runs_go_when_their_ttl_has_passed(operator, crds: Kubectl, nam
         what="the runs to expire",
     )
     assert phase(crds, namespace, "modeloptimization", kept) == "Succeeded"
+
+
+def test_runs_failed_at_each_stage_leave_nothing_behind_after_a_cleanup(
+    operator, crds: Kubectl, namespace: str
+) -> None:  # type: ignore[no-untyped-def]
+    target = {
+        "apiVersion": "kaliper.dev/v1alpha1",
+        "kind": "ModelDeployment",
+        "metadata": {"name": "iris"},
+        "spec": {"model": {"configMap": {"name": "iris-model", "key": "model.onnx"}, "name": "iris"}},
+    }
+    unready = profile_run("unready", None, sweep={"cpu": ["5000"]}, readyTimeout="3s")  # no node has 5000 cores
+    apply(crds, namespace, target, unready, profile_run("jobfail", None), profile_run("deleted", None))
+    for name in ("jobfail", "deleted"):
+        Cluster(crds, namespace, name).wait_pods(0, "loadgen")
+    failing = Cluster(crds, namespace, "jobfail")
+    failing.end_pods(0, "loadgen", exit_code=2, message="cannot reach the target")
+    crds("delete", "profilerun", "deleted", "-n", namespace, "--wait=false")  # mid-trial
+    assert Cluster(crds, namespace, "unready").wait_phase("Failed")["trials"][0]["failedIn"] == "Deploying"
+    assert failing.wait_phase("Failed")["trials"][0]["failedIn"] == "Running"
+    run_objects = "modeldeployments,deployments,services,jobs,pods,configmaps,serviceaccounts,roles,rolebindings"
+    assert crds.json("get", run_objects, "-n", namespace, "-l", "kaliper.dev/profilerun")["items"] != []
+
+    apply(crds, namespace, cleanup("failed-runs", kinds=["ProfileRun"], phases=["Failed"]))
+    crds.wait_for(lambda: status_of(crds, namespace, "failed-runs").get("phase") == "Succeeded", what="the cleanup")
+    assert [r["name"] for r in status_of(crds, namespace, "failed-runs")["removed"]] == ["jobfail", "unready"]
+
+    def left() -> list[str]:
+        found = crds.json("get", run_objects, "-n", namespace, "-l", "app.kubernetes.io/managed-by=kaliper")["items"]
+        found += crds.json("get", run_objects, "-n", namespace, "-l", "kaliper.dev/profilerun")["items"]
+        # The target's own Deployment and Service belong to it, not to a run.
+        return sorted({f"{o['kind']}/{o['metadata']['name']}" for o in found} - {"Deployment/iris", "Service/iris"})
+
+    crds.wait_for(lambda: left() == [], timeout=90, what="every object of the runs to go")
+    assert crds.json("get", "profileruns", "-n", namespace)["items"] == []
