@@ -60,9 +60,21 @@ def test_a_killed_operator_continues_the_run_where_it_stopped(crds: Kubectl, nam
             assert cluster.get("modeldeployment", "resume-t1")["metadata"]["uid"] == deployment_uid
             assert cluster.play_load(1, target).returncode == 0
             status = cluster.wait_phase("Succeeded")
-    assert job_uid and [t["phase"] for t in status["trials"]] == ["Succeeded", "Succeeded"]
-    assert all(t["requests"] > 0 for t in status["trials"]) and status["verdict"] == "Met"
-    events = crds.json("get", "events", "-n", namespace, "--field-selector", "involvedObject.name=resume")["items"]
-    started = [e for e in events if e["reason"] == "TrialStarted"]
-    assert sum(e.get("count", 1) for e in started) == 2, [e["message"] for e in started]
-    crds.wait_for(lambda: not cluster.owned(), timeout=60, what="the trial objects to go")
+            assert job_uid and [t["phase"] for t in status["trials"]] == ["Succeeded", "Succeeded"]
+            assert all(t["requests"] > 0 for t in status["trials"]) and status["verdict"] == "Met"
+            events = crds.json("get", "events", "-n", namespace, "--field-selector", "involvedObject.name=resume")
+            started = [e for e in events["items"] if e["reason"] == "TrialStarted"]
+            assert sum(e.get("count", 1) for e in started) == 2, [e["message"] for e in started]
+            crds.wait_for(lambda: not cluster.owned(), timeout=60, what="the trial objects to go")
+            # A Cleanup of finished runs leaves nothing of this one: no report, results, identity or config.
+            cleanup = {"apiVersion": "kaliper.dev/v1alpha1", "kind": "Cleanup", "metadata": {"name": "done"},
+                       "spec": {"kinds": ["ProfileRun"], "phases": ["Succeeded"]}}  # fmt: skip
+            crds("apply", "-n", namespace, "-f", "-", input=json.dumps(cleanup))
+            everything = "modeldeployments,deployments,services,jobs,pods,configmaps,serviceaccounts,roles,rolebindings"
+            crds.wait_for(
+                lambda: (
+                    crds.json("get", everything, "-n", namespace, "-l", "kaliper.dev/profilerun=resume")["items"] == []
+                ),
+                timeout=90,
+                what="every object of the run to go",
+            )

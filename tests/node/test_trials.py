@@ -205,9 +205,10 @@ def test_a_trial_that_holds_a_gpu_fails_with_the_reason_instead_of_serving_on_th
 ) -> None:  # type: ignore[no-untyped-def]
     # The node advertises one device of an extended resource (as Kubernetes documents for resources without a
     # device plugin), so the pod is scheduled and runs: the image's onnxruntime is the CPU build.
-    path = "/status/capacity/example.com~1gpu"
+    # (capacity and allocatable at once: the scheduler reads allocatable, which the kubelet refreshes late.)
+    paths = ["/status/capacity/example.com~1gpu", "/status/allocatable/example.com~1gpu"]
     node.kubectl("patch", "node", NODE_NAME, "--subresource=status", "--type=json",
-                 "-p", json.dumps([{"op": "add", "path": path, "value": "1"}]))  # fmt: skip
+                 "-p", json.dumps([{"op": "add", "path": p, "value": "1"} for p in paths]))  # fmt: skip
     try:
         gpu = iris("gpu")
         gpu["spec"]["resources"]["gpu"] = {"count": 1, "resourceName": "example.com/gpu"}
@@ -225,4 +226,4 @@ def test_a_trial_that_holds_a_gpu_fails_with_the_reason_instead_of_serving_on_th
         assert "build the image with --build-arg ONNXRUNTIME=onnxruntime-gpu" in trial["message"]
     finally:
         node.kubectl("patch", "node", NODE_NAME, "--subresource=status", "--type=json",
-                     "-p", json.dumps([{"op": "remove", "path": path}]), check=False)  # fmt: skip
+                     "-p", json.dumps([{"op": "remove", "path": p} for p in paths]), check=False)  # fmt: skip

@@ -76,7 +76,7 @@ def test_the_kind_walkthrough_runs_to_succeeded_with_real_pods(
             "-f",
             str(EXAMPLES / "kind" / "profilerun.yaml"),
         )
-        status = wait_for_phase(node, ns, "iris-sweep", "Succeeded", timeout=480)
+        status = wait_for_phase(node, ns, "iris-sweep", "Succeeded", timeout=600)
 
     assert status["progress"]["summary"] == "2/2"
     conditions = {c["type"]: c for c in status["conditions"]}

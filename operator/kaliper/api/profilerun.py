@@ -310,7 +310,8 @@ class PrometheusSource(KaliperModel):
     """Base URL, such as http://prometheus-operated.monitoring:9090."""
     scrape_interval: PositiveDuration = "30s"
     """How often it scrapes cAdvisor (kube-prometheus-stack: 30s). Kaliper waits for the scrape after each load
-    window; a window needs two samples, so measure for at least twice this (and at least 30s)."""
+    window; a window needs two samples, which cAdvisor stamps up to 15s before the scrape: measure for at least
+    twice this interval plus 15s (90s at 30s)."""
     timeout: PositiveDuration = "10s"
     """Timeout of each query."""
 

@@ -190,7 +190,9 @@ class PrometheusMetrics:
                 "(is Prometheus scraping the kubelets' /metrics/cadvisor?)"
             )
         elif samples < 2:
-            needed = 2 * max(window.scrape_interval_s, CADVISOR_REFRESH_S)
+            # Samples carry cAdvisor's own timestamps, up to one refresh older than the scrape: two of them
+            # are apart by up to a scrape interval plus a refresh, and only twice that holds two for sure.
+            needed = 2 * (window.scrape_interval_s + CADVISOR_REFRESH_S)
             figures.unavailable.append(
                 f"cpu, memory: the {window.seconds} s measurement window holds {samples} sample(s) per container; "
                 f"figures need two (Prometheus scrapes every {window.scrape_interval_s:g} s, cAdvisor refreshes "
