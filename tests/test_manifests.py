@@ -77,6 +77,7 @@ def test_onnxruntime_deployment_with_resources_gpu_scheduling_and_probe() -> Non
         "limits": {"cpu": "1", "memory": "512Mi", "nvidia.com/mig-1g.5gb": "1"},
     }
     assert container["readinessProbe"]["httpGet"] == {"path": "/v2/health/ready", "port": "http"}
+    assert container["terminationMessagePolicy"] == "FallbackToLogsOnError"  # why it would not start
     assert container["env"] == [{"name": "A", "value": "1"}]
     assert pod["volumes"] == [{"name": "model", "persistentVolumeClaim": {"claimName": "models", "readOnly": True}}]
     assert pod["nodeSelector"] == {"pool": "gpu"} and pod["tolerations"][0]["operator"] == "Exists"

@@ -13,7 +13,7 @@ from kaliper.loadgen.publish import RESULT_KEY
 from kaliper.report.store import read_document
 from tests.node.conftest import OPERATOR_NAMESPACE, Operator, operator_pod
 from tests.node.test_walkthrough import wait_for_phase
-from tests.support.node import IMAGE, NODE_NAME, Node
+from tests.support.node import IMAGE, Node
 
 PAYLOAD = {"tensors": {"inputs": [{"name": "float_input", "shape": [-1, 4], "datatype": "FP32"}], "seed": 7}}
 
@@ -198,32 +198,3 @@ def test_a_crash_looping_server_and_an_unschedulable_one_fail_their_trials_with_
     assert trials[1]["failedIn"] == "Deploying"
     assert trials[1]["message"].startswith("CrashLoopBackOff: container server of pod broken-t1-")
     assert "(exit code 3)" in trials[1]["message"]
-
-
-def test_a_trial_that_holds_a_gpu_fails_with_the_reason_instead_of_serving_on_the_cpu(
-    node: Node, operator: Operator, node_namespace: str, iris_model
-) -> None:  # type: ignore[no-untyped-def]
-    # The node advertises one device of an extended resource (as Kubernetes documents for resources without a
-    # device plugin), so the pod is scheduled and runs: the image's onnxruntime is the CPU build.
-    # (capacity and allocatable at once: the scheduler reads allocatable, which the kubelet refreshes late.)
-    paths = ["/status/capacity/example.com~1gpu", "/status/allocatable/example.com~1gpu"]
-    node.kubectl("patch", "node", NODE_NAME, "--subresource=status", "--type=json",
-                 "-p", json.dumps([{"op": "add", "path": p, "value": "1"} for p in paths]))  # fmt: skip
-    try:
-        gpu = iris("gpu")
-        gpu["spec"]["resources"]["gpu"] = {"count": 1, "resourceName": "example.com/gpu"}
-        run = profilerun("gpu", "gpu")
-        run["spec"]["readyTimeout"] = "2m"
-        apply(node, node_namespace, iris_model, gpu, run)
-        status = wait_for_phase(node, node_namespace, "gpu", "Failed", timeout=240)
-        trial = status["trials"][0]
-        assert trial["failedIn"] == "Deploying"
-        assert trial["message"].startswith("CrashLoopBackOff: container server of pod gpu-t0-")
-        assert (
-            "(exit code 1: the deployment requests a GPU, but this onnxruntime has no GPU execution provider"
-            in trial["message"]
-        )
-        assert "build the image with --build-arg ONNXRUNTIME=onnxruntime-gpu" in trial["message"]
-    finally:
-        node.kubectl("patch", "node", NODE_NAME, "--subresource=status", "--type=json",
-                     "-p", json.dumps([{"op": "remove", "path": p} for p in paths]), check=False)  # fmt: skip

@@ -185,6 +185,9 @@ def build_deployment(
         "readinessProbe": _readiness(spec),
         "volumeMounts": [{"name": "model", "mountPath": MODEL_DIR, "readOnly": spec.model.pvc is not None}],
         "securityContext": KALIPER_USER if image == kaliper_image else CONFINED,
+        # Why a server that will not start exits reaches its pod's status (and a failed trial's message): the
+        # termination log if it wrote one, else the end of its output.
+        "terminationMessagePolicy": "FallbackToLogsOnError",
     }
     for key, value in (("command", command), ("args", args), ("env", env), ("resources", _resources(spec))):
         if value:
