@@ -66,9 +66,16 @@ def gpu_figures(client: PrometheusMetrics, window: Window, namespace: str) -> tu
     return figures.values, [u for u in figures.unavailable if u.startswith("gpu")]
 
 
-def test_gpu_figures_through_dcgm_exporter_1x_labels(metrics) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize(
+    "namespace",
+    [
+        "old",  # dcgm-exporter 1.x: pod_name / pod_namespace / container_name
+        "shared",  # two pods time-slicing GPU-30: the GPU counts once, not once per pod
+    ],
+)
+def test_one_whole_gpu_reads_its_own_figures(metrics, namespace: str) -> None:  # type: ignore[no-untyped-def]
     client, window = metrics
-    values, unavailable = gpu_figures(client, window, "old")  # pod_name / pod_namespace / container_name
+    values, unavailable = gpu_figures(client, window, namespace)
     assert unavailable == []
     assert (values["gpu_utilization_percent"], values["gpu_memory_peak_mib"], values["gpu_power_avg_watts"]) == (
         60.0,
@@ -88,17 +95,6 @@ def test_mig_instances_use_the_graphics_engine_activity_and_report_power_unavail
         "gpu_power_avg_watts: no DCGM_FI_DEV_POWER_USAGE series for these pods (a MIG instance has no power of its "
         "own; the whole GPU's is not attributed to one pod)"
     ]
-
-
-def test_a_time_sliced_gpu_is_counted_once_not_once_per_pod(metrics) -> None:  # type: ignore[no-untyped-def]
-    client, window = metrics
-    values, unavailable = gpu_figures(client, window, "shared")  # two pods on GPU-30
-    assert unavailable == []
-    assert (values["gpu_utilization_percent"], values["gpu_memory_peak_mib"], values["gpu_power_avg_watts"]) == (
-        60.0,
-        4096.0,
-        250.0,
-    )
 
 
 def test_missing_series_are_unavailable_with_the_reason_not_zero(metrics) -> None:  # type: ignore[no-untyped-def]
