@@ -131,14 +131,17 @@ def test_a_memory_limit_too_small_gives_an_oom_verdict(tmp_path: Path, model: Pa
 
 def test_a_server_that_fails_to_start_is_reported_with_its_log(tmp_path: Path, model: Path) -> None:
     crash = [sys.executable, "-c", "import sys; print('loading weights: file is corrupt'); sys.exit(3)"]
-    _, report = kaliper_run(
+    process, report = kaliper_run(
         tmp_path,
         deployment(model, runtime={"type": "custom", "command": crash, "port": 9}),
         profile_run(),
     )
     (trial,) = report.trials
-    assert trial.status == "Failed" and "exited with code 3" in trial.message
-    assert "loading weights: file is corrupt" in trial.server_log_tail
+    assert trial.message == "server replica 0 exited with code 3: loading weights: file is corrupt"
+    assert trial.status == "Failed" and "loading weights: file is corrupt" in trial.server_log_tail
+    # Every trial failed: the run failed, as the operator would mark it, and the exit code says so.
+    assert report.error == f"no trial succeeded; the first failure: {trial.message}"
+    assert process.returncode == 1
 
 
 def test_bad_input_is_a_clear_error(tmp_path: Path, model: Path) -> None:

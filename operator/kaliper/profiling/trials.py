@@ -50,7 +50,11 @@ def judge(trial: TrialReport, spec: ProfileRunSpec, config: Configuration) -> Tr
 
 
 def conclude(spec: ProfileRunSpec, report: ProfileReport) -> None:
-    """The verdict, the best trial and the recommendation, from every trial of the report."""
+    """The verdict, the best trial and the recommendation, from every trial of the report; a run none of whose
+    trials succeeded has failed (on both paths: the operator marks it Failed, `kaliper run` exits 1)."""
+    if not any(t.status == "Succeeded" for t in report.trials):
+        first = next((t.message for t in report.trials if t.status == "Failed"), None) or "no trial ran"
+        report.error = f"no trial succeeded; the first failure: {first}"
     have_slo = spec.slo is not None
     best = decisions.best_trial(report.trials, have_slo)
     if have_slo:
