@@ -151,7 +151,8 @@ def crds_print(kind: str | None) -> None:
 def run_command(paths: tuple[Path, ...], output_dir: Path | None, no_limits: bool, fail_if_not_met: bool) -> None:
     """Run ProfileRuns on this machine, with the ModelDeployments they target, under real cgroup limits.
 
-    Exits 0 when every run completed and wrote its report, whatever the verdict (see --fail-if-not-met)."""
+    Exits 0 when every run wrote its report and at least one trial of each succeeded, whatever the verdict
+    (see --fail-if-not-met); 1 when a run's trials all failed; 130 when interrupted."""
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
