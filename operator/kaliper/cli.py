@@ -224,6 +224,11 @@ def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
 
 
+# Kinds Kaliper creates for its resources (labelled app.kubernetes.io/managed-by=kaliper), owned by them.
+GC_KINDS = ("ModelDeployment", "Deployment", "Service", "Job", "ConfigMap", "ServiceAccount", "Role", "RoleBinding")
+MANAGED = "app.kubernetes.io/managed-by=kaliper"
+
+
 @main.command("gc")
 @click.option("--delete", "remove", is_flag=True, help="Remove what is listed (default: only list it).")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON document instead of lines for people.")
@@ -292,9 +297,9 @@ def _cluster_leftovers(namespace: str | None, now: Any) -> list[Any]:
 
     try:
         owners = {
-            kind: kube.list_all(kind, namespace) for kind in ("ProfileRun", "ModelDeployment", "ModelOptimization")
+            kind: kube.list_objects(kind, namespace) for kind in ("ProfileRun", "ModelDeployment", "ModelOptimization")
         }
-        made = [(kind, o) for kind in GC_KINDS for o in kube.list_managed(kind, namespace)]
+        made = [(kind, o) for kind in GC_KINDS for o in kube.list_objects(kind, namespace, MANAGED)]
     except (ApiException, OSError) as exc:
         raise click.ClickException(f"could not read the cluster: {getattr(exc, 'reason', None) or exc}") from exc
     except Exception as exc:  # no usable kubeconfig
@@ -322,10 +327,6 @@ def _remove_cluster_leftovers(found: list[Any]) -> list[str]:
         except ApiException as exc:
             failures.append(f"{item.kind} {item.namespace}/{item.name}: {exc.status} {exc.reason}")
     return failures
-
-
-# Kinds Kaliper creates for its resources (labelled app.kubernetes.io/managed-by=kaliper), owned by them.
-GC_KINDS = ("ModelDeployment", "Deployment", "Service", "Job", "ConfigMap", "ServiceAccount", "Role", "RoleBinding")
 
 
 @main.command("report")

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
-import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -15,15 +14,7 @@ import yaml
 from kaliper.local import cgroups
 from kaliper.report.schema import ProfileReport
 from tests.local.test_kaliper_run import KALIPER, deployment, model, profile_run  # noqa: F401  (model: fixture)
-
-
-def wait_for(predicate, timeout: float = 60, what: str = "condition") -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+from tests.support.controlplane import wait_for
 
 
 def start_run(tmp_path: Path, model: Path) -> tuple[subprocess.Popen, Path]:  # noqa: F811

@@ -45,6 +45,16 @@ class ControlPlaneError(RuntimeError):
     """The control plane could not be built or started; the message says which part and why."""
 
 
+def wait_for(predicate, timeout: float = 60, what: str = "condition", interval: float = 0.1) -> None:  # type: ignore[no-untyped-def]
+    """Poll until the predicate holds; ControlPlaneError naming `what` when the time is up."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(interval)
+    raise ControlPlaneError(f"timed out after {timeout}s waiting for {what}")
+
+
 def build_binaries() -> Path:
     """Run the build script (a no-op when everything is cached) and return the directory of binaries."""
     result = subprocess.run(["bash", str(BUILD_SCRIPT)], capture_output=True, text=True)
@@ -134,12 +144,7 @@ class Kubectl:
         return path
 
     def wait_for(self, predicate, timeout: float = 60, what: str = "condition") -> None:  # type: ignore[no-untyped-def]
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if predicate():
-                return
-            time.sleep(0.5)
-        raise ControlPlaneError(f"timed out after {timeout}s waiting for {what}")
+        wait_for(predicate, timeout, what, interval=0.5)
 
 
 # --- certificates ------------------------------------------------------------------------------------

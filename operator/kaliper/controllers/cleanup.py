@@ -145,7 +145,7 @@ class Pass:
         found = []
         for kind in spec.kinds:
             for namespace in namespaces or [None]:
-                found += [Found.from_object(kind, o) for o in kube.list_all(kind, namespace)]
+                found += [Found.from_object(kind, o) for o in kube.list_objects(kind, namespace)]
         return found
 
     def delete(self, plan: CleanupPlan, spec: CleanupSpec) -> list[Found]:

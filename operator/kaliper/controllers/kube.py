@@ -97,41 +97,22 @@ def get(kind: str, namespace: str, name: str) -> dict[str, Any] | None:
         raise
 
 
-def list_labelled(kind: str, namespace: str, selector: str) -> list[dict[str, Any]]:
+def list_objects(kind: str, namespace: str | None, selector: str = "") -> list[dict[str, Any]]:
+    """Objects of a kind with these labels (a label selector; empty: all), in a namespace or in all of them
+    (None)."""
     if kind in CUSTOM_PLURALS:
-        result = _custom().list_namespaced_custom_object(
-            GROUP, VERSION, namespace, CUSTOM_PLURALS[kind], label_selector=selector
-        )
-        return list(result.get("items") or [])
-    return list(_plain(_typed(kind, "list")(namespace, label_selector=selector)).get("items") or [])
-
-
-def list_all(kind: str, namespace: str | None) -> list[dict[str, Any]]:
-    """Every object of a Kaliper kind in a namespace, or in all of them (None)."""
-    if namespace is None:
-        result = _custom().list_cluster_custom_object(GROUP, VERSION, CUSTOM_PLURALS[kind])
-    else:
-        result = _custom().list_namespaced_custom_object(GROUP, VERSION, namespace, CUSTOM_PLURALS[kind])
-    return list(result.get("items") or [])
-
-
-def list_managed(kind: str, namespace: str | None) -> list[dict[str, Any]]:
-    """Objects of a kind that Kaliper made (labelled app.kubernetes.io/managed-by=kaliper), in a namespace or
-    in all of them (None)."""
-    selector = "app.kubernetes.io/managed-by=kaliper"
-    if kind in CUSTOM_PLURALS:
+        custom, plural = _custom(), CUSTOM_PLURALS[kind]
         if namespace is None:
-            result = _custom().list_cluster_custom_object(GROUP, VERSION, CUSTOM_PLURALS[kind], label_selector=selector)
+            result = custom.list_cluster_custom_object(GROUP, VERSION, plural, label_selector=selector)
         else:
-            result = _custom().list_namespaced_custom_object(
-                GROUP, VERSION, namespace, CUSTOM_PLURALS[kind], label_selector=selector
-            )
+            result = custom.list_namespaced_custom_object(GROUP, VERSION, namespace, plural, label_selector=selector)
         return list(result.get("items") or [])
-    if namespace is not None:
-        return list_labelled(kind, namespace, selector)
-    api_class, suffix = TYPED[kind]
-    everywhere = getattr(api_class(api_client()), f"list_{suffix}_for_all_namespaces")
-    return list(_plain(everywhere(label_selector=selector)).get("items") or [])
+    if namespace is None:
+        api_class, suffix = TYPED[kind]
+        result = getattr(api_class(api_client()), f"list_{suffix}_for_all_namespaces")(label_selector=selector)
+    else:
+        result = _typed(kind, "list")(namespace, label_selector=selector)
+    return list(_plain(result).get("items") or [])
 
 
 def delete_exactly(kind: str, namespace: str, name: str, uid: str, propagation: str) -> bool:

@@ -305,7 +305,7 @@ class Step:
         if not in_flight:
             return
         for kind in ("ModelDeployment", "Job", "Pod"):  # what existed before this process's watches caught up
-            STORE.prime(kind, self.namespace, lambda kind=kind: kube.list_labelled(kind, self.namespace, LABEL_RUN))
+            STORE.prime(kind, self.namespace, lambda kind=kind: kube.list_objects(kind, self.namespace, LABEL_RUN))
         deployments = {d["metadata"]["name"]: d for d in STORE.group("ModelDeployment", self.namespace, self.name)}
         jobs = STORE.group("Job", self.namespace, self.name)
         pods = STORE.group("Pod", self.namespace, self.name)
