@@ -147,7 +147,11 @@ def crds_print(kind: str | None) -> None:
     help="Where reports go. Default: spec.report.directory, else ./kaliper-reports/<name>.",
 )
 @click.option("--no-limits", is_flag=True, help="Run without cgroup limits when cgroups cannot be written.")
-@click.option("--fail-if-not-met", is_flag=True, help="Exit 1 when no configuration met the SLO (for CI gates).")
+@click.option(
+    "--fail-if-not-met",
+    is_flag=True,
+    help="Exit 1 unless a configuration met the SLO (NotMet or Inconclusive fail; for CI gates).",
+)
 def run_command(paths: tuple[Path, ...], output_dir: Path | None, no_limits: bool, fail_if_not_met: bool) -> None:
     """Run ProfileRuns on this machine, with the ModelDeployments they target, under real cgroup limits.
 
@@ -216,7 +220,7 @@ def run_command(paths: tuple[Path, ...], output_dir: Path | None, no_limits: boo
             kept = sum(t.status != "Skipped" for t in report.trials)
             click.echo(f"interrupted: the {kept} finished trials are in the report; later runs were not started")
             sys.exit(130)
-        failed |= bool(report.error) or (fail_if_not_met and report.verdict == "NotMet")
+        failed |= bool(report.error) or (fail_if_not_met and report.verdict != "Met")
     sys.exit(1 if failed else 0)
 
 

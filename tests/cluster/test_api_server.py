@@ -217,8 +217,8 @@ def test_a_status_built_from_a_report_is_accepted_by_the_server(crds: Kubectl, n
         status="Succeeded",
         stage=stage,
         resources=TrialResources(source="cgroup", cpu_avg_cores=0.49, oom_kills=0, cpu_throttled_ratio=0.9, series=[]),
-        slo=[SloCheck(objective="p99 <= 150ms", met=False, observed="198.00ms")],
-        slo_met=False,
+        slo=[SloCheck(objective="p99 <= 150ms", verdict="NotMet", observed="198.00ms (95% CI 190.00-205.00ms)")],
+        slo_verdict="NotMet",
         cost_per_million_requests=0.42,
         core_hours_per_million_requests=6.9,
     )
@@ -254,7 +254,7 @@ def test_a_status_built_from_a_report_is_accepted_by_the_server(crds: Kubectl, n
         json.dumps({"status": status.to_manifest()}),
     )
     stored = crds.json("get", "profilerun", "from-report", "-n", namespace)["status"]
-    assert stored["trials"][0]["sloViolations"] == ["p99 <= 150ms: observed 198.00ms"]
+    assert stored["trials"][0]["sloViolations"] == ["p99 <= 150ms: NotMet, observed 198.00ms (95% CI 190.00-205.00ms)"]
     assert stored["recommendation"]["requests"] == {"cpu": "560m", "memory": "64Mi"}
     row = re.split(r"\s{2,}", crds("get", "profilerun", "from-report", "-n", namespace).stdout.splitlines()[1])
     assert row[1:6] == ["Succeeded", "1/1", str(status.best.p99_ms), "20", "NotMet"]

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from kaliper.loadgen.statistics import PercentileEstimate
-from kaliper.loadgen.stopping import StoppingParameters, WindowFigures, decide, spread
+from kaliper.loadgen.stopping import Decision, StoppingParameters, WindowFigures, decide, spread, straddling
 
 RULE = StoppingParameters(
     min_duration_s=10, max_duration_s=60, stable_windows=3, tolerance=0.1, max_relative_ci_width=0.05
@@ -59,3 +59,14 @@ def test_without_a_rule_runs_to_max_duration() -> None:
 def test_spread() -> None:
     assert spread([90, 100, 110]) == 0.2
     assert spread([0, 0]) == float("inf")
+
+
+def test_a_stable_measurement_goes_on_while_the_slo_cannot_be_decided() -> None:
+    # p99 100 ms, CI 99-102 ms: decided against 150 ms and against 90 ms, not against 101 ms.
+    assert straddling([(NARROW, 0.150)]) is None and straddling([(NARROW, 0.090)]) is None
+    undecided = straddling([(NARROW, 0.150), (NARROW, 0.101)])
+    assert undecided == "p99 95% interval 99.00-102.00ms straddles the objective 101ms"
+    assert straddling([(OPEN, 0.5)]) == "p99 95% interval 90.00-open straddles the objective 500ms"
+    decision = decide(15, STEADY, NARROW, RULE, undecided)
+    assert decision == Decision(False, undecided)
+    assert decide(60, STEADY, NARROW, RULE, undecided) == Decision(True, f"reached maxDuration (60s); {undecided}")

@@ -13,20 +13,34 @@ from kaliper.report.schema import (
     StageResult,
     TrialReport,
     TrialResources,
+    WindowResult,
 )
 from tests.support.reports import make_stage
 
 
-def stage(p99_ms: float, throughput: float, error_rate: float = 0.0) -> StageResult:
+def stage(
+    p99_ms: float,
+    throughput: float,
+    error_rate: float = 0.0,
+    interval: tuple[float | None, float | None] | None = None,
+    window_rates: list[float] | None = None,
+) -> StageResult:
+    """A stage whose p99 is listed with its confidence interval (default: +-5%)."""
     histogram = LatencyHistogram()
     for _ in range(100):
         histogram.record(p99_ms / 1000)
+    low, high = interval or (p99_ms * 0.95, p99_ms * 1.05)
     figures = LatencyFigures(
         count=100,
-        percentiles=[PercentileFigure(percentile=99, value_ms=p99_ms, count=100)],
+        percentiles=[PercentileFigure(percentile=99, value_ms=p99_ms, ci_low_ms=low, ci_high_ms=high, count=100)],
         histogram=histogram.encode(),
     )
-    return make_stage(figures, throughput, error_rate=error_rate)
+    result = make_stage(figures, throughput, error_rate=error_rate)
+    result.windows = [
+        WindowResult(index=i, start_s=i, warmup=False, requests=int(rate), errors=0, throughput_rps=rate)
+        for i, rate in enumerate(window_rates or [throughput] * 5)
+    ]
+    return result
 
 
 SLO = SloSpec.model_validate(
@@ -35,12 +49,29 @@ SLO = SloSpec.model_validate(
 
 
 def test_slo_checks_each_objective() -> None:
-    checks, met = decisions.slo_checks(stage(40, 500), SLO)
-    assert met and [c.objective for c in checks] == ["p99 <= 50ms", "error rate <= 1.00%", "throughput >= 100/s"]
-    checks, met = decisions.slo_checks(stage(60, 500, error_rate=0.02), SLO)
-    assert not met and [c.met for c in checks] == [False, False, True]
-    assert checks[0].observed == "60.00ms"
+    checks, verdict = decisions.slo_checks(stage(40, 500), SLO)
+    assert verdict == "Met"
+    assert [c.objective for c in checks] == ["p99 <= 50ms", "error rate <= 1.00%", "throughput >= 100/s"]
+    checks, verdict = decisions.slo_checks(stage(60, 500, error_rate=0.02), SLO)
+    assert verdict == "NotMet" and [c.verdict for c in checks] == ["NotMet", "NotMet", "Met"]
+    assert checks[0].observed == "60.00ms (95% CI 57.00-63.00ms)"
     assert decisions.slo_checks(stage(60, 500), None) == ([], None)
+
+
+def test_a_percentile_is_met_only_when_its_whole_interval_is_within_the_bound() -> None:
+    # The case from issue 12: p99 24.73 ms, 95% CI 19.36-26.61 ms, against 25 ms.
+    slo = SloSpec.model_validate({"latency": [{"percentile": 99, "max": "25ms"}]})
+    checks, verdict = decisions.slo_checks(stage(24.73, 500, interval=(19.36, 26.61)), slo)
+    assert verdict == "Inconclusive"
+    assert checks[0].observed == "24.73ms (95% CI 19.36-26.61ms)"
+    assert decisions.slo_checks(stage(24.0, 500, interval=(23.0, 24.9)), slo)[1] == "Met"
+    assert decisions.slo_checks(stage(26.0, 500, interval=(25.1, 27.0)), slo)[1] == "NotMet"
+    # Too few samples to bound the percentile from above: not met, however low the value.
+    checks, verdict = decisions.slo_checks(stage(5.0, 500, interval=(4.0, None)), slo)
+    assert verdict == "Inconclusive" and checks[0].observed == "5.00ms (95% CI 4.00-unbounded: too few samples)"
+    # One objective missed outweighs another undecided.
+    both = SloSpec.model_validate({"latency": [{"percentile": 99, "max": "25ms"}], "minThroughput": 1000})
+    assert decisions.slo_checks(stage(24.73, 500, interval=(19.36, 26.61)), both)[1] == "NotMet"
 
 
 def test_percentiles_not_in_the_summary_come_from_the_histogram() -> None:
@@ -56,24 +87,76 @@ def test_cost_figures() -> None:
     assert decisions.per_million(hourly, 0) is None
 
 
-def trial(index: int, p99: float, rps: float, cost: float, met: bool, **extra: object) -> TrialReport:
+def trial(index: int, p99: float, rps: float, cost: float, verdict: str | None, **extra: object) -> TrialReport:
+    window_rates = extra.pop("window_rates", None)
     return TrialReport(
         index=index,
         name=f"t{index}",
         parameters={"cpu": "1"},
         status="Succeeded",
-        stage=stage(p99, rps),
-        slo_met=met,
+        stage=stage(p99, rps, window_rates=window_rates),  # type: ignore[arg-type]
+        slo_verdict=verdict,
         cost_per_million_requests=cost,
         **extra,
     )
 
 
+def best(trials: list[TrialReport], slo: SloSpec | None = SLO, tolerance: float = 0.05) -> int | None:
+    choice = decisions.best_trial(trials, slo, tolerance)
+    return None if choice is None else choice.best
+
+
 def test_best_is_the_cheapest_that_met_the_slo() -> None:
-    trials = [trial(0, 10, 900, 0.5, True), trial(1, 20, 500, 0.2, True), trial(2, 90, 2000, 0.1, False)]
-    assert decisions.best_trial(trials, have_slo=True).index == 1
-    assert decisions.best_trial(trials, have_slo=False).index == 2
-    assert decisions.best_trial([trials[2]], have_slo=True) is None
+    trials = [trial(0, 10, 900, 0.5, "Met"), trial(1, 20, 500, 0.2, "Met"), trial(2, 90, 2000, 0.1, "NotMet")]
+    assert best(trials) == 1
+    assert best(trials, slo=None) == 2
+    assert best([trials[2]]) is None
+    choice = decisions.best_trial(trials, SLO, 0.05)
+    assert choice is not None and choice.report.certainty == "Clear" and choice.report.runner_up == 0
+    assert choice.report.cost_difference == 1.5  # 0.5 against 0.2
+    assert choice.report.explanation == "the runner-up t0 costs 150.0% more per request, beyond the 5.0% noise"
+
+
+def test_an_inconclusive_trial_is_never_the_best() -> None:
+    trials = [trial(0, 10, 900, 0.5, "Met"), trial(1, 49, 500, 0.2, "Inconclusive")]
+    assert best(trials) == 0
+
+
+def test_costs_within_the_tolerance_tie_and_headroom_decides() -> None:
+    # t1 is 4% cheaper, inside the 5% tolerance; t0's p99 interval tops out at 10.5 ms of 50 (79% headroom),
+    # t1's at 42 ms (16%): t0 wins.
+    trials = [trial(0, 10, 900, 0.25, "Met"), trial(1, 40, 500, 0.24, "Met")]
+    choice = decisions.best_trial(trials, SLO, 0.05)
+    assert choice is not None and choice.best == 0 and choice.report.certainty == "Tie"
+    assert choice.report.explanation == (
+        "t1 costs 4.2% less per request, inside the 5.0% noise: a tie, decided by latency headroom "
+        "(t0 79% below its latency bound, t1 16% below its latency bound)"
+    )
+    # With no tolerance and steady windows, 4% is beyond the noise: the cheaper one wins.
+    assert best(trials, tolerance=0.0) == 1
+
+
+def test_noisy_windows_widen_the_tie() -> None:
+    # Window throughputs 400/600 alternating: mean 500, sd 105, 95% half-width 1.96*105/sqrt(10) = 13%
+    # for each trial, 18.6% for the pair; a 10% cost difference is a tie even with no tolerance.
+    noisy = [400.0, 600.0] * 5
+    trials = [
+        trial(0, 10, 500, 0.22, "Met", window_rates=noisy),
+        trial(1, 40, 500, 0.20, "Met", window_rates=noisy),
+    ]
+    choice = decisions.best_trial(trials, SLO, 0.0)
+    assert choice is not None and choice.best == 0 and choice.report.noise == 0.1848
+
+
+def test_a_disturbed_best_says_so() -> None:
+    flag = "the load generator used 0.98 of the 1 cores it can use: it may have set the pace"
+    trials = [trial(0, 10, 900, 0.2, "Met", limited_by=[flag])]
+    choice = decisions.best_trial(trials, SLO, 0.05)
+    assert choice is not None and choice.report.certainty == "Disturbed"
+    assert choice.report.explanation == (
+        f"measured while limited by something other than its configuration ({flag}); t0 is the only trial that "
+        "qualified"
+    )
 
 
 def test_recommendation_uses_p90_usage_plus_margin_and_memory_peaks() -> None:
@@ -82,7 +165,7 @@ def test_recommendation_uses_p90_usage_plus_margin_and_memory_peaks() -> None:
         for i, c in enumerate([0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 0.1])
     ]
     resources = TrialResources(source="cgroup", series=series, memory_peak_bytes=200 * 2**20)
-    best = trial(3, 20, 400, 0.2, True, resources=resources)
+    chosen = trial(3, 20, 400, 0.2, "Met", resources=resources)
     oomed = TrialReport(
         index=1,
         name="t1",
@@ -90,7 +173,7 @@ def test_recommendation_uses_p90_usage_plus_margin_and_memory_peaks() -> None:
         status="Failed",
         resources=TrialResources(source="cgroup", oom_kills=1),
     )
-    r = decisions.recommend(best, [best, oomed], RecommendationSpec(), replicas=1, target_throughput=1000)
+    r = decisions.recommend(chosen, [chosen, oomed], RecommendationSpec(), replicas=1, target_throughput=1000)
     assert r.cpu_request == "1035m"  # P90 of the samples is 0.9 cores, +15%
     assert r.cpu_limit == "1035m"  # the trial's 1-core limit would sit below the request
     assert r.memory_request == "230Mi"  # peak 200Mi +15%, above the OOM bump (128Mi +100Mi = 228Mi)

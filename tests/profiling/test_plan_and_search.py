@@ -73,7 +73,7 @@ def test_knee_search_binary_searches_levels_and_skips_what_cannot_win() -> None:
     assert cheapest.next_level({4: True}) == 16
     assert cheapest.next_level({4: True, 16: False}) is None  # the knee is 4; level 1 is implied
     assert cheapest.skip_reason(1, {4: True, 16: False}) == "a higher load level met the SLO; this one would too"
-    assert cheapest.skip_reason(16, {4: False, 1: True}) == "a lower load level already missed the SLO"
+    assert cheapest.skip_reason(16, {4: False, 1: True}) == "a lower load level did not meet the SLO"
     cheapest.on_done({4: True, 16: False}, [])
 
     middle = next(steps)

@@ -393,6 +393,9 @@ class RecommendationSpec(KaliperModel):
     """Margin added on top (0.15 = +15%)."""
     memory_limit_headroom: Annotated[float, Field(ge=0, le=5)] = 0.2
     """Memory limit above the recommended request (taken from peak usage)."""
+    tie_tolerance: Annotated[float, Field(ge=0, le=1)] = 0.05
+    """Trials whose costs per request differ by less than this fraction (or than their measured throughput
+    noise, if larger) tie; the one with more latency headroom wins."""
 
 
 class ReportSpec(KaliperModel):
@@ -517,6 +520,8 @@ class ProfileRunSpec(ProfileRunTemplate):
 
 ProfileRunPhase = Literal["Pending", "Running", "Succeeded", "Failed"]
 TrialPhase = Literal["Pending", "Deploying", "Running", "Collecting", "Succeeded", "Failed", "Skipped"]
+SloVerdict = Literal["Met", "NotMet", "Inconclusive"]
+RunVerdict = Literal["Met", "NotMet", "Inconclusive", "Unknown"]
 Ms = Annotated[float, Field(ge=0)]
 
 
@@ -598,10 +603,16 @@ class TrialSummary(KaliperModel):
     """Latency percentiles (corrected for coordinated omission under open-loop load)."""
     resources: ResourceUsage | None = None
     """CPU, memory and GPU use."""
-    slo_met: bool | None = None
-    """Whether every SLO objective held; absent without an SLO."""
+    slo_verdict: SloVerdict | None = None
+    """Met: every objective held, latency percentiles with their whole 95% confidence interval; NotMet: one
+    failed (a percentile's whole interval above its bound); Inconclusive: an interval straddles a bound even
+    after measuring up to maxDuration. Absent without an SLO."""
     slo_violations: Annotated[list[Annotated[str, Field(max_length=512)]], Field(max_length=16)] | None = None
-    """Which objectives failed and by how much."""
+    """Objectives that failed or could not be decided, with the observed figure."""
+    limited_by: Annotated[list[Annotated[str, Field(max_length=512)]], Field(max_length=8)] | None = None
+    """Something other than the configuration under test limited this trial (the load generator's own CPU,
+    late sends, a server below its CPU limit while latency rose): its figures say less about the
+    configuration than they seem to."""
     core_hours_per_million_requests: Annotated[float, Field(ge=0)] | None = None
     """CPU core-hours spent per million requests (as the Azure ML profiler reports)."""
     cost_per_million_requests: Annotated[float, Field(ge=0)] | None = None
@@ -632,7 +643,8 @@ class Progress(KaliperModel):
 
 
 class BestConfiguration(KaliperModel):
-    """The cheapest trial that met the SLO (or the fastest, without an SLO)."""
+    """The cheapest trial that met the SLO (or the fastest, without an SLO); trials whose costs differ by less
+    than the measurement noise tie, and the one with more latency headroom wins."""
 
     trial: Annotated[int, Field(ge=0)]
     """Index of the trial."""
@@ -644,6 +656,12 @@ class BestConfiguration(KaliperModel):
     """Successful requests per second."""
     cost_per_million_requests: Annotated[float, Field(ge=0)] | None = None
     """Money per million requests, from the spec's price table."""
+    certainty: Literal["Clear", "Tie", "Disturbed"] | None = None
+    """Clear: cheaper than every other trial that met the SLO by more than the noise; Tie: another trial's
+    cost is within the noise, and this one has more headroom; Disturbed: this trial was limited by something
+    other than its configuration (see its limitedBy)."""
+    explanation: Annotated[str, Field(max_length=1024)] | None = None
+    """Why this trial was chosen, against the runner-up."""
 
 
 class Recommendation(KaliperModel):
@@ -702,8 +720,9 @@ class ProfileRunStatus(KaliperModel):
     best: BestConfiguration | None = None
     recommendation: Recommendation | None = None
     cost: CostSummary | None = None
-    verdict: Literal["Met", "NotMet", "Unknown"] | None = None
-    """Met when at least one configuration met the SLO."""
+    verdict: RunVerdict | None = None
+    """Met when at least one trial met the SLO; Inconclusive when none did but at least one could not be
+    decided; NotMet when every measured trial missed it."""
     report_ref: ReportReference | None = None
     message: Annotated[str, Field(max_length=4096)] | None = None
     """What a person should know: what happened and what to do."""

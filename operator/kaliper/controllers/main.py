@@ -10,6 +10,7 @@ import kopf
 # Importing a controller registers its handlers.
 from kaliper.controllers import cleanup, expiry, metrics, modeldeployment, profilerun  # noqa: F401
 from kaliper.controllers.pacer import PACER
+from kaliper.controllers.settings import SETTINGS
 from kaliper.controllers.store import STORE
 from kaliper.log import configure_logging
 
@@ -30,6 +31,8 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.execution.max_workers = int(os.environ.get("KALIPER_WORKERS", "16"))
     if port := os.environ.get("KALIPER_METRICS_PORT"):
         metrics.serve(int(port))
+    SETTINGS.load()  # the environment as it is now, not as it was when the modules were imported
+    PACER.set_interval(profilerun.STEP, SETTINGS.step_interval_s)
     forget_everything()  # an operator started again in the same process (tests) starts with nothing in memory
     PACER.start()
 

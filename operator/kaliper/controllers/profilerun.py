@@ -21,7 +21,7 @@ from pydantic import ValidationError
 from kaliper.api.common import GROUP, VERSION, with_condition
 from kaliper.api.loader import problems_from
 from kaliper.api.modeldeployment import ModelDeploymentSpec
-from kaliper.api.profilerun import ProfileRunStatus, Progress, ReportReference, ResourceUsage, TrialSummary
+from kaliper.api.profilerun import ProfileRunStatus, ReportReference, ResourceUsage, TrialSummary
 from kaliper.api.resources import ProfileRun
 from kaliper.api.units import parse_duration
 from kaliper.controllers import expiry, kube, metrics
@@ -30,6 +30,7 @@ from kaliper.controllers.pacer import PACER
 from kaliper.controllers.settings import SETTINGS
 from kaliper.controllers.store import STORE
 from kaliper.loadgen.publish import RESULT_KEY
+from kaliper.loadgen.statistics import nearest_rank
 from kaliper.log import get_logger
 from kaliper.manifests.modeldeployment import BuildError, build_deployment, endpoint
 from kaliper.manifests.profilerun import (
@@ -45,10 +46,19 @@ from kaliper.manifests.profilerun import (
     trial_name,
 )
 from kaliper.metrics.prometheus import PrometheusMetrics, Window
-from kaliper.profiling.plan import configurations
+from kaliper.profiling.plan import configurations, trial_count_problem
 from kaliper.profiling.schedule import PlannedTrial, planned_trials, schedule
 from kaliper.profiling.search import Outcome
-from kaliper.profiling.trials import conclude, hourly_cost, judge
+from kaliper.profiling.trials import (
+    conclude,
+    describe,
+    from_load_test,
+    hourly_cost,
+    judge,
+    new_report,
+    progress,
+    with_resources,
+)
 from kaliper.report.schema import LoadTestResult, ProfileReport, ResourceSeriesPoint, TrialReport, TrialResources
 from kaliper.report.status import status_from_report, trial_summary
 from kaliper.report.store import DocumentTooLarge, configmap_content, read_document
@@ -265,13 +275,9 @@ class Step:
             base = ModelDeploymentSpec.model_validate(target["spec"])
         planned = configurations(spec, base)
         trials = planned_trials(planned)
-        if spec.search.strategy == "grid" and len(trials) > spec.search.max_trials:
-            raise RunFailed(
-                f"the sweep has {len(trials)} trials, more than search.maxTrials ({spec.search.max_trials}); "
-                "narrow the sweep or raise maxTrials"
-            )
-        if len(trials) > 1000:
-            raise RunFailed(f"the sweep has {len(trials)} trials; a ProfileRun holds at most 1000")
+        problem = trial_count_problem(spec, len(trials))
+        if problem:
+            raise RunFailed(problem)
         for config in planned:
             if config.deployment is not None:
                 try:
@@ -390,7 +396,7 @@ class Step:
         ):
             kube.apply(obj)
         trial.phase = "Running"
-        self.event("TrialRunning", f"trial {trial.name}: load generator started ({_describe(trial)})")
+        self.event("TrialRunning", f"trial {trial.name}: load generator started ({describe(trial.parameters)})")
 
     def model_name(self) -> str:
         base = self.base()
@@ -424,21 +430,15 @@ class Step:
         text = self.result_text(trial.index)
         if text is None:
             return self.trial_failed(trial, f"ConfigMap {results_name(self.name, trial.index)} holds no {RESULT_KEY}")
-        result = LoadTestResult.model_validate_json(text)
         planned = self.planned(trial)
-        report = TrialReport(index=trial.index, name=trial.name, parameters=trial.parameters, status="Succeeded")
-        if result.error or not result.stages:
-            report.status, report.message = "Failed", result.error or "the load generator measured nothing"
-        else:
-            report.stage = result.stages[0]
+        report = from_load_test(trial.index, trial.name, trial.parameters, LoadTestResult.model_validate_json(text))
+        if report.stage is not None:
             server_pods = _server_pods(pods)
             resources = self.resources(trial, report, server_pods)
             if resources is None:
                 return  # the final scrape is not in yet: the next step looks again
             resources.restarts, resources.oom_kills = restarts_and_oom_kills(server_pods)
-            report.resources = resources
-            if resources.oom_kills:
-                report.status, report.message = "Failed", "OOMKilled: a replica exceeded its memory limit"
+            report = with_resources(report, resources)
         report = judge(report, self.spec, planned.configuration)
         _trial_reports[self.memo_key(trial.index)] = report
         _result_texts.pop(self.memo_key(trial.index), None)
@@ -457,7 +457,9 @@ class Step:
         metrics.TRIALS.labels(report.status).inc()
         if report.resources is not None and report.resources.unavailable:
             self.event("MetricsUnavailable", f"trial {trial.name}: " + "; ".join(report.resources.unavailable), True)
-        verdict = {True: "met the SLO", False: "missed the SLO", None: "measured"}[report.slo_met]
+        verdict = {"Met": "met the SLO", "NotMet": "missed the SLO", "Inconclusive": "could not decide the SLO"}.get(
+            report.slo_verdict or "", "measured"
+        )
         self.event(
             f"Trial{report.status}",
             f"trial {trial.name} {verdict if report.status == 'Succeeded' else 'failed: ' + (report.message or '')}",
@@ -518,9 +520,8 @@ class Step:
                 points = []
             start = window.end - window.seconds
             resources.series = [ResourceSeriesPoint(t_s=t - start, cpu_cores=c, memory_bytes=m) for t, c, m in points]
-            cpus = sorted(c for _, c, _ in points)
-            if cpus:  # nearest rank, as the local sampler reports it
-                resources.cpu_p90_cores = cpus[max(0, int(len(cpus) * 0.9 + 0.5) - 1)]
+            if points:  # the same rank rule as the local sampler's
+                resources.cpu_p90_cores = nearest_rank([c for _, c, _ in points], 90)
         return resources
 
     def trial_failed(self, trial: TrialSummary, message: str) -> None:
@@ -548,7 +549,7 @@ class Step:
 
     def start_trials(self) -> None:
         outcomes = {
-            t.index: Outcome(t.phase, t.slo_met, t.throughput_rps, t.cost_per_million_requests)
+            t.index: Outcome(t.phase, t.slo_verdict, t.throughput_rps, t.cost_per_million_requests)
             for t in self.trials.values()
             if t.phase in FINISHED
         }
@@ -581,36 +582,22 @@ class Step:
             return
         kube.apply(build_trial_deployment(self.run, trial.index, planned.configuration.deployment))
         trial.phase = "Deploying"
-        self.event("TrialStarted", f"trial {trial.name}: deploying ({_describe(trial)})")
+        self.event("TrialStarted", f"trial {trial.name}: deploying ({describe(trial.parameters)})")
 
     def update_progress(self) -> None:
         trials = self.status.trials or []
-        done = sum(t.phase in (*FINISHED, "Skipped") for t in trials)
         current = next((t.name for t in trials if t.phase in IN_FLIGHT), None)
-        self.status.progress = Progress(
-            completed_trials=done, total_trials=len(trials), current_trial=current, summary=f"{done}/{len(trials)}"
-        )
+        self.status.progress = progress(trials, len(trials), current)
 
     # -- the end
 
     def finish(self) -> None:
         """Every trial is done: write the full report, then the status from it."""
-        report = ProfileReport(
-            name=self.name,
-            namespace=self.namespace,
-            started_at=self.status.start_time or self.now,
-            finished_at=self.now,
-            target=(
-                f"ModelDeployment/{self.spec.target.deployment_ref.name}"
-                if self.spec.target.deployment_ref
-                else str(self.spec.target.url)
-            ),
-            strategy=self.spec.search.strategy,
-            currency=self.spec.cost.currency,
-        )
+        report = new_report(self.spec, self.name, self.namespace, self.status.start_time or self.now)
+        report.finished_at = self.now
         report.trials = [self.trial_report(t) for t in self.status.trials or []]
         report.load_generation_s = sum(t.stage.warmup_s + t.stage.measured_s for t in report.trials if t.stage)
-        conclude(self.spec, report)
+        conclude(self.spec, report, self.configurations)
         reference = ReportReference(config_map={"name": report_name(self.name), "key": REPORT_KEY})
         self.store_report(report)
         final = status_from_report(report, reference)
@@ -698,10 +685,6 @@ def server_pod_regex(deployment: str, server_pods: list[dict[str, Any]]) -> str 
     if not hashes:
         return None
     return f"{deployment}-({'|'.join(hashes)})-[a-z0-9]{{5}}"
-
-
-def _describe(trial: TrialSummary) -> str:
-    return ", ".join(f"{k}={v}" for k, v in trial.parameters.items()) or "the target as it is"
 
 
 def _created(run: dict[str, Any]) -> datetime:

@@ -1,10 +1,12 @@
-"""Operator-wide settings, from the environment the chart sets."""
+"""Operator-wide settings, from the environment the chart sets. Read when the operator starts (load()), not
+when this module is imported: a test or an embedding process sets the environment first."""
 
 from __future__ import annotations
 
 import json
 import os
 from dataclasses import dataclass, field
+from typing import Any
 
 from kaliper.manifests.modeldeployment import KALIPER_IMAGE
 from kaliper.manifests.profilerun import LoadgenPod
@@ -12,33 +14,60 @@ from kaliper.manifests.profilerun import LoadgenPod
 
 @dataclass(frozen=True)
 class Settings:
-    step_interval_s: float = float(os.environ.get("KALIPER_STEP_INTERVAL", "5"))
+    step_interval_s: float = 5.0
     # Kaliper's image for every pod the operator creates: built-in servers, model fetchers, load generators.
-    image: str = os.environ.get("KALIPER_IMAGE", KALIPER_IMAGE)
-    prometheus_url: str | None = os.environ.get("KALIPER_PROMETHEUS_URL") or None
+    image: str = KALIPER_IMAGE
+    prometheus_url: str | None = None
     # How often that Prometheus scrapes the kubelets (kube-prometheus-stack: 30 s), when a run does not say.
-    prometheus_scrape_interval: str = os.environ.get("KALIPER_PROMETHEUS_SCRAPE_INTERVAL") or "30s"
+    prometheus_scrape_interval: str = "30s"
     # The operator's own namespace (the chart sets it from the pod): only Cleanups there reach other namespaces.
-    operator_namespace: str | None = os.environ.get("KALIPER_NAMESPACE") or None
+    operator_namespace: str | None = None
     # The namespaces the operator watches (the chart's watchNamespaces); empty: all of them.
-    watch_namespaces: tuple[str, ...] = tuple(n for n in os.environ.get("KALIPER_WATCH_NAMESPACES", "").split(",") if n)
-    dcgm_enabled: bool = os.environ.get("KALIPER_DCGM_ENABLED", "false") == "true"
-    dcgm_pod_label: str = os.environ.get("KALIPER_DCGM_POD_LABEL", "auto")
-    loadgen: LoadgenPod = field(
-        default_factory=lambda: LoadgenPod(
-            image=os.environ.get("KALIPER_IMAGE", KALIPER_IMAGE),
-            resources={
-                "requests": {
-                    "cpu": os.environ.get("KALIPER_LOADGEN_CPU", "1"),
-                    "memory": os.environ.get("KALIPER_LOADGEN_MEMORY", "512Mi"),
+    watch_namespaces: tuple[str, ...] = ()
+    dcgm_enabled: bool = False
+    dcgm_pod_label: str = "auto"
+    loadgen: LoadgenPod = field(default_factory=lambda: LoadgenPod(image=KALIPER_IMAGE, resources={}))
+
+    @classmethod
+    def from_environment(cls, env: dict[str, str] | os._Environ[str] = os.environ) -> Settings:
+        image = env.get("KALIPER_IMAGE", KALIPER_IMAGE)
+        return cls(
+            step_interval_s=float(env.get("KALIPER_STEP_INTERVAL", "5")),
+            image=image,
+            prometheus_url=env.get("KALIPER_PROMETHEUS_URL") or None,
+            prometheus_scrape_interval=env.get("KALIPER_PROMETHEUS_SCRAPE_INTERVAL") or "30s",
+            operator_namespace=env.get("KALIPER_NAMESPACE") or None,
+            watch_namespaces=tuple(n for n in env.get("KALIPER_WATCH_NAMESPACES", "").split(",") if n),
+            dcgm_enabled=env.get("KALIPER_DCGM_ENABLED", "false") == "true",
+            dcgm_pod_label=env.get("KALIPER_DCGM_POD_LABEL", "auto"),
+            loadgen=LoadgenPod(
+                image=image,
+                resources={
+                    "requests": {
+                        "cpu": env.get("KALIPER_LOADGEN_CPU", "1"),
+                        "memory": env.get("KALIPER_LOADGEN_MEMORY", "512Mi"),
+                    },
+                    "limits": {"memory": env.get("KALIPER_LOADGEN_MEMORY_LIMIT", "1Gi")},
                 },
-                "limits": {"memory": os.environ.get("KALIPER_LOADGEN_MEMORY_LIMIT", "1Gi")},
-            },
-            node_selector=json.loads(os.environ.get("KALIPER_LOADGEN_NODE_SELECTOR") or "{}"),
-            tolerations=json.loads(os.environ.get("KALIPER_LOADGEN_TOLERATIONS") or "[]"),
-            anti_affinity=os.environ.get("KALIPER_LOADGEN_ANTI_AFFINITY") or "required",
+                node_selector=json.loads(env.get("KALIPER_LOADGEN_NODE_SELECTOR") or "{}"),
+                tolerations=json.loads(env.get("KALIPER_LOADGEN_TOLERATIONS") or "[]"),
+                anti_affinity=env.get("KALIPER_LOADGEN_ANTI_AFFINITY") or "required",
+            ),
         )
-    )
 
 
-SETTINGS = Settings()
+class _Current:
+    """The settings in force: modules hold this one object and read its attributes, which load() swaps."""
+
+    def __init__(self) -> None:
+        self._settings = Settings.from_environment()
+
+    def load(self) -> Settings:
+        self._settings = Settings.from_environment()
+        return self._settings
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._settings, name)
+
+
+SETTINGS = _Current()

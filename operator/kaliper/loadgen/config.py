@@ -13,7 +13,7 @@ from pydantic import Field, model_validator
 
 from kaliper.api.base import KaliperModel
 from kaliper.api.common import HttpUrl
-from kaliper.api.profilerun import LoadSpec, Payload, RequestSpec, StoppingRule
+from kaliper.api.profilerun import LatencyObjective, LoadSpec, Payload, RequestSpec, StoppingRule
 from kaliper.api.units import parse_duration
 
 OIP_INFER_PATH = "/v2/models/{model}/infer"
@@ -35,6 +35,9 @@ class LoadGenConfig(KaliperModel):
     """The percentile the stopping rule watches; default: load.stopping.percentile, else 99."""
     seed: int | None = None
     """Seed for Poisson arrivals, generated tensors and dataset order."""
+    objectives: Annotated[list[LatencyObjective], Field(max_length=8)] = Field(default_factory=list)
+    """The SLO's latency objectives: a stable measurement goes on (up to maxDuration) while one's confidence
+    interval straddles its bound, so the verdict can be decided."""
 
     @model_validator(mode="after")
     def _levels_fit_the_load_model(self) -> LoadGenConfig:

@@ -39,7 +39,7 @@ from kaliper.loadgen.recorder import Aggregator, Recorder, Window
 from kaliper.loadgen.results import LATE_AFTER_S, stage_result
 from kaliper.loadgen.schedule import send_offsets
 from kaliper.loadgen.statistics import estimate
-from kaliper.loadgen.stopping import Decision, StoppingParameters, WindowFigures, decide
+from kaliper.loadgen.stopping import Decision, StoppingParameters, WindowFigures, decide, straddling
 from kaliper.log import get_logger
 from kaliper.netutil import free_port
 from kaliper.processes import die_with_parent
@@ -277,6 +277,7 @@ class Controller:
         decision = Decision(False, "measuring")
         figures: list[WindowFigures] = []
         cumulative = LatencyHistogram()
+        cumulative_service = LatencyHistogram()
         windows: list[Window] = []
         seen = -1
         while True:
@@ -290,12 +291,26 @@ class Controller:
                 windows = self.aggregator.stage_windows(stage, until)
                 for window in windows[max(seen + 1, self.warmup_windows) :]:
                     cumulative.add(window.latency)
+                    cumulative_service.add(window.service)
                     figures.append(self._figures(window))
                 self._fail_fast(windows[self.warmup_windows :])
                 seen = until
                 if figures:
                     measured_s = len(figures) * self.window_s
-                    decision = decide(measured_s, figures, estimate(cumulative, self.config.percentile), self.params)
+                    objectives = [
+                        (
+                            estimate(cumulative if o.measure == "corrected" else cumulative_service, o.percentile),
+                            parse_duration(o.max),
+                        )
+                        for o in self.config.objectives
+                    ]
+                    decision = decide(
+                        measured_s,
+                        figures,
+                        estimate(cumulative, self.config.percentile),
+                        self.params,
+                        straddling(objectives),
+                    )
                     if decision.stop:
                         break
             if time.time() > deadline:

@@ -12,6 +12,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from kaliper.loadgen.cpu import CpuClock
 from kaliper.loadgen.histogram import LatencyHistogram
 
 
@@ -30,6 +31,9 @@ class Window:
     late_generator: int = 0  # sends that left late although a connection was free (generator too slow)
     bytes_sent: int = 0
     bytes_received: int = 0
+    # CPU-seconds the generator processes used in this window, and could have used (summed over processes).
+    cpu_s: float = 0.0
+    capacity_s: float = 0.0
 
     def merge(self, other: Window) -> Window:
         self.service.add(other.service)
@@ -41,6 +45,8 @@ class Window:
         self.late_generator += other.late_generator
         self.bytes_sent += other.bytes_sent
         self.bytes_received += other.bytes_received
+        self.cpu_s += other.cpu_s
+        self.capacity_s += other.capacity_s
         return self
 
     @property
@@ -60,6 +66,8 @@ class Window:
             "late_generator": self.late_generator,
             "bytes_sent": self.bytes_sent,
             "bytes_received": self.bytes_received,
+            "cpu_s": self.cpu_s,
+            "capacity_s": self.capacity_s,
         }
 
     @classmethod
@@ -75,6 +83,8 @@ class Window:
             late_generator=data["late_generator"],
             bytes_sent=data.get("bytes_sent", 0),
             bytes_received=data.get("bytes_received", 0),
+            cpu_s=data.get("cpu_s", 0.0),
+            capacity_s=data.get("capacity_s", 0.0),
         )
 
 
@@ -89,6 +99,7 @@ class Recorder:
         self._windows: dict[int, Window] = {}
         self._current: Window | None = None
         self._current_end = -math.inf
+        self._cpu = CpuClock()
 
     def begin_stage(self, stage: int, start_wall: float) -> None:
         self.stage, self.stage_start = stage, start_wall
@@ -145,6 +156,11 @@ class Recorder:
         """The closed windows recorded so far (removed from the recorder) and the watermark they close."""
         until = self.closed_until(now_wall)
         done = [w for i, w in sorted(self._windows.items()) if i <= until]
+        if done:
+            # The CPU used since the last windows closed is spread over the ones closing now.
+            cores = self._cpu.cores_since_mark(now_wall)
+            for window in done:
+                window.cpu_s, window.capacity_s = cores * self.window_s, self._cpu.capacity * self.window_s
         for window in done:
             del self._windows[window.index]
             if window is self._current:

@@ -8,7 +8,14 @@ from kaliper.loadgen.config import LoadGenConfig
 from kaliper.loadgen.histogram import LatencyHistogram
 from kaliper.loadgen.recorder import Window
 from kaliper.loadgen.statistics import REPORTED_PERCENTILES, estimate
-from kaliper.report.schema import LatencyFigures, LateSends, PercentileFigure, StageResult, WindowResult
+from kaliper.report.schema import (
+    GeneratorUsage,
+    LatencyFigures,
+    LateSends,
+    PercentileFigure,
+    StageResult,
+    WindowResult,
+)
 
 # A send is late when it leaves more than this after its intended time. gevent's timers wake up to about a
 # millisecond late on an idle machine, so a tighter bound would call every send late.
@@ -99,6 +106,11 @@ def stage_result(
         latency=latency_figures(total.latency),
         service_time=latency_figures(total.service),
         late_sends=late,
+        generator_usage=GeneratorUsage(
+            cpu_cores=round(total.cpu_s / measured_s, 4), capacity_cores=round(total.capacity_s / measured_s, 4)
+        )
+        if measured_s and total.capacity_s
+        else None,
         windows=[
             WindowResult(
                 index=w.index,

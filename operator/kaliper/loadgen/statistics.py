@@ -64,6 +64,12 @@ def percentile_rank(count: int, percentile: float) -> int:
     return max(1, math.ceil(count * percentile / 100 - 1e-9))
 
 
+def nearest_rank(values: list[float], percentile: float) -> float:
+    """The percentile of a list of samples by the same nearest-rank rule (CPU samples, local and in a cluster)."""
+    ordered = sorted(values)
+    return ordered[percentile_rank(len(ordered), percentile) - 1]
+
+
 def estimate(histogram: LatencyHistogram, percentile: float, confidence: float = 0.95) -> PercentileEstimate:
     count = histogram.count
     if count == 0:

@@ -2,7 +2,8 @@
 
 Like perf_analyzer, a measurement is stable when the last k windows agree within a tolerance (throughput
 and the SLO percentile's latency); unlike it, Kaliper also waits until the confidence interval of that
-percentile is narrow enough. The minimum and maximum durations always hold.
+percentile is narrow enough, and until the interval of every latency objective lies wholly on one side of
+its bound (so the SLO verdict can be decided). The minimum and maximum durations always hold.
 """
 
 from __future__ import annotations
@@ -41,14 +42,37 @@ def spread(values: list[float]) -> float:
     return (max(values) - min(values)) / mean if mean > 0 else float("inf")
 
 
+def straddling(objectives: list[tuple[PercentileEstimate, float]]) -> str | None:
+    """Why the SLO cannot be decided yet: the first objective (estimate, bound in seconds) whose confidence
+    interval contains the bound, or cannot be bounded from above; None when every one is decided."""
+    for found, bound_s in objectives:
+        if found.value_s is None:
+            return f"no samples yet for p{found.percentile:g}"
+        if found.ci_low_s is not None and found.ci_low_s > bound_s:
+            continue
+        if found.ci_high_s is not None and found.ci_high_s <= bound_s:
+            continue
+        high = "open" if found.ci_high_s is None else f"{found.ci_high_s * 1000:.2f}ms"
+        low = "?" if found.ci_low_s is None else f"{found.ci_low_s * 1000:.2f}"
+        return (
+            f"p{found.percentile:g} {found.confidence:.0%} interval {low}-{high} straddles the objective "
+            f"{bound_s * 1000:g}ms"
+        )
+    return None
+
+
 def decide(
     measured_s: float,
     windows: list[WindowFigures],
     cumulative: PercentileEstimate,
     params: StoppingParameters,
+    undecided: str | None = None,
 ) -> Decision:
+    """undecided: why an SLO objective cannot be decided yet (see straddling); a stable measurement goes on
+    while it is set, up to maxDuration."""
     if measured_s >= params.max_duration_s:
-        return Decision(True, f"reached maxDuration ({params.max_duration_s:g}s)")
+        still = f"; {undecided}" if undecided else ""
+        return Decision(True, f"reached maxDuration ({params.max_duration_s:g}s){still}")
     if params.stable_windows is None or measured_s < params.min_duration_s:
         return Decision(False, "measuring")
     k = params.stable_windows
@@ -68,6 +92,8 @@ def decide(
     if width is None or width > params.max_relative_ci_width:
         shown = "open" if width is None else f"{width:.1%}"
         return Decision(False, f"p{cumulative.percentile:g} confidence interval is {shown} wide")
+    if undecided is not None:
+        return Decision(False, undecided)
     return Decision(
         True,
         f"stable: last {k} windows within {params.tolerance:.0%} (throughput {throughput_spread:.1%}, "

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import yaml
 
+from kaliper.api.modeldeployment import ModelDeploymentSpec
 from kaliper.api.profilerun import ProfileRunSpec, ReportReference
 from kaliper.api.resources import ModelDeployment, ProfileRun
 from kaliper.api.units import parse_duration
@@ -25,10 +26,22 @@ from kaliper.log import get_logger
 from kaliper.manifests.profilerun import loadgen_config as build_loadgen_config
 from kaliper.metrics.nvml import Nvml
 from kaliper.netutil import free_port
-from kaliper.profiling.plan import Configuration, configurations
-from kaliper.profiling.search import Outcome, Step, order_for_search
-from kaliper.profiling.trials import allocated, conclude, hourly_cost, judge
-from kaliper.report.schema import LoadTestResult, ProfileReport, StageResult, TrialReport, TrialResources
+from kaliper.profiling.plan import configurations, trial_count_problem
+from kaliper.profiling.schedule import PlannedTrial, planned_trials, schedule
+from kaliper.profiling.search import Outcome
+from kaliper.profiling.trials import (
+    allocated,
+    conclude,
+    describe,
+    failed,
+    from_load_test,
+    hourly_cost,
+    judge,
+    new_report,
+    skipped,
+    with_resources,
+)
+from kaliper.report.schema import LoadTestResult, ProfileReport, TrialReport, TrialResources
 from kaliper.report.status import status_from_report
 
 log = get_logger("kaliper.local")
@@ -54,6 +67,17 @@ def split_cpus(server_cores: float | None) -> tuple[set[int] | None, set[int] | 
     if len(available) < need + 1:
         return None, None
     return set(available[-need:]), set(available[:-need])
+
+
+def ready_limit(spec: ProfileRunSpec, deployment: ModelDeploymentSpec) -> tuple[float, str]:
+    """How long a trial's servers may take to become ready, and the setting that says so: the sooner of the
+    ProfileRun's readyTimeout and the deployment's readiness.readyTimeout, as on Kubernetes (where the
+    ModelDeployment fails at its own timeout and the run gives up on the trial at its own)."""
+    run = parse_duration(spec.ready_timeout)
+    own = parse_duration(deployment.readiness.ready_timeout)
+    if run <= own:
+        return run, f"the ProfileRun's readyTimeout, {spec.ready_timeout}"
+    return own, f"the ModelDeployment's readiness.readyTimeout, {deployment.readiness.ready_timeout}"
 
 
 def secret_variable(secret: str, key: str) -> str:
@@ -88,6 +112,9 @@ class LocalRuntime:
         return self._nvml
 
     def run(self, run: ProfileRun, deployments: dict[str, ModelDeployment]) -> ProfileReport:
+        """Drive the search as the operator does (profiling.schedule replays it over the outcomes so far),
+        one trial at a time; each trial joins the report as soon as it is done, so an interrupted run keeps
+        it."""
         spec = run.spec
         base = None
         model_name = "model"
@@ -100,120 +127,59 @@ class LocalRuntime:
                 )
             base = deployments[name].spec
             model_name = base.model.name or name
-        report = ProfileReport(
-            name=run.metadata.name or "profilerun",
-            namespace=run.metadata.namespace,
-            started_at=datetime.now(UTC),
-            target=f"ModelDeployment/{spec.target.deployment_ref.name}" if base else str(spec.target.url),
-            strategy=spec.search.strategy,
-            currency=spec.cost.currency,
-        )
+        report = new_report(spec, run.metadata.name or "profilerun", run.metadata.namespace, datetime.now(UTC))
         planned = configurations(spec, base)
-        total = sum(len(c.levels) for c in planned)
-        if spec.search.strategy == "grid" and total > spec.search.max_trials:
-            raise ServerError(
-                f"the sweep has {total} trials, more than search.maxTrials ({spec.search.max_trials}); "
-                "narrow the sweep or raise maxTrials"
-            )
+        by_index = {p.index: p for p in planned_trials(planned)}
+        problem = trial_count_problem(spec, len(by_index))
+        if problem:
+            raise ServerError(problem)
+        measured: dict[int, TrialReport] = {}
+        never_ready: dict[int, str] = {}  # configuration index -> why its servers did not come up
+        plan = None
         try:
-            for step in order_for_search(spec, planned, lambda c: hourly_cost(spec, c)):
-                config = step.configuration
-                if not step.run:
-                    report.trials += [self._skipped(config, level, step.reason) for level in config.levels]
-                    continue
-                self._run_configuration(spec, step, model_name, report, total)
+            while True:
+                outcomes = {i: Outcome.of(t) for i, t in measured.items()}
+                plan = schedule(spec, planned, outcomes, lambda c: hourly_cost(spec, c), never_ready)
+                for index, reason in plan.failed.items():
+                    measured.setdefault(index, failed(index, f"t{index}", by_index[index].parameters, reason))
+                if plan.finished:
+                    break
+                chosen = plan.start[0]
+                done = len(measured) + len(plan.skipped)
+                self.progress(f"trial {chosen.index}: {describe(chosen.parameters)}", done, len(by_index))
+                trial, servers_up = self._run_trial(spec, chosen, model_name)
+                trial = judge(trial, spec, chosen.configuration)
+                report.load_generation_s += (trial.stage.warmup_s + trial.stage.measured_s) if trial.stage else 0
+                measured[chosen.index] = trial
+                if not servers_up:  # they will not come up at its other levels either
+                    never_ready[chosen.configuration.index] = trial.message or "the server did not start"
         except KeyboardInterrupt:
             # Ctrl-C or SIGTERM: the trial under way has stopped its servers and removed its cgroups (its
             # `finally`); what finished is kept and reported.
             report.interrupted = True
-            finished = sum(t.status != "Skipped" for t in report.trials)
-            report.warnings.append(f"interrupted after {finished} of {total} trials; the rest were not run")
-        # Trials the search never reached (optuna explores a sample, or the run was stopped) are reported too.
-        done = {t.index for t in report.trials}
+            report.warnings.append(
+                f"interrupted after {len(measured)} of {len(by_index)} trials; the rest were not run"
+            )
+        reasons = {} if report.interrupted or plan is None else plan.skipped
         why = "not run: the run was interrupted" if report.interrupted else "not explored by the search"
-        for config in planned:
-            for level in config.levels:
-                if self._trial_index(config, config.levels.index(level)) not in done:
-                    report.trials.append(self._skipped(config, level, why))
-        report.trials.sort(key=lambda t: t.index)
-        conclude(spec, report)
+        report.trials = [
+            measured.get(i) or skipped(i, f"t{i}", planned_trial.parameters, reasons.get(i, why))
+            for i, planned_trial in sorted(by_index.items())
+        ]
+        conclude(spec, report, planned)
         report.finished_at = datetime.now(UTC)
         return report
 
-    def _trial_index(self, config: Configuration, level_index: int) -> int:
-        return config.index * len(config.levels) + level_index
-
-    def _skipped(self, config: Configuration, level: float, reason: str) -> TrialReport:
-        index = self._trial_index(config, config.levels.index(level))
-        return TrialReport(
-            index=index, name=f"t{index}", parameters=self._parameters(config, level), status="Skipped", message=reason
-        )
-
-    @staticmethod
-    def _parameters(config: Configuration, level: float) -> dict[str, str]:
-        return {**config.parameters, config.level_name: f"{level:g}"}
-
-    def _run_configuration(
-        self, spec: ProfileRunSpec, step: Step, model_name: str, report: ProfileReport, total: int
-    ) -> None:
-        """Measure the levels the search asks for; every trial gets a freshly started server, so nothing (a
-        warm cache, a memory peak) carries over from one trial to the next. Each trial joins the report as
-        soon as it is done, so an interrupted run keeps it."""
-        config = step.configuration
-        trials: list[TrialReport] = []
-
-        def keep(*done: TrialReport) -> None:
-            trials.extend(done)
-            report.trials.extend(done)
-
-        verdicts: dict[float, bool] = {}
-        label = ", ".join(f"{k}={v}" for k, v in config.parameters.items()) or "the target as it is"
-        while (level := step.next_level(verdicts)) is not None:
-            index = self._trial_index(config, config.levels.index(level))
-            parameters = self._parameters(config, level)
-            self.progress(f"trial {index}: {label}, {config.level_name} {level:g}", len(report.trials), total)
-            trial = judge(self._run_trial(spec, config, model_name, level, index, parameters), spec, config)
-            report.load_generation_s += (trial.stage.warmup_s + trial.stage.measured_s) if trial.stage else 0
-            keep(trial)
-            verdicts[level] = Outcome.of(trial).passed
-            if trial.status == "Failed" and trial.stage is None:
-                # The server did not come up: it will not at the other levels either.
-                keep(
-                    *[
-                        replace_index(
-                            trial,
-                            self._trial_index(config, config.levels.index(other)),
-                            self._parameters(config, other),
-                        )
-                        for other in step.levels
-                        if other not in verdicts and other != level
-                    ]
-                )
-                break
-        done = {t.index for t in trials}
-        keep(
-            *[
-                self._skipped(config, level, step.skip_reason(level, verdicts))
-                for level in step.levels
-                if self._trial_index(config, config.levels.index(level)) not in done
-            ]
-        )
-        step.on_done(verdicts, [Outcome.of(t) for t in trials])
-
-    def _run_trial(
-        self,
-        spec: ProfileRunSpec,
-        config: Configuration,
-        model_name: str,
-        level: float,
-        index: int,
-        parameters: dict[str, str],
-    ) -> TrialReport:
-        """Start the servers, measure one level, stop them."""
+    def _run_trial(self, spec: ProfileRunSpec, planned: PlannedTrial, model_name: str) -> tuple[TrialReport, bool]:
+        """Start the servers, measure one level, stop them: every trial gets freshly started servers, so
+        nothing (a warm cache, a memory peak) carries over from one to the next. Also says whether the
+        servers came up."""
+        config, index, parameters = planned.configuration, planned.index, planned.parameters
         cores = allocated(config)[0]
         server_cpus, loadgen_cpus = split_cpus(cores or None)
         workdir = self.options.output_dir / f"t{index}"
         servers = None
+        up = False
         try:
             if config.deployment is not None:
                 servers = ServerGroup(
@@ -226,12 +192,13 @@ class LocalRuntime:
                     server_cpus,
                 )
                 servers.start()
-                ready_s = servers.wait_ready()
+                ready_s = servers.wait_ready(*ready_limit(spec, config.deployment))
                 log.debug("server ready", trial=index, seconds=round(ready_s, 2))
                 url = servers.url
             else:
                 url = str(spec.target.url)
-            trial = self._run_level(spec, url, model_name, level, index, parameters, servers, workdir, loadgen_cpus)
+            up = True
+            trial = self._run_level(spec, url, model_name, planned, servers, workdir, loadgen_cpus)
             if servers is not None and trial.status == "Succeeded":
                 try:
                     servers.check_alive()
@@ -239,11 +206,11 @@ class LocalRuntime:
                     trial = trial.model_copy(
                         update={"status": "Failed", "message": str(error), "server_log_tail": error.log_tail}
                     )
-            return trial
+            return trial, up
         except ServerError as error:
             oom = servers.oom_kills() if servers is not None and servers.groups else 0
             log.warning("trial failed", trial=index, error=str(error))
-            return TrialReport(
+            trial = TrialReport(
                 index=index,
                 name=f"t{index}",
                 parameters=parameters,
@@ -254,6 +221,7 @@ class LocalRuntime:
                 if oom
                 else None,
             )
+            return trial, up
         finally:
             if servers is not None:
                 servers.stop()
@@ -263,14 +231,13 @@ class LocalRuntime:
         spec: ProfileRunSpec,
         url: str,
         model_name: str,
-        level: float,
-        index: int,
-        parameters: dict[str, str],
+        planned: PlannedTrial,
         servers: ServerGroup | None,
         workdir: Path,
         cpus: set[int] | None,
     ) -> TrialReport:
-        config = loadgen_config(spec, url, model_name, level, self.options.base_dir)
+        index = planned.index
+        config = loadgen_config(spec, url, model_name, planned.level, self.options.base_dir)
         workdir.mkdir(parents=True, exist_ok=True)
         config_path = workdir / f"loadgen-{index}.yaml"
         config_path.write_text(yaml.safe_dump(config))
@@ -291,44 +258,33 @@ class LocalRuntime:
         command = [sys.executable, "-m", "kaliper.loadgen", "run", str(config_path), "-o", str(result_path)]
         pin = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
         try:
-            # An interrupt kills the load generator (subprocess.run does) and stops the sampler.
-            process = subprocess.run(command, capture_output=True, text=True, preexec_fn=pin)
+            # An interrupt kills the load generator (subprocess.run does) and stops the sampler; trialTimeout
+            # bounds it as the operator bounds its Job.
+            process = subprocess.run(
+                command, capture_output=True, text=True, preexec_fn=pin, timeout=parse_duration(spec.trial_timeout)
+            )
+        except subprocess.TimeoutExpired as exc:
+            raise ServerError(f"no results within trialTimeout ({spec.trial_timeout})") from exc
         finally:
             points = sampler.stop() if sampler else []
         if not result_path.exists():
             raise ServerError(f"the load generator failed: {process.stderr.strip()[-2000:]}")
         result = LoadTestResult.model_validate_json(result_path.read_text())
-        name = f"t{index}"
-        if result.error or not result.stages:
-            return TrialReport(
-                index=index,
-                name=name,
-                parameters=parameters,
-                status="Failed",
-                message=result.error or "the load generator measured nothing",
-                server_log_tail=servers.log_tail() if servers else None,
-            )
-        stage: StageResult = result.stages[0]
+        trial = from_load_test(index, f"t{index}", planned.parameters, result)
+        if trial.stage is None:
+            trial.server_log_tail = servers.log_tail() if servers else None
+            return trial
+        stage = trial.stage
         start = stage.started_at.timestamp() + stage.warmup_s
         resources = summarize(points, start, start + stage.measured_s, origin, gpu_unavailable) if points else None
         if resources is not None:
             # The server's traffic is the load generator's, counted by it per request on loopback.
             resources.network_receive_bytes = stage.bytes_sent
             resources.network_transmit_bytes = stage.bytes_received
-        if resources is not None and resources.oom_kills:
-            return TrialReport(
-                index=index,
-                name=name,
-                parameters=parameters,
-                status="Failed",
-                stage=stage,
-                resources=resources,
-                message="OOMKilled: a replica exceeded its memory limit",
-                server_log_tail=servers.log_tail() if servers else None,
-            )
-        return TrialReport(
-            index=index, name=name, parameters=parameters, status="Succeeded", stage=stage, resources=resources
-        )
+        trial = with_resources(trial, resources)
+        if trial.status == "Failed":
+            trial.server_log_tail = servers.log_tail() if servers else None
+        return trial
 
 
 def write_report(report: ProfileReport, directory: Path) -> Path:
@@ -356,8 +312,3 @@ def load_manifests(paths: list[Path]) -> tuple[list[ProfileRun], dict[str, Model
             deployments[document.resource.metadata.name or ""] = document.resource
     base_dir = files[0].parent if files else Path.cwd()
     return runs, deployments, base_dir
-
-
-def replace_index(trial: TrialReport, index: int, parameters: dict[str, str]) -> TrialReport:
-    """The same failure, reported for another level of the same configuration."""
-    return trial.model_copy(update={"index": index, "name": f"t{index}", "parameters": parameters})

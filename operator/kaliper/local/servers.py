@@ -178,8 +178,9 @@ class ServerGroup:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def wait_ready(self, timeout_s: float | None = None) -> float:
-        """Seconds until every replica answered its readiness probe; ServerError if one died or time ran out."""
+    def wait_ready(self, timeout_s: float | None = None, setting: str = "readiness.readyTimeout") -> float:
+        """Seconds until every replica answered its readiness probe; ServerError if one died or time ran out
+        (the ModelDeployment's readiness.readyTimeout, unless the caller names its own setting)."""
         timeout_s = timeout_s or parse_duration(self.spec.readiness.ready_timeout)
         started = time.monotonic()
         deadline = started + timeout_s
@@ -197,7 +198,7 @@ class ServerGroup:
             if not waiting:
                 return time.monotonic() - started
             time.sleep(0.1)
-        raise ServerError(f"the server was not ready within {timeout_s:g}s (readiness.readyTimeout)", self.log_tail())
+        raise ServerError(f"the server was not ready within {timeout_s:g}s ({setting})", self.log_tail())
 
     def oom_kills(self) -> int:
         return sum(g.sample().oom_kills for g in self.groups)

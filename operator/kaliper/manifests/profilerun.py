@@ -134,7 +134,10 @@ def loadgen_config(
     request = spec.request.to_manifest()
     request.setdefault("modelName", model_name)
     request.pop("headersFrom", None)
-    return {"url": url, "request": request, "payload": payload, "load": load, "envHeaders": env_headers}
+    config = {"url": url, "request": request, "payload": payload, "load": load, "envHeaders": env_headers}
+    if spec.slo is not None and spec.slo.latency:
+        config["objectives"] = [o.to_manifest() for o in spec.slo.latency]
+    return config
 
 
 def _loadgen_pod(

@@ -8,12 +8,13 @@ raises memory by max(+100 MiB, x1.2) over the limit it died at.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
-from kaliper.api.profilerun import CostModel, RecommendationSpec, SloSpec
+from kaliper.api.profilerun import CostModel, RecommendationSpec, SloSpec, SloVerdict
 from kaliper.api.units import format_cpu, format_memory, parse_cpu, parse_duration, parse_quantity
 from kaliper.loadgen.histogram import LatencyHistogram
-from kaliper.loadgen.statistics import estimate
-from kaliper.report.schema import RecommendationReport, SloCheck, StageResult, TrialReport
+from kaliper.loadgen.statistics import estimate, nearest_rank
+from kaliper.report.schema import BestChoice, RecommendationReport, SloCheck, StageResult, TrialReport
 
 GIB = 2**30
 MIN_CPU_CORES = 0.01
@@ -21,33 +22,70 @@ OOM_BUMP_BYTES = 100 * 2**20
 OOM_BUMP_FACTOR = 1.2
 
 
-def latency_at(stage: StageResult, percentile: float, measure: str = "corrected") -> float | None:
-    """Milliseconds at a percentile; percentiles the report does not list come from the histogram."""
+@dataclass(frozen=True)
+class Interval:
+    """A percentile in milliseconds and its confidence interval (high is None: too few samples to bound it)."""
+
+    value_ms: float | None
+    low_ms: float | None = None
+    high_ms: float | None = None
+
+
+def latency_interval(stage: StageResult, percentile: float, measure: str = "corrected") -> Interval:
+    """A percentile with its interval; percentiles the report does not list come from the histogram."""
     figures = stage.latency if measure == "corrected" else stage.service_time
     listed = figures.at(percentile)
     if listed is not None:
-        return listed.value_ms
+        return Interval(listed.value_ms, listed.ci_low_ms, listed.ci_high_ms)
     if not figures.histogram:
-        return None
-    value = estimate(LatencyHistogram.decode(figures.histogram), percentile).value_s
-    return None if value is None else value * 1000
+        return Interval(None)
+    found = estimate(LatencyHistogram.decode(figures.histogram), percentile)
+    ms = [None if v is None else v * 1000 for v in (found.value_s, found.ci_low_s, found.ci_high_s)]
+    return Interval(*ms)
 
 
-def slo_checks(stage: StageResult, slo: SloSpec | None) -> tuple[list[SloCheck], bool | None]:
+def latency_at(stage: StageResult, percentile: float, measure: str = "corrected") -> float | None:
+    return latency_interval(stage, percentile, measure).value_ms
+
+
+def latency_verdict(found: Interval, bound_ms: float) -> SloVerdict:
+    """Met only when the whole interval is within the bound, NotMet when the whole interval is beyond it."""
+    if found.value_ms is None:
+        return "Inconclusive"
+    if found.low_ms is not None and found.low_ms > bound_ms:
+        return "NotMet"
+    if found.high_ms is not None and found.high_ms <= bound_ms:
+        return "Met"
+    return "Inconclusive"
+
+
+def describe(found: Interval) -> str:
+    if found.value_ms is None:
+        return "no samples"
+    low = "?" if found.low_ms is None else f"{found.low_ms:.2f}"
+    high = "unbounded: too few samples" if found.high_ms is None else f"{found.high_ms:.2f}ms"
+    return f"{found.value_ms:.2f}ms (95% CI {low}-{high})"
+
+
+def slo_checks(stage: StageResult, slo: SloSpec | None) -> tuple[list[SloCheck], SloVerdict | None]:
+    """Each objective's verdict, and the trial's: NotMet if any is, else Inconclusive if any is, else Met."""
     if slo is None:
         return [], None
     checks = []
     for objective in slo.latency or []:
-        bound_ms = parse_duration(objective.max) * 1000
-        value = latency_at(stage, objective.percentile, objective.measure)
-        observed = "no samples" if value is None else f"{value:.2f}ms"
-        met = value is not None and value <= bound_ms
-        checks.append(SloCheck(objective=f"p{objective.percentile:g} <= {objective.max}", met=met, observed=observed))
+        found = latency_interval(stage, objective.percentile, objective.measure)
+        checks.append(
+            SloCheck(
+                objective=f"p{objective.percentile:g} <= {objective.max}",
+                verdict=latency_verdict(found, parse_duration(objective.max) * 1000),
+                observed=describe(found),
+            )
+        )
     if slo.max_error_rate is not None:
         checks.append(
             SloCheck(
                 objective=f"error rate <= {slo.max_error_rate:.2%}",
-                met=stage.error_rate <= slo.max_error_rate,
+                verdict="Met" if stage.error_rate <= slo.max_error_rate else "NotMet",
                 observed=f"{stage.error_rate:.2%}",
             )
         )
@@ -55,11 +93,17 @@ def slo_checks(stage: StageResult, slo: SloSpec | None) -> tuple[list[SloCheck],
         checks.append(
             SloCheck(
                 objective=f"throughput >= {slo.min_throughput:g}/s",
-                met=stage.throughput_rps >= slo.min_throughput,
+                verdict="Met" if stage.throughput_rps >= slo.min_throughput else "NotMet",
                 observed=f"{stage.throughput_rps:.1f}/s",
             )
         )
-    return checks, all(c.met for c in checks)
+    return checks, overall([c.verdict for c in checks])
+
+
+def overall(verdicts: list[SloVerdict]) -> SloVerdict:
+    if "NotMet" in verdicts:
+        return "NotMet"
+    return "Inconclusive" if "Inconclusive" in verdicts else "Met"
 
 
 def hourly_cost(cpu_cores: float, memory_bytes: float, gpus: int, replicas: int, prices: CostModel) -> float:
@@ -74,21 +118,103 @@ def per_million(hourly: float, throughput_rps: float) -> float | None:
     return hourly * (1e6 / throughput_rps) / 3600
 
 
-def best_trial(trials: list[TrialReport], have_slo: bool) -> TrialReport | None:
+@dataclass(frozen=True)
+class Choice:
+    best: int
+    report: BestChoice
+
+
+def score(trial: TrialReport) -> float:
+    """What the best trial minimises: money per million requests, else (without prices) 1 / throughput."""
+    assert trial.stage is not None
+    cost = trial.cost_per_million_requests
+    return cost if cost is not None else 1 / trial.stage.throughput_rps
+
+
+def relative_noise(trial: TrialReport) -> float:
+    """The 95% relative uncertainty of a trial's throughput (and so of its cost per request), from the spread
+    of its measured windows; 0 with fewer than two windows."""
+    assert trial.stage is not None
+    rates = [w.throughput_rps for w in trial.stage.windows if not w.warmup]
+    if len(rates) < 2 or not sum(rates):
+        return 0.0
+    mean = sum(rates) / len(rates)
+    variance = sum((r - mean) ** 2 for r in rates) / (len(rates) - 1)
+    return 1.96 * math.sqrt(variance / len(rates)) / mean
+
+
+def headroom(trial: TrialReport, slo: SloSpec | None) -> float:
+    """How far below its latency objectives the trial stayed (the smallest margin, as a fraction of the
+    bound, at the upper end of the interval); without latency objectives, minus its p99 in seconds."""
+    assert trial.stage is not None
+    objectives = (slo.latency or []) if slo else []
+    if not objectives:
+        return -(latency_at(trial.stage, 99) or 0.0) / 1000
+    margins = []
+    for objective in objectives:
+        found = latency_interval(trial.stage, objective.percentile, objective.measure)
+        upper = found.high_ms if found.high_ms is not None else found.value_ms
+        bound = parse_duration(objective.max) * 1000
+        margins.append((bound - (upper or bound)) / bound)
+    return min(margins)
+
+
+def best_trial(trials: list[TrialReport], slo: SloSpec | None, tie_tolerance: float) -> Choice | None:
     """The cheapest per million requests among the trials that met the SLO (all succeeded ones without an
-    SLO); ties go to the lower p99."""
+    SLO). Costs closer than the measurement noise (the trials' combined throughput uncertainty, at least
+    tie_tolerance) are a tie, which the trial with the most latency headroom wins."""
     eligible = [t for t in trials if t.status == "Succeeded" and t.stage and t.stage.throughput_rps > 0]
-    if have_slo:
-        eligible = [t for t in eligible if t.slo_met]
+    if slo is not None:
+        eligible = [t for t in eligible if t.slo_verdict == "Met"]
     if not eligible:
         return None
+    ranked = sorted(eligible, key=lambda t: (score(t), t.index))
+    cheapest = ranked[0]
 
-    def key(trial: TrialReport) -> tuple[float, float]:
-        cost = trial.cost_per_million_requests
-        p99 = latency_at(trial.stage, 99) if trial.stage else None  # type: ignore[arg-type]
-        return (cost if cost is not None else -trial.stage.throughput_rps, p99 or 0.0)  # type: ignore[union-attr]
+    def noise(a: TrialReport, b: TrialReport) -> float:
+        return max(tie_tolerance, math.hypot(relative_noise(a), relative_noise(b)))
 
-    return min(eligible, key=key)
+    def difference(a: TrialReport, b: TrialReport) -> float:
+        return abs(score(b) - score(a)) / min(score(a), score(b))
+
+    tied = [t for t in ranked if difference(cheapest, t) <= noise(cheapest, t)]
+    best = max(tied, key=lambda t: (headroom(t, slo), -score(t), -t.index))
+    others = [t for t in (tied if len(tied) > 1 else ranked) if t is not best]
+    runner_up = others[0] if others else None
+    if runner_up is None:
+        certainty, text = "Clear", f"{best.name} is the only trial that qualified"
+        gap = margin = None
+    else:
+        gap, margin = difference(best, runner_up), noise(best, runner_up)
+        more = "more" if score(runner_up) >= score(best) else "less"
+        if len(tied) > 1:
+            certainty = "Tie"
+            text = (
+                f"{runner_up.name} costs {gap:.1%} {more} per request, inside the {margin:.1%} noise: a tie, "
+                f"decided by latency headroom ({best.name} {_headroom_text(best, slo)}, "
+                f"{runner_up.name} {_headroom_text(runner_up, slo)})"
+            )
+        else:
+            certainty = "Clear"
+            text = f"the runner-up {runner_up.name} costs {gap:.1%} more per request, beyond the {margin:.1%} noise"
+    if best.limited_by:
+        certainty = "Disturbed"
+        text = f"measured while limited by something other than its configuration ({best.limited_by[0]}); {text}"
+    report = BestChoice(
+        certainty=certainty,
+        runner_up=runner_up.index if runner_up else None,
+        cost_difference=round(gap, 4) if gap is not None else None,
+        noise=round(margin, 4) if margin is not None else None,
+        explanation=text,
+    )
+    return Choice(best.index, report)
+
+
+def _headroom_text(trial: TrialReport, slo: SloSpec | None) -> str:
+    room = headroom(trial, slo)
+    if slo is not None and slo.latency:
+        return f"{room:.0%} below its latency bound"
+    return f"p99 {-room * 1000:.2f}ms"
 
 
 def recommend(
@@ -103,16 +229,15 @@ def recommend(
     notes = []
     cpu_request = cpu_limit = memory_request = memory_limit = None
     if resources and resources.series:
-        cpu_samples = sorted(p.cpu_cores / replicas for p in resources.series)
-        rank = max(1, math.ceil(len(cpu_samples) * settings.cpu_percentile / 100)) - 1
-        cpu = max(cpu_samples[rank] * margin, MIN_CPU_CORES)
+        cpu_at = nearest_rank([p.cpu_cores / replicas for p in resources.series], settings.cpu_percentile)
+        cpu = max(cpu_at * margin, MIN_CPU_CORES)
         cpu_request = format_cpu(cpu)
         configured = best.parameters.get("cpu")
         # Keep the limit the best trial ran with, unless the request outgrew it (a limit below it is invalid).
         cpu_limit = configured if configured and float(parse_cpu(configured)) >= cpu else cpu_request
         notes.append(
             f"CPU request: P{settings.cpu_percentile:g} of usage per replica "
-            f"({cpu_samples[rank]:.3f} cores) + {settings.safety_margin:.0%}"
+            f"({cpu_at:.3f} cores) + {settings.safety_margin:.0%}"
         )
     if resources and resources.memory_peak_bytes:
         memory = resources.memory_peak_bytes / replicas * margin

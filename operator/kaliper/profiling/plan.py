@@ -25,6 +25,21 @@ class Configuration:
     level_name: str  # "concurrency" or "rate"
 
 
+MAX_TRIALS_PER_RUN = 1000  # a ProfileRun's status lists every trial
+
+
+def trial_count_problem(spec: ProfileRunSpec, count: int) -> str | None:
+    """Why a sweep of `count` trials cannot run, or None."""
+    if count > MAX_TRIALS_PER_RUN:
+        return f"the sweep has {count} trials; a ProfileRun holds at most {MAX_TRIALS_PER_RUN}"
+    if spec.search.strategy == "grid" and count > spec.search.max_trials:
+        return (
+            f"the sweep has {count} trials, more than search.maxTrials ({spec.search.max_trials}); "
+            "narrow the sweep or raise maxTrials"
+        )
+    return None
+
+
 def load_levels(spec: ProfileRunSpec) -> tuple[list[float], str]:
     sweep = spec.sweep
     if spec.load.closed_loop is not None:

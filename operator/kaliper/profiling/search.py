@@ -32,7 +32,7 @@ class Outcome:
     summary in a ProfileRun's status (the operator, replaying the search after a restart)."""
 
     status: str  # Succeeded, Failed or Skipped
-    slo_met: bool | None = None
+    slo_verdict: str | None = None  # Met, NotMet, Inconclusive; None without an SLO
     throughput_rps: float | None = None
     cost_per_million_requests: float | None = None
 
@@ -40,15 +40,15 @@ class Outcome:
     def of(cls, trial: TrialReport) -> Outcome:
         return cls(
             trial.status,
-            trial.slo_met,
+            trial.slo_verdict,
             trial.stage.throughput_rps if trial.stage else None,
             trial.cost_per_million_requests,
         )
 
     @property
     def passed(self) -> bool:
-        """Whether the trial counts as meeting the SLO at its load level."""
-        return self.status == "Succeeded" and self.slo_met is not False
+        """Whether the trial counts as meeting the SLO at its load level (an inconclusive one does not)."""
+        return self.status == "Succeeded" and self.slo_verdict in (None, "Met")
 
 
 @dataclass
@@ -79,7 +79,7 @@ class Step:
 
     def skip_reason(self, level: float, verdicts: dict[float, bool]) -> str:
         if any(met is False and lv < level for lv, met in verdicts.items()):
-            return "a lower load level already missed the SLO"
+            return "a lower load level did not meet the SLO"
         if self.floor is not None and level <= self.floor:
             return "implied: a configuration with fewer resources met the SLO at this load"
         return "a higher load level met the SLO; this one would too"

@@ -1,13 +1,79 @@
-"""What the local runtime and the operator do alike with a measured trial: price it, judge it against the
-SLO, and, once every trial is in, pick the best and recommend. Pure functions."""
+"""What the local runtime and the operator do alike with trials: turn a load test and its resource figures
+into a trial, price it, judge it against the SLO, flag what limited it, and, once every trial is in, pick the
+best and recommend. Pure functions: the two paths differ only in how they deploy and measure."""
 
 from __future__ import annotations
 
-from kaliper.api.profilerun import ProfileRunSpec
+from collections import defaultdict
+from datetime import datetime
+
+from kaliper.api.profilerun import ProfileRunSpec, Progress
 from kaliper.api.units import parse_cpu, parse_quantity
 from kaliper.profiling import decisions
-from kaliper.profiling.plan import Configuration
-from kaliper.report.schema import ProfileReport, TrialReport
+from kaliper.profiling.plan import Configuration, load_levels
+from kaliper.report.schema import LoadTestResult, ProfileReport, TrialReport, TrialResources
+
+# A generator using this share of the CPU it can use is saturated: it sets the pace, not the target.
+GENERATOR_SATURATED = 0.9
+# A server using less than this share of its CPU limit, and throttled in fewer than THROTTLE_FREE of its
+# periods, is not held back by its limit.
+BELOW_LIMIT, THROTTLE_FREE = 0.8, 0.02
+# Latency this many times the configuration's lowest level's (p50) is latency that rose with the load.
+LATENCY_ROSE = 1.5
+
+
+def new_report(spec: ProfileRunSpec, name: str, namespace: str | None, started_at: datetime) -> ProfileReport:
+    """The report's header, as both paths write it."""
+    reference = spec.target.deployment_ref
+    target = f"ModelDeployment/{reference.name}" if reference else str(spec.target.url)
+    return ProfileReport(
+        name=name,
+        namespace=namespace,
+        started_at=started_at,
+        target=target,
+        strategy=spec.search.strategy,
+        currency=spec.cost.currency,
+    )
+
+
+def from_load_test(index: int, name: str, parameters: dict[str, str], result: LoadTestResult) -> TrialReport:
+    """A trial from the load generator's results document: Succeeded with its stage, or Failed with why."""
+    if result.error or not result.stages:
+        message = result.error or "the load generator measured nothing"
+        return TrialReport(index=index, name=name, parameters=parameters, status="Failed", message=message)
+    return TrialReport(index=index, name=name, parameters=parameters, status="Succeeded", stage=result.stages[0])
+
+
+def with_resources(trial: TrialReport, resources: TrialResources | None) -> TrialReport:
+    """The trial with its resource figures; a replica OOM-killed under the load fails it (what it measured
+    is kept)."""
+    trial = trial.model_copy(update={"resources": resources})
+    if resources is not None and resources.oom_kills and trial.status == "Succeeded":
+        trial.status, trial.message = "Failed", "OOMKilled: a replica exceeded its memory limit"
+    return trial
+
+
+def failed(index: int, name: str, parameters: dict[str, str], reason: str) -> TrialReport:
+    return TrialReport(index=index, name=name, parameters=parameters, status="Failed", message=reason)
+
+
+def describe(parameters: dict[str, str]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in parameters.items()) or "the target as it is"
+
+
+def skipped(index: int, name: str, parameters: dict[str, str], reason: str) -> TrialReport:
+    return TrialReport(index=index, name=name, parameters=parameters, status="Skipped", message=reason)
+
+
+def progress(trials: list[TrialReport] | list, total: int, current: str | None = None) -> Progress:
+    """Trials finished (succeeded, failed or skipped) of those planned: one rule, during the run and at its
+    end. `trials` holds reports or status summaries (anything with a status or phase)."""
+    done = sum(_state(t) in ("Succeeded", "Failed", "Skipped") for t in trials)
+    return Progress(completed_trials=done, total_trials=total, current_trial=current, summary=f"{done}/{total}")
+
+
+def _state(trial: object) -> str:
+    return getattr(trial, "status", None) or getattr(trial, "phase", "")
 
 
 def allocated(config: Configuration) -> tuple[float, float, int, int]:
@@ -28,13 +94,22 @@ def allocated(config: Configuration) -> tuple[float, float, int, int]:
     )
 
 
+def cpu_limit(config: Configuration) -> float | None:
+    """Cores per replica the server may use (its CPU limit); None when unlimited."""
+    spec = config.deployment
+    if spec is None or spec.resources is None or spec.resources.limits is None or not spec.resources.limits.cpu:
+        return None
+    return float(parse_cpu(spec.resources.limits.cpu))
+
+
 def hourly_cost(spec: ProfileRunSpec, config: Configuration) -> float:
     cores, memory, gpus, replicas = allocated(config)
     return decisions.hourly_cost(cores, memory, gpus, replicas, spec.cost)
 
 
 def judge(trial: TrialReport, spec: ProfileRunSpec, config: Configuration) -> TrialReport:
-    """The trial with its price (per hour, per million requests, core-hours) and SLO checks filled in."""
+    """The trial with its price (per hour, per million requests, core-hours), SLO verdict and the flags
+    that need no other trial (the generator's own CPU, late sends)."""
     cores, _, _, replicas = allocated(config)
     hourly = hourly_cost(spec, config)
     trial = trial.model_copy(update={"replicas": replicas, "cost_per_hour": round(hourly, 6) if hourly else None})
@@ -45,23 +120,79 @@ def judge(trial: TrialReport, spec: ProfileRunSpec, config: Configuration) -> Tr
         trial.cost_per_million_requests = decisions.per_million(hourly, stage.throughput_rps)
     if cores and stage.throughput_rps > 0:
         trial.core_hours_per_million_requests = cores * replicas * 1e6 / stage.throughput_rps / 3600
-    trial.slo, trial.slo_met = decisions.slo_checks(stage, spec.slo)
+    trial.slo, trial.slo_verdict = decisions.slo_checks(stage, spec.slo)
+    trial.limited_by = generator_limits(trial)
     return trial
 
 
-def conclude(spec: ProfileRunSpec, report: ProfileReport) -> None:
-    """The verdict, the best trial and the recommendation, from every trial of the report; a run none of whose
-    trials succeeded has failed (on both paths: the operator marks it Failed, `kaliper run` exits 1)."""
+def generator_limits(trial: TrialReport) -> list[str]:
+    stage = trial.stage
+    assert stage is not None
+    flags = []
+    usage = stage.generator_usage
+    if usage is not None and usage.saturation >= GENERATOR_SATURATED:
+        flags.append(
+            f"the load generator used {usage.cpu_cores:.2f} of the {usage.capacity_cores:g} cores it can use: "
+            "it may have set the pace (add load.processes, or give it more CPU)"
+        )
+    if stage.late_sends is not None and stage.late_sends.flagged:
+        flags.append(stage.late_sends.reason or f"{stage.late_sends.share:.1%} of sends were late")
+    return flags
+
+
+def server_limits(trials: list[TrialReport], configurations: list[Configuration], level_name: str) -> None:
+    """Flag trials whose latency rose with the load while their server stayed below its CPU limit, not
+    throttled: something other than the configuration under test (the machine's other work, the generator,
+    the server's own concurrency) capped it. Compared within each configuration, against its lowest level."""
+    by_config: dict[tuple, list[TrialReport]] = defaultdict(list)
+    for trial in trials:
+        key = tuple(sorted((k, v) for k, v in trial.parameters.items() if k != level_name))
+        by_config[key].append(trial)
+    limits = {tuple(sorted(c.parameters.items())): cpu_limit(c) for c in configurations}
+    for key, group in by_config.items():
+        limit = limits.get(key)
+        measured = sorted(
+            (t for t in group if t.status == "Succeeded" and t.stage is not None),
+            key=lambda t: float(t.parameters.get(level_name, "0")),
+        )
+        if limit is None or len(measured) < 2:
+            continue
+        base = decisions.latency_at(measured[0].stage, 50)  # type: ignore[arg-type]
+        for trial in measured[1:]:
+            resources, p50 = trial.resources, decisions.latency_at(trial.stage, 50)  # type: ignore[arg-type]
+            if not base or p50 is None or resources is None or resources.cpu_avg_cores is None:
+                continue
+            used = resources.cpu_avg_cores / trial.replicas
+            throttled = resources.cpu_throttled_ratio or 0.0
+            if p50 >= LATENCY_ROSE * base and used < BELOW_LIMIT * limit and throttled < THROTTLE_FREE:
+                flag = (
+                    f"p50 rose from {base:.2f}ms at {level_name} {measured[0].parameters[level_name]} to "
+                    f"{p50:.2f}ms while the server used {used:.2f} of its {limit:g}-core limit, throttled in "
+                    f"{throttled:.1%} of periods: something other than the limit capped it"
+                )
+                if flag not in trial.limited_by:  # a run concluded twice flags once
+                    trial.limited_by.append(flag)
+
+
+def conclude(spec: ProfileRunSpec, report: ProfileReport, configurations: list[Configuration]) -> None:
+    """The verdict, the best trial (with how certain the choice is) and the recommendation, from every
+    trial of the report; a run none of whose trials succeeded has failed (on both paths: the operator marks
+    it Failed, `kaliper run` exits 1)."""
+    server_limits(report.trials, configurations, load_levels(spec)[1])
     if not any(t.status == "Succeeded" for t in report.trials):
         first = next((t.message for t in report.trials if t.status == "Failed"), None) or "no trial ran"
         report.error = f"no trial succeeded; the first failure: {first}"
     have_slo = spec.slo is not None
-    best = decisions.best_trial(report.trials, have_slo)
+    choice = decisions.best_trial(report.trials, spec.slo, spec.recommendation.tie_tolerance)
     if have_slo:
-        report.verdict = "Met" if best is not None else "NotMet"
-    if best is None:
+        verdicts = {t.slo_verdict for t in report.trials if t.status == "Succeeded"}
+        report.verdict = "Met" if choice else ("Inconclusive" if "Inconclusive" in verdicts else "NotMet")
+    if choice is None:
         return
-    report.best_trial = best.index
+    best = next(t for t in report.trials if t.index == choice.best)
+    report.best_trial, report.choice = best.index, choice.report
+    if choice.report.certainty != "Clear":
+        report.warnings.append(f"best trial {best.name}: {choice.report.explanation}")
     report.recommendation = decisions.recommend(
         best, report.trials, spec.recommendation, best.replicas, spec.slo.target_throughput if spec.slo else None
     )

@@ -48,7 +48,7 @@ def trials_table(report: ProfileReport) -> Table:
         table.add_column(column, justify="right" if column not in ("parameters", "status", "SLO") else "left")
     for trial in report.trials:
         stage, resources = trial.stage, trial.resources
-        slo = "-" if trial.slo_met is None else ("met" if trial.slo_met else "missed")
+        slo = trial.slo_verdict or "-"
         marker = " *" if trial.index == report.best_trial else ""
         table.add_row(
             f"{trial.index}{marker}",
@@ -84,6 +84,8 @@ def summary_lines(report: ProfileReport) -> list[str]:
             f"{best.stage.throughput_rps:.1f} ok/s, p99 {_fmt(_latency(best, 99))} ms, "
             f"{_fmt(best.cost_per_million_requests, '{:.4f}')} {report.currency} per million requests"
         )
+        if report.choice is not None:
+            lines.append(f"  choice {report.choice.certainty.lower()}: {report.choice.explanation}")
     r = report.recommendation
     if r is not None:
         lines.append(
@@ -91,6 +93,9 @@ def summary_lines(report: ProfileReport) -> list[str]:
             f"memory={r.memory_limit}; replicas={r.replicas}"
         )
         lines.append(f"  ({r.rationale})")
+    for trial in report.trials:
+        for flag in trial.limited_by:
+            lines.append(f"trial {trial.index} limited: {flag}")
     lines.append(f"load generation: {report.load_generation_s:.0f} s over {len(report.trials)} trials")
     return lines
 
@@ -226,7 +231,7 @@ def html_report(report: ProfileReport) -> str:
                 _fmt(t.stage.throughput_rps if t.stage else None, "{:.1f}"),
                 _fmt(_latency(t, 50)),
                 _fmt(_latency(t, 99)),
-                "-" if t.slo_met is None else ("met" if t.slo_met else "missed"),
+                t.slo_verdict or "-",
                 _fmt(t.cost_per_million_requests, "{:.4f}"),
                 t.message or "",
             )

@@ -8,7 +8,7 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 from kaliper.api.base import KaliperModel
-from kaliper.api.profilerun import ResourceUsage
+from kaliper.api.profilerun import ResourceUsage, RunVerdict, SloVerdict
 
 LOADTEST_SCHEMA = "kaliper.dev/loadtest/v1"
 
@@ -54,6 +54,21 @@ class WindowResult(KaliperModel):
     p99_ms: float | None = None
 
 
+class GeneratorUsage(KaliperModel):
+    """The load generator's own CPU over the measured windows: a generator near its capacity cannot send
+    on time, and what it measures is its own limit, not the target's."""
+
+    cpu_cores: float
+    """Cores the generator's processes used on average (every process of this run)."""
+    capacity_cores: float
+    """Cores it could use: one per process (Python runs one thread at a time), at most the CPUs it may run
+    on and its cgroup's quota."""
+
+    @property
+    def saturation(self) -> float:
+        return self.cpu_cores / self.capacity_cores if self.capacity_cores > 0 else 0.0
+
+
 class LateSends(KaliperModel):
     """Open loop only: sends that left more than 1 ms after their intended time."""
 
@@ -96,6 +111,8 @@ class StageResult(KaliperModel):
     service_time: LatencyFigures
     """From the actual send to the last byte of the response."""
     late_sends: LateSends | None = None
+    generator_usage: GeneratorUsage | None = None
+    """Absent where the generator could not read its own CPU time (a worker that ran on another node)."""
     windows: list[WindowResult] = Field(default_factory=list)
     stop_reason: str
 
@@ -154,8 +171,12 @@ class TrialResources(ResourceUsage):
 class SloCheck(KaliperModel):
     objective: str
     """Such as "p99 <= 50ms"."""
-    met: bool
+    verdict: SloVerdict
+    """A latency percentile is Met when its whole confidence interval is within the bound, NotMet when its
+    whole interval is beyond it, Inconclusive otherwise; error rate and throughput are counts, checked as
+    measured."""
     observed: str
+    """Such as "23.10ms (95% CI 19.36-26.61ms)"."""
 
 
 class TrialReport(KaliperModel):
@@ -171,7 +192,10 @@ class TrialReport(KaliperModel):
     stage: StageResult | None = None
     resources: TrialResources | None = None
     slo: list[SloCheck] = Field(default_factory=list)
-    slo_met: bool | None = None
+    slo_verdict: SloVerdict | None = None
+    """NotMet if any check is NotMet, else Inconclusive if any is, else Met; None without an SLO."""
+    limited_by: list[str] = Field(default_factory=list)
+    """What other than the configuration under test limited the trial, in words (see TrialSummary)."""
     cost_per_hour: float | None = None
     """Price of the configuration's resources for one hour (replicas included)."""
     core_hours_per_million_requests: float | None = None
@@ -190,6 +214,19 @@ class RecommendationReport(KaliperModel):
     rationale: str
 
 
+class BestChoice(KaliperModel):
+    """How certain the choice of the best trial is."""
+
+    certainty: Literal["Clear", "Tie", "Disturbed"]
+    runner_up: int | None = None
+    """The next-best trial that met the SLO."""
+    cost_difference: float | None = None
+    """How much more the runner-up costs per request than the best, as a fraction."""
+    noise: float | None = None
+    """The relative uncertainty of the two costs together: differences below it are ties."""
+    explanation: str
+
+
 class ProfileReport(KaliperModel):
     """The full report of a ProfileRun."""
 
@@ -203,7 +240,8 @@ class ProfileReport(KaliperModel):
     currency: str = "USD"
     trials: list[TrialReport] = Field(default_factory=list)
     best_trial: int | None = None
-    verdict: Literal["Met", "NotMet", "Unknown"] = "Unknown"
+    choice: BestChoice | None = None
+    verdict: RunVerdict = "Unknown"
     recommendation: RecommendationReport | None = None
     load_generation_s: float = 0.0
     """Seconds spent generating load across trials (the cost of the search)."""

@@ -9,12 +9,12 @@ from kaliper.api.profilerun import (
     CostSummary,
     LatencySummary,
     ProfileRunStatus,
-    Progress,
     Recommendation,
     ReportReference,
     ResourceUsage,
     TrialSummary,
 )
+from kaliper.profiling.trials import progress
 from kaliper.report.schema import LatencyFigures, ProfileReport, TrialReport
 
 FIELDS = {"p50": "p50_ms", "p90": "p90_ms", "p95": "p95_ms", "p99": "p99_ms", "p99.9": "p999_ms"}
@@ -40,8 +40,10 @@ def trial_summary(trial: TrialReport) -> TrialSummary:
         error_rate=stage.error_rate if stage else None,
         latency=latency_summary(stage.latency) if stage else None,
         resources=resources,
-        slo_met=trial.slo_met,
-        slo_violations=[f"{c.objective}: observed {c.observed}" for c in trial.slo if not c.met] or None,
+        slo_verdict=trial.slo_verdict,
+        slo_violations=[f"{c.objective}: {c.verdict}, observed {c.observed}" for c in trial.slo if c.verdict != "Met"]
+        or None,
+        limited_by=[flag[:512] for flag in trial.limited_by[:8]] or None,
         core_hours_per_million_requests=trial.core_hours_per_million_requests,
         cost_per_million_requests=trial.cost_per_million_requests,
         stop_reason=stage.stop_reason if stage else None,
@@ -50,15 +52,12 @@ def trial_summary(trial: TrialReport) -> TrialSummary:
 
 
 def status_from_report(report: ProfileReport, report_ref: ReportReference | None = None) -> ProfileRunStatus:
-    done = sum(t.status != "Skipped" for t in report.trials)
     best = next((t for t in report.trials if t.index == report.best_trial), None)
     status = ProfileRunStatus(
         phase="Failed" if report.error else "Succeeded",
         start_time=report.started_at,
         completion_time=report.finished_at,
-        progress=Progress(
-            completed_trials=done, total_trials=len(report.trials), summary=f"{done}/{len(report.trials)}"
-        ),
+        progress=progress(report.trials, len(report.trials)),
         trials=[trial_summary(t) for t in report.trials],
         verdict=report.verdict,
         report_ref=report_ref,
@@ -72,6 +71,8 @@ def status_from_report(report: ProfileReport, report_ref: ReportReference | None
             p99_ms=p99.value_ms if p99 else None,
             throughput_rps=best.stage.throughput_rps,
             cost_per_million_requests=best.cost_per_million_requests,
+            certainty=report.choice.certainty if report.choice else None,
+            explanation=report.choice.explanation[:1024] if report.choice else None,
         )
         status.cost = CostSummary(
             currency=report.currency,

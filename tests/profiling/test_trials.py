@@ -1,0 +1,82 @@
+"""What both paths do alike with measured trials: flags for what limited them, and the run's verdict."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from kaliper.api.profilerun import ProfileRunSpec
+from kaliper.profiling import trials
+from kaliper.profiling.plan import configurations
+from kaliper.report.schema import GeneratorUsage, LatencyFigures, PercentileFigure, TrialReport, TrialResources
+from tests.profiling.test_plan_and_search import BASE, spec
+from tests.support.reports import make_stage
+
+SWEEP = {"cpu": ["1"], "concurrency": [2, 8]}
+
+
+def measured(index: int, concurrency: int, p50_ms: float, cpu: float, throttled: float) -> TrialReport:
+    figures = LatencyFigures(count=1000, percentiles=[PercentileFigure(percentile=50, value_ms=p50_ms, count=1000)])
+    return TrialReport(
+        index=index,
+        name=f"t{index}",
+        parameters={"cpu": "1", "concurrency": str(concurrency)},
+        status="Succeeded",
+        stage=make_stage(figures, 500, level=concurrency),
+        resources=TrialResources(source="cgroup", cpu_avg_cores=cpu, cpu_throttled_ratio=throttled),
+    )
+
+
+def test_latency_that_rose_below_the_cpu_limit_is_flagged() -> None:
+    # Issue 12: at cpu=1 the server used 0.72 cores, unthrottled, while latency rose fourfold.
+    s = spec(sweep=SWEEP)
+    run = [measured(0, 2, 2.0, 0.70, 0.0), measured(1, 8, 8.0, 0.72, 0.0)]
+    trials.server_limits(run, configurations(s, BASE), "concurrency")
+    assert run[0].limited_by == []
+    assert run[1].limited_by == [
+        "p50 rose from 2.00ms at concurrency 2 to 8.00ms while the server used 0.72 of its 1-core limit, "
+        "throttled in 0.0% of periods: something other than the limit capped it"
+    ]
+    trials.server_limits(run, configurations(s, BASE), "concurrency")
+    assert len(run[1].limited_by) == 1  # concluded twice, flagged once
+
+
+def test_a_server_at_its_limit_is_not_flagged() -> None:
+    s = spec(sweep=SWEEP)
+    throttled = [measured(0, 2, 2.0, 0.70, 0.0), measured(1, 8, 8.0, 0.72, 0.30)]
+    busy = [measured(0, 2, 2.0, 0.70, 0.0), measured(1, 8, 8.0, 0.97, 0.0)]
+    for run in (throttled, busy):
+        trials.server_limits(run, configurations(s, BASE), "concurrency")
+        assert run[1].limited_by == []
+
+
+def test_a_saturated_generator_is_flagged() -> None:
+    s = spec(sweep=SWEEP)
+    config = configurations(s, BASE)[0]
+    trial = measured(0, 2, 2.0, 0.5, 0.0)
+    assert trial.stage is not None
+    trial.stage.generator_usage = GeneratorUsage(cpu_cores=0.95, capacity_cores=1.0)
+    assert trials.judge(trial, s, config).limited_by == [
+        "the load generator used 0.95 of the 1 cores it can use: it may have set the pace "
+        "(add load.processes, or give it more CPU)"
+    ]
+    trial.stage.generator_usage = GeneratorUsage(cpu_cores=0.5, capacity_cores=1.0)
+    assert trials.judge(trial, s, config).limited_by == []
+
+
+def run_spec(**slo: object) -> ProfileRunSpec:
+    return spec(sweep=SWEEP, slo={"latency": [{"percentile": 50, "max": "5ms"}], **slo})
+
+
+def test_the_run_is_inconclusive_when_no_trial_met_the_slo_and_one_could_not_be_decided() -> None:
+    s = run_spec()
+    planned = configurations(s, BASE)
+    report = trials.new_report(s, "r", None, datetime.now(UTC))
+    # t0: p50 4 ms with no upper bound (too few samples): undecidable. t1: p50 9 ms, its whole interval
+    # (8.5 ms and up) above the 5 ms bound: missed.
+    missed = measured(1, 8, 9.0, 0.9, 0.5)
+    assert missed.stage is not None
+    missed.stage.latency.percentiles[0].ci_low_ms = 8.5
+    report.trials = [trials.judge(measured(0, 2, 4.0, 0.5, 0.0), s, planned[0]), trials.judge(missed, s, planned[0])]
+    assert [t.slo_verdict for t in report.trials] == ["Inconclusive", "NotMet"]
+    trials.conclude(s, report, planned)
+    assert report.verdict == "Inconclusive" and report.best_trial is None and report.error is None
