@@ -170,6 +170,30 @@ def test_report_json_is_versioned(tmp_path: Path, model: Path) -> None:
     assert document["trials"][0]["stage"]["latency"]["histogram"]  # the load generator's document, embedded
 
 
+def test_cluster_only_settings_are_refused_not_ignored(tmp_path: Path, model: Path) -> None:
+    run = profile_run(
+        metrics={
+            "prometheus": {"url": "http://127.0.0.1:9090"},
+            "customQueries": [{"name": "queue", "query": "sum(queue{pod=~'{pod}'})"}],
+            "dcgm": {"enabled": True, "profilingMetrics": True},
+        }
+    )
+    process, report = kaliper_run(tmp_path, deployment(model), run)
+    assert process.returncode == 1 and report is None
+    assert "spec.metrics.customQueries: PromQL over a trial's pods runs on Kubernetes" in process.stderr
+    assert "spec.metrics.dcgm.profilingMetrics: DCGM's profiling fields come from dcgm-exporter" in process.stderr
+
+
+def test_time_series_are_left_out_when_the_spec_says_so(tmp_path: Path, model: Path) -> None:
+    run = profile_run(report={"includeTimeSeries": False, "formats": ["json"]})
+    process, report = kaliper_run(tmp_path, deployment(model, resources={"limits": {"cpu": "500m"}}), run)
+    assert process.returncode == 0 and report is not None
+    (trial,) = report.trials
+    assert trial.stage is not None and trial.resources is not None
+    assert (trial.stage.windows, trial.stage.latency.histogram, trial.resources.series) == ([], None, [])
+    assert trial.stage.requests > 0 and trial.resources.cpu_avg_cores is not None  # the figures stay
+
+
 def test_mlserver_serves_a_scikit_learn_model_under_limits(tmp_path: Path) -> None:
     from kaliper.serving.examples import make_iris_sklearn
 

@@ -216,10 +216,12 @@ class ModelDeploymentTemplate(KaliperModel):
 
     cross_field_rules = (
         Rule(
-            cel="!has(self.batching) || !has(self.runtime) || !has(self.runtime.type) || self.runtime.type != 'custom'",
-            message="batching is configured by Kaliper for onnxruntime, mlserver and triton; "
-            "a custom server batches on its own, so remove batching",
-            check=lambda s: s.batching is None or s.runtime.type != "custom",
+            cel="!has(self.batching) || !has(self.runtime) || !has(self.runtime.type) "
+            "|| !(self.runtime.type in ['custom', 'triton'])",
+            message="batching is configured by Kaliper for onnxruntime and mlserver only; Triton batches as its "
+            "model's config.pbtxt says (dynamic_batching) and a custom server on its own, so remove batching "
+            "(and sweep.batchSize) and configure it in the server",
+            check=lambda s: s.batching is None or s.runtime.type not in ("custom", "triton"),
             field_path=".batching",
         ),
     )

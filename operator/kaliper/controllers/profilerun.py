@@ -506,7 +506,8 @@ class Step:
             dcgm = self.spec.metrics.dcgm  # unset: the operator's defaults (the chart's dcgm values)
             enabled = dcgm.enabled if dcgm else SETTINGS.dcgm_enabled
             label = dcgm.pod_label if dcgm else SETTINGS.dcgm_pod_label
-            figures = client.trial_figures(window, gpu=bool(gpus and enabled), dcgm_pod_label=label)
+            profiling = bool(dcgm and dcgm.profiling_metrics)
+            figures = client.trial_figures(window, bool(gpus and enabled), label, profiling)
         except Exception as exc:  # any failure to query is reported, not fatal
             return TrialResources(source="prometheus", unavailable=[f"Prometheus at {url} could not be queried: {exc}"])
         values = dict(figures.values)
@@ -522,6 +523,12 @@ class Step:
             resources.series = [ResourceSeriesPoint(t_s=t - start, cpu_cores=c, memory_bytes=m) for t, c, m in points]
             if points:  # the same rank rule as the local sampler's
                 resources.cpu_p90_cores = nearest_rank([c for _, c, _ in points], 90)
+        if self.spec.metrics.custom_queries:
+            try:
+                resources.custom, missing = client.custom(window, self.spec.metrics.custom_queries)
+            except Exception as exc:  # the other figures stand without them
+                missing = [f"customQueries: {exc}"]
+            resources.unavailable.extend(missing)
         return resources
 
     def trial_failed(self, trial: TrialSummary, message: str) -> None:
@@ -657,12 +664,7 @@ class Step:
             content = configmap_content(REPORT_KEY, text)
         except DocumentTooLarge:
             # Drop the time series (the per-trial documents keep them) so the report fits.
-            for trial in report.trials:
-                if trial.stage is not None:
-                    trial.stage.windows = []
-                    trial.stage.latency.histogram = trial.stage.service_time.histogram = None
-                if trial.resources is not None:
-                    trial.resources.series = []
+            report.drop_time_series()
             report.warnings.append("time series left out to fit the 1 MiB ConfigMap limit; see the *-result ConfigMaps")
             content = configmap_content(REPORT_KEY, report.model_dump_json(by_alias=True, exclude_none=True))
         # Keep the snapshot beside the report (an apply replaces the whole data map).

@@ -80,6 +80,22 @@ def ready_limit(spec: ProfileRunSpec, deployment: ModelDeploymentSpec) -> tuple[
     return own, f"the ModelDeployment's readiness.readyTimeout, {deployment.readiness.ready_timeout}"
 
 
+def cluster_only(spec: ProfileRunSpec) -> list[str]:
+    """Settings that only mean something on Kubernetes, refused by `kaliper run` rather than ignored."""
+    problems = []
+    if spec.metrics.custom_queries:
+        problems.append(
+            "spec.metrics.customQueries: PromQL over a trial's pods runs on Kubernetes; `kaliper run` measures the "
+            "servers' cgroups and has no pods to query. Remove customQueries for a local run"
+        )
+    if spec.metrics.dcgm is not None and spec.metrics.dcgm.profiling_metrics:
+        problems.append(
+            "spec.metrics.dcgm.profilingMetrics: DCGM's profiling fields come from dcgm-exporter on Kubernetes; "
+            "locally GPU figures come from NVML, which has none. Remove profilingMetrics for a local run"
+        )
+    return problems
+
+
 def secret_variable(secret: str, key: str) -> str:
     """The environment variable that stands in for a Secret key locally: scoring-key/authorization ->
     SCORING_KEY_AUTHORIZATION."""
@@ -116,6 +132,9 @@ class LocalRuntime:
         one trial at a time; each trial joins the report as soon as it is done, so an interrupted run keeps
         it."""
         spec = run.spec
+        problems = cluster_only(spec)
+        if problems:
+            raise ServerError("; ".join(problems))
         base = None
         model_name = "model"
         if spec.target.deployment_ref is not None:

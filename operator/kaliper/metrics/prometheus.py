@@ -25,6 +25,9 @@ from typing import Any
 from prometheus_api_client import PrometheusConnect
 from urllib3.util.retry import Retry
 
+from kaliper.api.profilerun import CustomQuery
+from kaliper.report.schema import CustomFigure
+
 CONTAINER = 'container!="",container!="POD"'
 CADVISOR_REFRESH_S = 15.0  # the kubelet's cAdvisor refreshes container stats every 10 s, up to 15 s when idle
 # How dcgm-exporter names a series' pod and namespace: `pod`/`namespace` (2.x and later), `pod_name`/
@@ -59,6 +62,15 @@ class Window:
 
 def selector(window: Window, pod_label: str = "pod") -> str:
     return f'{DCGM_NAMESPACE_LABEL[pod_label]}="{window.namespace}",{pod_label}=~"{window.pod_regex}"'
+
+
+def fill_placeholders(query: str, window: Window) -> str:
+    """{namespace}, {pod} (a regex of the trial's pods) and {window} in a custom query; other braces (label
+    matchers) are left as they are."""
+    values = {"{namespace}": window.namespace, "{pod}": window.pod_regex, "{window}": window.range}
+    for placeholder, value in values.items():
+        query = query.replace(placeholder, value)
+    return query
 
 
 def subquery_step(window: Window) -> str:
@@ -103,6 +115,18 @@ def gpu_queries(window: Window, pod_label: str, utilization_metric: str) -> dict
         ),
         "gpu_power_avg_watts": f"sum(max by (UUID) (avg_over_time(DCGM_FI_DEV_POWER_USAGE{{{s}}}[{w}])))",
     }
+
+
+# metrics.dcgm.profilingMetrics: report figures -> DCGM profiling fields (ratios 0-1).
+PROFILING_FIELDS = {
+    "gpu_graphics_engine_active_percent": "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
+    "gpu_sm_active_percent": "DCGM_FI_PROF_SM_ACTIVE",
+}
+
+
+def profiling_query(window: Window, pod_label: str, metric: str) -> str:
+    """A profiling ratio as a percentage over the window, averaged over the trial's GPUs or MIG instances."""
+    return f"100 * avg(avg_over_time({metric}{{{selector(window, pod_label)}}}[{window.range}]))"
 
 
 @dataclass
@@ -179,7 +203,39 @@ class PrometheusMetrics:
             if t in values["memory"] and not math.isnan(values["cpu"][t])
         ]
 
-    def trial_figures(self, window: Window, gpu: bool = False, dcgm_pod_label: str = "auto") -> Figures:
+    def custom(self, window: Window, queries: list[CustomQuery]) -> tuple[list[CustomFigure], list[str]]:
+        """A ProfileRun's metrics.customQueries over the trial window: {namespace}, {pod} and {window} filled
+        in, the series over the window reduced to one figure by the query's aggregate. A query that fails or
+        returns other than one series is reported unavailable, with the reason."""
+        figures, unavailable = [], []
+        over_time = {"avg": "avg_over_time", "max": "max_over_time", "min": "min_over_time"}
+        for query in queries:
+            promql = fill_placeholders(query.query, window)
+            if query.aggregate != "last":
+                promql = f"{over_time[query.aggregate]}(({promql})[{window.range}:{subquery_step(window)}])"
+            try:
+                result = self.client.custom_query(
+                    promql, params={"time": window.end, "timeout": f"{self.timeout_s:g}s"}
+                )
+            except Exception as exc:  # a PromQL error is the user's to fix: say which query and why
+                unavailable.append(f"customQueries {query.name}: {exc}")
+                continue
+            if len(result) != 1:
+                unavailable.append(
+                    f"customQueries {query.name}: returned {len(result)} series, not one; aggregate it in PromQL "
+                    "(such as sum(...))"
+                )
+                continue
+            value = float(result[0]["value"][1])
+            if math.isnan(value) or math.isinf(value):
+                unavailable.append(f"customQueries {query.name}: the value is {value}")
+                continue
+            figures.append(CustomFigure(name=query.name, value=value, unit=query.unit))
+        return figures, unavailable
+
+    def trial_figures(
+        self, window: Window, gpu: bool = False, dcgm_pod_label: str = "auto", profiling: bool = False
+    ) -> Figures:
         """The trial's figures; `window` comes back in `Figures.window` with its measured sample spacing."""
         figures = Figures(window=window)
         queries: dict[str, str] = {}
@@ -210,7 +266,7 @@ class PrometheusMetrics:
             else:
                 figures.values[name] = value
         if gpu:
-            self._gpu(window, dcgm_pod_label, figures)
+            self._gpu(window, dcgm_pod_label, figures, profiling)
         return figures
 
     def counter_increases(self, metric: str, window: Window) -> list[tuple[float, float]]:
@@ -242,7 +298,7 @@ class PrometheusMetrics:
         else:
             figures.unavailable.append("cpu_throttled_ratio: no CFS periods counted in the window (no CPU limit?)")
 
-    def _gpu(self, window: Window, pod_label: str, figures: Figures) -> None:
+    def _gpu(self, window: Window, pod_label: str, figures: Figures, profiling: bool = False) -> None:
         """GPU figures from dcgm-exporter. Memory is exported for whole GPUs and MIG instances alike, so its
         series tell which label set the exporter uses; each figure is then available or not on its own (a
         MIG instance has no DCGM_FI_DEV_GPU_UTIL, and no power of its own)."""
@@ -272,6 +328,15 @@ class PrometheusMetrics:
                 "gpu_power_avg_watts: no DCGM_FI_DEV_POWER_USAGE series for these pods (a MIG instance has no power "
                 "of its own; the whole GPU's is not attributed to one pod)"
             )
+        if profiling:  # metrics.dcgm.profilingMetrics: DCGM's profiling fields, as percentages
+            for name, metric in PROFILING_FIELDS.items():
+                if self.has_series(metric, window, found):
+                    queries[name] = profiling_query(window, found, metric)
+                else:
+                    figures.unavailable.append(
+                        f"{name}: no {metric} series for these pods (metrics.dcgm.profilingMetrics needs DCGM's "
+                        "profiling module in dcgm-exporter's collectors)"
+                    )
         for name, query in queries.items():
             value = self.scalar(query, window.end)
             if value is None:

@@ -187,12 +187,13 @@ def conclude(spec: ProfileRunSpec, report: ProfileReport, configurations: list[C
     if have_slo:
         verdicts = {t.slo_verdict for t in report.trials if t.status == "Succeeded"}
         report.verdict = "Met" if choice else ("Inconclusive" if "Inconclusive" in verdicts else "NotMet")
-    if choice is None:
-        return
-    best = next(t for t in report.trials if t.index == choice.best)
-    report.best_trial, report.choice = best.index, choice.report
-    if choice.report.certainty != "Clear":
-        report.warnings.append(f"best trial {best.name}: {choice.report.explanation}")
-    report.recommendation = decisions.recommend(
-        best, report.trials, spec.recommendation, best.replicas, spec.slo.target_throughput if spec.slo else None
-    )
+    if choice is not None:
+        best = next(t for t in report.trials if t.index == choice.best)
+        report.best_trial, report.choice = best.index, choice.report
+        if choice.report.certainty != "Clear":
+            report.warnings.append(f"best trial {best.name}: {choice.report.explanation}")
+        report.recommendation = decisions.recommend(
+            best, report.trials, spec.recommendation, best.replicas, spec.slo.target_throughput if spec.slo else None
+        )
+    if not spec.report.include_time_series:  # after the choice and the recommendation, which use them
+        report.drop_time_series()

@@ -157,6 +157,14 @@ class ResourceSeriesPoint(KaliperModel):
     throttled_ratio: float | None = None
 
 
+class CustomFigure(KaliperModel):
+    """One of a ProfileRun's metrics.customQueries, over the trial window."""
+
+    name: str
+    value: float
+    unit: str = ""
+
+
 class TrialResources(ResourceUsage):
     """Resource use over a trial's load, from cgroup accounting (local) or Prometheus (Kubernetes): the
     status's figures plus where they came from, the time series, and what could not be measured."""
@@ -164,6 +172,12 @@ class TrialResources(ResourceUsage):
     source: Literal["cgroup", "prometheus", "pod-status"]  # pod-status: restarts and OOM kills of a trial
     # that never served (the pods' own status; nothing was measured)
     series: list[ResourceSeriesPoint] = Field(default_factory=list)
+    gpu_graphics_engine_active_percent: float | None = None
+    """metrics.dcgm.profilingMetrics: DCGM_FI_PROF_GR_ENGINE_ACTIVE over the window, as a percentage."""
+    gpu_sm_active_percent: float | None = None
+    """metrics.dcgm.profilingMetrics: DCGM_FI_PROF_SM_ACTIVE over the window, as a percentage."""
+    custom: list[CustomFigure] = Field(default_factory=list)
+    """metrics.customQueries, in the order the spec lists them (those that could be read)."""
     unavailable: list[str] = Field(default_factory=list)
     """Figures that could not be measured, with the reason (never reported as zero)."""
 
@@ -252,3 +266,12 @@ class ProfileReport(KaliperModel):
     are reported Skipped, and the verdict and best configuration cover only what ran."""
     expires_at: datetime | None = None
     """When the run's ttl (spec.ttl) lets `kaliper gc` remove this report's folder; unset: kept."""
+
+    def drop_time_series(self) -> None:
+        """Keep the figures, drop what is measured over time: windows, histograms, resource series."""
+        for trial in self.trials:
+            if trial.stage is not None:
+                trial.stage.windows = []
+                trial.stage.latency.histogram = trial.stage.service_time.histogram = None
+            if trial.resources is not None:
+                trial.resources.series = []

@@ -7,6 +7,7 @@ python -m kaliper.serving --model model.onnx --name iris [--port 8080] [--intra-
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 from pathlib import Path
 
@@ -14,6 +15,7 @@ import click
 
 from kaliper.api.units import UnitError, parse_duration
 from kaliper.log import configure_logging, get_logger
+from kaliper.processes import die_with_parent
 
 
 @click.command()
@@ -30,6 +32,13 @@ from kaliper.log import configure_logging, get_logger
 @click.option("--require-gpu", is_flag=True, help="Exit unless a GPU execution provider runs the model.")
 @click.option("--reuse-port", is_flag=True, help="SO_REUSEPORT: replicas share the port; the kernel spreads load.")
 @click.option(
+    "--workers",
+    default=1,
+    show_default=True,
+    type=click.IntRange(1, 64),
+    help="Server processes sharing the port (SO_REUSEPORT), each with its own copy of the model.",
+)
+@click.option(
     "--concurrency", default=1, show_default=True, type=click.IntRange(1, 64), help="Inferences run at the same time."
 )
 def main(
@@ -45,9 +54,18 @@ def main(
     providers: tuple[str, ...],
     require_gpu: bool,
     reuse_port: bool,
+    workers: int,
     concurrency: int,
 ) -> None:
     configure_logging()
+    if workers > 1:
+        # Fork before the model is loaded (an ONNX Runtime session does not survive a fork): every process
+        # loads its own and listens on the same port, and the kernel spreads connections among them.
+        reuse_port = True
+        for _ in range(workers - 1):
+            if os.fork() == 0:
+                die_with_parent()  # the kubelet's SIGTERM reaches the first process; the others follow it
+                break
     log = get_logger("kaliper.serving")
     try:
         delay_s = parse_duration(max_queue_delay)

@@ -12,6 +12,8 @@ def tuning_flags(spec: ModelDeploymentSpec) -> list[str]:
         flags += ["--intra-op", str(spec.threads.intra_op)]
     if spec.threads and spec.threads.inter_op:
         flags += ["--inter-op", str(spec.threads.inter_op)]
+    if spec.threads and spec.threads.workers and spec.threads.workers > 1:
+        flags += ["--workers", str(spec.threads.workers)]
     if spec.batching:
         flags += [
             "--max-batch-size",

@@ -1,0 +1,85 @@
+"""metrics.customQueries and metrics.dcgm.profilingMetrics against a real Prometheus scraping the exporter
+double (cAdvisor and dcgm-exporter series with their real names and labels, exactly known values)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import replace
+
+import pytest
+
+from kaliper.api.profilerun import CustomQuery
+from kaliper.metrics.prometheus import PrometheusMetrics, Window
+from kaliper.netutil import free_port
+from tests.support import exporter
+from tests.support.controlplane import wait_for
+from tests.support.prometheus import prometheus
+
+WINDOW_S = 10
+MEMORY = 'container_memory_working_set_bytes{namespace="{namespace}",pod=~"{pod}",container!="",container!="POD"}'
+
+
+@pytest.fixture(scope="module")
+def metrics() -> Iterator[tuple[PrometheusMetrics, Window]]:
+    port = free_port()
+    server = exporter.trial_scene().serve(port)
+    try:
+        with prometheus([f"127.0.0.1:{port}"]) as url:
+            client = PrometheusMetrics(url)
+            held = f'min(count_over_time(container_memory_working_set_bytes{{namespace="ml"}}[{WINDOW_S}s]))'
+            # Scraped every second: a whole window holds about WINDOW_S samples of every series.
+            wait_for(lambda: (client.scalar(held, time.time()) or 0) >= WINDOW_S - 1, 90, "a full window scraped")
+            window = Window(exporter.NAMESPACE, "iris-t0-.*", time.time() - 1, WINDOW_S, scrape_interval_s=1)
+            yield client, window
+    finally:
+        server.shutdown()
+
+
+def query(name: str, promql: str, aggregate: str = "avg", unit: str = "") -> CustomQuery:
+    return CustomQuery(name=name, query=promql, aggregate=aggregate, unit=unit)  # type: ignore[arg-type]
+
+
+def test_custom_queries_fill_the_placeholders_and_aggregate_over_the_window(metrics) -> None:  # type: ignore[no-untyped-def]
+    client, window = metrics
+    trial_memory = sum(v for pod, v in exporter.MEMORY.items() if pod in exporter.TRIAL_PODS)  # 300 MiB
+    figures, unavailable = client.custom(
+        window,
+        [
+            query("memory_max", f"sum({MEMORY})", "max", "bytes"),
+            query("memory_last", f"sum({MEMORY})", "last", "bytes"),
+            query("pods", f"count({MEMORY})", "avg"),
+        ],
+    )
+    assert unavailable == []
+    assert [(f.name, f.value, f.unit) for f in figures] == [
+        ("memory_max", trial_memory, "bytes"),
+        ("memory_last", trial_memory, "bytes"),
+        ("pods", 2.0, ""),  # iris-t0-aaaaa and iris-t0-bbbbb; not the other pod of the namespace
+    ]
+
+
+def test_a_custom_query_that_cannot_be_one_figure_says_why(metrics) -> None:  # type: ignore[no-untyped-def]
+    client, window = metrics
+    figures, unavailable = client.custom(
+        window, [query("per_pod", MEMORY, "last"), query("typo", "sum(rate(x[{window}]", "avg")]
+    )
+    assert figures == []
+    assert unavailable[0] == (
+        "customQueries per_pod: returned 2 series, not one; aggregate it in PromQL (such as sum(...))"
+    )
+    assert unavailable[1].startswith("customQueries typo: ")
+
+
+def test_profiling_metrics_add_the_engine_and_sm_activity_where_exported(metrics) -> None:  # type: ignore[no-untyped-def]
+    client, window = metrics
+    mig = replace(window, namespace="mig")  # two MIG instances with the profiling module: GR_ENGINE_ACTIVE 0.35
+    figures = client.trial_figures(mig, gpu=True, profiling=True)
+    assert figures.values["gpu_graphics_engine_active_percent"] == pytest.approx(100 * exporter.GPU["gr_engine_active"])
+    assert (
+        "gpu_sm_active_percent: no DCGM_FI_PROF_SM_ACTIVE series for these pods (metrics.dcgm.profilingMetrics "
+        "needs DCGM's profiling module in dcgm-exporter's collectors)"
+    ) in figures.unavailable
+    without = client.trial_figures(mig, gpu=True)
+    assert "gpu_graphics_engine_active_percent" not in without.values
+    assert not any(u.startswith("gpu_sm_active_percent") for u in without.unavailable)
