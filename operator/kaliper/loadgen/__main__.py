@@ -7,8 +7,11 @@
 
 CONFIG is a YAML or JSON LoadGenConfig (url, request, payload, load, levels). The results document goes to
 --output (or stdout with --output -), and with --publish META.yaml also into a ConfigMap (how the Jobs a
-ProfileRun starts hand their results to the operator); a short summary goes to stderr. Exit code: 0 when
-the run completed, 1 when it could not (the document says why), 2 for bad input.
+ProfileRun starts hand their results to the operator); a short summary goes to stderr. While it runs, `run`
+and `master` print progress to stderr, one plain line per update: when a stage starts, once per measurement
+window (elapsed time, requests, throughput, the percentile so far, what the stopping rule waits for) and
+when it stops (--quiet turns this off). Exit code: 0 when the run completed, 1 when it could not (the
+document says why), 2 for bad input.
 """
 
 from __future__ import annotations
@@ -69,9 +72,13 @@ PUBLISH = click.option(
 
 @click.group()
 @click.option("--log-level", default="warning", type=click.Choice(["debug", "info", "warning", "error"]))
-def main(log_level: str) -> None:
+@click.option("--quiet", "-q", is_flag=True, help="No progress lines on stderr while the load test runs.")
+def main(log_level: str, quiet: bool) -> None:
     """Kaliper's load generator."""
+    from kaliper.loadgen.progress import set_enabled
+
     configure_logging(log_level)
+    set_enabled(not quiet)
 
 
 @main.command()

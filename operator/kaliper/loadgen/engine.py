@@ -35,6 +35,7 @@ from kaliper.loadgen.config import LoadGenConfig, LoadGenError, request_headers
 from kaliper.loadgen.histogram import LatencyHistogram
 from kaliper.loadgen.http import Connection, build_request
 from kaliper.loadgen.payloads import build_bodies
+from kaliper.loadgen.progress import StageProgress
 from kaliper.loadgen.recorder import Aggregator, Recorder, Window
 from kaliper.loadgen.results import LATE_AFTER_S, stage_result
 from kaliper.loadgen.schedule import send_offsets
@@ -245,16 +246,29 @@ class Controller:
         started = datetime.now(UTC)
         stages: list[StageResult] = []
         error = None
+        # Progress lines on stderr (stdout may carry the results document), from whichever process drives the
+        # stages: `run` here, or the master of a distributed run.
+        self.progress = StageProgress()
         try:
             for index, level in enumerate(self.config.stage_levels):
                 log.info(
                     "stage starting", stage=index, level=level, model="open" if self.config.open_loop else "closed"
                 )
+                self.progress.started(
+                    index,
+                    level,
+                    self.config.open_loop,
+                    self.warmup_windows * self.window_s,
+                    self.params.min_duration_s,
+                    self.params.max_duration_s,
+                )
                 start_wall = self._begin_stage(index, level)
                 stages.append(self._measure(index, level, start_wall))
                 log.info("stage done", stage=index, reason=stages[-1].stop_reason)
+                self.progress.done(index, stages[-1].stop_reason)
         except LoadGenError as exc:
             error = str(exc)
+            self.progress.stopped(error)
         finally:
             self.runner.stop()
         return LoadTestResult(
@@ -311,14 +325,25 @@ class Controller:
                         self.params,
                         straddling(objectives),
                     )
+                    self._progress_window(stage, start_wall, windows, cumulative, decision.reason)
                     if decision.stop:
                         break
+                else:
+                    self._progress_window(stage, start_wall, windows, cumulative, decision.reason)
             if time.time() > deadline:
                 raise LoadGenError(
                     f"stage {stage}: windows stopped arriving from the load generators "
                     f"(have {until + 1}, {self.sources} source(s)); a worker may have died"
                 )
         return stage_result(self.config, stage, level, start_wall, windows, self.warmup_windows, decision.reason)
+
+    def _progress_window(
+        self, stage: int, start_wall: float, windows: list[Window], cumulative: LatencyHistogram, reason: str
+    ) -> None:
+        measured = windows[self.warmup_windows :]
+        self.progress.window(
+            stage, time.time() - start_wall, measured, self.window_s, cumulative, self.config.percentile, reason
+        )
 
     def _figures(self, window: Window) -> WindowFigures:
         errors = sum(window.errors.values())

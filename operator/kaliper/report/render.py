@@ -3,14 +3,32 @@
 from __future__ import annotations
 
 import html
+import re
 from collections import defaultdict
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from rich import box
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
-from kaliper.api.units import format_memory
+from kaliper.api.units import UnitError, format_memory, parse_cpu, parse_duration
 from kaliper.report.schema import ProfileReport, TrialReport
+
+if TYPE_CHECKING:
+    import plotly.graph_objects as go
+
+# One colour per trial, never reused within a report: plotly's ten, then its 24 darker ones, then hues spaced
+# by the golden angle (distinct however many trials there are).
+PALETTE = (
+    "#636EFA", "#EF553B", "#00CC96", "#AB63FA", "#FFA15A", "#19D3F3", "#FF6692", "#B6E880", "#FF97FF", "#FECB52",
+    "#2E91E5", "#E15F99", "#1CA71C", "#FB0D0D", "#DA16FF", "#222A2A", "#B68100", "#750D86", "#EB663B", "#511CFB",
+    "#00A08B", "#FB00D1", "#FC0080", "#B2828D", "#6C7C32", "#778AAE", "#862A16", "#A777F1", "#620042", "#1616A7",
+    "#DA60CA", "#6C4516", "#0D2A63", "#AF0038",
+)  # fmt: skip
+SLO_COLOUR = "crimson"
+_LATENCY_OBJECTIVE = re.compile(r"^\s*p(\d+(?:\.\d+)?)\s*<=\s*(\S+)\s*$")
 
 
 def _latency(trial: TrialReport, percentile: float) -> float | None:
@@ -24,66 +42,194 @@ def _fmt(value: float | None, pattern: str = "{:.2f}") -> str:
     return "-" if value is None else pattern.format(value)
 
 
+def _parameters(trial: TrialReport) -> str:
+    return ", ".join(f"{k}={v}" for k, v in trial.parameters.items())
+
+
 def configuration_label(trial: TrialReport, level_keys: tuple[str, ...] = ("concurrency", "rate")) -> str:
     return ", ".join(f"{k}={v}" for k, v in trial.parameters.items() if k not in level_keys) or "as deployed"
 
 
+def colour(position: int) -> str:
+    """The colour of the position-th trial of a report."""
+    if position < len(PALETTE):
+        return PALETTE[position]
+    return f"hsl({(position - len(PALETTE)) * 137.508 % 360:.1f}, 70%, 42%)"
+
+
+def trial_colours(report: ProfileReport) -> dict[int, str]:
+    """Trial index -> its colour, the same in every chart and in the table."""
+    return {trial.index: colour(position) for position, trial in enumerate(report.trials)}
+
+
+def parse_latency_objective(objective: str) -> tuple[float, float] | None:
+    """(percentile, bound in ms) of a latency SLO check's objective such as "p99 <= 25ms"; None for other
+    objectives (error rate, throughput) and anything unreadable."""
+    found = _LATENCY_OBJECTIVE.match(objective)
+    if found is None:
+        return None
+    try:
+        return float(found.group(1)), parse_duration(found.group(2)) * 1000
+    except UnitError:
+        return None
+
+
+def slo_bounds_ms(report: ProfileReport) -> dict[float, float]:
+    """The latency bounds of the run's SLO, percentile -> ms, read from its trials' checks (the report does
+    not carry the spec)."""
+    bounds: dict[float, float] = {}
+    for trial in report.trials:
+        for check in trial.slo:
+            parsed = parse_latency_objective(check.objective)
+            if parsed is not None:
+                bounds.setdefault(*parsed)
+    return dict(sorted(bounds.items()))
+
+
+def cpu_limit_cores(trial: TrialReport) -> float | None:
+    """The trial's CPU limit summed over its replicas, when CPU is one of the swept parameters; None when it
+    is not known from the report."""
+    value = trial.parameters.get("cpu")
+    if value is None:
+        return None
+    try:
+        return float(parse_cpu(value)) * max(trial.replicas, 1)
+    except UnitError:
+        return None
+
+
+def all_failed(report: ProfileReport) -> bool:
+    return bool(report.trials) and not any(t.status == "Succeeded" for t in report.trials)
+
+
+def headline(report: ProfileReport) -> list[str]:
+    """What must be read first: a run that failed, a run that was interrupted (one line each)."""
+    lines = []
+    if report.error:
+        lines.append(f"FAILED: {report.error}")
+    elif all_failed(report):
+        first = next((t.message for t in report.trials if t.status == "Failed" and t.message), None)
+        lines.append("FAILED: no trial succeeded" + (f"; the first failure: {first}" if first else ""))
+    if report.interrupted:
+        finished = sum(t.status != "Skipped" for t in report.trials)
+        lines.append(
+            f"INTERRUPTED: the run was stopped after {finished} of {len(report.trials)} trials; the verdict "
+            "and the best configuration cover only those"
+        )
+    return lines
+
+
+def _slo_detail(trial: TrialReport) -> list[str]:
+    return [f"{c.objective}: {c.observed} ({c.verdict})" for c in trial.slo]
+
+
+def _generator(trial: TrialReport) -> str:
+    usage = trial.stage.generator_usage if trial.stage else None
+    if usage is None:
+        return "-"
+    return f"{usage.cpu_cores:.2f} of {usage.capacity_cores:g} cores ({usage.saturation:.0%})"
+
+
+def _throttled(trial: TrialReport) -> str:
+    r = trial.resources
+    return _fmt(r.cpu_throttled_ratio * 100 if r and r.cpu_throttled_ratio is not None else None, "{:.0f}%")
+
+
+def _memory_peak(trial: TrialReport) -> str:
+    r = trial.resources
+    return format_memory(r.memory_peak_bytes) if r and r.memory_peak_bytes else "-"
+
+
+# --- the terminal ----------------------------------------------------------------------------------------
+
+
 def trials_table(report: ProfileReport) -> Table:
-    table = Table(title=f"ProfileRun {report.name}: {report.target} ({report.strategy} search)", show_lines=False)
+    # Fits 120 columns: two-line headers, no vertical rules, the figures and verdicts never cut (no_wrap);
+    # only the parameters wrap (and the messages, printed whole under the table: trial_messages).
+    table = Table(
+        title=f"ProfileRun {report.name}: {report.target} ({report.strategy} search)",
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+        pad_edge=False,
+        collapse_padding=True,
+    )
     for column in (
         "trial",
         "parameters",
         "status",
         "ok/s",
-        "p50 ms",
-        "p99 ms",
+        "p50\nms",
+        "p99\nms",
         "errors",
-        "CPU avg",
-        "CPU peak",
-        "throttled",
-        "mem peak",
+        "CPU\navg",
+        "CPU\npeak",
+        "CPU\nthrott",
+        "mem\npeak",
+        "gen\nCPU",
         "SLO",
-        f"{report.currency}/1M",
+        f"{report.currency}\n/1M",
     ):
-        table.add_column(column, justify="right" if column not in ("parameters", "status", "SLO") else "left")
+        wraps = column == "parameters"
+        table.add_column(
+            column,
+            justify="left" if column in ("parameters", "status", "SLO") else "right",
+            no_wrap=not wraps,
+            overflow="fold",
+        )
     for trial in report.trials:
         stage, resources = trial.stage, trial.resources
-        slo = trial.slo_verdict or "-"
+        usage = stage.generator_usage if stage else None
         marker = " *" if trial.index == report.best_trial else ""
+        # Text, not markup: a message or a parameter with brackets ("[Errno 111]") is shown as written.
         table.add_row(
             f"{trial.index}{marker}",
-            ", ".join(f"{k}={v}" for k, v in trial.parameters.items()),
-            trial.status if trial.status == "Succeeded" else f"{trial.status}: {(trial.message or '')[:50]}",
+            Text(_parameters(trial)),
+            # The status only: the whole message is printed under the table (trial_messages).
+            Text(trial.status),
             _fmt(stage.throughput_rps if stage else None, "{:.1f}"),
             _fmt(_latency(trial, 50)),
             _fmt(_latency(trial, 99)),
             _fmt(stage.error_rate * 100 if stage else None, "{:.2f}%"),
             _fmt(resources.cpu_avg_cores if resources else None, "{:.3f}"),
             _fmt(resources.cpu_peak_cores if resources else None, "{:.3f}"),
-            _fmt(
-                resources.cpu_throttled_ratio * 100
-                if resources and resources.cpu_throttled_ratio is not None
-                else None,
-                "{:.0f}%",
-            ),
-            format_memory(resources.memory_peak_bytes) if resources and resources.memory_peak_bytes else "-",
-            slo,
+            _throttled(trial),
+            _memory_peak(trial),
+            _fmt(usage.saturation * 100 if usage else None, "{:.0f}%"),
+            trial.slo_verdict or "-",
             _fmt(trial.cost_per_million_requests, "{:.4f}"),
         )
     return table
 
 
+def trial_messages(report: ProfileReport) -> list[str]:
+    """The whole message of every trial that did not succeed (trials skipped for the same reason together)."""
+    lines = []
+    skipped: dict[str, list[int]] = defaultdict(list)
+    for trial in report.trials:
+        if trial.status == "Succeeded" or not trial.message:
+            continue
+        if trial.status == "Skipped":
+            skipped[trial.message].append(trial.index)
+        else:
+            lines.append(f"trial {trial.index} {trial.status}: {trial.message}")
+    for message, indices in skipped.items():
+        which = f"trial {indices[0]}" if len(indices) == 1 else "trials " + ", ".join(map(str, indices))
+        lines.append(f"{which} Skipped: {message}")
+    return lines
+
+
 def summary_lines(report: ProfileReport) -> list[str]:
     lines = [f"verdict: {report.verdict}"]
-    if report.error:
-        lines.append(f"error: {report.error}")
     if report.best_trial is not None:
         best = next(t for t in report.trials if t.index == report.best_trial)
+        throughput = f"{best.stage.throughput_rps:.1f}" if best.stage else "-"
         lines.append(
-            f"best: trial {best.index} ({', '.join(f'{k}={v}' for k, v in best.parameters.items())}), "
-            f"{best.stage.throughput_rps:.1f} ok/s, p99 {_fmt(_latency(best, 99))} ms, "
+            f"best: trial {best.index} ({_parameters(best)}), "
+            f"{throughput} ok/s, p99 {_fmt(_latency(best, 99))} ms, "
             f"{_fmt(best.cost_per_million_requests, '{:.4f}')} {report.currency} per million requests"
         )
+        for detail in _slo_detail(best):
+            lines.append(f"  SLO {detail}")
         if report.choice is not None:
             lines.append(f"  choice {report.choice.certainty.lower()}: {report.choice.explanation}")
     r = report.recommendation
@@ -96,17 +242,27 @@ def summary_lines(report: ProfileReport) -> list[str]:
     for trial in report.trials:
         for flag in trial.limited_by:
             lines.append(f"trial {trial.index} limited: {flag}")
+    for warning in report.warnings:
+        lines.append(f"warning: {warning}")
     lines.append(f"load generation: {report.load_generation_s:.0f} s over {len(report.trials)} trials")
     return lines
 
 
 def print_report(report: ProfileReport, console: Console | None = None) -> None:
     console = console or Console()
-    if not console.is_terminal:
-        console = Console(width=220)  # a file or a pipe: no terminal width to fit, keep rows whole
+    if not console.is_terminal and not console.record:
+        # A file or a pipe: no terminal width to fit, keep rows whole.
+        console = Console(file=console.file, width=220)
+    for line in headline(report):
+        console.print(Text(line, style="bold red"))
     console.print(trials_table(report))
+    for line in trial_messages(report):  # whole: long messages wrap at the console's width
+        console.print(Text(line))
     for line in summary_lines(report):
-        console.print(line, highlight=False)
+        console.print(Text(line))
+
+
+# --- the HTML page ---------------------------------------------------------------------------------------
 
 
 def pareto_front(points: list[tuple[float, float, int]]) -> list[int]:
@@ -119,78 +275,127 @@ def pareto_front(points: list[tuple[float, float, int]]) -> list[int]:
     return front
 
 
-def html_report(report: ProfileReport) -> str:
-    import plotly.graph_objects as go
-    from plotly.offline import get_plotlyjs
+def _slo_line(figure: go.Figure, percentile: float, bound_ms: float) -> None:
+    figure.add_hline(
+        y=bound_ms,
+        line={"color": SLO_COLOUR, "dash": "dot", "width": 2},
+        annotation_text=html.escape(f"SLO p{percentile:g} <= {bound_ms:g} ms"),
+        annotation_position="top left",
+        annotation_font_color=SLO_COLOUR,
+    )
 
-    figures = []
+
+def _latency_figure(report: ProfileReport, colours: dict[int, str], bounds: dict[float, float]) -> go.Figure | None:
+    import plotly.graph_objects as go
+
     by_config: dict[str, list[TrialReport]] = defaultdict(list)
     for trial in report.trials:
-        if trial.stage is not None:
+        if trial.stage is not None and trial.stage.latency.percentiles:
             by_config[configuration_label(trial)].append(trial)
-
-    latency = go.Figure()
+    if not by_config:
+        return None
+    percentiles = sorted({50.0, 99.0, *bounds})
+    dashes = {50.0: "solid", 99.0: "dash"}
+    figure = go.Figure()
     for label, trials in by_config.items():
+        line_colour = colours[trials[0].index]  # a configuration takes the colour of its first trial
         trials.sort(key=lambda t: t.stage.throughput_rps)  # type: ignore[union-attr]
         x = [t.stage.throughput_rps for t in trials]  # type: ignore[union-attr]
-        latency.add_trace(
-            go.Scatter(x=x, y=[_latency(t, 50) for t in trials], mode="lines+markers", name=f"{label} p50")
-        )
-        latency.add_trace(
-            go.Scatter(
-                x=x,
-                y=[_latency(t, 99) for t in trials],
-                mode="lines+markers",
-                name=f"{label} p99",
-                line={"dash": "dash"},
+        for percentile in percentiles:
+            y = [_latency(t, percentile) for t in trials]
+            if all(v is None for v in y):
+                continue
+            figure.add_trace(
+                go.Scatter(
+                    x=x,
+                    y=y,
+                    mode="lines+markers",
+                    name=html.escape(f"{label} p{percentile:g}"),
+                    text=[f"t{t.index}" for t in trials],
+                    legendgroup=html.escape(label),
+                    line={"color": line_colour, "dash": dashes.get(percentile, "dot")},
+                )
             )
-        )
-    latency.update_layout(
+    for percentile, bound in bounds.items():
+        _slo_line(figure, percentile, bound)
+    figure.update_layout(
         title="Latency percentiles vs throughput, per configuration",
-        xaxis_title="successful requests/s",
-        yaxis_title="latency (ms)",
+        xaxis={"title": "successful requests/s", "rangemode": "tozero"},
+        yaxis={"title": "latency (ms)", "rangemode": "tozero"},
     )
-    figures.append(latency)
+    return figure
 
-    usage = go.Figure()
+
+def _usage_figure(report: ProfileReport, colours: dict[int, str]) -> go.Figure | None:
+    import plotly.graph_objects as go
+
+    figure = go.Figure()
     for trial in report.trials:
-        if trial.resources and trial.resources.series:
-            series = trial.resources.series
-            usage.add_trace(
+        if not (trial.resources and trial.resources.series):
+            continue
+        series, group, trial_colour = trial.resources.series, f"t{trial.index}", colours[trial.index]
+        t = [p.t_s for p in series]
+        figure.add_trace(
+            go.Scatter(
+                x=t,
+                y=[p.cpu_cores for p in series],
+                mode="lines",
+                name=f"t{trial.index} CPU (cores)",
+                legendgroup=group,
+                line={"color": trial_colour},
+            )
+        )
+        figure.add_trace(
+            go.Scatter(
+                x=t,
+                y=[p.memory_bytes / 2**20 for p in series],
+                mode="lines",
+                name=f"t{trial.index} memory (MiB)",
+                legendgroup=group,
+                yaxis="y2",
+                line={"color": trial_colour, "dash": "dot"},
+            )
+        )
+        limit = cpu_limit_cores(trial)
+        if limit is not None:
+            replicas = f" x {trial.replicas}" if trial.replicas > 1 else ""
+            figure.add_trace(
                 go.Scatter(
-                    x=[p.t_s for p in series],
-                    y=[p.cpu_cores for p in series],
+                    x=[min(t), max(t)],
+                    y=[limit, limit],
                     mode="lines",
-                    name=f"t{trial.index} CPU (cores)",
+                    name=html.escape(f"t{trial.index} CPU limit ({trial.parameters['cpu']}{replicas})"),
+                    legendgroup=group,
+                    line={"color": trial_colour, "dash": "longdash", "width": 1},
                 )
             )
-            usage.add_trace(
-                go.Scatter(
-                    x=[p.t_s for p in series],
-                    y=[p.memory_bytes / 2**20 for p in series],
-                    mode="lines",
-                    name=f"t{trial.index} memory (MiB)",
-                    yaxis="y2",
-                    line={"dash": "dot"},
-                )
-            )
-    usage.update_layout(
-        title="CPU and memory over each trial's load",
-        xaxis_title="seconds into the trial",
-        yaxis={"title": "CPU (cores)"},
-        yaxis2={"title": "memory working set (MiB)", "overlaying": "y", "side": "right"},
+    if not figure.data:
+        return None
+    # Both axes from zero: a memory series that wobbles by a few hundred KiB around 100 MiB is flat, not a
+    # mountain range.
+    figure.update_layout(
+        title="CPU and memory over each trial's load (dashed: the trial's CPU limit)",
+        xaxis={"title": "seconds into the trial", "rangemode": "tozero"},
+        yaxis={"title": "CPU (cores)", "rangemode": "tozero"},
+        yaxis2={"title": "memory working set (MiB)", "overlaying": "y", "side": "right", "rangemode": "tozero"},
         legend={"orientation": "h", "y": -0.25},
     )
-    figures.append(usage)
+    return figure
+
+
+def _cost_figure(report: ProfileReport, colours: dict[int, str], bounds: dict[float, float]) -> go.Figure | None:
+    import plotly.graph_objects as go
 
     points = [
         (t.cost_per_million_requests, _latency(t, 99), t.index)
         for t in report.trials
         if t.cost_per_million_requests is not None and _latency(t, 99) is not None
     ]
+    if not points:
+        return None
     front = set(pareto_front(points))  # type: ignore[arg-type]
-    cost = go.Figure()
-    cost.add_trace(
+    figure = go.Figure()
+    figure.add_trace(
         go.Scatter(
             x=[p[0] for p in points],
             y=[p[1] for p in points],
@@ -199,58 +404,133 @@ def html_report(report: ProfileReport) -> str:
             text=[f"t{p[2]}" for p in points],
             textposition="top center",
             marker={
-                "size": [14 if p[2] in front else 8 for p in points],
-                "color": ["crimson" if p[2] in front else "steelblue" for p in points],
+                "size": [16 if p[2] in front else 10 for p in points],
+                "color": [colours[p[2]] for p in points],
+                "symbol": ["star" if p[2] == report.best_trial else "circle" for p in points],
+                "line": {"color": [SLO_COLOUR if p[2] in front else "white" for p in points], "width": 2},
             },
         )
     )
     frontier = sorted((p for p in points if p[2] in front), key=lambda p: p[0])
-    cost.add_trace(
+    figure.add_trace(
         go.Scatter(
             x=[p[0] for p in frontier],
             y=[p[1] for p in frontier],
             mode="lines",
             name="Pareto frontier",
-            line={"color": "crimson"},
+            line={"color": SLO_COLOUR},
         )
     )
-    cost.update_layout(
-        title="Cost vs p99 (Pareto frontier in red)",
-        xaxis_title=f"{report.currency} per million requests",
-        yaxis_title="p99 latency (ms)",
+    if 99.0 in bounds:
+        _slo_line(figure, 99.0, bounds[99.0])
+    figure.update_layout(
+        title="Cost vs p99 (Pareto frontier in red; the best trial is a star)",
+        xaxis={"title": f"{html.escape(report.currency)} per million requests", "rangemode": "tozero"},
+        yaxis={"title": "p99 latency (ms)", "rangemode": "tozero"},
     )
-    figures.append(cost)
+    return figure
 
-    rows = "".join(
-        "<tr>" + "".join(f"<td>{html.escape(str(cell))}</td>" for cell in row) + "</tr>"
-        for row in (
-            (
-                t.index,
-                ", ".join(f"{k}={v}" for k, v in t.parameters.items()),
-                t.status,
-                _fmt(t.stage.throughput_rps if t.stage else None, "{:.1f}"),
-                _fmt(_latency(t, 50)),
-                _fmt(_latency(t, 99)),
-                t.slo_verdict or "-",
-                _fmt(t.cost_per_million_requests, "{:.4f}"),
-                t.message or "",
-            )
-            for t in report.trials
-        )
+
+def figures(report: ProfileReport) -> list[go.Figure]:
+    """The report's charts: latency vs throughput, CPU and memory over time, cost vs p99. A chart with
+    nothing to show is left out (none at all when every trial failed)."""
+    colours = trial_colours(report)
+    bounds = slo_bounds_ms(report)
+    found = (
+        _latency_figure(report, colours, bounds),
+        _usage_figure(report, colours),
+        _cost_figure(report, colours, bounds),
     )
+    return [f for f in found if f is not None]
+
+
+def _cell(text: str) -> str:
+    return f"<td>{html.escape(text)}</td>"
+
+
+def _trial_row(report: ProfileReport, trial: TrialReport, trial_colour: str) -> str:
+    stage, resources = trial.stage, trial.resources
+    marker = " (best)" if trial.index == report.best_trial else ""
+    index = (
+        f'<td><span class="swatch" style="background:{html.escape(trial_colour)}"></span>'
+        f"{trial.index}{html.escape(marker)}</td>"
+    )
+    message = html.escape(trial.message or "")
+    if trial.server_log_tail:
+        message += f"<details><summary>server log</summary><pre>{html.escape(trial.server_log_tail)}</pre></details>"
+    errors = _fmt(stage.error_rate * 100 if stage else None, "{:.2f}%")
+    if stage and stage.errors_by_kind:
+        errors += " (" + ", ".join(f"{k} x{n}" for k, n in stage.errors_by_kind.items()) + ")"
+    slo = html.escape(trial.slo_verdict or "-")
+    if trial.slo:
+        slo = f"<b>{slo}</b><br>" + "<br>".join(html.escape(detail) for detail in _slo_detail(trial))
+    limited = "<br>".join(html.escape(flag) for flag in trial.limited_by) or "-"
+    return (
+        "<tr>"
+        + index
+        + _cell(_parameters(trial))
+        + _cell(trial.status)
+        + f'<td class="message">{message}</td>'
+        + _cell(_fmt(stage.throughput_rps if stage else None, "{:.1f}"))
+        + _cell(_fmt(_latency(trial, 50)))
+        + _cell(_fmt(_latency(trial, 99)))
+        + _cell(errors)
+        + _cell(_fmt(resources.cpu_avg_cores if resources else None, "{:.3f}"))
+        + _cell(_throttled(trial))
+        + _cell(_memory_peak(trial))
+        + _cell(_generator(trial))
+        + f"<td>{slo}</td>"
+        + _cell(_fmt(trial.cost_per_million_requests, "{:.4f}"))
+        + f'<td class="message">{limited}</td>'
+        + "</tr>"
+    )
+
+
+def html_report(report: ProfileReport) -> str:
+    from plotly.offline import get_plotlyjs
+
+    colours = trial_colours(report)
+    charts = figures(report)
+    alerts = "".join(f'<p class="alert">{html.escape(line)}</p>' for line in headline(report))
+    rows = "".join(_trial_row(report, trial, colours[trial.index]) for trial in report.trials)
     summary = "".join(f"<li>{html.escape(line)}</li>" for line in summary_lines(report))
-    plots = "".join(f.to_html(full_html=False, include_plotlyjs=False) for f in figures)
+    if charts:
+        plots = "".join(f.to_html(full_html=False, include_plotlyjs=False) for f in charts)
+    elif all_failed(report):
+        plots = '<p class="notice">No charts: no trial succeeded, so nothing was measured to plot.</p>'
+    else:
+        plots = '<p class="notice">No charts: no trial has measurements to plot.</p>'
+    headers = (
+        "trial",
+        "parameters",
+        "status",
+        "message",
+        "ok/s",
+        "p50 ms",
+        "p99 ms",
+        "errors",
+        "CPU avg (cores)",
+        "CPU throttled",
+        "memory peak",
+        "load generator CPU",
+        "SLO",
+        f"{report.currency} per 1M requests",
+        "limited by",
+    )
+    header_row = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
     return f"""<!doctype html>
 <html><head><meta charset="utf-8"><title>Kaliper report: {html.escape(report.name)}</title>
 <script type="text/javascript">{get_plotlyjs()}</script>
 <style>body{{font-family:sans-serif;margin:2em}} table{{border-collapse:collapse}}
-td,th{{border:1px solid #ccc;padding:4px 8px}}</style></head>
-<body><h1>ProfileRun {html.escape(report.name)}</h1>
+td,th{{border:1px solid #ccc;padding:4px 8px;vertical-align:top}} td.message{{min-width:20em;max-width:40em;
+white-space:pre-wrap;overflow-wrap:anywhere}} .swatch{{display:inline-block;width:0.8em;height:0.8em;
+margin-right:0.4em}} .alert{{color:#b00020;font-weight:bold;font-size:1.1em}} .notice{{color:#555}}
+.scroll{{overflow-x:auto}}</style></head>
+<body>{alerts}<h1>ProfileRun {html.escape(report.name)}</h1>
 <p>Target {html.escape(report.target)}, {html.escape(report.strategy)} search,
 started {report.started_at:%Y-%m-%d %H:%M:%S} UTC.</p>
 <ul>{summary}</ul>
-<table><tr><th>trial</th><th>parameters</th><th>status</th><th>ok/s</th><th>p50 ms</th><th>p99 ms</th><th>SLO</th>
-<th>{html.escape(report.currency)}/1M</th><th>message</th></tr>{rows}</table>
+<div class="scroll"><table><tr>{header_row}</tr>{rows}</table></div>
 {plots}
 </body></html>
 """
