@@ -129,3 +129,16 @@ def test_secret_headers_come_from_the_environment(monkeypatch: pytest.MonkeyPatc
     monkeypatch.delenv("SCORING_KEY")
     with pytest.raises(LoadGenError, match="environment variable SCORING_KEY, which is not set"):
         request_headers(c)
+
+
+def test_repetitions_run_each_level_several_times_in_a_row() -> None:
+    config = LoadGenConfig.model_validate(
+        {
+            "url": "http://127.0.0.1:1",
+            "request": {"modelName": "m"},
+            "payload": {"inline": "{}"},
+            "load": {"closedLoop": {"concurrency": 2}, "repetitions": 3},
+            "levels": [2, 8],
+        }
+    )
+    assert config.stage_levels == [2, 2, 2, 8, 8, 8]

@@ -80,3 +80,32 @@ def test_the_run_is_inconclusive_when_no_trial_met_the_slo_and_one_could_not_be_
     assert [t.slo_verdict for t in report.trials] == ["Inconclusive", "NotMet"]
     trials.conclude(s, report, planned)
     assert report.verdict == "Inconclusive" and report.best_trial is None and report.error is None
+
+
+def test_repetitions_take_the_median_and_disagreement_is_inconclusive() -> None:
+    from kaliper.report.schema import LoadTestResult
+
+    s = spec(sweep=SWEEP, slo={"latency": [{"percentile": 50, "max": "5ms"}]})
+    stages = []
+    for index, (rps, p50, low, high) in enumerate([(100, 4.0, 3.8, 4.2), (300, 6.0, 5.8, 6.2), (200, 4.5, 4.3, 4.7)]):
+        figures = LatencyFigures(
+            count=1000,
+            percentiles=[PercentileFigure(percentile=50, value_ms=p50, ci_low_ms=low, ci_high_ms=high, count=1000)],
+        )
+        stage = make_stage(figures, rps, level=2)
+        stage.index = index
+        stages.append(stage)
+    result = LoadTestResult(
+        target="http://x/",
+        started_at=datetime.now(UTC),
+        finished_at=datetime.now(UTC),
+        generator={"processes": 1, "workers": 0, "locust_version": "2"},
+        stages=stages,
+    )
+    trial = trials.from_load_test(0, "t0", {"cpu": "1", "concurrency": "2"}, result, s.slo)
+    assert trial.stage is not None and trial.stage.index == 2  # throughputs 100, 300, 200: the median is 200
+    assert trial.spread == 1.0  # (300 - 100) / 200
+    assert [(r.stage, r.slo_verdict) for r in trial.repetitions] == [(0, "Met"), (1, "NotMet"), (2, "Met")]
+    judged = trials.judge(trial, s, configurations(s, BASE)[0])
+    assert judged.slo_verdict == "Inconclusive"
+    assert judged.slo[-1].objective == "repetitions agree" and judged.slo[-1].observed == "Met, NotMet, Met"

@@ -178,6 +178,10 @@ class LoadSpec(KaliperModel):
     """Distributed Locust workers (a master plus this many worker pods); 0 runs a single generator."""
     processes: Annotated[int, Field(ge=1, le=64)] = 1
     """Generator processes per pod (or on this machine), for more load per node."""
+    repetitions: Annotated[int, Field(ge=1, le=10)] = 1
+    """Measure each load level this many times back to back, each with its own warm-up, against the same
+    server. The report lists every repetition and their spread; the median one (by throughput) gives the
+    trial's figures, and repetitions that disagree on the SLO make the trial Inconclusive."""
 
     cross_field_rules = (
         exactly_one_of("closed_loop", "open_loop"),

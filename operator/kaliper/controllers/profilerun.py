@@ -55,6 +55,7 @@ from kaliper.profiling.trials import (
     from_load_test,
     hourly_cost,
     judge,
+    median_stage,
     new_report,
     progress,
     with_resources,
@@ -431,7 +432,9 @@ class Step:
         if text is None:
             return self.trial_failed(trial, f"ConfigMap {results_name(self.name, trial.index)} holds no {RESULT_KEY}")
         planned = self.planned(trial)
-        report = from_load_test(trial.index, trial.name, trial.parameters, LoadTestResult.model_validate_json(text))
+        report = from_load_test(
+            trial.index, trial.name, trial.parameters, LoadTestResult.model_validate_json(text), self.spec.slo
+        )
         if report.stage is not None:
             server_pods = _server_pods(pods)
             resources = self.resources(trial, report, server_pods)
@@ -643,7 +646,7 @@ class Step:
                 result = read_document(stored, RESULT_KEY)
                 if result is not None and report.stage is None:
                     stages = LoadTestResult.model_validate_json(result).stages
-                    report.stage = stages[0] if stages else None
+                    report.stage = median_stage(stages) if stages else None
                 return report
         status = "Skipped" if trial.phase == "Skipped" else "Failed"
         resources = None

@@ -53,12 +53,15 @@ class LoadGenConfig(KaliperModel):
 
     @property
     def stage_levels(self) -> list[float]:
+        """Every stage's level, each repeated load.repetitions times in a row."""
         if self.levels:
-            return list(self.levels)
-        if self.load.closed_loop is not None:
-            return [float(self.load.closed_loop.concurrency)]
-        assert self.load.open_loop is not None
-        return [self.load.open_loop.rate]
+            levels = list(self.levels)
+        elif self.load.closed_loop is not None:
+            levels = [float(self.load.closed_loop.concurrency)]
+        else:
+            assert self.load.open_loop is not None
+            levels = [self.load.open_loop.rate]
+        return [level for level in levels for _ in range(self.load.repetitions)]
 
     @property
     def path(self) -> str:

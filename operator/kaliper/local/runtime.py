@@ -289,7 +289,7 @@ class LocalRuntime:
         if not result_path.exists():
             raise ServerError(f"the load generator failed: {process.stderr.strip()[-2000:]}")
         result = LoadTestResult.model_validate_json(result_path.read_text())
-        trial = from_load_test(index, f"t{index}", planned.parameters, result)
+        trial = from_load_test(index, f"t{index}", planned.parameters, result, spec.slo)
         if trial.stage is None:
             trial.server_log_tail = servers.log_tail() if servers else None
             return trial

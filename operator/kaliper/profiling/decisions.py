@@ -133,14 +133,17 @@ def score(trial: TrialReport) -> float:
 
 def relative_noise(trial: TrialReport) -> float:
     """The 95% relative uncertainty of a trial's throughput (and so of its cost per request), from the spread
-    of its measured windows; 0 with fewer than two windows."""
+    of its measured windows (0 with fewer than two) or of its repetitions, whichever is larger."""
     assert trial.stage is not None
     rates = [w.throughput_rps for w in trial.stage.windows if not w.warmup]
-    if len(rates) < 2 or not sum(rates):
-        return 0.0
-    mean = sum(rates) / len(rates)
-    variance = sum((r - mean) ** 2 for r in rates) / (len(rates) - 1)
-    return 1.96 * math.sqrt(variance / len(rates)) / mean
+    within = 0.0
+    if len(rates) >= 2 and sum(rates):
+        mean = sum(rates) / len(rates)
+        variance = sum((r - mean) ** 2 for r in rates) / (len(rates) - 1)
+        within = 1.96 * math.sqrt(variance / len(rates)) / mean
+    # Repetitions see what windows of one run cannot (the machine's state from one run to the next): half
+    # their spread is the noise when it is larger.
+    return max(within, (trial.spread or 0.0) / 2)
 
 
 def headroom(trial: TrialReport, slo: SloSpec | None) -> float:

@@ -7,11 +7,19 @@ from __future__ import annotations
 from collections import defaultdict
 from datetime import datetime
 
-from kaliper.api.profilerun import ProfileRunSpec, Progress
+from kaliper.api.profilerun import ProfileRunSpec, Progress, SloSpec
 from kaliper.api.units import parse_cpu, parse_quantity
 from kaliper.profiling import decisions
 from kaliper.profiling.plan import Configuration, load_levels
-from kaliper.report.schema import LoadTestResult, ProfileReport, TrialReport, TrialResources
+from kaliper.report.schema import (
+    LoadTestResult,
+    ProfileReport,
+    Repetition,
+    SloCheck,
+    StageResult,
+    TrialReport,
+    TrialResources,
+)
 
 # A generator using this share of the CPU it can use is saturated: it sets the pace, not the target.
 GENERATOR_SATURATED = 0.9
@@ -36,12 +44,37 @@ def new_report(spec: ProfileRunSpec, name: str, namespace: str | None, started_a
     )
 
 
-def from_load_test(index: int, name: str, parameters: dict[str, str], result: LoadTestResult) -> TrialReport:
-    """A trial from the load generator's results document: Succeeded with its stage, or Failed with why."""
+def from_load_test(
+    index: int, name: str, parameters: dict[str, str], result: LoadTestResult, slo: SloSpec | None = None
+) -> TrialReport:
+    """A trial from the load generator's results document: Succeeded with its stage, or Failed with why.
+    Repetitions (several stages of one level) are listed with their own SLO verdicts; the median by
+    throughput stands for the trial."""
     if result.error or not result.stages:
         message = result.error or "the load generator measured nothing"
         return TrialReport(index=index, name=name, parameters=parameters, status="Failed", message=message)
-    return TrialReport(index=index, name=name, parameters=parameters, status="Succeeded", stage=result.stages[0])
+    stages = result.stages
+    median = median_stage(stages)
+    trial = TrialReport(index=index, name=name, parameters=parameters, status="Succeeded", stage=median)
+    if len(stages) > 1:
+        trial.repetitions = [
+            Repetition(
+                stage=s.index,
+                throughput_rps=s.throughput_rps,
+                p99_ms=decisions.latency_at(s, 99),
+                error_rate=s.error_rate,
+                slo_verdict=decisions.slo_checks(s, slo)[1],
+            )
+            for s in stages
+        ]
+        rates = [s.throughput_rps for s in stages]
+        trial.spread = round((max(rates) - min(rates)) / median.throughput_rps, 4) if median.throughput_rps else None
+    return trial
+
+
+def median_stage(stages: list[StageResult]) -> StageResult:
+    """The repetition that stands for a trial: the median by throughput (the lower middle of an even count)."""
+    return sorted(stages, key=lambda s: (s.throughput_rps, s.index))[(len(stages) - 1) // 2]
 
 
 def with_resources(trial: TrialReport, resources: TrialResources | None) -> TrialReport:
@@ -121,6 +154,16 @@ def judge(trial: TrialReport, spec: ProfileRunSpec, config: Configuration) -> Tr
     if cores and stage.throughput_rps > 0:
         trial.core_hours_per_million_requests = cores * replicas * 1e6 / stage.throughput_rps / 3600
     trial.slo, trial.slo_verdict = decisions.slo_checks(stage, spec.slo)
+    verdicts = sorted({r.slo_verdict for r in trial.repetitions if r.slo_verdict})
+    if len(verdicts) > 1:  # the repetitions disagree: the SLO cannot be decided from them
+        trial.slo_verdict = "Inconclusive"
+        trial.slo.append(
+            SloCheck(
+                objective="repetitions agree",
+                verdict="Inconclusive",
+                observed=", ".join(r.slo_verdict or "-" for r in trial.repetitions),
+            )
+        )
     trial.limited_by = generator_limits(trial)
     return trial
 

@@ -193,6 +193,17 @@ class SloCheck(KaliperModel):
     """Such as "23.10ms (95% CI 19.36-26.61ms)"."""
 
 
+class Repetition(KaliperModel):
+    """One of a trial's repeated measurements (load.repetitions)."""
+
+    stage: int
+    """Index of its stage in the load generator's results document."""
+    throughput_rps: float
+    p99_ms: float | None = None
+    error_rate: float
+    slo_verdict: SloVerdict | None = None
+
+
 class TrialReport(KaliperModel):
     """One configuration at one load level."""
 
@@ -210,6 +221,10 @@ class TrialReport(KaliperModel):
     """NotMet if any check is NotMet, else Inconclusive if any is, else Met; None without an SLO."""
     limited_by: list[str] = Field(default_factory=list)
     """What other than the configuration under test limited the trial, in words (see TrialSummary)."""
+    repetitions: list[Repetition] = Field(default_factory=list)
+    """load.repetitions > 1: every measurement; `stage` is the median one by throughput."""
+    spread: float | None = None
+    """(highest - lowest throughput) / median throughput over the repetitions."""
     cost_per_hour: float | None = None
     """Price of the configuration's resources for one hour (replicas included)."""
     core_hours_per_million_requests: float | None = None
