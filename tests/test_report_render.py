@@ -243,3 +243,16 @@ def test_terminal_says_first_when_every_trial_failed() -> None:
     text = recorded(report)
     assert text.splitlines()[0] == "FAILED: no trial succeeded; the first failure: OOMKilled"
     assert "trial 1 Failed: timed out" in text
+
+
+def test_repetitions_are_listed_with_their_spread() -> None:
+    from kaliper.report.schema import Repetition
+
+    trial = succeeded(0, "1", 10.0)
+    trial.repetitions = [
+        Repetition(stage=i, throughput_rps=rps, error_rate=0.0, slo_verdict=v)
+        for i, (rps, v) in enumerate([(400.0, "Met"), (500.0, "Met"), (450.0, "NotMet")])
+    ]
+    trial.spread = 0.2222
+    lines = render.summary_lines(report_with([trial]))
+    assert "trial 0 repetitions: 400.0, 500.0, 450.0 ok/s (spread 22.2%); SLO Met, Met, NotMet" in lines

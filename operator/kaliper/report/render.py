@@ -242,6 +242,12 @@ def summary_lines(report: ProfileReport) -> list[str]:
     for trial in report.trials:
         for flag in trial.limited_by:
             lines.append(f"trial {trial.index} limited: {flag}")
+        if trial.repetitions:
+            verdicts = ", ".join(r.slo_verdict or "-" for r in trial.repetitions)
+            rates = ", ".join(f"{r.throughput_rps:.1f}" for r in trial.repetitions)
+            lines.append(
+                f"trial {trial.index} repetitions: {rates} ok/s (spread {_fmt(trial.spread, '{:.1%}')}); SLO {verdicts}"
+            )
     for warning in report.warnings:
         lines.append(f"warning: {warning}")
     lines.append(f"load generation: {report.load_generation_s:.0f} s over {len(report.trials)} trials")
