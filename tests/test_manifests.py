@@ -106,15 +106,36 @@ def test_url_and_image_models_are_fetched_by_init_containers() -> None:
         "ns",
         "u",
         ModelDeploymentSpec.model_validate(
-            {"model": {"image": {"image": "reg/models:1", "path": "/models/resnet"}}, "runtime": {"type": "triton"}}
+            {
+                "model": {"image": {"image": "reg/models:1", "path": "/models/resnet"}, "name": "resnet"},
+                "runtime": {"type": "triton"},
+            }
         ),
     )
     (copy,) = image["spec"]["template"]["spec"]["initContainers"]
     assert copy["image"] == "reg/models:1" and copy["command"] == ["cp", "-r", "/models/resnet", "/models/source/"]
-    assert image["spec"]["template"]["spec"]["containers"][0]["args"][:2] == [
+    assert image["spec"]["template"]["spec"]["containers"][0]["args"] == [
         "--model-repository=/models/source",
         "--http-port=8000",
+        "--model-control-mode=explicit",
+        "--load-model=resnet",
     ]
+
+
+def test_triton_loads_the_one_model_directory_the_source_names() -> None:
+    def triton(model: dict) -> dict:
+        spec = ModelDeploymentSpec.model_validate({"model": model, "runtime": {"type": "triton"}})
+        return build_deployment("resnet", "ns", "u", spec)
+
+    on_pvc = triton({"pvc": {"claimName": "models", "path": "/repository/resnet"}})
+    assert on_pvc["spec"]["template"]["spec"]["containers"][0]["args"][::3] == [
+        "--model-repository=/models/source/repository",
+        "--load-model=resnet",
+    ]
+    with pytest.raises(BuildError, match="Triton serves a model directory .* give it as model.pvc or model.image"):
+        triton({"configMap": {"name": "m", "key": "model.onnx"}})
+    with pytest.raises(BuildError, match="spec.model.name: Triton serves the model under its directory's name, 'v2'"):
+        triton({"pvc": {"claimName": "models", "path": "/repository/v2"}, "name": "resnet"})
 
 
 def test_mlserver_and_custom_runtimes() -> None:

@@ -135,9 +135,35 @@ def _command(spec: ModelDeploymentSpec, name: str) -> tuple[list[str] | None, li
                 {"name": "MLSERVER_MODEL_MAX_BATCH_TIME", "value": str(parse_duration(spec.batching.max_queue_delay))},
             ]
         return runtime.command or ["mlserver", "start", MODEL_DIR], runtime.args, env
-    # Triton: a model repository under MODEL_DIR.
-    args = [f"--model-repository={MODEL_DIR}", f"--http-port={port}"]
+    # Triton: the source is one model's directory (config.pbtxt and version folders); the repository is the
+    # folder holding it, and only this model is loaded from it (a PVC may hold others).
+    repository, directory = triton_model_directory(spec, name)
+    args = [
+        f"--model-repository={repository}",
+        f"--http-port={port}",
+        "--model-control-mode=explicit",
+        f"--load-model={directory}",
+    ]
     return runtime.command or ["tritonserver"], [*args, *(runtime.args or [])], []
+
+
+def triton_model_directory(spec: ModelDeploymentSpec, name: str) -> tuple[str, str]:
+    """(repository, model directory name) for Triton, which serves a model under its directory's name."""
+    source = spec.model
+    if source.pvc is None and source.image is None:
+        raise BuildError(
+            "spec.model: Triton serves a model directory (config.pbtxt and version folders such as 1/model.onnx); "
+            "give it as model.pvc or model.image, whose path names that directory"
+        )
+    repository, _, directory = model_path(spec).rstrip("/").rpartition("/")
+    if not directory:
+        raise BuildError("spec.model: the path must name the model's directory inside the volume or image, not /")
+    if (source.name or name) != directory:
+        raise BuildError(
+            f"spec.model.name: Triton serves the model under its directory's name, {directory!r}; set model.name "
+            f"to {directory!r} (or rename the directory)"
+        )
+    return repository, directory
 
 
 def _resources(spec: ModelDeploymentSpec) -> dict[str, Any]:
