@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from kaliper.api.modeldeployment import ModelDeploymentSpec
@@ -132,9 +134,11 @@ def test_triton_loads_the_one_model_directory_the_source_names() -> None:
         "--model-repository=/models/source/repository",
         "--load-model=resnet",
     ]
-    with pytest.raises(BuildError, match="Triton serves a model directory .* give it as model.pvc or model.image"):
+    with pytest.raises(BuildError, match=r"Triton serves a model directory .* give it as model\.pvc or model\.image"):
         triton({"configMap": {"name": "m", "key": "model.onnx"}})
-    with pytest.raises(BuildError, match="spec.model.name: Triton serves the model under its directory's name, 'v2'"):
+    with pytest.raises(
+        BuildError, match=re.escape("spec.model.name: Triton serves the model under its directory's name, 'v2'")
+    ):
         triton({"pvc": {"claimName": "models", "path": "/repository/v2"}, "name": "resnet"})
 
 
