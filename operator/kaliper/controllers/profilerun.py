@@ -30,7 +30,6 @@ from kaliper.controllers.pacer import PACER
 from kaliper.controllers.settings import SETTINGS
 from kaliper.controllers.store import STORE
 from kaliper.loadgen.publish import RESULT_KEY
-from kaliper.loadgen.statistics import nearest_rank
 from kaliper.log import get_logger
 from kaliper.manifests.modeldeployment import BuildError, build_deployment, endpoint
 from kaliper.manifests.profilerun import (
@@ -45,7 +44,7 @@ from kaliper.manifests.profilerun import (
     results_name,
     trial_name,
 )
-from kaliper.metrics.prometheus import PrometheusMetrics, Window
+from kaliper.metrics.prometheus import PrometheusMetrics, Window, trial_resources
 from kaliper.profiling.plan import configurations, trial_count_problem
 from kaliper.profiling.schedule import PlannedTrial, planned_trials, schedule
 from kaliper.profiling.search import Outcome
@@ -60,7 +59,7 @@ from kaliper.profiling.trials import (
     progress,
     with_resources,
 )
-from kaliper.report.schema import LoadTestResult, ProfileReport, ResourceSeriesPoint, TrialReport, TrialResources
+from kaliper.report.schema import LoadTestResult, ProfileReport, TrialReport, TrialResources
 from kaliper.report.status import status_from_report, trial_summary
 from kaliper.report.store import DocumentTooLarge, configmap_content, read_document
 
@@ -495,44 +494,19 @@ class Step:
             scrape_interval_s=scrape,
         )
         client = PrometheusMetrics(url, parse_duration(prometheus.timeout) if prometheus else 10)
-        # Wait for a scrape after the window, up to three intervals (and a little slack) past its end.
-        give_up = self.now.timestamp() > window.end + 3 * scrape + 10
-        try:
-            if not give_up and not client.scraped_past(window):
-                return None
-            deployment = self.planned(trial).configuration.deployment
-            gpus = (
-                deployment.resources.gpu.count
-                if deployment and deployment.resources and deployment.resources.gpu
-                else 0
-            )
-            dcgm = self.spec.metrics.dcgm  # unset: the operator's defaults (the chart's dcgm values)
-            enabled = dcgm.enabled if dcgm else SETTINGS.dcgm_enabled
-            label = dcgm.pod_label if dcgm else SETTINGS.dcgm_pod_label
-            profiling = bool(dcgm and dcgm.profiling_metrics)
-            figures = client.trial_figures(window, bool(gpus and enabled), label, profiling)
-        except Exception as exc:  # any failure to query is reported, not fatal
-            return TrialResources(source="prometheus", unavailable=[f"Prometheus at {url} could not be queried: {exc}"])
-        values = dict(figures.values)
-        resources = TrialResources(source="prometheus", unavailable=figures.unavailable, **values)
-        window = figures.window or window
-        if "cpu_avg_cores" in values:
-            try:
-                points = client.series(window)
-            except Exception as exc:  # the figures stand without the series
-                resources.unavailable.append(f"cpu series: {exc}")
-                points = []
-            start = window.end - window.seconds
-            resources.series = [ResourceSeriesPoint(t_s=t - start, cpu_cores=c, memory_bytes=m) for t, c, m in points]
-            if points:  # the same rank rule as the local sampler's
-                resources.cpu_p90_cores = nearest_rank([c for _, c, _ in points], 90)
-        if self.spec.metrics.custom_queries:
-            try:
-                resources.custom, missing = client.custom(window, self.spec.metrics.custom_queries)
-            except Exception as exc:  # the other figures stand without them
-                missing = [f"customQueries: {exc}"]
-            resources.unavailable.extend(missing)
-        return resources
+        deployment = self.planned(trial).configuration.deployment
+        gpus = deployment.resources.gpu.count if deployment and deployment.resources and deployment.resources.gpu else 0
+        dcgm = self.spec.metrics.dcgm  # unset: the operator's defaults (the chart's dcgm values)
+        return trial_resources(
+            client,
+            window,
+            # Wait for a scrape after the window, up to three intervals (and a little slack) past its end.
+            wait_for_scrape=self.now.timestamp() <= window.end + 3 * scrape + 10,
+            gpu=bool(gpus and (dcgm.enabled if dcgm else SETTINGS.dcgm_enabled)),
+            dcgm_pod_label=dcgm.pod_label if dcgm else SETTINGS.dcgm_pod_label,
+            profiling=bool(dcgm and dcgm.profiling_metrics),
+            custom_queries=self.spec.metrics.custom_queries or [],
+        )
 
     def trial_failed(self, trial: TrialSummary, message: str) -> None:
         trial.failed_in = trial.phase if trial.phase in IN_FLIGHT else None

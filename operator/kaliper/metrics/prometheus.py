@@ -26,7 +26,8 @@ from prometheus_api_client import PrometheusConnect
 from urllib3.util.retry import Retry
 
 from kaliper.api.profilerun import CustomQuery
-from kaliper.report.schema import CustomFigure
+from kaliper.loadgen.statistics import nearest_rank
+from kaliper.report.schema import CustomFigure, ResourceSeriesPoint, TrialResources
 
 CONTAINER = 'container!="",container!="POD"'
 CADVISOR_REFRESH_S = 15.0  # the kubelet's cAdvisor refreshes container stats every 10 s, up to 15 s when idle
@@ -343,3 +344,45 @@ class PrometheusMetrics:
                 figures.unavailable.append(f"{name}: the query returned no value")
             else:
                 figures.values[name] = value
+
+
+def trial_resources(
+    client: PrometheusMetrics,
+    window: Window,
+    wait_for_scrape: bool,
+    gpu: bool = False,
+    dcgm_pod_label: str = "auto",
+    profiling: bool = False,
+    custom_queries: list[CustomQuery] | None = None,
+) -> TrialResources | None:
+    """A trial's resource figures over its load window, as the report holds them: the figures, the CPU and
+    memory series (with the CPU P90 by the same rank rule as the local sampler's), the custom queries, and
+    what could not be measured. None while waiting for a scrape after the window (wait_for_scrape); a
+    Prometheus that cannot be queried is reported, not raised."""
+    try:
+        if wait_for_scrape and not client.scraped_past(window):
+            return None
+        figures = client.trial_figures(window, gpu, dcgm_pod_label, profiling)
+    except Exception as exc:  # any failure to query is reported, not fatal
+        url = client.client.url
+        return TrialResources(source="prometheus", unavailable=[f"Prometheus at {url} could not be queried: {exc}"])
+    values = dict(figures.values)
+    resources = TrialResources(source="prometheus", unavailable=figures.unavailable, **values)
+    window = figures.window or window
+    if "cpu_avg_cores" in values:
+        try:
+            points = client.series(window)
+        except Exception as exc:  # the figures stand without the series
+            resources.unavailable.append(f"cpu series: {exc}")
+            points = []
+        start = window.end - window.seconds
+        resources.series = [ResourceSeriesPoint(t_s=t - start, cpu_cores=c, memory_bytes=m) for t, c, m in points]
+        if points:
+            resources.cpu_p90_cores = nearest_rank([c for _, c, _ in points], 90)
+    if custom_queries:
+        try:
+            resources.custom, missing = client.custom(window, custom_queries)
+        except Exception as exc:  # the other figures stand without them
+            missing = [f"customQueries: {exc}"]
+        resources.unavailable.extend(missing)
+    return resources
