@@ -39,13 +39,23 @@ def walk(node: dict[str, Any], path: str = ""):  # type: ignore[no-untyped-def]
         yield from walk(node["additionalProperties"], f"{path}{{}}")
 
 
+# What `kubectl get` shows first: the phase, except for a ModelDeployment, whose runtime leads.
+FIRST_COLUMN = {
+    "Cleanup": ("Phase", ".status.phase"),
+    "ModelDeployment": ("Runtime", ".spec.runtime.type"),
+    "ModelOptimization": ("Phase", ".status.phase"),
+    "ProfileRun": ("Phase", ".status.phase"),
+}
+
+
 @pytest.mark.parametrize("info", KINDS, ids=lambda k: k.kind)
 def test_crd_is_structural_and_documented(info: KindInfo) -> None:
     crd = yaml.safe_load(crd_files()[f"kaliper.dev_{info.plural}.yaml"])
     version = crd["spec"]["versions"][0]
     assert version["subresources"] == {"status": {}}
-    assert version["additionalPrinterColumns"][0]["jsonPath"] in (".status.phase", ".spec.runtime.type")
-    assert any(c["name"] == "Age" for c in version["additionalPrinterColumns"])
+    columns = [(c["name"], c["jsonPath"]) for c in version["additionalPrinterColumns"]]
+    assert columns[0] == FIRST_COLUMN[info.kind]
+    assert columns[-1] == ("Age", ".metadata.creationTimestamp")
     assert crd["spec"]["names"]["shortNames"] and crd["spec"]["names"]["categories"] == ["kaliper"]
 
     schema = version["schema"]["openAPIV3Schema"]

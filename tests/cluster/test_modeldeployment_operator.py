@@ -10,8 +10,6 @@ from collections.abc import Iterator
 import pytest
 from kopf.testing import KopfRunner
 
-from kaliper.api.modeldeployment import ModelDeploymentSpec
-from kaliper.manifests.modeldeployment import build_deployment, build_service
 from tests.conftest import Kubectl
 from tests.support.operator_runner import running_operator
 
@@ -49,20 +47,44 @@ def test_a_model_deployment_becomes_a_ready_deployment_and_service(operator, crd
         lambda: crds("get", "deployment", "iris", "-n", namespace, check=False).returncode == 0, what="the Deployment"
     )
     owner = crds.json("get", "modeldeployment", "iris", "-n", namespace)
-    expected = build_deployment(
-        "iris", namespace, owner["metadata"]["uid"], ModelDeploymentSpec.model_validate(owner["spec"])
-    )
     stored = crds.json("get", "deployment", "iris", "-n", namespace)
-    stored_container = stored["spec"]["template"]["spec"]["containers"][0]
-    expected_container = expected["spec"]["template"]["spec"]["containers"][0]
-    for key in ("image", "command", "args", "resources", "ports"):
-        assert stored_container[key] == expected_container[key], key
-    assert stored["metadata"]["ownerReferences"][0]["uid"] == owner["metadata"]["uid"]
+    # The built-in server of the project's image serves the ConfigMap's model under its name, on port 8080 of
+    # the pod, with one intra-op thread and exactly the resources asked for.
+    pod = stored["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    assert container["name"] == "server" and container["image"] == "ghcr.io/kaliper-dev/kaliper:0.1.0"
+    assert container["command"] == ["python", "-m", "kaliper.serving"]
+    assert container["args"] == [
+        "--model", "/models/source/model.onnx", "--name", "iris", "--host", "0.0.0.0", "--port", "8080",
+        "--intra-op", "1",
+    ]  # fmt: skip
+    assert container["resources"] == {
+        "requests": {"cpu": "250m", "memory": "128Mi"},
+        "limits": {"cpu": "500m", "memory": "256Mi"},
+    }
+    assert container["ports"] == [{"name": "http", "containerPort": 8080, "protocol": "TCP"}]
+    assert container["readinessProbe"]["httpGet"] == {"path": "/v2/health/ready", "port": "http", "scheme": "HTTP"}
+    assert pod["volumes"] == [{"name": "model", "configMap": {"name": "iris-model", "defaultMode": 420}}]
+    labels = {
+        "app.kubernetes.io/name": "kaliper-model",
+        "app.kubernetes.io/instance": "iris",
+        "kaliper.dev/modeldeployment": "iris",
+    }
+    assert stored["spec"]["replicas"] == 2 and stored["spec"]["selector"] == {"matchLabels": labels}
+    assert stored["metadata"]["ownerReferences"] == [
+        {
+            "apiVersion": "kaliper.dev/v1alpha1",
+            "kind": "ModelDeployment",
+            "name": "iris",
+            "uid": owner["metadata"]["uid"],
+            "controller": True,
+            "blockOwnerDeletion": True,
+        }
+    ]
+    # The Service sends port 80 to the pods' http port, and selects exactly this deployment's pods.
     service = crds.json("get", "service", "iris", "-n", namespace)
-    assert (
-        service["spec"]["selector"]
-        == build_service("iris", namespace, "u", ModelDeploymentSpec.model_validate(owner["spec"]))["spec"]["selector"]
-    )
+    assert service["spec"]["type"] == "ClusterIP" and service["spec"]["selector"] == labels
+    assert service["spec"]["ports"] == [{"name": "http", "port": 80, "targetPort": "http", "protocol": "TCP"}]
 
     crds.wait_for(
         lambda: status_of(crds, namespace, "iris").get("phase") == "Ready",

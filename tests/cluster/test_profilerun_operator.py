@@ -10,14 +10,15 @@ import contextlib
 import json
 import socket
 import threading
-import time
+import urllib.parse
+import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 import pytest
+import yaml
 
-from kaliper.api.profilerun import ProfileRunSpec
-from kaliper.manifests.profilerun import LoadgenPod, build_loadgen
+from kaliper.api.units import parse_cpu
 from kaliper.netutil import free_port
 from kaliper.report.schema import ProfileReport
 from tests.conftest import Kubectl
@@ -93,29 +94,63 @@ def export_trial(cluster: Cluster, exporter: Exporter, index: int, cpu: str) -> 
         exporter.add(pod["metadata"]["name"], PodSeries(cluster.namespace, CORES[cpu], MEMORY[cpu]))
 
 
+def scraped_pods(prometheus_url: str, namespace: str, pods: str, samples: int) -> int:
+    """How many of the pods' server containers Prometheus holds at least `samples` CPU samples of."""
+    series = f'container_cpu_usage_seconds_total{{namespace="{namespace}",pod=~"{pods}",container="server"}}'
+    query = urllib.parse.urlencode({"query": f"count(count_over_time({series}[1m]) >= {samples})"})
+    with urllib.request.urlopen(f"{prometheus_url}/api/v1/query?{query}", timeout=10) as response:
+        result = json.load(response)["data"]["result"]
+    return int(result[0]["value"][1]) if result else 0
+
+
+LOADGEN_SECURITY = {
+    "allowPrivilegeEscalation": False,
+    "readOnlyRootFilesystem": True,
+    "capabilities": {"drop": ["ALL"]},
+}
+RESTRICTED_POD = {"runAsNonRoot": True, "runAsUser": 10001, "seccompProfile": {"type": "RuntimeDefault"}}
+
+
 def test_a_two_trial_sweep_runs_to_succeeded_with_exact_prometheus_figures(
     operator, metrics, target: str, crds: Kubectl, namespace: str
 ) -> None:  # type: ignore[no-untyped-def]
     exporter, prometheus_url = metrics
-    run = profile_run("sweep", prometheus_url, sweep={"cpu": ["500m", "1"]})
+    # Open-loop load: both trials get the same 300 requests per second, whatever their CPU.
+    load = {"openLoop": {"rate": 300, "maxConnections": 16}, "warmup": "0s", "minDuration": "3s", "maxDuration": "3s"}
+    run = profile_run("sweep", prometheus_url, sweep={"cpu": ["500m", "1"]}, load=load)
     apply(crds, namespace, model_deployment(), run)
     cluster = Cluster(crds, namespace, "sweep")
     for index, cpu in enumerate(["500m", "1"]):
         cluster.wait_trial(index, "Running")
         export_trial(cluster, exporter, index, cpu)
-        # The Job on the server is exactly what the builder makes for this trial.
+        # The Job runs the image's load generator on the config the operator wrote (mounted read-only), under the
+        # run's own account, restricted, once; the config sends the run's load to the trial's Service.
         owner = cluster.get("profilerun", "sweep")
-        expected = build_loadgen(
-            owner, index, ProfileRunSpec.model_validate(owner["spec"]), f"http://sweep-t{index}.{namespace}.svc:80",
-            "iris", 2, LoadgenPod("ghcr.io/kaliper-dev/kaliper:0.1.0"),
-        )  # fmt: skip
         job = cluster.get("job", f"sweep-t{index}-lg")
-        stored_pod, built_pod = job["spec"]["template"]["spec"], expected[1]["spec"]["template"]["spec"]
-        for key in ("command", "volumeMounts", "securityContext"):
-            assert stored_pod["containers"][0][key] == built_pod["containers"][0][key], key
-        assert stored_pod["serviceAccountName"] == "sweep-loadgen" and job["spec"]["backoffLimit"] == 0
+        pod = job["spec"]["template"]["spec"]
+        (container,) = pod["containers"]
+        assert container["image"] == "ghcr.io/kaliper-dev/kaliper:0.1.0"
+        assert container["command"] == [
+            "python", "-m", "kaliper.loadgen", "run", "/etc/kaliper/config.yaml",
+            "--output", "/tmp/result.json", "--publish", "/etc/kaliper/results.yaml",
+        ]  # fmt: skip
+        assert container["volumeMounts"] == [
+            {"name": "config", "mountPath": "/etc/kaliper", "readOnly": True},
+            {"name": "tmp", "mountPath": "/tmp"},
+        ]
+        assert container["securityContext"] == LOADGEN_SECURITY and pod["securityContext"] == RESTRICTED_POD
+        assert pod["serviceAccountName"] == "sweep-loadgen" and pod["restartPolicy"] == "Never"
+        assert job["spec"]["backoffLimit"] == 0
         assert job["metadata"]["ownerReferences"][0]["uid"] == owner["metadata"]["uid"]
-        time.sleep(5)  # Prometheus holds a few scrapes of the pods before the load window opens
+        config = yaml.safe_load(cluster.get("configmap", f"sweep-t{index}-lg")["data"]["config.yaml"])
+        assert config["url"] == f"http://sweep-t{index}.{namespace}.svc:80"
+        assert config["load"]["openLoop"] == {"rate": 300.0, "arrival": "constant", "maxConnections": 16}
+        # Prometheus holds a few scrapes of both pods before the load window opens.
+        crds.wait_for(
+            lambda index=index: scraped_pods(prometheus_url, namespace, f"sweep-t{index}-.*", samples=3) == 2,
+            timeout=60,
+            what=f"Prometheus to hold three scrapes of trial {index}'s pods",
+        )
         done = cluster.play_load(index, target)
         assert done.returncode == 0, done.stderr
         cluster.wait_trial(index, "Succeeded")
@@ -132,11 +167,26 @@ def test_a_two_trial_sweep_runs_to_succeeded_with_exact_prometheus_figures(
         assert resources["cpuThrottledRatio"] == pytest.approx(0.4, rel=1e-6)
         assert resources["memoryAvgBytes"] == 2 * MEMORY[cpu] and resources["memoryPeakBytes"] == 2 * MEMORY[cpu]
         assert resources["restarts"] == 0 and resources["oomKills"] == 0
-        assert trial["requests"] > 0 and trial["latency"]["p99Ms"] < 1000 and trial["sloMet"] is True
-        assert trial["costPerMillionRequests"] > 0 and trial["coreHoursPerMillionRequests"] > 0
-    # Both met the SLO; the cheaper one per request wins and sizes the recommendation.
-    assert status["best"]["trial"] in (0, 1) and status["recommendation"]["replicas"] >= 1
-    assert status["recommendation"]["requests"]["cpu"] and status["cost"]["currencyPerMillionRequests"] > 0
+        assert trial["requests"] > 0 and trial["latency"]["p99Ms"] < 1000 and trial["sloVerdict"] == "Met"
+        # Priced by what the trial reserves: 2 replicas of `cpu` at 0.04 per core-hour (no memory is set), for
+        # the hours a million requests take at the trial's throughput.
+        cores, throughput = 2 * float(parse_cpu(cpu)), trial["throughputRps"]
+        assert throughput == pytest.approx(300, rel=0.1)
+        assert trial["costPerMillionRequests"] == pytest.approx(cores * 0.04 * 1e6 / throughput / 3600, rel=1e-3)
+        assert trial["coreHoursPerMillionRequests"] == pytest.approx(cores * 1e6 / throughput / 3600, rel=1e-3)
+    # Both met the SLO at the same request rate, and trial 0 reserves half the cores of trial 1: it costs half as
+    # much per request, a gap far beyond the tie tolerance and the throughput noise, so trial 0 is the best.
+    # Its recommendation: P90 of its CPU use per replica (0.25 cores, exported) + 15%, under the 500m limit it
+    # ran with; its peak memory per replica (150 MiB) + 15%, and 20% more for the limit; one replica carries the
+    # target of 100 req/s, as each served about 150.
+    assert status["best"]["trial"] == 0
+    cheapest = 1.0 * 0.04 * 1e6 / status["trials"][0]["throughputRps"] / 3600
+    assert status["cost"]["currencyPerMillionRequests"] == pytest.approx(cheapest, rel=1e-3)
+    recommendation = status["recommendation"]
+    assert float(parse_cpu(recommendation["requests"]["cpu"])) == pytest.approx(0.25 * 1.15, abs=0.001)
+    assert recommendation["requests"]["memory"] == "173Mi"
+    assert recommendation["limits"] == {"cpu": "500m", "memory": "207Mi"}
+    assert recommendation["replicas"] == 1
     conditions = {c["type"]: c for c in status["conditions"]}
     assert conditions["Complete"]["status"] == "True" and conditions["Degraded"]["status"] == "False"
     # The full report, in the ConfigMap the status points to, holds the same figures.

@@ -3,10 +3,15 @@ report checked against what the limits allow."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import re
 import subprocess
 import sys
+import tempfile
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +22,16 @@ from kaliper.api.profilerun import ProfileRunStatus
 from kaliper.report.schema import ProfileReport
 from kaliper.serving.examples import make_iris
 from tests.support import groundtruth
+from tests.support.kernel import (
+    connections_to,
+    cpu_quota_us,
+    group_pids,
+    kaliper_group,
+    kaliper_groups,
+    kernel_cgroups,
+    limit_controllers,
+    listening_ports,
+)
 
 KALIPER = Path(sys.executable).with_name("kaliper")
 
@@ -56,14 +71,33 @@ def profile_run(**spec: Any) -> dict:
     }
 
 
+def run_watching(command: list[str], watch: Callable[[int], None], timeout: float = 300) -> subprocess.CompletedProcess:
+    """Run the command, calling watch(its pid) every tenth of a second while it runs."""
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        process = subprocess.Popen(command, stdout=out, stderr=err, text=True)
+        deadline = time.monotonic() + timeout
+        while process.poll() is None and time.monotonic() < deadline:
+            watch(process.pid)
+            time.sleep(0.1)
+        if process.poll() is None:
+            process.kill()
+        process.wait()
+        out.seek(0)
+        err.seek(0)
+        return subprocess.CompletedProcess(command, process.returncode, out.read(), err.read())
+
+
 def kaliper_run(
-    tmp_path: Path, *documents: dict, flags: tuple[str, ...] = ()
+    tmp_path: Path, *documents: dict, flags: tuple[str, ...] = (), watch: Callable[[int], None] | None = None
 ) -> tuple[subprocess.CompletedProcess, ProfileReport | None]:
     manifest = tmp_path / "run.yaml"
     manifest.write_text(yaml.safe_dump_all(documents))
     out = tmp_path / "reports"
     command = [str(KALIPER), "run", str(manifest), "--output-dir", str(out), *flags]
-    process = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    if watch is None:
+        process = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    else:
+        process = run_watching(command, watch)
     report = out / "report.json"
     return process, ProfileReport.model_validate_json(report.read_text()) if report.exists() else None
 
@@ -275,7 +309,46 @@ def test_without_cgroups_it_stops_unless_asked_to_run_unconstrained(tmp_path: Pa
     assert "CPU and memory limits were not enforced" in report.warnings[0]
 
 
+def serving_groups(run: int, seen: dict[str, dict]) -> None:
+    """Record each replica group of the run whose processes listen, as it serves: its processes, the cgroup
+    the kernel has each in, the ports they listen on, and the group's CPU quota."""
+    for name in kaliper_groups(f"{run}-iris-"):
+        with contextlib.suppress(OSError):  # the group or a process went away meanwhile: look again
+            pids = group_pids(name)
+            ports = set().union(*(listening_ports(pid) for pid in pids))
+            if ports:
+                group = seen.setdefault(name, {"pids": set(), "ports": set(), "cgroups": {}})
+                group["quota"] = cpu_quota_us(name)
+                group["cgroups"].update({pid: kernel_cgroups(pid) for pid in pids if pid not in group["pids"]})
+                group["pids"] |= set(pids)
+                group["ports"] |= ports
+
+
+def replica_names(run: int, seen: dict[str, dict]) -> list[str]:
+    """The groups' names without their random suffix: <pid of the run>-<model>-<replica>."""
+    assert all(re.fullmatch(rf"{run}-iris-\d+-[0-9a-f]{{6}}", name) for name in seen), sorted(seen)
+    return sorted(name.rsplit("-", 1)[0] for name in seen)
+
+
+def in_own_groups(seen: dict[str, dict]) -> bool:
+    """Every process seen in a group was, for each controller of the limits, in that group and no other."""
+    controllers = limit_controllers()
+    expected = {name: dict.fromkeys(controllers, kaliper_group(name)) for name in seen}
+    return all(
+        {c: where[c] for c in controllers} == expected[name]
+        for name, group in seen.items()
+        for where in group["cgroups"].values()
+    )
+
+
 def test_replicas_share_the_port_each_in_its_own_cgroup(tmp_path: Path, model: Path) -> None:
+    seen: dict[str, dict] = {}
+    runs: list[int] = []
+
+    def watch(run: int) -> None:
+        runs[:] = [run]
+        serving_groups(run, seen)
+
     process, report = kaliper_run(
         tmp_path,
         deployment(model, replicas=2, resources={"limits": {"cpu": "500m", "memory": "512Mi"}}),
@@ -288,11 +361,20 @@ def test_replicas_share_the_port_each_in_its_own_cgroup(tmp_path: Path, model: P
                 "stopping": {"window": "1s"},
             }
         ),
+        watch=watch,
     )
     assert process.returncode == 0, process.stderr
     (trial,) = report.trials
     assert trial.status == "Succeeded" and trial.replicas == 2
     assert trial.resources.cpu_avg_cores <= 1.0 * 1.15  # two half-core limits: never more than one core
+    # While it served, the kernel had each replica in a group of its own (its processes in that group for the
+    # CPU and the memory controller), under a 500m quota (50 ms per 100 ms), both listening on one port.
+    (run,) = runs
+    assert replica_names(run, seen) == [f"{run}-iris-0", f"{run}-iris-1"]
+    first, second = seen.values()
+    assert not first["pids"] & second["pids"] and in_own_groups(seen)
+    assert first["ports"] == second["ports"] and len(first["ports"]) == 1
+    assert [group["quota"] for group in seen.values()] == ["50000", "50000"]
     logs = sorted((tmp_path / "reports" / "work").rglob("server-*.log"))
     assert [p.name for p in logs] == ["server-0.log", "server-1.log"]
 
@@ -302,6 +384,22 @@ def test_mlserver_replicas_sit_behind_a_round_robin_proxy(tmp_path: Path) -> Non
 
     model = make_iris_sklearn(tmp_path / "iris.joblib")
     body = '{"inputs":[{"name":"predict","shape":[1,4],"datatype":"FP64","data":[5.1,3.5,1.4,0.2]}]}'
+    seen: dict[str, dict] = {}
+    runs: list[int] = []
+    proxy: set[int] = set()
+    spread: list[list[int]] = []  # connections open to each replica once all four users are connected
+    http = [tmp_path / "reports" / "work" / "t0" / f"mlserver-{r}" / "settings.json" for r in range(2)]
+
+    def watch(run: int) -> None:
+        runs[:] = [run]
+        serving_groups(run, seen)
+        proxy.update(listening_ports(run))
+        with contextlib.suppress(OSError, ValueError):
+            ports = [json.loads(settings.read_text())["http_port"] for settings in http]
+            connected = [connections_to(port) for port in ports]
+            if not spread and sum(connected) == 4:
+                spread.append(connected)
+
     process, report = kaliper_run(
         tmp_path,
         {
@@ -316,11 +414,23 @@ def test_mlserver_replicas_sit_behind_a_round_robin_proxy(tmp_path: Path) -> Non
             },
         },
         profile_run(payload={"inline": body}),
+        watch=watch,
     )
     assert process.returncode == 0, process.stderr
     (trial,) = report.trials
     assert trial.status == "Succeeded", trial.message
     assert trial.stage.error_rate == 0 and trial.replicas == 2
+    # Each replica, in its own group, listens on its own HTTP port (and MLServer's others); the run listens on
+    # none of them: it proxies. The load's four users connect through the proxy in turn, so the first four
+    # backend connections are two to each replica (a random spread gives 3 and 1, or 4 and 0, more often).
+    (run,) = runs
+    assert replica_names(run, seen) == [f"{run}-iris-0", f"{run}-iris-1"]
+    first, second = (seen[name] for name in sorted(seen, key=lambda name: name.split("-")[2]))
+    ports = [json.loads(settings.read_text())["http_port"] for settings in http]
+    assert ports[0] in first["ports"] and ports[1] in second["ports"] and not first["ports"] & second["ports"]
+    assert not first["pids"] & second["pids"] and in_own_groups(seen)
+    assert proxy and not proxy & (first["ports"] | second["ports"])
+    assert spread == [[2, 2]]
 
 
 def test_secret_headers_map_to_environment_variables_locally() -> None:

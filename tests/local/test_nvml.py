@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+import pytest
+
 from kaliper.local.sampler import Point, summarize
 from kaliper.metrics.nvml import Nvml
 
@@ -71,9 +73,24 @@ def test_missing_nvml_is_unavailable_with_the_reason() -> None:
     assert not nvml.available and "NVML Shared Library Not Found" in nvml.reason and nvml.sample() == []
 
 
-def test_no_gpu_on_this_machine_is_reported_not_zeroed() -> None:
-    nvml = Nvml()  # the real library: these machines have no GPU driver
-    assert not nvml.available and nvml.reason
+def test_a_machine_without_the_gpu_driver_is_reported_not_zeroed(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The real pynvml, as Nvml() imports it, on a machine where libnvidia-ml.so.1 cannot be loaded (no NVIDIA
+    # driver): simulated, so that the expectation holds on a machine with a GPU as well.
+    import pynvml
+
+    def no_driver(name: str, *args: object, **kwargs: object) -> None:
+        raise OSError(f"{name}: cannot open shared object file: No such file or directory")
+
+    monkeypatch.setattr(pynvml, "nvmlLib", None)  # not loaded yet (on a GPU machine it may be)
+    monkeypatch.setattr(pynvml, "CDLL", no_driver)
+    nvml = Nvml()
+    assert (nvml.available, nvml.count, nvml.sample()) == (False, 0, [])
+    assert nvml.reason == "NVML is not available: NVML Shared Library Not Found"
+
+
+def test_a_driver_that_sees_no_gpu_is_reported_not_zeroed() -> None:
+    nvml = Nvml(FakeNvml([], []))
+    assert (nvml.available, nvml.count, nvml.reason, nvml.sample()) == (False, 0, "NVML found no GPU", [])
 
 
 def point(wall: float, gpus: list) -> Point:

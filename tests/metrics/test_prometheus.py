@@ -1,9 +1,12 @@
-"""The Prometheus metrics layer against a real Prometheus that scrapes a test double of cAdvisor
-and dcgm-exporter (real metric names and labels, exactly known values)."""
+"""The Prometheus metrics layer against a real Prometheus that scrapes a test double of cAdvisor,
+kube-state-metrics and dcgm-exporter (real metric names and labels, exactly known values)."""
 
 from __future__ import annotations
 
+import json
 import time
+import urllib.parse
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import replace
 
@@ -12,31 +15,62 @@ import pytest
 from kaliper.metrics.prometheus import PrometheusMetrics, Window, container_queries
 from kaliper.netutil import free_port
 from tests.support import exporter
+from tests.support.controlplane import wait_for
 from tests.support.prometheus import prometheus
 
 WINDOW_S = 10
+TRIAL_CPU = 'container_cpu_usage_seconds_total{namespace="ml",pod=~"iris-t0-.*",container="server"}'
+
+
+def promql(url: str, query: str) -> list[dict]:
+    """The result of an instant query, now, through Prometheus's HTTP API."""
+    address = f"{url}/api/v1/query?{urllib.parse.urlencode({'query': query})}"
+    with urllib.request.urlopen(address, timeout=10) as response:
+        body = json.load(response)
+    assert body["status"] == "success", body
+    return body["data"]["result"]
+
+
+def first_sample_s(url: str, series: str) -> float | None:
+    """When the series that Prometheus began to store last has its first sample (None: none stored yet)."""
+    stored = promql(url, f"{series}[5m]")
+    return max(float(s["values"][0][0]) for s in stored) if stored else None
 
 
 @pytest.fixture(scope="module")
-def metrics() -> Iterator[tuple[PrometheusMetrics, Window]]:
+def scene() -> Iterator[tuple[exporter.Exporter, str]]:
+    """The trial scene, served and scraped every second: the exporter (a test may change it) and Prometheus's URL."""
+    served = exporter.trial_scene()
     port = free_port()
-    server = exporter.trial_scene().serve(port)
+    server = served.serve(port)
     try:
         with prometheus([f"127.0.0.1:{port}"]) as url:
-            client = PrometheusMetrics(url)
-            # Prometheus needs a few seconds to start scraping; then whole windows fill, as after any trial.
-            time.sleep(WINDOW_S + 12)
-            window = Window(
-                namespace=exporter.NAMESPACE,
-                pod_regex="iris-t0-.*",
-                end=time.time() - 1,
-                seconds=WINDOW_S,
-                scrape_interval_s=1,
-            )
-            assert client.wait_for_scrape(window, scrape_interval_s=1)
-            yield client, window
+            yield served, url
     finally:
         server.shutdown()
+
+
+@pytest.fixture(scope="module")
+def metrics(scene) -> tuple[PrometheusMetrics, Window]:  # type: ignore[no-untyped-def]
+    _, url = scene
+    # A whole window of samples, as after any trial: the window ends a second ago, and begins after the first
+    # sample Prometheus stored of every trial series.
+    wait_for(
+        lambda: (first := first_sample_s(url, TRIAL_CPU)) is not None and first <= time.time() - 2 - WINDOW_S,
+        timeout=60,
+        what=f"Prometheus to hold {WINDOW_S + 2} s of the trial's samples",
+        interval=0.5,
+    )
+    window = Window(
+        namespace=exporter.NAMESPACE,
+        pod_regex="iris-t0-.*",
+        end=time.time() - 1,
+        seconds=WINDOW_S,
+        scrape_interval_s=1,
+    )
+    client = PrometheusMetrics(url)
+    assert client.wait_for_scrape(window, scrape_interval_s=1)
+    return client, window
 
 
 def test_cpu_memory_and_throttling_are_exactly_the_exported_values(metrics) -> None:  # type: ignore[no-untyped-def]
@@ -119,3 +153,32 @@ def test_with_two_samples_in_the_window_the_peak_is_the_rate_over_the_whole_wind
         'container!="POD"}[10s]))'
     )
     assert client.scalar(query, sparse.end) == pytest.approx(0.75, rel=1e-6)
+
+
+def by_pod(result: list[dict]) -> dict[str, float]:
+    return {series["metric"]["pod"]: float(series["value"][1]) for series in result}
+
+
+def test_restarts_and_oom_kills_are_scraped_under_the_kube_state_metrics_and_cadvisor_names(scene, metrics) -> None:  # type: ignore[no-untyped-def]
+    # Kaliper takes a trial's restarts and OOM kills from its pods' status (kaliper.controllers.diagnosis), not
+    # from Prometheus: this checks that the double serves them as the real exporters do, so tests can rely on it.
+    served, url = scene
+    # The server container of iris-t0-aaaaa was OOM-killed twice, and restarted after each.
+    served.set_terminations("iris-t0-aaaaa", restarts=2, oom_events=2, last_terminated_reason="OOMKilled")
+    restarts = 'kube_pod_container_status_restarts_total{namespace="ml"}'
+    wait_for(lambda: by_pod(promql(url, restarts)).get("iris-t0-aaaaa") == 2, timeout=30, what="the restarts scraped")
+    stored = promql(url, restarts)
+    assert by_pod(stored) == {"iris-t0-aaaaa": 2.0, "iris-t0-bbbbb": 0.0, "iris-t1-ccccc": 0.0}
+    assert {label for series in stored for label in series["metric"]} == {
+        "__name__", "namespace", "pod", "uid", "container", "instance", "job"
+    }  # fmt: skip
+    oom = promql(url, 'container_oom_events_total{namespace="ml",container!="",container!="POD"}')
+    assert by_pod(oom) == {"iris-t0-aaaaa": 2.0, "iris-t0-bbbbb": 0.0, "iris-t1-ccccc": 0.0}
+    reasons = promql(url, 'kube_pod_container_status_last_terminated_reason{namespace="ml"}')
+    assert [(r["metric"]["pod"], r["metric"]["container"], r["metric"]["reason"], r["value"][1]) for r in reasons] == [
+        ("iris-t0-aaaaa", "server", "OOMKilled", "1")
+    ]
+    # What a query for one trial's pods reads: its restarts and OOM kills, not another trial's.
+    trial = 'namespace="ml",pod=~"iris-t0-.*"'
+    assert promql(url, f"sum(kube_pod_container_status_restarts_total{{{trial}}})")[0]["value"][1] == "2"
+    assert promql(url, f"sum(container_oom_events_total{{{trial}}})")[0]["value"][1] == "2"

@@ -4,6 +4,7 @@ real pod networking, and an operator killed in the middle of a run."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from collections.abc import Callable
@@ -13,6 +14,7 @@ from kaliper.loadgen.publish import RESULT_KEY
 from kaliper.report.store import read_document
 from tests.node.conftest import OPERATOR_NAMESPACE, Operator, operator_pod
 from tests.node.test_walkthrough import wait_for_phase
+from tests.support.controlplane import ControlPlaneError, wait_for
 from tests.support.node import IMAGE, Node
 
 PAYLOAD = {"tensors": {"inputs": [{"name": "float_input", "shape": [-1, 4], "datatype": "FP32"}], "seed": 7}}
@@ -158,13 +160,15 @@ def test_the_operator_pod_killed_mid_run_carries_on_and_creates_nothing_twice(
 def poll_until_phase(
     node: Node, namespace: str, run: str, phase: str, each: Callable[[], None], timeout: float
 ) -> dict:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    """wait_for_phase, calling `each` before every look at the run."""
+
+    def settled() -> bool:
         each()
         status = node.kubectl.json("get", "profilerun", run, "-n", namespace).get("status") or {}
-        if status.get("phase") in (phase, "Failed"):
-            break
-        time.sleep(1)
+        return status.get("phase") in (phase, "Failed")
+
+    with contextlib.suppress(ControlPlaneError):
+        wait_for(settled, timeout, what=f"ProfileRun {run} to be {phase}", interval=1)
     return wait_for_phase(node, namespace, run, phase, timeout=1)
 
 

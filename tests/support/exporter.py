@@ -1,5 +1,11 @@
-"""Test double of the exporters Prometheus scrapes in a cluster: cAdvisor and dcgm-exporter
-series with their real metric names and labels, and values known to the test.
+"""Test double of the exporters Prometheus scrapes in a cluster: cAdvisor, kube-state-metrics and
+dcgm-exporter series with their real metric names and labels, and values known to the test.
+
+Restarts and OOM kills, as documented: kube-state-metrics exports every container's restart count as the
+counter `kube_pod_container_status_restarts_total{namespace,pod,uid,container}`, and, once a container has
+terminated, `kube_pod_container_status_last_terminated_reason{namespace,pod,uid,container,reason} 1`;
+cAdvisor counts the OOM kills in a container's cgroup in `container_oom_events_total{namespace,pod,container}`.
+A test sets them per pod with `Exporter.set_terminations`; until then they are 0 (and no last reason).
 
 dcgm-exporter, as documented: each series carries `gpu`, `UUID`, `device`, `modelName` and `Hostname`, and
 the pod it is mapped to under one of three label sets (`pod`/`namespace`/`container` since 2.x,
@@ -17,7 +23,8 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass
+import uuid
+from dataclasses import dataclass, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 ORIGIN = 1_700_000_000.0
@@ -41,6 +48,14 @@ class PodSeries:
     dcgm_pod_label: str = "exported_pod"
     profiling: bool = False  # DCGM's profiling module collected (DCGM_FI_PROF_*)
     container: str = "server"
+    restarts: int = 0  # kube-state-metrics: times the container restarted
+    last_terminated_reason: str | None = None  # kube-state-metrics: why it last terminated ("OOMKilled", ...)
+    oom_events: int = 0  # cAdvisor: OOM kills in the container's cgroup
+
+
+def pod_uid(namespace: str, pod: str) -> str:
+    """The pod's UID (kube-state-metrics' `uid` label): fixed per pod, as a real one is."""
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"{namespace}/{pod}"))
 
 
 class Exporter:
@@ -51,6 +66,16 @@ class Exporter:
     def add(self, pod: str, series: PodSeries) -> None:
         with self._lock:
             self.pods[pod] = series
+
+    def set_terminations(
+        self, pod: str, restarts: int, oom_events: int, last_terminated_reason: str | None = None
+    ) -> None:
+        """From the next scrape on: the pod's container restarted `restarts` times, the kernel OOM-killed in its
+        cgroup `oom_events` times, and it last terminated for `last_terminated_reason`."""
+        with self._lock:
+            self.pods[pod] = replace(
+                self.pods[pod], restarts=restarts, oom_events=oom_events, last_terminated_reason=last_terminated_reason
+            )
 
     def exposition(self, now: float) -> str:
         # Samples on whole seconds: a scrape delayed by a busy machine still lands on the 1 s grid, so rates
@@ -74,6 +99,12 @@ class Exporter:
             sample("container_cpu_cfs_periods_total", server, PERIODS_PER_S * t)
             sample("container_cpu_cfs_throttled_periods_total", server, THROTTLED_PER_S * t)
             sample("container_memory_working_set_bytes", server, float(s.memory_bytes))
+            sample("container_oom_events_total", server, float(s.oom_events))
+            state = {"namespace": s.namespace, "pod": pod, "uid": pod_uid(s.namespace, pod), "container": s.container}
+            sample("kube_pod_container_status_restarts_total", state, float(s.restarts))
+            if s.last_terminated_reason is not None:
+                terminated = {**state, "reason": s.last_terminated_reason}
+                sample("kube_pod_container_status_last_terminated_reason", terminated, 1.0)
             if s.gpu:
                 pod_label, namespace_label, container_label = DCGM_LABELS[s.dcgm_pod_label]
                 device = {"gpu": "0", "UUID": s.gpu, "device": "nvidia0", "modelName": "NVIDIA H100 80GB HBM3",
