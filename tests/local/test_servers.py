@@ -15,7 +15,6 @@ from kaliper.api.modeldeployment import ModelDeploymentSpec
 from kaliper.local.servers import ServerGroup
 from kaliper.netutil import free_port
 from kaliper.serving.examples import make_iris, make_iris_sklearn
-from tests.support.controlplane import wait_for
 from tests.support.kernel import cpu_quota_us, kaliper_group, kernel_cgroups, limit_controllers, listening_ports
 
 ONNX_BODY = {"inputs": [{"name": "float_input", "shape": [1, 4], "datatype": "FP32", "data": [5.1, 3.5, 1.4, 0.2]}]}
@@ -88,12 +87,8 @@ def test_every_replica_serves_in_its_own_cgroup(tmp_path: Path, runtime: str) ->
             assert served_by == [0, 1] * 30
             assert group.proxy.connections == {ports[0]: 30, ports[1]: 30}
         else:  # one port shared with SO_REUSEPORT; the kernel spreads the connections
-            # wait_ready probes the shared port, which the first replica up answers alone: wait for the other too.
-            wait_for(
-                lambda: [listening_ports(server.pid) for server in group.processes] == [{group.port}, {group.port}],
-                timeout=60,
-                what=f"both replicas listening on port {group.port}",
-            )
+            # The shared port answers once the first replica listens; wait_ready returns only when both do.
+            assert [listening_ports(server.pid) for server in group.processes] == [{group.port}, {group.port}]
             send_on_new_connections(group.url, body, 60)
             assert group.proxy is None and group.ports == [group.port]
         used = [g.sample().cpu_usage_s - b for g, b in zip(group.groups, before, strict=True)]

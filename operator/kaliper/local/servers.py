@@ -17,6 +17,7 @@ from kaliper.api.modeldeployment import ModelDeploymentSpec
 from kaliper.api.units import parse_cpu, parse_duration, parse_quantity
 from kaliper.local.cgroups import Cgroup, Limits, group_name
 from kaliper.local.proxy import RoundRobinProxy
+from kaliper.local.sockets import listens_on
 from kaliper.netutil import free_port
 from kaliper.processes import die_with_parent
 from kaliper.serving.flags import tuning_flags
@@ -174,6 +175,15 @@ class ServerGroup:
                 )
         return self
 
+    def _every_replica_listens(self) -> bool:
+        """Replicas sharing one port: the port answers once the first listens, so ask the kernel about each
+        (its own process, or with cgroups every process of its group: workers it forked)."""
+        if len(self.processes) == 1 or len(self.ports) > 1:
+            return True
+        if self.groups:
+            return all(listens_on(group.pids(), self.port) for group in self.groups)
+        return all(listens_on([process.pid], self.port) for process in self.processes)
+
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
@@ -195,7 +205,7 @@ class ServerGroup:
                             waiting.discard(port)
                 except (urllib.error.URLError, OSError):
                     pass
-            if not waiting:
+            if not waiting and self._every_replica_listens():
                 return time.monotonic() - started
             time.sleep(0.1)
         raise ServerError(f"the server was not ready within {timeout_s:g}s ({setting})", self.log_tail())
