@@ -70,6 +70,10 @@ def test_one_spec_gives_the_same_decisions_locally_and_on_the_node(
     assert [t["sloVerdict"] for t in status["trials"]] == ["NotMet", "Met"], status["trials"]
     assert [t.slo_verdict for t in report.trials] == ["NotMet", "Met"], [t.slo for t in report.trials]
     assert (status["verdict"], report.verdict) == ("Met", "Met")
-    assert status["best"]["parameters"] == {"cpu": "1"} and status["best"]["certainty"] == "Clear"
+    assert status["best"]["parameters"] == {"cpu": "1", "concurrency": "1"} and status["best"]["certainty"] == "Clear"
     best = next(t for t in report.trials if t.index == report.best_trial)
-    assert best.parameters == {"cpu": "1"} and report.choice is not None and report.choice.certainty == "Clear"
+    assert (
+        best.parameters == {"cpu": "1", "concurrency": "1"}
+        and report.choice is not None
+        and report.choice.certainty == "Clear"
+    )
