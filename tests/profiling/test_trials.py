@@ -109,3 +109,28 @@ def test_repetitions_take_the_median_and_disagreement_is_inconclusive() -> None:
     judged = trials.judge(trial, s, configurations(s, BASE)[0])
     assert judged.slo_verdict == "Inconclusive"
     assert judged.slo[-1].objective == "repetitions agree" and judged.slo[-1].observed == "Met, NotMet, Met"
+
+
+def test_other_work_on_the_machine_is_flagged() -> None:
+    s = spec(sweep=SWEEP)
+    config = configurations(s, BASE)[0]
+    trial = measured(0, 2, 2.0, 0.5, 0.0)
+    assert trial.stage is not None and trial.resources is not None
+    trial.stage.generator_usage = GeneratorUsage(cpu_cores=0.3, capacity_cores=1.0)
+    trial.resources.host_cpu_cores = 1.9  # 0.5 server + 0.3 generator + 1.1 of something else
+    assert trials.judge(trial, s, config).limited_by == [
+        "the machine was busy with other work: 1.10 cores besides the server (0.50) and the load generator (0.30)"
+    ]
+    trial.resources.host_cpu_cores = 0.85  # 0.05 besides: the runtime's own sampling
+    assert trials.judge(trial, s, config).limited_by == []
+
+
+def test_host_busy_time_reads_proc_stat(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import os
+
+    from kaliper.local.sampler import host_busy_seconds
+
+    stat = tmp_path / "stat"
+    # user nice system idle iowait irq softirq steal guest guest_nice: busy = 100+5+50+3+2+1 ticks
+    stat.write_text("cpu  100 5 50 900 40 3 2 1 0 0\ncpu0 50 2 25 450 20 1 1 0 0 0\n")
+    assert host_busy_seconds(stat) == 161 / os.sysconf("SC_CLK_TCK")

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import itertools
+import os
 import threading
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 from kaliper.local.cgroups import Cgroup, Sample
 from kaliper.metrics.nvml import GpuSample, Nvml
@@ -24,10 +26,24 @@ class Point:
     oom_kills: int
     io_read: int
     io_write: int
+    host_busy_s: float | None = None  # CPU-seconds the whole machine has spent busy (/proc/stat), cumulative
+
+
+def host_busy_seconds(stat: Path = Path("/proc/stat")) -> float | None:
+    """CPU time the machine has spent on anything but idling and waiting for I/O, all CPUs, in seconds."""
+    try:
+        fields = stat.read_text().splitlines()[0].split()
+    except (OSError, IndexError):
+        return None
+    # cpu user nice system idle iowait irq softirq steal guest guest_nice (guest time is inside user)
+    ticks = [int(v) for v in fields[1:9]]
+    busy = ticks[0] + ticks[1] + ticks[2] + ticks[5] + ticks[6] + ticks[7]
+    return busy / os.sysconf("SC_CLK_TCK")
 
 
 def combine(samples: list[Sample], wall: float, gpus: list[GpuSample] | None = None) -> Point:
     return Point(
+        host_busy_s=host_busy_seconds(),
         wall=wall,
         gpus=tuple(gpus or ()),
         cpu_usage_s=sum(s.cpu_usage_s for s in samples),
@@ -106,6 +122,9 @@ def summarize(
         oom_kills=last.oom_kills,
         io_read_bytes=last.io_read - first.io_read,
         io_write_bytes=last.io_write - first.io_write,
+        host_cpu_cores=round((last.host_busy_s - first.host_busy_s) / (last.wall - first.wall), 4)
+        if last.host_busy_s is not None and first.host_busy_s is not None
+        else None,
         series=series,
         unavailable=[f"gpu: {gpu_unavailable}"] if gpu_unavailable else [],
         **gpu_figures(inside),

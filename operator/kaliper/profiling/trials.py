@@ -28,6 +28,9 @@ GENERATOR_SATURATED = 0.9
 BELOW_LIMIT, THROTTLE_FREE = 0.8, 0.02
 # Latency this many times the configuration's lowest level's (p50) is latency that rose with the load.
 LATENCY_ROSE = 1.5
+# Cores the machine spent on work other than the server and the load generator that disturb a local trial
+# (the runtime's own sampling and the kernel take a few hundredths of a core).
+OTHER_WORK_CORES = 0.25
 
 
 def new_report(spec: ProfileRunSpec, name: str, namespace: str | None, started_at: datetime) -> ProfileReport:
@@ -164,11 +167,13 @@ def judge(trial: TrialReport, spec: ProfileRunSpec, config: Configuration) -> Tr
                 observed=", ".join(r.slo_verdict or "-" for r in trial.repetitions),
             )
         )
-    trial.limited_by = generator_limits(trial)
+    trial.limited_by = trial_limits(trial)
     return trial
 
 
-def generator_limits(trial: TrialReport) -> list[str]:
+def trial_limits(trial: TrialReport) -> list[str]:
+    """Flags from the trial alone: the generator's own CPU, late sends, and (locally, where the whole
+    machine's CPU is measured) other work competing with the trial."""
     stage = trial.stage
     assert stage is not None
     flags = []
@@ -180,6 +185,15 @@ def generator_limits(trial: TrialReport) -> list[str]:
         )
     if stage.late_sends is not None and stage.late_sends.flagged:
         flags.append(stage.late_sends.reason or f"{stage.late_sends.share:.1%} of sends were late")
+    resources = trial.resources
+    if resources is not None and resources.host_cpu_cores is not None and resources.cpu_avg_cores is not None:
+        generator = usage.cpu_cores if usage is not None else 0.0
+        other = resources.host_cpu_cores - resources.cpu_avg_cores - generator
+        if other >= OTHER_WORK_CORES:
+            flags.append(
+                f"the machine was busy with other work: {other:.2f} cores besides the server "
+                f"({resources.cpu_avg_cores:.2f}) and the load generator ({generator:.2f})"
+            )
     return flags
 
 

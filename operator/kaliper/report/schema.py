@@ -176,6 +176,9 @@ class TrialResources(ResourceUsage):
     """metrics.dcgm.profilingMetrics: DCGM_FI_PROF_GR_ENGINE_ACTIVE over the window, as a percentage."""
     gpu_sm_active_percent: float | None = None
     """metrics.dcgm.profilingMetrics: DCGM_FI_PROF_SM_ACTIVE over the window, as a percentage."""
+    host_cpu_cores: float | None = None
+    """Local runs: the CPU the whole machine was busy with over the window (/proc/stat), so that what the
+    server and the load generator did not use shows other work competing with them."""
     custom: list[CustomFigure] = Field(default_factory=list)
     """metrics.customQueries, in the order the spec lists them (those that could be read)."""
     unavailable: list[str] = Field(default_factory=list)
