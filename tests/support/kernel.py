@@ -9,6 +9,7 @@ import os
 from pathlib import Path
 
 from kaliper.local import cgroups
+from kaliper.local.sockets import socket_inodes
 
 LISTEN, ESTABLISHED = "0A", "01"  # socket states in /proc/net/tcp
 
@@ -69,13 +70,7 @@ def _sockets(pid: int) -> list[tuple[int, int, str, str]]:
 
 def listening_ports(pid: int) -> set[int]:
     """The TCP ports the process listens on: its own sockets (/proc/<pid>/fd) that are LISTENing."""
-    inodes = set()
-    with contextlib.suppress(OSError):
-        for fd in Path(f"/proc/{pid}/fd").iterdir():
-            with contextlib.suppress(OSError):
-                target = os.readlink(fd)
-                if target.startswith("socket:["):
-                    inodes.add(target[len("socket:[") : -1])
+    inodes = socket_inodes(pid)
     return {local for local, _, state, inode in _sockets(pid) if state == LISTEN and inode in inodes}
 
 

@@ -10,7 +10,8 @@ from pathlib import Path
 LISTEN = "0A"  # the socket state in /proc/net/tcp
 
 
-def _socket_inodes(pid: int) -> set[str]:
+def socket_inodes(pid: int) -> set[str]:
+    """Inodes of the sockets the process holds open (its /proc/<pid>/fd links)."""
     inodes = set()
     with contextlib.suppress(OSError):
         for fd in Path(f"/proc/{pid}/fd").iterdir():
@@ -36,4 +37,4 @@ def listening_inodes(port: int) -> set[str]:
 def listens_on(pids: list[int], port: int) -> bool:
     """Whether any of these processes (one replica's) holds a socket listening on the port."""
     listening = listening_inodes(port)
-    return any(_socket_inodes(pid) & listening for pid in pids)
+    return any(socket_inodes(pid) & listening for pid in pids)
