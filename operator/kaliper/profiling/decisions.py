@@ -59,7 +59,7 @@ def latency_verdict(found: Interval, bound_ms: float) -> SloVerdict:
     return "Inconclusive"
 
 
-def describe(found: Interval) -> str:
+def interval_text(found: Interval) -> str:
     if found.value_ms is None:
         return "no samples"
     low = "?" if found.low_ms is None else f"{found.low_ms:.2f}"
@@ -78,7 +78,7 @@ def slo_checks(stage: StageResult, slo: SloSpec | None) -> tuple[list[SloCheck],
             SloCheck(
                 objective=f"p{objective.percentile:g} <= {objective.max}",
                 verdict=latency_verdict(found, parse_duration(objective.max) * 1000),
-                observed=describe(found),
+                observed=interval_text(found),
             )
         )
     if slo.max_error_rate is not None:
