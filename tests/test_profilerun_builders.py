@@ -126,9 +126,7 @@ def pod(name: str, container: dict | None = None, scheduled: dict | None = None)
 
 def test_pod_problems_name_the_reason_and_whether_waiting_can_help() -> None:
     pulling = pod("p", {"state": {"waiting": {"reason": "ImagePullBackOff", "message": "not found"}}})
-    assert (
-        str(pod_problem([pulling])) == "ImagePullBackOff: container server of pod p cannot pull image img:1: not found"
-    )
+    assert str(pod_problem([pulling])) == "ErrImagePull: container server of pod p cannot pull image img:1: not found"
     oom = pod("p", {"state": {"running": {}}, "lastState": {"terminated": {"reason": "OOMKilled", "exitCode": 137}}})
     assert pod_problem([oom]).reason == "OOMKilled" and pod_problem([oom]).definitive
     crash = pod(

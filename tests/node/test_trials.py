@@ -93,8 +93,7 @@ def test_an_image_that_does_not_exist_fails_the_trial_in_seconds(
     status = wait_for_phase(node, node_namespace, "ghost", "Failed", timeout=240)
     trial = status["trials"][0]
     assert trial["failedIn"] == "Deploying"
-    reason = trial["message"].split(":", 1)[0]
-    assert reason in ("ErrImagePull", "ImagePullBackOff"), trial["message"]
+    assert trial["message"].split(":", 1)[0] == "ErrImagePull", trial["message"]  # whichever state the kubelet showed
     assert "cannot pull image localhost/kaliper-missing:1" in trial["message"]
     # Diagnosed from the pod as soon as the kubelet gave up pulling, not at readyTimeout (5 minutes).
     assert seconds_between(trial["startTime"], trial["completionTime"]) < 60

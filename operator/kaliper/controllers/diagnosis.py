@@ -39,7 +39,10 @@ def pod_problem(pods: list[dict[str, Any]]) -> Problem | None:
             reason = waiting.get("reason", "")
             where = f"container {container.get('name')} of pod {name}"
             if reason in IMAGE_PULL:
+                # The kubelet alternates between ErrImagePull (a pull failed) and ImagePullBackOff (waiting to
+                # try again) for one and the same failure: report it under one reason, whichever is showing.
                 image = container.get("image", "")
+                reason = "ErrImagePull" if reason == "ImagePullBackOff" else reason
                 return Problem(reason, f"{where} cannot pull image {image}: {waiting.get('message', '')}".strip(), True)
             if "OOMKilled" in (last.get("reason"), terminated.get("reason")):
                 return Problem(
