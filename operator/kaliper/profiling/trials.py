@@ -5,6 +5,7 @@ best and recommend. Pure functions: the two paths differ only in how they deploy
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Sequence
 from datetime import datetime
 
 from kaliper.api.profilerun import ProfileRunSpec, Progress, SloSpec
@@ -101,7 +102,7 @@ def skipped(index: int, name: str, parameters: dict[str, str], reason: str) -> T
     return TrialReport(index=index, name=name, parameters=parameters, status="Skipped", message=reason)
 
 
-def progress(trials: list[TrialReport] | list, total: int, current: str | None = None) -> Progress:
+def progress(trials: Sequence[object], total: int, current: str | None = None) -> Progress:
     """Trials finished (succeeded, failed or skipped) of those planned: one rule, during the run and at its
     end. `trials` holds reports or status summaries (anything with a status or phase)."""
     done = sum(_state(t) in ("Succeeded", "Failed", "Skipped") for t in trials)
@@ -145,7 +146,7 @@ def hourly_cost(spec: ProfileRunSpec, config: Configuration) -> float:
 
 def judge(trial: TrialReport, spec: ProfileRunSpec, config: Configuration) -> TrialReport:
     """The trial with its price (per hour, per million requests, core-hours), SLO verdict and the flags
-    that need no other trial (the generator's own CPU, late sends)."""
+    that need no other trial (the generator's own CPU, late sends, other work on the machine)."""
     cores, _, _, replicas = allocated(config)
     hourly = hourly_cost(spec, config)
     trial = trial.model_copy(update={"replicas": replicas, "cost_per_hour": round(hourly, 6) if hourly else None})
