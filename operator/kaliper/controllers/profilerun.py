@@ -27,7 +27,7 @@ from kaliper.api.units import parse_duration
 from kaliper.controllers import expiry, kube, metrics
 from kaliper.controllers.diagnosis import job_complete, job_problem, pod_problem, restarts_and_oom_kills
 from kaliper.controllers.pacer import PACER
-from kaliper.controllers.settings import SETTINGS
+from kaliper.controllers.settings import SETTINGS, Settings
 from kaliper.controllers.store import STORE
 from kaliper.loadgen.publish import RESULT_KEY
 from kaliper.log import get_logger
@@ -123,7 +123,8 @@ def run_changed(body: Any, type: str | None, namespace: str, name: str, **_: Any
         _forget(namespace, name)
 
 
-PACER.every(STEP, SETTINGS.step_interval_s, lambda namespace, name: step(namespace, name))
+# The interval is the default until the operator starts and sets KALIPER_STEP_INTERVAL's (controllers.main).
+PACER.every(STEP, Settings.step_interval_s, lambda namespace, name: step(namespace, name))
 
 
 @kopf.on.event(GROUP, VERSION, "modeldeployments", labels={LABEL_RUN: kopf.PRESENT})

@@ -57,17 +57,18 @@ class Settings:
 
 
 class _Current:
-    """The settings in force: modules hold this one object and read its attributes, which load() swaps."""
+    """The settings in force: modules hold this one object and read its attributes. The operator's start-up
+    calls load(); code that runs without it (a test stepping a run) reads the environment on first use."""
 
     def __init__(self) -> None:
-        self._settings = Settings.from_environment()
+        self._settings: Settings | None = None
 
     def load(self) -> Settings:
         self._settings = Settings.from_environment()
         return self._settings
 
     def __getattr__(self, name: str) -> Any:
-        return getattr(self._settings, name)
+        return getattr(self._settings or self.load(), name)
 
 
 SETTINGS = _Current()

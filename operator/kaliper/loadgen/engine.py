@@ -292,6 +292,8 @@ class Controller:
         figures: list[WindowFigures] = []
         cumulative = LatencyHistogram()
         cumulative_service = LatencyHistogram()
+        # The SLO's latency objectives: (percentile, bound in seconds, on the corrected latency or not).
+        bounds = [(o.percentile, parse_duration(o.max), o.measure == "corrected") for o in self.config.objectives]
         windows: list[Window] = []
         seen = -1
         while True:
@@ -312,11 +314,8 @@ class Controller:
                 if figures:
                     measured_s = len(figures) * self.window_s
                     objectives = [
-                        (
-                            estimate(cumulative if o.measure == "corrected" else cumulative_service, o.percentile),
-                            parse_duration(o.max),
-                        )
-                        for o in self.config.objectives
+                        (estimate(cumulative if corrected else cumulative_service, percentile), bound_s)
+                        for percentile, bound_s, corrected in bounds
                     ]
                     decision = decide(
                         measured_s,
@@ -325,11 +324,9 @@ class Controller:
                         self.params,
                         straddling(objectives),
                     )
-                    self._progress_window(stage, start_wall, windows, cumulative, decision.reason)
-                    if decision.stop:
-                        break
-                else:
-                    self._progress_window(stage, start_wall, windows, cumulative, decision.reason)
+                self._progress_window(stage, start_wall, windows, cumulative, decision.reason)
+                if decision.stop:
+                    break
             if time.time() > deadline:
                 raise LoadGenError(
                     f"stage {stage}: windows stopped arriving from the load generators "

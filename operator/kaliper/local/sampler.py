@@ -41,9 +41,11 @@ def host_busy_seconds(stat: Path = Path("/proc/stat")) -> float | None:
     return busy / os.sysconf("SC_CLK_TCK")
 
 
-def combine(samples: list[Sample], wall: float, gpus: list[GpuSample] | None = None) -> Point:
+def combine(
+    samples: list[Sample], wall: float, gpus: list[GpuSample] | None = None, host_busy_s: float | None = None
+) -> Point:
     return Point(
-        host_busy_s=host_busy_seconds(),
+        host_busy_s=host_busy_s,
         wall=wall,
         gpus=tuple(gpus or ()),
         cpu_usage_s=sum(s.cpu_usage_s for s in samples),
@@ -84,7 +86,7 @@ class Sampler:
 
     def _point(self) -> Point:
         gpus = self.nvml.sample() if self.nvml is not None else []
-        return combine([g.sample() for g in self.groups], time.time(), gpus)
+        return combine([g.sample() for g in self.groups], time.time(), gpus, host_busy_seconds())
 
 
 def summarize(
