@@ -581,7 +581,6 @@ class Step:
         report = new_report(self.spec, self.name, self.namespace, self.status.start_time or self.now)
         report.finished_at = self.now
         report.trials = [self.trial_report(t) for t in self.status.trials or []]
-        report.load_generation_s = sum(t.stage.warmup_s + t.stage.measured_s for t in report.trials if t.stage)
         conclude(self.spec, report, self.configurations)
         reference = ReportReference(config_map={"name": report_name(self.name), "key": REPORT_KEY})
         self.store_report(report)

@@ -168,7 +168,6 @@ class LocalRuntime:
                 self.progress(f"trial {chosen.index}: {describe(chosen.parameters)}", done, len(by_index))
                 trial, servers_up = self._run_trial(spec, chosen, model_name)
                 trial = judge(trial, spec, chosen.configuration)
-                report.load_generation_s += (trial.stage.warmup_s + trial.stage.measured_s) if trial.stage else 0
                 measured[chosen.index] = trial
                 if not servers_up:  # they will not come up at its other levels either
                     never_ready[chosen.configuration.index] = trial.message or "the server did not start"

@@ -236,6 +236,7 @@ def conclude(spec: ProfileRunSpec, report: ProfileReport, configurations: list[C
     """The verdict, the best trial (with how certain the choice is) and the recommendation, from every
     trial of the report; a run none of whose trials succeeded has failed (on both paths: the operator marks
     it Failed, `kaliper run` exits 1)."""
+    report.load_generation_s = sum(t.stage.warmup_s + t.stage.measured_s for t in report.trials if t.stage)
     server_limits(report.trials, configurations, load_levels(spec)[1])
     if not any(t.status == "Succeeded" for t in report.trials):
         first = next((t.message for t in report.trials if t.status == "Failed"), None) or "no trial ran"
