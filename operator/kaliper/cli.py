@@ -152,28 +152,40 @@ def crds_print(kind: str | None) -> None:
     is_flag=True,
     help="Exit 1 unless a configuration met the SLO (NotMet or Inconclusive fail; for CI gates).",
 )
-def run_command(paths: tuple[Path, ...], output_dir: Path | None, no_limits: bool, fail_if_not_met: bool) -> None:
-    """Run ProfileRuns on this machine, with the ModelDeployments they target, under real cgroup limits.
+@click.option(
+    "--volume",
+    "volumes",
+    multiple=True,
+    metavar="CLAIM=DIR",
+    help="The folder that stands in for a PersistentVolumeClaim (model.pvc, output.pvc); repeatable.",
+)
+def run_command(
+    paths: tuple[Path, ...], output_dir: Path | None, no_limits: bool, fail_if_not_met: bool, volumes: tuple[str, ...]
+) -> None:
+    """Run ModelOptimizations and ProfileRuns on this machine (with the ModelDeployments they target) under
+    real cgroup limits. A file holding several kinds runs in order: optimizations first, with their
+    follow-ups (a ModelDeployment of the chosen model and a ProfileRun of it), then the ProfileRuns.
 
-    Exits 0 when every run wrote its report and at least one trial of each succeeded, whatever the verdict
-    (see --fail-if-not-met); 1 when a run's trials all failed; 130 when interrupted."""
+    Exits 0 when every optimization chose a model and every run wrote its report with at least one trial
+    succeeded, whatever the verdict (see --fail-if-not-met); 1 when an optimization or a run failed; 130
+    when interrupted."""
     from rich.console import Console
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
     from kaliper.api.loader import ManifestError
-    from kaliper.lifecycle.gc import expires_at
     from kaliper.local import cgroups
-    from kaliper.local.runtime import LocalRuntime, RunOptions, load_manifests, write_report
+    from kaliper.local.runtime import load_manifests
     from kaliper.local.servers import ServerError
-    from kaliper.report.render import print_report, write_html
 
     console = Console(stderr=True)
+    claims = _volumes(volumes)
     try:
-        runs, deployments, base_dir = load_manifests(list(paths))
+        found = load_manifests(list(paths))
     except ManifestError as exc:
         raise click.ClickException(str(exc)) from exc
-    if not runs:
-        raise click.ClickException("no ProfileRun in the files given; `kaliper run` needs at least one")
+    if not found.runs and not found.optimizations:
+        raise click.ClickException(
+            "no ProfileRun or ModelOptimization in the files given; `kaliper run` needs at least one"
+        )
     if not no_limits and cgroups.detect() is None:
         raise click.ClickException(
             "cgroups with CPU and memory controllers are not writable here, so limits cannot be enforced; run as "
@@ -182,46 +194,154 @@ def run_command(paths: tuple[Path, ...], output_dir: Path | None, no_limits: boo
     # SIGTERM (a CI job's timeout, `kill`) ends the run as Ctrl-C does: the trial under way stops its servers
     # and removes its cgroups, and the finished trials are written to a report marked interrupted.
     signal.signal(signal.SIGTERM, _interrupt)
+    for name in found.cleanups:
+        console.print(f"Cleanup {name}: skipped (it removes cluster objects; locally, `kaliper gc` does that)")
+    runs = []
+    for optimization in found.optimizations:
+        try:
+            follow_ups = _run_optimization(optimization, found.base_dir, claims, not no_limits, console)
+        except ServerError as exc:
+            raise click.ClickException(f"ModelOptimization {optimization.metadata.name}: {exc}") from exc
+        if follow_ups is None:
+            rest = len(found.runs) + len(found.optimizations) - 1 - found.optimizations.index(optimization)
+            click.echo(f"not run: the {rest} documents after it depend on its model" if rest else "", err=True)
+            sys.exit(1)
+        deployment, run = follow_ups
+        if deployment is not None:
+            found.deployments[deployment.metadata.name or ""] = deployment
+        if run is not None:
+            runs.append(run)
     failed = False
-    for run in runs:
-        name = run.metadata.name or "profilerun"
-        directory = output_dir or Path(run.spec.report.directory or Path("kaliper-reports") / name)
-        options = RunOptions(base_dir=base_dir, output_dir=directory / "work", limits=not no_limits)
-        with Progress(
-            TextColumn("{task.description}"),
-            BarColumn(),
-            TextColumn("{task.completed}/{task.total}"),
-            TimeElapsedColumn(),
-            TimeRemainingColumn(),
-            console=console,
-            transient=True,
-        ) as progress:
-            task = progress.add_task(f"ProfileRun {name}", total=None)
-
-            def update(what: str, done: int, total: int, task=task, name=name) -> None:  # type: ignore[no-untyped-def]
-                progress.update(task, description=f"{name}: {what}", completed=done, total=total)
-
-            try:
-                report = LocalRuntime(options, update).run(run, deployments)
-            except (ServerError, ValueError) as exc:
-                raise click.ClickException(f"ProfileRun {name}: {exc}") from exc
-        if no_limits:
-            report.warnings.append("run with --no-limits: CPU and memory limits were not enforced")
-        if run.spec.ttl is not None and report.finished_at is not None:
-            ttl = run.spec.ttl.to_manifest()
-            report.expires_at = expires_at(ttl, bool(report.error) or report.interrupted, report.finished_at)
-        json_path = write_report(report, directory)
-        formats = run.spec.report.formats
-        if "table" in formats:
-            print_report(report, Console())
-        html_path = write_html(report, directory / "report.html") if "html" in formats else None
-        click.echo(f"report: {json_path}" + (f"\nhtml report: {html_path}" if html_path else ""))
-        if report.interrupted:
-            kept = sum(t.status != "Skipped" for t in report.trials)
-            click.echo(f"interrupted: the {kept} finished trials are in the report; later runs were not started")
-            sys.exit(130)
-        failed |= bool(report.error) or (fail_if_not_met and report.verdict != "Met")
+    for run in [*runs, *found.runs]:
+        failed |= _run_profile(run, found, claims, output_dir, no_limits, fail_if_not_met, console)
     sys.exit(1 if failed else 0)
+
+
+def _volumes(pairs: tuple[str, ...]) -> dict[str, Path]:
+    claims = {}
+    for pair in pairs:
+        claim, sep, folder = pair.partition("=")
+        if not sep or not claim or not folder:
+            raise click.BadParameter(
+                f"{pair!r}: write CLAIM=DIR, such as models=./volumes/models", param_hint="--volume"
+            )
+        if not Path(folder).is_dir():
+            raise click.BadParameter(f"{folder} is not a folder", param_hint="--volume")
+        claims[claim] = Path(folder).resolve()
+    return claims
+
+
+def _run_optimization(resource: Any, base_dir: Path, claims: dict[str, Path], limits: bool, console: Any) -> Any:
+    """One ModelOptimization; returns its follow-ups (deployment, run), either may be None, or None when it
+    failed."""
+    import yaml
+
+    from kaliper.api.modeloptimization import FollowUpStatus
+    from kaliper.api.resources import ModelDeployment, ProfileRun
+    from kaliper.local.optimization import run_optimization
+    from kaliper.optimize.followups import chosen_source, deployment_spec, profile_run_spec
+    from kaliper.report.optimization_render import print_optimization
+    from kaliper.report.status import optimization_status
+
+    name = resource.metadata.name or "modeloptimization"
+    with console.status(f"ModelOptimization {name}: starting") as status:
+
+        def update(line: str) -> None:
+            console.print(f"[dim]{line}[/dim]", highlight=False)
+            status.update(f"ModelOptimization {name}: {line[9:][:100]}")
+
+        try:
+            report, output = run_optimization(resource, base_dir, claims, limits, update)
+        except KeyboardInterrupt:
+            click.echo(f"ModelOptimization {name}: interrupted", err=True)
+            sys.exit(130)
+    state = optimization_status(report)
+    state.phase = report.phase if report.phase != "Running" else "Failed"
+    print_optimization(report)
+    click.echo(f"report: {output / 'report.json'}\nhtml report: {output / 'report.html'}")
+    if report.interrupted:
+        sys.exit(130)
+    if report.phase != "Succeeded" or report.chosen is None:
+        (output / "status.yaml").write_text(yaml.safe_dump(state.to_manifest(), sort_keys=False))
+        return None
+    follow = resource.spec.follow_up
+    deployment = run = None
+    if follow is not None and follow.deployment is not None:
+        source = chosen_source(resource.spec, str(output / "best" / "model.onnx"))
+        spec = deployment_spec(follow.deployment, source, report.chosen)
+        meta = {"name": follow.deployment.name, "namespace": resource.metadata.namespace}
+        deployment = ModelDeployment(
+            apiVersion="kaliper.dev/v1alpha1", kind="ModelDeployment", metadata=meta, spec=spec
+        )
+        state.follow_up = FollowUpStatus(deployment_name=follow.deployment.name)
+        if follow.profile_run is not None:
+            meta = {"name": follow.profile_run.name, "namespace": resource.metadata.namespace}
+            run_spec = profile_run_spec(follow.profile_run, follow.deployment.name)
+            run = ProfileRun(apiVersion="kaliper.dev/v1alpha1", kind="ProfileRun", metadata=meta, spec=run_spec)
+            state.follow_up.profile_run_name = follow.profile_run.name
+        click.echo(
+            f"follow-ups: ModelDeployment {follow.deployment.name}"
+            + (f", ProfileRun {follow.profile_run.name}" if follow.profile_run else "")
+        )
+    (output / "status.yaml").write_text(yaml.safe_dump(state.to_manifest(), sort_keys=False))
+    return deployment, run
+
+
+def _run_profile(
+    run: Any,
+    found: Any,
+    claims: dict[str, Path],
+    output_dir: Path | None,
+    no_limits: bool,
+    fail_if_not_met: bool,
+    console: Any,
+) -> bool:
+    """One ProfileRun; True when it failed (or missed the SLO under --fail-if-not-met)."""
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+    from kaliper.lifecycle.gc import expires_at
+    from kaliper.local.runtime import LocalRuntime, RunOptions, write_report
+    from kaliper.local.servers import ServerError
+    from kaliper.report.render import print_report, write_html
+
+    name = run.metadata.name or "profilerun"
+    directory = output_dir or Path(run.spec.report.directory or Path("kaliper-reports") / name)
+    options = RunOptions(base_dir=found.base_dir, output_dir=directory / "work", limits=not no_limits, volumes=claims)
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total}"),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        console=console,
+        transient=True,
+    ) as progress:
+        task = progress.add_task(f"ProfileRun {name}", total=None)
+
+        def update(what: str, done: int, total: int, task=task, name=name) -> None:  # type: ignore[no-untyped-def]
+            progress.update(task, description=f"{name}: {what}", completed=done, total=total)
+
+        try:
+            report = LocalRuntime(options, update).run(run, found.deployments)
+        except (ServerError, ValueError) as exc:
+            raise click.ClickException(f"ProfileRun {name}: {exc}") from exc
+    if no_limits:
+        report.warnings.append("run with --no-limits: CPU and memory limits were not enforced")
+    if run.spec.ttl is not None and report.finished_at is not None:
+        ttl = run.spec.ttl.to_manifest()
+        report.expires_at = expires_at(ttl, bool(report.error) or report.interrupted, report.finished_at)
+    json_path = write_report(report, directory)
+    formats = run.spec.report.formats
+    if "table" in formats:
+        print_report(report, Console())
+    html_path = write_html(report, directory / "report.html") if "html" in formats else None
+    click.echo(f"report: {json_path}" + (f"\nhtml report: {html_path}" if html_path else ""))
+    if report.interrupted:
+        kept = sum(t.status != "Skipped" for t in report.trials)
+        click.echo(f"interrupted: the {kept} finished trials are in the report; later runs were not started")
+        sys.exit(130)
+    return bool(report.error) or (fail_if_not_met and report.verdict != "Met")
 
 
 def _interrupt(signum: int, frame: object) -> None:

@@ -100,8 +100,9 @@ class ThreadTuningPass(KaliperModel):
 
 
 class Passes(KaliperModel):
-    """The optimizations to apply, run in this order: conversion, graph optimization, quantization,
-    float16, thread tuning. The search tries combinations of the passes listed here."""
+    """The optimizations to apply, run in this order: conversion, quantization, float16, graph optimization
+    (last, so ONNX Runtime's fusions apply to the quantized operators too; its quantizer cannot read fused
+    operators), thread tuning. The search tries combinations of the passes listed here."""
 
     conversion: ConversionPass | None = None
     graph_optimization: GraphOptimizationPass | None = None
@@ -301,6 +302,9 @@ class Footprint(KaliperModel):
     """Loss of accuracy against the original model (negative is a gain)."""
     latency_ms: Annotated[float, Field(ge=0)] | None = None
     """Latency figure chosen by evaluator.latency.metric, in milliseconds."""
+    latency_ci_low_ms: Annotated[float, Field(ge=0)] | None = None
+    latency_ci_high_ms: Annotated[float, Field(ge=0)] | None = None
+    """95% confidence interval of latencyMs (high absent when the runs are too few to bound a tail)."""
     latency_improvement_percent: float | None = None
     """How much lower the latency is than the original's, in percent."""
     model_size_bytes: Annotated[int, Field(ge=0)] | None = None
@@ -314,16 +318,49 @@ class Footprint(KaliperModel):
 
 
 class ChosenModel(KaliperModel):
-    """The best candidate that met the goals."""
+    """The best candidate that met the goals: the fastest, the smaller file on a tie."""
 
     candidate_id: Annotated[str, Field(max_length=64)]
     """Id of the chosen candidate."""
     artifact: Annotated[str, Field(max_length=2048)] | None = None
     """Where the model file is (pvc://claim/path or a local path)."""
+    settings: dict[str, str] = Field(default_factory=dict)
+    """ONNX Runtime session settings it was measured with (intraOp, interOp, executionMode, graphLevel); the
+    follow-up deployment gets the thread counts."""
+    latency_ms: Annotated[float, Field(ge=0)] | None = None
+    """Its latency figure (evaluator.latency.metric), in milliseconds."""
+    model_size_bytes: Annotated[int, Field(ge=0)] | None = None
     latency_improvement_percent: float | None = None
     """How much lower the latency is than the original's, in percent."""
     accuracy_degradation: float | None = None
     """Loss of accuracy against the original model (negative is a gain)."""
+
+
+class OperatorTypeShare(KaliperModel):
+    """One operator type's part of a model's time."""
+
+    op_type: Annotated[str, Field(max_length=128)]
+    nodes: Annotated[int, Field(ge=0)]
+    time_percent: float | None = None
+    """Share of the model's summed kernel time (ONNX Runtime's profiler)."""
+    flops: Annotated[int, Field(ge=0)] | None = None
+    """Estimated FLOPs of these nodes per inference."""
+
+
+class ProfileSummary(KaliperModel):
+    """Where a model's time goes, in short (the full per-node profile is in the report)."""
+
+    model: Annotated[str, Field(max_length=64)]
+    """original, or the chosen candidate's id."""
+    parameters: Annotated[int, Field(ge=0)]
+    """Elements of the model's weights and biases."""
+    flops: Annotated[int, Field(ge=0)]
+    """Estimated floating-point operations per inference, from the graph (a lower bound when some operators
+    have no estimate)."""
+    kernel_time_us: Annotated[float, Field(ge=0)] | None = None
+    """Summed operator time per inference, microseconds."""
+    top_operator_types: Annotated[list[OperatorTypeShare], Field(max_length=10)] = Field(default_factory=list)
+    """The operator types taking the most time, slowest first."""
 
 
 class FollowUpStatus(KaliperModel):
@@ -354,7 +391,13 @@ class ModelOptimizationStatus(KaliperModel):
     """Every evaluated candidate."""
     pareto_frontier: Annotated[list[Annotated[str, Field(max_length=64)]], Field(max_length=1000)] | None = None
     """Ids of the candidates no other candidate beats on both latency and accuracy."""
+    size_frontier: Annotated[list[Annotated[str, Field(max_length=64)]], Field(max_length=1000)] | None = None
+    """Ids of the candidates no other candidate beats on both latency and model size."""
     chosen: ChosenModel | None = None
+    profiles: Annotated[list[ProfileSummary], Field(max_length=2)] | None = None
+    """Performance profiles of the original model and the chosen one."""
+    artifacts: Annotated[str, Field(max_length=2048)] | None = None
+    """The folder with the kept models, report.json and report.html (pvc://claim/path or a local path)."""
     follow_up: FollowUpStatus | None = None
     """Objects created for the chosen model."""
     message: Annotated[str, Field(max_length=4096)] | None = None

@@ -7,9 +7,6 @@ from datetime import UTC, datetime
 from functools import partial
 from typing import Any
 
-import kopf
-
-from kaliper.api.common import GROUP, VERSION
 from kaliper.controllers import kube
 from kaliper.controllers.pacer import PACER
 from kaliper.controllers.store import STORE
@@ -42,10 +39,3 @@ def expire(kind: str, namespace: str, name: str) -> None:
 
 for _kind in KINDS:
     PACER.every(_work(_kind), 30, partial(expire, _kind))
-
-
-@kopf.on.event(GROUP, VERSION, "modeloptimizations")
-def optimization_seen(body: Any, type: str | None, **_: Any) -> None:
-    """ModelOptimizations have no controller yet beyond this: a finished one with a ttl is deleted in time."""
-    STORE.seen("ModelOptimization", body, deleted=type == "DELETED")
-    track("ModelOptimization", body, type == "DELETED" or bool(body["metadata"].get("deletionTimestamp")))

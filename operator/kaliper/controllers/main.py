@@ -8,7 +8,7 @@ from typing import Any
 import kopf
 
 # Importing a controller registers its handlers.
-from kaliper.controllers import cleanup, expiry, metrics, modeldeployment, profilerun  # noqa: F401
+from kaliper.controllers import cleanup, expiry, metrics, modeldeployment, modeloptimization, profilerun  # noqa: F401
 from kaliper.controllers.pacer import PACER
 from kaliper.controllers.settings import SETTINGS
 from kaliper.controllers.store import STORE
@@ -47,6 +47,7 @@ def forget_everything() -> None:
     STORE.clear()
     modeldeployment.forget_all()
     profilerun.forget_all()
+    modeloptimization.forget_all()
 
 
 @kopf.on.login()

@@ -10,7 +10,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -18,7 +18,7 @@ import yaml
 
 from kaliper.api.modeldeployment import ModelDeploymentSpec
 from kaliper.api.profilerun import ProfileRunSpec, ReportReference
-from kaliper.api.resources import ModelDeployment, ProfileRun
+from kaliper.api.resources import Cleanup, ModelDeployment, ModelOptimization, ProfileRun
 from kaliper.api.units import parse_duration
 from kaliper.local.sampler import Sampler, summarize
 from kaliper.local.servers import ServerError, ServerGroup, model_file
@@ -52,6 +52,7 @@ class RunOptions:
     base_dir: Path  # where relative model and dataset paths are resolved (the manifest's folder)
     output_dir: Path
     limits: bool = True  # False: run without cgroups (only when the user asked)
+    volumes: dict[str, Path] = field(default_factory=dict)  # PVC claim name -> the folder standing in for it
 
 
 ProgressCallback = Callable[[str, int, int], None]  # (what is happening, trials done, trials planned)
@@ -202,7 +203,7 @@ class LocalRuntime:
             if config.deployment is not None:
                 servers = ServerGroup(
                     config.deployment,
-                    model_file(config.deployment, self.options.base_dir),
+                    model_file(config.deployment, self.options.base_dir, self.options.volumes),
                     model_name,
                     free_port(),
                     workdir,
@@ -315,18 +316,34 @@ def write_report(report: ProfileReport, directory: Path) -> Path:
     return path
 
 
-def load_manifests(paths: list[Path]) -> tuple[list[ProfileRun], dict[str, ModelDeployment], Path]:
+@dataclass
+class Manifests:
+    """The documents of the files given to `kaliper run`, by kind, in file order."""
+
+    optimizations: list[ModelOptimization] = field(default_factory=list)
+    deployments: dict[str, ModelDeployment] = field(default_factory=dict)
+    runs: list[ProfileRun] = field(default_factory=list)
+    cleanups: list[str] = field(default_factory=list)  # names: Cleanup acts on cluster objects only
+    base_dir: Path = field(default_factory=Path.cwd)
+
+
+def load_manifests(paths: list[Path]) -> Manifests:
     from kaliper.api.loader import ManifestError, check_document, manifest_files, read_documents
 
-    runs: list[ProfileRun] = []
-    deployments: dict[str, ModelDeployment] = {}
+    found = Manifests()
     files = manifest_files(paths)
     for document in (check_document(d) for f in files for d in read_documents(f)):
         if document.problems:
             raise ManifestError(document.label, document.problems)
-        if isinstance(document.resource, ProfileRun):
-            runs.append(document.resource)
-        elif isinstance(document.resource, ModelDeployment):
-            deployments[document.resource.metadata.name or ""] = document.resource
-    base_dir = files[0].parent if files else Path.cwd()
-    return runs, deployments, base_dir
+        resource = document.resource
+        if isinstance(resource, ProfileRun):
+            found.runs.append(resource)
+        elif isinstance(resource, ModelDeployment):
+            found.deployments[resource.metadata.name or ""] = resource
+        elif isinstance(resource, ModelOptimization):
+            found.optimizations.append(resource)
+        elif isinstance(resource, Cleanup):
+            found.cleanups.append(resource.metadata.name or "")
+    if files:
+        found.base_dir = files[0].parent
+    return found

@@ -287,10 +287,14 @@ def build_loadgen(
 
 
 def loadgen_rbac(run: dict[str, Any]) -> list[dict[str, Any]]:
-    """The run's load-generator identity: it may create ConfigMaps (its results) and nothing else. Owned by
-    the run, so it goes when the run does."""
-    name = loadgen_account(run["metadata"]["name"])
-    meta = _owned_meta(run, name, "loadgen-identity")
+    """The run's load-generator identity, owned by the run, so it goes when the run does."""
+    return results_writer_identity(_owned_meta(run, loadgen_account(run["metadata"]["name"]), "loadgen-identity"))
+
+
+def results_writer_identity(meta: dict[str, Any]) -> list[dict[str, Any]]:
+    """A ServiceAccount (named and owned as `meta` says) that may create ConfigMaps, its results, and nothing
+    else: the load generator's and the optimizer's."""
+    name = meta["name"]
     return [
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta},
         {

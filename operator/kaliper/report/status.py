@@ -4,6 +4,7 @@ for the Kubernetes object (the full report stays in report.json or the run's Con
 from __future__ import annotations
 
 from kaliper.api.common import ResourceList
+from kaliper.api.modeloptimization import Footprint, ModelOptimizationStatus, OperatorTypeShare, ProfileSummary
 from kaliper.api.profilerun import (
     BestConfiguration,
     CostSummary,
@@ -15,6 +16,7 @@ from kaliper.api.profilerun import (
     TrialSummary,
 )
 from kaliper.profiling.trials import progress
+from kaliper.report.optimization import CandidateResult, ModelProfile, OptimizationReport
 from kaliper.report.schema import LatencyFigures, ProfileReport, TrialReport
 
 FIELDS = {"p50": "p50_ms", "p90": "p90_ms", "p95": "p95_ms", "p99": "p99_ms", "p99.9": "p999_ms"}
@@ -88,3 +90,45 @@ def status_from_report(report: ProfileReport, report_ref: ReportReference | None
             rationale=r.rationale[:4096],
         )
     return status
+
+
+# --- ModelOptimization ---------------------------------------------------------------------------------
+
+
+def profile_summary(profile: ModelProfile, top: int = 10) -> ProfileSummary:
+    return ProfileSummary(
+        model=profile.model,
+        parameters=profile.parameters,
+        flops=profile.flops,
+        kernel_time_us=profile.kernel_time_us,
+        top_operator_types=[
+            OperatorTypeShare(op_type=t.op_type, nodes=t.nodes, time_percent=t.time_percent, flops=t.flops)
+            for t in profile.operator_types[:top]
+        ],
+    )
+
+
+def footprint(candidate: CandidateResult) -> Footprint:
+    """The status's view of a candidate: its footprint without the measurement detail."""
+    summary = Footprint.model_validate(candidate.model_dump(include=set(Footprint.model_fields)))
+    if summary.message:
+        summary.message = summary.message[:2048]
+    return summary
+
+
+def optimization_status(report: OptimizationReport) -> ModelOptimizationStatus:
+    """The fields of a ModelOptimization's status that its report decides (phase, conditions and follow-ups
+    are the caller's: they depend on where it ran)."""
+    return ModelOptimizationStatus(
+        start_time=report.started_at,
+        completion_time=report.finished_at,
+        evaluated=len(report.candidates),
+        baseline=footprint(report.baseline) if report.baseline else None,
+        candidates=[footprint(c) for c in report.candidates[:1000]],
+        pareto_frontier=report.frontiers.latency_accuracy or None,
+        size_frontier=report.frontiers.latency_size or None,
+        chosen=report.chosen,
+        profiles=[profile_summary(p) for p in report.profiles[:2]] or None,
+        artifacts=report.artifacts,
+        message=(report.message or "")[:4096] or None,
+    )

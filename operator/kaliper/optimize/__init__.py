@@ -1,0 +1,1 @@
+"""The ModelOptimization engine."""

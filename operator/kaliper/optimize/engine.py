@@ -1,0 +1,464 @@
+"""One optimization, start to end: load (or convert) the model, measure the original, let the search pick
+candidates and measure each, decide, profile the original and the chosen model, keep the artifacts.
+
+The same function runs under `kaliper run` (in a cgroup with the target's CPU limit) and in the optimizer
+Job on Kubernetes (in a pod with that limit); only where files live differs, and the caller says that."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+
+from kaliper.api.modeloptimization import ChosenModel, ModelOptimizationSpec
+from kaliper.log import get_logger
+from kaliper.optimize import dataset as data
+from kaliper.optimize import evaluate, frontier, passes
+from kaliper.optimize.profile import profile_model
+from kaliper.optimize.space import CandidatePlan, run_search
+from kaliper.report.optimization import CandidateResult, OptimizationReport
+
+log = get_logger("kaliper.optimize")
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """Where things are on the machine that runs the optimization."""
+
+    model: Path
+    """The model file."""
+    output: Path
+    """The folder the kept models and the report go to."""
+    artifact_uri: Callable[[Path], str]
+    """How a file under `output` is named in the status (a local path, or pvc://claim/path)."""
+    cpus: float
+    """CPUs the optimizer may use (its CPU limit, else the CPUs it sees): the default thread counts."""
+    dataset: Path | None = None
+    """The labelled rows of evaluator.accuracy.dataset."""
+
+
+class OptimizationFailed(Exception):
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+@dataclass
+class _Models:
+    """Model files made so far, one per combination of passes (thread settings share a file)."""
+
+    root: Path
+    files: dict[tuple[bool, bool, bool], Path | passes.PassError] = field(default_factory=dict)
+
+
+DEFAULT_PROVIDERS = {"cpu": ("CPUExecutionProvider",), "gpu": ("CUDAExecutionProvider", "CPUExecutionProvider")}
+
+
+class Optimization:
+    def __init__(self, spec: ModelOptimizationSpec, inputs: Inputs, report: OptimizationReport, progress: Progress):
+        self.spec = spec
+        self.inputs = inputs
+        self.report = report
+        self.progress = progress
+        self.providers = tuple(spec.target.execution_providers or DEFAULT_PROVIDERS[spec.target.device])
+        self.work = inputs.output / ".work"
+        self.models = _Models(self.work / "models")
+        self.original: Path = inputs.model
+        self.converted = spec.model.framework != "onnx"
+        self.rows: list[data.Row] = []
+        self.labels: np.ndarray | None = None
+        self.original_score: float | None = None
+        self.latency_feeds: dict[str, np.ndarray] = {}
+
+    # --- the steps ---------------------------------------------------------------------------------
+
+    def prepare(self) -> None:
+        """The original as ONNX, opened once to learn its inputs; the dataset checked against them."""
+        import onnxruntime as ort
+
+        missing = [p for p in self.providers if p not in ort.get_available_providers()]
+        if missing:
+            raise OptimizationFailed(
+                "ProviderUnavailable",
+                f"target.executionProviders: {', '.join(missing)} is not in this ONNX Runtime build (it has "
+                f"{', '.join(ort.get_available_providers())}); use an image with onnxruntime-gpu for CUDA, or "
+                "remove it",
+            )
+        self.work.mkdir(parents=True, exist_ok=True)
+        framework = self.spec.model.framework
+        conversion = self.spec.passes.conversion
+        if framework == "onnx" and conversion is not None:
+            raise OptimizationFailed(
+                "InvalidSpec", "passes.conversion converts scikit-learn or PyTorch models; this one is ONNX already"
+            )
+        try:
+            if framework == "sklearn":
+                assert conversion is not None and self.spec.model.inputs is not None  # the CRD's rules
+                self.progress("converting the scikit-learn model to ONNX")
+                self.original = passes.convert_sklearn(
+                    self.inputs.model, self.spec.model.inputs, conversion.target_opset, self.work / "original.onnx"
+                )
+            elif framework == "pytorch":
+                assert conversion is not None and self.spec.model.inputs is not None
+                self.progress("exporting the PyTorch model to ONNX")
+                self.original = passes.convert_pytorch(
+                    self.inputs.model, self.spec.model.inputs, conversion.target_opset, self.work / "original.onnx"
+                )
+            passes.load_onnx(self.original)
+            session = passes.open_session(self.original, self.settings(CandidatePlan()))
+        except passes.ModelLoadError as error:
+            raise OptimizationFailed("ModelDidNotLoad", f"model.source: {error}") from error
+        except passes.PassError as error:
+            raise OptimizationFailed("ConversionFailed", str(error)) from error
+        inputs = session.get_inputs()
+        batch = self.spec.evaluator.latency.batch_size
+        try:
+            self.latency_feeds = data.generated_feeds(inputs, batch, seed=0, specs=self.spec.model.inputs)
+        except data.DatasetError as error:
+            raise OptimizationFailed("InvalidSpec", str(error)) from error
+        accuracy = self.spec.evaluator.accuracy
+        if accuracy is not None:
+            if self.inputs.dataset is None:
+                raise OptimizationFailed("DatasetMissing", "evaluator.accuracy.dataset: no file to read")
+            try:
+                self.rows = data.read_rows(self.inputs.dataset, accuracy.samples)
+                if not self.rows:
+                    raise data.DatasetError("evaluator.accuracy.dataset: no rows; add labelled rows")
+                data.check_fields(self.rows, inputs)
+            except data.DatasetError as error:
+                raise OptimizationFailed("DatasetMismatch", str(error)) from error
+            self.labels = data.labels(self.rows)
+
+    def measure(
+        self, candidate_id: str, plan: CandidatePlan, model: Path, graph_level: str | None = None
+    ) -> CandidateResult:
+        """Latency (and accuracy when a dataset is given) of one model file with one session setting."""
+        started = time.monotonic()
+        settings = self.settings(plan, graph_level)
+        session = passes.open_session(model, settings)
+        latency = self.spec.evaluator.latency
+        figures = evaluate.measure_latency(
+            session, self.latency_feeds, latency.warmup_runs, latency.runs, latency.metric, latency.batch_size
+        )
+        result = CandidateResult(
+            id=candidate_id,
+            passes=plan.passes(self.converted),
+            parameters={**plan.parameters(self.spec), **({"graphLevel": graph_level} if graph_level else {})},
+            latency=figures,
+            latency_ms=significant(figures.value_ms),
+            latency_ci_low_ms=figures.ci_low_ms,
+            latency_ci_high_ms=figures.ci_high_ms,
+            model_size_bytes=model.stat().st_size,
+        )
+        accuracy = self.spec.evaluator.accuracy
+        if accuracy is not None and self.labels is not None:
+            predictions = evaluate.predict(session, data.feeds(self.rows, session.get_inputs(), 64))
+            result.accuracy_metric = accuracy.metric
+            result.accuracy = round(evaluate.score(accuracy.metric, self.labels, predictions), 6)
+            if self.original_score is not None:
+                result.accuracy_degradation = round(
+                    evaluate.degradation(accuracy.metric, self.original_score, result.accuracy), 6
+                )
+        result.seconds = round(time.monotonic() - started, 2)
+        return result
+
+    def settings(self, plan: CandidatePlan, graph_level: str | None = None) -> passes.SessionSettings:
+        level = graph_level or (
+            self.spec.passes.graph_optimization.level
+            if plan.graph and self.spec.passes.graph_optimization is not None
+            else "all"
+        )
+        return passes.SessionSettings(
+            intra_op=plan.intra_op,
+            inter_op=plan.inter_op,
+            execution_mode=plan.execution_mode,  # type: ignore[arg-type]
+            graph_level=level,  # type: ignore[arg-type]
+            providers=self.providers,
+        )
+
+    def model_for(self, plan: CandidatePlan) -> Path:
+        """The model file of a plan's passes, made once: graph optimization, then quantization, then
+        float16, each on the previous one's output."""
+        key = plan.model_key
+        if key not in self.models.files:
+            self.models.files[key] = self._make(plan)
+        made = self.models.files[key]
+        if isinstance(made, passes.PassError):
+            raise made
+        return made
+
+    def _make(self, plan: CandidatePlan) -> Path | passes.PassError:
+        """Quantization and float16 first, graph optimization last: ONNX Runtime's quantizer cannot read the
+        contrib operators (FusedGemm, FusedConv) that its extended and all levels write, while a quantized
+        model optimized afterwards gets those fusions over its integer operators too."""
+        names = ("int8", "fp16", "graph")
+        folder = self.models.root / "-".join(
+            n for n, on in zip(names, (plan.quantization, plan.float16, plan.graph), strict=True) if on
+        )
+        folder.mkdir(parents=True, exist_ok=True)
+        current = self.original
+        spec = self.spec.passes
+        try:
+            if plan.quantization and spec.quantization is not None:
+                calibration = None
+                if spec.quantization.mode == "static":
+                    rows = self.rows[: spec.quantization.calibration_samples]
+                    session = passes.open_session(current, self.settings(CandidatePlan()))
+                    calibration = list(data.feeds(rows, session.get_inputs(), 1))
+                current = passes.quantize(current, spec.quantization, folder / "quantized.onnx", calibration).path
+            if plan.float16 and spec.float16 is not None:
+                current = passes.to_float16(current, spec.float16.keep_io_types, folder / "float16.onnx")
+            if plan.graph and spec.graph_optimization is not None:
+                level = spec.graph_optimization.level
+                current = passes.optimize_graph(current, level, folder / "graph.onnx", list(self.providers))
+        except passes.PassError as error:
+            return error
+        return current
+
+    def candidate(self, index: int, plan: CandidatePlan) -> CandidateResult:
+        candidate_id = f"c{index}"
+        try:
+            result = self.measure(candidate_id, plan, self.model_for(plan))
+        except (passes.PassError, passes.ModelLoadError) as error:
+            return CandidateResult(
+                id=candidate_id,
+                passes=plan.passes(self.converted),
+                parameters=plan.parameters(self.spec),
+                status="Failed",
+                meets_goals=False,
+                message=str(error),
+            )
+        except Exception as error:  # an operator ONNX Runtime cannot run, a shape it rejects: the candidate fails
+            log.warning("candidate failed", candidate=candidate_id, error=str(error))
+            return CandidateResult(
+                id=candidate_id,
+                passes=plan.passes(self.converted),
+                parameters=plan.parameters(self.spec),
+                status="Failed",
+                meets_goals=False,
+                message=f"{type(error).__name__}: {error}"[:2048],
+            )
+        baseline = self.report.baseline
+        if baseline is not None and baseline.latency_ms and result.latency_ms is not None:
+            result.latency_improvement_percent = round(100 * (1 - result.latency_ms / baseline.latency_ms), 2)
+        problems = frontier.goal_problems(result, self.spec.evaluator, baseline)
+        result.meets_goals = not problems
+        if problems:
+            result.message = "; ".join(problems)
+        return result
+
+
+def significant(value: float, digits: int = 4) -> float:
+    """Rounded to `digits` significant digits: a 15 µs model keeps its resolution as a 15 ms one does."""
+    return float(f"{value:.{digits}g}")
+
+
+def _describe(result: CandidateResult) -> str:
+    if result.status == "Failed":
+        return f"failed: {result.message}"
+    parts = [f"{result.latency_ms:.3f} ms"]
+    if result.latency_improvement_percent is not None:
+        parts.append(f"{result.latency_improvement_percent:+.1f}% faster")
+    if result.accuracy is not None:
+        parts.append(f"{result.accuracy_metric} {result.accuracy:.4g}")
+    parts.append("meets the goals" if result.meets_goals else f"misses: {result.message}")
+    return ", ".join(parts)
+
+
+def run(
+    spec: ModelOptimizationSpec,
+    name: str,
+    namespace: str | None,
+    inputs: Inputs,
+    progress: Progress = lambda line: None,
+) -> OptimizationReport:
+    """The whole optimization; every outcome, failures and interrupts included, is a report (never a
+    traceback) with the candidates measured so far. The report and its HTML page are written to
+    `inputs.output` at the end."""
+    report = OptimizationReport(
+        name=name,
+        namespace=namespace,
+        started_at=datetime.now(UTC),
+        strategy=spec.search.strategy,
+        target={
+            "device": spec.target.device,
+            "cpuLimit": f"{inputs.cpus:g}",
+            "executionProviders": ", ".join(spec.target.execution_providers or DEFAULT_PROVIDERS[spec.target.device]),
+        },
+    )
+    job = Optimization(spec, inputs, report, progress)
+    try:
+        _optimize(job, report, inputs)
+    except OptimizationFailed as failure:
+        report.phase, report.reason, report.message = "Failed", failure.reason, str(failure)
+    except KeyboardInterrupt:
+        report.phase, report.reason, report.interrupted = "Failed", "Interrupted", True
+        report.message = f"interrupted after {len(report.candidates)} candidates; the rest were not evaluated"
+    finally:
+        report.finished_at = datetime.now(UTC)
+        report.artifacts = inputs.artifact_uri(inputs.output)
+        _write(report, inputs.output)
+        shutil.rmtree(job.work, ignore_errors=True)
+    return report
+
+
+def _optimize(job: Optimization, report: OptimizationReport, inputs: Inputs) -> None:
+    spec = job.spec
+    job.prepare()
+    if spec.target.device == "cpu" and spec.passes.float16 is not None:
+        report.warnings.append(
+            "passes.float16 on a CPU target: ONNX Runtime's CPU kernels are mostly float32, so float16 models "
+            "usually run slower there (Cast nodes around each operator); it pays off on GPUs"
+        )
+    job.progress("measuring the original model (ONNX Runtime's defaults, and with its graph optimizations off)")
+    original = CandidatePlan()
+    unoptimized = job.measure("unoptimized", original, job.original, graph_level="disabled")
+    baseline = job.measure("original", original, job.original)
+    if baseline.accuracy is not None:
+        job.original_score = baseline.accuracy
+        baseline.accuracy_degradation = 0.0
+        unoptimized.accuracy_degradation = round(
+            evaluate.degradation(spec.evaluator.accuracy.metric, baseline.accuracy, unoptimized.accuracy or 0.0),
+            6,  # type: ignore[union-attr]
+        )
+    unoptimized.latency_improvement_percent = round(100 * (1 - unoptimized.latency_ms / baseline.latency_ms), 2)  # type: ignore[operator]
+    report.references, report.baseline = [unoptimized], baseline
+    job.progress(f"original: {_describe(baseline)}; with graph optimizations off: {unoptimized.latency_ms:.3f} ms")
+
+    def evaluate_plan(plan: CandidatePlan) -> float | None:
+        index = len(report.candidates) + 1
+        result = job.candidate(index, plan)
+        report.candidates.append(result)
+        job.progress(
+            f"[{index}/{report.planned}] {result.id} {' + '.join(result.passes) or '-'} "
+            f"{_settings_text(result)}: {_describe(result)}"
+        )
+        if result.status == "Failed" or result.latency_ms is None:
+            return None
+        # TPE minimises latency; a candidate that loses too much accuracy counts as ten times slower.
+        accuracy_ok = not (result.message and "maxDegradation" in result.message)
+        return result.latency_ms if accuracy_ok else result.latency_ms * 10
+
+    from kaliper.optimize.space import all_plans
+
+    report.planned = min(spec.search.max_candidates, len(all_plans(spec, inputs.cpus)))
+    _, note = run_search(spec, inputs.cpus, evaluate_plan)
+    log.info("search finished", note=note)
+    _decide(job, report, inputs)
+
+
+def _settings_text(result: CandidateResult) -> str:
+    keys = ("intraOp", "interOp", "executionMode")
+    text = ", ".join(f"{k}={result.parameters[k]}" for k in keys if k in result.parameters)
+    return f"({text})" if text else ""
+
+
+def _decide(job: Optimization, report: OptimizationReport, inputs: Inputs) -> None:
+    spec = job.spec
+    higher = evaluate.higher_is_better(spec.evaluator.accuracy.metric) if spec.evaluator.accuracy else True
+    measured = [*([report.baseline] if report.baseline else []), *report.candidates]
+    report.frontiers.latency_accuracy, report.frontiers.latency_size = frontier.frontiers(measured, higher)
+    chosen = frontier.choose(report.candidates)
+    _keep(job, report, inputs, chosen)
+    job.progress("profiling the original model" + (f" and {chosen.id}" if chosen else ""))
+    report.profiles.append(_profile(job, "original", CandidatePlan(), job.original))
+    if chosen is None:
+        failed = [c for c in report.candidates if c.status == "Failed"]
+        best = frontier.closest(report.candidates)
+        report.phase, report.reason = "Failed", "NoCandidateMeetsGoals"
+        report.message = f"none of the {len(report.candidates)} candidates meets the goals"
+        if best is not None:
+            report.message += f"; the fastest, {best.id}, {best.message}"
+        if failed:
+            report.message += f"; {len(failed)} failed (see their messages)"
+        return
+    plan = _plan_of(job, chosen)
+    report.profiles.append(_profile(job, chosen.id, plan, job.model_for(plan)))
+    report.phase, report.reason = "Succeeded", "Succeeded"
+    report.message = (
+        f"chose {chosen.id} ({' + '.join(chosen.passes) or 'original'}): {chosen.latency_improvement_percent:.1f}% "
+        f"lower {spec.evaluator.latency.metric} latency than the original"
+    )
+    if chosen.accuracy_degradation is not None:
+        change = -chosen.accuracy_degradation + 0.0  # + 0.0: no "-0" for no change
+        report.message += f", {spec.evaluator.accuracy.metric} change {change:+.4g}"  # type: ignore[union-attr]
+
+
+def _plan_of(job: Optimization, candidate: CandidateResult) -> CandidatePlan:
+    p = candidate.parameters
+    return CandidatePlan(
+        graph="graphOptimization" in candidate.passes,
+        quantization="quantization" in candidate.passes,
+        float16="float16" in candidate.passes,
+        intra_op=int(p["intraOp"]) if "intraOp" in p else None,
+        inter_op=int(p["interOp"]) if "interOp" in p else None,
+        execution_mode=p.get("executionMode", "sequential"),
+    )
+
+
+def _profile(job: Optimization, model_id: str, plan: CandidatePlan, model: Path):  # type: ignore[no-untyped-def]
+    settings = job.settings(plan)
+    return profile_model(
+        model,
+        model_id,
+        job.latency_feeds,
+        runs=20,
+        session_options=settings.options(),
+        providers=list(job.providers),
+        batch_size=job.spec.evaluator.latency.batch_size,
+    )
+
+
+def _keep(job: Optimization, report: OptimizationReport, inputs: Inputs, chosen: CandidateResult | None) -> None:
+    """Copy the best `output.keep` candidates' models to candidates/<id>/model.onnx and the chosen one to
+    best/model.onnx (with its settings in best/settings.json), where follow-ups and users find them."""
+    succeeded = [c for c in report.candidates if c.status == "Succeeded" and c.latency_ms is not None]
+    ranked = sorted(succeeded, key=lambda c: (not c.meets_goals, c.latency_ms))[: job.spec.output.keep]
+    for candidate in ranked:
+        target = inputs.output / "candidates" / candidate.id / "model.onnx"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(job.model_for(_plan_of(job, candidate)), target)
+        candidate.artifact = inputs.artifact_uri(target)
+    if chosen is None:
+        return
+    best = inputs.output / "best" / "model.onnx"
+    best.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(job.model_for(_plan_of(job, chosen)), best)
+    settings = runtime_settings(chosen)
+    (best.parent / "settings.json").write_text(json.dumps(settings, indent=2) + "\n")
+    report.chosen_settings = settings
+    report.chosen = ChosenModel(
+        candidate_id=chosen.id,
+        artifact=inputs.artifact_uri(best),
+        settings=settings,
+        latency_ms=chosen.latency_ms,
+        model_size_bytes=chosen.model_size_bytes,
+        latency_improvement_percent=chosen.latency_improvement_percent,
+        accuracy_degradation=chosen.accuracy_degradation,
+    )
+
+
+def runtime_settings(candidate: CandidateResult) -> dict[str, str]:
+    """The session settings a server needs to run the candidate as it was measured."""
+    keys = ("intraOp", "interOp", "executionMode", "graphOptimization.level")
+    found = {k: candidate.parameters[k] for k in keys if k in candidate.parameters}
+    if "graphOptimization.level" in found:
+        found["graphLevel"] = found.pop("graphOptimization.level")
+    return found
+
+
+def _write(report: OptimizationReport, output: Path) -> None:
+    from kaliper.report.optimization_render import write_optimization_html
+
+    output.mkdir(parents=True, exist_ok=True)
+    text = report.model_dump_json(by_alias=True, exclude_none=True, indent=2)
+    (output / "report.json").write_text(text + "\n")
+    write_optimization_html(report, output / "report.html")

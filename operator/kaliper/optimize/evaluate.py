@@ -1,0 +1,179 @@
+"""Measuring a candidate: in-process latency of session.run, its predictions, and the accuracy metric."""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from collections.abc import Iterable
+from typing import Literal
+
+import numpy as np
+import onnxruntime as ort
+
+from kaliper.loadgen.statistics import percentile_rank, rank_interval
+from kaliper.report.optimization import LatencyMeasurement
+
+LatencyMetric = Literal["avg", "p50", "p90", "p95", "p99"]
+AccuracyMetric = Literal["accuracy", "f1", "mae", "mse", "rmse", "r2"]
+
+_Z95 = 1.96
+
+
+class EvaluationError(Exception):
+    """The model's output or the labels cannot be scored; the message says why and what to change."""
+
+
+# --- latency -----------------------------------------------------------------------------------------
+
+
+def measure_latency(
+    session: ort.InferenceSession,
+    feeds: dict[str, np.ndarray],
+    warmup_runs: int,
+    runs: int,
+    metric: LatencyMetric,
+    batch_size: int,
+) -> LatencyMeasurement:
+    """Latency of `runs` calls of session.run on the same feeds, after `warmup_runs` untimed ones."""
+    for _ in range(warmup_runs):
+        session.run(None, feeds)
+    samples_ms: list[float] = []
+    for _ in range(runs):
+        started = time.perf_counter_ns()
+        session.run(None, feeds)
+        samples_ms.append((time.perf_counter_ns() - started) / 1e6)
+    return latency_figures(samples_ms, metric, warmup_runs=warmup_runs, batch_size=batch_size)
+
+
+def latency_figures(
+    samples_ms: list[float], metric: LatencyMetric, warmup_runs: int = 0, batch_size: int = 1
+) -> LatencyMeasurement:
+    """The figures of latency samples: percentiles by the nearest-rank rule, the mean, and a 95% interval for
+    the deciding figure (order statistics for a percentile, mean ± 1.96·sd/√n for avg; none from one sample)."""
+    if not samples_ms:
+        raise ValueError("no latency samples: runs must be at least 1")
+    ordered = sorted(samples_ms)
+    count = len(ordered)
+
+    def at(percentile: float) -> float:
+        return ordered[percentile_rank(count, percentile) - 1]
+
+    mean = statistics.fmean(ordered)
+    low: float | None
+    high: float | None
+    if metric == "avg":
+        value = mean
+        if count > 1:
+            half = _Z95 * statistics.stdev(ordered) / math.sqrt(count)
+            low, high = mean - half, mean + half
+        else:
+            low = high = None
+    else:
+        percentile = float(metric[1:])
+        value = at(percentile)
+        low_rank, high_rank = rank_interval(count, percentile / 100)
+        low = ordered[low_rank - 1]
+        high = ordered[high_rank - 1] if high_rank is not None else None
+    return LatencyMeasurement(
+        runs=count,
+        warmup_runs=warmup_runs,
+        batch_size=batch_size,
+        metric=metric,
+        value_ms=value,
+        ci_low_ms=low,
+        ci_high_ms=high,
+        mean_ms=mean,
+        p50_ms=at(50),
+        p90_ms=at(90),
+        p95_ms=at(95),
+        p99_ms=at(99),
+        min_ms=ordered[0],
+        max_ms=ordered[-1],
+    )
+
+
+# --- predictions -------------------------------------------------------------------------------------
+
+
+def predict(session: ort.InferenceSession, batches: Iterable[dict[str, np.ndarray]]) -> np.ndarray:
+    """One prediction per row, from the model's FIRST output (skl2onnx classifiers put the label there):
+
+    - integer, boolean or string tensors are labels, taken as they are ([N] or [N, 1]);
+    - a float [N, C] tensor with C > 1 holds class scores: the prediction is the index of the largest (argmax);
+    - a float [N] or [N, 1] tensor holds regression values, taken as they are.
+    """
+    output = session.get_outputs()[0]
+    parts: list[np.ndarray] = []
+    for feed in batches:
+        value = session.run([output.name], feed)[0]
+        if not isinstance(value, np.ndarray):
+            raise EvaluationError(
+                f"the model's first output {output.name} is {output.type}, not a tensor; accuracy needs the first "
+                "output to be the labels, class scores or values (skl2onnx: convert classifiers without ZipMap)"
+            )
+        parts.append(_per_row(value, output.name))
+    if not parts:
+        return np.asarray([])
+    return np.concatenate(parts)
+
+
+def _per_row(value: np.ndarray, name: str) -> np.ndarray:
+    if value.ndim == 2 and value.shape[1] > 1 and np.issubdtype(value.dtype, np.floating):
+        return value.argmax(axis=1)
+    if value.ndim == 1 or (value.ndim == 2 and value.shape[1] == 1):
+        return value.reshape(-1)
+    raise EvaluationError(
+        f"the model's first output {name} has shape {list(value.shape)}; accuracy needs one prediction per row "
+        "([N] labels or values, or [N, classes] scores)"
+    )
+
+
+# --- metrics -----------------------------------------------------------------------------------------
+
+
+def score(metric: AccuracyMetric, labels: np.ndarray, predictions: np.ndarray) -> float:
+    """The metric of the predictions against the labels (scikit-learn's definitions).
+
+    f1 is the F1 of class 1 when the labels are 0 and 1 (binary), and the unweighted mean of the per-class F1
+    (macro) otherwise, so every class counts the same whatever its size.
+    """
+    from sklearn import metrics
+
+    if len(labels) != len(predictions):
+        raise EvaluationError(f"{len(labels)} labels but {len(predictions)} predictions; each row needs one of each")
+    labels_text = labels.dtype.kind in "OUS"
+    predictions_text = predictions.dtype.kind in "OUS"
+    if labels_text != predictions_text:
+        raise EvaluationError(
+            f"the labels are {'strings' if labels_text else 'numbers'} and the model predicts "
+            f"{'strings' if predictions_text else 'numbers'}; write the labels as the model outputs them (class "
+            "indices for models that output scores)"
+        )
+    try:
+        if metric == "accuracy":
+            return float(metrics.accuracy_score(labels, predictions))
+        if metric == "f1":
+            binary = not labels_text and set(np.unique(np.concatenate([labels, predictions])).tolist()) <= {0, 1}
+            return float(metrics.f1_score(labels, predictions, average="binary" if binary else "macro"))
+        if labels_text:
+            raise EvaluationError(f"metric {metric} needs numeric labels; use accuracy or f1 for classes")
+        if metric == "mae":
+            return float(metrics.mean_absolute_error(labels, predictions))
+        if metric == "mse":
+            return float(metrics.mean_squared_error(labels, predictions))
+        if metric == "rmse":
+            return float(metrics.root_mean_squared_error(labels, predictions))
+        return float(metrics.r2_score(labels, predictions))
+    except ValueError as exc:  # scikit-learn refuses mixed label kinds (continuous predictions for accuracy...)
+        raise EvaluationError(f"evaluator.accuracy.metric {metric}: {exc}") from exc
+
+
+def higher_is_better(metric: AccuracyMetric) -> bool:
+    """accuracy, f1 and r2 grow as the model improves; the error metrics shrink."""
+    return metric in ("accuracy", "f1", "r2")
+
+
+def degradation(metric: AccuracyMetric, original: float, candidate: float) -> float:
+    """How much worse the candidate scores than the original, in the metric's units (negative: better)."""
+    return original - candidate if higher_is_better(metric) else candidate - original

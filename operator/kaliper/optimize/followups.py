@@ -1,0 +1,41 @@
+"""What a ModelOptimization creates once a model is chosen: a ModelDeployment serving it with the settings it
+was measured with, and a ProfileRun of that deployment. Pure builders, the same for `kaliper run` and the
+operator; only the chosen model's source differs (a file here, the PVC path there)."""
+
+from __future__ import annotations
+
+from kaliper.api.modeldeployment import ModelDeploymentSpec, ModelSource, Threads
+from kaliper.api.modeloptimization import ChosenModel, FollowUpDeployment, FollowUpProfileRun, ModelOptimizationSpec
+from kaliper.api.profilerun import ProfileRunSpec
+
+
+def chosen_source(spec: ModelOptimizationSpec, chosen_file: str) -> ModelSource:
+    """The chosen model as a ModelDeployment's source: `chosen_file` is a local path, or the path inside the
+    output PVC (best/model.onnx under output.pvc.path)."""
+    name = spec.model.source.name
+    if spec.output.pvc is not None:
+        return ModelSource(pvc={"claimName": spec.output.pvc.claim_name, "path": chosen_file}, format="onnx", name=name)
+    return ModelSource(file=chosen_file, format="onnx", name=name)
+
+
+def deployment_spec(follow: FollowUpDeployment, source: ModelSource, chosen: ChosenModel) -> ModelDeploymentSpec:
+    """The template with the chosen model; thread counts it was measured with fill the template's threads
+    where the template leaves them unset (the built-in server runs inter-op threads in parallel mode, which
+    is what a candidate with interOp was measured in)."""
+    template = follow.template.model_dump(by_alias=True, exclude_none=True)
+    threads = dict(template.get("threads") or {})
+    if follow.template.runtime.type == "onnxruntime":
+        if "intraOp" in chosen.settings:
+            threads.setdefault("intraOp", int(chosen.settings["intraOp"]))
+        if "interOp" in chosen.settings:
+            threads.setdefault("interOp", int(chosen.settings["interOp"]))
+    if threads:
+        template["threads"] = Threads.model_validate(threads).model_dump(by_alias=True, exclude_none=True)
+    return ModelDeploymentSpec.model_validate(
+        {**template, "model": source.model_dump(by_alias=True, exclude_none=True)}
+    )
+
+
+def profile_run_spec(follow: FollowUpProfileRun, deployment_name: str) -> ProfileRunSpec:
+    template = follow.template.model_dump(by_alias=True, exclude_none=True)
+    return ProfileRunSpec.model_validate({**template, "target": {"deploymentRef": {"name": deployment_name}}})

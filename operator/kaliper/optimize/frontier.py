@@ -1,0 +1,85 @@
+"""Decisions over measured candidates: which meet the goals, which are on the Pareto frontiers, which is
+chosen. Pure functions over the report's types."""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+from typing import TypeVar
+
+from kaliper.api.modeloptimization import Evaluator
+from kaliper.report.optimization import CandidateResult
+
+Key = TypeVar("Key", bound=Hashable)
+
+
+def pareto_front(points: Sequence[tuple[float, float, Key]]) -> list[Key]:
+    """Keys of the points no other point beats on both axes (lower is better on both), in input order."""
+    front = []
+    for x, y, key in points:
+        dominated = any(ox <= x and oy <= y and (ox, oy) != (x, y) for ox, oy, _ in points)
+        if not dominated:
+            front.append(key)
+    return front
+
+
+def frontiers(measured: Sequence[CandidateResult], higher_is_better: bool) -> tuple[list[str], list[str]]:
+    """(latency vs accuracy, latency vs size) frontiers over the succeeded models (original included).
+    Without an accuracy figure the first frontier is latency alone: the fastest model(s)."""
+    usable = [c for c in measured if c.status == "Succeeded" and c.latency_ms is not None]
+    sign = -1.0 if higher_is_better else 1.0
+    by_accuracy = pareto_front(
+        [(c.latency_ms or 0.0, sign * c.accuracy if c.accuracy is not None else 0.0, c.id) for c in usable]
+    )
+    by_size = pareto_front(
+        [(c.latency_ms or 0.0, float(c.model_size_bytes or 0), c.id) for c in usable if c.model_size_bytes is not None]
+    )
+    return by_accuracy, by_size
+
+
+def goal_problems(
+    candidate: CandidateResult, evaluator: Evaluator, baseline: CandidateResult | None = None
+) -> list[str]:
+    """Why a measured candidate misses the goals (empty: it meets them). Without minImprovementPercent a
+    candidate must still be faster than the original beyond the noise (its latency interval entirely below
+    the original's): a variant that is not measurably faster is never worth deploying."""
+    problems = []
+    accuracy = evaluator.accuracy
+    lost = candidate.accuracy_degradation
+    if accuracy is not None and lost is not None and lost > accuracy.max_degradation:
+        problems.append(
+            f"loses {lost:.4g} {accuracy.metric}, more than "
+            f"evaluator.accuracy.maxDegradation={accuracy.max_degradation:g}"
+        )
+    improvement = candidate.latency_improvement_percent
+    wanted = evaluator.latency.min_improvement_percent
+    if improvement is None:
+        return problems
+    if wanted is not None and improvement < wanted:
+        problems.append(
+            f"{improvement:.1f}% faster than the original, less than evaluator.latency.minImprovementPercent={wanted:g}"
+        )
+    elif wanted is None and improvement <= 0:
+        problems.append(f"not faster than the original ({improvement:.1f}%)")
+    elif wanted is None and _overlap(candidate, baseline):
+        problems.append(f"not faster than the original beyond the noise ({improvement:.1f}%, the intervals overlap)")
+    return problems
+
+
+def _overlap(candidate: CandidateResult, baseline: CandidateResult | None) -> bool:
+    high = candidate.latency_ci_high_ms
+    low = baseline.latency_ci_low_ms if baseline is not None else None
+    return high is not None and low is not None and high >= low
+
+
+def choose(candidates: Sequence[CandidateResult]) -> CandidateResult | None:
+    """The fastest candidate that meets the goals; on equal latency, the smaller file."""
+    eligible = [c for c in candidates if c.meets_goals and c.latency_ms is not None]
+    if not eligible:
+        return None
+    return min(eligible, key=lambda c: (c.latency_ms, c.model_size_bytes or 0))
+
+
+def closest(candidates: Sequence[CandidateResult]) -> CandidateResult | None:
+    """When none meets the goals: the fastest measured one, to name in the message."""
+    measured = [c for c in candidates if c.status == "Succeeded" and c.latency_ms is not None]
+    return min(measured, key=lambda c: c.latency_ms or 0.0) if measured else None

@@ -1,0 +1,142 @@
+"""The optimization report (versioned): what `kaliper run` writes for a ModelOptimization, what the optimizer
+Job writes to its volume, what the HTML page draws, and what the operator's status is built from."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import Field
+
+from kaliper.api.base import KaliperModel
+from kaliper.api.modeloptimization import ChosenModel, Footprint
+
+OPTIMIZATION_SCHEMA = "kaliper.dev/optimization/v1"
+
+
+class LatencyMeasurement(KaliperModel):
+    """Latency of in-process inferences on one model and one session configuration."""
+
+    runs: int
+    """Timed inferences (after warmupRuns untimed ones)."""
+    warmup_runs: int = 0
+    batch_size: int = 1
+    metric: Literal["avg", "p50", "p90", "p95", "p99"] = "avg"
+    """The figure that decides (evaluator.latency.metric)."""
+    value_ms: float
+    """The deciding figure."""
+    ci_low_ms: float | None = None
+    ci_high_ms: float | None = None
+    """Its 95% confidence interval (normal for the mean, order statistics for percentiles); high is absent
+    when the runs are too few to bound a tail percentile from above."""
+    mean_ms: float
+    p50_ms: float
+    p90_ms: float
+    p95_ms: float
+    p99_ms: float
+    min_ms: float
+    max_ms: float
+
+
+class OperatorTime(KaliperModel):
+    """One node of the graph: its time per inference from ONNX Runtime's profiler and its FLOPs estimate."""
+
+    node: str
+    op_type: str
+    time_us: float | None = None
+    """Mean kernel time per inference, microseconds (absent when the profiler did not time this node, as
+    when ONNX Runtime fused it away)."""
+    time_percent: float | None = None
+    """Share of the summed kernel time of the model."""
+    flops: int | None = None
+    """Estimated floating-point operations for one inference at the profiled batch size (absent when the
+    operator has no estimate)."""
+
+
+class OperatorTypeTime(KaliperModel):
+    """All nodes of one operator type, summed."""
+
+    op_type: str
+    nodes: int
+    time_us: float | None = None
+    time_percent: float | None = None
+    flops: int | None = None
+
+
+class ModelProfile(KaliperModel):
+    """Where a model's time goes (the Sparsify-style view): per-node and per-operator-type kernel times
+    from ONNX Runtime's profiler, the parameter count, and a FLOPs estimate computed from the graph."""
+
+    model: str
+    """What was profiled: original, or a candidate id."""
+    batch_size: int = 1
+    runs: int = 0
+    """Profiled inferences the times are averaged over."""
+    parameters: int
+    """Elements of the model's initializers (weights and biases)."""
+    flops: int
+    """Estimated floating-point operations per inference (sum over the nodes that have an estimate)."""
+    nodes_without_estimate: list[str] = Field(default_factory=list)
+    """Op types of nodes the FLOPs estimate leaves out (counted as zero), so the total is a lower bound."""
+    kernel_time_us: float | None = None
+    """Summed kernel time per inference, microseconds."""
+    operators: list[OperatorTime] = Field(default_factory=list)
+    """Per node of the graph ONNX Runtime ran (after its own optimizations), slowest first."""
+    operator_types: list[OperatorTypeTime] = Field(default_factory=list)
+    """Per operator type, slowest first."""
+    graph_nodes: list[OperatorTime] = Field(default_factory=list)
+    """Per node of the model file as stored (before ONNX Runtime's optimizations), with FLOPs estimates."""
+
+
+class CandidateResult(Footprint):
+    """A footprint with the measurements behind it."""
+
+    latency: LatencyMeasurement | None = None
+    accuracy_metric: str | None = None
+    """Name of the accuracy metric (evaluator.accuracy.metric)."""
+    status: Literal["Succeeded", "Failed"] = "Succeeded"
+    seconds: float | None = None
+    """Time spent making and measuring this candidate."""
+
+
+class ParetoFrontiers(KaliperModel):
+    """Ids of the candidates (and `original`) no other beats on both axes."""
+
+    latency_accuracy: list[str] = Field(default_factory=list)
+    latency_size: list[str] = Field(default_factory=list)
+
+
+class OptimizationReport(KaliperModel):
+    """A whole optimization run."""
+
+    schema_version: Literal["kaliper.dev/optimization/v1"] = OPTIMIZATION_SCHEMA
+    name: str
+    namespace: str | None = None
+    started_at: datetime
+    finished_at: datetime | None = None
+    phase: Literal["Running", "Succeeded", "Failed"] = "Running"
+    reason: str | None = None
+    """One CamelCase word: Succeeded, NoCandidateMeetsGoals, ModelDidNotLoad, DatasetMismatch, Interrupted..."""
+    message: str | None = None
+    target: dict[str, str] = Field(default_factory=dict)
+    """Device, execution providers, CPU limit the latencies were measured under, CPUs seen."""
+    strategy: str = "exhaustive"
+    planned: int = 0
+    """Candidates the search may evaluate (after maxCandidates)."""
+    references: list[CandidateResult] = Field(default_factory=list)
+    """The original model with ONNX Runtime's graph optimizations off (`unoptimized`) and with its defaults
+    (`ortDefaults`): what each pass adds is read against these."""
+    baseline: CandidateResult | None = None
+    """The original model as it would be served unchanged (ONNX Runtime's defaults); improvements and
+    degradations are against it."""
+    candidates: list[CandidateResult] = Field(default_factory=list)
+    frontiers: ParetoFrontiers = Field(default_factory=ParetoFrontiers)
+    chosen: ChosenModel | None = None
+    chosen_settings: dict[str, str] = Field(default_factory=dict)
+    """Runtime settings of the chosen model (threads, execution mode, graph level) as the server takes them."""
+    profiles: list[ModelProfile] = Field(default_factory=list)
+    """The original model's profile and the chosen candidate's."""
+    artifacts: str | None = None
+    """The folder the kept models, report.json and report.html are in (pvc://claim/path or a local path)."""
+    warnings: list[str] = Field(default_factory=list)
+    interrupted: bool = False
