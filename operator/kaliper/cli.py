@@ -195,7 +195,9 @@ def run_command(
     # and removes its cgroups, and the finished trials are written to a report marked interrupted.
     signal.signal(signal.SIGTERM, _interrupt)
     for name in found.cleanups:
-        console.print(f"Cleanup {name}: skipped (it removes cluster objects; locally, `kaliper gc` does that)")
+        console.print(
+            f"Cleanup {name}: skipped (it removes cluster objects; locally, `kaliper gc` does that)", soft_wrap=True
+        )
     runs = []
     for optimization in found.optimizations:
         try:
@@ -247,7 +249,7 @@ def _run_optimization(resource: Any, base_dir: Path, claims: dict[str, Path], li
     with console.status(f"ModelOptimization {name}: starting") as status:
 
         def update(line: str) -> None:
-            console.print(f"[dim]{line}[/dim]", highlight=False)
+            console.print(f"[dim]{line}[/dim]", highlight=False, soft_wrap=True)
             status.update(f"ModelOptimization {name}: {line[9:][:100]}")
 
         try:
@@ -267,7 +269,7 @@ def _run_optimization(resource: Any, base_dir: Path, claims: dict[str, Path], li
     follow = resource.spec.follow_up
     deployment = run = None
     if follow is not None and follow.deployment is not None:
-        source = chosen_source(resource.spec, str(output / "best" / "model.onnx"))
+        source = chosen_source(resource.spec, output)
         spec = deployment_spec(follow.deployment, source, report.chosen)
         meta = {"name": follow.deployment.name, "namespace": resource.metadata.namespace}
         deployment = ModelDeployment(
@@ -481,10 +483,13 @@ def report_command(path: Path, html_path: Path | None) -> None:
 @main.command("make-example-models")
 @click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
 def make_example_models(directory: Path) -> None:
-    """Make the example models (scikit-learn, converted to ONNX here; nothing is downloaded)."""
-    from kaliper.serving.examples import make_cpu_heavy, make_iris
+    """Make the example models (scikit-learn, converted to ONNX here; nothing is downloaded): iris.onnx and
+    mlp.onnx for the demo, and iris/ (model.joblib, model.onnx, rows.jsonl) for the optimization examples,
+    whose `models` volume this folder stands in for (kaliper run --volume models=DIRECTORY)."""
+    from kaliper.serving.examples import make_cpu_heavy, make_iris, make_iris_pipeline
 
-    for path in (make_iris(directory / "iris.onnx"), make_cpu_heavy(directory / "mlp.onnx")):
+    made = [make_iris(directory / "iris.onnx"), make_cpu_heavy(directory / "mlp.onnx"), *make_iris_pipeline(directory)]
+    for path in made:
         click.echo(f"wrote {path}")
 
 

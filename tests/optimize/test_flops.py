@@ -328,3 +328,13 @@ def test_unknown_custom_op() -> None:
     result = estimate(_model(nodes, {"x": (F, [3])}, opsets={"": 20, "acme": 1}))
     assert result.nodes == [NodeFlops("relu", "Relu", 3), NodeFlops("Foo_1", "Foo", None)]
     assert result.without_estimate == ["Foo"]
+
+
+def test_refused_shape_inference_leaves_what_declared_shapes_allow(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(*args: object, **kwargs: object) -> onnx.ModelProto:
+        raise ValueError("Message onnx.ModelProto exceeds maximum protobuf size of 2GB")
+
+    monkeypatch.setattr(onnx.shape_inference, "infer_shapes", refuse)
+    result = estimate(cnn_model())
+    assert [n.flops for n in result.nodes] == [None, None, None, 0, None]
+    assert result.without_estimate == ["Conv", "Gemm", "MaxPool", "Relu"]

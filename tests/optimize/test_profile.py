@@ -244,6 +244,12 @@ def test_profile_model_with_onnx_runtime_defaults(tmp_path: Path, monkeypatch: p
     assert {t.op_type for t in profile.operator_types if t.time_us is not None} == kept
     assert {o.op_type for o in profile.operators} == kept
     assert profile.flops == 507914
+    # Per type, FLOPs of the graph ONNX Runtime ran: the conv (fused with its ReLU, as FusedConv or as an
+    # NCHWc Conv depending on the CPU) keeps the Conv's count, the ReLU's is gone with it.
+    by_type = {t.op_type: t.flops for t in profile.operator_types if t.time_us is not None}
+    assert (by_type["Gemm"], by_type["MaxPool"]) == (40970, 8192)
+    assert sum(by_type.get(t) or 0 for t in ("Conv", "FusedConv")) == 450560
+    assert profile.graph_nodes[0].flops == 450560
     assert [n.node for n in profile.graph_nodes] == ["conv", "relu", "pool", "flatten", "fc"]
     # The caller's options are as they were, and the trace is gone.
     assert not options.enable_profiling

@@ -303,8 +303,9 @@ class Footprint(KaliperModel):
     latency_ms: Annotated[float, Field(ge=0)] | None = None
     """Latency figure chosen by evaluator.latency.metric, in milliseconds."""
     latency_ci_low_ms: Annotated[float, Field(ge=0)] | None = None
+    """Lower end of the 95% confidence interval of latencyMs."""
     latency_ci_high_ms: Annotated[float, Field(ge=0)] | None = None
-    """95% confidence interval of latencyMs (high absent when the runs are too few to bound a tail)."""
+    """Upper end of that interval (absent when the runs are too few to bound a tail percentile)."""
     latency_improvement_percent: float | None = None
     """How much lower the latency is than the original's, in percent."""
     model_size_bytes: Annotated[int, Field(ge=0)] | None = None
@@ -330,6 +331,7 @@ class ChosenModel(KaliperModel):
     latency_ms: Annotated[float, Field(ge=0)] | None = None
     """Its latency figure (evaluator.latency.metric), in milliseconds."""
     model_size_bytes: Annotated[int, Field(ge=0)] | None = None
+    """Size of the model file."""
     latency_improvement_percent: float | None = None
     """How much lower the latency is than the original's, in percent."""
     accuracy_degradation: float | None = None
@@ -340,7 +342,9 @@ class OperatorTypeShare(KaliperModel):
     """One operator type's part of a model's time."""
 
     op_type: Annotated[str, Field(max_length=128)]
+    """ONNX operator type, as ONNX Runtime ran it (FusedGemm, Conv...)."""
     nodes: Annotated[int, Field(ge=0)]
+    """Nodes of this type in the graph ONNX Runtime ran."""
     time_percent: float | None = None
     """Share of the model's summed kernel time (ONNX Runtime's profiler)."""
     flops: Annotated[int, Field(ge=0)] | None = None

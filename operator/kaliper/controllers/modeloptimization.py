@@ -192,9 +192,7 @@ def _finish(state: _Status, body: dict[str, Any], resource: ModelOptimization, r
         return
     follow = resource.spec.follow_up
     if follow is not None and follow.deployment is not None:
-        assert resource.spec.output.pvc is not None
-        inside = f"{resource.spec.output.pvc.path.strip('/')}/best/model.onnx"
-        deployment = deployment_spec(follow.deployment, chosen_source(resource.spec, inside), report.chosen)
+        deployment = deployment_spec(follow.deployment, chosen_source(resource.spec), report.chosen)
         kube.apply(build_follow_up(body, "ModelDeployment", follow.deployment.name, deployment.to_manifest()))
         status.follow_up = FollowUpStatus(deployment_name=follow.deployment.name)
         if follow.profile_run is not None:

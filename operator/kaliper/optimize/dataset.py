@@ -154,11 +154,10 @@ def item_array(row: Row, arg: ort.NodeArg) -> np.ndarray:
     dtype = _dtype(arg)
     value = row.inputs[arg.name]
     try:
-        raw = np.asarray(value)
         # numpy would turn null into NaN for float inputs: refuse it rather than evaluate on made-up values.
-        if raw.dtype == np.object_ and dtype is not np.object_:
+        if dtype is not np.object_ and np.asarray(value).dtype == np.object_:
             raise ValueError("it holds null, or numbers mixed with other values")
-        array = raw.astype(dtype)
+        array = np.asarray(value, dtype=dtype)
     except (ValueError, TypeError) as exc:
         raise DatasetError(f"{where} does not convert to {np.dtype(dtype).name} ({exc})") from exc
     if dtype is np.object_ and not all(isinstance(v, str) for v in array.ravel()):

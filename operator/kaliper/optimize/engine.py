@@ -20,6 +20,7 @@ from kaliper.api.modeloptimization import ChosenModel, ModelOptimizationSpec
 from kaliper.log import get_logger
 from kaliper.optimize import dataset as data
 from kaliper.optimize import evaluate, frontier, passes
+from kaliper.optimize.followups import CHOSEN_FILE
 from kaliper.optimize.profile import profile_model
 from kaliper.optimize.space import CandidatePlan, run_search
 from kaliper.report.optimization import CandidateResult, OptimizationReport
@@ -269,7 +270,8 @@ def _describe(result: CandidateResult) -> str:
         parts.append(f"{result.latency_improvement_percent:+.1f}% faster")
     if result.accuracy is not None:
         parts.append(f"{result.accuracy_metric} {result.accuracy:.4g}")
-    parts.append("meets the goals" if result.meets_goals else f"misses: {result.message}")
+    if result.meets_goals is not None:
+        parts.append("meets the goals" if result.meets_goals else f"misses: {result.message}")
     return ", ".join(parts)
 
 
@@ -302,6 +304,12 @@ def run(
     except KeyboardInterrupt:
         report.phase, report.reason, report.interrupted = "Failed", "Interrupted", True
         report.message = f"interrupted after {len(report.candidates)} candidates; the rest were not evaluated"
+    except Exception as error:  # a bug or an environment problem: still a report, with what was measured
+        log.error("optimization failed", error=str(error), exc_info=True)
+        report.phase, report.reason = "Failed", "InternalError"
+        report.message = (
+            f"the optimizer failed unexpectedly ({type(error).__name__}: {error}); the candidates so far are kept"
+        )
     finally:
         report.finished_at = datetime.now(UTC)
         report.artifacts = inputs.artifact_uri(inputs.output)
@@ -320,8 +328,13 @@ def _optimize(job: Optimization, report: OptimizationReport, inputs: Inputs) -> 
         )
     job.progress("measuring the original model (ONNX Runtime's defaults, and with its graph optimizations off)")
     original = CandidatePlan()
-    unoptimized = job.measure("unoptimized", original, job.original, graph_level="disabled")
-    baseline = job.measure("original", original, job.original)
+    try:
+        unoptimized = job.measure("unoptimized", original, job.original, graph_level="disabled")
+        baseline = job.measure("original", original, job.original)
+    except evaluate.EvaluationError as error:
+        raise OptimizationFailed("DatasetMismatch", f"evaluator.accuracy: {error}") from error
+    except passes.ModelLoadError as error:
+        raise OptimizationFailed("ModelDidNotLoad", f"model.source: {error}") from error
     if baseline.accuracy is not None:
         job.original_score = baseline.accuracy
         baseline.accuracy_degradation = 0.0
@@ -429,7 +442,7 @@ def _keep(job: Optimization, report: OptimizationReport, inputs: Inputs, chosen:
         candidate.artifact = inputs.artifact_uri(target)
     if chosen is None:
         return
-    best = inputs.output / "best" / "model.onnx"
+    best = inputs.output / CHOSEN_FILE
     best.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(job.model_for(_plan_of(job, chosen)), best)
     settings = runtime_settings(chosen)

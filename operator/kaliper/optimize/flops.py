@@ -120,8 +120,11 @@ def _inferred_shapes(model: onnx.ModelProto, batch_size: int, input_shapes: Mapp
             if not dim.HasField("dim_value") or dim.dim_value <= 0:
                 dim.dim_value = batch_size
     _as_standard_ops(copy.graph)
-    inferred = shape_inference.infer_shapes(copy, check_type=False, strict_mode=False, data_prop=True)
-    graph = inferred.graph
+    try:
+        graph = shape_inference.infer_shapes(copy, check_type=False, strict_mode=False, data_prop=True).graph
+    except (shape_inference.InferenceError, ValueError):
+        # A graph inference rejects (or a proto over 2 GiB) still gets the estimates its declared shapes allow.
+        graph = copy.graph
     shapes = {t.name: tuple(t.dims) for t in graph.initializer}
     for value in [*graph.input, *graph.value_info, *graph.output]:
         shape = _static(value)
@@ -150,7 +153,7 @@ def _as_standard_ops(graph: onnx.GraphProto) -> None:
             keep, inputs = ("auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"), node.input[:3]
         elif node.op_type == "FusedGemm":
             keep, inputs = ("alpha", "beta", "transA", "transB"), node.input[:3]
-        elif node.op_type == "FusedMatMul" and not any(attributes.get(a) for a in ("transA", "transB")):
+        elif node.op_type == "FusedMatMul" and not any(attributes.get(a) for a in _MATMUL_TRANSPOSES):
             keep, inputs = (), node.input[:2]
         else:
             continue
@@ -162,6 +165,10 @@ def _as_standard_ops(graph: onnx.GraphProto) -> None:
             **{k: v for k, v in attributes.items() if k in keep},
         )
         node.CopyFrom(replacement)
+
+
+# FusedMatMul's attributes that move its operands' axes (MatMul has none).
+_MATMUL_TRANSPOSES = ("transA", "transB", "transBatchA", "transBatchB")
 
 
 def _input(node: onnx.NodeProto, shapes: Shapes, index: int) -> tuple[int, ...] | None:
@@ -216,7 +223,7 @@ def _matmul(a_index: int, b_index: int) -> Rule:
 
     def rule(node: onnx.NodeProto, shapes: Shapes) -> int | None:
         a, b = _input(node, shapes, a_index), _input(node, shapes, b_index)
-        if not a or not b:
+        if not a or not b or _attribute(node, "transBatchA", 0) or _attribute(node, "transBatchB", 0):
             return None
         a = (1, *a) if len(a) == 1 else a
         b = (*b, 1) if len(b) == 1 else b

@@ -4,18 +4,24 @@ operator; only the chosen model's source differs (a file here, the PVC path ther
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from kaliper.api.modeldeployment import ModelDeploymentSpec, ModelSource, Threads
 from kaliper.api.modeloptimization import ChosenModel, FollowUpDeployment, FollowUpProfileRun, ModelOptimizationSpec
 from kaliper.api.profilerun import ProfileRunSpec
 
+CHOSEN_FILE = "best/model.onnx"  # under the output folder: where the engine puts the chosen model
 
-def chosen_source(spec: ModelOptimizationSpec, chosen_file: str) -> ModelSource:
-    """The chosen model as a ModelDeployment's source: `chosen_file` is a local path, or the path inside the
-    output PVC (best/model.onnx under output.pvc.path)."""
+
+def chosen_source(spec: ModelOptimizationSpec, output_folder: Path | None = None) -> ModelSource:
+    """The chosen model as a ModelDeployment's source: on the output PVC (both paths; `kaliper run --volume`
+    maps the claim to a folder), else the file in `output_folder` on this machine."""
     name = spec.model.source.name
     if spec.output.pvc is not None:
-        return ModelSource(pvc={"claimName": spec.output.pvc.claim_name, "path": chosen_file}, format="onnx", name=name)
-    return ModelSource(file=chosen_file, format="onnx", name=name)
+        path = f"{spec.output.pvc.path.strip('/')}/{CHOSEN_FILE}"
+        return ModelSource(pvc={"claimName": spec.output.pvc.claim_name, "path": path}, format="onnx", name=name)
+    assert output_folder is not None, "a chosen model outside a PVC is a local file"
+    return ModelSource(file=str(output_folder / CHOSEN_FILE), format="onnx", name=name)
 
 
 def deployment_spec(follow: FollowUpDeployment, source: ModelSource, chosen: ChosenModel) -> ModelDeploymentSpec:

@@ -41,7 +41,7 @@ def goal_problems(
 ) -> list[str]:
     """Why a measured candidate misses the goals (empty: it meets them). Without minImprovementPercent a
     candidate must still be faster than the original beyond the noise (its latency interval entirely below
-    the original's): a variant that is not measurably faster is never worth deploying."""
+    the original's figure): a variant that is not measurably faster is never worth deploying."""
     problems = []
     accuracy = evaluator.accuracy
     lost = candidate.accuracy_degradation
@@ -61,14 +61,17 @@ def goal_problems(
     elif wanted is None and improvement <= 0:
         problems.append(f"not faster than the original ({improvement:.1f}%)")
     elif wanted is None and _overlap(candidate, baseline):
-        problems.append(f"not faster than the original beyond the noise ({improvement:.1f}%, the intervals overlap)")
+        problems.append(
+            f"not faster than the original beyond the noise ({improvement:.1f}%; its interval reaches the original's "
+            "figure)"
+        )
     return problems
 
 
 def _overlap(candidate: CandidateResult, baseline: CandidateResult | None) -> bool:
     high = candidate.latency_ci_high_ms
-    low = baseline.latency_ci_low_ms if baseline is not None else None
-    return high is not None and low is not None and high >= low
+    figure = baseline.latency_ms if baseline is not None else None
+    return high is not None and figure is not None and high >= figure
 
 
 def choose(candidates: Sequence[CandidateResult]) -> CandidateResult | None:

@@ -64,7 +64,7 @@ def convert_sklearn(source: Path, inputs: list[TensorSpec], target_opset: int, o
         estimator = joblib.load(source)
     except Exception as exc:  # unpickling fails in many ways: wrong format, missing module, truncated file
         raise ModelLoadError(
-            f"{source.name} does not load as a joblib or pickle file ({type(exc).__name__}: {exc}); "
+            f"{source.name} does not load as a joblib or pickle file ({type(exc).__name__}: {_first_line(exc)}); "
             "save the estimator with joblib.dump(model, path)"
         ) from exc
     if not isinstance(estimator, BaseEstimator):
@@ -124,7 +124,8 @@ def convert_pytorch(source: Path, inputs: list[TensorSpec], target_opset: int, o
             module = torch.load(str(source), map_location="cpu", weights_only=False)
         except Exception as exc:
             raise ModelLoadError(
-                f"{source.name} does not load with torch.jit.load or torch.load ({type(exc).__name__}: {exc})"
+                f"{source.name} does not load with torch.jit.load or torch.load "
+                f"({type(exc).__name__}: {_first_line(exc)})"
             ) from exc
     if not isinstance(module, torch.nn.Module):
         raise ModelLoadError(
@@ -179,8 +180,10 @@ def _merge_opsets(model: onnx.ModelProto) -> None:
     model.opset_import.extend(onnx.helper.make_opsetid(d, v) for d, v in versions.items())
 
 
-def _first_line(exc: BaseException) -> str:
-    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+def _first_line(exc: BaseException, limit: int = 400) -> str:
+    """The first line of an exception's message, cut to `limit` characters (they end up in status messages)."""
+    line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
 # --- loading -----------------------------------------------------------------------------------------
@@ -317,7 +320,7 @@ def quantize(
         except Exception as exc:  # the quantizer raises ValueError, RuntimeError and ONNX Runtime's own errors
             raise PassError(
                 f"passes.quantization: ONNX Runtime could not quantize {source.name} ({type(exc).__name__}: "
-                f"{_first_line(exc)}); remove passes.quantization for this model"
+                f"{_first_line(exc)}); {_quantization_fix(source)}"
             ) from exc
     quantized = [
         n.op_type for n in onnx.load(str(out), load_external_data=False).graph.node if is_quantized_op(n.op_type)
@@ -326,13 +329,13 @@ def quantize(
         out.unlink(missing_ok=True)
         raise PassError(
             f"passes.quantization: none of the model's operators can be quantized by ONNX Runtime (its operators: "
-            f"{', '.join(_op_types(source))}; ONNX Runtime quantizes {_QUANTIZABLE_OPS}); remove passes.quantization "
-            "for this model"
+            f"{', '.join(_op_types(source))}; ONNX Runtime quantizes {_QUANTIZABLE_OPS}); {_quantization_fix(source)}"
         )
     try:
         # The settings candidates are measured with: at level all, QDQ pairs fuse into QLinear kernels.
         open_session(out, SessionSettings(intra_op=1, inter_op=1))
     except ModelLoadError as exc:
+        out.unlink(missing_ok=True)
         raise PassError(quantized_load_failure(str(exc), options)) from exc
     return QuantizationResult(out, len(quantized), sorted(set(quantized)))
 
@@ -363,24 +366,27 @@ class _CalibrationReader:
     """ONNX Runtime's CalibrationDataReader protocol over feeds, stopping after `rows` rows."""
 
     def __init__(self, feeds: Iterable[dict[str, np.ndarray]], rows: int) -> None:
-        self._feeds = _capped(feeds, rows)
+        self._feeds = first_rows(feeds, rows)
 
     def get_next(self) -> dict[str, np.ndarray] | None:
         return next(self._feeds, None)
 
 
-def _capped(feeds: Iterable[dict[str, np.ndarray]], rows: int) -> Iterator[dict[str, np.ndarray]]:
+def first_rows(feeds: Iterable[dict[str, np.ndarray]], rows: int) -> Iterator[dict[str, np.ndarray]]:
+    """The feeds up to `rows` rows in all, the last one cut short if needed."""
     left = rows
+    if left <= 0:
+        return
     for feed in feeds:
-        if left <= 0:
-            return
         # Rows lie along the first axis; inputs without one count as one row.
         size = min((len(v) for v in feed.values() if np.ndim(v) > 0), default=1)
         if size > left:
             feed = {k: v[:left] if np.ndim(v) > 0 else v for k, v in feed.items()}
             size = left
-        left -= size
         yield feed
+        left -= size
+        if left <= 0:
+            return  # before pulling another feed: the dataset may be read lazily
 
 
 def _prepare_for_quantization(source: Path, work: Path) -> Path:
@@ -403,6 +409,24 @@ def _prepare_for_quantization(source: Path, work: Path) -> Path:
     return prepared
 
 
+def _quantization_fix(source: Path) -> str:
+    """What to do about a model the quantizer could not quantize: graph optimization at level extended or all
+    writes ONNX Runtime's own fused operators, which the quantizer does not know."""
+    fused = _runtime_op_types(source)
+    if fused:
+        return (
+            f"the model holds ONNX Runtime's fused operators ({', '.join(fused)}), which graph optimization at level "
+            "extended or all writes: quantize before graph optimization, or use passes.graphOptimization.level basic"
+        )
+    return "remove passes.quantization for this model"
+
+
+def _runtime_op_types(path: Path) -> list[str]:
+    """Operators of ONNX Runtime's own domains (com.microsoft, com.microsoft.nchwc) in the model, each once."""
+    graph = onnx.load(str(path), load_external_data=False).graph
+    return list(dict.fromkeys(n.op_type for n in graph.node if n.domain.startswith("com.microsoft")))
+
+
 def _op_types(path: Path) -> list[str]:
     """The model's operator types, each once, in graph order."""
     graph = onnx.load(str(path), load_external_data=False).graph
@@ -423,6 +447,14 @@ def to_float16(source: Path, keep_io_types: bool, out: Path) -> Path:
     from onnxruntime.transformers.float16 import DEFAULT_OP_BLOCK_LIST, convert_float_to_float16
 
     model = onnx.load(str(source))
+    nchwc = list(dict.fromkeys(n.op_type for n in model.graph.node if n.domain == "com.microsoft.nchwc"))
+    if nchwc:
+        # These are float32 CPU kernels in a blocked layout; in float16 the model no longer loads.
+        raise PassError(
+            f"passes.float16: the model holds ONNX Runtime's CPU-specific NCHWc operators ({', '.join(nchwc)}), which "
+            "graph optimization at level all writes: convert to float16 before graph optimization, or use "
+            "passes.graphOptimization.level extended"
+        )
     blocked = set(DEFAULT_OP_BLOCK_LIST)
     # Cast and Identity compute nothing: a graph of only those and blocked nodes has nothing to convert.
     if all(
@@ -447,10 +479,10 @@ def _float16_refusal(nodes: list[tuple[str, str]]) -> str:
     kept = list(dict.fromkeys(op for domain, op in nodes if domain != "ai.onnx.ml" and op not in ("Cast", "Identity")))
     reasons = []
     if ml:
-        reasons.append(
-            f"{', '.join(ml)} {'is an ai.onnx.ml operator' if len(ml) == 1 else 'are ai.onnx.ml operators'}, "
-            "which compute in float32 or float64 only"
+        verb = (
+            "is an ai.onnx.ml operator, which computes" if len(ml) == 1 else "are ai.onnx.ml operators, which compute"
         )
+        reasons.append(f"{', '.join(ml)} {verb} in float32 or float64 only")
     if kept:
         reasons.append(f"ONNX Runtime's float16 converter keeps {', '.join(kept)} in float32")
     return (

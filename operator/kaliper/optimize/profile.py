@@ -67,12 +67,16 @@ def profile_model(
     batch_size: int = 1,
 ) -> ModelProfile:
     """Profile `runs` inferences of the model at `path` on `feeds` (after WARMUP_RUNS untimed ones). The
-    FLOPs are estimated at the feeds' shapes. The given options are used as they are, with profiling turned
-    on for this session only: they are restored afterwards, and the trace is deleted."""
+    FLOPs are estimated at the feeds' shapes, on the stored graph (the model's total and `graphNodes`) and on
+    the graph ONNX Runtime ran after its own optimizations (the per-node and per-type rows, whose names and
+    types are the profiler's). The given options are used as they are, with profiling turned on for this
+    session only: they are restored afterwards, and the trace is deleted."""
     model = onnx.load(str(path), load_external_data=False)
-    flops = estimate(model, batch_size, input_shapes={name: array.shape for name, array in feeds.items()})
-    trace = _trace(path, feeds, WARMUP_RUNS + runs, session_options or ort.SessionOptions(), providers)
-    return profile_from(model_id, flops, parameter_count(model), kernel_times(trace, runs), runs, batch_size)
+    shapes = {name: array.shape for name, array in feeds.items()}
+    flops = estimate(model, batch_size, input_shapes=shapes)
+    trace, ran_model = _trace(path, feeds, WARMUP_RUNS + runs, session_options or ort.SessionOptions(), providers)
+    ran = estimate(ran_model, batch_size, input_shapes=shapes) if ran_model is not None else None
+    return profile_from(model_id, flops, parameter_count(model), kernel_times(trace, runs), runs, batch_size, ran)
 
 
 def profile_from(
@@ -82,13 +86,19 @@ def profile_from(
     times: Mapping[str, tuple[str, float]],
     runs: int,
     batch_size: int = 1,
+    ran: FlopsEstimate | None = None,
 ) -> ModelProfile:
-    """Assemble the profile. Nodes ONNX Runtime ran take the FLOPs of the stored node of the same name (it
-    keeps the name when it fuses into a node, so a FusedConv gets its Conv's count), and stored nodes take
-    the time of the run node of the same name. Per op type, `nodes` counts the nodes that were timed, or
-    for a type ONNX Runtime fused away (no time), the stored nodes; its FLOPs are the stored graph's."""
+    """Assemble the profile. Nodes ONNX Runtime ran take the FLOPs of the node of the same name in the graph
+    it ran (`ran`; without it, the stored graph: ONNX Runtime keeps the name when it fuses into a node, so a
+    FusedConv gets its Conv's count), and stored nodes take the time of the run node of the same name. Per
+    op type, `nodes` counts the nodes that were timed, or for a type with no time, the graph's nodes; its
+    FLOPs are those of the graph it ran."""
     total = sum(time for _, time in times.values())
-    stored = {n.name: n.flops for n in flops.nodes}
+    # Where shape inference cannot follow the graph ONNX Runtime ran (its NCHWc layout operators are not
+    # ONNX's), a node or type falls back to the stored graph's figure for the same name.
+    stored_by_name = {n.name: n.flops for n in flops.nodes}
+    ran_by_name = {n.name: n.flops for n in ran.nodes} if ran is not None else {}
+    stored = {name: ran_by_name.get(name) or stored_by_name.get(name) for name in times}
     operators = [
         OperatorTime(
             node=node, op_type=op, time_us=_us(time), time_percent=_percent(time, total), flops=stored.get(node)
@@ -114,29 +124,31 @@ def profile_from(
         nodes_without_estimate=flops.without_estimate,
         kernel_time_us=_us(total),
         operators=sorted(operators, key=lambda o: (-(o.time_us or 0.0), o.node)),
-        operator_types=_by_op_type(flops, times, total),
+        operator_types=_by_op_type(ran or flops, flops, times, total),
         graph_nodes=graph_nodes,
     )
 
 
-def _by_op_type(flops: FlopsEstimate, times: Mapping[str, tuple[str, float]], total: float) -> list[OperatorTypeTime]:
+def _by_op_type(
+    ran: FlopsEstimate, stored_graph: FlopsEstimate, times: Mapping[str, tuple[str, float]], total: float
+) -> list[OperatorTypeTime]:
     timed: dict[str, tuple[int, float]] = {}
     for op, time in times.values():
         count, summed = timed.get(op, (0, 0.0))
         timed[op] = (count + 1, summed + time)
-    stored: dict[str, int] = {}
-    for n in flops.nodes:
-        stored[n.op_type] = stored.get(n.op_type, 0) + 1
+    counted: dict[str, int] = {}
+    for n in ran.nodes:
+        counted[n.op_type] = counted.get(n.op_type, 0) + 1
     rows = []
-    for op in timed.keys() | stored.keys():
-        count, time = timed[op] if op in timed else (stored[op], None)
+    for op in timed.keys() | counted.keys():
+        count, time = timed[op] if op in timed else (counted[op], None)
         rows.append(
             OperatorTypeTime(
                 op_type=op,
                 nodes=count,
                 time_us=None if time is None else _us(time),
                 time_percent=None if time is None else _percent(time, total),
-                flops=flops.by_op_type.get(op),
+                flops=ran.by_op_type.get(op, stored_graph.by_op_type.get(op)),
             )
         )
     return sorted(rows, key=lambda r: (r.time_us is None, -(r.time_us or 0.0), -(r.flops or 0), r.op_type))
@@ -152,17 +164,25 @@ def _percent(time: float, total: float) -> float:
 
 def _trace(
     path: Path, feeds: dict[str, np.ndarray], inferences: int, options: ort.SessionOptions, providers: list[str] | None
-) -> list[dict[str, Any]]:
-    """Run the model `inferences` times with profiling on and return the trace."""
+) -> tuple[list[dict[str, Any]], onnx.ModelProto | None]:
+    """Run the model `inferences` times with profiling on; return the trace and the graph ONNX Runtime ran
+    (saved as it optimized it; None when it could not save it)."""
     # SessionOptions cannot be copied, so the caller's are switched for this session and restored.
-    saved = options.enable_profiling, options.profile_file_prefix
+    saved = options.enable_profiling, options.profile_file_prefix, options.optimized_model_filepath
+    severity = options.log_severity_level
     try:
+        # Saving the NCHWc graph warns that it only runs on this CPU: true, and beside the point here.
+        options.log_severity_level = 3
         with tempfile.TemporaryDirectory(prefix="kaliper-profile-") as folder:
             options.enable_profiling = True
             options.profile_file_prefix = str(Path(folder) / "ort")
+            options.optimized_model_filepath = str(Path(folder) / "ran.onnx")
             session = ort.InferenceSession(str(path), sess_options=options, providers=providers)
             for _ in range(inferences):
                 session.run(None, feeds)
-            return json.loads(Path(session.end_profiling()).read_text())
+            trace = json.loads(Path(session.end_profiling()).read_text())
+            ran = Path(folder) / "ran.onnx"
+            return trace, onnx.load(str(ran), load_external_data=False) if ran.exists() else None
     finally:
-        options.enable_profiling, options.profile_file_prefix = saved
+        options.enable_profiling, options.profile_file_prefix, options.optimized_model_filepath = saved
+        options.log_severity_level = severity

@@ -56,3 +56,33 @@ def make_cpu_heavy(path: Path, hidden: int = 512, layers: int = 4, features: int
         warnings.simplefilter("ignore", ConvergenceWarning)
         model = MLPRegressor(hidden_layer_sizes=(hidden,) * layers, max_iter=5, random_state=0).fit(x, y)
     return _to_onnx(model, features, path)
+
+
+def make_iris_pipeline(directory: Path) -> list[Path]:
+    """What examples/pipeline.yaml and examples/modeloptimization.yaml read from their `models` volume: an
+    iris classifier wide enough that its matrix multiplies dominate (two hidden layers of 512, so int8
+    quantization has something to speed up), as iris/model.joblib and iris/model.onnx, and the labelled
+    rows iris/rows.jsonl (one {"inputs": {"float_input": [...]}, "label": n} per line)."""
+    import json
+
+    import joblib
+    from sklearn.datasets import load_iris
+    from sklearn.exceptions import ConvergenceWarning
+    from sklearn.neural_network import MLPClassifier
+
+    x, y = load_iris(return_X_y=True)
+    x = x.astype(np.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        model = MLPClassifier(hidden_layer_sizes=(512, 512), max_iter=300, random_state=0).fit(x, y)
+    folder = directory / "iris"
+    folder.mkdir(parents=True, exist_ok=True)
+    joblib.dump(model, folder / "model.joblib")
+    rows = folder / "rows.jsonl"
+    rows.write_text(
+        "".join(
+            json.dumps({"inputs": {"float_input": [float(v) for v in row]}, "label": int(label)}) + "\n"
+            for row, label in zip(x, y, strict=True)
+        )
+    )
+    return [folder / "model.joblib", _to_onnx(model, 4, folder / "model.onnx"), rows]

@@ -1,0 +1,258 @@
+"""`kaliper run` with ModelOptimizations: real conversions, quantization and measurements of small real models
+under a real cgroup CPU limit; the failures a user meets (a model that does not load, a dataset that does
+not fit the model, operators that cannot be quantized, a goal nobody meets) end in a clear report; and a
+file holding several kinds runs in order, the follow-ups serving and profiling the chosen model."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+import yaml
+
+from kaliper.api.modeloptimization import ModelOptimizationStatus
+from kaliper.report.optimization import OptimizationReport
+from kaliper.report.schema import ProfileReport
+from kaliper.serving.examples import make_iris_pipeline, make_iris_sklearn
+from tests.support.kernel import kaliper_groups
+
+KALIPER = Path(sys.executable).with_name("kaliper")
+FLOAT_INPUT = [{"name": "float_input", "shape": [-1, 4], "datatype": "FP32"}]
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """iris/model.joblib (an MLP with two hidden layers of 512), iris/model.onnx, iris/rows.jsonl."""
+    folder = tmp_path_factory.mktemp("volume")
+    make_iris_pipeline(folder)
+    return folder
+
+
+def optimization(name: str = "iris-opt", **spec: Any) -> dict[str, Any]:
+    return {"apiVersion": "kaliper.dev/v1alpha1", "kind": "ModelOptimization", "metadata": {"name": name}, "spec": spec}
+
+
+def run(tmp_path: Path, *documents: dict[str, Any], args: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
+    manifest = tmp_path / "manifest.yaml"
+    manifest.write_text(yaml.safe_dump_all(documents, sort_keys=False))
+    command = [str(KALIPER), "run", str(manifest), *args]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    stdout, stderr = process.communicate(timeout=600)
+    result = subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
+    result.pid = process.pid  # type: ignore[attr-defined]  # Kaliper's cgroups of this run start with it
+    return result
+
+
+def report_of(folder: Path) -> OptimizationReport:
+    return OptimizationReport.model_validate_json((folder / "report.json").read_text())
+
+
+def test_a_scikit_learn_model_is_converted_quantized_and_tuned_under_the_cpu_limit(
+    tmp_path: Path, models: Path
+) -> None:
+    out = tmp_path / "out"
+    spec = {
+        "model": {"source": {"file": str(models / "iris/model.joblib")}, "framework": "sklearn", "inputs": FLOAT_INPUT},
+        "passes": {"conversion": {}, "quantization": {"mode": "dynamic"}, "threadTuning": {"intraOp": [1, 2]}},
+        "evaluator": {
+            "accuracy": {"dataset": {"file": str(models / "iris/rows.jsonl")}, "maxDegradation": 0.02},
+            # The mean, over enough runs to span many 100 ms CFS periods: two spinning intra-op threads (ONNX
+            # Runtime's default here, one per core) exhaust a 0.5 CPU quota and sit throttled, one does not.
+            "latency": {"metric": "avg", "runs": 2000, "warmupRuns": 50},
+        },
+        "target": {"cpu": "500m"},
+        "output": {"directory": str(out), "keep": 2},
+    }
+    result = run(tmp_path, optimization(**spec))
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = report_of(out)
+    assert report.phase == "Succeeded" and report.reason == "Succeeded"
+    # The optimizer ran in a cgroup with the target's 0.5 CPU and knew it (its default thread counts and the
+    # report come from the limit it saw); the cgroup is gone afterwards.
+    assert report.target == {"device": "cpu", "cpuLimit": "0.5", "executionProviders": "CPUExecutionProvider"}
+    assert kaliper_groups(f"{result.pid}-") == []  # type: ignore[attr-defined]
+    # quantization off/on x intra-op threads 1, 2
+    assert [(c.id, c.passes, c.parameters.get("intraOp")) for c in report.candidates] == [
+        ("c1", ["conversion", "threadTuning"], "1"),
+        ("c2", ["conversion", "threadTuning"], "2"),
+        ("c3", ["conversion", "quantization", "threadTuning"], "1"),
+        ("c4", ["conversion", "quantization", "threadTuning"], "2"),
+    ]
+    assert [r.id for r in report.references] == ["unoptimized"]
+    assert report.baseline is not None and report.baseline.passes == ["conversion"]
+    # Accuracy on the 150 labelled rows: the converted MLP predicts like the scikit-learn one.
+    assert report.baseline.accuracy == pytest.approx(0.98, abs=0.011)
+    assert report.baseline.latency is not None and report.baseline.latency.runs == 2000
+    quantized = [c for c in report.candidates if "quantization" in c.passes]
+    assert all(
+        c.model_size_bytes is not None and c.model_size_bytes < report.baseline.model_size_bytes / 3 for c in quantized
+    )  # type: ignore[operator]
+    chosen = report.chosen
+    assert chosen is not None and chosen.artifact == str(out / "best/model.onnx")
+    picked = next(c for c in report.candidates if c.id == chosen.candidate_id)
+    assert picked.meets_goals is True
+    assert chosen.settings["intraOp"] == picked.parameters["intraOp"] == "1"
+    # The kept model is a real ONNX model that classifies the rows as the report says.
+    rows = [json.loads(line) for line in (models / "iris/rows.jsonl").read_text().splitlines()]
+    session = ort.InferenceSession(str(out / "best/model.onnx"), providers=["CPUExecutionProvider"])
+    labels = session.run(None, {"float_input": np.array([r["inputs"]["float_input"] for r in rows], np.float32)})[0]
+    assert float(np.mean(labels == np.array([r["label"] for r in rows]))) == pytest.approx(picked.accuracy)
+    assert json.loads((out / "best/settings.json").read_text()) == chosen.settings
+    assert sorted(p.name for p in (out / "candidates").iterdir()) == sorted(
+        c.id for c in sorted(report.candidates, key=lambda c: (not c.meets_goals, c.latency_ms))[:2]
+    )
+    # Profiles of the original and of the chosen model: 4*512+512 + 512*512+512 + 512*3+3 weights and biases.
+    assert [p.model for p in report.profiles] == ["original", chosen.candidate_id]
+    assert report.profiles[0].parameters == 266755 + 4  # + skl2onnx's four shape and axis constants
+    # The status `kaliper run` writes is the one the operator would write.
+    status = ModelOptimizationStatus.model_validate(yaml.safe_load((out / "status.yaml").read_text()))
+    assert status.phase == "Succeeded" and status.evaluated == 4 and status.chosen == chosen
+    assert [p.model for p in status.profiles or []] == ["original", chosen.candidate_id]
+    assert "ModelOptimization iris-opt" in (out / "report.html").read_text()
+
+
+def test_a_model_that_does_not_load_ends_in_a_failed_report(tmp_path: Path) -> None:
+    broken = tmp_path / "broken.onnx"
+    broken.write_bytes(b"not an onnx model")
+    out = tmp_path / "out"
+    spec = {
+        "model": {"source": {"file": str(broken)}},
+        "passes": {"graphOptimization": {}},
+        "output": {"directory": str(out)},
+    }
+    result = run(tmp_path, optimization(**spec))
+    assert result.returncode == 1
+    report = report_of(out)
+    assert (report.phase, report.reason) == ("Failed", "ModelDidNotLoad")
+    assert report.message == (
+        "model.source: broken.onnx is not an ONNX model (it does not parse as one: Error parsing message with type "
+        "'onnx.ModelProto')"
+    )
+    assert "Traceback" not in result.stderr
+    status = yaml.safe_load((out / "status.yaml").read_text())
+    assert status["phase"] == "Failed"
+
+
+def test_a_dataset_that_does_not_fit_the_model_names_the_field(tmp_path: Path, models: Path) -> None:
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text(json.dumps({"inputs": {"features": [5.1, 3.5, 1.4, 0.2]}, "label": 0}) + "\n")
+    out = tmp_path / "out"
+    spec = {
+        "model": {"source": {"file": str(models / "iris/model.onnx")}},
+        "passes": {"quantization": {}},
+        "evaluator": {"accuracy": {"dataset": {"file": str(rows)}, "maxDegradation": 0.01}},
+        "output": {"directory": str(out)},
+    }
+    assert run(tmp_path, optimization(**spec)).returncode == 1
+    report = report_of(out)
+    assert (report.phase, report.reason) == ("Failed", "DatasetMismatch")
+    assert report.message == (
+        "evaluator.accuracy.dataset line 1: inputs has no field 'float_input' (the model's inputs are: float_input); "
+        'rows look like {"inputs": {"float_input": [...]}, "label": ...}'
+    )
+
+
+def test_operators_that_cannot_be_quantized_fail_their_candidates_with_the_reason(tmp_path: Path) -> None:
+    model = make_iris_sklearn(tmp_path / "logistic.joblib")  # a LinearClassifier: nothing ONNX Runtime quantizes
+    out = tmp_path / "out"
+    spec = {
+        "model": {"source": {"file": str(model)}, "framework": "sklearn", "inputs": FLOAT_INPUT},
+        "passes": {"conversion": {}, "quantization": {}},
+        "evaluator": {"latency": {"runs": 50}},
+        "output": {"directory": str(out)},
+    }
+    assert run(tmp_path, optimization(**spec)).returncode == 1
+    report = report_of(out)
+    assert (report.phase, report.reason) == ("Failed", "NoCandidateMeetsGoals")
+    (candidate,) = report.candidates
+    assert candidate.status == "Failed"
+    assert candidate.message is not None and candidate.message.startswith("passes.quantization: none of the model's")
+    assert "LinearClassifier" in candidate.message
+    assert report.message == "none of the 1 candidates meets the goals; 1 failed (see their messages)"
+    # The original was still measured and profiled: the user sees what the model costs.
+    assert report.baseline is not None and report.baseline.latency_ms is not None
+    assert [p.model for p in report.profiles] == ["original"]
+
+
+def test_a_goal_no_candidate_meets_keeps_every_candidate_and_names_the_closest(tmp_path: Path, models: Path) -> None:
+    out = tmp_path / "out"
+    spec = {
+        "model": {"source": {"file": str(models / "iris/model.onnx")}},
+        "passes": {"graphOptimization": {"level": "basic"}, "threadTuning": {"intraOp": [1]}},
+        "evaluator": {"latency": {"metric": "p50", "runs": 100, "minImprovementPercent": 99}},
+        "output": {"directory": str(out)},
+    }
+    assert run(tmp_path, optimization(**spec)).returncode == 1
+    report = report_of(out)
+    assert (report.phase, report.reason) == ("Failed", "NoCandidateMeetsGoals")
+    # graph optimization off/on, each with one intra-op thread
+    assert len(report.candidates) == 2 and all(c.meets_goals is False for c in report.candidates)
+    assert all("less than evaluator.latency.minImprovementPercent=99" in (c.message or "") for c in report.candidates)
+    assert report.message is not None and report.message.startswith(
+        "none of the 2 candidates meets the goals; the fastest, c"
+    )
+    assert report.chosen is None and not (out / "best").exists()
+
+
+def test_a_pipeline_file_runs_in_order_and_the_follow_ups_serve_the_chosen_model(tmp_path: Path, models: Path) -> None:
+    out = tmp_path / "volume/iris/optimized"
+    optimize = optimization(
+        "iris-pipeline-opt",
+        model={"source": {"pvc": {"claimName": "models", "path": "iris/model.onnx"}}},
+        passes={"quantization": {"mode": "dynamic"}, "threadTuning": {"intraOp": [1]}},
+        evaluator={
+            "accuracy": {"dataset": {"file": str(models / "iris/rows.jsonl")}, "maxDegradation": 0.05},
+            "latency": {"metric": "p50", "runs": 300},
+        },
+        target={"cpu": "1"},
+        output={"pvc": {"claimName": "models", "path": "iris/optimized"}, "keep": 1},
+        followUp={
+            "deployment": {
+                "name": "iris-optimized",
+                "template": {"resources": {"limits": {"cpu": "500m", "memory": "256Mi"}}},
+            },
+            "profileRun": {
+                "name": "iris-optimized-profile",
+                "template": {
+                    "payload": {"tensors": {"inputs": FLOAT_INPUT, "seed": 1}},
+                    "load": {
+                        "closedLoop": {"concurrency": 2},
+                        "minDuration": "2s",
+                        "maxDuration": "4s",
+                        "warmup": "1s",
+                    },
+                    "report": {"directory": str(tmp_path / "profile")},
+                },
+            },
+        },
+    )
+    cleanup = {
+        "apiVersion": "kaliper.dev/v1alpha1",
+        "kind": "Cleanup",
+        "metadata": {"name": "iris-cleanup"},
+        "spec": {"kinds": ["ProfileRun"], "olderThan": "1h"},
+    }
+    (tmp_path / "volume/iris").mkdir(parents=True)
+    (tmp_path / "volume/iris/model.onnx").write_bytes((models / "iris/model.onnx").read_bytes())
+    result = run(tmp_path, optimize, cleanup, args=("--volume", f"models={tmp_path / 'volume'}"))
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert (
+        "Cleanup iris-cleanup: skipped (it removes cluster objects; locally, `kaliper gc` does that)" in result.stderr
+    )
+    assert "follow-ups: ModelDeployment iris-optimized, ProfileRun iris-optimized-profile" in result.stdout
+    report = report_of(out)
+    assert report.chosen is not None and report.chosen.artifact == str(out / "best/model.onnx")
+    status = yaml.safe_load((out / "status.yaml").read_text())
+    assert status["followUp"] == {"deploymentName": "iris-optimized", "profileRunName": "iris-optimized-profile"}
+    # The follow-up ProfileRun loaded a server of the chosen model: its trial succeeded against it.
+    profile = ProfileReport.model_validate_json((tmp_path / "profile/report.json").read_text())
+    assert profile.name == "iris-optimized-profile"
+    (trial,) = profile.trials
+    assert trial.status == "Succeeded" and trial.stage is not None and trial.stage.requests > 0
+    assert trial.parameters == {"concurrency": "2"}
