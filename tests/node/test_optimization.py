@@ -1,0 +1,235 @@
+"""ModelOptimization on the real node: the operator runs the optimizer as a Job of the project's image under
+the target's CPU limit, reading the model and writing the optimized ones on a PersistentVolumeClaim backed by
+a local volume; the status carries the candidates, frontiers, profiles and the chosen model; the follow-ups
+(a ModelDeployment of the chosen model and a ProfileRun of it) run; and examples/pipeline.yaml works as
+applied."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from kaliper.report.optimization import OptimizationReport
+from kaliper.serving.examples import make_iris_pipeline
+from tests.conftest import EXAMPLES
+from tests.node.conftest import Operator
+from tests.node.test_walkthrough import wait_for_phase
+from tests.support.controlplane import ControlPlaneError, wait_for
+from tests.support.node import IMAGE, NODE_NAME, Node
+
+FLOAT_INPUT = [{"name": "float_input", "shape": [-1, 4], "datatype": "FP32"}]
+
+
+@pytest.fixture
+def models_claim(node: Node, node_namespace: str) -> Iterator[Path]:
+    """The PVC `models` in the test's namespace, bound to a local PersistentVolume on the node whose folder
+    holds what `kaliper make-example-models` writes (iris/model.joblib, iris/model.onnx, iris/rows.jsonl)."""
+    folder = node.root / "volumes" / node_namespace
+    make_iris_pipeline(folder)
+    for path in [folder, *folder.rglob("*")]:  # the optimizer runs as uid 10001
+        path.chmod(0o777 if path.is_dir() else 0o666)
+    volume = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {"name": f"models-{node_namespace}"[:63]},
+        "spec": {
+            "capacity": {"storage": "1Gi"},
+            "accessModes": ["ReadWriteOnce"],
+            "persistentVolumeReclaimPolicy": "Retain",
+            "storageClassName": "kaliper-local",
+            "local": {"path": str(folder)},
+            "nodeAffinity": {
+                "required": {
+                    "nodeSelectorTerms": [
+                        {
+                            "matchExpressions": [
+                                {"key": "kubernetes.io/hostname", "operator": "In", "values": [NODE_NAME]}
+                            ]
+                        }
+                    ]
+                }
+            },
+        },
+    }
+    claim = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": "models", "namespace": node_namespace},
+        "spec": {
+            "accessModes": ["ReadWriteOnce"],
+            "storageClassName": "kaliper-local",
+            "volumeName": volume["metadata"]["name"],
+            "resources": {"requests": {"storage": "1Gi"}},
+        },
+    }
+    node.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": [volume, claim]}))
+    node.kubectl.wait_for(
+        lambda: node.kubectl.json("get", "pvc", "models", "-n", node_namespace)["status"].get("phase") == "Bound",
+        timeout=60,
+        what="the models claim to be bound",
+    )
+    yield folder
+    node.kubectl("delete", "namespace", node_namespace, "--wait=true", "--timeout=120s", check=False)
+    node.kubectl("delete", "pv", volume["metadata"]["name"], "--wait=false", check=False)
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def wait_for_optimization(node: Node, namespace: str, name: str, timeout: float = 600) -> dict[str, Any]:
+    """The object once it has finished (Succeeded or Failed); the test fails with its status and events
+    when the time is up."""
+    body: dict[str, Any] = {}
+
+    def finished() -> bool:
+        nonlocal body
+        body = node.kubectl.json("get", "modeloptimization", name, "-n", namespace)
+        return (body.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+
+    with contextlib.suppress(ControlPlaneError):
+        wait_for(finished, timeout, what=f"ModelOptimization {name} to finish", interval=2)
+    if (body.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
+        events = node.kubectl("get", "events", "-n", namespace, "--sort-by=.lastTimestamp", check=False).stdout
+        pytest.fail(
+            f"ModelOptimization {name} did not finish: {json.dumps(body.get('status'))[-3000:]}\n{events[-3000:]}"
+        )
+    return body
+
+
+def events_of(node: Node, namespace: str, name: str) -> list[str]:
+    listed = node.kubectl.json("get", "events", "-n", namespace, f"--field-selector=involvedObject.name={name}")[
+        "items"
+    ]
+    return [e["reason"] for e in sorted(listed, key=lambda e: e.get("firstTimestamp") or "")]
+
+
+def test_a_scikit_learn_model_is_optimized_in_a_job_under_the_target_cpu(
+    node: Node, operator: Operator, node_namespace: str, models_claim: Path
+) -> None:
+    kubectl = node.kubectl
+    kubectl(
+        "create",
+        "configmap",
+        "iris-eval",
+        "-n",
+        node_namespace,
+        f"--from-file=rows.jsonl={models_claim / 'iris/rows.jsonl'}",
+    )
+    manifest = {
+        "apiVersion": "kaliper.dev/v1alpha1",
+        "kind": "ModelOptimization",
+        "metadata": {"name": "iris-opt", "namespace": node_namespace},
+        "spec": {
+            "model": {
+                "source": {"pvc": {"claimName": "models", "path": "iris/model.joblib"}, "format": "sklearn"},
+                "framework": "sklearn",
+                "inputs": FLOAT_INPUT,
+            },
+            "passes": {"conversion": {}, "quantization": {"mode": "dynamic"}, "threadTuning": {"intraOp": [1]}},
+            "evaluator": {
+                "accuracy": {
+                    "dataset": {"configMap": {"name": "iris-eval", "key": "rows.jsonl"}},
+                    "maxDegradation": 0.02,
+                },
+                "latency": {"metric": "p50", "runs": 300},
+            },
+            "target": {"cpu": "1"},
+            "output": {"pvc": {"claimName": "models", "path": "iris/optimized"}, "keep": 2},
+        },
+    }
+    kubectl("apply", "-f", "-", input=json.dumps(manifest))
+    body = wait_for_optimization(node, node_namespace, "iris-opt")
+    status = body["status"]
+    # The Job: the project's image, CPU request = limit = the target's, owned by the optimization.
+    job = kubectl.json("get", "job", "iris-opt-optimize", "-n", node_namespace)
+    container = job["spec"]["template"]["spec"]["containers"][0]
+    assert container["image"] == IMAGE
+    assert container["resources"] == {"limits": {"cpu": "1"}, "requests": {"cpu": "1"}}
+    assert job["metadata"]["ownerReferences"][0]["uid"] == body["metadata"]["uid"]
+    # The full report on the volume, written by the optimizer in its pod, which saw the pod's 1-CPU limit.
+    report = OptimizationReport.model_validate_json((models_claim / "iris/optimized/report.json").read_text())
+    assert report.target["cpuLimit"] == "1"
+    assert status["phase"] == report.phase
+    assert [c["id"] for c in status["candidates"]] == ["c1", "c2"]
+    assert [c["passes"] for c in status["candidates"]] == [
+        ["conversion", "threadTuning"],
+        ["conversion", "quantization", "threadTuning"],
+    ]
+    # 150 labelled rows from the ConfigMap; the converted MLP agrees with scikit-learn's own predictions.
+    assert status["baseline"]["accuracy"] == pytest.approx(0.98, abs=0.011)
+    assert status["artifacts"] == "pvc://models/iris/optimized"
+    assert status["profiles"][0]["model"] == "original"
+    assert status["profiles"][0]["parameters"] == 266759
+    assert status["phase"] == "Succeeded", json.dumps(status)[-3000:]
+    chosen = status["chosen"]
+    assert chosen["artifact"] == "pvc://models/iris/optimized/best/model.onnx"
+    assert (models_claim / "iris/optimized/best/model.onnx").stat().st_size == chosen["modelSizeBytes"]
+    complete = next(c for c in status["conditions"] if c["type"] == "Complete")
+    assert (complete["status"], complete["reason"]) == ("True", "Succeeded")
+    assert events_of(node, node_namespace, "iris-opt")[:1] == ["JobCreated"]
+    assert "Optimized" in events_of(node, node_namespace, "iris-opt")
+
+
+def test_a_spec_the_cluster_cannot_run_fails_with_the_field_and_the_fix(
+    node: Node, operator: Operator, node_namespace: str
+) -> None:
+    manifest = {
+        "apiVersion": "kaliper.dev/v1alpha1",
+        "kind": "ModelOptimization",
+        "metadata": {"name": "nowhere", "namespace": node_namespace},
+        "spec": {
+            "model": {"source": {"pvc": {"claimName": "models", "path": "m.onnx"}}},
+            "passes": {"graphOptimization": {}},
+        },
+    }
+    node.kubectl("apply", "-f", "-", input=json.dumps(manifest))
+    status = wait_for_optimization(node, node_namespace, "nowhere", timeout=60)["status"]
+    assert status["phase"] == "Failed"
+    assert status["message"] == (
+        "spec.output.pvc: on Kubernetes the optimizer keeps its models on a PersistentVolumeClaim; set output.pvc "
+        "(claimName and path)"
+    )
+    complete = next(c for c in status["conditions"] if c["type"] == "Complete")
+    assert (complete["status"], complete["reason"]) == ("False", "InvalidSpec")
+    assert node.kubectl("get", "job", "nowhere-optimize", "-n", node_namespace, check=False).returncode != 0
+
+
+def test_the_pipeline_example_runs_end_to_end(
+    node: Node, operator: Operator, node_namespace: str, models_claim: Path
+) -> None:
+    """examples/pipeline.yaml as written (only its namespace changed): the optimization, then its follow-ups
+    (a ModelDeployment serving the chosen model from the claim, a ProfileRun comparing it with the original
+    at two CPU sizes), all owned by the optimization and labelled for the pipeline's Cleanup."""
+    kubectl = node.kubectl
+    documents = list(yaml.safe_load_all((EXAMPLES / "pipeline.yaml").read_text()))
+    for document in documents:
+        document["metadata"]["namespace"] = node_namespace
+    kubectl("apply", "-f", "-", input=yaml.safe_dump_all(documents))
+    body = wait_for_optimization(node, node_namespace, "iris-pipeline-opt")
+    status = body["status"]
+    assert status["phase"] == "Succeeded", json.dumps(status)[-3000:]
+    assert status["followUp"] == {"deploymentName": "iris-pipeline", "profileRunName": "iris-pipeline-size"}
+    assert (models_claim / "iris/pipeline/best/model.onnx").exists()
+    uid = body["metadata"]["uid"]
+    deployment = kubectl.json("get", "modeldeployment", "iris-pipeline", "-n", node_namespace)
+    assert deployment["metadata"]["ownerReferences"][0]["uid"] == uid
+    assert deployment["metadata"]["labels"]["kaliper.dev/pipeline"] == "iris"
+    assert deployment["spec"]["model"]["pvc"] == {"claimName": "models", "path": "iris/pipeline/best/model.onnx"}
+    run = kubectl.json("get", "profilerun", "iris-pipeline-size", "-n", node_namespace)
+    assert run["metadata"]["ownerReferences"][0]["uid"] == uid
+    assert run["spec"]["target"] == {"deploymentRef": {"name": "iris-pipeline"}}
+    finished = wait_for_phase(node, node_namespace, "iris-pipeline-size", "Succeeded", timeout=900)
+    # cpu 500m and 1 x the original and the optimized model: every trial served and measured.
+    trials = finished["trials"]
+    assert sorted((t["parameters"]["cpu"], t["parameters"]["model_variant"]) for t in trials) == [
+        ("1", "optimized"),
+        ("1", "original"),
+        ("500m", "optimized"),
+        ("500m", "original"),
+    ]
+    assert all(t["phase"] == "Succeeded" for t in trials), json.dumps(trials)[-3000:]
