@@ -96,6 +96,8 @@ def test_rbac_allows_the_operators_work_and_nothing_else(crds: Kubectl, namespac
         ("create", "deployments.apps"),
         ("delete", "services"),
         ("create", "jobs.batch"),
+        ("get", "jobs.batch"),  # the optimizer's Job, read by each step of a ModelOptimization
+        ("get", "pods/log"),  # the optimizer's progress line
         ("create", "configmaps"),
         ("list", "pods"),
         ("watch", "pods"),

@@ -88,7 +88,9 @@ def test_a_scikit_learn_model_is_converted_quantized_and_tuned_under_the_cpu_lim
     assert report.baseline is not None and report.baseline.passes == ["conversion"]
     # Accuracy on the 150 labelled rows: the converted MLP predicts like the scikit-learn one.
     assert report.baseline.accuracy == pytest.approx(0.98, abs=0.011)
-    assert report.baseline.latency is not None and report.baseline.latency.runs == 2000
+    # at least the 2000 runs asked for, in blocks of 200, and longer while the measurement is under a second
+    assert report.baseline.latency is not None and report.baseline.latency.runs % 200 == 0
+    assert report.baseline.latency.runs >= 2000
     quantized = [c for c in report.candidates if "quantization" in c.passes]
     assert all(
         c.model_size_bytes is not None and c.model_size_bytes < report.baseline.model_size_bytes / 3 for c in quantized

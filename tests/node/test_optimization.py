@@ -76,7 +76,8 @@ def models_claim(node: Node, node_namespace: str) -> Iterator[Path]:
         what="the models claim to be bound",
     )
     yield folder
-    node.kubectl("delete", "namespace", node_namespace, "--wait=true", "--timeout=120s", check=False)
+    # Both go once the namespace's pods are gone (the claim and volume protection finalizers wait for them).
+    node.kubectl("delete", "pvc", "models", "-n", node_namespace, "--wait=false", check=False)
     node.kubectl("delete", "pv", volume["metadata"]["name"], "--wait=false", check=False)
     shutil.rmtree(folder, ignore_errors=True)
 

@@ -17,7 +17,7 @@ from kaliper.optimize.evaluate import (
     degradation,
     higher_is_better,
     latency_figures,
-    measure_latency,
+    paired_samples,
     predict,
     score,
 )
@@ -79,18 +79,47 @@ def test_nearest_rank_on_a_few_samples() -> None:
     assert (figures.ci_low_ms, figures.ci_high_ms) == (3.0, None)  # ranks 4.5 ± 1.96·√0.45: the 3rd, beyond 5th
 
 
+def test_the_interval_of_a_mean_never_goes_below_zero() -> None:
+    # one 80 ms stall among nineteen 0.05 ms runs: mean 4.0475, sd 17.877, half-width 1.96 * 17.877 / sqrt(20)
+    figures = latency_figures([0.05] * 19 + [80.0], "avg")
+    assert figures.ci_low_ms == 0.0
+    assert figures.ci_high_ms == pytest.approx(11.882, abs=0.001)
+
+
 def test_no_samples_is_an_error() -> None:
     with pytest.raises(ValueError, match="no latency samples"):
         latency_figures([], "avg")
 
 
-def test_measure_latency_times_every_run() -> None:
+class Recording:
+    """A real session whose calls are written down, to see the order in which they were measured."""
+
+    def __init__(self, session: object, name: str, calls: list[str]) -> None:
+        self.session, self.name, self.calls = session, name, calls
+
+    def run(self, outputs: object, feeds: object) -> object:
+        self.calls.append(self.name)
+        return self.session.run(outputs, feeds)  # type: ignore[attr-defined]
+
+
+def test_paired_samples_alternate_blocks_of_each_session() -> None:
+    calls: list[str] = []
     session = _identity(TensorProto.FLOAT, ["N", 4])
-    figures = measure_latency(session, {"x": np.ones((4, 4), dtype=np.float32)}, 3, 20, "p90", 4)
-    assert (figures.runs, figures.warmup_runs, figures.batch_size, figures.metric) == (20, 3, 4, "p90")
-    assert figures.value_ms == figures.p90_ms
-    assert figures.ci_high_ms is None  # 20 runs cannot bound a p90 from above at 95%
-    assert figures.min_ms <= figures.ci_low_ms <= figures.p90_ms <= figures.max_ms  # type: ignore[operator]
+    a, b = Recording(session, "a", calls), Recording(session, "b", calls)
+    feeds = {"x": np.ones((4, 4), dtype=np.float32)}
+    samples = paired_samples([a, b], feeds, warmup_runs=2, runs=6, blocks=3, min_seconds=0)  # type: ignore[list-item]
+    assert [len(taken) for taken in samples] == [6, 6]
+    # two warm-up calls each, then blocks of 6/3 = 2 calls, alternating
+    assert calls == ["a", "a", "b", "b"] + ["a", "a", "b", "b"] * 3
+    assert all(ms > 0 for taken in samples for ms in taken)
+
+
+def test_paired_samples_go_on_until_the_minimum_time_up_to_a_bound() -> None:
+    session = _identity(TensorProto.FLOAT, ["N", 4])
+    feeds = {"x": np.ones((4, 4), dtype=np.float32)}
+    # an hour is never reached: the bound, 4 x 5 runs, ends it
+    samples = paired_samples([session, session], feeds, 0, runs=5, blocks=5, min_seconds=3600, max_factor=4)
+    assert [len(taken) for taken in samples] == [20, 20]
 
 
 # --- predictions ---------------------------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ import onnx
 import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
+from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_dynamic, quantize_static
 from skl2onnx import to_onnx
 from sklearn.ensemble import RandomForestClassifier
 from sklearn.linear_model import LogisticRegression
@@ -137,6 +138,10 @@ def test_input_shapes_override_the_inputs() -> None:
     assert estimate(model, input_shapes={"a": (3, 4, 8)}).total == 960  # 2 * 3 * 4*5*8
 
 
+def _scales(*scales: float) -> onnx.TensorProto:
+    return numpy_helper.from_array(np.array(scales, np.float32), "sc")
+
+
 # One node on a 1x4x8x8 float input (256 elements) unless said otherwise, and its hand-counted FLOPs.
 CASES = {
     "softmax": (helper.make_node("Softmax", ["x"], ["y"], axis=1), [], 1280),  # 5 * 256
@@ -179,6 +184,17 @@ CASES = {
         512,  # 2 * 256
     ),
     "transpose": (helper.make_node("Transpose", ["x"], ["y"], perm=[0, 2, 3, 1]), [], 0),
+    "resize nearest": (helper.make_node("Resize", ["x", "", "sc"], ["y"]), [_scales(1, 1, 2, 2)], 0),
+    "resize linear": (
+        helper.make_node("Resize", ["x", "", "sc"], ["y"], mode="linear"),
+        [_scales(1, 1, 2, 2)],
+        7168,  # 1x4x16x16 = 1024 outputs, each 2*2 taps weighed and summed: (2*4 - 1) * 1024
+    ),
+    "resize cubic on one axis": (
+        helper.make_node("Resize", ["x", "", "sc"], ["y"], mode="cubic"),
+        [_scales(1, 1, 1, 2)],
+        3584,  # 1x4x8x16 = 512 outputs, 4 taps each: (2*4 - 1) * 512
+    ),
     "depthwise conv": (
         helper.make_node("Conv", ["x", "W"], ["y"], group=4, kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
         [_weights("W", 4, 1, 3, 3)],
@@ -278,6 +294,444 @@ def test_model_optimized_by_onnx_runtime(tmp_path: Path) -> None:
         ("fc", "Gemm", 40970),
     ]
     assert result.total == 499722  # 507914 - 8192 (the Relu)
+
+
+# --- graphs as ONNX Runtime writes them: fused, NCHWc, quantized ----------------------------------------------
+#
+# Each float model is quantized for real (or not), then saved by ONNX Runtime optimized at each level, as the
+# ModelOptimization engine does with its candidates. Level all depends on the CPU: NCHWc pads channels to a block
+# of 8 with AVX2 (this machine) and 16 with AVX-512, so the models use channel counts that give the same graph
+# with either (12 pads to 16, 16 stays 16); and on x86 ONNX Runtime turns int8 activations into uint8 ones
+# (QDQIsInt8Allowed is false there), which is why the int8 variants show uint8 forms. An ARM build would write
+# other graphs (no NCHWc, int8 kept).
+
+_LEVELS = {
+    "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
+    "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
+    "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
+}
+_DOMAINS = {"": "", "com.microsoft": "ms.", "com.microsoft.nchwc": "nchwc."}
+
+
+def _random(rng: np.random.Generator, name: str, *shape: int) -> onnx.TensorProto:
+    return numpy_helper.from_array(rng.uniform(-1, 1, shape).astype(np.float32), name)
+
+
+def mlp() -> onnx.ModelProto:
+    """Nx16 MatMul to 32, Add bias, Relu, MatMul to 4, Add bias."""
+    rng = np.random.default_rng(0)
+    nodes = [
+        helper.make_node("MatMul", ["x", "W1"], ["h"], name="mm1"),
+        helper.make_node("Add", ["h", "B1"], ["a"], name="add1"),
+        helper.make_node("Relu", ["a"], ["r"], name="relu"),
+        helper.make_node("MatMul", ["r", "W2"], ["m"], name="mm2"),
+        helper.make_node("Add", ["m", "B2"], ["y"], name="add2"),
+    ]
+    weights = [_random(rng, "W1", 16, 32), _random(rng, "B1", 32), _random(rng, "W2", 32, 4), _random(rng, "B2", 4)]
+    return _model(nodes, {"x": (F, ["N", 16])}, weights, {"": 17}, output_type=F)
+
+
+def conv_net() -> onnx.ModelProto:
+    """Conv 3->12 3x3 pad 1 with bias on Nx3x8x8, Relu, MaxPool 2x2, Flatten, Gemm to 10 classes (transB)."""
+    rng = np.random.default_rng(0)
+    nodes = [
+        helper.make_node("Conv", ["x", "W", "B"], ["c"], name="conv", kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c"], ["r"], name="relu"),
+        helper.make_node("MaxPool", ["r"], ["p"], name="pool", kernel_shape=[2, 2], strides=[2, 2]),
+        helper.make_node("Flatten", ["p"], ["f"], name="flatten"),
+        helper.make_node("Gemm", ["f", "G", "GB"], ["y"], name="fc", transB=1),
+    ]
+    weights = [_random(rng, "W", 12, 3, 3, 3), _random(rng, "B", 12), _random(rng, "G", 10, 192)]
+    return _model(nodes, {"x": (F, ["N", 3, 8, 8])}, [*weights, _random(rng, "GB", 10)], {"": 17}, output_type=F)
+
+
+def residual_net() -> onnx.ModelProto:
+    """On Nx3x8x8: Conv 3->16 3x3 pad 1 + bias, Relu (r1); Conv 16->16 likewise, + r1 (s); s * Sigmoid(s) (sw);
+    AveragePool 2x2 and Resize back x2 (nearest, asymmetric, floor: what NCHWc's Upsample takes), concatenated
+    with sw to 32 channels; MaxPool 2x2, GlobalAveragePool, Flatten, Gemm to 10 classes (transB)."""
+    rng = np.random.default_rng(0)
+    pads = {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}
+    pool = {"kernel_shape": [2, 2], "strides": [2, 2]}
+    nodes = [
+        helper.make_node("Conv", ["x", "W1", "B1"], ["c1"], name="conv1", **pads),
+        helper.make_node("Relu", ["c1"], ["r1"], name="relu"),
+        helper.make_node("Conv", ["r1", "W2", "B2"], ["c2"], name="conv2", **pads),
+        helper.make_node("Add", ["c2", "r1"], ["s"], name="residual"),
+        helper.make_node("Sigmoid", ["s"], ["g"], name="sigmoid"),
+        helper.make_node("Mul", ["s", "g"], ["sw"], name="swish"),
+        helper.make_node("AveragePool", ["sw"], ["ap"], name="average", **pool),
+        helper.make_node(
+            "Resize",
+            ["ap", "", "scales"],
+            ["up"],
+            name="upsample",
+            mode="nearest",
+            coordinate_transformation_mode="asymmetric",
+            nearest_mode="floor",
+        ),
+        helper.make_node("Concat", ["up", "sw"], ["cat"], name="concat", axis=1),
+        helper.make_node("MaxPool", ["cat"], ["mp"], name="max", **pool),
+        helper.make_node("GlobalAveragePool", ["mp"], ["gp"], name="global"),
+        helper.make_node("Flatten", ["gp"], ["f"], name="flatten"),
+        helper.make_node("Gemm", ["f", "G", "GB"], ["y"], name="fc", transB=1),
+    ]
+    weights = [
+        *(_random(rng, "W1", 16, 3, 3, 3), _random(rng, "B1", 16), _random(rng, "W2", 16, 16, 3, 3)),
+        *(_random(rng, "B2", 16), numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "scales")),
+        *(_random(rng, "G", 10, 32), _random(rng, "GB", 10)),
+    ]
+    return _model(nodes, {"x": (F, ["N", 3, 8, 8])}, weights, {"": 17}, output_type=F)
+
+
+class _Calibration(CalibrationDataReader):
+    def __init__(self, shape: Sequence[int]) -> None:
+        rng = np.random.default_rng(0)
+        self.feeds = iter([{"x": rng.uniform(-1, 1, (1, *shape)).astype(np.float32)} for _ in range(3)])
+
+    def get_next(self) -> dict[str, np.ndarray] | None:
+        return next(self.feeds, None)
+
+
+def _onnx_runtime_graphs(model: onnx.ModelProto, quantization: str, tmp_path: Path) -> dict[str, onnx.ModelProto]:
+    """The model quantized as `quantization` says (float: not at all; dynamic and static: the quantizer's defaults,
+    int8 weights and, static, int8 activations in QDQ format; static_u8: uint8 both), as stored ("stored") and as
+    ONNX Runtime saves it optimized at each level."""
+    source = tmp_path / "float.onnx"
+    onnx.save(model, source)
+    if quantization != "float":
+        quantized = tmp_path / f"{quantization}.onnx"
+        if quantization == "dynamic":
+            quantize_dynamic(source, quantized)
+        else:
+            shape = [d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim[1:]]
+            kind = QuantType.QUInt8 if quantization == "static_u8" else QuantType.QInt8
+            calibration = _Calibration(shape)
+            quantize_static(
+                source, quantized, calibration, quant_format=QuantFormat.QDQ, activation_type=kind, weight_type=kind
+            )
+        source = quantized
+    graphs = {"stored": onnx.load(source)}
+    for level, value in _LEVELS.items():
+        options = ort.SessionOptions()
+        options.graph_optimization_level = value
+        options.optimized_model_filepath = str(tmp_path / f"{level}.onnx")
+        options.log_severity_level = 3  # level all warns that the NCHWc graph is for this CPU only
+        ort.InferenceSession(str(source), options, providers=["CPUExecutionProvider"])
+        graphs[level] = onnx.load(options.optimized_model_filepath)
+    return graphs
+
+
+def _estimates(graphs: dict[str, onnx.ModelProto]) -> dict[str, tuple[int, str]]:
+    """Per graph, the estimate's total and the graph's op types (ONNX Runtime's prefixed ms. or nchwc.); every
+    node has an estimate."""
+    estimates = {level: estimate(graph) for level, graph in graphs.items()}
+    assert {level: e.without_estimate for level, e in estimates.items()} == {level: [] for level in graphs}
+    return {
+        level: (e.total, " ".join(sorted({_DOMAINS[n.domain] + n.op_type for n in graphs[level].graph.node})))
+        for level, e in estimates.items()
+    }
+
+
+# The MLP at batch 1: MatMul 2*16*32 = 1024, Add 32, Relu 32, MatMul 2*32*4 = 256, Add 4: 1348. Quantized, the
+# Relu goes into the quantization range (QDQ) or stays (dynamic). Q and DQ are 2 per element, so a Q/DQ pair on a
+# tensor 4; DynamicQuantizeLinear 4 per element.
+MLP_GRAPHS = {
+    "float": {
+        "stored": (1348, "Add MatMul Relu"),
+        "basic": (1348, "Gemm Relu"),  # MatMul+Add as Gemm: 1024+32, Relu 32, 256+4
+        "extended": (1316, "Gemm ms.FusedGemm"),  # the Relu fused into the first Gemm: 1348 - 32
+        "all": (1316, "Gemm ms.FusedGemm"),
+    },
+    "dynamic": {
+        # DynamicQuantizeLinear 4*16, scale Mul 1, MatMulInteger 1024, Cast 0, dequantize Mul 32, bias Add 32,
+        # Relu 32, DynamicQuantizeLinear 4*32, Mul 1, MatMulInteger 256, Cast 0, Mul 4, Add 4:
+        # 64+1+1024+32+32 + 32 + 128+1+256+4+4 = 1578
+        "stored": (1578, "Add Cast DynamicQuantizeLinear MatMulInteger Mul Relu"),
+        "basic": (1578, "Add Cast DynamicQuantizeLinear MatMulInteger Mul Relu"),
+        # DynamicQuantizeMatMul as MatMul + bias, what it fuses not counted: 1024+32, Relu 32, 256+4 = 1348
+        "extended": (1348, "Relu ms.DynamicQuantizeMatMul"),
+        "all": (1348, "Relu ms.DynamicQuantizeMatMul"),
+    },
+    "static": {
+        # DQ of the weights and biases 2*(512+32+128+4) = 1352; Q/DQ pairs on x, h, r, m, y 4*(16+32+32+4+4) = 352;
+        # MatMul 1024, Add 32, MatMul 256, Add 4 (no Relu) = 1316: 1352+352+1316 = 3020
+        "stored": (3020, "Add DequantizeLinear MatMul QuantizeLinear"),
+        "basic": (3020, "Add DequantizeLinear MatMul QuantizeLinear"),
+        # Q x 32, QLinearMatMul 1024, DQ h 64, DQ B1 64, Add 32, Q r 64, QLinearMatMul 256, DQ m 8, DQ B2 8, Add 4,
+        # Q y 8, DQ y 8 = 1572
+        "extended": (1572, "Add DequantizeLinear QLinearMatMul QuantizeLinear"),
+        "all": (1572, "Add DequantizeLinear QLinearMatMul QuantizeLinear"),
+    },
+    "static_u8": {
+        "stored": (3020, "Add DequantizeLinear MatMul QuantizeLinear"),  # as static
+        "basic": (3020, "Add DequantizeLinear MatMul QuantizeLinear"),
+        # Q x 32, QLinearMatMul 1024, QLinearAdd 32, QLinearMatMul 256, QLinearAdd 4, DQ y 8 = 1356
+        "extended": (1356, "DequantizeLinear QLinearMatMul QuantizeLinear ms.QLinearAdd"),
+        "all": (1356, "DequantizeLinear QLinearMatMul QuantizeLinear ms.QLinearAdd"),
+    },
+}
+
+
+@pytest.mark.parametrize("quantization", MLP_GRAPHS)
+def test_mlp_as_onnx_runtime_writes_it(quantization: str, tmp_path: Path) -> None:
+    assert _estimates(_onnx_runtime_graphs(mlp(), quantization, tmp_path)) == MLP_GRAPHS[quantization]
+
+
+# The conv net at batch 1: Conv 2*(12*8*8)*3*3*3 + 768 (bias) = 42240, Relu 768, MaxPool (12*4*4)*2*2 = 768,
+# Flatten 0, Gemm 2*10*192 + 10 = 3850: 47626.
+CONV_NET_GRAPHS = {
+    "float": {
+        "stored": (47626, "Conv Flatten Gemm MaxPool Relu"),
+        "basic": (47626, "Conv Flatten Gemm MaxPool Relu"),
+        "extended": (46858, "Flatten Gemm MaxPool ms.FusedConv"),  # the Relu fused: 47626 - 768
+        # The NCHWc Conv (Relu fused) pads its 12 output channels to 16: 2*(16*8*8)*27 + 16*8*8 = 56320; its
+        # ReorderOutput drops the padding, and the MaxPool on 12 channels (not a multiple of the block) stays ONNX's:
+        # 56320 + 768 + 3850 = 60938
+        "all": (60938, "Flatten Gemm MaxPool nchwc.Conv nchwc.ReorderOutput"),
+    },
+    "dynamic": {
+        # DynamicQuantizeLinear 4*192 = 768, scale Mul 1, ConvInteger 2*768*27 = 41472, dequantize Mul 768, bias Add
+        # 768, Relu 768, MaxPool 768, DynamicQuantizeLinear 4*192 = 768, Mul 1, MatMulInteger 3840, Mul 10, Add 10
+        # (Reshape, Cast, Flatten 0): 768+1+41472+768+768+768+768+768+1+3840+10+10 = 49942
+        "stored": (49942, "Add Cast ConvInteger DynamicQuantizeLinear Flatten MatMulInteger MaxPool Mul Relu Reshape"),
+        "basic": (49942, "Add Cast ConvInteger DynamicQuantizeLinear Flatten MatMulInteger MaxPool Mul Relu"),
+        # The Gemm's DynamicQuantizeLinear, Mul, MatMulInteger, Cast, Mul, Add (768+1+3840+10+10) as a
+        # DynamicQuantizeMatMul, 3840+10: 49942 - 4629 + 3850 = 49163. No NCHWc: it takes only float Convs, and
+        # the MaxPool's 12 channels are not a multiple of the block.
+        "extended": (
+            49163,
+            "Add Cast ConvInteger DynamicQuantizeLinear Flatten MaxPool Mul Relu ms.DynamicQuantizeMatMul",
+        ),
+        "all": (49163, "Add Cast ConvInteger DynamicQuantizeLinear Flatten MaxPool Mul Relu ms.DynamicQuantizeMatMul"),
+    },
+    "static": {
+        # DQ of W, B, G, GB 2*(324+12+1920+10) = 4532; Q/DQ pairs on x, r, p, f, y 4*(192+768+192+192+10) = 5416;
+        # Conv 42240, MaxPool 768, Gemm 3850 (no Relu) = 46858: 4532+5416+46858 = 56806
+        "stored": (56806, "Conv DequantizeLinear Flatten Gemm MaxPool QuantizeLinear"),
+        "basic": (56806, "Conv DequantizeLinear Flatten Gemm MaxPool QuantizeLinear"),
+        # Q x 384, QLinearConv 42240, MaxPool 768, QGemm 3850, DQ y 20 = 47262
+        "extended": (47262, "DequantizeLinear Flatten MaxPool QLinearConv QuantizeLinear ms.QGemm"),
+        # The same in NHWC between Transposes: com.microsoft QLinearConv and NhwcMaxPool count as in NCHW
+        "all": (47262, "DequantizeLinear Flatten QuantizeLinear Transpose ms.NhwcMaxPool ms.QGemm ms.QLinearConv"),
+    },
+    "static_u8": {
+        "stored": (56806, "Conv DequantizeLinear Flatten Gemm MaxPool QuantizeLinear"),
+        "basic": (56806, "Conv DequantizeLinear Flatten Gemm MaxPool QuantizeLinear"),
+        "extended": (47262, "DequantizeLinear Flatten MaxPool QLinearConv QuantizeLinear ms.QGemm"),
+        "all": (47262, "DequantizeLinear Flatten QuantizeLinear Transpose ms.NhwcMaxPool ms.QGemm ms.QLinearConv"),
+    },
+}
+
+
+@pytest.mark.parametrize("quantization", CONV_NET_GRAPHS)
+def test_conv_net_as_onnx_runtime_writes_it(quantization: str, tmp_path: Path) -> None:
+    assert _estimates(_onnx_runtime_graphs(conv_net(), quantization, tmp_path)) == CONV_NET_GRAPHS[quantization]
+
+
+# The residual net at batch 1, 16*8*8 = 1024 elements a channel map: Conv1 2*1024*3*3*3 + 1024 = 56320, Relu 1024,
+# Conv2 2*1024*16*3*3 + 1024 = 295936, Add 1024, Sigmoid 1024, Mul 1024, AveragePool (16*4*4)*2*2 = 1024, Resize
+# (nearest) 0, Concat 0, MaxPool (32*4*4)*2*2 = 2048, GlobalAveragePool 32*4*4 = 512, Flatten 0, Gemm
+# 2*10*32 + 10 = 650: 360586.
+RESIDUAL_NET_GRAPHS = {
+    "float": {
+        "stored": (
+            360586,
+            "Add AveragePool Concat Conv Flatten Gemm GlobalAveragePool MaxPool Mul Relu Resize Sigmoid",
+        ),
+        "basic": (360586, "Add AveragePool Concat Conv Flatten Gemm GlobalAveragePool MaxPool Mul Relu Resize Sigmoid"),
+        # Conv1+Relu as FusedConv (-1024); Sigmoid and Mul as QuickGelu, x * sigmoid(x): 2 per element, as before
+        "extended": (
+            359562,
+            "Add AveragePool Concat Conv Flatten Gemm GlobalAveragePool MaxPool Resize ms.FusedConv ms.QuickGelu",
+        ),
+        # NCHWc throughout (16 and 32 channels: no padding): Conv1 with its Relu 56320, Conv2 summing in the
+        # residual 295936 + 1024 (the Add it replaces), QuickGelu 2048, AveragePool 1024, Upsample 0, Concat 0,
+        # MaxPool 2048, GlobalAveragePool 512, ReorderOutput 0, Gemm 650: as extended, 359562
+        "all": (
+            359562,
+            "Concat Flatten Gemm ms.QuickGelu nchwc.AveragePool nchwc.Conv nchwc.GlobalAveragePool nchwc.MaxPool "
+            "nchwc.ReorderOutput nchwc.Upsample",
+        ),
+    },
+    "dynamic": {
+        # Conv1: DynamicQuantizeLinear 4*192 = 768, scale Mul 1, ConvInteger 2*1024*27 = 55296, dequantize Mul 1024,
+        # bias Add 1024, Relu 1024: 59137. Conv2: DynamicQuantizeLinear 4*1024 = 4096, Mul 1, ConvInteger
+        # 2*1024*144 = 294912, Mul 1024, Add 1024: 301057. Add, Sigmoid, Mul, AveragePool 1024 each, MaxPool 2048,
+        # GlobalAveragePool 512: 6656. Gemm: DynamicQuantizeLinear 4*32 = 128, Mul 1, MatMulInteger 640, Mul 10,
+        # Add 10: 789. 59137 + 301057 + 6656 + 789 = 367639
+        "stored": (
+            367639,
+            "Add AveragePool Cast Concat ConvInteger DynamicQuantizeLinear Flatten GlobalAveragePool MatMulInteger "
+            "MaxPool Mul Relu Reshape Resize Sigmoid",
+        ),
+        "basic": (
+            367639,
+            "Add AveragePool Cast Concat ConvInteger DynamicQuantizeLinear Flatten GlobalAveragePool MatMulInteger "
+            "MaxPool Mul Relu Resize Sigmoid",
+        ),
+        # Sigmoid and Mul as QuickGelu (2048, as before); the Gemm's 789 as DynamicQuantizeMatMul 650: 367500
+        "extended": (
+            367500,
+            "Add AveragePool Cast Concat ConvInteger DynamicQuantizeLinear Flatten GlobalAveragePool MaxPool Mul Relu "
+            "Resize ms.DynamicQuantizeMatMul ms.QuickGelu",
+        ),
+        # AveragePool, Upsample, MaxPool, GlobalAveragePool in NCHWc between ReorderInput and ReorderOutput: 367500
+        "all": (
+            367500,
+            "Add Cast Concat ConvInteger DynamicQuantizeLinear Flatten Mul Relu ms.DynamicQuantizeMatMul ms.QuickGelu "
+            "nchwc.AveragePool nchwc.GlobalAveragePool nchwc.MaxPool nchwc.ReorderInput nchwc.ReorderOutput "
+            "nchwc.Upsample",
+        ),
+    },
+    "static_u8": {
+        # The float net without its Relu, 360586 - 1024 = 359562; DQ of W1, B1, W2, B2, G, GB
+        # 2*(432+16+2304+16+320+10) = 6196; Q/DQ pairs on x, then r1 c2 s g sw up, then ap, cat, mp, gp, f, y
+        # 4*(192 + 6*1024 + 256 + 2048 + 512 + 32 + 32 + 10) = 36904: 359562+6196+36904 = 402662
+        "stored": (
+            402662,
+            "Add AveragePool Concat Conv DequantizeLinear Flatten Gemm GlobalAveragePool MaxPool Mul QuantizeLinear "
+            "Resize Sigmoid",
+        ),
+        # ONNX Runtime gives each consumer of r1, s and sw a DQ of its own: + 3 * 2*1024 = 408806
+        "basic": (
+            408806,
+            "Add AveragePool Concat Conv DequantizeLinear Flatten Gemm GlobalAveragePool MaxPool Mul QuantizeLinear "
+            "Resize Sigmoid",
+        ),
+        # Q x 384, QLinearConv 56320 and 295936, QLinearAdd, QLinearSigmoid, QLinearMul, QLinearAveragePool 1024
+        # each, Resize 0, QLinearConcat 0, MaxPool 2048, QLinearGlobalAveragePool 512, QGemm 650, DQ y 20:
+        # 359562 + 384 + 20 = 359966
+        "extended": (
+            359966,
+            "DequantizeLinear Flatten MaxPool QLinearConv QuantizeLinear Resize ms.QGemm ms.QLinearAdd "
+            "ms.QLinearAveragePool ms.QLinearConcat ms.QLinearGlobalAveragePool ms.QLinearMul ms.QLinearSigmoid",
+        ),
+        # The convolutions and the Add in NHWC between Transposes: 359966
+        "all": (
+            359966,
+            "DequantizeLinear Flatten MaxPool QuantizeLinear Resize Transpose ms.QGemm ms.QLinearAdd "
+            "ms.QLinearAveragePool ms.QLinearConcat ms.QLinearConv ms.QLinearGlobalAveragePool ms.QLinearMul "
+            "ms.QLinearSigmoid",
+        ),
+    },
+}
+
+
+@pytest.mark.parametrize("quantization", RESIDUAL_NET_GRAPHS)
+def test_residual_net_as_onnx_runtime_writes_it(quantization: str, tmp_path: Path) -> None:
+    expected = RESIDUAL_NET_GRAPHS[quantization]
+    assert _estimates(_onnx_runtime_graphs(residual_net(), quantization, tmp_path)) == expected
+
+
+def test_nchwc_graph_at_a_batch_of_32(tmp_path: Path) -> None:
+    graph = _onnx_runtime_graphs(conv_net(), "float", tmp_path)["all"]
+    assert estimate(graph, batch_size=32).total == 1950016  # 32 * 60938
+
+
+def test_matmuls_sharing_a_dynamically_quantized_input(tmp_path: Path) -> None:
+    """Two MatMuls of one input: dynamic quantization gives both a MatMulIntegerToFloat fed by one
+    DynamicQuantizeLinear, which stays. The quantizer's value_info types their outputs float."""
+    rng = np.random.default_rng(0)
+    nodes = [
+        helper.make_node("MatMul", ["x", "W1"], ["a"], name="mm1"),
+        helper.make_node("MatMul", ["x", "W2"], ["b"], name="mm2"),
+        helper.make_node("Add", ["a", "b"], ["y"], name="add"),
+    ]
+    model = _model(nodes, {"x": (F, ["N", 16])}, [_random(rng, "W1", 16, 8), _random(rng, "W2", 16, 8)], {"": 17}, F)
+    assert _estimates(_onnx_runtime_graphs(model, "dynamic", tmp_path)) == {
+        # DynamicQuantizeLinear 4*16, 2 scale Muls 1, 2 MatMulIntegers 2*8*16, 2 Casts 0, 2 Muls 8, Add 8:
+        # 64 + 2 + 512 + 16 + 8 = 602
+        "stored": (602, "Add Cast DynamicQuantizeLinear MatMulInteger Mul"),
+        "basic": (602, "Add Cast DynamicQuantizeLinear MatMulInteger Mul"),
+        # DynamicQuantizeLinear 64, 2 MatMulIntegerToFloat 256 (no bias), Add 8 = 584
+        "extended": (584, "Add DynamicQuantizeLinear ms.MatMulIntegerToFloat"),
+        "all": (584, "Add DynamicQuantizeLinear ms.MatMulIntegerToFloat"),
+    }
+
+
+def test_quantized_contrib_ops_in_nhwc() -> None:
+    """ONNX Runtime's quantized ops, channels last where they can be, on a 1x8x8x4 uint8 NHWC input."""
+    ms = {"domain": "com.microsoft"}
+    q = ["sc", "zp"]  # one scale and zero point for every tensor
+    nodes = [
+        helper.make_node(
+            "QLinearAveragePool", ["x", *q, *q], ["ap"], kernel_shape=[2, 2], strides=[2, 2], channels_last=1, **ms
+        ),
+        helper.make_node("QLinearLeakyRelu", ["ap", *q, *q], ["lr"], **ms),
+        helper.make_node("QLinearGlobalAveragePool", ["lr", *q, *q], ["gp"], channels_last=1, **ms),
+        helper.make_node("QLinearSoftmax", ["gp", *q, *q], ["sm"], axis=-1, opset=13, **ms),
+        helper.make_node("QLinearWhere", ["c", "sm", *q, "sm", *q, *q], ["wh"], **ms),
+        helper.make_node("DequantizeLinear", ["wh", *q], ["dq"], **ms),
+        helper.make_node("QuickGelu", ["dq"], ["qg"], **ms),  # alpha 1.702 by default
+        helper.make_node("BiasGelu", ["qg", "b"], ["bg"], **ms),
+        helper.make_node("QuantizeLinear", ["bg", *q], ["y"], **ms),
+    ]
+    initializers = [
+        numpy_helper.from_array(np.float32(0.5), "sc"),
+        numpy_helper.from_array(np.uint8(128), "zp"),
+        numpy_helper.from_array(np.zeros(4, np.float32), "b"),
+    ]
+    inputs = {"x": (U8, [1, 8, 8, 4]), "c": (TensorProto.BOOL, [1, 1, 1, 4])}
+    model = _model(nodes, inputs, initializers, {"": 17, "com.microsoft": 1})
+    assert [n.flops for n in estimate(model).nodes] == [
+        256,  # NHWC output 1x4x4x4 = 64, * 2*2
+        64,
+        64,  # per input element; the output is 1x1x1x4
+        20,  # 5 * 4
+        4,
+        8,  # 2 * 4
+        12,  # alpha is not 1: 3 * 4
+        24,  # the bias add and Gelu: 6 * 4
+        8,  # 2 * 4
+    ]
+
+
+def test_nchwc_reorders_channels_last() -> None:
+    """A 1x4x4x8 NHWC input reordered to NCHWc, a 1x1 NCHWc Conv with its bias and the input summed in, nearest
+    Upsample x2, back to NHWC keeping 6 of the 8 channels (2 were padding), then a Relu."""
+    nchwc = {"domain": "com.microsoft.nchwc"}
+    nodes = [
+        helper.make_node("ReorderInput", ["x"], ["r"], channels_last=1, **nchwc),
+        helper.make_node("Conv", ["r", "W", "B", "r"], ["c"], kernel_shape=[1, 1], activation="Relu", **nchwc),
+        helper.make_node("Upsample", ["c"], ["u"], scales=[1, 1, 2, 2], **nchwc),
+        helper.make_node("ReorderOutput", ["u"], ["o"], channels=6, channels_last=1, **nchwc),
+        helper.make_node("Relu", ["o"], ["y"]),
+    ]
+    model = _model(
+        nodes,
+        {"x": (F, [1, 4, 4, 8])},
+        [_weights("W", 8, 8, 1, 1), _weights("B", 8)],
+        {"": 17, "com.microsoft.nchwc": 1},
+    )
+    assert [n.flops for n in estimate(model).nodes] == [
+        0,
+        2304,  # 2 * (8*4*4) * 8*1*1 = 2048, + 128 (bias) + 128 (the sum); the Relu fused is not counted
+        0,
+        0,
+        384,  # 1x8x8x6
+    ]
+
+
+def test_nchwc_before_opset_10() -> None:
+    """Slice took attributes and Resize did not exist: the standard forms follow."""
+    nchwc = {"domain": "com.microsoft.nchwc"}
+    nodes = [
+        helper.make_node("Conv", ["x", "W"], ["c"], kernel_shape=[1, 1], **nchwc),
+        helper.make_node("Upsample", ["c"], ["u"], scales=[1, 1, 2, 2], **nchwc),
+        helper.make_node("ReorderOutput", ["u"], ["o"], channels=6, **nchwc),
+        helper.make_node("Relu", ["o"], ["y"]),
+    ]
+    model = _model(nodes, {"x": (F, [1, 8, 4, 4])}, [_weights("W", 8, 8, 1, 1)], {"": 9, "com.microsoft.nchwc": 1})
+    assert [n.flops for n in estimate(model).nodes] == [2048, 0, 0, 384]  # 2 * (8*4*4) * 8; 6*8*8
+
+
+def test_fused_conv_sums_its_z_input() -> None:
+    nodes = [
+        helper.make_node("Relu", ["x"], ["z"]),
+        helper.make_node("FusedConv", ["x", "W", "B", "z"], ["y"], kernel_shape=[1, 1], domain="com.microsoft"),
+    ]
+    model = _model(nodes, {"x": (F, [1, 4, 8, 8])}, [_weights("W", 4, 4, 1, 1), _weights("B", 4)], {"": 17})
+    assert estimate(model).nodes[1].flops == 2560  # 2 * 256 * 4 + 256 (bias) + 256 (z)
 
 
 def _iris_like() -> tuple[np.ndarray, np.ndarray]:

@@ -8,27 +8,46 @@ import time
 from pathlib import Path
 
 
-def quota_cores(proc_cgroup: Path = Path("/proc/self/cgroup"), root: Path = Path("/sys/fs/cgroup")) -> float | None:
-    """The CFS quota of this process's cgroup in cores (cgroup v1 cpu controller or v2 cpu.max); None when
-    unlimited or unreadable. In a container the cgroup root is usually the container's own."""
+def _cpu_directories(proc_cgroup: Path, root: Path) -> list[tuple[str, Path]]:
+    """("v1" or "v2", directory) where this process's CPU controller files may be, most specific first: in a
+    container the cgroup root is usually the container's own, so its listed path may not exist there."""
     try:
         lines = proc_cgroup.read_text().splitlines()
     except OSError:
-        return None
+        return []
+    found = []
     for line in lines:
         _, controllers, path = line.split(":", 2)
         relative = path.lstrip("/")
         if controllers == "":  # v2: one hierarchy
-            for directory in (root / relative, root):
-                found = _read_v2(directory / "cpu.max")
-                if found is not False:
-                    return found
+            found += [("v2", root / relative), ("v2", root)]
         elif "cpu" in controllers.split(","):
             for base in (root / "cpu", root / "cpu,cpuacct"):
-                for directory in (base / relative, base):
-                    found = _read_v1(directory)
-                    if found is not False:
-                        return found
+                found += [("v1", base / relative), ("v1", base)]
+    return found
+
+
+def quota_cores(proc_cgroup: Path = Path("/proc/self/cgroup"), root: Path = Path("/sys/fs/cgroup")) -> float | None:
+    """The CFS quota of this process's cgroup in cores (cgroup v1 cpu controller or v2 cpu.max); None when
+    unlimited or unreadable."""
+    for version, directory in _cpu_directories(proc_cgroup, root):
+        found = _read_v2(directory / "cpu.max") if version == "v2" else _read_v1(directory)
+        if found is not False:
+            return found
+    return None
+
+
+def throttling(
+    proc_cgroup: Path = Path("/proc/self/cgroup"), root: Path = Path("/sys/fs/cgroup")
+) -> tuple[int, int] | None:
+    """(CFS periods, periods throttled) so far in this process's cgroup, from its cpu.stat; None when
+    unreadable. Two readings bracket a measurement: the share of its periods the quota ran out in."""
+    for _, directory in _cpu_directories(proc_cgroup, root):
+        try:
+            fields = dict(line.split() for line in (directory / "cpu.stat").read_text().splitlines() if line.strip())
+            return int(fields["nr_periods"]), int(fields["nr_throttled"])
+        except (OSError, KeyError, ValueError):
+            continue
     return None
 
 

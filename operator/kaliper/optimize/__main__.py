@@ -26,11 +26,13 @@ def _say(line: str) -> None:
     print(f"{datetime.now():%H:%M:%S} {line}", file=sys.stderr, flush=True)
 
 
-def cpus_available() -> float:
-    """The CPU limit of this process's cgroup (the pod's, or the local run's), else the CPUs it may run on."""
+def cpus_available() -> tuple[float, bool]:
+    """The CPU limit of this process's cgroup (the pod's, or the local run's), else the CPUs it may run on;
+    and whether it is a limit."""
     from kaliper.loadgen.cpu import quota_cores
 
-    return quota_cores() or float(len(os.sched_getaffinity(0)))
+    quota = quota_cores()
+    return (quota, True) if quota is not None else (float(len(os.sched_getaffinity(0))), False)
 
 
 def status_document(report_json: str) -> str:
@@ -80,13 +82,13 @@ def main(
         relative = path.resolve().relative_to(output).as_posix()
         return artifact_prefix.rstrip("/") + ("/" + relative if relative != "." else "")
 
-    cpus = cpus_available()
-    _say(f"optimizing {resource.metadata.name} with up to {cpus:g} CPUs")
+    cpus, limited = cpus_available()
+    _say(f"optimizing {resource.metadata.name} with up to {cpus:g} CPUs" + (" (its CPU limit)" if limited else ""))
     report = run(
         resource.spec,
         resource.metadata.name or "modeloptimization",
         resource.metadata.namespace,
-        Inputs(model=model, output=output, artifact_uri=artifact_uri, cpus=cpus, dataset=dataset),
+        Inputs(model=model, output=output, artifact_uri=artifact_uri, cpus=cpus, limited=limited, dataset=dataset),
         progress=_say,
     )
     _say(f"{report.phase}: {report.message}")

@@ -15,15 +15,17 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
+import onnxruntime as ort
 
 from kaliper.api.modeloptimization import ChosenModel, ModelOptimizationSpec
+from kaliper.loadgen.cpu import throttling
 from kaliper.log import get_logger
 from kaliper.optimize import dataset as data
 from kaliper.optimize import evaluate, frontier, passes
 from kaliper.optimize.followups import CHOSEN_FILE
 from kaliper.optimize.profile import profile_model
 from kaliper.optimize.space import CandidatePlan, run_search
-from kaliper.report.optimization import CandidateResult, OptimizationReport
+from kaliper.report.optimization import CandidateResult, LatencyMeasurement, OptimizationReport
 
 log = get_logger("kaliper.optimize")
 
@@ -42,6 +44,8 @@ class Inputs:
     """How a file under `output` is named in the status (a local path, or pvc://claim/path)."""
     cpus: float
     """CPUs the optimizer may use (its CPU limit, else the CPUs it sees): the default thread counts."""
+    limited: bool = False
+    """Whether `cpus` is a CPU limit (a CFS quota), whose throttling is then read around each measurement."""
     dataset: Path | None = None
     """The labelled rows of evaluator.accuracy.dataset."""
 
@@ -78,6 +82,7 @@ class Optimization:
         self.labels: np.ndarray | None = None
         self.original_score: float | None = None
         self.latency_feeds: dict[str, np.ndarray] = {}
+        self.original_session: ort.InferenceSession | None = None
 
     # --- the steps ---------------------------------------------------------------------------------
 
@@ -141,14 +146,13 @@ class Optimization:
     def measure(
         self, candidate_id: str, plan: CandidatePlan, model: Path, graph_level: str | None = None
     ) -> CandidateResult:
-        """Latency (and accuracy when a dataset is given) of one model file with one session setting."""
+        """Latency and accuracy (when a dataset is given) of one model file with one session setting. Its
+        latency is measured in alternating blocks with the original's (see evaluate.paired_samples), and
+        its improvement is read against the original's figure from those same seconds."""
         started = time.monotonic()
-        settings = self.settings(plan, graph_level)
-        session = passes.open_session(model, settings)
-        latency = self.spec.evaluator.latency
-        figures = evaluate.measure_latency(
-            session, self.latency_feeds, latency.warmup_runs, latency.runs, latency.metric, latency.batch_size
-        )
+        session = passes.open_session(model, self.settings(plan, graph_level))
+        assert self.original_session is not None, "measure_original first"
+        (reference, figures), throttled = self._paired(self.original_session, session)
         result = CandidateResult(
             id=candidate_id,
             passes=plan.passes(self.converted),
@@ -157,19 +161,76 @@ class Optimization:
             latency_ms=significant(figures.value_ms),
             latency_ci_low_ms=figures.ci_low_ms,
             latency_ci_high_ms=figures.ci_high_ms,
+            original_latency_ms=significant(reference.value_ms),
+            latency_improvement_percent=round(100 * (1 - figures.value_ms / reference.value_ms), 2),
+            throttled_percent=throttled,
             model_size_bytes=model.stat().st_size,
         )
-        accuracy = self.spec.evaluator.accuracy
-        if accuracy is not None and self.labels is not None:
-            predictions = evaluate.predict(session, data.feeds(self.rows, session.get_inputs(), 64))
-            result.accuracy_metric = accuracy.metric
-            result.accuracy = round(evaluate.score(accuracy.metric, self.labels, predictions), 6)
-            if self.original_score is not None:
-                result.accuracy_degradation = round(
-                    evaluate.degradation(accuracy.metric, self.original_score, result.accuracy), 6
-                )
+        self._score(session, result)
         result.seconds = round(time.monotonic() - started, 2)
         return result
+
+    def _paired(self, *sessions: ort.InferenceSession) -> tuple[list[LatencyMeasurement], float | None]:
+        """The latency figures of the sessions measured together, and the share of the CPU limit's periods
+        that ran out of quota meanwhile (None without a limit)."""
+        latency = self.spec.evaluator.latency
+        before = throttling() if self.inputs.limited else None
+        samples = evaluate.paired_samples(sessions, self.latency_feeds, latency.warmup_runs, latency.runs)
+        after = throttling() if before is not None else None
+        throttled = None
+        if before is not None and after is not None and after[0] > before[0]:
+            throttled = round(100 * (after[1] - before[1]) / (after[0] - before[0]), 1)
+        figures = [
+            evaluate.latency_figures(taken, latency.metric, latency.warmup_runs, latency.batch_size)
+            for taken in samples
+        ]
+        return figures, throttled
+
+    def _score(self, session: ort.InferenceSession, result: CandidateResult) -> None:
+        accuracy = self.spec.evaluator.accuracy
+        if accuracy is None or self.labels is None:
+            return
+        predictions = evaluate.predict(session, data.feeds(self.rows, session.get_inputs(), 64))
+        result.accuracy_metric = accuracy.metric
+        result.accuracy = round(evaluate.score(accuracy.metric, self.labels, predictions), 6)
+        if self.original_score is not None:
+            result.accuracy_degradation = round(
+                evaluate.degradation(accuracy.metric, self.original_score, result.accuracy), 6
+            )
+
+    def measure_original(self) -> tuple[CandidateResult, CandidateResult]:
+        """The original with ONNX Runtime's defaults (the baseline) and with its graph optimizations off,
+        measured together."""
+        plan = CandidatePlan()
+        self.original_session = passes.open_session(self.original, self.settings(plan))
+        unoptimized_session = passes.open_session(self.original, self.settings(plan, "disabled"))
+        (baseline_figures, unoptimized_figures), throttled = self._paired(self.original_session, unoptimized_session)
+        results = []
+        for candidate_id, session, figures, level in (
+            ("original", self.original_session, baseline_figures, None),
+            ("unoptimized", unoptimized_session, unoptimized_figures, "disabled"),
+        ):
+            result = CandidateResult(
+                id=candidate_id,
+                passes=plan.passes(self.converted),
+                parameters={"graphLevel": level} if level else {},
+                latency=figures,
+                latency_ms=significant(figures.value_ms),
+                latency_ci_low_ms=figures.ci_low_ms,
+                latency_ci_high_ms=figures.ci_high_ms,
+                original_latency_ms=significant(baseline_figures.value_ms),
+                latency_improvement_percent=round(100 * (1 - figures.value_ms / baseline_figures.value_ms), 2),
+                throttled_percent=throttled,
+                model_size_bytes=self.original.stat().st_size,
+            )
+            self._score(session, result)
+            if self.original_score is None and result.accuracy is not None:
+                self.original_score = result.accuracy
+                result.accuracy_degradation = 0.0
+            results.append(result)
+        baseline, unoptimized = results
+        baseline.latency_improvement_percent = None  # it is the reference
+        return baseline, unoptimized
 
     def settings(self, plan: CandidatePlan, graph_level: str | None = None) -> passes.SessionSettings:
         level = graph_level or (
@@ -247,10 +308,7 @@ class Optimization:
                 meets_goals=False,
                 message=f"{type(error).__name__}: {error}"[:2048],
             )
-        baseline = self.report.baseline
-        if baseline is not None and baseline.latency_ms and result.latency_ms is not None:
-            result.latency_improvement_percent = round(100 * (1 - result.latency_ms / baseline.latency_ms), 2)
-        problems = frontier.goal_problems(result, self.spec.evaluator, baseline)
+        problems = frontier.goal_problems(result, self.spec.evaluator)
         result.meets_goals = not problems
         if problems:
             result.message = "; ".join(problems)
@@ -327,22 +385,12 @@ def _optimize(job: Optimization, report: OptimizationReport, inputs: Inputs) -> 
             "usually run slower there (Cast nodes around each operator); it pays off on GPUs"
         )
     job.progress("measuring the original model (ONNX Runtime's defaults, and with its graph optimizations off)")
-    original = CandidatePlan()
     try:
-        unoptimized = job.measure("unoptimized", original, job.original, graph_level="disabled")
-        baseline = job.measure("original", original, job.original)
+        baseline, unoptimized = job.measure_original()
     except evaluate.EvaluationError as error:
         raise OptimizationFailed("DatasetMismatch", f"evaluator.accuracy: {error}") from error
     except passes.ModelLoadError as error:
         raise OptimizationFailed("ModelDidNotLoad", f"model.source: {error}") from error
-    if baseline.accuracy is not None:
-        job.original_score = baseline.accuracy
-        baseline.accuracy_degradation = 0.0
-        unoptimized.accuracy_degradation = round(
-            evaluate.degradation(spec.evaluator.accuracy.metric, baseline.accuracy, unoptimized.accuracy or 0.0),
-            6,  # type: ignore[union-attr]
-        )
-    unoptimized.latency_improvement_percent = round(100 * (1 - unoptimized.latency_ms / baseline.latency_ms), 2)  # type: ignore[operator]
     report.references, report.baseline = [unoptimized], baseline
     job.progress(f"original: {_describe(baseline)}; with graph optimizations off: {unoptimized.latency_ms:.3f} ms")
 

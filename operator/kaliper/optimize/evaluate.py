@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import statistics
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Literal
 
 import numpy as np
@@ -27,23 +27,34 @@ class EvaluationError(Exception):
 # --- latency -----------------------------------------------------------------------------------------
 
 
-def measure_latency(
-    session: ort.InferenceSession,
+def paired_samples(
+    sessions: Sequence[ort.InferenceSession],
     feeds: dict[str, np.ndarray],
     warmup_runs: int,
     runs: int,
-    metric: LatencyMetric,
-    batch_size: int,
-) -> LatencyMeasurement:
-    """Latency of `runs` calls of session.run on the same feeds, after `warmup_runs` untimed ones."""
-    for _ in range(warmup_runs):
-        session.run(None, feeds)
-    samples_ms: list[float] = []
-    for _ in range(runs):
-        started = time.perf_counter_ns()
-        session.run(None, feeds)
-        samples_ms.append((time.perf_counter_ns() - started) / 1e6)
-    return latency_figures(samples_ms, metric, warmup_runs=warmup_runs, batch_size=batch_size)
+    blocks: int = 10,
+    min_seconds: float = 1.0,
+    max_factor: int = 10,
+) -> list[list[float]]:
+    """Latency samples (ms) of each session, taken in alternating blocks: a change in the machine's load
+    during the measurement falls on every session alike, so their ratio holds where their separate figures
+    would drift (measured one after the other, the same configuration differed by up to 39% on a busy
+    machine). Each gets at least `runs` samples and the whole measurement lasts at least `min_seconds` (ten
+    100 ms CFS periods, so a CPU limit's throttling shows however fast the model is), up to
+    `max_factor` x `runs` samples each."""
+    for session in sessions:
+        for _ in range(warmup_runs):
+            session.run(None, feeds)
+    block = max(1, -(-runs // blocks))
+    samples: list[list[float]] = [[] for _ in sessions]
+    started = time.monotonic()
+    while len(samples[0]) < runs or (time.monotonic() - started < min_seconds and len(samples[0]) < max_factor * runs):
+        for session, taken in zip(sessions, samples, strict=True):
+            for _ in range(block):
+                begun = time.perf_counter_ns()
+                session.run(None, feeds)
+                taken.append((time.perf_counter_ns() - begun) / 1e6)
+    return samples
 
 
 def latency_figures(
@@ -66,7 +77,8 @@ def latency_figures(
         value = mean
         if count > 1:
             half = _Z95 * statistics.stdev(ordered) / math.sqrt(count)
-            low, high = mean - half, mean + half
+            # A heavy tail (a throttled period among few runs) can put the normal interval below zero.
+            low, high = max(0.0, mean - half), mean + half
         else:
             low = high = None
     else:

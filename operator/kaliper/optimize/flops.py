@@ -7,18 +7,40 @@ Conventions (per inference, at the given batch size):
   the batch dimensions broadcast. ConvTranspose is 2 * input elements * (Cout / group) * prod(kernel) + bias.
 - The integer forms (ConvInteger, QLinearConv, MatMulInteger, QLinearMatMul) count as their float forms, as
   Sparsify does: they are integer operations, but the same count keeps a quantized model comparable with
-  the float one. ONNX Runtime's fused forms (FusedConv, FusedGemm, FusedMatMul) count as their base op; the
-  fused activation is not counted.
+  the float one. So do ONNX Runtime's quantized contrib ops (com.microsoft QLinearConv, QGemm, QLinearAdd,
+  QLinearMul, QLinearSigmoid, QLinearLeakyRelu, QLinearSoftmax, QLinearWhere, QLinearAveragePool,
+  QLinearGlobalAveragePool, QLinearConcat, NhwcMaxPool; MatMulIntegerToFloat as MatMul plus its bias), in
+  either layout: with `channels_last` their tensors are NHWC, the count is the same.
+- ONNX Runtime's fused forms count as their base op, plus one per output element for an added tensor (the
+  residual a Conv sums in); what else they fuse is not counted: FusedConv, FusedGemm, FusedMatMul and the
+  NCHWc Conv leave out their activation, DynamicQuantizeMatMul (a MatMul plus its bias) the quantization of
+  its input and the scaling of its output. The unfused graph counts those as the elementwise ops they are.
+- ONNX Runtime's NCHWc layout (com.microsoft.nchwc, written at graph optimization level all on x86 CPUs)
+  keeps 4-D NCHW shapes whose channel count the NCHWc Conv pads up to the block size (8 with AVX2, 16 with
+  AVX-512), in its weights (Cout padded, Cin as its input's), bias and output. The padded channels are
+  counted, in that Conv and in every op on its output until a ReorderOutput drops them: they are computed.
+  Its Conv, MaxPool, AveragePool, GlobalAveragePool and GlobalMaxPool count as ONNX's, Upsample as Resize
+  (nearest), ReorderInput and ReorderOutput as data movement. ReorderInput adds no padding here: ONNX Runtime
+  puts it only before channel counts that are a multiple of the block size (the graph does not record it).
 - Elementwise ops count per output element, composite ones as the primitives of their ONNX decomposition
   (each 1 per element): see `_PER_OUTPUT_ELEMENT`. Softmax and LogSoftmax are 5 (max, subtract, exp, sum,
   divide); BatchNormalization 2 (its inference form is a scale and a shift); LayerNormalization 6, +1 with
-  a bias (mean, subtract, square, variance, normalize, scale); Gelu 5, its tanh form 9.
-- Pools count prod(kernel) per output element; global pools and reductions count per input element.
-- QuantizeLinear / DequantizeLinear count 2 per element (scale and zero point): they are arithmetic, not
-  data movement. Shape and data-movement ops (`_DATA_MOVEMENT`) count 0, which is an estimate.
+  a bias (mean, subtract, square, variance, normalize, scale); Gelu 5, its tanh form 9; QuickGelu
+  (x * sigmoid(alpha * x)) 2, 3 when alpha is not 1 (ONNX Runtime skips the scaling by 1).
+- Pools count prod(kernel) per output element; global pools and reductions count per input element. Resize
+  and Upsample move data in nearest mode (0); linear and cubic count a weighted sum of 2 or 4 inputs per
+  resized axis (2 * taps - 1 per output element).
+- QuantizeLinear / DequantizeLinear count 2 per element (scale and zero point), DynamicQuantizeLinear 4 per
+  input element (min, max, scale, zero point): they are arithmetic, not data movement. Shape and
+  data-movement ops (`_DATA_MOVEMENT`) count 0, which is an estimate.
 - ai.onnx.ml LinearClassifier / LinearRegressor count 2 * rows * len(coefficients) + rows * len(intercepts)
   plus their post_transform at the rates of Softmax / Sigmoid. Other ops (tree ensembles, ZipMap, custom
   ops, If / Loop / Scan, whose subgraphs are not walked) have no estimate: their flops are None.
+
+Shapes come from ONNX's shape inference, run on a private copy of the graph in which ONNX Runtime's ops
+stand as the ONNX ops of the same shapes (an NCHWc Conv as a Conv on the padded weights, an NHWC op between
+transposes, a ReorderOutput as a Slice of its channels); it knows none of them, and without this nothing
+after them would have a shape.
 """
 
 from __future__ import annotations
@@ -30,7 +52,7 @@ from typing import Any
 
 import numpy as np
 import onnx
-from onnx import helper, shape_inference
+from onnx import helper, numpy_helper, shape_inference
 
 Shapes = Mapping[str, tuple[int, ...]]
 Rule = Callable[[onnx.NodeProto, Shapes], int | None]
@@ -119,7 +141,7 @@ def _inferred_shapes(model: onnx.ModelProto, batch_size: int, input_shapes: Mapp
         for dim in shape.dim:
             if not dim.HasField("dim_value") or dim.dim_value <= 0:
                 dim.dim_value = batch_size
-    _as_standard_ops(copy.graph)
+    _as_standard_ops(copy)
     try:
         graph = shape_inference.infer_shapes(copy, check_type=False, strict_mode=False, data_prop=True).graph
     except (shape_inference.InferenceError, ValueError):
@@ -142,33 +164,210 @@ def _static(value: onnx.ValueInfoProto) -> tuple[int, ...] | None:
     return tuple(d.dim_value for d in dims)
 
 
-def _as_standard_ops(graph: onnx.GraphProto) -> None:
-    """Turn ONNX Runtime's fused ops into their base op (in place, on the copy): ONNX's shape inference
-    knows no com.microsoft op, and without this nothing after a FusedConv would have a shape."""
+def _as_standard_ops(model: onnx.ModelProto) -> None:
+    """Stand ONNX Runtime's ops of the main graph as ONNX ops of the same output shapes (in place, on the
+    copy): ONNX's shape inference knows no com.microsoft or com.microsoft.nchwc op, and without this nothing
+    after a FusedConv, an NCHWc Conv or a QGemm would have a shape. A node may become several (an NHWC op
+    between transposes); the added tensors and initializers have names of their own."""
+    opset = next((o.version for o in model.opset_import if _domain(o.domain) == ""), 0)
+    channels = _nchwc_conv_input_channels(model.graph)
+    nodes: list[onnx.NodeProto] = []
+    for index, node in enumerate(model.graph.node):
+        form = _STANDARD_FORMS.get((_domain(node.domain), node.op_type))
+        replacement = form(node, _Rewrite(model.graph, opset, index, channels)) if form and node.output else None
+        nodes.extend([node] if replacement is None else replacement)
+    del model.graph.node[:]
+    model.graph.node.extend(nodes)
+
+
+def _nchwc_conv_input_channels(graph: onnx.GraphProto) -> dict[str, int]:
+    """The channels each NCHWc Conv takes, by input tensor: Cin/group * group of its (padded) weights."""
+    dims = {t.name: tuple(t.dims) for t in graph.initializer}
+    channels: dict[str, int] = {}
     for node in graph.node:
-        if node.domain != "com.microsoft":
-            continue
-        attributes = {a.name: helper.get_attribute_value(a) for a in node.attribute}
-        if node.op_type == "FusedConv":
-            keep, inputs = ("auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"), node.input[:3]
-        elif node.op_type == "FusedGemm":
-            keep, inputs = ("alpha", "beta", "transA", "transB"), node.input[:3]
-        elif node.op_type == "FusedMatMul" and not any(attributes.get(a) for a in _MATMUL_TRANSPOSES):
-            keep, inputs = (), node.input[:2]
-        else:
-            continue
-        replacement = helper.make_node(
-            node.op_type.removeprefix("Fused"),
-            list(inputs),
-            list(node.output),
-            name=node.name,
-            **{k: v for k, v in attributes.items() if k in keep},
-        )
-        node.CopyFrom(replacement)
+        weights = dims.get(node.input[1]) if len(node.input) > 1 else None
+        if _domain(node.domain) == _NCHWC and node.op_type == "Conv" and weights and len(weights) > 1:
+            taken = weights[1] * _attribute(node, "group", 1)
+            channels[node.input[0]] = max(taken, channels.get(node.input[0], 0))
+    return channels
+
+
+@dataclass(frozen=True)
+class _Rewrite:
+    """Where a node's standard form goes: the copy's graph, its ONNX opset, the node's index, and the channels
+    each NCHWc Conv takes by input tensor."""
+
+    graph: onnx.GraphProto
+    opset: int
+    index: int
+    nchwc_conv_input_channels: Mapping[str, int]
+
+    def name(self, suffix: str) -> str:
+        return f"kaliper/{self.index}/{suffix}"
+
+    def constant(self, suffix: str, values: Sequence[float], dtype: type) -> str:
+        name = self.name(suffix)
+        self.graph.initializer.append(numpy_helper.from_array(np.array(values, dtype), name))
+        return name
+
+    def node(
+        self, op_type: str, inputs: Sequence[str], outputs: Sequence[str], source: onnx.NodeProto
+    ) -> onnx.NodeProto:
+        """The ONNX op with the source node's attributes that the op defines at this opset."""
+        try:
+            known = onnx.defs.get_schema(op_type, self.opset).attributes
+        except onnx.defs.SchemaError:
+            known = {}
+        attributes = [a for a in source.attribute if a.name in known]
+        node = helper.make_node(op_type, list(inputs), list(outputs), name=source.name)
+        node.attribute.extend(attributes)
+        return node
+
+
+Form = Callable[[onnx.NodeProto, _Rewrite], list[onnx.NodeProto] | None]
+
+
+def _as(op_type: str, *inputs: int, like: Sequence[int] = ()) -> Form:
+    """The ONNX op on the node's inputs at these indices (absent ones left empty), onto its first output. Where
+    the node's output type is not the ONNX op's, it is that of its first present input in `like`, given by a
+    CastLike (opset 15 on): the quantizer's value_info declares the original types, and a conflicting one
+    would cost the tensor its shape."""
+
+    def form(node: onnx.NodeProto, rewrite: _Rewrite) -> list[onnx.NodeProto]:
+        names = [node.input[i] if i < len(node.input) else "" for i in inputs]
+        while names and not names[-1]:
+            names.pop()
+        typed = next((node.input[i] for i in like if _has_input(node, i)), None)
+        if typed is None or rewrite.opset < 15:
+            return [rewrite.node(op_type, names, node.output[:1], node)]
+        untyped = rewrite.name("untyped")
+        return [
+            rewrite.node(op_type, names, [untyped], node),
+            helper.make_node("CastLike", [untyped, typed], node.output[:1]),
+        ]
+
+    return form
+
+
+def _nhwc(form: Form, always: bool = False) -> Form:
+    """ONNX Runtime's NHWC forms (`channels_last`, or every NhwcMaxPool): the NCHW form between transposes.
+    The rank is the kernel's plus 2, else 4."""
+
+    def wrapped(node: onnx.NodeProto, rewrite: _Rewrite) -> list[onnx.NodeProto] | None:
+        if not always and not _attribute(node, "channels_last", 0):
+            return form(node, rewrite)
+        rank = len(_attribute(node, "kernel_shape", [0, 0])) + 2
+        inner = onnx.NodeProto()
+        inner.CopyFrom(node)
+        inner.input[0], inner.output[0] = rewrite.name("nchw_input"), rewrite.name("nchw_output")
+        nchw = form(inner, rewrite)
+        if nchw is None:
+            return None
+        return [
+            helper.make_node("Transpose", [node.input[0]], [inner.input[0]], perm=[0, rank - 1, *range(1, rank - 1)]),
+            *nchw,
+            helper.make_node("Transpose", [inner.output[0]], [node.output[0]], perm=[0, *range(2, rank), 1]),
+        ]
+
+    return wrapped
+
+
+def _fused_matmul(node: onnx.NodeProto, rewrite: _Rewrite) -> list[onnx.NodeProto] | None:
+    if any(_attribute(node, a, 0) for a in _MATMUL_TRANSPOSES):
+        return None
+    return _as("MatMul", 0, 1)(node, rewrite)
 
 
 # FusedMatMul's attributes that move its operands' axes (MatMul has none).
 _MATMUL_TRANSPOSES = ("transA", "transB", "transBatchA", "transBatchB")
+
+
+def _reorder_input(node: onnx.NodeProto, rewrite: _Rewrite) -> list[onnx.NodeProto]:
+    """NCHW (or NHWC, `channels_last`) to NCHWc, the channels padded to a multiple of the block size. The graph
+    does not record the block size, but ONNX Runtime reorders unaligned channel counts only for an NCHWc Conv,
+    whose weights are padded to match: that many channels, zeros padded at the end (a Pad of the channel axis
+    after the Transpose). Before pools the count is aligned already, and is kept."""
+    nodes, nchw = [], node.input[0]
+    if _attribute(node, "channels_last", 0):
+        nchw = rewrite.name("nchw")
+        nodes.append(helper.make_node("Transpose", node.input[:1], [nchw], perm=[0, 3, 1, 2]))
+    padded = rewrite.nchwc_conv_input_channels.get(node.output[0])
+    if padded is None:
+        return [*nodes, helper.make_node("Identity", [nchw], node.output[:1])]
+    # The channel count is only known once the shapes are: Pad by padded - C, C read with Shape and Gather.
+    shape, count, extra, pads = (rewrite.name(n) for n in ("shape", "channels", "extra", "pads"))
+    zeros = rewrite.constant("zeros", [0, 0, 0, 0, 0], np.int64)
+    nodes += [
+        helper.make_node("Shape", [nchw], [shape]),
+        helper.make_node("Gather", [shape, rewrite.constant("axis", [1], np.int64)], [count]),
+        helper.make_node("Sub", [rewrite.constant("padded", [padded], np.int64), count], [extra]),
+        helper.make_node("Concat", [zeros, extra, rewrite.constant("after", [0, 0], np.int64)], [pads], axis=0),
+        helper.make_node("Pad", [nchw, pads], node.output[:1]),
+    ]
+    return nodes
+
+
+def _reorder_output(node: onnx.NodeProto, rewrite: _Rewrite) -> list[onnx.NodeProto] | None:
+    """NCHWc back to NCHW (or NHWC, `channels_last`): the first `channels` channels, the padding dropped."""
+    channels = _attribute(node, "channels", 0)
+    if channels <= 0:
+        return None
+    channels_last = _attribute(node, "channels_last", 0)
+    sliced = rewrite.name("sliced") if channels_last else node.output[0]
+    if rewrite.opset >= 10:
+        bounds = [rewrite.constant(n, [v], np.int64) for n, v in (("starts", 0), ("ends", channels), ("axes", 1))]
+        nodes = [helper.make_node("Slice", [node.input[0], *bounds], [sliced])]
+    else:
+        nodes = [helper.make_node("Slice", node.input[:1], [sliced], starts=[0], ends=[channels], axes=[1])]
+    if channels_last:
+        nodes.append(helper.make_node("Transpose", [sliced], node.output[:1], perm=[0, 2, 3, 1]))
+    return nodes
+
+
+def _nchwc_upsample(node: onnx.NodeProto, rewrite: _Rewrite) -> list[onnx.NodeProto] | None:
+    """Integer `scales` per axis, nearest: ONNX's Resize (Upsample before opset 10)."""
+    scales = rewrite.constant("scales", [float(s) for s in _attribute(node, "scales", [])], np.float32)
+    if rewrite.opset >= 11:
+        return [helper.make_node("Resize", [node.input[0], "", scales], node.output[:1], mode="nearest")]
+    if rewrite.opset >= 9:
+        op_type = "Resize" if rewrite.opset == 10 else "Upsample"
+        return [helper.make_node(op_type, [node.input[0], scales], node.output[:1], mode="nearest")]
+    return None
+
+
+def _qlinear_concat(node: onnx.NodeProto, rewrite: _Rewrite) -> list[onnx.NodeProto]:
+    """Inputs: Y_scale, Y_zero_point, then (X, X_scale, X_zero_point) per tensor."""
+    return [rewrite.node("Concat", node.input[2::3], node.output[:1], node)]
+
+
+_MS, _NCHWC = "com.microsoft", "com.microsoft.nchwc"
+# Shape-preserving com.microsoft ops, as Identity.
+_MS_ELEMENTWISE = "QLinearSigmoid QLinearLeakyRelu QLinearSoftmax QuickGelu Gelu FastGelu BiasGelu"
+
+_STANDARD_FORMS: dict[tuple[str, str], Form] = {
+    (_MS, "FusedConv"): _as("Conv", 0, 1, 2),
+    (_MS, "FusedGemm"): _as("Gemm", 0, 1, 2),
+    (_MS, "FusedMatMul"): _fused_matmul,
+    (_MS, "DynamicQuantizeMatMul"): _as("MatMul", 0, 1),
+    (_MS, "MatMulIntegerToFloat"): _as("MatMul", 0, 1, like=[2]),  # float, as a_scale
+    (_MS, "QGemm"): _as("Gemm", 0, 3, 6, like=[8, 1]),  # quantized as y_zero_point, else float as a_scale
+    (_MS, "QLinearConv"): _nhwc(_as("Conv", 0, 3)),
+    (_MS, "NhwcMaxPool"): _nhwc(_as("MaxPool", 0), always=True),
+    (_MS, "QLinearAveragePool"): _nhwc(_as("AveragePool", 0)),
+    (_MS, "QLinearGlobalAveragePool"): _nhwc(_as("GlobalAveragePool", 0)),
+    (_MS, "QLinearAdd"): _as("Add", 0, 3),
+    (_MS, "QLinearMul"): _as("Mul", 0, 3),
+    (_MS, "QLinearWhere"): _as("Where", 0, 1, 4),
+    (_MS, "QLinearConcat"): _qlinear_concat,
+    **{(_MS, op): _as("Identity", 0) for op in _MS_ELEMENTWISE.split()},
+    (_MS, "QuantizeLinear"): _as("Identity", 0, like=[2]),  # as y_zero_point
+    (_MS, "DequantizeLinear"): _as("Identity", 0, like=[1]),  # as x_scale
+    (_NCHWC, "Conv"): _as("Conv", 0, 1, 2),
+    **{(_NCHWC, op): _as(op, 0) for op in ("MaxPool", "AveragePool", "GlobalMaxPool", "GlobalAveragePool")},
+    (_NCHWC, "ReorderInput"): _reorder_input,
+    (_NCHWC, "ReorderOutput"): _reorder_output,
+    (_NCHWC, "Upsample"): _nchwc_upsample,
+}
 
 
 def _input(node: onnx.NodeProto, shapes: Shapes, index: int) -> tuple[int, ...] | None:
@@ -192,34 +391,40 @@ def _attribute(node: onnx.NodeProto, name: str, default: Any) -> Any:
     return default
 
 
-def _conv(weight: int, bias: int | None, transposed: bool = False) -> Rule:
+def _conv(weight: int, bias: int | None, transposed: bool = False, summand: int | None = None) -> Rule:
     """2 * output elements (input elements when transposed) * prod(weight dims after the first) + output
-    elements for the bias. The weight's dims after the first are Cin/group * kernel, or Cout/group * kernel
-    for ConvTranspose: each input element meets them once."""
+    elements for the bias, and again for the tensor a fused Conv adds to its output (`summand`). The weight's
+    dims after the first are Cin/group * kernel, or Cout/group * kernel for ConvTranspose: each input element
+    meets them once."""
 
     def rule(node: onnx.NodeProto, shapes: Shapes) -> int | None:
         x, w, y = _input(node, shapes, 0), _input(node, shapes, weight), _output(node, shapes)
         if x is None or w is None or y is None:
             return None
         flops = 2 * math.prod(x if transposed else y) * math.prod(w[1:])
-        if bias is not None and _has_input(node, bias):
-            flops += math.prod(y)
+        for added in (bias, summand):
+            if added is not None and _has_input(node, added):
+                flops += math.prod(y)
         return flops
 
     return rule
 
 
-def _gemm(node: onnx.NodeProto, shapes: Shapes) -> int | None:
-    a, b = _input(node, shapes, 0), _input(node, shapes, 1)
-    if a is None or b is None or len(a) != 2 or len(b) != 2:
-        return None
-    m, k = reversed(a) if _attribute(node, "transA", 0) else a
-    n = b[0] if _attribute(node, "transB", 0) else b[1]
-    return 2 * m * n * k + (m * n if _has_input(node, 2) else 0)
+def _gemm(a_index: int, b_index: int, c_index: int) -> Rule:
+    def rule(node: onnx.NodeProto, shapes: Shapes) -> int | None:
+        a, b = _input(node, shapes, a_index), _input(node, shapes, b_index)
+        if a is None or b is None or len(a) != 2 or len(b) != 2:
+            return None
+        m, k = reversed(a) if _attribute(node, "transA", 0) else a
+        n = b[0] if _attribute(node, "transB", 0) else b[1]
+        return 2 * m * n * k + (m * n if _has_input(node, c_index) else 0)
+
+    return rule
 
 
-def _matmul(a_index: int, b_index: int) -> Rule:
-    """2 * batch * M * N * K with numpy's rules: 1-D operands gain a unit dim, batch dims broadcast."""
+def _matmul(a_index: int, b_index: int, bias: int | None = None) -> Rule:
+    """2 * batch * M * N * K with numpy's rules: 1-D operands gain a unit dim, batch dims broadcast; plus
+    batch * M * N for a `bias` (ONNX Runtime's DynamicQuantizeMatMul and MatMulIntegerToFloat add one)."""
 
     def rule(node: onnx.NodeProto, shapes: Shapes) -> int | None:
         a, b = _input(node, shapes, a_index), _input(node, shapes, b_index)
@@ -236,7 +441,8 @@ def _matmul(a_index: int, b_index: int) -> Rule:
             batch = np.broadcast_shapes(a[:-2], b[:-2])
         except ValueError:
             return None
-        return 2 * math.prod(batch) * a[-2] * b[-1] * a[-1]
+        added = 1 if bias is not None and _has_input(node, bias) else 0
+        return (2 * a[-1] + added) * math.prod(batch) * a[-2] * b[-1]
 
     return rule
 
@@ -285,6 +491,27 @@ def _gelu(node: onnx.NodeProto, shapes: Shapes) -> int | None:
     return None if y is None else per * math.prod(y)
 
 
+def _quick_gelu(node: onnx.NodeProto, shapes: Shapes) -> int | None:
+    y = _output(node, shapes)
+    per = 2 if _attribute(node, "alpha", 1.702) == 1.0 else 3
+    return None if y is None else per * math.prod(y)
+
+
+def _resize(node: onnx.NodeProto, shapes: Shapes) -> int | None:
+    """Resize and Upsample: nearest picks an input (0); linear and cubic weigh 2 or 4 inputs per resized axis,
+    2 * taps - 1 per output element (a multiply per tap, the adds between them)."""
+    x, y = _input(node, shapes, 0), _output(node, shapes)
+    mode = _attribute(node, "mode", b"nearest")
+    mode = mode.decode() if isinstance(mode, bytes) else str(mode)
+    if mode == "nearest":
+        return 0
+    taps = {"linear": 2, "bilinear": 2, "cubic": 4}.get(mode)
+    if x is None or y is None or len(x) != len(y) or taps is None:
+        return None
+    resized = sum(1 for before, after in zip(x, y, strict=True) if before != after)
+    return (2 * taps**resized - 1) * math.prod(y) if resized else 0
+
+
 def _zero(node: onnx.NodeProto, shapes: Shapes) -> int:
     return 0
 
@@ -329,21 +556,36 @@ _DATA_MOVEMENT = (
     "DepthToSpace SpaceToDepth Dropout"
 )
 
+# ONNX Runtime's quantized contrib ops that count as a float op: per output element, or nothing (QLinearConcat).
+_MS_PER_OUTPUT_ELEMENT = {
+    0: "QLinearConcat",
+    1: "QLinearAdd QLinearMul QLinearSigmoid QLinearLeakyRelu QLinearWhere",
+    2: "QuantizeLinear DequantizeLinear",  # the contrib forms (16-bit, 4-bit) count as ONNX's
+    5: "QLinearSoftmax",
+    6: "BiasGelu",  # the bias add, then Gelu
+}
+
 _RULES: dict[tuple[str, str], Rule] = {
     **{("", op): _per_output_element(per) for per, ops in _PER_OUTPUT_ELEMENT.items() for op in ops.split()},
     **{("", op): _per_input_element(per) for per, ops in _PER_INPUT_ELEMENT.items() for op in ops.split()},
     **{("", op): _zero for op in _DATA_MOVEMENT.split()},
+    **{(_MS, op): _per_output_element(per) for per, ops in _MS_PER_OUTPUT_ELEMENT.items() for op in ops.split()},
     ("", "Conv"): _conv(1, 2),
-    ("com.microsoft", "FusedConv"): _conv(1, 2),
+    (_MS, "FusedConv"): _conv(1, 2, summand=3),
+    (_NCHWC, "Conv"): _conv(1, 2, summand=3),
     ("", "ConvInteger"): _conv(1, None),
     ("", "QLinearConv"): _conv(3, 8),
+    (_MS, "QLinearConv"): _conv(3, 8),
     ("", "ConvTranspose"): _conv(1, 2, transposed=True),
-    ("", "Gemm"): _gemm,
-    ("com.microsoft", "FusedGemm"): _gemm,
+    ("", "Gemm"): _gemm(0, 1, 2),
+    (_MS, "FusedGemm"): _gemm(0, 1, 2),
+    (_MS, "QGemm"): _gemm(0, 3, 6),
     ("", "MatMul"): _matmul(0, 1),
-    ("com.microsoft", "FusedMatMul"): _matmul(0, 1),
+    (_MS, "FusedMatMul"): _matmul(0, 1),
     ("", "MatMulInteger"): _matmul(0, 1),
     ("", "QLinearMatMul"): _matmul(0, 3),
+    (_MS, "DynamicQuantizeMatMul"): _matmul(0, 1, bias=4),
+    (_MS, "MatMulIntegerToFloat"): _matmul(0, 1, bias=6),
     ("", "Sum"): _variadic(0),
     ("", "Max"): _variadic(0),
     ("", "Min"): _variadic(0),
@@ -351,10 +593,23 @@ _RULES: dict[tuple[str, str], Rule] = {
     ("", "MaxPool"): _pool,
     ("", "AveragePool"): _pool,
     ("", "LpPool"): _pool,
+    (_NCHWC, "MaxPool"): _pool,
+    (_NCHWC, "AveragePool"): _pool,
+    (_MS, "NhwcMaxPool"): _pool,
+    (_MS, "QLinearAveragePool"): _pool,
+    (_NCHWC, "GlobalAveragePool"): _per_input_element(1),
+    (_NCHWC, "GlobalMaxPool"): _per_input_element(1),
+    (_MS, "QLinearGlobalAveragePool"): _per_input_element(1),
+    (_NCHWC, "ReorderInput"): _zero,
+    (_NCHWC, "ReorderOutput"): _zero,
+    ("", "Resize"): _resize,
+    ("", "Upsample"): _resize,
+    (_NCHWC, "Upsample"): _resize,
     ("", "LayerNormalization"): _layer_normalization,
     ("", "Gelu"): _gelu,
-    ("com.microsoft", "Gelu"): _gelu,
-    ("com.microsoft", "FastGelu"): _per_output_element(9),
+    (_MS, "Gelu"): _gelu,
+    (_MS, "FastGelu"): _per_output_element(9),
+    (_MS, "QuickGelu"): _quick_gelu,
     ("ai.onnx.ml", "LinearClassifier"): _linear_ml,
     ("ai.onnx.ml", "LinearRegressor"): _linear_ml,
 }

@@ -92,6 +92,12 @@ class CandidateResult(Footprint):
     """A footprint with the measurements behind it."""
 
     latency: LatencyMeasurement | None = None
+    original_latency_ms: float | None = None
+    """The original's figure (ONNX Runtime's defaults) measured in alternating blocks with this candidate:
+    latencyImprovementPercent is read against it, so a change in the machine's load falls on both."""
+    throttled_percent: float | None = None
+    """Share of the CPU limit's 100 ms periods that ran out of quota during the measurement (absent without a
+    limit): high values mean the quota, not the model, sets the tail, which a p50 does not show."""
     accuracy_metric: str | None = None
     """Name of the accuracy metric (evaluator.accuracy.metric)."""
     status: Literal["Succeeded", "Failed"] = "Succeeded"
@@ -124,8 +130,8 @@ class OptimizationReport(KaliperModel):
     planned: int = 0
     """Candidates the search may evaluate (after maxCandidates)."""
     references: list[CandidateResult] = Field(default_factory=list)
-    """The original model with ONNX Runtime's graph optimizations off (`unoptimized`) and with its defaults
-    (`ortDefaults`): what each pass adds is read against these."""
+    """The original model with ONNX Runtime's graph optimizations off (`unoptimized`), measured with the
+    baseline: how much ONNX Runtime's own defaults already give."""
     baseline: CandidateResult | None = None
     """The original model as it would be served unchanged (ONNX Runtime's defaults); improvements and
     degradations are against it."""
