@@ -258,3 +258,33 @@ def test_a_pipeline_file_runs_in_order_and_the_follow_ups_serve_the_chosen_model
     (trial,) = profile.trials
     assert trial.status == "Succeeded" and trial.stage is not None and trial.stage.requests > 0
     assert trial.parameters == {"concurrency": "2"}
+
+
+def test_an_interrupted_optimization_keeps_the_candidates_measured_so_far(tmp_path: Path, models: Path) -> None:
+    out = tmp_path / "out"
+    spec = {
+        "model": {"source": {"file": str(models / "iris/model.onnx")}},
+        "passes": {"graphOptimization": {}, "threadTuning": {"intraOp": [1, 2, 4, 8]}},
+        "evaluator": {"latency": {"runs": 20000}},
+        "target": {"cpu": "1"},
+        "output": {"directory": str(out)},
+    }
+    manifest = tmp_path / "manifest.yaml"
+    manifest.write_text(yaml.safe_dump(optimization(**spec)))
+    process = subprocess.Popen(
+        [str(KALIPER), "run", str(manifest)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    assert process.stderr is not None
+    seen = []
+    for line in process.stderr:  # progress lines: stop once the first candidate is measured
+        seen.append(line)
+        if "[1/8] c1" in line:
+            break
+    process.terminate()
+    process.communicate(timeout=120)
+    assert process.returncode == 130, "".join(seen)
+    report = report_of(out)
+    assert (report.phase, report.reason, report.interrupted) == ("Failed", "Interrupted", True)
+    assert report.candidates[0].id == "c1" and report.candidates[0].latency_ms is not None
+    assert report.message == f"interrupted after {len(report.candidates)} candidates; the rest were not evaluated"
+    assert kaliper_groups(f"{process.pid}-") == []

@@ -302,8 +302,8 @@ def test_model_optimized_by_onnx_runtime(tmp_path: Path) -> None:
 # ModelOptimization engine does with its candidates. Level all depends on the CPU: NCHWc pads channels to a block
 # of 8 with AVX2 (this machine) and 16 with AVX-512, so the models use channel counts that give the same graph
 # with either (12 pads to 16, 16 stays 16); and on x86 ONNX Runtime turns int8 activations into uint8 ones
-# (QDQIsInt8Allowed is false there), which is why the int8 variants show uint8 forms. An ARM build would write
-# other graphs (no NCHWc, int8 kept).
+# (QDQIsInt8Allowed is false there), which is why the int8 variants show uint8 forms. These are the x86 graphs:
+# on ARM the int8 activations are kept, and NCHWc depends on the kernels MLAS has there.
 
 _LEVELS = {
     "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
@@ -626,6 +626,26 @@ def test_residual_net_as_onnx_runtime_writes_it(quantization: str, tmp_path: Pat
 def test_nchwc_graph_at_a_batch_of_32(tmp_path: Path) -> None:
     graph = _onnx_runtime_graphs(conv_net(), "float", tmp_path)["all"]
     assert estimate(graph, batch_size=32).total == 1950016  # 32 * 60938
+
+
+def test_nchwc_conv_pads_its_input_channels(tmp_path: Path) -> None:
+    """On an input of 12 channels, ONNX Runtime pads them to the block (16 with either block size) before the
+    NCHWc Conv, whose weights are padded to 16x16x3x3 to match."""
+    rng = np.random.default_rng(0)
+    nodes = [
+        helper.make_node("Conv", ["x", "W", "B"], ["c"], name="conv", kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c"], ["y"], name="relu"),
+    ]
+    weights = [_random(rng, "W", 16, 12, 3, 3), _random(rng, "B", 16)]
+    model = _model(nodes, {"x": (F, ["N", 12, 8, 8])}, weights, {"": 17}, output_type=F)
+    # The float model: Conv 2*(16*8*8)*12*3*3 + 1024 = 222208, Relu 1024
+    assert estimate(model).total == 223232
+    graph = _onnx_runtime_graphs(model, "float", tmp_path)["all"]
+    assert [(n.op_type, n.flops) for n in estimate(graph).nodes] == [
+        ("ReorderInput", 0),
+        ("Conv", 295936),  # 2*(16*8*8)*16*3*3 + 1024; the Relu fused
+        ("ReorderOutput", 0),
+    ]
 
 
 def test_matmuls_sharing_a_dynamically_quantized_input(tmp_path: Path) -> None:

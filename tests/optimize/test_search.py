@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from kaliper.api.modeloptimization import Evaluator, ModelOptimizationSpec
-from kaliper.optimize.frontier import choose, frontiers, goal_problems, pareto_front
+from kaliper.optimize.frontier import choose, frontiers, goal_problems, pareto_front, throttling_note
 from kaliper.optimize.space import CandidatePlan, all_plans, default_intra_op, run_search
 from kaliper.report.optimization import CandidateResult
 
@@ -171,3 +171,16 @@ def test_the_fastest_candidate_meeting_the_goals_is_chosen_smaller_file_on_a_tie
     chosen = choose(candidates)
     assert chosen is not None and chosen.id == "c3"
     assert choose([result("c1", 1.0, meets_goals=False)]) is None
+
+
+def test_throttled_measurements_are_named_with_what_the_metric_hides() -> None:
+    measured = [result("original", 0.2, throttled_percent=100.0), result("c1", 0.1, throttled_percent=4.0)]
+    assert throttling_note(measured, "p50") == (
+        "the CPU limit throttled the measurements of original (100%) of their 100 ms periods; "
+        "evaluator.latency.metric=p50 does not show the stalls this causes, p99 or avg does"
+    )
+    assert (
+        throttling_note(measured, "p99")
+        == "the CPU limit throttled the measurements of original (100%) of their 100 ms periods"
+    )
+    assert throttling_note([result("c1", 0.1, throttled_percent=4.0), result("c2", 0.1)], "p50") is None

@@ -13,6 +13,7 @@ a model was chosen, 1 when the optimization failed (the report says why), 2 for 
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from datetime import datetime
 from pathlib import Path
@@ -20,6 +21,10 @@ from pathlib import Path
 import click
 
 from kaliper.log import configure_logging
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
 
 
 def _say(line: str) -> None:
@@ -63,6 +68,9 @@ def main(
     from kaliper.optimize.engine import Inputs, run
 
     configure_logging("warning", "auto")
+    # SIGTERM (a pod deleted, `kaliper run` interrupted) ends the search as Ctrl-C does: the candidates
+    # measured so far are written to a report marked interrupted.
+    signal.signal(signal.SIGTERM, _interrupt)
     documents = [check_document(d) for d in read_documents(manifest)]
     found = [d for d in documents if isinstance(d.resource, ModelOptimization) or d.problems]
     if len(found) != 1 or found[0].problems:

@@ -428,6 +428,9 @@ def _decide(job: Optimization, report: OptimizationReport, inputs: Inputs) -> No
     measured = [*([report.baseline] if report.baseline else []), *report.candidates]
     report.frontiers.latency_accuracy, report.frontiers.latency_size = frontier.frontiers(measured, higher)
     chosen = frontier.choose(report.candidates)
+    throttled = frontier.throttling_note(measured, spec.evaluator.latency.metric)
+    if throttled:
+        report.warnings.append(throttled)
     _keep(job, report, inputs, chosen)
     job.progress("profiling the original model" + (f" and {chosen.id}" if chosen else ""))
     report.profiles.append(_profile(job, "original", CandidatePlan(), job.original))

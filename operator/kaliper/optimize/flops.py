@@ -15,21 +15,21 @@ Conventions (per inference, at the given batch size):
   residual a Conv sums in); what else they fuse is not counted: FusedConv, FusedGemm, FusedMatMul and the
   NCHWc Conv leave out their activation, DynamicQuantizeMatMul (a MatMul plus its bias) the quantization of
   its input and the scaling of its output. The unfused graph counts those as the elementwise ops they are.
-- ONNX Runtime's NCHWc layout (com.microsoft.nchwc, written at graph optimization level all on x86 CPUs)
-  keeps 4-D NCHW shapes whose channel count the NCHWc Conv pads up to the block size (8 with AVX2, 16 with
-  AVX-512), in its weights (Cout padded, Cin as its input's), bias and output. The padded channels are
-  counted, in that Conv and in every op on its output until a ReorderOutput drops them: they are computed.
-  Its Conv, MaxPool, AveragePool, GlobalAveragePool and GlobalMaxPool count as ONNX's, Upsample as Resize
-  (nearest), ReorderInput and ReorderOutput as data movement. ReorderInput adds no padding here: ONNX Runtime
-  puts it only before channel counts that are a multiple of the block size (the graph does not record it).
+- ONNX Runtime's NCHWc layout (com.microsoft.nchwc, written at graph optimization level all where MLAS has
+  NCHWc kernels, as on x86) keeps 4-D NCHW shapes with the channel count padded up to the block size (8
+  with AVX2, 16 with AVX-512). The NCHWc Conv's weights are padded in both channel dims (Cout, and Cin when
+  its input is NCHWc), its bias too. The padded channels are counted, in the Conv (from its weights) and in
+  every op on its output until a ReorderOutput drops them: they are computed. Its Conv, MaxPool,
+  AveragePool, GlobalAveragePool and GlobalMaxPool count as ONNX's, Upsample as Resize (nearest),
+  ReorderInput and ReorderOutput as data movement.
 - Elementwise ops count per output element, composite ones as the primitives of their ONNX decomposition
   (each 1 per element): see `_PER_OUTPUT_ELEMENT`. Softmax and LogSoftmax are 5 (max, subtract, exp, sum,
   divide); BatchNormalization 2 (its inference form is a scale and a shift); LayerNormalization 6, +1 with
   a bias (mean, subtract, square, variance, normalize, scale); Gelu 5, its tanh form 9; QuickGelu
   (x * sigmoid(alpha * x)) 2, 3 when alpha is not 1 (ONNX Runtime skips the scaling by 1).
 - Pools count prod(kernel) per output element; global pools and reductions count per input element. Resize
-  and Upsample move data in nearest mode (0); linear and cubic count a weighted sum of 2 or 4 inputs per
-  resized axis (2 * taps - 1 per output element).
+  and Upsample move data in nearest mode (0); linear and cubic weigh and sum taps inputs per output element,
+  2 * taps - 1, with taps 2 (linear) or 4 (cubic) to the power of the number of resized axes.
 - QuantizeLinear / DequantizeLinear count 2 per element (scale and zero point), DynamicQuantizeLinear 4 per
   input element (min, max, scale, zero point): they are arithmetic, not data movement. Shape and
   data-movement ops (`_DATA_MOVEMENT`) count 0, which is an estimate.
@@ -170,37 +170,22 @@ def _as_standard_ops(model: onnx.ModelProto) -> None:
     after a FusedConv, an NCHWc Conv or a QGemm would have a shape. A node may become several (an NHWC op
     between transposes); the added tensors and initializers have names of their own."""
     opset = next((o.version for o in model.opset_import if _domain(o.domain) == ""), 0)
-    channels = _nchwc_conv_input_channels(model.graph)
     nodes: list[onnx.NodeProto] = []
     for index, node in enumerate(model.graph.node):
         form = _STANDARD_FORMS.get((_domain(node.domain), node.op_type))
-        replacement = form(node, _Rewrite(model.graph, opset, index, channels)) if form and node.output else None
+        replacement = form(node, _Rewrite(model.graph, opset, index)) if form and node.output else None
         nodes.extend([node] if replacement is None else replacement)
     del model.graph.node[:]
     model.graph.node.extend(nodes)
 
 
-def _nchwc_conv_input_channels(graph: onnx.GraphProto) -> dict[str, int]:
-    """The channels each NCHWc Conv takes, by input tensor: Cin/group * group of its (padded) weights."""
-    dims = {t.name: tuple(t.dims) for t in graph.initializer}
-    channels: dict[str, int] = {}
-    for node in graph.node:
-        weights = dims.get(node.input[1]) if len(node.input) > 1 else None
-        if _domain(node.domain) == _NCHWC and node.op_type == "Conv" and weights and len(weights) > 1:
-            taken = weights[1] * _attribute(node, "group", 1)
-            channels[node.input[0]] = max(taken, channels.get(node.input[0], 0))
-    return channels
-
-
 @dataclass(frozen=True)
 class _Rewrite:
-    """Where a node's standard form goes: the copy's graph, its ONNX opset, the node's index, and the channels
-    each NCHWc Conv takes by input tensor."""
+    """Where a node's standard form goes: the copy's graph, its ONNX opset, the node's index."""
 
     graph: onnx.GraphProto
     opset: int
     index: int
-    nchwc_conv_input_channels: Mapping[str, int]
 
     def name(self, suffix: str) -> str:
         return f"kaliper/{self.index}/{suffix}"
@@ -283,28 +268,13 @@ _MATMUL_TRANSPOSES = ("transA", "transB", "transBatchA", "transBatchB")
 
 
 def _reorder_input(node: onnx.NodeProto, rewrite: _Rewrite) -> list[onnx.NodeProto]:
-    """NCHW (or NHWC, `channels_last`) to NCHWc, the channels padded to a multiple of the block size. The graph
-    does not record the block size, but ONNX Runtime reorders unaligned channel counts only for an NCHWc Conv,
-    whose weights are padded to match: that many channels, zeros padded at the end (a Pad of the channel axis
-    after the Transpose). Before pools the count is aligned already, and is kept."""
-    nodes, nchw = [], node.input[0]
+    """NCHW (or NHWC, `channels_last`) to NCHWc. ONNX Runtime pads the channels to the block size, which the
+    graph does not record, so the count is kept: no estimate depends on it. The tensor feeds only NCHWc Convs,
+    counted from their padded weights (ONNX's Conv takes its output channels from them too), and NCHWc pools,
+    which ONNX Runtime reorders only at block-aligned channel counts."""
     if _attribute(node, "channels_last", 0):
-        nchw = rewrite.name("nchw")
-        nodes.append(helper.make_node("Transpose", node.input[:1], [nchw], perm=[0, 3, 1, 2]))
-    padded = rewrite.nchwc_conv_input_channels.get(node.output[0])
-    if padded is None:
-        return [*nodes, helper.make_node("Identity", [nchw], node.output[:1])]
-    # The channel count is only known once the shapes are: Pad by padded - C, C read with Shape and Gather.
-    shape, count, extra, pads = (rewrite.name(n) for n in ("shape", "channels", "extra", "pads"))
-    zeros = rewrite.constant("zeros", [0, 0, 0, 0, 0], np.int64)
-    nodes += [
-        helper.make_node("Shape", [nchw], [shape]),
-        helper.make_node("Gather", [shape, rewrite.constant("axis", [1], np.int64)], [count]),
-        helper.make_node("Sub", [rewrite.constant("padded", [padded], np.int64), count], [extra]),
-        helper.make_node("Concat", [zeros, extra, rewrite.constant("after", [0, 0], np.int64)], [pads], axis=0),
-        helper.make_node("Pad", [nchw, pads], node.output[:1]),
-    ]
-    return nodes
+        return [helper.make_node("Transpose", node.input[:1], node.output[:1], perm=[0, 3, 1, 2])]
+    return [helper.make_node("Identity", node.input[:1], node.output[:1])]
 
 
 def _reorder_output(node: onnx.NodeProto, rewrite: _Rewrite) -> list[onnx.NodeProto] | None:

@@ -84,3 +84,19 @@ def closest(candidates: Sequence[CandidateResult]) -> CandidateResult | None:
     """When none meets the goals: the fastest measured one, to name in the message."""
     measured = [c for c in candidates if c.status == "Succeeded" and c.latency_ms is not None]
     return min(measured, key=lambda c: c.latency_ms or 0.0) if measured else None
+
+
+THROTTLED_PERCENT = 10.0
+
+
+def throttling_note(measured: Sequence[CandidateResult], metric: str) -> str | None:
+    """A warning when the CPU limit throttled measurements: the quota then sets the tail, which a median
+    hides (more threads than the limit has cores often look fast at p50 and slow at p99)."""
+    hit = [c for c in measured if (c.throttled_percent or 0.0) >= THROTTLED_PERCENT]
+    if not hit:
+        return None
+    named = ", ".join(f"{c.id} ({c.throttled_percent:g}%)" for c in hit)
+    note = f"the CPU limit throttled the measurements of {named} of their 100 ms periods"
+    if metric in ("p50", "p90"):
+        note += f"; evaluator.latency.metric={metric} does not show the stalls this causes, p99 or avg does"
+    return note
