@@ -244,8 +244,9 @@ def test_profile_model_with_onnx_runtime_defaults(tmp_path: Path, monkeypatch: p
     assert {t.op_type for t in profile.operator_types if t.time_us is not None} == kept
     assert {o.op_type for o in profile.operators} == kept
     assert profile.flops == 507914
-    # Per type, FLOPs of the graph ONNX Runtime ran: the conv (fused with its ReLU, as FusedConv or as an
-    # NCHWc Conv depending on the CPU) keeps the Conv's count, the ReLU's is gone with it.
+    # Per type, FLOPs of the graph ONNX Runtime ran: the conv (fused with its ReLU, as FusedConv or, on this
+    # AVX2 machine, as an NCHWc Conv with 8-channel blocks, which 8 output channels fill exactly) keeps the
+    # Conv's count, the ReLU's is gone with it.
     by_type = {t.op_type: t.flops for t in profile.operator_types if t.time_us is not None}
     assert (by_type["Gemm"], by_type["MaxPool"]) == (40970, 8192)
     assert sum(by_type.get(t) or 0 for t in ("Conv", "FusedConv")) == 450560

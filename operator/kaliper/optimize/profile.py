@@ -94,8 +94,8 @@ def profile_from(
     op type, `nodes` counts the nodes that were timed, or for a type with no time, the graph's nodes; its
     FLOPs are those of the graph it ran."""
     total = sum(time for _, time in times.values())
-    # Where shape inference cannot follow the graph ONNX Runtime ran (its NCHWc layout operators are not
-    # ONNX's), a node or type falls back to the stored graph's figure for the same name.
+    # Where the graph ONNX Runtime ran has a node the estimate does not know (a contrib operator without a
+    # rule), a node or type falls back to the stored graph's figure for the same name.
     stored_by_name = {n.name: n.flops for n in flops.nodes}
     ran_by_name = {n.name: n.flops for n in ran.nodes} if ran is not None else {}
     stored = {name: ran_by_name.get(name) or stored_by_name.get(name) for name in times}
