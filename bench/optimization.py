@@ -292,10 +292,21 @@ def settings(c: CandidateResult) -> str:
     return f"{' + '.join(passes) or 'none'} ({', '.join(shown)})" if shown else " + ".join(passes) or "none"
 
 
-def ratio(slow: CandidateResult | None, fast: CandidateResult | None) -> float | None:
-    if slow is None or fast is None or not slow.latency_ms or not fast.latency_ms:
+def paired(result: CandidateResult | None) -> float | None:
+    """The original's latency over this model's, both from the same measurement (the engine alternates
+    blocks of the two): how many times faster it is than ONNX Runtime's defaults, drift of the machine's load
+    cancelled."""
+    if result is None or not result.latency_ms or not result.original_latency_ms:
         return None
-    return slow.latency_ms / fast.latency_ms
+    return result.original_latency_ms / result.latency_ms
+
+
+def ratio(slow: CandidateResult | None, fast: CandidateResult | None) -> float | None:
+    """How many times faster `fast` is than `slow`, chained through the original each was measured with."""
+    slower, faster = paired(slow), paired(fast)
+    if slower is None or faster is None:
+        return None
+    return faster / slower
 
 
 def row(label: str, batch: int, report: OptimizationReport, seconds: float, others: float) -> dict:
@@ -314,7 +325,7 @@ def row(label: str, batch: int, report: OptimizationReport, seconds: float, othe
         "chosen_latency": latency(chosen),
         "chosen_vs_unoptimized": ratio(unoptimized, chosen),
         "defaults_vs_unoptimized": ratio(unoptimized, defaults),
-        "chosen_vs_defaults": ratio(defaults, chosen),
+        "chosen_vs_defaults": paired(chosen),
         "repeat": repeat_ratio(report),
         "accuracy_original": defaults.accuracy if defaults else None,
         "accuracy_chosen": chosen.accuracy if chosen else None,
@@ -329,9 +340,9 @@ def row(label: str, batch: int, report: OptimizationReport, seconds: float, othe
 
 
 def repeat_ratio(report: OptimizationReport) -> float | None:
-    """ORT defaults' p50 over that of the candidate with exactly the same model and session settings (no pass,
-    intraOp = ONNX Runtime's default thread count, one per core here): 1.00 when two measurements of the same
-    thing agree, so its distance from 1 is the noise a ratio in the same row carries."""
+    """The paired ratio of the candidate with exactly the same model and session settings as ONNX Runtime's
+    defaults (no pass, intraOp = its default thread count, one per core here): 1.00 when two measurements of
+    the same thing agree, so its distance from 1 is the noise a ratio in the same row carries."""
     same = next(
         (
             c
@@ -342,7 +353,7 @@ def repeat_ratio(report: OptimizationReport) -> float | None:
         ),
         None,
     )
-    return ratio(report.baseline, same)
+    return paired(same)
 
 
 def x(value: float | None) -> str:
