@@ -109,8 +109,8 @@ def test_paired_samples_alternate_blocks_of_each_session() -> None:
     feeds = {"x": np.ones((4, 4), dtype=np.float32)}
     samples = paired_samples([a, b], feeds, warmup_runs=2, runs=6, blocks=3, min_seconds=0)  # type: ignore[list-item]
     assert [len(taken) for taken in samples] == [6, 6]
-    # two warm-up calls each, then blocks of 6/3 = 2 calls, alternating
-    assert calls == ["a", "a", "b", "b"] + ["a", "a", "b", "b"] * 3
+    # two warm-up calls each, then blocks of 6/3 = 2 calls, alternating, the order flipped every round
+    assert calls == ["a", "a", "b", "b", "a", "a", "b", "b", "b", "b", "a", "a", "a", "a", "b", "b"]
     assert all(ms > 0 for taken in samples for ms in taken)
 
 

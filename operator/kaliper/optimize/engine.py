@@ -24,7 +24,7 @@ from kaliper.optimize import dataset as data
 from kaliper.optimize import evaluate, frontier, passes
 from kaliper.optimize.followups import CHOSEN_FILE
 from kaliper.optimize.profile import profile_model
-from kaliper.optimize.space import CandidatePlan, run_search
+from kaliper.optimize.space import CandidatePlan, all_plans, run_search
 from kaliper.report.optimization import CandidateResult, LatencyMeasurement, OptimizationReport
 
 log = get_logger("kaliper.optimize")
@@ -64,6 +64,10 @@ class _Models:
     files: dict[tuple[bool, bool, bool], Path | passes.PassError] = field(default_factory=dict)
 
 
+# Without evaluator.latency.minImprovementPercent a candidate must be at least this much faster: two sessions
+# of the very same model, measured together, commonly differ by a few percent on this project's machine.
+MIN_IMPROVEMENT_PERCENT = 5.0
+
 DEFAULT_PROVIDERS = {"cpu": ("CPUExecutionProvider",), "gpu": ("CUDAExecutionProvider", "CPUExecutionProvider")}
 
 
@@ -83,6 +87,7 @@ class Optimization:
         self.original_score: float | None = None
         self.latency_feeds: dict[str, np.ndarray] = {}
         self.original_session: ort.InferenceSession | None = None
+        self.plans: dict[str, CandidatePlan] = {}  # candidate id -> what made it
 
     # --- the steps ---------------------------------------------------------------------------------
 
@@ -198,11 +203,17 @@ class Optimization:
                 evaluate.degradation(accuracy.metric, self.original_score, result.accuracy), 6
             )
 
-    def measure_original(self) -> tuple[CandidateResult, CandidateResult]:
+    def measure_original(self) -> tuple[CandidateResult, CandidateResult, float]:
         """The original with ONNX Runtime's defaults (the baseline) and with its graph optimizations off,
-        measured together."""
+        measured together; first the baseline with a twin (the same model and settings in a session of its
+        own): the last value is how far the twin's figure was from the baseline's, in percent, what two
+        measurements of one model differ by on this machine under this limit."""
         plan = CandidatePlan()
         self.original_session = passes.open_session(self.original, self.settings(plan))
+        twin = passes.open_session(self.original, self.settings(plan))
+        (first, second), _ = self._paired(self.original_session, twin)
+        gap = abs(1 - second.value_ms / first.value_ms) * 100
+        del twin
         unoptimized_session = passes.open_session(self.original, self.settings(plan, "disabled"))
         (baseline_figures, unoptimized_figures), throttled = self._paired(self.original_session, unoptimized_session)
         results = []
@@ -230,7 +241,7 @@ class Optimization:
             results.append(result)
         baseline, unoptimized = results
         baseline.latency_improvement_percent = None  # it is the reference
-        return baseline, unoptimized
+        return baseline, unoptimized, gap
 
     def settings(self, plan: CandidatePlan, graph_level: str | None = None) -> passes.SessionSettings:
         level = graph_level or (
@@ -287,28 +298,22 @@ class Optimization:
 
     def candidate(self, index: int, plan: CandidatePlan) -> CandidateResult:
         candidate_id = f"c{index}"
+        self.plans[candidate_id] = plan
         try:
             result = self.measure(candidate_id, plan, self.model_for(plan))
-        except (passes.PassError, passes.ModelLoadError) as error:
+        except Exception as error:  # a pass that failed, an operator ONNX Runtime cannot run: the candidate fails
+            known = isinstance(error, passes.PassError | passes.ModelLoadError)
+            if not known:
+                log.warning("candidate failed", candidate=candidate_id, error=str(error))
             return CandidateResult(
                 id=candidate_id,
                 passes=plan.passes(self.converted),
                 parameters=plan.parameters(self.spec),
                 status="Failed",
                 meets_goals=False,
-                message=str(error),
+                message=(str(error) if known else f"{type(error).__name__}: {error}")[:2048],
             )
-        except Exception as error:  # an operator ONNX Runtime cannot run, a shape it rejects: the candidate fails
-            log.warning("candidate failed", candidate=candidate_id, error=str(error))
-            return CandidateResult(
-                id=candidate_id,
-                passes=plan.passes(self.converted),
-                parameters=plan.parameters(self.spec),
-                status="Failed",
-                meets_goals=False,
-                message=f"{type(error).__name__}: {error}"[:2048],
-            )
-        problems = frontier.goal_problems(result, self.spec.evaluator)
+        problems = frontier.goal_problems(result, self.spec.evaluator, MIN_IMPROVEMENT_PERCENT)
         result.meets_goals = not problems
         if problems:
             result.message = "; ".join(problems)
@@ -386,12 +391,18 @@ def _optimize(job: Optimization, report: OptimizationReport, inputs: Inputs) -> 
         )
     job.progress("measuring the original model (ONNX Runtime's defaults, and with its graph optimizations off)")
     try:
-        baseline, unoptimized = job.measure_original()
+        baseline, unoptimized, gap = job.measure_original()
     except evaluate.EvaluationError as error:
         raise OptimizationFailed("DatasetMismatch", f"evaluator.accuracy: {error}") from error
     except passes.ModelLoadError as error:
         raise OptimizationFailed("ModelDidNotLoad", f"model.source: {error}") from error
     report.references, report.baseline = [unoptimized], baseline
+    report.noise_percent = round(gap, 1)
+    if gap > MIN_IMPROVEMENT_PERCENT:
+        report.warnings.append(
+            f"two sessions of the original measured together differed by {gap:.1f}%: this machine is noisy, and "
+            f"improvements of that order may be chance (measure again, or on a quieter machine)"
+        )
     job.progress(f"original: {_describe(baseline)}; with graph optimizations off: {unoptimized.latency_ms:.3f} ms")
 
     def evaluate_plan(plan: CandidatePlan) -> float | None:
@@ -402,17 +413,20 @@ def _optimize(job: Optimization, report: OptimizationReport, inputs: Inputs) -> 
             f"[{index}/{report.planned}] {result.id} {' + '.join(result.passes) or '-'} "
             f"{_settings_text(result)}: {_describe(result)}"
         )
-        if result.status == "Failed" or result.latency_ms is None:
+        if result.status == "Failed" or not result.latency_ms or not result.original_latency_ms:
             return None
-        # TPE minimises latency; a candidate that loses too much accuracy counts as ten times slower.
-        accuracy_ok = not (result.message and "maxDegradation" in result.message)
-        return result.latency_ms if accuracy_ok else result.latency_ms * 10
+        # TPE minimises the latency relative to the original measured alongside (drift cancelled); a
+        # candidate that loses too much accuracy counts as ten times slower.
+        accuracy = spec.evaluator.accuracy
+        lost = result.accuracy_degradation
+        too_lossy = accuracy is not None and lost is not None and lost > accuracy.max_degradation
+        return result.latency_ms / result.original_latency_ms * (10 if too_lossy else 1)
 
-    from kaliper.optimize.space import all_plans
-
-    report.planned = min(spec.search.max_candidates, len(all_plans(spec, inputs.cpus)))
+    distinct = len(all_plans(spec, inputs.cpus))
+    report.planned = min(spec.search.max_candidates, distinct)
     _, note = run_search(spec, inputs.cpus, evaluate_plan)
-    log.info("search finished", note=note)
+    if report.planned < distinct:
+        report.warnings.append(note)
     _decide(job, report, inputs)
 
 
@@ -444,7 +458,7 @@ def _decide(job: Optimization, report: OptimizationReport, inputs: Inputs) -> No
         if failed:
             report.message += f"; {len(failed)} failed (see their messages)"
         return
-    plan = _plan_of(job, chosen)
+    plan = job.plans[chosen.id]
     report.profiles.append(_profile(job, chosen.id, plan, job.model_for(plan)))
     report.phase, report.reason = "Succeeded", "Succeeded"
     report.message = (
@@ -454,18 +468,6 @@ def _decide(job: Optimization, report: OptimizationReport, inputs: Inputs) -> No
     if chosen.accuracy_degradation is not None:
         change = -chosen.accuracy_degradation + 0.0  # + 0.0: no "-0" for no change
         report.message += f", {spec.evaluator.accuracy.metric} change {change:+.4g}"  # type: ignore[union-attr]
-
-
-def _plan_of(job: Optimization, candidate: CandidateResult) -> CandidatePlan:
-    p = candidate.parameters
-    return CandidatePlan(
-        graph="graphOptimization" in candidate.passes,
-        quantization="quantization" in candidate.passes,
-        float16="float16" in candidate.passes,
-        intra_op=int(p["intraOp"]) if "intraOp" in p else None,
-        inter_op=int(p["interOp"]) if "interOp" in p else None,
-        execution_mode=p.get("executionMode", "sequential"),
-    )
 
 
 def _profile(job: Optimization, model_id: str, plan: CandidatePlan, model: Path):  # type: ignore[no-untyped-def]
@@ -489,13 +491,13 @@ def _keep(job: Optimization, report: OptimizationReport, inputs: Inputs, chosen:
     for candidate in ranked:
         target = inputs.output / "candidates" / candidate.id / "model.onnx"
         target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(job.model_for(_plan_of(job, candidate)), target)
+        shutil.copyfile(job.model_for(job.plans[candidate.id]), target)
         candidate.artifact = inputs.artifact_uri(target)
     if chosen is None:
         return
     best = inputs.output / CHOSEN_FILE
     best.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(job.model_for(_plan_of(job, chosen)), best)
+    shutil.copyfile(job.model_for(job.plans[chosen.id]), best)
     settings = runtime_settings(chosen)
     (best.parent / "settings.json").write_text(json.dumps(settings, indent=2) + "\n")
     report.chosen_settings = settings

@@ -36,24 +36,26 @@ def paired_samples(
     min_seconds: float = 1.0,
     max_factor: int = 10,
 ) -> list[list[float]]:
-    """Latency samples (ms) of each session, taken in alternating blocks: a change in the machine's load
-    during the measurement falls on every session alike, so their ratio holds where their separate figures
-    would drift (measured one after the other, the same configuration differed by up to 39% on a busy
-    machine). Each gets at least `runs` samples and the whole measurement lasts at least `min_seconds` (ten
-    100 ms CFS periods, so a CPU limit's throttling shows however fast the model is), up to
-    `max_factor` x `runs` samples each."""
+    """Latency samples (ms) of each session, taken in alternating blocks with the order flipped every round:
+    a change in the machine's load during the measurement falls on every session alike, so their ratio holds
+    where figures taken one after the other drift (on this project's machine the same configuration measured
+    a minute apart differed by up to 39%). Each gets at least `runs` samples and the whole measurement lasts
+    at least `min_seconds` (ten 100 ms CFS periods, so a CPU limit's throttling shows however fast the model
+    is), up to `max_factor` x `runs` samples each."""
     for session in sessions:
         for _ in range(warmup_runs):
             session.run(None, feeds)
     block = max(1, -(-runs // blocks))
     samples: list[list[float]] = [[] for _ in sessions]
-    started = time.monotonic()
+    pairs = list(zip(sessions, samples, strict=True))
+    started, round_ = time.monotonic(), 0
     while len(samples[0]) < runs or (time.monotonic() - started < min_seconds and len(samples[0]) < max_factor * runs):
-        for session, taken in zip(sessions, samples, strict=True):
+        for session, taken in pairs if round_ % 2 == 0 else reversed(pairs):
             for _ in range(block):
                 begun = time.perf_counter_ns()
                 session.run(None, feeds)
                 taken.append((time.perf_counter_ns() - begun) / 1e6)
+        round_ += 1
     return samples
 
 

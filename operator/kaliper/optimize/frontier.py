@@ -36,11 +36,12 @@ def frontiers(measured: Sequence[CandidateResult], higher_is_better: bool) -> tu
     return by_accuracy, by_size
 
 
-def goal_problems(candidate: CandidateResult, evaluator: Evaluator) -> list[str]:
+def goal_problems(candidate: CandidateResult, evaluator: Evaluator, noise_percent: float = 0.0) -> list[str]:
     """Why a measured candidate misses the goals (empty: it meets them). Improvements are read against the
     original measured alongside the candidate (`originalLatencyMs`). Without minImprovementPercent a
-    candidate must still be faster beyond the noise (its latency interval below the original's figure): a
-    variant that is not measurably faster is never worth deploying."""
+    candidate must still be faster beyond the noise: by more than `noise_percent` (how far two measurements
+    of one model differ here) and with its latency interval below the original's figure. A variant that is
+    not measurably faster is never worth deploying."""
     problems = []
     accuracy = evaluator.accuracy
     lost = candidate.accuracy_degradation
@@ -59,6 +60,10 @@ def goal_problems(candidate: CandidateResult, evaluator: Evaluator) -> list[str]
         )
     elif wanted is None and improvement <= 0:
         problems.append(f"not faster than the original ({improvement:.1f}%)")
+    elif wanted is None and improvement <= noise_percent:
+        problems.append(
+            f"not faster than the original beyond the noise ({improvement:.1f}%, not more than {noise_percent:g}%)"
+        )
     elif wanted is None and _within_noise(candidate):
         problems.append(
             f"not faster than the original beyond the noise ({improvement:.1f}%; its interval reaches the original's "

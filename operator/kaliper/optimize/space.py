@@ -125,9 +125,9 @@ def run_search(spec: ModelOptimizationSpec, cpus: float, evaluate: Objective) ->
     plans = all_plans(spec, cpus)
     limit = min(search.max_candidates, len(plans))
     note = f"{len(plans)} distinct candidates; {search.strategy} evaluates {limit}"
+    if limit < len(plans):
+        note += f" (search.maxCandidates={search.max_candidates} leaves {len(plans) - limit} out)"
     if search.strategy == "exhaustive":
-        if limit < len(plans):
-            note += f" (search.maxCandidates={search.max_candidates} leaves {len(plans) - limit} out)"
         for plan in plans[:limit]:
             evaluate(plan)
         return plans[:limit], note

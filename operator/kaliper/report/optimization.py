@@ -132,6 +132,10 @@ class OptimizationReport(KaliperModel):
     references: list[CandidateResult] = Field(default_factory=list)
     """The original model with ONNX Runtime's graph optimizations off (`unoptimized`), measured with the
     baseline: how much ONNX Runtime's own defaults already give."""
+    noise_percent: float | None = None
+    """How far two sessions of the original, measured together, were apart (percent): the noise of this
+    machine under this limit, against which improvements can be read (a warning says when it exceeds the 5%
+    a candidate must at least gain without minImprovementPercent)."""
     baseline: CandidateResult | None = None
     """The original model as it would be served unchanged (ONNX Runtime's defaults); improvements and
     degradations are against it."""
