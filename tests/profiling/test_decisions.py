@@ -5,7 +5,7 @@ import pytest
 from kaliper.api.profilerun import CostModel, RecommendationSpec, SloSpec
 from kaliper.loadgen.histogram import LatencyHistogram
 from kaliper.profiling import decisions
-from kaliper.report.render import pareto_front
+from kaliper.profiling.decisions import pareto_front
 from kaliper.report.schema import (
     LatencyFigures,
     PercentileFigure,

@@ -8,7 +8,6 @@ a failed Job without results -> fail with the pod's reason; otherwise report pro
 
 from __future__ import annotations
 
-import threading
 from datetime import UTC, datetime
 from typing import Any
 
@@ -21,6 +20,7 @@ from kaliper.api.loader import problems_from
 from kaliper.api.modeloptimization import FollowUpStatus, ModelOptimizationStatus
 from kaliper.api.resources import ModelOptimization
 from kaliper.controllers import expiry, kube
+from kaliper.controllers.locks import StepLocks
 from kaliper.controllers.pacer import PACER
 from kaliper.controllers.settings import SETTINGS
 from kaliper.controllers.store import STORE
@@ -45,18 +45,11 @@ STEP = "modeloptimization-step"
 STEP_INTERVAL_S = 10
 log = get_logger("kaliper.modeloptimization")
 
-_locks: dict[tuple[str, str], threading.Lock] = {}
-_locks_guard = threading.Lock()
-
-
-def _lock(namespace: str, name: str) -> threading.Lock:
-    with _locks_guard:
-        return _locks.setdefault((namespace, name), threading.Lock())
+LOCKS = StepLocks()
 
 
 def forget_all() -> None:
-    with _locks_guard:
-        _locks.clear()
+    LOCKS.clear()
 
 
 def utcnow() -> datetime:
@@ -70,7 +63,9 @@ def optimization_changed(body: Any, type: str | None, namespace: str, name: str,
     finished = (body.get("status") or {}).get("phase") in FINISHED
     PACER.track(STEP, (namespace, name), not gone and not finished)
     expiry.track("ModelOptimization", body, gone)
-    if not gone and not finished:
+    if gone or finished:
+        LOCKS.forget(namespace, name)
+    else:
         _step_quietly(namespace, name)
 
 
@@ -93,7 +88,7 @@ def _step_quietly(namespace: str, name: str) -> None:
 
 
 def step(namespace: str, name: str) -> None:
-    lock = _lock(namespace, name)
+    lock = LOCKS.of(namespace, name)
     if not lock.acquire(blocking=False):
         return
     try:

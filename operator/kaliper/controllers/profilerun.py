@@ -11,7 +11,6 @@ one at a time, and a step that finds another under way returns at once.
 
 from __future__ import annotations
 
-import threading
 from datetime import UTC, datetime
 from typing import Any
 
@@ -26,6 +25,7 @@ from kaliper.api.resources import ProfileRun
 from kaliper.api.units import parse_duration
 from kaliper.controllers import expiry, kube, metrics
 from kaliper.controllers.diagnosis import job_complete, job_problem, pod_problem, restarts_and_oom_kills
+from kaliper.controllers.locks import StepLocks
 from kaliper.controllers.pacer import PACER
 from kaliper.controllers.settings import SETTINGS, Settings
 from kaliper.controllers.store import STORE
@@ -70,19 +70,12 @@ FINISHED = ("Succeeded", "Failed")
 log = get_logger("kaliper.profilerun")
 
 
-_locks: dict[tuple[str, str], threading.Lock] = {}
-_locks_guard = threading.Lock()
-
-
-def _lock(namespace: str, name: str) -> threading.Lock:
-    with _locks_guard:
-        return _locks.setdefault((namespace, name), threading.Lock())
+LOCKS = StepLocks()
 
 
 def _forget(namespace: str, name: str) -> None:
     """Drop what the operator keeps in memory for a run that is done or gone."""
-    with _locks_guard:
-        _locks.pop((namespace, name), None)
+    LOCKS.forget(namespace, name)
     for memo in (_snapshots, _trial_reports, _result_texts):
         for key in [k for k in memo if k[:2] == (namespace, name)]:
             memo.pop(key, None)
@@ -90,8 +83,7 @@ def _forget(namespace: str, name: str) -> None:
 
 
 def forget_all() -> None:
-    with _locks_guard:
-        _locks.clear()
+    LOCKS.clear()
     for memo in (_snapshots, _trial_reports, _result_texts):
         memo.clear()
 
@@ -167,7 +159,7 @@ def _finished(status: Any) -> bool:
 def step(namespace: str, name: str) -> None:
     """One step of a run. A step of the same run already under way makes this a no-op (it is not queued
     behind it): the next event or pacer round steps again."""
-    lock = _lock(namespace, name)
+    lock = LOCKS.of(namespace, name)
     if not lock.acquire(blocking=False):
         return
     try:

@@ -158,19 +158,9 @@ class Optimization:
         session = passes.open_session(model, self.settings(plan, graph_level))
         assert self.original_session is not None, "measure_original first"
         (reference, figures), throttled = self._paired(self.original_session, session)
-        result = CandidateResult(
-            id=candidate_id,
-            passes=plan.passes(self.converted),
-            parameters={**plan.parameters(self.spec), **({"graphLevel": graph_level} if graph_level else {})},
-            latency=figures,
-            latency_ms=significant(figures.value_ms),
-            latency_ci_low_ms=figures.ci_low_ms,
-            latency_ci_high_ms=figures.ci_high_ms,
-            original_latency_ms=significant(reference.value_ms),
-            latency_improvement_percent=round(100 * (1 - figures.value_ms / reference.value_ms), 2),
-            throttled_percent=throttled,
-            model_size_bytes=model.stat().st_size,
-        )
+        parameters = {**plan.parameters(self.spec), **({"graphLevel": graph_level} if graph_level else {})}
+        result = measured(candidate_id, plan.passes(self.converted), parameters, figures, reference, model)
+        result.throttled_percent = throttled
         self._score(session, result)
         result.seconds = round(time.monotonic() - started, 2)
         return result
@@ -221,19 +211,11 @@ class Optimization:
             ("original", self.original_session, baseline_figures, None),
             ("unoptimized", unoptimized_session, unoptimized_figures, "disabled"),
         ):
-            result = CandidateResult(
-                id=candidate_id,
-                passes=plan.passes(self.converted),
-                parameters={"graphLevel": level} if level else {},
-                latency=figures,
-                latency_ms=significant(figures.value_ms),
-                latency_ci_low_ms=figures.ci_low_ms,
-                latency_ci_high_ms=figures.ci_high_ms,
-                original_latency_ms=significant(baseline_figures.value_ms),
-                latency_improvement_percent=round(100 * (1 - figures.value_ms / baseline_figures.value_ms), 2),
-                throttled_percent=throttled,
-                model_size_bytes=self.original.stat().st_size,
+            parameters = {"graphLevel": level} if level else {}
+            result = measured(
+                candidate_id, plan.passes(self.converted), parameters, figures, baseline_figures, self.original
             )
+            result.throttled_percent = throttled
             self._score(session, result)
             if self.original_score is None and result.accuracy is not None:
                 self.original_score = result.accuracy
@@ -318,6 +300,29 @@ class Optimization:
         if problems:
             result.message = "; ".join(problems)
         return result
+
+
+def measured(
+    candidate_id: str,
+    passes_applied: list[str],
+    parameters: dict[str, str],
+    figures: LatencyMeasurement,
+    original: LatencyMeasurement,
+    model: Path,
+) -> CandidateResult:
+    """A candidate's result from its latency and the original's, measured together."""
+    return CandidateResult(
+        id=candidate_id,
+        passes=passes_applied,
+        parameters=parameters,
+        latency=figures,
+        latency_ms=significant(figures.value_ms),
+        latency_ci_low_ms=figures.ci_low_ms,
+        latency_ci_high_ms=figures.ci_high_ms,
+        original_latency_ms=significant(original.value_ms),
+        latency_improvement_percent=round(100 * (1 - figures.value_ms / original.value_ms), 2),
+        model_size_bytes=model.stat().st_size,
+    )
 
 
 def significant(value: float, digits: int = 4) -> float:

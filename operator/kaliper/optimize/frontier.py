@@ -3,23 +3,11 @@ chosen. Pure functions over the report's types."""
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
-from typing import TypeVar
+from collections.abc import Sequence
 
 from kaliper.api.modeloptimization import Evaluator
+from kaliper.profiling.decisions import pareto_front
 from kaliper.report.optimization import CandidateResult
-
-Key = TypeVar("Key", bound=Hashable)
-
-
-def pareto_front(points: Sequence[tuple[float, float, Key]]) -> list[Key]:
-    """Keys of the points no other point beats on both axes (lower is better on both), in input order."""
-    front = []
-    for x, y, key in points:
-        dominated = any(ox <= x and oy <= y and (ox, oy) != (x, y) for ox, oy, _ in points)
-        if not dominated:
-            front.append(key)
-    return front
 
 
 def frontiers(measured: Sequence[CandidateResult], higher_is_better: bool) -> tuple[list[str], list[str]]:

@@ -8,7 +8,9 @@ raises memory by max(+100 MiB, x1.2) over the limit it died at.
 from __future__ import annotations
 
 import math
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from kaliper.api.profilerun import CostModel, RecommendationSpec, SloSpec, SloVerdict
 from kaliper.api.units import format_cpu, format_memory, parse_cpu, parse_duration, parse_quantity
@@ -266,3 +268,16 @@ def recommend(
         based_on_trial=best.index,
         rationale="; ".join(notes) or "no resource figures were available",
     )
+
+
+Key = TypeVar("Key", bound=Hashable)
+
+
+def pareto_front(points: Sequence[tuple[float, float, Key]]) -> list[Key]:
+    """Keys of the points no other point beats on both axes (lower is better on both), in input order."""
+    front = []
+    for x, y, key in points:
+        dominated = any(ox <= x and oy <= y and (ox, oy) != (x, y) for ox, oy, _ in points)
+        if not dominated:
+            front.append(key)
+    return front

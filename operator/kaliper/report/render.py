@@ -14,6 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from kaliper.api.units import UnitError, format_memory, parse_cpu, parse_duration
+from kaliper.profiling.decisions import pareto_front
 from kaliper.report.schema import ProfileReport, TrialReport
 
 if TYPE_CHECKING:
@@ -269,16 +270,6 @@ def print_report(report: ProfileReport, console: Console | None = None) -> None:
 
 
 # --- the HTML page ---------------------------------------------------------------------------------------
-
-
-def pareto_front(points: list[tuple[float, float, int]]) -> list[int]:
-    """Indices of the points no other point beats on both cost and latency (lower is better for both)."""
-    front = []
-    for cost, latency, index in points:
-        dominated = any(c <= cost and lt <= latency and (c, lt) != (cost, latency) for c, lt, _ in points)
-        if not dominated:
-            front.append(index)
-    return front
 
 
 def _slo_line(figure: go.Figure, percentile: float, bound_ms: float) -> None:
