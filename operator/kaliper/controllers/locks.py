@@ -4,6 +4,7 @@ object's lock taken is skipped, not queued (the next event or pacer round steps 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 
 
 class StepLocks:
@@ -14,6 +15,16 @@ class StepLocks:
     def of(self, namespace: str, name: str) -> threading.Lock:
         with self._guard:
             return self._locks.setdefault((namespace, name), threading.Lock())
+
+    def run_alone(self, namespace: str, name: str, step: Callable[[str, str], None]) -> None:
+        """step(namespace, name) unless a step of the same object is under way (then nothing: not queued)."""
+        lock = self.of(namespace, name)
+        if not lock.acquire(blocking=False):
+            return
+        try:
+            step(namespace, name)
+        finally:
+            lock.release()
 
     def forget(self, namespace: str, name: str) -> None:
         """For an object that is done or gone."""

@@ -88,13 +88,7 @@ def _step_quietly(namespace: str, name: str) -> None:
 
 
 def step(namespace: str, name: str) -> None:
-    lock = LOCKS.of(namespace, name)
-    if not lock.acquire(blocking=False):
-        return
-    try:
-        _step(namespace, name)
-    finally:
-        lock.release()
+    LOCKS.run_alone(namespace, name, _step)
 
 
 class _Status:

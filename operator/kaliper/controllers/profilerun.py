@@ -159,13 +159,7 @@ def _finished(status: Any) -> bool:
 def step(namespace: str, name: str) -> None:
     """One step of a run. A step of the same run already under way makes this a no-op (it is not queued
     behind it): the next event or pacer round steps again."""
-    lock = LOCKS.of(namespace, name)
-    if not lock.acquire(blocking=False):
-        return
-    try:
-        _step(namespace, name)
-    finally:
-        lock.release()
+    LOCKS.run_alone(namespace, name, _step)
 
 
 def _step(namespace: str, name: str) -> None:

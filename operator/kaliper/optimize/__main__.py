@@ -21,6 +21,7 @@ from pathlib import Path
 import click
 
 from kaliper.log import configure_logging
+from kaliper.report.optimization import OptimizationReport
 
 
 def _interrupt(signum: int, frame: object) -> None:
@@ -40,15 +41,13 @@ def cpus_available() -> tuple[float, bool]:
     return (quota, True) if quota is not None else (float(len(os.sched_getaffinity(0))), False)
 
 
-def status_document(report_json: str) -> str:
+def status_document(report: OptimizationReport) -> str:
     """The report without per-node detail, small enough for a ConfigMap; the full one stays on the volume."""
-    from kaliper.report.optimization import OptimizationReport
-
-    report = OptimizationReport.model_validate_json(report_json)
-    for profile in report.profiles:
+    trimmed = report.model_copy(deep=True)
+    for profile in trimmed.profiles:
         profile.graph_nodes = []
         profile.operators = profile.operators[:50]
-    return report.model_dump_json(by_alias=True, exclude_none=True)
+    return trimmed.model_dump_json(by_alias=True, exclude_none=True)
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -103,7 +102,7 @@ def main(
     if publish is not None:
         from kaliper.loadgen.publish import publish as publish_configmap
 
-        text = status_document((output / "report.json").read_text())
+        text = status_document(report)
         _say(f"published the report in ConfigMap {publish_configmap(text, publish)}")
     sys.exit(0 if report.phase == "Succeeded" else 1)
 
