@@ -20,9 +20,10 @@ lint: setup
 	$(BIN)/ruff check .
 
 # From Debian: Prometheus (the metrics tests scrape with a real one) and the real node tier's parts: containerd,
-# runc, the CNI plugins, iptables and conntrack (kube-proxy), buildah/podman/debootstrap (the image), gcc.
+# runc, the CNI plugins, iptables and conntrack (kube-proxy), buildah/podman/debootstrap (the image), gcc;
+# qemu-user runs the optimizer tests again on an emulated AVX2 CPU (tests/test_other_cpu.py).
 SYSTEM_PACKAGES := prometheus containerd runc containernetworking-plugins iptables conntrack buildah podman \
-	debootstrap gcc libc6-dev
+	debootstrap gcc libc6-dev qemu-user
 system-deps:
 	@missing=$$(for p in $(SYSTEM_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'ok installed' || echo $$p; done); \
 	if [ -n "$$missing" ]; then \

@@ -19,6 +19,7 @@ from kaliper.report import optimization_render as render
 from kaliper.report.optimization import (
     CandidateResult,
     LatencyMeasurement,
+    MachineInfo,
     ModelProfile,
     OperatorTime,
     OperatorTypeTime,
@@ -116,6 +117,13 @@ def demo_report() -> OptimizationReport:
         reason="Succeeded",
         message="chose c2, 40.0% faster than the original",
         target={"device": "cpu", "cpus": "4"},
+        machine=MachineInfo(
+            cpu="AMD EPYC",
+            architecture="x86_64",
+            instruction_sets=["AVX2", "FMA3", "AVX512F"],
+            onnxruntime="1.32.0",
+            nchwc_block_size=16,
+        ),
         planned=3,
         references=[
             CandidateResult(
@@ -153,7 +161,7 @@ def demo_report() -> OptimizationReport:
                     ("Gemm", 1, 500.0, 35.7, 200_000),
                     ("Relu", 2, 100.0, 7.1, None),
                 ],
-            ),
+            ).model_copy(update={"layout": "NCHWc", "nchwc_block_size": 16}),
             profile(
                 "c2",
                 [
@@ -261,7 +269,8 @@ def test_profile_table_lists_the_slowest_operator_types() -> None:
     assert cells(table, "FLOPs") == ["1.0 MFLOPs", "200.0 kFLOPs", "—"]
     assert table.caption == (
         "2,500 parameters; 1.2 MFLOPs per inference (batch 1), a lower bound: no estimate for Shape ×2, Gather; "
-        "kernel time 1,400.0 µs per inference over 100 runs"
+        "kernel time 1,400.0 µs per inference over 100 runs; ran in NCHWc, 16-channel blocks (operator FLOPs "
+        "include the padding to whole blocks)"
     )
     top = render.profile_table(original, top=2)
     assert top.title == "Profile of original: time per operator type (top 2 of 3)"
@@ -273,6 +282,7 @@ def test_summary_lines() -> None:
         "Succeeded: chose c2, 40.0% faster than the original",
         "exhaustive search, 3 of 3 candidates evaluated (1 failed)",
         "target: device=cpu, cpus=4",
+        "machine: AMD EPYC (x86_64: AVX2, FMA3, AVX512F), ONNX Runtime 1.32.0, NCHWc blocks of 16 channels",
         "original: 2.00 ms (1.95–2.05), accuracy 0.96, 9.8 KiB",
         "chosen: c2 (graph_optimization + quantization), 40.0% faster than the original, accuracy degradation "
         "0.007; 1.20 ms (1.18–1.23), accuracy 0.953, 3.9 KiB",
@@ -487,9 +497,9 @@ def test_chosen_line_falls_back_on_the_candidate_and_says_gain() -> None:
     report.chosen_settings = {}
     report.candidates[1].accuracy_degradation = -0.002
     lines = render.summary_lines(report)
-    assert lines[4:6] == [
+    assert lines[5:7] == [
         "chosen: c2 (graph_optimization + quantization), 40.0% faster than the original, accuracy gain 0.002; "
         "1.20 ms (1.18–1.23), accuracy 0.953, 3.9 KiB",
         "  settings: level=all, mode=dynamic, weight_type=int8",
     ]
-    assert lines[6] == "latency-accuracy frontier: c2, c1"  # no artifact, no model line
+    assert lines[7] == "latency-accuracy frontier: c2, c1"  # no artifact, no model line

@@ -81,7 +81,11 @@ def test_sigterm_keeps_the_finished_trials_and_leaves_no_process_or_cgroup(tmp_p
     assert report.interrupted is True
     assert [(t.index, t.status) for t in report.trials] == [(0, "Succeeded"), (1, "Skipped")]
     assert report.trials[1].message == "not run: the run was interrupted"
-    assert report.warnings == ["interrupted after 1 of 2 trials; the rest were not run"]
+    interrupted, *others = report.warnings
+    assert interrupted == "interrupted after 1 of 2 trials; the rest were not run"
+    # Anything else is the machine's honest flag on t0 when other work kept it busy (a busy CI runner, an
+    # editor indexing), which the interruption does not change.
+    assert [w for w in others if "the machine was busy with other work" not in w] == [], others
     assert report.expires_at is None  # an interrupted run counts as failed, and only afterSuccess was set
     assert groups_of(process.pid) == [] and [pid for pid in servers if alive(pid)] == []
 

@@ -150,24 +150,45 @@ def test_cpu_limits_are_enforced_and_reported(tmp_path: Path, model: Path) -> No
     assert (tmp_path / "again.html").exists()
 
 
-def test_a_competing_process_flags_the_trial_and_the_choice(tmp_path: Path, model: Path) -> None:
-    # A process burning a whole core beside the run: the machine's busy time exceeds what the server and the
-    # load generator used by about a core, which the trial reports, and the chosen trial is Disturbed.
+def run_beside_a_hog(
+    tmp_path: Path, model: Path, flags: tuple[str, ...] = ()
+) -> tuple[subprocess.CompletedProcess, ProfileReport | None]:
+    """One trial at 250m with a process burning a whole core beside the run."""
     hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])
     try:
-        process, report = kaliper_run(
+        return kaliper_run(
             tmp_path,
             deployment(model, resources={"limits": {"cpu": "250m", "memory": "512Mi"}}),
             profile_run(slo={"latency": [{"percentile": 99, "max": "1s"}]}),
+            flags=flags,
         )
     finally:
         hog.kill()
         hog.wait()
+
+
+def test_a_competing_process_flags_the_trial_and_the_choice(tmp_path: Path, model: Path) -> None:
+    # The machine's busy time exceeds what the server and the load generator used by about a core, which the
+    # trial reports, and the chosen trial is Disturbed.
+    process, report = run_beside_a_hog(tmp_path, model)
     assert process.returncode == 0 and report is not None, process.stderr
     (trial,) = report.trials
     assert trial.resources is not None and trial.resources.host_cpu_cores is not None
     assert any(flag.startswith("the machine was busy with other work: ") for flag in trial.limited_by), trial
     assert report.choice is not None and report.choice.certainty == "Disturbed"
+
+
+def test_ignore_other_work_records_the_busy_machine_without_flagging_it(tmp_path: Path, model: Path) -> None:
+    process, report = run_beside_a_hog(tmp_path, model, flags=("--ignore-other-work",))
+    assert process.returncode == 0 and report is not None, process.stderr
+    (trial,) = report.trials
+    # The hog's core is still in the machine's busy time: only the judgement is off.
+    assert trial.resources is not None and (trial.resources.host_cpu_cores or 0) >= 1.0, trial.resources
+    assert [flag for flag in trial.limited_by if flag.startswith("the machine was busy")] == []
+    assert (
+        "other work on this machine was not checked (--ignore-other-work): a busy machine's trials are not flagged"
+        in report.warnings
+    )
 
 
 def test_a_memory_limit_too_small_gives_an_oom_verdict(tmp_path: Path, model: Path) -> None:

@@ -20,6 +20,7 @@ from kaliper.api.modeloptimization import ModelOptimizationStatus
 from kaliper.report.optimization import OptimizationReport
 from kaliper.report.schema import ProfileReport
 from kaliper.serving.examples import make_iris_pipeline, make_iris_sklearn
+from tests.support.cpu import NCHWC_BLOCK
 from tests.support.kernel import kaliper_groups
 
 KALIPER = Path(sys.executable).with_name("kaliper")
@@ -112,10 +113,14 @@ def test_a_scikit_learn_model_is_converted_quantized_and_tuned_under_the_cpu_lim
     # Profiles of the original and of the chosen model: 4*512+512 + 512*512+512 + 512*3+3 weights and biases.
     assert [p.model for p in report.profiles] == ["original", chosen.candidate_id]
     assert report.profiles[0].parameters == 266755 + 4  # + skl2onnx's four shape and axis constants
+    # No convolution: ONNX Runtime keeps ONNX's layout for both on every CPU; the machine names its NCHWc block.
+    assert [(p.layout, p.nchwc_block_size) for p in report.profiles] == [("NCHW", None), ("NCHW", None)]
+    assert report.machine is not None and report.machine.nchwc_block_size == NCHWC_BLOCK
     # The status `kaliper run` writes is the one the operator would write.
     status = ModelOptimizationStatus.model_validate(yaml.safe_load((out / "status.yaml").read_text()))
     assert status.phase == "Succeeded" and status.evaluated == 4 and status.chosen == chosen
     assert [p.model for p in status.profiles or []] == ["original", chosen.candidate_id]
+    assert [p.layout for p in status.profiles or []] == ["NCHW", "NCHW"]
     assert "ModelOptimization iris-opt" in (out / "report.html").read_text()
 
 

@@ -14,6 +14,7 @@ from kaliper.optimize.flops import FlopsEstimate, NodeFlops
 from kaliper.optimize.profile import kernel_times, profile_from, profile_model
 from kaliper.report.optimization import ModelProfile, OperatorTime, OperatorTypeTime
 from tests.optimize.test_flops import cnn_model
+from tests.support.cpu import NCHWC_BLOCK
 
 
 def _node(name: str, op: str, ts: int, dur: int) -> dict[str, Any]:
@@ -211,6 +212,7 @@ def test_profile_model_without_graph_optimizations(tmp_path: Path) -> None:
     assert (profile.model, profile.runs, profile.batch_size) == ("original", 5, 2)
     assert profile.parameters == 20714
     assert profile.flops == 1015828  # 2 * 507914: the feeds' batch of 2
+    assert (profile.layout, profile.nchwc_block_size) == ("NCHW", None)  # on every CPU: no layout change
     assert profile.nodes_without_estimate == []
     expected = {"conv": 901120, "relu": 16384, "pool": 16384, "flatten": 0, "fc": 81940}
     assert {o.node: o.flops for o in profile.operators} == expected
@@ -224,6 +226,22 @@ def test_profile_model_without_graph_optimizations(tmp_path: Path) -> None:
         ("Gemm", 1),
     }
     assert all(t.time_us is not None for t in profile.operator_types)
+
+
+# The CNN's conv (3->8 channels, 3x3, on 32x32) as ONNX Runtime runs it, per NCHWc block: the layout the
+# profile reports, its block, and the conv's FLOPs.
+CNN_CONV_BY_LAYOUT = {
+    # 8 output channels fill one 8-channel block: 2*(8*32*32)*3*3*3 + 8*32*32 = 450560
+    8: ("NCHWc", 8, 450560),
+    # padded to one 16-channel block: 2*(16*32*32)*3*3*3 + 16*32*32 = 901120
+    16: ("NCHWc", 16, 901120),
+    # no NCHWc (ARM): a FusedConv on the model's 8 channels, 450560
+    None: ("NCHW", None, 450560),
+}
+
+
+def _conv_flops(by_type: dict[str, int | None]) -> int:
+    return sum(by_type.get(t) or 0 for t in ("Conv", "FusedConv"))
 
 
 def test_profile_model_with_onnx_runtime_defaults(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -243,14 +261,13 @@ def test_profile_model_with_onnx_runtime_defaults(tmp_path: Path, monkeypatch: p
     kept = {node.op_type for node in onnx.load(saved.optimized_model_filepath).graph.node}
     assert {t.op_type for t in profile.operator_types if t.time_us is not None} == kept
     assert {o.op_type for o in profile.operators} == kept
-    assert profile.flops == 507914
-    # Per type, FLOPs of the graph ONNX Runtime ran: the conv (fused with its ReLU, as FusedConv or, on this
-    # AVX2 machine, as an NCHWc Conv with 8-channel blocks, which 8 output channels fill exactly) keeps the
-    # Conv's count, the ReLU's is gone with it.
+    assert profile.flops == 507914  # the stored graph's: the same on every CPU
+    assert profile.graph_nodes[0].flops == 450560
+    # Per type, FLOPs of the graph ONNX Runtime ran, which depend on the CPU's layout: the ReLU is fused into
+    # the conv, whose 8 output channels are padded to a whole NCHWc block.
     by_type = {t.op_type: t.flops for t in profile.operator_types if t.time_us is not None}
     assert (by_type["Gemm"], by_type["MaxPool"]) == (40970, 8192)
-    assert sum(by_type.get(t) or 0 for t in ("Conv", "FusedConv")) == 450560
-    assert profile.graph_nodes[0].flops == 450560
+    assert (profile.layout, profile.nchwc_block_size, _conv_flops(by_type)) == CNN_CONV_BY_LAYOUT[NCHWC_BLOCK]
     assert [n.node for n in profile.graph_nodes] == ["conv", "relu", "pool", "flatten", "fc"]
     # The caller's options are as they were, and the trace is gone.
     assert not options.enable_profiling

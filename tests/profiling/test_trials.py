@@ -123,6 +123,14 @@ def test_other_work_on_the_machine_is_flagged() -> None:
     ]
     trial.resources.host_cpu_cores = 0.85  # 0.05 besides: the runtime's own sampling
     assert trials.judge(trial, s, config).limited_by == []
+    # With the check off (kaliper run --ignore-other-work) the same busy trial is not flagged
+    trial.resources.host_cpu_cores = 1.9
+    assert trials.judge(trial, s, config, other_work_cores=None).limited_by == []
+    # and a stricter threshold flags less other work
+    trial.resources.host_cpu_cores = 0.95  # 0.15 besides
+    assert trials.judge(trial, s, config, other_work_cores=0.1).limited_by == [
+        "the machine was busy with other work: 0.15 cores besides the server (0.50) and the load generator (0.30)"
+    ]
 
 
 def test_host_busy_time_reads_proc_stat(tmp_path) -> None:  # type: ignore[no-untyped-def]

@@ -21,7 +21,7 @@ from kaliper.api.modeloptimization import ChosenModel, ModelOptimizationSpec
 from kaliper.loadgen.cpu import throttling
 from kaliper.log import get_logger
 from kaliper.optimize import dataset as data
-from kaliper.optimize import evaluate, frontier, passes
+from kaliper.optimize import evaluate, frontier, layout, passes
 from kaliper.optimize.followups import CHOSEN_FILE
 from kaliper.optimize.profile import profile_model
 from kaliper.optimize.space import CandidatePlan, all_plans, run_search
@@ -363,6 +363,7 @@ def run(
             "cpuLimit": f"{inputs.cpus:g}",
             "executionProviders": ", ".join(spec.target.execution_providers or DEFAULT_PROVIDERS[spec.target.device]),
         },
+        machine=layout.machine(),
     )
     job = Optimization(spec, inputs, report, progress)
     try:

@@ -21,6 +21,7 @@ import onnx
 import onnxruntime as ort
 
 from kaliper.optimize.flops import FlopsEstimate, estimate, parameter_count
+from kaliper.optimize.layout import graph_layout, nchwc_block_size
 from kaliper.report.optimization import ModelProfile, OperatorTime, OperatorTypeTime
 
 # Untimed inferences before the profiled ones: the first run grows the memory arena and pre-packs weights.
@@ -69,14 +70,19 @@ def profile_model(
     """Profile `runs` inferences of the model at `path` on `feeds` (after WARMUP_RUNS untimed ones). The
     FLOPs are estimated at the feeds' shapes, on the stored graph (the model's total and `graphNodes`) and on
     the graph ONNX Runtime ran after its own optimizations (the per-node and per-type rows, whose names and
-    types are the profiler's). The given options are used as they are, with profiling turned on for this
-    session only: they are restored afterwards, and the trace is deleted."""
+    types are the profiler's; with its layout, on which those FLOPs depend). The given options are used as
+    they are, with profiling turned on for this session only: they are restored afterwards, and the trace
+    is deleted."""
     model = onnx.load(str(path), load_external_data=False)
     shapes = {name: array.shape for name, array in feeds.items()}
     flops = estimate(model, batch_size, input_shapes=shapes)
     trace, ran_model = _trace(path, feeds, WARMUP_RUNS + runs, session_options or ort.SessionOptions(), providers)
     ran = estimate(ran_model, batch_size, input_shapes=shapes) if ran_model is not None else None
-    return profile_from(model_id, flops, parameter_count(model), kernel_times(trace, runs), runs, batch_size, ran)
+    profile = profile_from(model_id, flops, parameter_count(model), kernel_times(trace, runs), runs, batch_size, ran)
+    if ran_model is not None:
+        profile.layout = graph_layout(ran_model)
+        profile.nchwc_block_size = nchwc_block_size() if profile.layout == "NCHWc" else None
+    return profile
 
 
 def profile_from(

@@ -144,9 +144,12 @@ def hourly_cost(spec: ProfileRunSpec, config: Configuration) -> float:
     return decisions.hourly_cost(cores, memory, gpus, replicas, spec.cost)
 
 
-def judge(trial: TrialReport, spec: ProfileRunSpec, config: Configuration) -> TrialReport:
+def judge(
+    trial: TrialReport, spec: ProfileRunSpec, config: Configuration, other_work_cores: float | None = OTHER_WORK_CORES
+) -> TrialReport:
     """The trial with its price (per hour, per million requests, core-hours), SLO verdict and the flags
-    that need no other trial (the generator's own CPU, late sends, other work on the machine)."""
+    that need no other trial (the generator's own CPU, late sends, other work on the machine from
+    `other_work_cores` up; None: not checked)."""
     cores, _, _, replicas = allocated(config)
     hourly = hourly_cost(spec, config)
     trial = trial.model_copy(update={"replicas": replicas, "cost_per_hour": round(hourly, 6) if hourly else None})
@@ -168,13 +171,14 @@ def judge(trial: TrialReport, spec: ProfileRunSpec, config: Configuration) -> Tr
                 observed=", ".join(r.slo_verdict or "-" for r in trial.repetitions),
             )
         )
-    trial.limited_by = trial_limits(trial)
+    trial.limited_by = trial_limits(trial, other_work_cores)
     return trial
 
 
-def trial_limits(trial: TrialReport) -> list[str]:
+def trial_limits(trial: TrialReport, other_work_cores: float | None = OTHER_WORK_CORES) -> list[str]:
     """Flags from the trial alone: the generator's own CPU, late sends, and (locally, where the whole
-    machine's CPU is measured) other work competing with the trial."""
+    machine's CPU is measured) other work competing with the trial, from `other_work_cores` up (None: not
+    checked)."""
     stage = trial.stage
     assert stage is not None
     flags = []
@@ -187,10 +191,15 @@ def trial_limits(trial: TrialReport) -> list[str]:
     if stage.late_sends is not None and stage.late_sends.flagged:
         flags.append(stage.late_sends.reason or f"{stage.late_sends.share:.1%} of sends were late")
     resources = trial.resources
-    if resources is not None and resources.host_cpu_cores is not None and resources.cpu_avg_cores is not None:
+    if (
+        other_work_cores is not None
+        and resources is not None
+        and resources.host_cpu_cores is not None
+        and resources.cpu_avg_cores is not None
+    ):
         generator = usage.cpu_cores if usage is not None else 0.0
         other = resources.host_cpu_cores - resources.cpu_avg_cores - generator
-        if other >= OTHER_WORK_CORES:
+        if other >= other_work_cores:
             flags.append(
                 f"the machine was busy with other work: {other:.2f} cores besides the server "
                 f"({resources.cpu_avg_cores:.2f}) and the load generator ({generator:.2f})"

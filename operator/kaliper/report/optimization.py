@@ -86,6 +86,26 @@ class ModelProfile(KaliperModel):
     """Per operator type, slowest first."""
     graph_nodes: list[OperatorTime] = Field(default_factory=list)
     """Per node of the model file as stored (before ONNX Runtime's optimizations), with FLOPs estimates."""
+    layout: Literal["NCHW", "NCHWc", "NHWC"] | None = None
+    """The layout of the graph ONNX Runtime ran: NCHWc (its CPU kernels' blocked channels), NHWC (quantized
+    kernels channels-last) or NCHW (ONNX's own)."""
+    nchwc_block_size: int | None = None
+    """With NCHWc, the channels per block on the machine that ran it (8 on x86-64, 16 with AVX-512F): the
+    per-node and per-type FLOPs count the channels padded to whole blocks, so they differ between machines."""
+
+
+class MachineInfo(KaliperModel):
+    """The machine that measured: what makes ONNX Runtime run one model differently from another machine."""
+
+    cpu: str
+    """The CPU's model name, as the kernel gives it."""
+    architecture: str
+    instruction_sets: list[str] = Field(default_factory=list)
+    """Those that change ONNX Runtime's CPU kernels (AVX2, AVX512F, AVX512VNNI, ...; ASIMD, SVE on ARM)."""
+    onnxruntime: str
+    """ONNX Runtime's version."""
+    nchwc_block_size: int | None = None
+    """ONNX Runtime's NCHWc block on this CPU (None: it has no NCHWc kernels here)."""
 
 
 class CandidateResult(Footprint):
@@ -126,6 +146,8 @@ class OptimizationReport(KaliperModel):
     message: str | None = None
     target: dict[str, str] = Field(default_factory=dict)
     """Device, execution providers, CPU limit the latencies were measured under, CPUs seen."""
+    machine: MachineInfo | None = None
+    """The machine that measured (its CPU decides ONNX Runtime's layouts: see profiles[].layout)."""
     strategy: str = "exhaustive"
     planned: int = 0
     """Candidates the search may evaluate (after maxCandidates)."""

@@ -19,7 +19,7 @@ from rich.table import Table
 from rich.text import Text
 
 from kaliper.api.modeloptimization import ChosenModel
-from kaliper.report.optimization import CandidateResult, ModelProfile, OptimizationReport
+from kaliper.report.optimization import CandidateResult, MachineInfo, ModelProfile, OptimizationReport
 from kaliper.report.render import SLO_COLOUR, colour
 
 if TYPE_CHECKING:
@@ -219,6 +219,8 @@ def summary_lines(report: OptimizationReport) -> list[str]:
     lines.append(searched + (f" ({failed} failed)" if failed else ""))
     if report.target:
         lines.append("target: " + settings_text(report.target))
+    if report.machine is not None:
+        lines.append(machine_line(report.machine))
     if report.baseline is not None:
         lines.append(f"original: {_measured(report.baseline)}")
     if report.chosen is not None:
@@ -312,7 +314,23 @@ def profile_caption(profile: ModelProfile) -> str:
         caption += f", a lower bound: no estimate for {without_estimate(profile)}"
     if profile.kernel_time_us is not None:
         caption += f"; kernel time {profile.kernel_time_us:,.1f} µs per inference over {profile.runs} runs"
+    if profile.layout is not None:
+        caption += f"; ran in {layout_text(profile.layout, profile.nchwc_block_size)}"
     return caption
+
+
+def layout_text(layout: str, block_size: int | None) -> str:
+    """ "NCHWc, 16-channel blocks (operator FLOPs include the padding to whole blocks)", or the layout alone."""
+    if layout == "NCHWc" and block_size:
+        return f"NCHWc, {block_size}-channel blocks (operator FLOPs include the padding to whole blocks)"
+    return layout
+
+
+def machine_line(machine: MachineInfo) -> str:
+    """ "machine: AMD EPYC (x86_64: AVX2, AVX512F), ONNX Runtime 1.32.0, NCHWc blocks of 16 channels"."""
+    sets = f": {', '.join(machine.instruction_sets)}" if machine.instruction_sets else ""
+    block = f"NCHWc blocks of {machine.nchwc_block_size} channels" if machine.nchwc_block_size else "no NCHWc layout"
+    return f"machine: {machine.cpu} ({machine.architecture}{sets}), ONNX Runtime {machine.onnxruntime}, {block}"
 
 
 def _time_us(value: float | None) -> str:

@@ -105,6 +105,8 @@ def profile_summary(profile: ModelProfile, top: int = 10) -> ProfileSummary:
             OperatorTypeShare(op_type=t.op_type, nodes=t.nodes, time_percent=t.time_percent, flops=t.flops)
             for t in profile.operator_types[:top]
         ],
+        layout=profile.layout,
+        nchwc_block_size=profile.nchwc_block_size,
     )
 
 
