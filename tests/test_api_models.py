@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from kaliper.api.loader import ManifestError, parse_resource
+from kaliper.api.profilerun import Progress
 from kaliper.api.resources import KINDS, ModelDeployment, ProfileRun
 
 PROFILE_RUN: dict[str, Any] = {
@@ -161,3 +162,14 @@ def test_every_kind_is_registered_with_spec_and_status() -> None:
     for info in KINDS:
         assert info.spec_model.__name__ == f"{info.kind}Spec"
         assert info.status_model.__name__ == f"{info.kind}Status"
+
+
+def test_progress_counts_finished_trials_of_reports_and_summaries() -> None:
+    class Summary:  # a status summary has a phase; a report has a status
+        def __init__(self, phase: str) -> None:
+            self.phase = phase
+
+    trials = [Summary("Succeeded"), Summary("Failed"), Summary("Skipped"), Summary("Measuring"), Summary("Pending")]
+    assert Progress.of(trials, 6, "t3") == Progress(
+        completed_trials=3, total_trials=6, current_trial="t3", summary="3/6"
+    )

@@ -158,6 +158,14 @@ def test_charts_draw_the_slo_bound_and_the_cpu_limits() -> None:
     }
 
 
+def test_the_cost_chart_draws_the_frontier_the_report_holds() -> None:
+    report = seven_trials()
+    report.frontier = [0, 3]  # conclude's decision; the chart only draws it
+    cost = render.figures(report)[2]
+    (frontier,) = [trace for trace in cost.data if trace.name == "Pareto frontier"]
+    assert (list(frontier.x), list(frontier.y)) == ([0.01, 0.04], [20.0, 23.0])
+
+
 def test_every_trial_has_its_own_colour() -> None:
     report = seven_trials()
     report.trials[6] = succeeded(6, "3", 26.0)

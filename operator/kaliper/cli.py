@@ -186,6 +186,7 @@ def run_command(
     from kaliper.local import cgroups
     from kaliper.local.runtime import load_manifests
     from kaliper.local.servers import ServerError
+    from kaliper.local.sources import NotOnThisMachine
 
     console = Console(stderr=True)
     claims = _volumes(volumes)
@@ -213,7 +214,7 @@ def run_command(
     for optimization in found.optimizations:
         try:
             follow_ups = _run_optimization(optimization, found.base_dir, claims, not no_limits, console)
-        except ServerError as exc:
+        except (ServerError, NotOnThisMachine) as exc:
             raise click.ClickException(f"ModelOptimization {optimization.metadata.name}: {exc}") from exc
         if follow_ups is None:
             rest = len(found.runs) + len(found.optimizations) - 1 - found.optimizations.index(optimization)

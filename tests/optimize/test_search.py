@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from kaliper.api.modeloptimization import Evaluator, ModelOptimizationSpec
-from kaliper.optimize.frontier import choose, frontiers, goal_problems, pareto_front, throttling_note
+from kaliper.optimize.frontier import choose, frontiers, goal_problems, throttling_note
 from kaliper.optimize.space import CandidatePlan, all_plans, default_intra_op, run_search
+from kaliper.pareto import pareto_front
 from kaliper.report.optimization import CandidateResult
 
 

@@ -4,8 +4,8 @@ import pytest
 
 from kaliper.api.profilerun import CostModel, RecommendationSpec, SloSpec
 from kaliper.loadgen.histogram import LatencyHistogram
+from kaliper.pareto import pareto_front
 from kaliper.profiling import decisions
-from kaliper.profiling.decisions import pareto_front
 from kaliper.report.schema import (
     LatencyFigures,
     PercentileFigure,
@@ -185,3 +185,14 @@ def test_recommendation_uses_p90_usage_plus_margin_and_memory_peaks() -> None:
 def test_pareto_front() -> None:
     points = [(1.0, 50.0, 0), (2.0, 20.0, 1), (3.0, 30.0, 2), (0.5, 90.0, 3)]
     assert sorted(pareto_front(points)) == [0, 1, 3]
+
+
+def test_the_cost_latency_frontier_of_a_run() -> None:
+    trials = [
+        trial(0, p99=50.0, rps=100, cost=1.0, verdict="Met"),
+        trial(1, p99=20.0, rps=100, cost=2.0, verdict="Met"),
+        trial(2, p99=30.0, rps=100, cost=3.0, verdict="Met"),  # t1 is cheaper and faster
+        trial(3, p99=90.0, rps=100, cost=0.5, verdict="NotMet"),
+        TrialReport(index=4, name="t4", parameters={}, status="Failed", message="no server"),  # nothing measured
+    ]
+    assert decisions.cost_latency_frontier(trials) == [0, 1, 3]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
@@ -644,6 +645,17 @@ class Progress(KaliperModel):
     """Name of the trial in progress."""
     summary: Annotated[str, Field(max_length=32)] | None = None
     """"completed/total", for `kubectl get`."""
+
+    @classmethod
+    def of(cls, trials: Sequence[object], total: int, current: str | None = None) -> Progress:
+        """Trials finished (succeeded, failed or skipped) of those planned: one rule, during the run and at its
+        end. `trials` holds reports or status summaries (anything with a status or phase)."""
+        done = sum(_trial_state(t) in ("Succeeded", "Failed", "Skipped") for t in trials)
+        return cls(completed_trials=done, total_trials=total, current_trial=current, summary=f"{done}/{total}")
+
+
+def _trial_state(trial: object) -> str:
+    return getattr(trial, "status", None) or getattr(trial, "phase", "")
 
 
 class BestConfiguration(KaliperModel):

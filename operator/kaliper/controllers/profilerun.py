@@ -20,7 +20,7 @@ from pydantic import ValidationError
 from kaliper.api.common import GROUP, VERSION, with_condition
 from kaliper.api.loader import problems_from
 from kaliper.api.modeldeployment import ModelDeploymentSpec
-from kaliper.api.profilerun import ProfileRunStatus, ReportReference, ResourceUsage, TrialSummary
+from kaliper.api.profilerun import ProfileRunStatus, Progress, ReportReference, ResourceUsage, TrialSummary
 from kaliper.api.resources import ProfileRun
 from kaliper.api.units import parse_duration
 from kaliper.controllers import expiry, kube, metrics
@@ -56,7 +56,6 @@ from kaliper.profiling.trials import (
     judge,
     median_stage,
     new_report,
-    progress,
     with_resources,
 )
 from kaliper.report.schema import LoadTestResult, ProfileReport, TrialReport, TrialResources
@@ -558,7 +557,7 @@ class Step:
     def update_progress(self) -> None:
         trials = self.status.trials or []
         current = next((t.name for t in trials if t.phase in IN_FLIGHT), None)
-        self.status.progress = progress(trials, len(trials), current)
+        self.status.progress = Progress.of(trials, len(trials), current)
 
     # -- the end
 

@@ -10,67 +10,13 @@ from pathlib import Path
 
 import yaml
 
-from kaliper.api.common import PvcReference
-from kaliper.api.modeloptimization import ModelOptimizationSpec
 from kaliper.api.resources import ModelOptimization
 from kaliper.api.units import parse_cpu
 from kaliper.local.cgroups import Cgroup, Limits, group_name
 from kaliper.local.servers import ServerError
+from kaliper.local.sources import optimization_dataset, optimization_model, optimization_output
 from kaliper.processes import die_with_parent
 from kaliper.report.optimization import OptimizationReport
-
-
-def on_volume(reference: PvcReference, volumes: dict[str, Path], field: str) -> Path:
-    """A PVC path on this machine: `kaliper run --volume CLAIM=DIR` says which folder holds the claim."""
-    if reference.claim_name not in volumes:
-        raise ServerError(
-            f"{field} is on PersistentVolumeClaim {reference.claim_name!r}; locally, say which folder holds it: "
-            f"kaliper run --volume {reference.claim_name}=DIR ..."
-        )
-    return volumes[reference.claim_name] / reference.path.lstrip("/")
-
-
-def _local(path: str, base_dir: Path) -> Path:
-    candidate = Path(path)
-    return candidate if candidate.is_absolute() else base_dir / candidate
-
-
-def model_path(spec: ModelOptimizationSpec, base_dir: Path, volumes: dict[str, Path]) -> Path:
-    source = spec.model.source
-    if source.file is not None:
-        path = _local(source.file, base_dir)
-    elif source.pvc is not None:
-        path = on_volume(source.pvc, volumes, "spec.model.source.pvc")
-    else:
-        kind = "configMap" if source.config_map is not None else "url" if source.url is not None else "image"
-        raise ServerError(f"spec.model.source.{kind} is a Kubernetes source; for `kaliper run` give model.source.file")
-    if not path.exists():
-        raise ServerError(f"spec.model.source: {path} does not exist")
-    return path
-
-
-def dataset_path(spec: ModelOptimizationSpec, base_dir: Path) -> Path | None:
-    accuracy = spec.evaluator.accuracy
-    if accuracy is None:
-        return None
-    if accuracy.dataset.file is None:
-        raise ServerError(
-            "spec.evaluator.accuracy.dataset.configMap is read in the cluster; for `kaliper run` give the rows as "
-            "dataset.file"
-        )
-    path = _local(accuracy.dataset.file, base_dir)
-    if not path.exists():
-        raise ServerError(f"spec.evaluator.accuracy.dataset.file: {path} does not exist")
-    return path
-
-
-def output_path(resource: ModelOptimization, base_dir: Path, volumes: dict[str, Path]) -> Path:
-    output = resource.spec.output
-    if output.directory is not None:
-        return _local(output.directory, Path.cwd())
-    if output.pvc is not None:
-        return on_volume(output.pvc, volumes, "spec.output.pvc")
-    return Path("kaliper-models") / (resource.metadata.name or "modeloptimization")
 
 
 def run_optimization(
@@ -82,9 +28,9 @@ def run_optimization(
 ) -> tuple[OptimizationReport, Path]:
     """Run the optimizer under the target's CPU limit; returns its report and the output folder."""
     spec = resource.spec
-    model = model_path(spec, base_dir, volumes)
-    dataset = dataset_path(spec, base_dir)
-    output = output_path(resource, base_dir, volumes).resolve()
+    model = optimization_model(spec, base_dir, volumes)
+    dataset = optimization_dataset(spec, base_dir)
+    output = optimization_output(resource, volumes).resolve()
     output.mkdir(parents=True, exist_ok=True)
     manifest = output / "modeloptimization.yaml"
     manifest.write_text(yaml.safe_dump(resource.to_manifest(), sort_keys=False))

@@ -21,7 +21,8 @@ from kaliper.api.profilerun import ProfileRunSpec, ReportReference
 from kaliper.api.resources import Cleanup, ModelDeployment, ModelOptimization, ProfileRun
 from kaliper.api.units import parse_duration
 from kaliper.local.sampler import Sampler, summarize
-from kaliper.local.servers import ServerError, ServerGroup, model_file
+from kaliper.local.servers import ServerError, ServerGroup
+from kaliper.local.sources import NotOnThisMachine, deployment_model, local_path
 from kaliper.log import get_logger
 from kaliper.manifests.profilerun import loadgen_config as build_loadgen_config
 from kaliper.metrics.nvml import Nvml
@@ -111,10 +112,7 @@ def loadgen_config(spec: ProfileRunSpec, url: str, model_name: str, level: float
         h.name: secret_variable(h.secret_key_ref.name, h.secret_key_ref.key) for h in spec.request.headers_from or []
     }
     dataset = spec.payload.dataset
-    dataset_file = None
-    if dataset is not None and dataset.file is not None:
-        path = Path(dataset.file)
-        dataset_file = str(path if path.is_absolute() else base_dir / path)
+    dataset_file = str(local_path(dataset.file, base_dir)) if dataset is not None and dataset.file is not None else None
     return build_loadgen_config(spec, url, model_name, level, headers, dataset_file)
 
 
@@ -137,13 +135,13 @@ class LocalRuntime:
         spec = run.spec
         problems = cluster_only(spec)
         if problems:
-            raise ServerError("; ".join(problems))
+            raise NotOnThisMachine("; ".join(problems))
         base = None
         model_name = "model"
         if spec.target.deployment_ref is not None:
             name = spec.target.deployment_ref.name
             if name not in deployments:
-                raise ServerError(
+                raise NotOnThisMachine(
                     f"spec.target.deploymentRef names ModelDeployment {name!r}, which is not among the files given; "
                     "pass its manifest to `kaliper run` too"
                 )
@@ -154,7 +152,7 @@ class LocalRuntime:
         by_index = {p.index: p for p in planned_trials(planned)}
         problem = trial_count_problem(spec, len(by_index))
         if problem:
-            raise ServerError(problem)
+            raise ValueError(problem)
         measured: dict[int, TrialReport] = {}
         never_ready: dict[int, str] = {}  # configuration index -> why its servers did not come up
         plan = None
@@ -212,7 +210,7 @@ class LocalRuntime:
             if config.deployment is not None:
                 servers = ServerGroup(
                     config.deployment,
-                    model_file(config.deployment, self.options.base_dir, self.options.volumes),
+                    deployment_model(config.deployment, self.options.base_dir, self.options.volumes),
                     model_name,
                     free_port(),
                     workdir,
@@ -235,7 +233,7 @@ class LocalRuntime:
                         update={"status": "Failed", "message": str(error), "server_log_tail": error.log_tail}
                     )
             return trial, up
-        except ServerError as error:
+        except (ServerError, NotOnThisMachine) as error:
             oom = servers.oom_kills() if servers is not None and servers.groups else 0
             log.warning("trial failed", trial=index, error=str(error))
             trial = TrialReport(
@@ -244,7 +242,7 @@ class LocalRuntime:
                 parameters=parameters,
                 status="Failed",
                 message=str(error),
-                server_log_tail=error.log_tail,
+                server_log_tail=error.log_tail if isinstance(error, ServerError) else None,
                 resources=TrialResources(source="cgroup", oom_kills=oom, unavailable=["the server was OOM-killed"])
                 if oom
                 else None,

@@ -31,25 +31,6 @@ class ServerError(RuntimeError):
         self.log_tail = log_tail
 
 
-def model_file(spec: ModelDeploymentSpec, base_dir: Path, volumes: dict[str, Path] | None = None) -> Path:
-    """The model's path on this machine: model.file, or model.pvc in the folder `kaliper run --volume` names
-    for the claim."""
-    from kaliper.local.optimization import on_volume
-
-    source = spec.model
-    if source.pvc is not None:
-        path = on_volume(source.pvc, volumes or {}, "model.pvc")
-    elif source.file is None:
-        kind = next(k for k in ("config_map", "url", "image") if getattr(source, k) is not None)
-        raise ServerError(f"model.{kind} is a Kubernetes source; for `kaliper run` give the model as model.file")
-    else:
-        path = Path(source.file)
-        path = path if path.is_absolute() else base_dir / path
-    if not path.exists():
-        raise ServerError(f"model {path} does not exist")
-    return path
-
-
 def limits_of(spec: ModelDeploymentSpec) -> Limits:
     limits = spec.resources.limits if spec.resources and spec.resources.limits else None
     return Limits(

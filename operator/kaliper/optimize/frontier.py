@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from kaliper.api.modeloptimization import Evaluator
-from kaliper.profiling.decisions import pareto_front
+from kaliper.pareto import pareto_front
 from kaliper.report.optimization import CandidateResult
 
 

@@ -8,14 +8,14 @@ raises memory by max(+100 MiB, x1.2) over the limit it died at.
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TypeVar
 
 from kaliper.api.profilerun import CostModel, RecommendationSpec, SloSpec, SloVerdict
 from kaliper.api.units import format_cpu, format_memory, parse_cpu, parse_duration, parse_quantity
 from kaliper.loadgen.histogram import LatencyHistogram
 from kaliper.loadgen.statistics import estimate, nearest_rank
+from kaliper.pareto import pareto_front
 from kaliper.report.schema import BestChoice, RecommendationReport, SloCheck, StageResult, TrialReport
 
 GIB = 2**30
@@ -270,14 +270,12 @@ def recommend(
     )
 
 
-Key = TypeVar("Key", bound=Hashable)
-
-
-def pareto_front(points: Sequence[tuple[float, float, Key]]) -> list[Key]:
-    """Keys of the points no other point beats on both axes (lower is better on both), in input order."""
-    front = []
-    for x, y, key in points:
-        dominated = any(ox <= x and oy <= y and (ox, oy) != (x, y) for ox, oy, _ in points)
-        if not dominated:
-            front.append(key)
-    return front
+def cost_latency_frontier(trials: Sequence[TrialReport]) -> list[int]:
+    """Indexes of the trials no other trial beats on both cost per million requests and p99 (the figure the
+    load generator reported at 99), in trial order: the report's `frontier`, which its cost chart draws."""
+    points = []
+    for trial in trials:
+        p99 = trial.stage.latency.at(99) if trial.stage is not None else None
+        if trial.cost_per_million_requests is not None and p99 is not None and p99.value_ms is not None:
+            points.append((trial.cost_per_million_requests, p99.value_ms, trial.index))
+    return pareto_front(points)

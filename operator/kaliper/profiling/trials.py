@@ -5,10 +5,9 @@ best and recommend. Pure functions: the two paths differ only in how they deploy
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
 from datetime import datetime
 
-from kaliper.api.profilerun import ProfileRunSpec, Progress, SloSpec
+from kaliper.api.profilerun import ProfileRunSpec, SloSpec
 from kaliper.api.units import parse_cpu, parse_quantity
 from kaliper.profiling import decisions
 from kaliper.profiling.plan import Configuration, load_levels
@@ -100,17 +99,6 @@ def describe(parameters: dict[str, str]) -> str:
 
 def skipped(index: int, name: str, parameters: dict[str, str], reason: str) -> TrialReport:
     return TrialReport(index=index, name=name, parameters=parameters, status="Skipped", message=reason)
-
-
-def progress(trials: Sequence[object], total: int, current: str | None = None) -> Progress:
-    """Trials finished (succeeded, failed or skipped) of those planned: one rule, during the run and at its
-    end. `trials` holds reports or status summaries (anything with a status or phase)."""
-    done = sum(_state(t) in ("Succeeded", "Failed", "Skipped") for t in trials)
-    return Progress(completed_trials=done, total_trials=total, current_trial=current, summary=f"{done}/{total}")
-
-
-def _state(trial: object) -> str:
-    return getattr(trial, "status", None) or getattr(trial, "phase", "")
 
 
 def allocated(config: Configuration) -> tuple[float, float, int, int]:
@@ -250,6 +238,7 @@ def conclude(spec: ProfileRunSpec, report: ProfileReport, configurations: list[C
     if not any(t.status == "Succeeded" for t in report.trials):
         first = next((t.message for t in report.trials if t.status == "Failed"), None) or "no trial ran"
         report.error = f"no trial succeeded; the first failure: {first}"
+    report.frontier = decisions.cost_latency_frontier(report.trials)
     have_slo = spec.slo is not None
     choice = decisions.best_trial(report.trials, spec.slo, spec.recommendation.tie_tolerance)
     if have_slo:

@@ -14,7 +14,6 @@ from rich.table import Table
 from rich.text import Text
 
 from kaliper.api.units import UnitError, format_memory, parse_cpu, parse_duration
-from kaliper.profiling.decisions import pareto_front
 from kaliper.report.schema import ProfileReport, TrialReport
 
 if TYPE_CHECKING:
@@ -390,7 +389,7 @@ def _cost_figure(report: ProfileReport, colours: dict[int, str], bounds: dict[fl
     ]
     if not points:
         return None
-    front = set(pareto_front(points))  # type: ignore[arg-type]
+    front = set(report.frontier)
     figure = go.Figure()
     figure.add_trace(
         go.Scatter(

@@ -273,6 +273,9 @@ class ProfileReport(KaliperModel):
     trials: list[TrialReport] = Field(default_factory=list)
     best_trial: int | None = None
     choice: BestChoice | None = None
+    frontier: list[int] = Field(default_factory=list)
+    """Indexes of the trials on the Pareto frontier of cost per million requests against p99: no other trial
+    is both cheaper and faster."""
     verdict: RunVerdict = "Unknown"
     recommendation: RecommendationReport | None = None
     load_generation_s: float = 0.0

@@ -10,12 +10,12 @@ from kaliper.api.profilerun import (
     CostSummary,
     LatencySummary,
     ProfileRunStatus,
+    Progress,
     Recommendation,
     ReportReference,
     ResourceUsage,
     TrialSummary,
 )
-from kaliper.profiling.trials import progress
 from kaliper.report.optimization import CandidateResult, ModelProfile, OptimizationReport
 from kaliper.report.schema import LatencyFigures, ProfileReport, TrialReport
 
@@ -59,7 +59,7 @@ def status_from_report(report: ProfileReport, report_ref: ReportReference | None
         phase="Failed" if report.error else "Succeeded",
         start_time=report.started_at,
         completion_time=report.finished_at,
-        progress=progress(report.trials, len(report.trials)),
+        progress=Progress.of(report.trials, len(report.trials)),
         trials=[trial_summary(t) for t in report.trials],
         verdict=report.verdict,
         report_ref=report_ref,

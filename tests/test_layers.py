@@ -1,0 +1,124 @@
+"""The package's layers, read from its imports: no module imports one of a higher layer, and no circle of
+imports exists, between modules or between packages. docs/architecture.md draws these layers and says
+where each kind of change goes."""
+
+from __future__ import annotations
+
+import ast
+from collections import defaultdict
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parent.parent / "operator" / "kaliper"
+
+# Lowest first. A module may import from its own layer's packages (without a circle) and from lower layers.
+LAYERS: list[set[str]] = [
+    {"__init__", "log", "netutil", "processes", "pareto", "api"},  # leaves and the API's models
+    {"report", "serving", "lifecycle"},  # report schemas and rendering, the model server, cleanup decisions
+    {"loadgen", "manifests"},  # the load generator, pure builders of Kubernetes objects
+    {"profiling", "metrics"},  # the decisions of a ProfileRun, metric queries and samplers
+    {"local", "optimize"},  # the local runtime, the ModelOptimization engine
+    {"controllers"},  # kopf handlers
+    {"cli"},  # the command line
+]
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports() -> dict[str, set[str]]:
+    """Module -> the package's modules it imports (at the top or inside a function)."""
+    modules = {module_name(path): path for path in PACKAGE.rglob("*.py")}
+    found: dict[str, set[str]] = defaultdict(set)
+    for name, path in modules.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    parent = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    base = ".".join([*parent, *([node.module] if node.module else [])])
+                # `from kaliper.x import y` imports the module kaliper.x.y when there is one, else kaliper.x
+                targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base for a in node.names]
+            else:
+                continue
+            found[name] |= {t for t in targets if t in modules and t != name}
+    return {name: found[name] for name in modules}
+
+
+def component(module: str) -> str:
+    """kaliper.report.schema -> report; kaliper -> __init__."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def layer_of(module: str) -> int:
+    return next(i for i, layer in enumerate(LAYERS) if component(module) in layer)
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one node (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for other in sorted(graph.get(node, ())):
+            if other not in index:
+                visit(other)
+                low[node] = min(low[node], low[other])
+            elif other in on_stack:
+                low[node] = min(low[node], index[other])
+        if low[node] == index[node]:
+            members = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                members.append(member)
+                if member == node:
+                    break
+            if len(members) > 1:
+                found.append(sorted(members))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_every_package_has_a_layer() -> None:
+    placed = set().union(*LAYERS)
+    assert sorted({component(m) for m in imports()} - placed) == []
+
+
+def test_no_module_imports_a_higher_layer() -> None:
+    upward = sorted(
+        f"{module} imports {target}"
+        for module, targets in imports().items()
+        for target in targets
+        if layer_of(target) > layer_of(module)
+    )
+    assert upward == []
+
+
+def test_no_circle_of_imports_between_modules_or_packages() -> None:
+    graph = imports()
+    assert circles(graph) == []
+    packages: dict[str, set[str]] = defaultdict(set)
+    for module, targets in graph.items():
+        packages[component(module)] |= {component(t) for t in targets} - {component(module)}
+    assert circles(packages) == []
+
+
+def test_the_checks_see_a_circle_and_its_members() -> None:
+    assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert circles({"a": {"b"}, "b": set()}) == []
+    assert component("kaliper.report.schema") == "report" and layer_of("kaliper.cli") == len(LAYERS) - 1
