@@ -15,44 +15,9 @@ from sklearn.linear_model import LogisticRegression
 
 from kaliper.optimize.flops import FlopsEstimate, NodeFlops, estimate, parameter_count
 from tests.support.cpu import NCHWC_BLOCK
+from tests.support.graphs import cnn_model, make_model, ones
 
 F, U8 = TensorProto.FLOAT, TensorProto.UINT8
-
-
-def _weights(name: str, *shape: int, dtype: type = np.float32) -> onnx.TensorProto:
-    return numpy_helper.from_array(np.ones(shape, dtype=dtype), name)
-
-
-def _model(
-    nodes: list[onnx.NodeProto],
-    inputs: dict[str, tuple[int, list[int | str | None]]],
-    initializers: Sequence[onnx.TensorProto] = (),
-    opsets: dict[str, int] | None = None,
-    output_type: int = TensorProto.UNDEFINED,
-) -> onnx.ModelProto:
-    """A graph whose outputs are the last node's, their shapes (and types unless given) left to inference."""
-    graph = helper.make_graph(
-        nodes,
-        "g",
-        [helper.make_tensor_value_info(name, dtype, shape) for name, (dtype, shape) in inputs.items()],
-        [helper.make_tensor_value_info(name, output_type, None) for name in nodes[-1].output],
-        list(initializers),
-    )
-    imports = [helper.make_opsetid(domain, version) for domain, version in (opsets or {"": 20}).items()]
-    return helper.make_model(graph, opset_imports=imports)
-
-
-def cnn_model() -> onnx.ModelProto:
-    """Conv 3->8 3x3 pad 1 with bias on Nx3x32x32, Relu, MaxPool 2x2, Flatten, Gemm to 10 classes (transB)."""
-    nodes = [
-        helper.make_node("Conv", ["x", "W", "B"], ["c"], name="conv", kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
-        helper.make_node("Relu", ["c"], ["r"], name="relu"),
-        helper.make_node("MaxPool", ["r"], ["p"], name="pool", kernel_shape=[2, 2], strides=[2, 2]),
-        helper.make_node("Flatten", ["p"], ["f"], name="flatten"),
-        helper.make_node("Gemm", ["f", "G", "GB"], ["y"], name="fc", transB=1),
-    ]
-    weights = [_weights("W", 8, 3, 3, 3), _weights("B", 8), _weights("G", 10, 2048), _weights("GB", 10)]
-    return _model(nodes, {"x": (F, ["N", 3, 32, 32])}, weights, {"": 17}, output_type=F)
 
 
 def test_cnn_per_node_and_total() -> None:
@@ -97,7 +62,7 @@ def test_constant_nodes_are_not_parameters_but_subgraph_initializers_are() -> No
         "then",
         [],
         [helper.make_tensor_value_info("a", F, None)],
-        [_weights("t", 3)],
+        [ones("t", 3)],
     )
     other = helper.make_graph(
         [helper.make_node("Neg", ["x"], ["b"])], "else", [], [helper.make_tensor_value_info("b", F, None)]
@@ -107,7 +72,7 @@ def test_constant_nodes_are_not_parameters_but_subgraph_initializers_are() -> No
         helper.make_node("Mul", ["x", "w"], ["m"]),
         helper.make_node("If", ["c"], ["y"], then_branch=then, else_branch=other),
     ]
-    model = _model(nodes, {"x": (F, [3]), "c": (TensorProto.BOOL, [])}, [_weights("w", 1, 3)])
+    model = make_model(nodes, {"x": (F, [3]), "c": (TensorProto.BOOL, [])}, [ones("w", 1, 3)])
     assert parameter_count(model) == 6  # w: 1*3, t: 3 (in the If's branch); the Constant's 100 are not
     result = estimate(model)
     assert [n.flops for n in result.nodes] == [0, 3, None]
@@ -117,24 +82,24 @@ def test_constant_nodes_are_not_parameters_but_subgraph_initializers_are() -> No
 
 def test_unnamed_nodes_take_onnx_runtime_profiler_names() -> None:
     nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Sigmoid", ["r"], ["y"])]
-    result = estimate(_model(nodes, {"x": (F, [2, 5])}))
+    result = estimate(make_model(nodes, {"x": (F, [2, 5])}))
     assert result.nodes == [NodeFlops("Relu_0", "Relu", 10), NodeFlops("Sigmoid_1", "Sigmoid", 10)]
 
 
 def test_matmul_broadcasts_batch_dims() -> None:
     nodes = [helper.make_node("MatMul", ["a", "b"], ["y"], name="mm")]
-    model = _model(nodes, {"a": (F, [2, 1, 4, 8]), "b": (F, [3, 8, 5])})
+    model = make_model(nodes, {"a": (F, [2, 1, 4, 8]), "b": (F, [3, 8, 5])})
     assert estimate(model).total == 1920  # batch (2, 3): 2 * 6 * 4*5*8
 
 
 def test_matmul_with_a_vector() -> None:
     nodes = [helper.make_node("MatMul", ["v", "b"], ["y"])]
-    assert estimate(_model(nodes, {"v": (F, [8]), "b": (F, [8, 5])})).total == 80  # 2 * 1*5*8
+    assert estimate(make_model(nodes, {"v": (F, [8]), "b": (F, [8, 5])})).total == 80  # 2 * 1*5*8
 
 
 def test_input_shapes_override_the_inputs() -> None:
     nodes = [helper.make_node("MatMul", ["a", "b"], ["y"])]
-    model = _model(nodes, {"a": (F, ["B", "M", 8])}, [_weights("b", 8, 5)])
+    model = make_model(nodes, {"a": (F, ["B", "M", 8])}, [ones("b", 8, 5)])
     assert estimate(model).total == 80  # both dynamic dims as batch 1: 2 * 1*5*8
     assert estimate(model, input_shapes={"a": (3, 4, 8)}).total == 960  # 2 * 3 * 4*5*8
 
@@ -148,17 +113,17 @@ CASES = {
     "softmax": (helper.make_node("Softmax", ["x"], ["y"], axis=1), [], 1280),  # 5 * 256
     "batchnorm": (
         helper.make_node("BatchNormalization", ["x", "s", "b", "m", "v"], ["y"]),
-        [_weights(n, 4) for n in "sbmv"],
+        [ones(n, 4) for n in "sbmv"],
         512,  # 2 * 256
     ),
     "layernorm with bias": (
         helper.make_node("LayerNormalization", ["x", "s", "b"], ["y"], axis=-1),
-        [_weights("s", 8), _weights("b", 8)],
+        [ones("s", 8), ones("b", 8)],
         1792,  # 7 * 256
     ),
     "layernorm": (
         helper.make_node("LayerNormalization", ["x", "s"], ["y"], axis=-1),
-        [_weights("s", 8)],
+        [ones("s", 8)],
         1536,
     ),  # 6*256
     "gelu": (helper.make_node("Gelu", ["x"], ["y"]), [], 1280),  # 5 * 256
@@ -198,12 +163,12 @@ CASES = {
     ),
     "depthwise conv": (
         helper.make_node("Conv", ["x", "W"], ["y"], group=4, kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
-        [_weights("W", 4, 1, 3, 3)],
+        [ones("W", 4, 1, 3, 3)],
         4608,  # 2 * 256 * 1*3*3, no bias
     ),
     "conv transpose": (
         helper.make_node("ConvTranspose", ["x", "W", "B"], ["y"], strides=[2, 2]),
-        [_weights("W", 4, 2, 3, 3), _weights("B", 2)],
+        [ones("W", 4, 2, 3, 3), ones("B", 2)],
         9794,  # 2 * 256 * 2*3*3 + bias on 1x2x17x17 = 9216 + 578
     ),
 }
@@ -211,7 +176,7 @@ CASES = {
 
 @pytest.mark.parametrize("node, initializers, expected", CASES.values(), ids=CASES.keys())
 def test_one_node(node: onnx.NodeProto, initializers: list[onnx.TensorProto], expected: int) -> None:
-    result = estimate(_model([node], {"x": (F, [1, 4, 8, 8])}, initializers))
+    result = estimate(make_model([node], {"x": (F, [1, 4, 8, 8])}, initializers))
     assert result.total == expected
     assert result.nodes[0].flops == expected
 
@@ -226,8 +191,8 @@ def test_integer_forms_count_as_float_ones() -> None:
         helper.make_node("QLinearMatMul", ["a", "sc", "zp", "b", "sc", "zp", "sc", "zp"], ["qm"], name="qmatmul"),
         helper.make_node("DequantizeLinear", ["qm", "sc", "zp"], ["y"], name="dequantize"),
     ]
-    initializers = [zero, scale, _weights("W", 6, 4, 1, 1, dtype=np.uint8), _weights("B", 6, dtype=np.int32)]
-    model = _model(nodes, {"x": (U8, [1, 4, 8, 8]), "a": (U8, [4, 8]), "b": (U8, [8, 5])}, initializers)
+    initializers = [zero, scale, ones("W", 6, 4, 1, 1, dtype=np.uint8), ones("B", 6, dtype=np.int32)]
+    model = make_model(nodes, {"x": (U8, [1, 4, 8, 8]), "a": (U8, [4, 8]), "b": (U8, [8, 5])}, initializers)
     assert {n.name: n.flops for n in estimate(model).nodes} == {
         "conv_integer": 3072,  # 2 * (6*8*8) * 4*1*1
         "qconv": 3456,  # 3072 + 6*8*8 (bias)
@@ -244,7 +209,7 @@ def test_gemm_transposes_and_bias() -> None:
         helper.make_node("Gemm", ["y2", "d"], ["y"], name="trans_b", transB=1),
     ]
     inputs = {"a": (F, [6, 3]), "b": (F, [6, 4]), "c": (F, [4]), "d": (F, [7, 4])}
-    assert [n.flops for n in estimate(_model(nodes, inputs)).nodes] == [
+    assert [n.flops for n in estimate(make_model(nodes, inputs)).nodes] == [
         144,  # M=3, K=6, N=4: 2 * 3*4*6
         156,  # + 3*4
         168,  # M=3, K=4, N=7: 2 * 3*7*4
@@ -269,8 +234,8 @@ def test_fused_onnx_runtime_ops_count_as_their_base_op() -> None:
         ),
         helper.make_node("FusedMatMul", ["g", "H"], ["y"], name="mm", domain="com.microsoft", transB=1),
     ]
-    weights = [_weights("W", 8, 3, 3, 3), _weights("B", 8), _weights("G", 10, 2048), _weights("H", 4, 10)]
-    model = _model(nodes, {"x": (F, [1, 3, 32, 32])}, weights, {"": 17, "com.microsoft": 1})
+    weights = [ones("W", 8, 3, 3, 3), ones("B", 8), ones("G", 10, 2048), ones("H", 4, 10)]
+    model = make_model(nodes, {"x": (F, [1, 3, 32, 32])}, weights, {"": 17, "com.microsoft": 1})
     assert [n.flops for n in estimate(model).nodes] == [
         450560,  # as Conv: 2 * (8*32*32) * 3*3*3 + 8*32*32
         8192,  # shapes go on past the FusedConv: (8*16*16) * 2*2
@@ -333,7 +298,7 @@ def mlp() -> onnx.ModelProto:
         helper.make_node("Add", ["m", "B2"], ["y"], name="add2"),
     ]
     weights = [_random(rng, "W1", 16, 32), _random(rng, "B1", 32), _random(rng, "W2", 32, 4), _random(rng, "B2", 4)]
-    return _model(nodes, {"x": (F, ["N", 16])}, weights, {"": 17}, output_type=F)
+    return make_model(nodes, {"x": (F, ["N", 16])}, weights, {"": 17}, output_type=F)
 
 
 def conv_net() -> onnx.ModelProto:
@@ -347,7 +312,7 @@ def conv_net() -> onnx.ModelProto:
         helper.make_node("Gemm", ["f", "G", "GB"], ["y"], name="fc", transB=1),
     ]
     weights = [_random(rng, "W", 12, 3, 3, 3), _random(rng, "B", 12), _random(rng, "G", 10, 192)]
-    return _model(nodes, {"x": (F, ["N", 3, 8, 8])}, [*weights, _random(rng, "GB", 10)], {"": 17}, output_type=F)
+    return make_model(nodes, {"x": (F, ["N", 3, 8, 8])}, [*weights, _random(rng, "GB", 10)], {"": 17}, output_type=F)
 
 
 def residual_net() -> onnx.ModelProto:
@@ -385,7 +350,7 @@ def residual_net() -> onnx.ModelProto:
         *(_random(rng, "B2", 16), numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "scales")),
         *(_random(rng, "G", 10, 32), _random(rng, "GB", 10)),
     ]
-    return _model(nodes, {"x": (F, ["N", 3, 8, 8])}, weights, {"": 17}, output_type=F)
+    return make_model(nodes, {"x": (F, ["N", 3, 8, 8])}, weights, {"": 17}, output_type=F)
 
 
 class _Calibration(CalibrationDataReader):
@@ -731,7 +696,7 @@ def test_nchwc_conv_pads_its_input_channels_to_the_block(level: str, tmp_path: P
         helper.make_node("Relu", ["c"], ["y"], name="relu"),
     ]
     weights = [_random(rng, "W", 16, 12, 3, 3), _random(rng, "B", 16)]
-    model = _model(nodes, {"x": (F, ["N", 12, 8, 8])}, weights, {"": 17}, output_type=F)
+    model = make_model(nodes, {"x": (F, ["N", 12, 8, 8])}, weights, {"": 17}, output_type=F)
     # The float model: Conv 2*(16*8*8)*12*3*3 + 1024 = 222208, Relu 1024
     assert estimate(model).total == 223232
     graph = _onnx_runtime_graphs(model, "float", tmp_path)[level]
@@ -750,7 +715,9 @@ def test_matmuls_sharing_a_dynamically_quantized_input(tmp_path: Path) -> None:
         helper.make_node("MatMul", ["x", "W2"], ["b"], name="mm2"),
         helper.make_node("Add", ["a", "b"], ["y"], name="add"),
     ]
-    model = _model(nodes, {"x": (F, ["N", 16])}, [_random(rng, "W1", 16, 8), _random(rng, "W2", 16, 8)], {"": 17}, F)
+    model = make_model(
+        nodes, {"x": (F, ["N", 16])}, [_random(rng, "W1", 16, 8), _random(rng, "W2", 16, 8)], {"": 17}, F
+    )
     assert _estimates(_onnx_runtime_graphs(model, "dynamic", tmp_path)) == {
         # DynamicQuantizeLinear 4*16, 2 scale Muls 1, 2 MatMulIntegers 2*8*16, 2 Casts 0, 2 Muls 8, Add 8:
         # 64 + 2 + 512 + 16 + 8 = 602
@@ -786,7 +753,7 @@ def test_quantized_contrib_ops_in_nhwc() -> None:
         numpy_helper.from_array(np.zeros(4, np.float32), "b"),
     ]
     inputs = {"x": (U8, [1, 8, 8, 4]), "c": (TensorProto.BOOL, [1, 1, 1, 4])}
-    model = _model(nodes, inputs, initializers, {"": 17, "com.microsoft": 1})
+    model = make_model(nodes, inputs, initializers, {"": 17, "com.microsoft": 1})
     assert [n.flops for n in estimate(model).nodes] == [
         256,  # NHWC output 1x4x4x4 = 64, * 2*2
         64,
@@ -811,10 +778,10 @@ def test_nchwc_reorders_channels_last() -> None:
         helper.make_node("ReorderOutput", ["u"], ["o"], channels=6, channels_last=1, **nchwc),
         helper.make_node("Relu", ["o"], ["y"]),
     ]
-    model = _model(
+    model = make_model(
         nodes,
         {"x": (F, [1, 4, 4, 8])},
-        [_weights("W", 8, 8, 1, 1), _weights("B", 8)],
+        [ones("W", 8, 8, 1, 1), ones("B", 8)],
         {"": 17, "com.microsoft.nchwc": 1},
     )
     assert [n.flops for n in estimate(model).nodes] == [
@@ -835,7 +802,7 @@ def test_nchwc_before_opset_10() -> None:
         helper.make_node("ReorderOutput", ["u"], ["o"], channels=6, **nchwc),
         helper.make_node("Relu", ["o"], ["y"]),
     ]
-    model = _model(nodes, {"x": (F, [1, 8, 4, 4])}, [_weights("W", 8, 8, 1, 1)], {"": 9, "com.microsoft.nchwc": 1})
+    model = make_model(nodes, {"x": (F, [1, 8, 4, 4])}, [ones("W", 8, 8, 1, 1)], {"": 9, "com.microsoft.nchwc": 1})
     assert [n.flops for n in estimate(model).nodes] == [2048, 0, 0, 384]  # 2 * (8*4*4) * 8; 6*8*8
 
 
@@ -844,7 +811,7 @@ def test_fused_conv_sums_its_z_input() -> None:
         helper.make_node("Relu", ["x"], ["z"]),
         helper.make_node("FusedConv", ["x", "W", "B", "z"], ["y"], kernel_shape=[1, 1], domain="com.microsoft"),
     ]
-    model = _model(nodes, {"x": (F, [1, 4, 8, 8])}, [_weights("W", 4, 4, 1, 1), _weights("B", 4)], {"": 17})
+    model = make_model(nodes, {"x": (F, [1, 4, 8, 8])}, [ones("W", 4, 4, 1, 1), ones("B", 4)], {"": 17})
     assert estimate(model).nodes[1].flops == 2560  # 2 * 256 * 4 + 256 (bias) + 256 (z)
 
 
@@ -893,7 +860,7 @@ def test_random_forest_has_no_estimate() -> None:
 
 def test_unknown_custom_op() -> None:
     nodes = [helper.make_node("Relu", ["x"], ["r"], name="relu"), helper.make_node("Foo", ["r"], ["y"], domain="acme")]
-    result = estimate(_model(nodes, {"x": (F, [3])}, opsets={"": 20, "acme": 1}))
+    result = estimate(make_model(nodes, {"x": (F, [3])}, opsets={"": 20, "acme": 1}))
     assert result.nodes == [NodeFlops("relu", "Relu", 3), NodeFlops("Foo_1", "Foo", None)]
     assert result.without_estimate == ["Foo"]
 

@@ -13,8 +13,8 @@ import pytest
 from kaliper.optimize.flops import FlopsEstimate, NodeFlops
 from kaliper.optimize.profile import kernel_times, profile_from, profile_model
 from kaliper.report.optimization import ModelProfile, OperatorTime, OperatorTypeTime
-from tests.optimize.test_flops import cnn_model
 from tests.support.cpu import NCHWC_BLOCK
+from tests.support.graphs import cnn_model
 
 
 def _node(name: str, op: str, ts: int, dur: int) -> dict[str, Any]:

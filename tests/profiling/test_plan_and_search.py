@@ -1,22 +1,8 @@
 from __future__ import annotations
 
-from kaliper.api.modeldeployment import ModelDeploymentSpec
-from kaliper.api.profilerun import ProfileRunSpec
 from kaliper.profiling.plan import configurations
 from kaliper.profiling.search import Outcome, dominates, order_for_search
-
-BASE = ModelDeploymentSpec.model_validate({"model": {"file": "m.onnx"}, "resources": {"requests": {"memory": "1Gi"}}})
-
-
-def spec(**extra: object) -> ProfileRunSpec:
-    return ProfileRunSpec.model_validate(
-        {
-            "target": {"deploymentRef": {"name": "m"}},
-            "payload": {"inline": "{}"},
-            "load": {"closedLoop": {"concurrency": 2}},
-            **extra,
-        }
-    )
+from tests.support.specs import BASE, spec
 
 
 def test_grid_expands_every_combination_with_its_levels() -> None:

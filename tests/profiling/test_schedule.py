@@ -8,7 +8,7 @@ import pytest
 from kaliper.profiling.plan import configurations
 from kaliper.profiling.schedule import planned_trials, schedule, trial_index
 from kaliper.profiling.search import Outcome, order_for_search
-from tests.profiling.test_plan_and_search import BASE, spec
+from tests.support.specs import BASE, spec
 
 SWEEP = {"cpu": ["250m", "500m", "1", "2"], "concurrency": [1, 2, 4, 8, 16]}
 

@@ -8,8 +8,8 @@ from kaliper.api.profilerun import ProfileRunSpec
 from kaliper.profiling import trials
 from kaliper.profiling.plan import configurations
 from kaliper.report.schema import GeneratorUsage, LatencyFigures, PercentileFigure, TrialReport, TrialResources
-from tests.profiling.test_plan_and_search import BASE, spec
 from tests.support.reports import make_stage
+from tests.support.specs import BASE, spec
 
 SWEEP = {"cpu": ["1"], "concurrency": [2, 8]}
 

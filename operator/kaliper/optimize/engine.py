@@ -72,10 +72,9 @@ DEFAULT_PROVIDERS = {"cpu": ("CPUExecutionProvider",), "gpu": ("CUDAExecutionPro
 
 
 class Optimization:
-    def __init__(self, spec: ModelOptimizationSpec, inputs: Inputs, report: OptimizationReport, progress: Progress):
+    def __init__(self, spec: ModelOptimizationSpec, inputs: Inputs, progress: Progress):
         self.spec = spec
         self.inputs = inputs
-        self.report = report
         self.progress = progress
         self.providers = tuple(spec.target.execution_providers or DEFAULT_PROVIDERS[spec.target.device])
         self.work = inputs.output / ".work"
@@ -365,7 +364,7 @@ def run(
         },
         machine=layout.machine(),
     )
-    job = Optimization(spec, inputs, report, progress)
+    job = Optimization(spec, inputs, progress)
     try:
         _optimize(job, report, inputs)
     except OptimizationFailed as failure:

@@ -10,9 +10,6 @@ from kaliper.api.common import GpuRequest, ResourceList, ResourceRequirements
 from kaliper.api.modeldeployment import Batching, ModelDeploymentSpec, ServingRuntime, Threads
 from kaliper.api.profilerun import ProfileRunSpec
 
-# The order in which swept parameters appear in trial names and tables.
-PARAMETER_ORDER = ("cpu", "memory", "gpu", "replicas", "batch_size", "threads", "runtime", "model_variant")
-
 
 @dataclass(frozen=True)
 class Configuration:

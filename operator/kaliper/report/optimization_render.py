@@ -20,6 +20,7 @@ from rich.text import Text
 
 from kaliper.api.modeloptimization import ChosenModel
 from kaliper.report.optimization import CandidateResult, MachineInfo, ModelProfile, OptimizationReport
+from kaliper.report.page import cell, header_row, page, write_page
 from kaliper.report.render import SLO_COLOUR, colour
 
 if TYPE_CHECKING:
@@ -610,14 +611,6 @@ OPERATOR_HEADERS = ("node", "op type", "time µs", "% of time", "FLOPs")
 OPERATOR_TYPE_HEADERS = ("op type", "nodes", "time µs", "% of time", "FLOPs")
 
 
-def _cell(text: str, css: str = "") -> str:
-    return f'<td class="{css}">{html.escape(text)}</td>' if css else f"<td>{html.escape(text)}</td>"
-
-
-def _header_row(headers: tuple[str, ...]) -> str:
-    return "<tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in headers) + "</tr>"
-
-
 def _latency_details(result: CandidateResult) -> tuple[str, str, str]:
     m = result.latency
     if m is None:
@@ -639,23 +632,23 @@ def _candidate_row(report: OptimizationReport, kind: Kind, result: CandidateResu
     return (
         f'<tr class="{css}"><td><span class="swatch" style="background:{html.escape(swatch)}"></span>'
         f"{html.escape(label)}</td>"
-        + _cell(passes_text(result))
-        + _cell(settings_text(result.parameters))
-        + _cell(result.status)
-        + _cell(result.message or "", "message")
-        + _cell(format_latency(result))
-        + _cell(spread)
-        + _cell(extremes)
-        + _cell(runs)
-        + _cell(_percent(result.latency_improvement_percent))
-        + _cell(result.accuracy_metric or NONE)
-        + _cell(_number(result.accuracy))
-        + _cell(_number(result.accuracy_degradation))
-        + _cell(size)
-        + _cell(_yes_no(result.meets_goals))
-        + _cell(frontier_marks(report, result.id))
-        + _cell(_number(result.seconds, "{:.1f}"))
-        + _cell(result.artifact or NONE, "message")
+        + cell(passes_text(result))
+        + cell(settings_text(result.parameters))
+        + cell(result.status)
+        + cell(result.message or "", "message")
+        + cell(format_latency(result))
+        + cell(spread)
+        + cell(extremes)
+        + cell(runs)
+        + cell(_percent(result.latency_improvement_percent))
+        + cell(result.accuracy_metric or NONE)
+        + cell(_number(result.accuracy))
+        + cell(_number(result.accuracy_degradation))
+        + cell(size)
+        + cell(_yes_no(result.meets_goals))
+        + cell(frontier_marks(report, result.id))
+        + cell(_number(result.seconds, "{:.1f}"))
+        + cell(result.artifact or NONE, "message")
         + "</tr>"
     )
 
@@ -663,28 +656,28 @@ def _candidate_row(report: OptimizationReport, kind: Kind, result: CandidateResu
 def candidates_html(report: OptimizationReport) -> str:
     colours = candidate_colours(report)
     body = "".join(_candidate_row(report, kind, r, colours[r.id]) for kind, r in rows(report))
-    return f'<div class="scroll"><table>{_header_row(CANDIDATE_HEADERS)}{body}</table></div>'
+    return f'<div class="scroll"><table>{header_row(CANDIDATE_HEADERS)}{body}</table></div>'
 
 
 def profile_html(report: OptimizationReport, profile: ModelProfile, top: int = 20) -> str:
     """One profile: its caption, every operator type, and its `top` slowest nodes."""
     types = "".join(
         "<tr>"
-        + _cell(op.op_type)
-        + _cell(str(op.nodes))
-        + _cell(_time_us(op.time_us))
-        + _cell(_percent(op.time_percent))
-        + _cell(_flops(op.flops))
+        + cell(op.op_type)
+        + cell(str(op.nodes))
+        + cell(_time_us(op.time_us))
+        + cell(_percent(op.time_percent))
+        + cell(_flops(op.flops))
         + "</tr>"
         for op in profile.operator_types
     )
     nodes = "".join(
         "<tr>"
-        + _cell(op.node)
-        + _cell(op.op_type)
-        + _cell(_time_us(op.time_us))
-        + _cell(_percent(op.time_percent))
-        + _cell(_flops(op.flops))
+        + cell(op.node)
+        + cell(op.op_type)
+        + cell(_time_us(op.time_us))
+        + cell(_percent(op.time_percent))
+        + cell(_flops(op.flops))
         + "</tr>"
         for op in profile.operators[:top]
     )
@@ -692,16 +685,14 @@ def profile_html(report: OptimizationReport, profile: ModelProfile, top: int = 2
     return (
         f"<h3>Profile of {html.escape(_profile_label(report, profile))}</h3>"
         f"<p>{html.escape(profile_caption(profile))}</p>"
-        f"<h4>Per operator type</h4><table>{_header_row(OPERATOR_TYPE_HEADERS)}{types}</table>"
+        f"<h4>Per operator type</h4><table>{header_row(OPERATOR_TYPE_HEADERS)}{types}</table>"
         f"<h4>The {shown} slowest of {len(profile.operators)} nodes</h4>"
-        f"<table>{_header_row(OPERATOR_HEADERS)}{nodes}</table>"
+        f"<table>{header_row(OPERATOR_HEADERS)}{nodes}</table>"
     )
 
 
 def optimization_html(report: OptimizationReport) -> str:
     """A self-contained page (plotly inlined): summary, charts, the candidates table, the profiles."""
-    from plotly.offline import get_plotlyjs
-
     lines = summary_lines(report)
     alerts = len(headline(report)) if report.phase == "Failed" or report.interrupted else 0
     top = "".join(f'<p class="alert">{html.escape(line)}</p>' for line in lines[:alerts])
@@ -710,16 +701,7 @@ def optimization_html(report: OptimizationReport) -> str:
     if not any_candidate_succeeded(report):
         charts = '<p class="notice">No charts: no candidate succeeded, so nothing was measured to plot.</p>' + charts
     profiles = "".join(profile_html(report, p) for p in report.profiles)
-    return f"""<!doctype html>
-<html><head><meta charset="utf-8"><title>Kaliper optimization: {html.escape(report.name)}</title>
-<script type="text/javascript">{get_plotlyjs()}</script>
-<style>body{{font-family:sans-serif;margin:2em}} table{{border-collapse:collapse;margin-bottom:1em}}
-td,th{{border:1px solid #ccc;padding:4px 8px;vertical-align:top}} td.message{{min-width:20em;max-width:40em;
-white-space:pre-wrap;overflow-wrap:anywhere}} .swatch{{display:inline-block;width:0.8em;height:0.8em;
-margin-right:0.4em}} .alert{{color:#b00020;font-weight:bold;font-size:1.1em}} .notice{{color:#555}}
-tr.chosen{{background:#e8f5e9;font-weight:bold}} tr.failed{{color:#b00020}} tr.reference{{color:#555}}
-.scroll{{overflow-x:auto}}</style></head>
-<body>{top}<h1>ModelOptimization {html.escape(report.name)}</h1>
+    body = f"""{top}<h1>ModelOptimization {html.escape(report.name)}</h1>
 <p>Started {report.started_at:%Y-%m-%d %H:%M:%S} UTC. {ACCURACY_MARK}: on the latency-accuracy frontier,
 {SIZE_MARK}: on the latency-size frontier.</p>
 <ul>{summary}</ul>
@@ -727,12 +709,9 @@ tr.chosen{{background:#e8f5e9;font-weight:bold}} tr.failed{{color:#b00020}} tr.r
 <h2>Candidates</h2>
 {candidates_html(report)}
 {"<h2>Profiles</h2>" + profiles if profiles else ""}
-</body></html>
 """
+    return page(f"Kaliper optimization: {report.name}", body)
 
 
 def write_optimization_html(report: OptimizationReport, path: Path) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    # utf-8 whatever the locale: the page has ★, ◆, µ and en dashes.
-    path.write_text(optimization_html(report), encoding="utf-8")
-    return path
+    return write_page(optimization_html(report), path)

@@ -14,6 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from kaliper.api.units import UnitError, format_memory, parse_cpu, parse_duration
+from kaliper.report.page import cell, header_row, page, write_page
 from kaliper.report.schema import ProfileReport, TrialReport
 
 if TYPE_CHECKING:
@@ -440,10 +441,6 @@ def figures(report: ProfileReport) -> list[go.Figure]:
     return [f for f in found if f is not None]
 
 
-def _cell(text: str) -> str:
-    return f"<td>{html.escape(text)}</td>"
-
-
 def _trial_row(report: ProfileReport, trial: TrialReport, trial_colour: str) -> str:
     stage, resources = trial.stage, trial.resources
     marker = " (best)" if trial.index == report.best_trial else ""
@@ -464,27 +461,25 @@ def _trial_row(report: ProfileReport, trial: TrialReport, trial_colour: str) -> 
     return (
         "<tr>"
         + index
-        + _cell(_parameters(trial))
-        + _cell(trial.status)
+        + cell(_parameters(trial))
+        + cell(trial.status)
         + f'<td class="message">{message}</td>'
-        + _cell(_fmt(stage.throughput_rps if stage else None, "{:.1f}"))
-        + _cell(_fmt(_latency(trial, 50)))
-        + _cell(_fmt(_latency(trial, 99)))
-        + _cell(errors)
-        + _cell(_fmt(resources.cpu_avg_cores if resources else None, "{:.3f}"))
-        + _cell(_throttled(trial))
-        + _cell(_memory_peak(trial))
-        + _cell(_generator(trial))
+        + cell(_fmt(stage.throughput_rps if stage else None, "{:.1f}"))
+        + cell(_fmt(_latency(trial, 50)))
+        + cell(_fmt(_latency(trial, 99)))
+        + cell(errors)
+        + cell(_fmt(resources.cpu_avg_cores if resources else None, "{:.3f}"))
+        + cell(_throttled(trial))
+        + cell(_memory_peak(trial))
+        + cell(_generator(trial))
         + f"<td>{slo}</td>"
-        + _cell(_fmt(trial.cost_per_million_requests, "{:.4f}"))
+        + cell(_fmt(trial.cost_per_million_requests, "{:.4f}"))
         + f'<td class="message">{limited}</td>'
         + "</tr>"
     )
 
 
 def html_report(report: ProfileReport) -> str:
-    from plotly.offline import get_plotlyjs
-
     colours = trial_colours(report)
     charts = figures(report)
     alerts = "".join(f'<p class="alert">{html.escape(line)}</p>' for line in headline(report))
@@ -513,26 +508,15 @@ def html_report(report: ProfileReport) -> str:
         f"{report.currency} per 1M requests",
         "limited by",
     )
-    header_row = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
-    return f"""<!doctype html>
-<html><head><meta charset="utf-8"><title>Kaliper report: {html.escape(report.name)}</title>
-<script type="text/javascript">{get_plotlyjs()}</script>
-<style>body{{font-family:sans-serif;margin:2em}} table{{border-collapse:collapse}}
-td,th{{border:1px solid #ccc;padding:4px 8px;vertical-align:top}} td.message{{min-width:20em;max-width:40em;
-white-space:pre-wrap;overflow-wrap:anywhere}} .swatch{{display:inline-block;width:0.8em;height:0.8em;
-margin-right:0.4em}} .alert{{color:#b00020;font-weight:bold;font-size:1.1em}} .notice{{color:#555}}
-.scroll{{overflow-x:auto}}</style></head>
-<body>{alerts}<h1>ProfileRun {html.escape(report.name)}</h1>
+    body = f"""{alerts}<h1>ProfileRun {html.escape(report.name)}</h1>
 <p>Target {html.escape(report.target)}, {html.escape(report.strategy)} search,
 started {report.started_at:%Y-%m-%d %H:%M:%S} UTC.</p>
 <ul>{summary}</ul>
-<div class="scroll"><table><tr>{header_row}</tr>{rows}</table></div>
+<div class="scroll"><table>{header_row(headers)}{rows}</table></div>
 {plots}
-</body></html>
 """
+    return page(f"Kaliper report: {report.name}", body)
 
 
 def write_html(report: ProfileReport, path: Path) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(html_report(report))
-    return path
+    return write_page(html_report(report), path)
