@@ -318,6 +318,7 @@ def _run_profile(
     from kaliper.lifecycle.gc import expires_at
     from kaliper.local.runtime import LocalRuntime, RunOptions, write_report
     from kaliper.local.servers import ServerError
+    from kaliper.profiling.trials import OTHER_WORK_CORES
     from kaliper.report.render import print_report, write_html
 
     name = run.metadata.name or "profilerun"
@@ -327,7 +328,7 @@ def _run_profile(
         output_dir=directory / "work",
         limits=not no_limits,
         volumes=claims,
-        check_other_work=not ignore_other_work,
+        other_work_cores=None if ignore_other_work else OTHER_WORK_CORES,
     )
     with Progress(
         TextColumn("{task.description}"),

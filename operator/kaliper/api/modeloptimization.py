@@ -24,6 +24,11 @@ from kaliper.api.profilerun import DatasetSource, ProfileRunTemplate, TtlSpec
 # --- input -------------------------------------------------------------------------------------------
 
 
+# How ONNX Runtime laid out the graph it ran: NCHWc (its CPU kernels' blocked channels), NHWC (quantized
+# kernels channels-last) or NCHW (ONNX's own).
+GraphLayout = Literal["NCHW", "NCHWc", "NHWC"]
+
+
 class OptimizationInput(KaliperModel):
     """The model to optimize."""
 
@@ -365,7 +370,7 @@ class ProfileSummary(KaliperModel):
     """Summed operator time per inference, microseconds."""
     top_operator_types: Annotated[list[OperatorTypeShare], Field(max_length=10)] = Field(default_factory=list)
     """The operator types taking the most time, slowest first."""
-    layout: Literal["NCHW", "NCHWc", "NHWC"] | None = None
+    layout: GraphLayout | None = None
     """The layout of the graph ONNX Runtime ran on the machine that measured."""
     nchwc_block_size: Annotated[int, Field(ge=1)] | None = None
     """With NCHWc, the channels per block there (8 on x86-64, 16 with AVX-512F): operator FLOPs count

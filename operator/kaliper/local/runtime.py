@@ -55,7 +55,8 @@ class RunOptions:
     output_dir: Path
     limits: bool = True  # False: run without cgroups (only when the user asked)
     volumes: dict[str, Path] = field(default_factory=dict)  # PVC claim name -> the folder standing in for it
-    check_other_work: bool = True  # False: trials are not flagged for other work on the machine (--ignore-other-work)
+    # Cores of other work on the machine that flag a trial; None: not checked (--ignore-other-work)
+    other_work_cores: float | None = OTHER_WORK_CORES
 
 
 ProgressCallback = Callable[[str, int, int], None]  # (what is happening, trials done, trials planned)
@@ -168,9 +169,7 @@ class LocalRuntime:
                 done = len(measured) + len(plan.skipped)
                 self.progress(f"trial {chosen.index}: {describe(chosen.parameters)}", done, len(by_index))
                 trial, servers_up = self._run_trial(spec, chosen, model_name)
-                trial = judge(
-                    trial, spec, chosen.configuration, OTHER_WORK_CORES if self.options.check_other_work else None
-                )
+                trial = judge(trial, spec, chosen.configuration, self.options.other_work_cores)
                 measured[chosen.index] = trial
                 if not servers_up:  # they will not come up at its other levels either
                     never_ready[chosen.configuration.index] = trial.message or "the server did not start"
@@ -187,7 +186,7 @@ class LocalRuntime:
             measured.get(i) or skipped(i, f"t{i}", planned_trial.parameters, reasons.get(i, why))
             for i, planned_trial in sorted(by_index.items())
         ]
-        if not self.options.check_other_work:
+        if self.options.other_work_cores is None:
             report.warnings.append(
                 "other work on this machine was not checked (--ignore-other-work): a busy machine's trials are "
                 "not flagged"

@@ -20,6 +20,7 @@ import onnx
 import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
+from kaliper.api.modeloptimization import GraphLayout
 from kaliper.report.optimization import MachineInfo
 
 NCHWC_DOMAIN = "com.microsoft.nchwc"
@@ -28,7 +29,7 @@ NCHWC_DOMAIN = "com.microsoft.nchwc"
 INSTRUCTION_SETS = ("AVX2", "FMA3", "AVX512F", "AVX512VNNI", "AVX512BF16", "AVX512FP16", "ASIMD", "ASIMDDP", "SVE")
 
 
-def graph_layout(graph: onnx.ModelProto) -> str:
+def graph_layout(graph: onnx.ModelProto) -> GraphLayout:
     """NCHWc when ONNX Runtime put any operator in its blocked layout, NHWC when it moved quantized ones
     channels-last, else NCHW (ONNX's own)."""
     nodes = graph.graph.node

@@ -9,7 +9,7 @@ from typing import Literal
 from pydantic import Field
 
 from kaliper.api.base import KaliperModel
-from kaliper.api.modeloptimization import ChosenModel, Footprint
+from kaliper.api.modeloptimization import ChosenModel, Footprint, GraphLayout
 
 OPTIMIZATION_SCHEMA = "kaliper.dev/optimization/v1"
 
@@ -86,9 +86,8 @@ class ModelProfile(KaliperModel):
     """Per operator type, slowest first."""
     graph_nodes: list[OperatorTime] = Field(default_factory=list)
     """Per node of the model file as stored (before ONNX Runtime's optimizations), with FLOPs estimates."""
-    layout: Literal["NCHW", "NCHWc", "NHWC"] | None = None
-    """The layout of the graph ONNX Runtime ran: NCHWc (its CPU kernels' blocked channels), NHWC (quantized
-    kernels channels-last) or NCHW (ONNX's own)."""
+    layout: GraphLayout | None = None
+    """The layout of the graph ONNX Runtime ran (see GraphLayout)."""
     nchwc_block_size: int | None = None
     """With NCHWc, the channels per block on the machine that ran it (8 on x86-64, 16 with AVX-512F): the
     per-node and per-type FLOPs count the channels padded to whole blocks, so they differ between machines."""
