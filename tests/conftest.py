@@ -13,15 +13,12 @@ import pytest
 
 from tests.support.controlplane import ControlPlane, ControlPlaneError, Kubectl, build_binaries, interrupt
 from tests.support.node import Node, start_node
+from tests.support.paths import REPO
 
 # The operator steps each ProfileRun every second in tests (5 s by default), read when its module is imported.
 os.environ.setdefault("KALIPER_STEP_INTERVAL", "1")
 # The operator's own namespace, as the chart sets it from its pod: only Cleanups there reach other namespaces.
 os.environ.setdefault("KALIPER_NAMESPACE", "kaliper-system")
-
-REPO = Path(__file__).resolve().parents[1]
-EXAMPLES = REPO / "examples"
-CATALOGUE = REPO / "tests" / "catalogue" / "invalid"
 
 
 @pytest.fixture(scope="session")

@@ -122,3 +122,28 @@ def test_the_checks_see_a_circle_and_its_members() -> None:
     assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert circles({"a": {"b"}, "b": set()}) == []
     assert component("kaliper.report.schema") == "report" and layer_of("kaliper.cli") == len(LAYERS) - 1
+
+
+def test_no_class_over_250_lines_and_the_profilerun_controller_under_350() -> None:
+    # A newcomer reads a class in one sitting; the ProfileRun controller carries out actions and decides
+    # nothing that a pure module (trial_moves, schedule, decisions) could.
+    long_classes = []
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ClassDef) and node.end_lineno - node.lineno + 1 > 250:
+                long_classes.append(f"{module_name(path)}.{node.name}")
+    assert long_classes == []
+    assert len((PACKAGE / "controllers" / "profilerun.py").read_text().splitlines()) < 350
+
+
+def test_a_test_module_imports_no_other_test_module() -> None:
+    # Shared helpers live in tests/support; fixtures in a conftest.py, which pytest hands over by name.
+    tests = Path(__file__).resolve().parent
+    borrowed = []
+    for path in tests.rglob("test_*.py"):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                last = node.module.rpartition(".")[2]
+                if node.module.startswith("tests.") and (last.startswith("test_") or last == "conftest"):
+                    borrowed.append(f"{path.relative_to(tests)}: {node.module}")
+    assert borrowed == []

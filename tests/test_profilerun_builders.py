@@ -13,10 +13,15 @@ import yaml
 from kaliper.api.modeldeployment import ModelDeploymentSpec
 from kaliper.api.profilerun import ProfileRunSpec
 from kaliper.controllers.diagnosis import job_problem, pod_problem, restarts_and_oom_kills
-from kaliper.controllers.profilerun import server_pod_regex
 from kaliper.loadgen.config import LoadGenConfig
 from kaliper.loadgen.publish import results_configmap
-from kaliper.manifests.profilerun import LoadgenPod, build_loadgen, build_trial_deployment, loadgen_rbac
+from kaliper.manifests.profilerun import (
+    LoadgenPod,
+    build_loadgen,
+    build_trial_deployment,
+    loadgen_rbac,
+    trial_objects,
+)
 from kaliper.report.store import PLAIN_LIMIT, DocumentTooLarge, configmap_content, read_document
 
 RUN = {"metadata": {"name": "r", "namespace": "ml", "uid": "u-1"}}
@@ -174,18 +179,26 @@ def test_restarts_and_oom_kills_come_from_the_pods_status() -> None:
 
 
 def test_server_pods_are_selected_by_their_template_hash_never_the_load_generators() -> None:
-    def labelled(name: str, template_hash: str | None) -> dict:
-        labels = {"pod-template-hash": template_hash} if template_hash else {}
-        return {"metadata": {"name": name, "labels": labels}}
-
-    regex = server_pod_regex("iris-t0", [labelled("iris-t0-7d4f9c6b58-x2x9k", "7d4f9c6b58")])
+    regex = trial_objects("iris", 0).server_pod_regex(["7d4f9c6b58"])
     assert regex == "iris-t0-(7d4f9c6b58)-[a-z0-9]{5}"
     assert re.fullmatch(regex, "iris-t0-7d4f9c6b58-qq7zp")
     assert not re.fullmatch(regex, "iris-t0-lg-qq7zp")  # the load generator's pod
     assert not re.fullmatch(regex, "iris-t0-7d4f9c6b58-qq7zp-extra")
-    two = [labelled("iris-t1-aaa-bbbbb", "5c8d"), labelled("iris-t1-ccc-ddddd", "69f7")]
-    assert server_pod_regex("iris-t1", two) == "iris-t1-(5c8d|69f7)-[a-z0-9]{5}"
-    assert server_pod_regex("iris-t2", [labelled("x", None)]) is None
+    assert trial_objects("iris", 1).server_pod_regex(["69f7", "5c8d", "69f7"]) == "iris-t1-(5c8d|69f7)-[a-z0-9]{5}"
+    assert trial_objects("iris", 2).server_pod_regex([""]) is None
+
+
+def test_one_function_names_every_object_of_a_trial() -> None:
+    single = trial_objects("sweep", 3)
+    assert (single.deployment, single.loadgen_config, single.jobs, single.master_service, single.results) == (
+        "sweep-t3",
+        "sweep-t3-lg",
+        ("sweep-t3-lg",),
+        None,
+        "sweep-t3-result",
+    )
+    distributed = trial_objects("sweep", 3, workers=2)
+    assert (distributed.jobs, distributed.master_service) == (("sweep-t3-lgm", "sweep-t3-lgw"), "sweep-t3-lgm")
 
 
 def test_load_generators_keep_off_the_server_node_and_go_where_they_are_told() -> None:

@@ -171,14 +171,29 @@ def test_every_trial_has_its_own_colour() -> None:
     report.trials[6] = succeeded(6, "3", 26.0)
     latency, usage, cost = render.figures(report)
     cpu = {trace.name: trace.line.color for trace in usage.data if trace.name.endswith("CPU (cores)")}
-    assert len(cpu) == 7 and len(set(cpu.values())) == 7
+    # plotly's qualitative palette, in order of the report's trials.
+    assert cpu == {
+        "t0 CPU (cores)": "#636EFA",
+        "t1 CPU (cores)": "#EF553B",
+        "t2 CPU (cores)": "#00CC96",
+        "t3 CPU (cores)": "#AB63FA",
+        "t4 CPU (cores)": "#FFA15A",
+        "t5 CPU (cores)": "#19D3F3",
+        "t6 CPU (cores)": "#FF6692",
+    }
     memory = {trace.name: trace.line.color for trace in usage.data if trace.name.endswith("memory (MiB)")}
     assert [memory[f"t{i} memory (MiB)"] for i in range(7)] == [cpu[f"t{i} CPU (cores)"] for i in range(7)]
     assert list(cost.data[0].marker.color) == list(cpu.values())
     # A configuration's latency lines take the colour of its (here only) trial.
     p99 = {trace.name: trace.line.color for trace in latency.data if trace.name.endswith("p99")}
     assert p99["cpu=250m p99"] == cpu["t0 CPU (cores)"] and p99["cpu=3 p99"] == cpu["t6 CPU (cores)"]
-    # The palette is not reused within a report, however long.
+    # Past the 34 named colours, hues 137.5 degrees (the golden angle) apart; none reused however long.
+    assert [render.colour(i) for i in (33, 34, 35, 36)] == [
+        "#AF0038",
+        "hsl(0.0, 70%, 42%)",
+        "hsl(137.5, 70%, 42%)",
+        "hsl(275.0, 70%, 42%)",
+    ]
     assert len({render.colour(i) for i in range(200)}) == 200
 
 

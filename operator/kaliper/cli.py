@@ -250,10 +250,10 @@ def _run_optimization(resource: Any, base_dir: Path, claims: dict[str, Path], li
     failed."""
     import yaml
 
-    from kaliper.api.modeloptimization import FollowUpStatus
+    from kaliper.api.common import API_VERSION
     from kaliper.api.resources import ModelDeployment, ProfileRun
     from kaliper.local.optimization import run_optimization
-    from kaliper.optimize.followups import chosen_source, deployment_spec, profile_run_spec
+    from kaliper.optimize.followups import follow_ups
     from kaliper.report.optimization_render import print_optimization
     from kaliper.report.status import optimization_status
 
@@ -278,25 +278,22 @@ def _run_optimization(resource: Any, base_dir: Path, claims: dict[str, Path], li
     if report.phase != "Succeeded" or report.chosen is None:
         (output / "status.yaml").write_text(yaml.safe_dump(state.to_manifest(), sort_keys=False))
         return None
-    follow = resource.spec.follow_up
+    made = follow_ups(resource.spec, report.chosen, output)
+    namespace = resource.metadata.namespace
     deployment = run = None
-    if follow is not None and follow.deployment is not None:
-        source = chosen_source(resource.spec, output)
-        spec = deployment_spec(follow.deployment, source, report.chosen)
-        meta = {"name": follow.deployment.name, "namespace": resource.metadata.namespace}
+    if made.deployment is not None:
+        name, deployment_spec = made.deployment
+        meta = {"name": name, "namespace": namespace}
         deployment = ModelDeployment(
-            apiVersion="kaliper.dev/v1alpha1", kind="ModelDeployment", metadata=meta, spec=spec
+            apiVersion=API_VERSION, kind="ModelDeployment", metadata=meta, spec=deployment_spec
         )
-        state.follow_up = FollowUpStatus(deployment_name=follow.deployment.name)
-        if follow.profile_run is not None:
-            meta = {"name": follow.profile_run.name, "namespace": resource.metadata.namespace}
-            run_spec = profile_run_spec(follow.profile_run, follow.deployment.name)
-            run = ProfileRun(apiVersion="kaliper.dev/v1alpha1", kind="ProfileRun", metadata=meta, spec=run_spec)
-            state.follow_up.profile_run_name = follow.profile_run.name
-        click.echo(
-            f"follow-ups: ModelDeployment {follow.deployment.name}"
-            + (f", ProfileRun {follow.profile_run.name}" if follow.profile_run else "")
-        )
+    if made.profile_run is not None:
+        name, run_spec = made.profile_run
+        meta = {"name": name, "namespace": namespace}
+        run = ProfileRun(apiVersion=API_VERSION, kind="ProfileRun", metadata=meta, spec=run_spec)
+    state.follow_up = made.status()
+    if made.deployment is not None:
+        click.echo(f"follow-ups: {made.described()}")
     (output / "status.yaml").write_text(yaml.safe_dump(state.to_manifest(), sort_keys=False))
     return deployment, run
 
@@ -370,11 +367,6 @@ def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
 
 
-# Kinds Kaliper creates for its resources (labelled app.kubernetes.io/managed-by=kaliper), owned by them.
-GC_KINDS = ("ModelDeployment", "Deployment", "Service", "Job", "ConfigMap", "ServiceAccount", "Role", "RoleBinding")
-MANAGED = "app.kubernetes.io/managed-by=kaliper"
-
-
 @main.command("gc")
 @click.option("--delete", "remove", is_flag=True, help="Remove what is listed (default: only list it).")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON document instead of lines for people.")
@@ -397,13 +389,17 @@ def gc_command(remove: bool, as_json: bool, reports: Path, cluster: bool | None,
     Kaliper-made objects whose owner is gone and finished runs past their ttl."""
     from datetime import UTC, datetime
 
+    from kaliper.controllers import leftovers
     from kaliper.local.gc import find_local, remove_local
 
     now = datetime.now(UTC)
     local = find_local(reports, now)
     kubeconfig = os.environ.get("KUBECONFIG") or str(Path.home() / ".kube" / "config")
     in_cluster = cluster if cluster is not None else Path(kubeconfig.split(os.pathsep)[0]).exists()
-    remote = _cluster_leftovers(namespace, now) if in_cluster else []
+    try:
+        remote = leftovers.find(namespace, now) if in_cluster else []
+    except leftovers.ClusterUnreachable as exc:
+        raise click.ClickException(str(exc)) from exc
     failures: list[str] = []
     if remove:
         for item in local:
@@ -411,7 +407,7 @@ def gc_command(remove: bool, as_json: bool, reports: Path, cluster: bool | None,
                 remove_local(item)
             except OSError as exc:
                 failures.append(f"{item.kind} {item.what}: {exc}")
-        failures += _remove_cluster_leftovers(remote)
+        failures += leftovers.remove(remote)
     if as_json:
         document = {
             "removed": remove,
@@ -433,46 +429,6 @@ def gc_command(remove: bool, as_json: bool, reports: Path, cluster: bool | None,
         elif not remove:
             click.echo("run `kaliper gc --delete` to remove these", err=True)
     sys.exit(1 if failures else 0)
-
-
-def _cluster_leftovers(namespace: str | None, now: Any) -> list[Any]:
-    from kubernetes.client import ApiException
-
-    from kaliper.controllers import kube
-    from kaliper.lifecycle.gc import ClusterLeftover, orphans, ttl_expired
-
-    try:
-        owners = {
-            kind: kube.list_objects(kind, namespace) for kind in ("ProfileRun", "ModelDeployment", "ModelOptimization")
-        }
-        made = [(kind, o) for kind in GC_KINDS for o in kube.list_objects(kind, namespace, MANAGED)]
-    except (ApiException, OSError) as exc:
-        raise click.ClickException(f"could not read the cluster: {getattr(exc, 'reason', None) or exc}") from exc
-    except Exception as exc:  # no usable kubeconfig
-        raise click.ClickException(f"could not connect to the cluster: {exc}; pass --no-cluster") from exc
-    uids = {o["metadata"]["uid"] for items in owners.values() for o in items}
-    found = orphans(made, uids)
-    for kind in ("ProfileRun", "ModelOptimization"):
-        for run in owners[kind]:
-            why = ttl_expired(run, now)
-            if why is not None:
-                meta = run["metadata"]
-                found.append(ClusterLeftover(kind, meta["namespace"], meta["name"], meta["uid"], why))
-    return sorted(found, key=lambda f: (f.namespace, f.kind, f.name))
-
-
-def _remove_cluster_leftovers(found: list[Any]) -> list[str]:
-    from kubernetes.client import ApiException
-
-    from kaliper.controllers import kube
-
-    failures = []
-    for item in found:
-        try:
-            kube.delete_exactly(item.kind, item.namespace, item.name, item.uid, "Background")
-        except ApiException as exc:
-            failures.append(f"{item.kind} {item.namespace}/{item.name}: {exc.status} {exc.reason}")
-    return failures
 
 
 @main.command("report")
@@ -513,49 +469,16 @@ def make_example_models(directory: Path) -> None:
         click.echo(f"wrote {path}")
 
 
-@main.command()
+@main.command("explain")
 @click.argument("field_path")
-def explain(field_path: str) -> None:
+def explain_command(field_path: str) -> None:
     """Describe a kind or one of its fields, like `kubectl explain`: kaliper explain profilerun.spec.load"""
-    from kaliper.api.crd import openapi_schema
-    from kaliper.api.resources import KINDS
+    from kaliper.api.explain import NoSuchField, explain
 
-    kind_name, *parts = field_path.split(".")
-    info = next((k for k in KINDS if kind_name.lower() in (k.kind.lower(), k.plural, *k.short_names)), None)
-    if info is None:
-        raise click.BadParameter(f"{kind_name!r} is not a Kaliper kind; use one of {', '.join(k.kind for k in KINDS)}")
-    node: dict[str, Any] = {
-        "description": " ".join((info.model.__doc__ or "").split()),
-        "type": "object",
-        "properties": {"spec": openapi_schema(info.spec_model), "status": openapi_schema(info.status_model)},
-    }
-    for i, part in enumerate(parts):
-        node = node.get("items", node)
-        properties = node.get("properties", {})
-        if part not in properties:
-            where = ".".join([info.kind, *parts[:i]])
-            raise click.BadParameter(f"{where} has no field {part!r}; fields: {', '.join(properties) or 'none'}")
-        node = properties[part]
-    click.echo(f"{'.'.join([info.kind, *parts])}  ({_type_of(node)})\n")
-    click.echo(click.wrap_text(node.get("description", ""), 100) + "\n")
-    properties = node.get("items", node).get("properties", {})
-    required = set(node.get("items", node).get("required", []))
-    if properties:
-        click.echo("FIELDS:")
-        for name, sub in properties.items():
-            flag = " (required)" if name in required else ""
-            click.echo(f"  {name}  <{_type_of(sub)}>{flag}")
-            click.echo(click.wrap_text(sub.get("description", ""), 96, initial_indent="    ", subsequent_indent="    "))
-
-
-def _type_of(node: dict[str, Any]) -> str:
-    if node.get("x-kubernetes-int-or-string"):
-        return "int-or-string"
-    if node.get("type") == "array":
-        return f"[]{_type_of(node.get('items', {}))}"
-    if "enum" in node:
-        return " | ".join(map(str, node["enum"]))
-    return node.get("type", "any")
+    try:
+        click.echo(explain(field_path))
+    except NoSuchField as exc:
+        raise click.BadParameter(str(exc)) from exc
 
 
 if __name__ == "__main__":

@@ -11,7 +11,8 @@ import pytest
 import yaml
 
 from kaliper.api.loader import check_document, read_documents
-from tests.conftest import CATALOGUE, EXAMPLES, REPO, Kubectl
+from tests.support.controlplane import Kubectl
+from tests.support.paths import CATALOGUE, EXAMPLES, REPO
 
 CATALOGUE_FILES = sorted(CATALOGUE.glob("*.yaml"))
 

@@ -10,8 +10,8 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from tests.cluster.test_profilerun_operator import profile_run
-from tests.conftest import Kubectl
+from tests.support.cluster_objects import profile_run
+from tests.support.controlplane import Kubectl
 from tests.support.operator_runner import Cluster, running_operator
 
 OPERATOR_NAMESPACE = "kaliper-system"  # KALIPER_NAMESPACE in tests/conftest.py

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import uuid
 
-from tests.cluster.test_profilerun_operator import apply, model_deployment, profile_run
-from tests.conftest import Kubectl
+from tests.support.cluster_objects import apply, model_deployment, profile_run
+from tests.support.controlplane import Kubectl
 from tests.support.operator_runner import Cluster, running_operator
 
 

@@ -9,8 +9,8 @@ import os
 import subprocess
 from datetime import UTC, datetime, timedelta
 
-from tests.conftest import Kubectl
-from tests.local.test_kaliper_run import KALIPER
+from tests.support.controlplane import Kubectl
+from tests.support.local_run import KALIPER
 from tests.support.operator_runner import running_operator
 
 

@@ -16,10 +16,10 @@ from kopf.testing import KopfRunner
 
 from kaliper.controllers import metrics
 from kaliper.netutil import free_port
-from tests.conftest import REPO, Kubectl
-from tests.support.controlplane import build_binaries
+from tests.support.controlplane import Kubectl, build_binaries
 from tests.support.groundtruth import groundtruth
 from tests.support.operator_runner import Cluster
+from tests.support.paths import REPO
 
 CHART = REPO / "charts" / "kaliper"
 

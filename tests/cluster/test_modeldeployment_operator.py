@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 from kopf.testing import KopfRunner
 
-from tests.conftest import Kubectl
+from tests.support.controlplane import Kubectl
 from tests.support.operator_runner import running_operator
 
 

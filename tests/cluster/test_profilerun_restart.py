@@ -7,7 +7,7 @@ import json
 import signal
 from pathlib import Path
 
-from tests.conftest import Kubectl
+from tests.support.controlplane import Kubectl
 from tests.support.groundtruth import groundtruth
 from tests.support.operator_runner import Cluster, operator_process
 

@@ -13,11 +13,11 @@ import yaml
 
 from kaliper.local import cgroups
 from kaliper.report.schema import ProfileReport
-from tests.local.test_kaliper_run import KALIPER, deployment, model, profile_run  # noqa: F401  (model: fixture)
 from tests.support.controlplane import wait_for
+from tests.support.local_run import KALIPER, deployment, profile_run
 
 
-def start_run(tmp_path: Path, model: Path) -> tuple[subprocess.Popen, Path]:  # noqa: F811
+def start_run(tmp_path: Path, model: Path) -> tuple[subprocess.Popen, Path]:
     manifest = tmp_path / "run.yaml"
     manifest.write_text(
         yaml.safe_dump_all([deployment(model), profile_run(sweep={"cpu": ["500m", "1"]}, ttl={"afterSuccess": "1h"})])
@@ -64,7 +64,7 @@ def gc(*flags: str, reports: Path) -> dict:
     return json.loads(done.stdout)
 
 
-def test_sigterm_keeps_the_finished_trials_and_leaves_no_process_or_cgroup(tmp_path: Path, model: Path) -> None:  # noqa: F811
+def test_sigterm_keeps_the_finished_trials_and_leaves_no_process_or_cgroup(tmp_path: Path, model: Path) -> None:
     process, out = start_run(tmp_path, model)
     # The first trial has its results and the second trial's server is up: stop the run there.
     wait_for(lambda: (out / "work" / "t0" / "loadgen-0.json").exists(), what="the first trial's results")
@@ -90,7 +90,7 @@ def test_sigterm_keeps_the_finished_trials_and_leaves_no_process_or_cgroup(tmp_p
     assert groups_of(process.pid) == [] and [pid for pid in servers if alive(pid)] == []
 
 
-def test_a_run_killed_outright_leaves_a_cgroup_that_gc_removes(tmp_path: Path, model: Path) -> None:  # noqa: F811
+def test_a_run_killed_outright_leaves_a_cgroup_that_gc_removes(tmp_path: Path, model: Path) -> None:
     process, _ = start_run(tmp_path, model)
     wait_for(lambda: groups_of(process.pid) != [], what="the first trial's cgroup")
     (group,) = groups_of(process.pid)

@@ -13,14 +13,11 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
-import pytest
 import yaml
 
 from kaliper.api.profilerun import ProfileRunStatus
 from kaliper.report.schema import ProfileReport
-from kaliper.serving.examples import make_iris
 from tests.support import groundtruth
 from tests.support.kernel import (
     connections_to,
@@ -32,43 +29,7 @@ from tests.support.kernel import (
     limit_controllers,
     listening_ports,
 )
-
-KALIPER = Path(sys.executable).with_name("kaliper")
-
-
-@pytest.fixture(scope="module")
-def model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return make_iris(tmp_path_factory.mktemp("models") / "iris.onnx")
-
-
-def deployment(model: Path, **spec: Any) -> dict:
-    return {
-        "apiVersion": "kaliper.dev/v1alpha1",
-        "kind": "ModelDeployment",
-        "metadata": {"name": "iris"},
-        "spec": {"model": {"file": str(model), "name": "iris"}, "threads": {"intraOp": 1}, **spec},
-    }
-
-
-def profile_run(**spec: Any) -> dict:
-    return {
-        "apiVersion": "kaliper.dev/v1alpha1",
-        "kind": "ProfileRun",
-        "metadata": {"name": "iris-test"},
-        "spec": {
-            "target": {"deploymentRef": {"name": "iris"}},
-            "payload": {"tensors": {"inputs": [{"name": "float_input", "shape": [-1, 4]}], "seed": 1}},
-            "load": {
-                "closedLoop": {"concurrency": 4},
-                "warmup": "1s",
-                "minDuration": "3s",
-                "maxDuration": "3s",
-                "stopping": {"window": "1s"},
-            },
-            "metrics": {"sampleInterval": "250ms"},
-            **spec,
-        },
-    }
+from tests.support.local_run import KALIPER, deployment, profile_run
 
 
 def run_watching(command: list[str], watch: Callable[[int], None], timeout: float = 300) -> subprocess.CompletedProcess:

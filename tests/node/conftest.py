@@ -3,23 +3,20 @@ installed with the operator running as a pod of the image built from the Dockerf
 
 from __future__ import annotations
 
-import json
 import subprocess
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from kaliper.serving.examples import make_iris
-from tests.conftest import REPO
 from tests.support.controlplane import build_binaries
 from tests.support.node import HOST_IP, IMAGE, NODE_IP, Node
+from tests.support.node_operator import OPERATOR_NAMESPACE, Operator, operator_pod
+from tests.support.paths import REPO
 from tests.support.prometheus import cadvisor_prometheus
 
 CHART = REPO / "charts" / "kaliper"
-OPERATOR_NAMESPACE = "kaliper-system"
-OPERATOR_ACCOUNT = f"system:serviceaccount:{OPERATOR_NAMESPACE}:kaliper-kaliper"
 
 
 def helm(node: Node, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
@@ -43,24 +40,6 @@ def prometheus_url(node: Node) -> Iterator[str]:
     """Scraping every 30 s, as kube-prometheus-stack does (the operator's figures must hold at that pace)."""
     with node_prometheus(node, "30s") as url:
         yield url
-
-
-@dataclass
-class Operator:
-    pod: dict
-
-    @property
-    def name(self) -> str:
-        return self.pod["metadata"]["name"]
-
-
-def operator_pod(node: Node) -> dict:
-    pods = node.kubectl.json("get", "pods", "-n", OPERATOR_NAMESPACE, "-l", "app.kubernetes.io/name=kaliper")
-    running = [
-        p for p in pods["items"] if p["status"].get("phase") == "Running" and not p["metadata"].get("deletionTimestamp")
-    ]
-    assert len(running) == 1, json.dumps([p["metadata"]["name"] for p in pods["items"]])
-    return running[0]
 
 
 @pytest.fixture(scope="session")

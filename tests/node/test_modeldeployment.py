@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from kaliper.netutil import free_port
-from tests.node.conftest import Operator
 from tests.support.node import HOST_IP, IMAGE, Node
+from tests.support.node_operator import Operator
 
 
 @pytest.fixture

@@ -18,11 +18,10 @@ import yaml
 
 from kaliper.report.optimization import OptimizationReport
 from kaliper.serving.examples import make_iris_pipeline
-from tests.conftest import EXAMPLES
-from tests.node.conftest import Operator
-from tests.node.test_walkthrough import wait_for_phase
 from tests.support.controlplane import ControlPlaneError, wait_for
 from tests.support.node import IMAGE, NODE_NAME, Node
+from tests.support.node_operator import Operator, wait_for_phase
+from tests.support.paths import EXAMPLES
 
 FLOAT_INPUT = [{"name": "float_input", "shape": [-1, 4], "datatype": "FP32"}]
 

@@ -12,10 +12,8 @@ from pathlib import Path
 import yaml
 
 from kaliper.report.schema import ProfileReport
-from tests.node.conftest import Operator
-from tests.node.test_trials import apply
-from tests.node.test_walkthrough import wait_for_phase
 from tests.support.node import Node
+from tests.support.node_operator import Operator, apply_with_model, wait_for_phase
 
 KALIPER = Path(sys.executable).with_name("kaliper")
 
@@ -53,7 +51,7 @@ RUN = {
 def test_one_spec_gives_the_same_decisions_locally_and_on_the_node(
     node: Node, operator: Operator, node_namespace: str, iris_model: Path, tmp_path: Path
 ) -> None:
-    apply(node, node_namespace, iris_model, DEPLOYMENT, RUN)
+    apply_with_model(node, node_namespace, iris_model, DEPLOYMENT, RUN)
     status = wait_for_phase(node, node_namespace, "both", "Succeeded", timeout=420)
 
     local = copy.deepcopy(DEPLOYMENT)

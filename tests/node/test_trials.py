@@ -12,10 +12,9 @@ from datetime import datetime
 
 from kaliper.loadgen.publish import RESULT_KEY
 from kaliper.report.store import read_document
-from tests.node.conftest import OPERATOR_NAMESPACE, Operator, operator_pod
-from tests.node.test_walkthrough import wait_for_phase
 from tests.support.controlplane import ControlPlaneError, wait_for
 from tests.support.node import IMAGE, Node
+from tests.support.node_operator import OPERATOR_NAMESPACE, Operator, apply_with_model, operator_pod, wait_for_phase
 
 PAYLOAD = {"tensors": {"inputs": [{"name": "float_input", "shape": [-1, 4], "datatype": "FP32"}], "seed": 7}}
 
@@ -55,19 +54,6 @@ def profilerun(name: str, target: str, seconds: int = 10, **load: object) -> dic
     }
 
 
-def apply(node: Node, namespace: str, iris_model, *objects: dict) -> None:  # type: ignore[no-untyped-def]
-    kubectl = node.kubectl
-    kubectl("create", "configmap", "iris-model", f"--from-file=model.onnx={iris_model}", "-n", namespace)
-    kubectl(
-        "apply",
-        "-n",
-        namespace,
-        "-f",
-        "-",
-        input=json.dumps({"kind": "List", "apiVersion": "v1", "items": list(objects)}),
-    )
-
-
 def seconds_between(start: str, end: str) -> float:
     return (datetime.fromisoformat(end) - datetime.fromisoformat(start)).total_seconds()
 
@@ -76,7 +62,7 @@ def test_a_server_over_its_memory_limit_is_reported_oomkilled(
     node: Node, operator: Operator, node_namespace: str, iris_model
 ) -> None:  # type: ignore[no-untyped-def]
     # Python with onnxruntime and numpy loaded needs far more than 40Mi: the kernel kills it at start-up.
-    apply(node, node_namespace, iris_model, iris("small", memory="40Mi"), profilerun("oom", "small"))
+    apply_with_model(node, node_namespace, iris_model, iris("small", memory="40Mi"), profilerun("oom", "small"))
     status = wait_for_phase(node, node_namespace, "oom", "Failed", timeout=240)
     trial = status["trials"][0]
     assert trial["phase"] == "Failed" and trial["failedIn"] == "Deploying"
@@ -89,7 +75,7 @@ def test_an_image_that_does_not_exist_fails_the_trial_in_seconds(
     node: Node, operator: Operator, node_namespace: str, iris_model
 ) -> None:  # type: ignore[no-untyped-def]
     missing = {"type": "custom", "image": "localhost/kaliper-missing:1", "command": ["serve"], "port": 8080}
-    apply(node, node_namespace, iris_model, iris("ghost", runtime=missing), profilerun("ghost", "ghost"))
+    apply_with_model(node, node_namespace, iris_model, iris("ghost", runtime=missing), profilerun("ghost", "ghost"))
     status = wait_for_phase(node, node_namespace, "ghost", "Failed", timeout=240)
     trial = status["trials"][0]
     assert trial["failedIn"] == "Deploying"
@@ -102,7 +88,7 @@ def test_an_image_that_does_not_exist_fails_the_trial_in_seconds(
 def test_distributed_load_runs_a_master_and_workers_over_pod_networking(
     node: Node, operator: Operator, node_namespace: str, iris_model
 ) -> None:  # type: ignore[no-untyped-def]
-    apply(node, node_namespace, iris_model, iris("spread"), profilerun("spread", "spread", workers=2))
+    apply_with_model(node, node_namespace, iris_model, iris("spread"), profilerun("spread", "spread", workers=2))
     seen: dict[str, set[str]] = {"loadgen-master": set(), "loadgen": set()}
 
     def watch_pods() -> None:
@@ -124,7 +110,7 @@ def test_distributed_load_runs_a_master_and_workers_over_pod_networking(
 def test_the_operator_pod_killed_mid_run_carries_on_and_creates_nothing_twice(
     node: Node, operator: Operator, node_namespace: str, iris_model
 ) -> None:  # type: ignore[no-untyped-def]
-    apply(node, node_namespace, iris_model, iris("sturdy"), profilerun("sturdy", "sturdy", seconds=20))
+    apply_with_model(node, node_namespace, iris_model, iris("sturdy"), profilerun("sturdy", "sturdy", seconds=20))
     first = operator_pod(node)
 
     def kill_when_loading() -> None:
@@ -177,7 +163,7 @@ def test_a_run_in_a_namespace_enforcing_the_restricted_pod_security_standard_suc
     node.kubectl("label", "namespace", node_namespace, "pod-security.kubernetes.io/enforce=restricted")
     run = profilerun("strict", "strict")
     run["spec"]["readyTimeout"] = "90s"  # a refused pod would otherwise wait out 5 minutes
-    apply(node, node_namespace, iris_model, iris("strict"), run)
+    apply_with_model(node, node_namespace, iris_model, iris("strict"), run)
     status = wait_for_phase(node, node_namespace, "strict", "Succeeded", timeout=240)
     assert status["trials"][0]["phase"] == "Succeeded" and status["trials"][0]["requests"] > 0
     events = node.kubectl.json("get", "events", "-n", node_namespace)["items"]
@@ -192,7 +178,7 @@ def test_a_crash_looping_server_and_an_unschedulable_one_fail_their_trials_with_
     crashing = {"type": "custom", "image": IMAGE, "command": ["python", "-c", "raise SystemExit(3)"], "port": 8080}
     run = profilerun("broken", "broken")
     run["spec"].update(sweep={"cpu": ["64", "250m"]}, readyTimeout="20s", search={"parallelism": 2})
-    apply(node, node_namespace, iris_model, iris("broken", runtime=crashing), run)
+    apply_with_model(node, node_namespace, iris_model, iris("broken", runtime=crashing), run)
     status = wait_for_phase(node, node_namespace, "broken", "Failed", timeout=180)
     trials = {t["index"]: t for t in status["trials"]}
     assert trials[0]["failedIn"] == "Deploying"

@@ -5,35 +5,15 @@ the kernel's own accounting of the server's cgroup."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 from datetime import datetime
 
 import pytest
 
-from tests.conftest import EXAMPLES
-from tests.node.conftest import OPERATOR_ACCOUNT, OPERATOR_NAMESPACE, Operator
-from tests.support.controlplane import ControlPlaneError, wait_for
 from tests.support.node import IMAGE, Node
+from tests.support.node_operator import OPERATOR_ACCOUNT, OPERATOR_NAMESPACE, Operator, wait_for_phase
+from tests.support.paths import EXAMPLES
 from tests.support.podcpu import PodCpuSampler
-
-
-def wait_for_phase(node: Node, namespace: str, run: str, phase: str, timeout: float) -> dict:
-    """The run's status once it reaches `phase`; the test fails with the status and the events once it has
-    failed instead, or the time is up."""
-    status: dict = {}
-
-    def settled() -> bool:
-        nonlocal status
-        status = node.kubectl.json("get", "profilerun", run, "-n", namespace).get("status") or {}
-        return status.get("phase") in (phase, "Failed")
-
-    with contextlib.suppress(ControlPlaneError):
-        wait_for(settled, timeout, what=f"ProfileRun {run} to be {phase}", interval=2)
-    if status.get("phase") == phase:
-        return status
-    events = node.kubectl("get", "events", "-n", namespace, "--sort-by=.lastTimestamp", check=False).stdout
-    pytest.fail(f"ProfileRun {run} is not {phase}: {json.dumps(status, indent=1)[-3000:]}\n{events[-3000:]}")
 
 
 def report(node: Node, namespace: str, run: str) -> dict:

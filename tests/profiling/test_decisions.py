@@ -80,7 +80,7 @@ def test_percentiles_not_in_the_summary_come_from_the_histogram() -> None:
 
 def test_cost_figures() -> None:
     prices = CostModel(per_core_hour=0.04, per_gib_hour=0.005, per_gpu_hour=2.0)
-    hourly = decisions.hourly_cost(0.5, 2**30, 1, 2, prices)
+    hourly = decisions.allocation_cost_per_hour(0.5, 2**30, 1, 2, prices)
     assert hourly == pytest.approx(2 * (0.02 + 0.005 + 2.0))
     # 1e6 requests at 100 req/s take 10,000 s = 2.78 h.
     assert decisions.per_million(hourly, 100) == pytest.approx(hourly * 10_000 / 3600)

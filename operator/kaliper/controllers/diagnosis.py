@@ -76,29 +76,38 @@ def restarts_and_oom_kills(pods: list[dict[str, Any]]) -> tuple[int, int]:
     return restarts, oom_kills
 
 
-def job_problem(job: dict[str, Any], pods: list[dict[str, Any]]) -> str | None:
-    """Why a load-generator Job failed, or None while it has not."""
-    for condition in (job.get("status") or {}).get("conditions") or []:
-        if condition.get("type") == "Failed" and condition.get("status") == "True":
-            detail = ""
-            for pod in pods:
-                for container in _statuses(pod):
-                    terminated = (container.get("state") or {}).get("terminated") or {}
-                    if terminated and terminated.get("exitCode", 0) != 0:
-                        detail = (
-                            f"; pod {pod['metadata']['name']} exited with code {terminated.get('exitCode')}"
-                            f" ({terminated.get('reason', 'Error')}): {terminated.get('message', '')}".rstrip(": ")
-                        )
-            return f"load-generator Job {job['metadata']['name']} failed: {condition.get('reason', '')} " + (
-                f"{condition.get('message', '')}{detail}"
-            )
-        if condition.get("type") == "Complete" and condition.get("status") == "True":
-            return None
-    return None
+def _condition(job: dict[str, Any], kind: str) -> dict[str, Any] | None:
+    conditions = (job.get("status") or {}).get("conditions") or []
+    return next((c for c in conditions if c.get("type") == kind and c.get("status") == "True"), None)
 
 
 def job_complete(job: dict[str, Any]) -> bool:
-    return any(
-        c.get("type") == "Complete" and c.get("status") == "True"
-        for c in (job.get("status") or {}).get("conditions") or []
-    )
+    return _condition(job, "Complete") is not None
+
+
+def job_ended(job: dict[str, Any]) -> bool:
+    """Complete or Failed: the Job runs no more pods."""
+    return job_complete(job) or _condition(job, "Failed") is not None
+
+
+def job_failure(job: dict[str, Any], pods: list[dict[str, Any]], what: str) -> str | None:
+    """Why a Job failed, or None while it has not: its Failed condition, and the last of its pods' containers
+    that exited with an error (exit code, reason, termination message) while the pod is still there."""
+    failed = _condition(job, "Failed")
+    if failed is None:
+        return None
+    detail = ""
+    for pod in pods:
+        for container in _statuses(pod):
+            terminated = (container.get("state") or {}).get("terminated") or {}
+            if terminated and terminated.get("exitCode", 0) != 0:
+                detail = (
+                    f"; pod {pod['metadata']['name']} exited with code {terminated.get('exitCode')}"
+                    f" ({terminated.get('reason', 'Error')}): {terminated.get('message', '')}".rstrip(": ")
+                )
+    return f"{what} {job['metadata']['name']} failed: {failed.get('reason', '')} {failed.get('message', '')}{detail}"
+
+
+def job_problem(job: dict[str, Any], pods: list[dict[str, Any]]) -> str | None:
+    """Why a load-generator Job failed, or None while it has not."""
+    return job_failure(job, pods, "load-generator Job")

@@ -32,7 +32,7 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     if port := os.environ.get("KALIPER_METRICS_PORT"):
         metrics.serve(int(port))
     SETTINGS.load()  # the environment as it is now, not as it was when the modules were imported
-    PACER.set_interval(profilerun.STEP, SETTINGS.step_interval_s)
+    PACER.set_interval(profilerun.STEPPER.work, SETTINGS.step_interval_s)
     forget_everything()  # an operator started again in the same process (tests) starts with nothing in memory
     PACER.start()
 

@@ -10,6 +10,7 @@ from typing import Any
 
 from kaliper.manifests.modeldeployment import KALIPER_IMAGE
 from kaliper.manifests.profilerun import LoadgenPod
+from kaliper.metrics.trial_window import MetricsDefaults
 
 
 @dataclass(frozen=True)
@@ -27,6 +28,11 @@ class Settings:
     dcgm_enabled: bool = False
     dcgm_pod_label: str = "auto"
     loadgen: LoadgenPod = field(default_factory=lambda: LoadgenPod(image=KALIPER_IMAGE, resources={}))
+
+    def metrics_defaults(self) -> MetricsDefaults:
+        return MetricsDefaults(
+            self.prometheus_url, self.prometheus_scrape_interval, self.dcgm_enabled, self.dcgm_pod_label
+        )
 
     @classmethod
     def from_environment(cls, env: dict[str, str] | os._Environ[str] = os.environ) -> Settings:

@@ -67,3 +67,26 @@ def orphans(objects: list[tuple[str, Mapping[str, Any]]], existing_uids: set[str
             continue
         found.append(ClusterLeftover(kind, meta["namespace"], meta["name"], meta.get("uid", ""), why))
     return sorted(found, key=lambda f: (f.namespace, f.kind, f.name))
+
+
+# Kinds Kaliper creates for its resources (labelled app.kubernetes.io/managed-by=kaliper), owned by them.
+MADE_KINDS = ("ModelDeployment", "Deployment", "Service", "Job", "ConfigMap", "ServiceAccount", "Role", "RoleBinding")
+MANAGED = "app.kubernetes.io/managed-by=kaliper"
+OWNER_KINDS = ("ProfileRun", "ModelDeployment", "ModelOptimization")
+RUN_KINDS = ("ProfileRun", "ModelOptimization")
+
+
+def cluster_leftovers(
+    owners: Mapping[str, list[Mapping[str, Any]]], made: list[tuple[str, Mapping[str, Any]]], now: datetime
+) -> list[ClusterLeftover]:
+    """Everything `kaliper gc` lists in a cluster: Kaliper-made objects (`made`, (kind, object) pairs) whose
+    owner is gone, and finished runs past their ttl, given Kaliper's own objects by kind (`owners`)."""
+    uids = {o["metadata"]["uid"] for items in owners.values() for o in items}
+    found = orphans(made, uids)
+    for kind in RUN_KINDS:
+        for run in owners.get(kind, []):
+            why = ttl_expired(run, now)
+            if why is not None:
+                meta = run["metadata"]
+                found.append(ClusterLeftover(kind, meta["namespace"], meta["name"], meta["uid"], why))
+    return sorted(found, key=lambda f: (f.namespace, f.kind, f.name))

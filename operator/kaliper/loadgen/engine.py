@@ -62,8 +62,8 @@ MESSAGE_STAGE = "kaliper_stage"
 # --- what every generator process shares -------------------------------------------------------------
 
 
-class Plan:
-    """The per-process state the users read: target, bodies, headers, the recorder and the schedule."""
+class Generator:
+    """One generator process's state, which its users read: target, bodies, headers, the recorder and the schedule."""
 
     def __init__(self, config: LoadGenConfig, share: float = 1.0) -> None:
         self.config = config
@@ -121,12 +121,14 @@ class KaliperUser(User):
 
     def __init__(self, environment: Environment) -> None:
         super().__init__(environment)
-        self.plan: Plan = environment.kaliper_plan  # type: ignore[attr-defined]
-        self.connection = Connection(self.plan.host, self.plan.port, self.plan.timeout_s, self.plan.ssl)
+        self.generator: Generator = environment.kaliper_generator  # type: ignore[attr-defined]
+        self.connection = Connection(
+            self.generator.host, self.generator.port, self.generator.timeout_s, self.generator.ssl
+        )
 
     def send(self) -> tuple[str | None, int, int]:
         """One request: the error kind (None on success), bytes sent and bytes received."""
-        raw = self.plan.next_request()
+        raw = self.generator.next_request()
         try:
             status = self.connection.request(raw)
         except gevent.GreenletExit:
@@ -137,7 +139,7 @@ class KaliperUser(User):
 
     def run(self) -> None:  # Locust calls this in the user's greenlet
         try:
-            if self.plan.config.open_loop:
+            if self.generator.config.open_loop:
                 self._open_loop()
             else:
                 self._closed_loop()
@@ -145,22 +147,22 @@ class KaliperUser(User):
             self.connection.close()
 
     def _closed_loop(self) -> None:
-        plan, recorder = self.plan, self.plan.recorder
+        generator, recorder = self.generator, self.generator.recorder
         clock, wall = time.perf_counter, time.time
         while True:
             start = clock()
             error, sent, received = self.send()
             recorder.record(wall(), clock() - start, None, error, sent=sent, received=received)
-            if plan.think_s:
-                gevent.sleep(plan.think_s)
+            if generator.think_s:
+                gevent.sleep(generator.think_s)
             elif error is not None:
                 gevent.sleep(0.001)  # do not spin on a refusing target
 
     def _open_loop(self) -> None:
-        plan, recorder = self.plan, self.plan.recorder
+        generator, recorder = self.generator, self.generator.recorder
         clock, wall = time.perf_counter, time.time
         while True:
-            slot = plan.claim_slot()
+            slot = generator.claim_slot()
             if slot is None:
                 gevent.sleep(0.01)
                 continue
@@ -217,9 +219,9 @@ class Controller:
         self.aggregator.add(msg.node_id, data["stage"], windows, data["until"])
 
     def _collect_local(self) -> None:
-        plan: Plan = self.environment.kaliper_plan  # type: ignore[attr-defined]
-        windows, until = plan.recorder.take_closed(time.time())
-        self.aggregator.add("local", plan.recorder.stage, windows, until)
+        generator: Generator = self.environment.kaliper_generator  # type: ignore[attr-defined]
+        windows, until = generator.recorder.take_closed(time.time())
+        self.aggregator.add("local", generator.recorder.stage, windows, until)
 
     def _begin_stage(self, stage: int, level: float) -> float:
         lead = 1.0 if self.distributed else 0.1
@@ -236,7 +238,7 @@ class Controller:
                 },
             )
         else:
-            self.environment.kaliper_plan.begin_stage(stage, start_wall, level)  # type: ignore[attr-defined]
+            self.environment.kaliper_generator.begin_stage(stage, start_wall, level)  # type: ignore[attr-defined]
         users = int(level) if not self.config.open_loop else self.config.connections()
         if stage == 0 or not self.config.open_loop:
             self.runner.start(users, spawn_rate=max(users, 1) * 10)
@@ -367,18 +369,18 @@ class Controller:
 def preflight(config: LoadGenConfig) -> str | None:
     """An unreachable target fails in seconds, not after maxDuration: connect once with a short timeout, then
     send one request (a slow or failing answer only warns: the run measures exactly that)."""
-    plan = Plan(config)
+    generator = Generator(config)
     try:
-        socket.create_connection((plan.host, plan.port), timeout=min(plan.timeout_s, 3.0)).close()
+        socket.create_connection((generator.host, generator.port), timeout=min(generator.timeout_s, 3.0)).close()
     except OSError as exc:
         return f"target {config.url} is unreachable: {classify(exc)}: {exc}"
-    connection = Connection(plan.host, plan.port, plan.timeout_s, plan.ssl)
+    connection = Connection(generator.host, generator.port, generator.timeout_s, generator.ssl)
     try:
-        status = connection.request(plan.requests[0])
+        status = connection.request(generator.requests[0])
         if status >= 400:
-            log.warning("the first request failed", status=status, url=config.url + plan.path)
+            log.warning("the first request failed", status=status, url=config.url + generator.path)
     except Exception as exc:
-        log.warning("the first request failed", error=classify(exc), url=config.url + plan.path)
+        log.warning("the first request failed", error=classify(exc), url=config.url + generator.path)
     finally:
         connection.close()
     return None
@@ -401,7 +403,7 @@ def run_local(config: LoadGenConfig) -> LoadTestResult:
     if problem:
         return failed_result(config, problem, 1, 0)
     environment = Environment(user_classes=[KaliperUser], catch_exceptions=False)
-    environment.kaliper_plan = Plan(config)  # type: ignore[attr-defined]
+    environment.kaliper_generator = Generator(config)  # type: ignore[attr-defined]
     environment.create_local_runner()
     return Controller(config, environment, processes=1, workers=0).run()
 
@@ -434,30 +436,30 @@ def run_master(
 
 
 def run_worker(master_host: str, master_port: int) -> None:
-    """A Locust worker: gets its plan from the master's stage messages, sends closed windows back."""
+    """A Locust worker: gets its generator from the master's stage messages, sends closed windows back."""
     environment = Environment(user_classes=[KaliperUser], catch_exceptions=False)
     runner: WorkerRunner = environment.create_worker_runner(master_host, master_port)
-    state: dict[str, Any] = {"plan": None, "until": -1}
+    state: dict[str, Any] = {"generator": None, "until": -1}
 
     def on_stage(environment: Environment, msg: Any) -> None:  # Locust passes these by keyword
         data = msg.data
-        if state["plan"] is None:
+        if state["generator"] is None:
             config = LoadGenConfig.model_validate(data["config"])
-            state["plan"] = environment.kaliper_plan = Plan(config, share=data["share"])  # type: ignore[attr-defined]
-        state["plan"].begin_stage(data["stage"], data["start"], data["level"])
+            state["generator"] = environment.kaliper_generator = Generator(config, share=data["share"])  # type: ignore[attr-defined]
+        state["generator"].begin_stage(data["stage"], data["start"], data["level"])
         state["until"] = -1
 
     def push_windows() -> None:
         while True:
             gevent.sleep(COLLECT_INTERVAL_S)
-            plan: Plan | None = state["plan"]
-            if plan is None:
+            generator: Generator | None = state["generator"]
+            if generator is None:
                 continue
-            windows, until = plan.recorder.take_closed(time.time())
+            windows, until = generator.recorder.take_closed(time.time())
             if windows or until != state["until"]:
                 runner.send_message(
                     MESSAGE_WINDOWS,
-                    {"stage": plan.recorder.stage, "until": until, "windows": [w.to_wire() for w in windows]},
+                    {"stage": generator.recorder.stage, "until": until, "windows": [w.to_wire() for w in windows]},
                 )
                 state["until"] = until
 

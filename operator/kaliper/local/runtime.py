@@ -34,13 +34,14 @@ from kaliper.profiling.trials import (
     OTHER_WORK_CORES,
     allocated,
     conclude,
+    configuration_cost_per_hour,
     describe,
     failed,
     from_load_test,
-    hourly_cost,
     judge,
     new_report,
     skipped,
+    target_model_name,
     with_resources,
 )
 from kaliper.report.schema import LoadTestResult, ProfileReport, TrialReport, TrialResources
@@ -138,7 +139,6 @@ class LocalRuntime:
         if problems:
             raise NotOnThisMachine("; ".join(problems))
         base = None
-        model_name = "model"
         if spec.target.deployment_ref is not None:
             name = spec.target.deployment_ref.name
             if name not in deployments:
@@ -147,10 +147,10 @@ class LocalRuntime:
                     "pass its manifest to `kaliper run` too"
                 )
             base = deployments[name].spec
-            model_name = base.model.name or name
+        model_name = target_model_name(spec, base)
         report = new_report(spec, run.metadata.name or "profilerun", run.metadata.namespace, datetime.now(UTC))
-        planned = configurations(spec, base)
-        by_index = {p.index: p for p in planned_trials(planned)}
+        configs = configurations(spec, base)
+        by_index = {p.index: p for p in planned_trials(configs)}
         problem = trial_count_problem(spec, len(by_index))
         if problem:
             raise ValueError(problem)
@@ -160,7 +160,7 @@ class LocalRuntime:
         try:
             while True:
                 outcomes = {i: Outcome.of(t) for i, t in measured.items()}
-                plan = schedule(spec, planned, outcomes, lambda c: hourly_cost(spec, c), never_ready)
+                plan = schedule(spec, configs, outcomes, lambda c: configuration_cost_per_hour(spec, c), never_ready)
                 for index, reason in plan.failed.items():
                     measured.setdefault(index, failed(index, f"t{index}", by_index[index].parameters, reason))
                 if plan.finished:
@@ -191,7 +191,7 @@ class LocalRuntime:
                 "other work on this machine was not checked (--ignore-other-work): a busy machine's trials are "
                 "not flagged"
             )
-        conclude(spec, report, planned)
+        conclude(spec, report, configs)
         report.finished_at = datetime.now(UTC)
         return report
 

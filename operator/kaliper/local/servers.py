@@ -8,10 +8,10 @@ import os
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable
 from pathlib import Path
+
+import httpx
 
 from kaliper.api.modeldeployment import ModelDeploymentSpec
 from kaliper.api.units import parse_cpu, parse_duration, parse_quantity
@@ -21,6 +21,8 @@ from kaliper.local.sockets import listens_on
 from kaliper.netutil import free_port
 from kaliper.processes import die_with_parent
 from kaliper.serving.flags import tuning_flags
+
+PROBE_TIMEOUT_S = 2.0  # one readiness probe; the deadline is the ModelDeployment's readyTimeout
 
 
 class ServerError(RuntimeError):
@@ -183,18 +185,19 @@ class ServerGroup:
         deadline = started + timeout_s
         path = readiness_path(self.spec)
         waiting = set(self.ports)  # each replica's own port (they share one with SO_REUSEPORT)
-        while time.monotonic() < deadline:
-            self.check_alive()
-            for port in sorted(waiting):
-                try:
-                    with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=2) as response:
-                        if response.status == 200:
+        # No retries inside a probe: the loop is the retry, and it checks the processes between probes.
+        with httpx.Client(timeout=PROBE_TIMEOUT_S, trust_env=False) as client:  # loopback: never a proxy
+            while time.monotonic() < deadline:
+                self.check_alive()
+                for port in sorted(waiting):
+                    try:
+                        if client.get(f"http://127.0.0.1:{port}{path}").status_code == 200:
                             waiting.discard(port)
-                except (urllib.error.URLError, OSError):
-                    pass
-            if not waiting and self._every_replica_listens():
-                return time.monotonic() - started
-            time.sleep(0.1)
+                    except httpx.TransportError:
+                        pass  # not listening yet, or busy loading the model
+                if not waiting and self._every_replica_listens():
+                    return time.monotonic() - started
+                time.sleep(0.1)
         raise ServerError(f"the server was not ready within {timeout_s:g}s ({setting})", self.log_tail())
 
     def oom_kills(self) -> int:

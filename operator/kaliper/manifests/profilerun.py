@@ -71,8 +71,36 @@ def trial_name(run: str, index: int) -> str:
     return f"{run}-t{index}"
 
 
-def results_name(run: str, index: int) -> str:
-    return f"{trial_name(run, index)}-result"
+@dataclass(frozen=True)
+class TrialObjects:
+    """The name of every object a trial creates, from one place: the builders name them with it, the
+    operator reads and tears them down by it."""
+
+    deployment: str  # the trial's ModelDeployment (and the Deployment and Service it makes)
+    loadgen_config: str  # ConfigMap: the load generator's config and where it publishes its results
+    jobs: tuple[str, ...]  # the load-generator Job, or the master's and the workers'
+    master_service: str | None  # with load.workers: the Service the workers reach the master by
+    results: str  # ConfigMap the load generator writes its results document into
+
+    def server_pod_regex(self, template_hashes: list[str]) -> str | None:
+        """The names of the trial's server pods and of any that replace them: `<deployment>-<pod-template-hash>-`
+        and five characters (a looser `<deployment>-.*` would also match the load generator's pods). None
+        before any server pod exists."""
+        hashes = sorted(set(template_hashes) - {""})
+        if not hashes:
+            return None
+        return f"{self.deployment}-({'|'.join(hashes)})-[a-z0-9]{{5}}"
+
+
+def trial_objects(run: str, index: int, workers: int = 0) -> TrialObjects:
+    name = trial_name(run, index)
+    return TrialObjects(
+        deployment=name,
+        loadgen_config=f"{name}-lg",
+        jobs=(f"{name}-lgm", f"{name}-lgw") if workers else (f"{name}-lg",),
+        master_service=f"{name}-lgm" if workers else None,
+        results=f"{name}-result",
+    )
 
 
 def report_name(run: str) -> str:
@@ -103,7 +131,7 @@ def build_trial_deployment(run: dict[str, Any], index: int, spec: ModelDeploymen
     return {
         "apiVersion": "kaliper.dev/v1alpha1",
         "kind": "ModelDeployment",
-        "metadata": _owned_meta(run, trial_name(run["metadata"]["name"], index), "server", index),
+        "metadata": _owned_meta(run, trial_objects(run["metadata"]["name"], index).deployment, "server", index),
         "spec": spec.to_manifest(),
     }
 
@@ -149,7 +177,7 @@ def _loadgen_pod(
     ]
     mounts = [{"name": "config", "mountPath": CONFIG_DIR, "readOnly": True}, {"name": "tmp", "mountPath": "/tmp"}]
     volumes: list[dict[str, Any]] = [
-        {"name": "config", "configMap": {"name": f"{trial_name(run['metadata']['name'], index)}-lg"}},
+        {"name": "config", "configMap": {"name": trial_objects(run["metadata"]["name"], index).loadgen_config}},
         {"name": "tmp", "emptyDir": {}},
     ]
     dataset = spec.payload.dataset
@@ -196,12 +224,12 @@ def job_deadline_s(spec: ProfileRunSpec) -> int:
 
 
 def _job(
-    run: dict[str, Any], index: int, suffix: str, pod: dict[str, Any], spec: ProfileRunSpec, parallelism: int = 1
+    run: dict[str, Any], index: int, name: str, pod: dict[str, Any], spec: ProfileRunSpec, parallelism: int = 1
 ) -> dict[str, Any]:
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
-        "metadata": _owned_meta(run, f"{trial_name(run['metadata']['name'], index)}-{suffix}", "loadgen", index),
+        "metadata": _owned_meta(run, name, "loadgen", index),
         "spec": {
             "parallelism": parallelism,
             "completions": parallelism,
@@ -224,29 +252,29 @@ def build_loadgen(
 ) -> list[dict[str, Any]]:
     """The trial's load-generator objects: its config ConfigMap, then the Job (or master Job, Service and
     worker Job)."""
-    name = trial_name(run["metadata"]["name"], index)
+    workers = spec.load.workers
+    names = trial_objects(run["metadata"]["name"], index, workers)
     headers = {h.name: header_variable(i) for i, h in enumerate(spec.request.headers_from or [])}
     dataset = spec.payload.dataset
     dataset_file = str(PurePosixPath(PAYLOAD_DIR) / dataset.config_map.key) if dataset and dataset.config_map else None
     config = loadgen_config(spec, url, model_name, level, headers, dataset_file)
-    results_meta = _owned_meta(run, results_name(run["metadata"]["name"], index), "results", index)
+    results_meta = _owned_meta(run, names.results, "results", index)
     # The load generator's identity may not update the run's finalizers, which blocking the owner's deletion
     # needs (OwnerReferencesPermissionEnforcement); the results need not hold up a deletion anyway.
     results_meta["ownerReferences"][0]["blockOwnerDeletion"] = False
     config_map = {
         "apiVersion": "v1",
         "kind": "ConfigMap",
-        "metadata": _owned_meta(run, f"{name}-lg", "loadgen-config", index),
+        "metadata": _owned_meta(run, names.loadgen_config, "loadgen-config", index),
         "data": {"config.yaml": yaml.safe_dump(config), "results.yaml": yaml.safe_dump({"metadata": results_meta})},
     }
     config_path, publish = f"{CONFIG_DIR}/config.yaml", f"{CONFIG_DIR}/results.yaml"
     base = ["python", "-m", "kaliper.loadgen"]
     out = ["--output", "/tmp/result.json", "--publish", publish]
-    workers = spec.load.workers
-    if workers == 0:
+    if names.master_service is None:
         single = _loadgen_pod(run, index, spec, pod, [*base, "run", config_path, *out])
-        return [config_map, _job(run, index, "lg", single, spec)]
-    master_name = f"{name}-lgm"
+        return [config_map, _job(run, index, names.jobs[0], single, spec)]
+    master_name = names.master_service
     master_pod = _loadgen_pod(
         run,
         index,
@@ -281,8 +309,8 @@ def build_loadgen(
     return [
         config_map,
         service,
-        _job(run, index, "lgm", master_pod, spec),
-        _job(run, index, "lgw", worker_pod, spec, parallelism=workers),
+        _job(run, index, names.jobs[0], master_pod, spec),
+        _job(run, index, names.jobs[1], worker_pod, spec, parallelism=workers),
     ]
 
 

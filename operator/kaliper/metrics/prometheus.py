@@ -22,11 +22,9 @@ from datetime import UTC, datetime
 from itertools import pairwise
 from typing import Any
 
-from prometheus_api_client import PrometheusConnect
-from urllib3.util.retry import Retry
-
 from kaliper.api.profilerun import CustomQuery
 from kaliper.loadgen.statistics import nearest_rank
+from kaliper.metrics.prometheus_api import PrometheusAPI
 from kaliper.report.schema import CustomFigure, ResourceSeriesPoint, TrialResources
 
 CONTAINER = 'container!="",container!="POD"'
@@ -139,18 +137,17 @@ class Figures:
 
 class PrometheusMetrics:
     def __init__(self, url: str, timeout_s: float = 10) -> None:
-        # Bounded at every level: PromQL's own timeout on the server, an HTTP timeout on each request (a
-        # Prometheus that accepts connections and never answers must not hold a thread forever), and few
-        # retries, so one query costs at most about three timeouts.
-        retry = Retry(total=2, connect=2, read=1, status=2, backoff_factor=0.5, status_forcelist=(502, 503, 504))
-        self.client = PrometheusConnect(url=url, disable_ssl=True, retry=retry, timeout=timeout_s)
+        # Bounded at every level: PromQL's own timeout on the server, an HTTP timeout on each request, and
+        # few retries (prometheus_api), so one query costs at most about three timeouts.
+        self.client = PrometheusAPI(url, timeout_s)
         self.timeout_s = timeout_s
+
+    def instant(self, query: str, at: float) -> list[dict[str, Any]]:
+        return self.client.query(query, at, self.timeout_s)
 
     def scalar(self, query: str, at: float) -> float | None:
         """The single value of an instant query, or None when there is no series or the value is NaN."""
-        result: list[dict[str, Any]] = self.client.custom_query(
-            query, params={"time": at, "timeout": f"{self.timeout_s:g}s"}
-        )
+        result = self.instant(query, at)
         if not result:
             return None
         value = float(result[0]["value"][1])
@@ -196,7 +193,7 @@ class PrometheusMetrics:
         start, end = datetime.fromtimestamp(min(first, window.end), UTC), datetime.fromtimestamp(window.end, UTC)
         values: dict[str, dict[float, float]] = {}
         for name, query in queries.items():
-            result = self.client.custom_query_range(query, start_time=start, end_time=end, step=step)
+            result = self.client.query_range(query, start, end, step)
             values[name] = {float(t): float(v) for t, v in (result[0]["values"] if result else [])}
         return [
             (t, values["cpu"][t], values["memory"][t])
@@ -215,9 +212,7 @@ class PrometheusMetrics:
             if query.aggregate != "last":
                 promql = f"{over_time[query.aggregate]}(({promql})[{window.range}:{subquery_step(window)}])"
             try:
-                result = self.client.custom_query(
-                    promql, params={"time": window.end, "timeout": f"{self.timeout_s:g}s"}
-                )
+                result = self.instant(promql, window.end)
             except Exception as exc:  # a PromQL error is the user's to fix: say which query and why
                 unavailable.append(f"customQueries {query.name}: {exc}")
                 continue
@@ -275,7 +270,7 @@ class PrometheusMetrics:
         them, the seconds between them). No extrapolation: with few samples (a 30 s scrape, cAdvisor's irregular
         10-15 s stamps) `increase` extrapolates only part of the way to the window's edges and reads low."""
         query = f"{metric}{{{selector(window)},{CONTAINER}}}[{window.range}]"
-        result = self.client.custom_query(query, params={"time": window.end, "timeout": f"{self.timeout_s:g}s"})
+        result = self.instant(query, window.end)
         found = []
         for series in result:
             points = [(float(t), float(v)) for t, v in series["values"]]

@@ -4,10 +4,17 @@ operator; only the chosen model's source differs (a file here, the PVC path ther
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from kaliper.api.modeldeployment import ModelDeploymentSpec, ModelSource, Threads
-from kaliper.api.modeloptimization import ChosenModel, FollowUpDeployment, FollowUpProfileRun, ModelOptimizationSpec
+from kaliper.api.modeloptimization import (
+    ChosenModel,
+    FollowUpDeployment,
+    FollowUpProfileRun,
+    FollowUpStatus,
+    ModelOptimizationSpec,
+)
 from kaliper.api.profilerun import ProfileRunSpec
 
 CHOSEN_FILE = "best/model.onnx"  # under the output folder: where the engine puts the chosen model
@@ -45,3 +52,35 @@ def deployment_spec(follow: FollowUpDeployment, source: ModelSource, chosen: Cho
 def profile_run_spec(follow: FollowUpProfileRun, deployment_name: str) -> ProfileRunSpec:
     template = follow.template.model_dump(by_alias=True, exclude_none=True)
     return ProfileRunSpec.model_validate({**template, "target": {"deploymentRef": {"name": deployment_name}}})
+
+
+@dataclass(frozen=True)
+class FollowUps:
+    """The follow-ups a ModelOptimization's followUp asks for, built for its chosen model."""
+
+    deployment: tuple[str, ModelDeploymentSpec] | None = None  # (name, spec)
+    profile_run: tuple[str, ProfileRunSpec] | None = None
+
+    def status(self) -> FollowUpStatus | None:
+        if self.deployment is None:
+            return None
+        return FollowUpStatus(
+            deployment_name=self.deployment[0], profile_run_name=self.profile_run[0] if self.profile_run else None
+        )
+
+    def described(self) -> str:
+        """ "ModelDeployment iris-best, ProfileRun iris-best-load" (empty without follow-ups)."""
+        made = [("ModelDeployment", self.deployment), ("ProfileRun", self.profile_run)]
+        return ", ".join(f"{kind} {named[0]}" for kind, named in made if named is not None)
+
+
+def follow_ups(spec: ModelOptimizationSpec, chosen: ChosenModel, output_folder: Path | None = None) -> FollowUps:
+    """What to create for the chosen model (output_folder: where `kaliper run` wrote it, for a model outside
+    a PVC)."""
+    follow = spec.follow_up
+    if follow is None or follow.deployment is None:
+        return FollowUps()
+    name = follow.deployment.name
+    deployment = deployment_spec(follow.deployment, chosen_source(spec, output_folder), chosen)
+    run = (follow.profile_run.name, profile_run_spec(follow.profile_run, name)) if follow.profile_run else None
+    return FollowUps((name, deployment), run)

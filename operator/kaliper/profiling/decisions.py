@@ -108,7 +108,9 @@ def overall(verdicts: list[SloVerdict]) -> SloVerdict:
     return "Inconclusive" if "Inconclusive" in verdicts else "Met"
 
 
-def hourly_cost(cpu_cores: float, memory_bytes: float, gpus: int, replicas: int, prices: CostModel) -> float:
+def allocation_cost_per_hour(
+    cpu_cores: float, memory_bytes: float, gpus: int, replicas: int, prices: CostModel
+) -> float:
     per_replica = cpu_cores * prices.per_core_hour + memory_bytes / GIB * prices.per_gib_hour
     return replicas * (per_replica + gpus * prices.per_gpu_hour)
 

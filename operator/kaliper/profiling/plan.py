@@ -9,6 +9,7 @@ from typing import Any
 from kaliper.api.common import GpuRequest, ResourceList, ResourceRequirements
 from kaliper.api.modeldeployment import Batching, ModelDeploymentSpec, ServingRuntime, Threads
 from kaliper.api.profilerun import ProfileRunSpec
+from kaliper.manifests.modeldeployment import BuildError, build_deployment
 
 
 @dataclass(frozen=True)
@@ -99,3 +100,18 @@ def apply(base: ModelDeploymentSpec, chosen: dict[str, Any]) -> ModelDeploymentS
     if "model_variant" in chosen:
         spec.model = chosen["model_variant"].model
     return spec
+
+
+def cluster_problem(spec: ProfileRunSpec, configs: list[Configuration], namespace: str, image: str) -> str | None:
+    """Why the sweep cannot run on Kubernetes, or None: too many trials, or a configuration the cluster
+    cannot deploy."""
+    problem = trial_count_problem(spec, sum(len(c.levels) for c in configs))
+    if problem:
+        return problem
+    for config in configs:
+        if config.deployment is not None:
+            try:
+                build_deployment("check", namespace, "", config.deployment, image)
+            except BuildError as exc:
+                return f"the target cannot be deployed on Kubernetes: {exc}"
+    return None

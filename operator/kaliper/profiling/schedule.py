@@ -11,9 +11,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from kaliper.api.profilerun import ProfileRunSpec
+from kaliper.api.profilerun import ProfileRunSpec, TrialSummary
+from kaliper.lifecycle.gc import FINISHED
 from kaliper.profiling.plan import Configuration
 from kaliper.profiling.search import Outcome, order_for_search
+from kaliper.profiling.trials import configuration_cost_per_hour
 
 
 @dataclass(frozen=True)
@@ -52,6 +54,14 @@ class Schedule:
         return not self.start
 
 
+def room_to_start(spec: ProfileRunSpec, in_flight: int) -> int:
+    """How many more trials may start now: a grid search fills spec.search.parallelism; knee and optuna
+    searches choose each trial from the last one's outcome, so they run one at a time."""
+    if spec.search.strategy != "grid":
+        return 0 if in_flight else 1
+    return max(0, spec.search.parallelism - in_flight)
+
+
 def schedule(
     spec: ProfileRunSpec,
     configurations: list[Configuration],
@@ -70,15 +80,15 @@ def schedule(
     result = Schedule()
     sequential = spec.search.strategy != "grid"
     reached: set[int] = set()
-    for step in order_for_search(spec, configurations, hourly_cost):
-        config = step.configuration
-        if not step.run:
-            result.skipped.update({trial_index(config, lv): step.reason for lv in config.levels})
+    for search in order_for_search(spec, configurations, hourly_cost):
+        config = search.configuration
+        if not search.run:
+            result.skipped.update({trial_index(config, lv): search.reason for lv in config.levels})
             continue
         verdicts: dict[float, bool] = {}
         seen: list[Outcome] = []
         waiting = False
-        while (level := step.next_level(verdicts)) is not None:
+        while (level := search.next_level(verdicts)) is not None:
             index = trial_index(config, level)
             reached.add(index)
             if config.index in never_ready and index not in outcomes:
@@ -97,12 +107,12 @@ def schedule(
             verdicts[level] = outcome.passed
         if waiting:
             continue
-        for level in step.levels:
+        for level in search.levels:
             index = trial_index(config, level)
             if index not in reached:
-                result.skipped[index] = step.skip_reason(level, verdicts)
+                result.skipped[index] = search.skip_reason(level, verdicts)
                 reached.add(index)
-        step.on_done(verdicts, seen)
+        search.on_done(verdicts, seen)
     # Trials the search never reached (optuna explores a sample) are reported as skipped.
     for config in configurations:
         for level in config.levels:
@@ -110,3 +120,22 @@ def schedule(
             if index not in reached and index not in result.skipped:
                 result.skipped[index] = "not explored by the search"
     return result
+
+
+def schedule_from_status(
+    spec: ProfileRunSpec, configurations: list[Configuration], trials: list[TrialSummary]
+) -> Schedule:
+    """The schedule from what a cluster run's status records: the finished trials' outcomes, and which
+    configurations' deployments never became ready."""
+    outcomes = {
+        t.index: Outcome(t.phase, t.slo_verdict, t.throughput_rps, t.cost_per_million_requests)
+        for t in trials
+        if t.phase in FINISHED
+    }
+    configuration_of = {p.index: p.configuration.index for p in planned_trials(configurations)}
+    never_ready = {
+        configuration_of[t.index]: t.message or "not ready"
+        for t in trials
+        if t.phase == "Failed" and t.failed_in == "Deploying"
+    }
+    return schedule(spec, configurations, outcomes, lambda c: configuration_cost_per_hour(spec, c), never_ready)

@@ -52,7 +52,7 @@ class Outcome:
 
 
 @dataclass
-class Step:
+class ConfigurationSearch:
     """One configuration: whether to run it, and which level to measure next given the verdicts so far."""
 
     configuration: Configuration
@@ -99,13 +99,13 @@ def dominates(a: Configuration, b: Configuration) -> bool:
 
 def order_for_search(
     spec: ProfileRunSpec, configurations: list[Configuration], hourly_cost: Callable[[Configuration], float]
-) -> Iterator[Step]:
+) -> Iterator[ConfigurationSearch]:
     strategy = spec.search.strategy
     if strategy == "grid":
-        yield from (Step(c) for c in configurations)
+        yield from (ConfigurationSearch(c) for c in configurations)
         return
     if strategy == "optuna":
-        yield from _optuna_steps(spec, configurations)
+        yield from _optuna_searches(spec, configurations)
         return
     knees: dict[int, float] = {}  # configuration index -> highest level that met the SLO
     winner: list[Configuration] = []
@@ -115,7 +115,7 @@ def order_for_search(
         if winner and hourly_cost(config) > hourly_cost(winner[0]):
             cheaper = ", ".join(f"{k}={v}" for k, v in winner[0].parameters.items())
             reason = f"cannot win: costs more per hour than {cheaper}, which met the SLO at the highest load level"
-            yield Step(config, run=False, reason=reason)
+            yield ConfigurationSearch(config, run=False, reason=reason)
             continue
         implied = [level for index, level in knees.items() if dominates(config, by_index[index])]
 
@@ -126,7 +126,7 @@ def order_for_search(
             if not winner and config.levels[-1] in met:
                 winner.append(config)
 
-        yield Step(config, knee_search=True, floor=max(implied, default=None), on_done=done)
+        yield ConfigurationSearch(config, knee_search=True, floor=max(implied, default=None), on_done=done)
 
 
 INFEASIBLE = float("inf")
@@ -142,7 +142,7 @@ def objective(trial: Outcome) -> float:
     return 1 / trial.throughput_rps
 
 
-def _optuna_steps(spec: ProfileRunSpec, configurations: list[Configuration]) -> Iterator[Step]:
+def _optuna_searches(spec: ProfileRunSpec, configurations: list[Configuration]) -> Iterator[ConfigurationSearch]:
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -172,4 +172,4 @@ def _optuna_steps(spec: ProfileRunSpec, configurations: list[Configuration]) -> 
             measured[key] = value
             study.tell(proposal, value if value != INFEASIBLE else 1e18)
 
-        yield Step(config, only_level=level, on_done=done)
+        yield ConfigurationSearch(config, only_level=level, on_done=done)

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections import defaultdict
 from datetime import datetime
 
+from kaliper.api.modeldeployment import ModelDeploymentSpec
 from kaliper.api.profilerun import ProfileRunSpec, SloSpec
 from kaliper.api.units import parse_cpu, parse_quantity
 from kaliper.profiling import decisions
@@ -97,6 +98,21 @@ def describe(parameters: dict[str, str]) -> str:
     return ", ".join(f"{k}={v}" for k, v in parameters.items()) or "the target as it is"
 
 
+def target_model_name(spec: ProfileRunSpec, base: ModelDeploymentSpec | None) -> str:
+    """The model name requests carry: the target deployment's model name, else its name."""
+    if base is not None and base.model.name:
+        return base.model.name
+    return spec.target.deployment_ref.name if spec.target.deployment_ref else "model"
+
+
+def outcome_words(report: TrialReport) -> str:
+    """How a finished trial went, for its event: "met the SLO", "failed: <why>"."""
+    if report.status != "Succeeded":
+        return f"failed: {report.message or ''}"
+    verdicts = {"Met": "met the SLO", "NotMet": "missed the SLO", "Inconclusive": "could not decide the SLO"}
+    return verdicts.get(report.slo_verdict or "", "measured")
+
+
 def skipped(index: int, name: str, parameters: dict[str, str], reason: str) -> TrialReport:
     return TrialReport(index=index, name=name, parameters=parameters, status="Skipped", message=reason)
 
@@ -127,9 +143,9 @@ def cpu_limit(config: Configuration) -> float | None:
     return float(parse_cpu(spec.resources.limits.cpu))
 
 
-def hourly_cost(spec: ProfileRunSpec, config: Configuration) -> float:
+def configuration_cost_per_hour(spec: ProfileRunSpec, config: Configuration) -> float:
     cores, memory, gpus, replicas = allocated(config)
-    return decisions.hourly_cost(cores, memory, gpus, replicas, spec.cost)
+    return decisions.allocation_cost_per_hour(cores, memory, gpus, replicas, spec.cost)
 
 
 def judge(
@@ -139,7 +155,7 @@ def judge(
     that need no other trial (the generator's own CPU, late sends, other work on the machine from
     `other_work_cores` up; None: not checked)."""
     cores, _, _, replicas = allocated(config)
-    hourly = hourly_cost(spec, config)
+    hourly = configuration_cost_per_hour(spec, config)
     trial = trial.model_copy(update={"replicas": replicas, "cost_per_hour": round(hourly, 6) if hourly else None})
     stage = trial.stage
     if stage is None:

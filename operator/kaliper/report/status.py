@@ -92,6 +92,19 @@ def status_from_report(report: ProfileReport, report_ref: ReportReference | None
     return status
 
 
+def final_status(report: ProfileReport, reference: ReportReference, running: ProfileRunStatus) -> ProfileRunStatus:
+    """A finished run's status: from its report, keeping what only the running status knew (when each trial
+    started and ended, where a failed one stopped, the conditions so far)."""
+    final = status_from_report(report, reference)
+    times = {t.index: t for t in running.trials or []}
+    for summary in final.trials or []:
+        summary.start_time = times[summary.index].start_time
+        summary.completion_time = times[summary.index].completion_time
+        summary.failed_in = times[summary.index].failed_in
+    final.conditions, final.start_time = running.conditions, running.start_time
+    return final
+
+
 # --- ModelOptimization ---------------------------------------------------------------------------------
 
 

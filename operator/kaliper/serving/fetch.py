@@ -8,18 +8,32 @@ from __future__ import annotations
 import argparse
 import hashlib
 import sys
-import urllib.request
 from pathlib import Path
+
+import httpx
+
+# A connection refused or reset before any byte arrived is tried again (a model store restarting, a Service
+# whose endpoints are not ready yet); a response with an error status is final.
+CONNECT_RETRIES = 3
 
 
 def fetch(url: str, target: Path, sha256: str | None = None, timeout: float = 300) -> str:
+    """Download url to target (through target.partial, renamed once whole and checked); its SHA-256."""
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_name(target.name + ".partial")
     digest = hashlib.sha256()
-    with urllib.request.urlopen(url, timeout=timeout) as response, partial.open("wb") as out:
-        while chunk := response.read(1 << 20):
-            digest.update(chunk)
-            out.write(chunk)
+    # `timeout` bounds each wait (connect, each read), not the whole download: a large model on a slow link
+    # still arrives, a stalled one fails.
+    transport = httpx.HTTPTransport(retries=CONNECT_RETRIES)
+    with (
+        httpx.Client(transport=transport, timeout=timeout, follow_redirects=True) as client,
+        client.stream("GET", url) as response,
+    ):
+        response.raise_for_status()
+        with partial.open("wb") as out:
+            for chunk in response.iter_bytes(1 << 20):
+                digest.update(chunk)
+                out.write(chunk)
     if sha256 and digest.hexdigest() != sha256.lower():
         partial.unlink()
         raise ValueError(f"{url}: SHA-256 is {digest.hexdigest()}, expected {sha256}")
@@ -35,7 +49,7 @@ def main() -> None:
     args = parser.parse_args()
     try:
         print(f"fetched {args.url} to {args.path} (sha256 {fetch(args.url, args.path, args.sha256)})")
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, httpx.HTTPError) as exc:
         sys.exit(f"cannot fetch the model: {exc}")
 
 

@@ -1,0 +1,126 @@
+"""What every step controller shares (ProfileRun, ModelOptimization, and the kinds to come).
+
+A step controller moves an object along in steps: each step reads the object and its children from the
+store of what the watch streams delivered, does what is due, and writes the status once. Steps come from
+the pacer (while the object is unfinished), from the object's own events and from its Jobs ending; a
+per-object lock keeps them one at a time. This module holds the parts that are the same for every kind:
+the status being written (conditions, phase, observedGeneration, the failure), stepping quietly from an
+event, and the handling of the object's and its Jobs' watch events.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any, Generic, TypeVar
+
+import kopf
+
+from kaliper.api.common import KaliperModel, with_condition
+from kaliper.controllers import expiry, kube
+from kaliper.controllers.diagnosis import job_ended
+from kaliper.controllers.locks import StepLocks
+from kaliper.controllers.pacer import PACER
+from kaliper.controllers.store import STORE
+from kaliper.lifecycle.gc import FINISHED
+from kaliper.log import get_logger
+
+log = get_logger("kaliper.step")
+Status = TypeVar("Status", bound=KaliperModel)
+MESSAGE_LIMIT = 4096  # the maxLength of status.message
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC).replace(microsecond=0)
+
+
+def finished(body: dict[str, Any]) -> bool:
+    return (body.get("status") or {}).get("phase") in FINISHED
+
+
+class StatusStep(Generic[Status]):
+    """The status one step writes: read typed from the object, changed in place, patched once at the end
+    (and not at all when nothing changed)."""
+
+    kind: str  # the resource's kind, as kube and STORE name it
+
+    def __init__(self, body: dict[str, Any], model: type[Status]) -> None:
+        self.body = body
+        self.namespace: str = body["metadata"]["namespace"]
+        self.name: str = body["metadata"]["name"]
+        self.generation: int | None = body["metadata"].get("generation")
+        self.before: dict[str, Any] = body.get("status") or {}
+        self.status: Status = model.model_validate(self.before)
+        self.now = utcnow()
+
+    def condition(self, kind: str, ok: bool, reason: str, message: str) -> None:
+        status: Any = self.status
+        status.conditions = with_condition(status.conditions, kind, ok, reason, message, self.now, self.generation)
+
+    def event(self, reason: str, message: str, warning: bool = False) -> None:
+        (kopf.warn if warning else kopf.info)(self.body, reason=reason, message=message)
+        log.info(message, object=f"{self.kind}/{self.namespace}/{self.name}", reason=reason)
+
+    def fail(self, reason: str, message: str) -> None:
+        """The object failed for good: phase, message, both conditions and a warning event."""
+        status: Any = self.status
+        status.phase = "Failed"
+        status.message = message[:MESSAGE_LIMIT]
+        status.completion_time = status.completion_time or self.now
+        self.condition("Progressing", False, reason, message)
+        self.condition("Complete", False, reason, message)
+        self.event(reason, f"{self.kind} failed: {message}", warning=True)
+
+    def write(self) -> None:
+        status: Any = self.status
+        status.observed_generation = self.generation
+        manifest = status.to_manifest()
+        if manifest != {k: self.before.get(k) for k in manifest}:
+            kube.patch_status(self.kind, self.namespace, self.name, manifest)
+
+
+class Stepper:
+    """One kind's stepping: its lock per object, its pacer work, and what to forget when an object is done."""
+
+    def __init__(self, kind: str, step: Callable[[str, str], None], interval_s: float) -> None:
+        self.kind = kind
+        self.work = f"{kind.lower()}-step"
+        self.locks = StepLocks()
+        self._step = step
+        # The interval may be changed before the operator starts (controllers.main sets the configured one).
+        PACER.every(self.work, interval_s, self.step)
+
+    def step(self, namespace: str, name: str) -> None:
+        """One step, unless one of the same object is under way (then nothing: the next event or pacer round
+        steps again)."""
+        self.locks.run_alone(namespace, name, self._step)
+
+    def step_quietly(self, namespace: str, name: str) -> None:
+        # An event only hurries the next step; if it fails, the pacer tries again.
+        try:
+            self.step(namespace, name)
+        except Exception as exc:
+            log.warning("step failed; the pacer retries", object=f"{namespace}/{name}", error=str(exc), exc_info=True)
+
+    def object_changed(self, body: Any, type: str | None) -> bool:
+        """A watch event of the object itself: store it, have the pacer step it while it is unfinished and
+        expire it once finished (spec.ttl). True while it still needs steps."""
+        namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
+        gone = type == "DELETED" or bool(body["metadata"].get("deletionTimestamp"))
+        STORE.seen(self.kind, body, deleted=type == "DELETED")
+        done = finished(body)
+        PACER.track(self.work, (namespace, name), not gone and not done)
+        expiry.track(self.kind, body, gone)
+        if gone or done:
+            self.locks.forget(namespace, name)
+        return not gone and not done
+
+    def job_changed(self, body: Any, type: str | None, owner_label: str) -> None:
+        """A watch event of one of its Jobs: a Job that ended steps its owner now instead of at the next
+        pacer round."""
+        STORE.seen("Job", body, deleted=type == "DELETED")
+        if job_ended(body):
+            self.step_quietly(body["metadata"]["namespace"], body["metadata"]["labels"][owner_label])
+
+    def forget_all(self) -> None:
+        self.locks.clear()

@@ -1,0 +1,166 @@
+"""How a cluster trial moves from phase to phase: a pure function of the trial's phase, what the watch
+streams show of its objects, how long it has run and its timeouts. It returns the next phase and the
+actions to take; the ProfileRun controller only carries them out.
+
+    Pending ──start──> Deploying ──deployment Ready──> Running ──load ended, results written──> Collecting
+       │                   │                              │                                       │
+       │ (URL target) ─────┼──────────────────────────────┘                                       │ collected
+       │                   └── failed / definitive pod problem / readyTimeout ──> Failed <── Job failed,
+       │                                                                                no results, trialTimeout
+       └── (the search) ──> Skipped | Failed                      Collecting ──> Succeeded | Failed
+
+The objects are plain dicts as the API returns them; diagnosis reads them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from kaliper.api.profilerun import ProfileRunSpec
+from kaliper.api.units import parse_duration
+from kaliper.controllers.diagnosis import job_complete, job_problem, pod_problem, restarts_and_oom_kills
+from kaliper.manifests.profilerun import LABEL_ROLE, LABEL_TRIAL
+
+IN_FLIGHT = ("Deploying", "Running", "Collecting")
+
+
+@dataclass(frozen=True)
+class ApplyDeployment:
+    """Apply the trial's ModelDeployment (again, if it was lost)."""
+
+
+@dataclass(frozen=True)
+class StartLoad:
+    """Apply the load generator against `url` (None: the trial deployment's Service)."""
+
+    url: str | None
+    model_name: str | None = None  # None: the run's model name
+
+
+@dataclass(frozen=True)
+class Collect:
+    """Read the results, query the resource figures and judge the trial (which finishes it, or waits for
+    the final scrape)."""
+
+
+@dataclass(frozen=True)
+class TearDown:
+    """Delete the trial's deployment and load generator (its results stay)."""
+
+
+Action = ApplyDeployment | StartLoad | Collect | TearDown
+
+
+@dataclass(frozen=True)
+class Move:
+    phase: str
+    actions: tuple[Action, ...] = ()
+    message: str | None = None  # why it failed
+    restarts_and_oom_kills: tuple[int, int] | None = None  # of a trial that failed before serving
+
+
+@dataclass(frozen=True)
+class TrialObjectsSeen:
+    """What the watch streams show of one trial's objects."""
+
+    deployment: dict[str, Any] | None = None  # its ModelDeployment
+    jobs: list[dict[str, Any]] = field(default_factory=list)
+    pods: list[dict[str, Any]] = field(default_factory=list)  # its server and load-generator pods
+    results_written: bool = False  # the load generator's results document exists (read once the load ended)
+
+    @classmethod
+    def of_trial(cls, index: int, name: str, objects: dict[str, list[dict[str, Any]]]) -> TrialObjectsSeen:
+        """One trial's share of its run's objects (by kind), by their trial label and its deployment's name."""
+
+        def mine(kind: str) -> list[dict[str, Any]]:
+            return [
+                o for o in objects.get(kind, []) if (o["metadata"].get("labels") or {}).get(LABEL_TRIAL) == str(index)
+            ]
+
+        deployment = next((d for d in objects.get("ModelDeployment", []) if d["metadata"]["name"] == name), None)
+        return cls(deployment=deployment, jobs=mine("Job"), pods=mine("Pod"))
+
+    def pods_of(self, role: str) -> list[dict[str, Any]]:
+        return [p for p in self.pods if (p["metadata"].get("labels") or {}).get(LABEL_ROLE, "").startswith(role)]
+
+
+@dataclass(frozen=True)
+class Timeouts:
+    ready_s: float
+    ready: str  # as the spec writes it, for the message
+    trial_s: float
+    trial: str
+
+    @classmethod
+    def of(cls, spec: ProfileRunSpec) -> Timeouts:
+        ready, trial = spec.ready_timeout, spec.trial_timeout
+        return cls(parse_duration(ready), ready, parse_duration(trial), trial)
+
+
+def start(target_url: str | None) -> Move:
+    """A trial the search wants started: deploy its configuration, or load the target URL at once."""
+    if target_url is not None:
+        return Move("Running", (StartLoad(target_url),))
+    return Move("Deploying", (ApplyDeployment(),))
+
+
+def _load_problems(seen: TrialObjectsSeen) -> list[str]:
+    return [p for p in (job_problem(job, seen.pods_of("loadgen")) for job in seen.jobs) if p is not None]
+
+
+def load_ended(seen: TrialObjectsSeen) -> bool:
+    """Whether the load generator has ended: then, and only then, its results are worth reading."""
+    return any(job_complete(j) for j in seen.jobs) or bool(_load_problems(seen))
+
+
+def _failed(message: str, restarts_and_oom_kills: tuple[int, int] | None = None) -> Move:
+    return Move("Failed", (TearDown(),), message[:2048], restarts_and_oom_kills)
+
+
+def next_move(phase: str, seen: TrialObjectsSeen, elapsed_s: float, timeouts: Timeouts, target_url: str | None) -> Move:
+    """The trial's next phase and what to do to get there. `target_url` is set when the run loads a URL
+    instead of deploying configurations."""
+    if phase == "Deploying":
+        return _deploying(seen, elapsed_s, timeouts)
+    if phase == "Running":
+        return _running(seen, elapsed_s, timeouts, target_url)
+    if phase == "Collecting":
+        return (
+            Move("Collecting", (Collect(),))
+            if seen.results_written
+            else _failed("its results ConfigMap holds no results document")
+        )
+    return Move(phase)
+
+
+def _deploying(seen: TrialObjectsSeen, elapsed_s: float, timeouts: Timeouts) -> Move:
+    if seen.deployment is None:  # created before a restart and lost, or never created
+        return Move("Deploying", (ApplyDeployment(),))
+    status = seen.deployment.get("status") or {}
+    if status.get("phase") == "Ready":
+        return Move("Running", (StartLoad(None, status.get("modelName")),))
+    if status.get("phase") == "Failed":
+        return _failed(f"the trial's ModelDeployment failed: {status.get('message')}")
+    servers = seen.pods_of("server")
+    problem = pod_problem(servers)
+    if problem is not None and problem.definitive:
+        return _failed(str(problem), restarts_and_oom_kills(servers))
+    if elapsed_s > timeouts.ready_s:
+        why = str(problem) if problem else status.get("message") or "no pod became ready"
+        return _failed(f"not ready after readyTimeout ({timeouts.ready}): {why}")
+    return Move("Deploying")
+
+
+def _running(seen: TrialObjectsSeen, elapsed_s: float, timeouts: Timeouts, target_url: str | None) -> Move:
+    # The results are read once the load generator has ended (its Job's event steps the run at once), not
+    # polled while it runs.
+    if load_ended(seen):
+        if seen.results_written:
+            return Move("Collecting", (Collect(),))
+        problems = _load_problems(seen)
+        return _failed(problems[0] if problems else "the load generator finished without writing its results")
+    if not seen.jobs:  # applied before a restart and lost: apply again
+        return Move("Running", (StartLoad(target_url),))
+    if elapsed_s > timeouts.trial_s:
+        return _failed(f"no results within trialTimeout ({timeouts.trial})")
+    return Move("Running")

@@ -1,0 +1,39 @@
+"""The `kaliper` command as the tests run it, and the manifests of a small local profiling run."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+KALIPER = Path(sys.executable).with_name("kaliper")
+
+
+def deployment(model: Path, **spec: Any) -> dict:
+    return {
+        "apiVersion": "kaliper.dev/v1alpha1",
+        "kind": "ModelDeployment",
+        "metadata": {"name": "iris"},
+        "spec": {"model": {"file": str(model), "name": "iris"}, "threads": {"intraOp": 1}, **spec},
+    }
+
+
+def profile_run(**spec: Any) -> dict:
+    return {
+        "apiVersion": "kaliper.dev/v1alpha1",
+        "kind": "ProfileRun",
+        "metadata": {"name": "iris-test"},
+        "spec": {
+            "target": {"deploymentRef": {"name": "iris"}},
+            "payload": {"tensors": {"inputs": [{"name": "float_input", "shape": [-1, 4]}], "seed": 1}},
+            "load": {
+                "closedLoop": {"concurrency": 4},
+                "warmup": "1s",
+                "minDuration": "3s",
+                "maxDuration": "3s",
+                "stopping": {"window": "1s"},
+            },
+            "metrics": {"sampleInterval": "250ms"},
+            **spec,
+        },
+    }
