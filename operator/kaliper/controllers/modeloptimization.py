@@ -144,7 +144,7 @@ def _job_failure(job: dict[str, Any]) -> str | None:
     if failure is None:
         return None
     tail = next((t for t in (_log_tail(namespace, p["metadata"]["name"], 5) for p in pods) if t), "")
-    return f"{failure} (without a report)" + (f"; its last lines: {tail}" if tail else "")
+    return f"{failure}; it wrote no report" + (f"; its last lines: {tail}" if tail else "")
 
 
 def _progress_line(namespace: str, name: str) -> str | None:

@@ -2,14 +2,22 @@
 streams show of its objects, how long it has run and its timeouts. It returns the next phase and the
 actions to take; the ProfileRun controller only carries them out.
 
-    Pending ──start──> Deploying ──deployment Ready──> Running ──load ended, results written──> Collecting
-       │                   │                              │                                       │
-       │ (URL target) ─────┼──────────────────────────────┘                                       │ collected
-       │                   └── failed / definitive pod problem / readyTimeout ──> Failed <── Job failed,
-       │                                                                                no results, trialTimeout
-       └── (the search) ──> Skipped | Failed                      Collecting ──> Succeeded | Failed
+    from        what is seen                                      to          actions
+    Pending     started by the search                             Deploying   apply the deployment
+                started by the search, the target a URL           Running     start the load
+    Deploying   no deployment (lost in a restart)                 Deploying   apply it again
+                deployment Ready                                  Running     start the load
+                deployment Failed, a pod that cannot recover,     Failed      tear down
+                or readyTimeout passed
+    Running     no Job (lost in a restart)                        Running     start the load again
+                load ended, results written                       Collecting  collect
+                load ended without results, or trialTimeout       Failed      tear down
+    Collecting  results there                                     Collecting  collect (which finishes the trial,
+                                                                              or waits for the final scrape)
+                results gone                                      Failed      tear down
 
-The objects are plain dicts as the API returns them; diagnosis reads them."""
+The search skips or fails Pending trials itself (profiling/schedule.py). The objects are plain dicts as the
+API returns them; diagnosis.py reads them."""
 
 from __future__ import annotations
 
