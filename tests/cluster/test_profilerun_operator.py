@@ -276,7 +276,7 @@ def test_a_prometheus_that_never_answers_holds_up_neither_the_run_nor_the_operat
         status = cluster.wait_phase("Succeeded", timeout=120)
     degraded = next(c for c in status["conditions"] if c["type"] == "Degraded")
     assert f"Prometheus at {silent} could not be queried" in degraded["message"]
-    assert "Read timed out" in degraded["message"]
+    assert f"read timed out after 5s ({silent}/api/v1/query)" in degraded["message"]
 
 
 def test_a_results_configmap_of_an_earlier_run_of_the_same_name_is_not_adopted(

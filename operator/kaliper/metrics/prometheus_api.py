@@ -24,6 +24,7 @@ class PrometheusError(Exception):
 class PrometheusAPI:
     def __init__(self, url: str, timeout_s: float) -> None:
         self.url = url.rstrip("/")
+        self.timeout_s = timeout_s
         # The timeout bounds each request (connect, read): a Prometheus that accepts connections and never
         # answers must not hold a thread forever.
         self.client = httpx.Client(
@@ -40,7 +41,13 @@ class PrometheusAPI:
 
     def _get(self, path: str, params: dict[str, Any]) -> list[dict[str, Any]]:
         for attempt in range(STATUS_RETRIES + 1):
-            response = self.client.get(path, params=params)
+            try:
+                response = self.client.get(path, params=params)
+            except httpx.TimeoutException as exc:
+                # httpx says only "timed out": say which wait it was and how long it was allowed.
+                wait = {httpx.ConnectTimeout: "connect", httpx.ReadTimeout: "read", httpx.WriteTimeout: "write"}
+                kind = wait.get(type(exc), "pool")
+                raise PrometheusError(f"{kind} timed out after {self.timeout_s:g}s ({self.url}{path})") from exc
             if response.status_code not in RETRY_STATUSES or attempt == STATUS_RETRIES:
                 break
             time.sleep(BACKOFF_S * 2**attempt)
