@@ -4,6 +4,8 @@ import io
 import json
 import logging
 
+import httpx
+
 from kaliper.log import REDACTED, configure_logging, get_logger, redact, resolve_format
 
 
@@ -41,3 +43,14 @@ def test_auto_format_is_json_inside_a_pod(monkeypatch) -> None:  # type: ignore[
 
 def test_redact_reaches_nested_lists() -> None:
     assert redact({"items": [{"token": "t", "name": "n"}]}) == {"items": [{"token": REDACTED, "name": "n"}]}
+
+
+def test_httpx_requests_are_not_logged_at_info() -> None:
+    # httpx writes "HTTP Request: GET <url> ..." at INFO for every request (a readiness probe every 0.1 s).
+    stream = io.StringIO()
+    configure_logging("info", "json", stream)
+    transport = httpx.MockTransport(lambda request: httpx.Response(200))
+    with httpx.Client(transport=transport) as client:
+        assert client.get("http://127.0.0.1:9/v2/health/ready?token=s3cret").status_code == 200
+    get_logger("kaliper.test").info("probed")
+    assert [json.loads(line)["event"] for line in stream.getvalue().splitlines()] == ["probed"]

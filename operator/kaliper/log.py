@@ -41,6 +41,9 @@ def resolve_format(fmt: LogFormat) -> Literal["json", "console"]:
     return "json" if os.environ.get("KUBERNETES_SERVICE_HOST") else "console"
 
 
+QUIET_LIBRARIES = ("httpx", "httpcore")
+
+
 def configure_logging(level: str = "info", fmt: LogFormat = "auto", stream: Any = None) -> None:
     """Set up structlog and the standard library's root logger. Safe to call again (tests do)."""
     stream = stream or sys.stderr
@@ -73,6 +76,10 @@ def configure_logging(level: str = "info", fmt: LogFormat = "auto", stream: Any 
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
+    # httpx logs every request at INFO ("HTTP Request: GET <url> ..."): a readiness probe every 0.1 s, each
+    # Prometheus query, a model URL that may carry a signed token. Its warnings and errors still show.
+    for chatty in QUIET_LIBRARIES:
+        logging.getLogger(chatty).setLevel(max(logging.WARNING, root.level))
 
 
 def get_logger(name: str) -> structlog.stdlib.BoundLogger:
