@@ -15,7 +15,7 @@ from sklearn.linear_model import LogisticRegression
 
 from kaliper.optimize.flops import FlopsEstimate, NodeFlops, estimate, parameter_count
 from tests.support.cpu import NCHWC_BLOCK
-from tests.support.graphs import cnn_model, make_model, ones
+from tests.support.graphs import cnn_model, cnn_nodes, make_model, ones
 
 F, U8 = TensorProto.FLOAT, TensorProto.UINT8
 
@@ -304,13 +304,7 @@ def mlp() -> onnx.ModelProto:
 def conv_net() -> onnx.ModelProto:
     """Conv 3->12 3x3 pad 1 with bias on Nx3x8x8, Relu, MaxPool 2x2, Flatten, Gemm to 10 classes (transB)."""
     rng = np.random.default_rng(0)
-    nodes = [
-        helper.make_node("Conv", ["x", "W", "B"], ["c"], name="conv", kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
-        helper.make_node("Relu", ["c"], ["r"], name="relu"),
-        helper.make_node("MaxPool", ["r"], ["p"], name="pool", kernel_shape=[2, 2], strides=[2, 2]),
-        helper.make_node("Flatten", ["p"], ["f"], name="flatten"),
-        helper.make_node("Gemm", ["f", "G", "GB"], ["y"], name="fc", transB=1),
-    ]
+    nodes = cnn_nodes()
     weights = [_random(rng, "W", 12, 3, 3, 3), _random(rng, "B", 12), _random(rng, "G", 10, 192)]
     return make_model(nodes, {"x": (F, ["N", 3, 8, 8])}, [*weights, _random(rng, "GB", 10)], {"": 17}, output_type=F)
 

@@ -34,14 +34,19 @@ def make_model(
     return helper.make_model(graph, opset_imports=imports)
 
 
-def cnn_model() -> onnx.ModelProto:
-    """Conv 3->8 3x3 pad 1 with bias on Nx3x32x32, Relu, MaxPool 2x2, Flatten, Gemm to 10 classes (transB)."""
-    nodes = [
+def cnn_nodes() -> list[onnx.NodeProto]:
+    """Conv (W, B) 3x3 pad 1, Relu, MaxPool 2x2, Flatten, Gemm (G, GB, transB) from x to y."""
+    return [
         helper.make_node("Conv", ["x", "W", "B"], ["c"], name="conv", kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
         helper.make_node("Relu", ["c"], ["r"], name="relu"),
         helper.make_node("MaxPool", ["r"], ["p"], name="pool", kernel_shape=[2, 2], strides=[2, 2]),
         helper.make_node("Flatten", ["p"], ["f"], name="flatten"),
         helper.make_node("Gemm", ["f", "G", "GB"], ["y"], name="fc", transB=1),
     ]
+
+
+def cnn_model() -> onnx.ModelProto:
+    """Conv 3->8 3x3 pad 1 with bias on Nx3x32x32, Relu, MaxPool 2x2, Flatten, Gemm to 10 classes (transB)."""
+    nodes = cnn_nodes()
     weights = [ones("W", 8, 3, 3, 3), ones("B", 8), ones("G", 10, 2048), ones("GB", 10)]
     return make_model(nodes, {"x": (F, ["N", 3, 32, 32])}, weights, {"": 17}, output_type=F)

@@ -115,12 +115,11 @@ class RunStep(StatusStep[ProfileRunStatus]):
 
     def __init__(self, run: dict[str, Any]) -> None:
         super().__init__(run, ProfileRunStatus)
-        self.run = run
         self.records = RunRecords(run)
 
     def advance(self) -> None:
         try:
-            self.spec = ProfileRun.model_validate(self.run).spec
+            self.spec = ProfileRun.model_validate(self.body).spec
         except ValidationError as exc:
             self.fail("InvalidSpec", "; ".join(str(p) for p in problems_from(exc, ProfileRun)))
             return self.write()
@@ -165,7 +164,7 @@ class RunStep(StatusStep[ProfileRunStatus]):
             target = STORE.get("ModelDeployment", self.namespace, ref)
             target = target or kube.get("ModelDeployment", self.namespace, ref)  # not seen yet after a start
             if target is None:
-                created = datetime.fromisoformat(self.run["metadata"]["creationTimestamp"].replace("Z", "+00:00"))
+                created = datetime.fromisoformat(self.body["metadata"]["creationTimestamp"].replace("Z", "+00:00"))
                 if (self.now - created).total_seconds() > parse_duration(spec.ready_timeout):
                     raise RunFailed(f"ModelDeployment {ref} does not exist; create it or fix spec.target.deploymentRef")
                 message = f"waiting for ModelDeployment {ref} (spec.target.deploymentRef)"
@@ -179,7 +178,7 @@ class RunStep(StatusStep[ProfileRunStatus]):
             raise RunFailed(problem)
         trials = planned_trials(configs)
         self.records.save_target(base)
-        for obj in loadgen_rbac(self.run):
+        for obj in loadgen_rbac(self.body):
             kube.apply(obj)
         self.status.phase, self.status.message, self.status.start_time = "Running", None, self.now
         self.status.trials = [
@@ -214,7 +213,7 @@ class RunStep(StatusStep[ProfileRunStatus]):
         for action in move.actions:
             if isinstance(action, moves.ApplyDeployment):
                 assert planned.configuration.deployment is not None
-                kube.apply(build_trial_deployment(self.run, trial.index, planned.configuration.deployment))
+                kube.apply(build_trial_deployment(self.body, trial.index, planned.configuration.deployment))
             elif isinstance(action, moves.StartLoad):
                 self.start_load(trial, planned, action)
             elif isinstance(action, moves.TearDown):
@@ -239,7 +238,7 @@ class RunStep(StatusStep[ProfileRunStatus]):
             assert planned.configuration.deployment is not None
             url = endpoint(trial.name, self.namespace, planned.configuration.deployment)
         model = action.model_name or run_trials.target_model_name(self.spec, self.base())
-        for obj in build_loadgen(self.run, trial.index, self.spec, url, model, planned.level, SETTINGS.loadgen):
+        for obj in build_loadgen(self.body, trial.index, self.spec, url, model, planned.level, SETTINGS.loadgen):
             kube.apply(obj)
         self.event(
             "TrialRunning", f"trial {trial.name}: load generator started ({run_trials.describe(trial.parameters)})"
