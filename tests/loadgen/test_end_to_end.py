@@ -232,7 +232,7 @@ def test_bad_input_is_refused_before_anything_starts(tmp_path: Path) -> None:
 def test_results_document_is_versioned_json(tmp_path: Path, server: str) -> None:
     run(tmp_path, {"url": server, "request": OIP, "payload": BODY, "load": {"closedLoop": {"concurrency": 1}, **SHORT}})
     document = json.loads((tmp_path / "result.json").read_text())
-    assert document["schemaVersion"] == "kaliper.dev/loadtest/v1"
+    assert document["schemaVersion"] == "kaliper.dev/loadtest/v2"
     assert document["stages"][0]["latency"]["histogram"]  # the encoded HDR histogram travels along
 
 

@@ -46,6 +46,9 @@ class ProfileTarget(KaliperModel):
     cross_field_rules = (exactly_one_of("deployment_ref", "url"),)
 
 
+StreamingMetric = Literal["latency", "ttft", "itl", "tpot"]
+
+
 class SecretHeader(KaliperModel):
     """An HTTP header whose value is read from a Secret inside the load-generator pod."""
 
@@ -55,23 +58,79 @@ class SecretHeader(KaliperModel):
     """The Secret key that holds the header value. Kaliper's operator never reads it."""
 
 
+Protocol = Literal["oip-v2", "http-json", "openai-chat", "openai-completions"]
+LLM_PROTOCOLS = ("openai-chat", "openai-completions")
+FreeFormObject = Annotated[
+    dict[str, Any], Field(json_schema_extra={"type": "object", "x-kubernetes-preserve-unknown-fields": True})
+]
+
+
+class Sampling(KaliperModel):
+    """Sampling fields sent with every generation request, as the OpenAI API names them (top_k is vLLM's and
+    llama.cpp's). Unset fields are not sent: the server's defaults apply."""
+
+    temperature: Annotated[float, Field(ge=0, le=2)] | None = None
+    """Sampling temperature; 0 is greedy."""
+    top_p: Annotated[float, Field(gt=0, le=1)] | None = None
+    """Nucleus sampling: the smallest set of tokens whose probabilities add up to this."""
+    top_k: Annotated[int, Field(ge=0, le=100000)] | None = None
+    """Sample among the k most likely tokens (vLLM, llama.cpp, SGLang)."""
+    seed: int | None = None
+    """Sampling seed, for repeatable answers where the server honours it."""
+    presence_penalty: Annotated[float, Field(ge=-2, le=2)] | None = None
+    """Penalty on tokens already present in the text."""
+    frequency_penalty: Annotated[float, Field(ge=-2, le=2)] | None = None
+    """Penalty on tokens by how often they appear in the text."""
+    stop: Annotated[list[Annotated[str, Field(min_length=1, max_length=256)]], Field(max_length=4)] | None = None
+    """Strings that end the answer (an answer may then be shorter than max_tokens)."""
+
+
+class GenerationSpec(KaliperModel):
+    """What each OpenAI-compatible generation request asks for (openai-chat and openai-completions)."""
+
+    max_tokens: Annotated[int, Field(ge=1, le=131072)] = 128
+    """Output tokens each request asks for, unless the prompts say otherwise (payload.prompts.synthetic.
+    outputTokens, or a dataset row's max_tokens)."""
+    ignore_eos: bool | None = None
+    """Ask the server to go on past its end-of-sequence token (vLLM, llama.cpp and SGLang accept it), so every
+    answer has exactly max_tokens tokens. Unset: not sent."""
+    stream: bool = True
+    """Stream the answer as Server-Sent Events (time to first token and the gaps between tokens are measured
+    only when streaming)."""
+    include_usage: bool = True
+    """Ask for stream_options.include_usage: the server's own token counts, the truest there are."""
+    sampling: Sampling | None = None
+    """Sampling fields (temperature, top_p, ...)."""
+    extra_body: FreeFormObject | None = None
+    """Further fields merged into every request body as they are, such as {"cache_prompt": false} for
+    llama.cpp or {"min_tokens": 64} for vLLM."""
+
+
 class RequestSpec(KaliperModel):
     """How each request is sent."""
 
-    protocol: Literal["oip-v2", "http-json"] = "oip-v2"
-    """oip-v2: Open Inference Protocol v2 REST (POST /v2/models/{model}/infer); http-json: any JSON API."""
+    protocol: Protocol = "oip-v2"
+    """oip-v2: Open Inference Protocol v2 REST (POST /v2/models/{model}/infer); http-json: any JSON API;
+    openai-chat and openai-completions: OpenAI-compatible generation (POST /v1/chat/completions or
+    /v1/completions), streamed or not, with time to first token, the gaps between tokens and token counts
+    measured (set payload.prompts and request.generation)."""
     method: Literal["POST", "PUT", "GET"] = "POST"
     """HTTP method."""
     path: Annotated[str, Field(max_length=1024, pattern=r"^/")] | None = None
-    """Request path. Default: /v2/models/{model}/infer for oip-v2, / for http-json."""
-    model_name: Annotated[str, Field(max_length=128)] | None = None
-    """Model name for oip-v2 paths. Default: the target ModelDeployment's served model name."""
+    """Request path. Default: /v2/models/{model}/infer for oip-v2, / for http-json, /v1/chat/completions for
+    openai-chat, /v1/completions for openai-completions."""
+    model_name: Annotated[str, Field(max_length=256)] | None = None
+    """Model name for oip-v2 paths and the `model` field of OpenAI requests. Default: the target
+    ModelDeployment's served model name."""
     timeout: PositiveDuration = "30s"
     """A request slower than this counts as an error (with its latency recorded)."""
     headers: StringMap | None = None
     """Plain headers sent with every request. Put credentials in headersFrom instead."""
     headers_from: Annotated[list[SecretHeader], Field(max_length=16)] | None = None
     """Headers whose values come from Secrets (API keys, bearer tokens)."""
+    generation: GenerationSpec | None = None
+    """openai-chat and openai-completions: what each request asks the model to generate. Default: 128
+    tokens, streamed, with usage."""
 
 
 # --- payload -----------------------------------------------------------------------------------------
@@ -103,8 +162,92 @@ class GeneratedTensors(KaliperModel):
     """Random seed, for repeatable payloads."""
 
 
+class LengthDistribution(KaliperModel):
+    """A distribution of token counts, drawn once per prompt and clamped to [min, max]."""
+
+    distribution: Literal["fixed", "uniform", "normal", "lognormal"] = "fixed"
+    """fixed: always mean; uniform: between min and max; normal and lognormal: mean and stddev."""
+    mean: Annotated[int, Field(ge=1, le=131072)]
+    """Mean token count."""
+    stddev: Annotated[float, Field(ge=0)] = 0
+    """Standard deviation (normal, lognormal)."""
+    min: Annotated[int, Field(ge=1, le=131072)] = 1
+    """Smallest count drawn."""
+    max: Annotated[int, Field(ge=1, le=131072)] | None = None
+    """Largest count drawn. Default: 4 x mean (uniform needs it)."""
+
+    cross_field_rules = (
+        Rule(
+            cel="!has(self.max) || self.max >= (has(self.min) ? self.min : 1)",
+            message="max must not be below min",
+            check=lambda s: s.max is None or s.max >= s.min,
+            field_path=".max",
+        ),
+        Rule(
+            cel="!has(self.distribution) || self.distribution != 'uniform' || has(self.max)",
+            message="a uniform distribution needs max (and min, default 1)",
+            check=lambda s: s.distribution != "uniform" or s.max is not None,
+            field_path=".max",
+        ),
+    )
+
+
+class SyntheticPrompts(KaliperModel):
+    """Prompts made of the tokenizer's own words, each exactly as many tokens long as drawn, and different
+    from the first token on (so the server's prefix cache does not serve them by accident)."""
+
+    input_tokens: LengthDistribution
+    """Prompt lengths in tokens (the text the template wraps; the server's count adds its chat template's)."""
+    output_tokens: LengthDistribution | None = None
+    """max_tokens of each request. Default: request.generation.maxTokens for every request."""
+    shared_prefix_ratio: Annotated[float, Field(ge=0, le=1)] = 0
+    """Share of every prompt that is the same leading text, to measure prefix caching on purpose."""
+    count: Annotated[int, Field(ge=1, le=100000)] = 256
+    """Distinct prompts made, then cycled."""
+    seed: Annotated[int, Field(ge=0)] = 0
+    """Seed of the words and lengths drawn."""
+
+
+class TokenizerSource(KaliperModel):
+    """The target model's tokenizer.json (Hugging Face tokenizers format), never fetched from a hub. Set
+    exactly one of file or configMap."""
+
+    file: Annotated[str, Field(min_length=1, max_length=1024)] | None = None
+    """A file on this machine (kaliper run, python -m kaliper.loadgen)."""
+    config_map: ConfigMapKeyReference | None = None
+    """A ConfigMap key holding tokenizer.json (mounted into the load-generator pods)."""
+
+    cross_field_rules = (exactly_one_of("file", "config_map"),)
+
+
+class PromptSource(KaliperModel):
+    """Prompts for openai-chat and openai-completions. Set exactly one of synthetic or dataset."""
+
+    synthetic: SyntheticPrompts | None = None
+    """Prompts of drawn token lengths, made with the tokenizer (needs tokenizer)."""
+    dataset: DatasetSource | None = None
+    """JSON Lines, one request per line: {"prompt": "..."} or {"messages": [{"role": ..., "content": ...}]},
+    with an optional "max_tokens"."""
+    turns: Annotated[int, Field(ge=1, le=64)] = 1
+    """Multi-turn sessions: each user sends this many turns in a row, each carrying the previous turns and
+    the answers it received (chat only)."""
+    tokenizer: TokenizerSource | None = None
+    """The model's tokenizer: makes synthetic prompts, and counts tokens where the server sends no usage."""
+
+    cross_field_rules = (
+        exactly_one_of("synthetic", "dataset"),
+        Rule(
+            cel="!has(self.synthetic) || has(self.tokenizer)",
+            message="synthetic prompts are made to exact token counts with the model's tokenizer; set "
+            "prompts.tokenizer.file (or configMap) to its tokenizer.json",
+            check=lambda s: s.synthetic is None or s.tokenizer is not None,
+            field_path=".tokenizer",
+        ),
+    )
+
+
 class Payload(KaliperModel):
-    """What each request carries. Set exactly one of inline, dataset or tensors."""
+    """What each request carries. Set exactly one of inline, dataset, tensors or prompts."""
 
     inline: Annotated[str, Field(max_length=262144)] | None = None
     """The same body for every request."""
@@ -112,10 +255,12 @@ class Payload(KaliperModel):
     """One request body per line, as the Azure ML profiler takes them."""
     tensors: GeneratedTensors | None = None
     """Bodies generated from a tensor spec (oip-v2 only)."""
+    prompts: PromptSource | None = None
+    """Prompts for generation requests (openai-chat, openai-completions only)."""
     content_type: Annotated[str, Field(max_length=256)] = "application/json"
     """Content-Type header of the requests."""
 
-    cross_field_rules = (exactly_one_of("inline", "dataset", "tensors"),)
+    cross_field_rules = (exactly_one_of("inline", "dataset", "tensors", "prompts"),)
 
 
 # --- load --------------------------------------------------------------------------------------------
@@ -152,6 +297,8 @@ class StoppingRule(KaliperModel):
     """How far (as a fraction) those windows may differ and still agree."""
     percentile: Annotated[float, Field(gt=0, lt=100)] = 99
     """The percentile whose confidence interval must be narrow."""
+    metric: StreamingMetric = "latency"
+    """Whose percentile: the whole request's latency, or (streamed generation) ttft, itl or tpot."""
     max_relative_ci_width: Annotated[float, Field(gt=0, le=1)] = 0.05
     """Widest acceptable confidence interval of that percentile, relative to its value."""
 
@@ -285,6 +432,10 @@ class LatencyObjective(KaliperModel):
     measure: Literal["corrected", "service"] = "corrected"
     """corrected: from the intended send time (what users see under open-loop load); service: from the
     actual send."""
+    metric: StreamingMetric = "latency"
+    """latency: the whole request; ttft, itl and tpot (streamed generation only): time to first token, every
+    gap between successive content chunks, and time per output token. ttft is corrected like latency under
+    open loop; itl and tpot do not depend on when a request was meant to leave."""
 
 
 class SloSpec(KaliperModel):
@@ -427,6 +578,12 @@ class TtlSpec(KaliperModel):
     """Time after failure. Default: kept until deleted."""
 
 
+def streaming_metrics_used(spec: ProfileRunTemplate) -> bool:
+    objectives = spec.slo.latency if spec.slo and spec.slo.latency else []
+    stopping = spec.load.stopping
+    return any(o.metric != "latency" for o in objectives) or (stopping is not None and stopping.metric != "latency")
+
+
 class ProfileRunTemplate(KaliperModel):
     """A ProfileRun spec without its target (ModelOptimization follow-ups fill the target in)."""
 
@@ -480,6 +637,41 @@ class ProfileRunTemplate(KaliperModel):
             "or use payload.inline or payload.dataset",
             check=lambda s: s.payload.tensors is None or s.request.protocol == "oip-v2",
             field_path=".payload.tensors",
+        ),
+        Rule(
+            cel="!has(self.payload.prompts) || (has(self.request) && has(self.request.protocol) && "
+            "self.request.protocol in ['openai-chat', 'openai-completions'])",
+            message="payload.prompts are for generation requests; set request.protocol to openai-chat or "
+            "openai-completions",
+            check=lambda s: s.payload.prompts is None or s.request.protocol in LLM_PROTOCOLS,
+            field_path=".payload.prompts",
+        ),
+        Rule(
+            cel="!has(self.request) || !has(self.request.protocol) || "
+            "!(self.request.protocol in ['openai-chat', 'openai-completions']) || has(self.payload.prompts)",
+            message="openai-chat and openai-completions requests are built from payload.prompts (synthetic or a "
+            "dataset of prompts or messages); set payload.prompts",
+            check=lambda s: s.request.protocol not in LLM_PROTOCOLS or s.payload.prompts is not None,
+            field_path=".payload",
+        ),
+        Rule(
+            cel="!has(self.payload.prompts) || !has(self.payload.prompts.turns) || self.payload.prompts.turns == 1 "
+            "|| self.request.protocol == 'openai-chat'",
+            message="multi-turn sessions carry earlier messages; they need request.protocol openai-chat",
+            check=lambda s: (
+                s.payload.prompts is None or s.payload.prompts.turns == 1 or s.request.protocol == "openai-chat"
+            ),
+            field_path=".payload.prompts.turns",
+        ),
+        Rule(
+            cel="(!has(self.slo) || !has(self.slo.latency) || self.slo.latency.all(o, !has(o.metric) || "
+            "o.metric == 'latency')) && (!has(self.load.stopping) || !has(self.load.stopping.metric) || "
+            "self.load.stopping.metric == 'latency') || (has(self.request) && has(self.request.protocol) && "
+            "self.request.protocol in ['openai-chat', 'openai-completions'])",
+            message="ttft, itl and tpot are measured on streamed generation; set request.protocol to openai-chat "
+            "or openai-completions, or use metric latency",
+            check=lambda s: s.request.protocol in LLM_PROTOCOLS or not streaming_metrics_used(s),
+            field_path=".request.protocol",
         ),
         Rule(
             cel="!has(self.search) || !has(self.search.strategy) || self.search.strategy != 'knee' || "

@@ -13,10 +13,18 @@ from pydantic import Field, model_validator
 
 from kaliper.api.base import KaliperModel
 from kaliper.api.common import HttpUrl
-from kaliper.api.profilerun import LatencyObjective, LoadSpec, Payload, RequestSpec, StoppingRule
+from kaliper.api.profilerun import (
+    LLM_PROTOCOLS,
+    LatencyObjective,
+    LoadSpec,
+    Payload,
+    RequestSpec,
+    StoppingRule,
+)
 from kaliper.api.units import parse_duration
 
 OIP_INFER_PATH = "/v2/models/{model}/infer"
+DEFAULT_PATHS = {"openai-chat": "/v1/chat/completions", "openai-completions": "/v1/completions"}
 
 
 class LoadGenConfig(KaliperModel):
@@ -45,7 +53,36 @@ class LoadGenConfig(KaliperModel):
             raise ValueError("levels are concurrent users under closedLoop; use whole numbers")
         if self.request.protocol == "oip-v2" and self.request.path is None and not self.request.model_name:
             raise ValueError("oip-v2 requests need request.modelName (or an explicit request.path)")
+        generation = self.request.protocol in LLM_PROTOCOLS
+        if generation and not self.request.model_name:
+            raise ValueError(f"{self.request.protocol} requests need request.modelName (the body's model field)")
+        if generation and self.payload.prompts is None:
+            raise ValueError(f"{self.request.protocol} requests are built from payload.prompts; set it")
+        if not generation and self.payload.prompts is not None:
+            raise ValueError("payload.prompts are for request.protocol openai-chat or openai-completions")
+        if (
+            self.payload.prompts is not None
+            and self.payload.prompts.turns > 1
+            and self.request.protocol != "openai-chat"
+        ):
+            raise ValueError("payload.prompts.turns > 1 (multi-turn sessions) needs request.protocol openai-chat")
+        streamed = generation and (self.request.generation is None or self.request.generation.stream)
+        metrics = [o.metric for o in self.objectives] + ([self.stopping.metric] if self.stopping else [])
+        if not streamed and any(m != "latency" for m in metrics):
+            raise ValueError(
+                "ttft, itl and tpot are measured on streamed generation requests "
+                "(openai-chat or openai-completions with generation.stream true); use metric latency"
+            )
         return self
+
+    @property
+    def streaming(self) -> bool:
+        """Generation requests: each answer is read as it arrives, its tokens timed and counted."""
+        return self.request.protocol in LLM_PROTOCOLS
+
+    @property
+    def watched_metric(self) -> str:
+        return self.stopping.metric if self.stopping else "latency"
 
     @property
     def open_loop(self) -> bool:
@@ -69,7 +106,7 @@ class LoadGenConfig(KaliperModel):
             return self.request.path
         if self.request.protocol == "oip-v2":
             return OIP_INFER_PATH.format(model=self.request.model_name)
-        return "/"
+        return DEFAULT_PATHS.get(self.request.protocol, "/")
 
     @property
     def stopping(self) -> StoppingRule | None:

@@ -32,8 +32,9 @@ from locust.runners import MasterRunner, WorkerRunner
 
 from kaliper.api.units import parse_duration
 from kaliper.loadgen.config import LoadGenConfig, LoadGenError, request_headers
+from kaliper.loadgen.generation import GenerationSender, classify
 from kaliper.loadgen.histogram import LatencyHistogram
-from kaliper.loadgen.http import Connection, build_request
+from kaliper.loadgen.http import Connection, StreamingConnection, build_request
 from kaliper.loadgen.payloads import build_bodies
 from kaliper.loadgen.progress import StageProgress
 from kaliper.loadgen.recorder import Aggregator, Recorder, Window
@@ -77,17 +78,22 @@ class Generator:
         self.timeout_s = parse_duration(config.request.timeout)
         self.think_s = parse_duration(config.load.closed_loop.think_time) if config.load.closed_loop else 0.0
         self.headers = request_headers(config)
-        self.bodies = build_bodies(config.payload, config.seed)
+        self.generation = GenerationSender.for_config(config) if config.streaming else None
+        self.bodies = self.generation.bodies() if self.generation else build_bodies(config.payload, config.seed)
         # Each body becomes a complete request once, here, instead of on every send.
         self.requests = [
             build_request(self.method, self.host, self.port, self.path, self.headers, body) for body in self.bodies
         ]
         self._request_cycle = itertools.cycle(self.requests)
-        self.recorder = Recorder(config.window_s, config.open_loop)
+        self._index_cycle = itertools.cycle(range(len(self.requests)))
+        self.recorder = Recorder(config.window_s, config.open_loop, streaming=config.streaming)
         self._slots: Iterator[float] | None = None
 
     def next_request(self) -> bytes:
         return next(self._request_cycle)
+
+    def next_index(self) -> int:
+        return next(self._index_cycle)
 
     def begin_stage(self, stage: int, start_wall: float, level: float) -> None:
         self.recorder.begin_stage(stage, start_wall)
@@ -103,12 +109,6 @@ class Generator:
         return next(self._slots) if self._slots is not None else None
 
 
-def classify(exc: BaseException) -> str:
-    if isinstance(exc, TimeoutError | socket.timeout | gevent.Timeout):
-        return "timeout"
-    return type(exc).__name__
-
-
 def _unused_task(user: User) -> None:  # pragma: no cover - run() replaces Locust's task loop
     raise NotImplementedError
 
@@ -122,9 +122,8 @@ class KaliperUser(User):
     def __init__(self, environment: Environment) -> None:
         super().__init__(environment)
         self.generator: Generator = environment.kaliper_generator  # type: ignore[attr-defined]
-        self.connection = Connection(
-            self.generator.host, self.generator.port, self.generator.timeout_s, self.generator.ssl
-        )
+        kind = StreamingConnection if self.generator.generation else Connection
+        self.connection = kind(self.generator.host, self.generator.port, self.generator.timeout_s, self.generator.ssl)
 
     def send(self) -> tuple[str | None, int, int]:
         """One request: the error kind (None on success), bytes sent and bytes received."""
@@ -139,7 +138,9 @@ class KaliperUser(User):
 
     def run(self) -> None:  # Locust calls this in the user's greenlet
         try:
-            if self.generator.config.open_loop:
+            if self.generator.generation is not None:
+                self._generation_loop(self.generator.generation)
+            elif self.generator.config.open_loop:
                 self._open_loop()
             else:
                 self._closed_loop()
@@ -184,6 +185,47 @@ class KaliperUser(User):
                 sent=sent,
                 received=received,
             )
+
+    def _generation_loop(self, sender: GenerationSender) -> None:
+        """Generation requests, closed or open loop: each answer read as it arrives, its tokens timed."""
+        generator, recorder = self.generator, self.generator.recorder
+        connection = self.connection
+        assert isinstance(connection, StreamingConnection)
+        clock, wall = time.perf_counter, time.time
+        open_loop = generator.config.open_loop
+        while True:
+            slot = claimed = None
+            if open_loop:
+                slot = generator.claim_slot()
+                if slot is None:
+                    gevent.sleep(0.01)
+                    continue
+                claimed = clock()
+                if slot > claimed:
+                    gevent.sleep(slot - claimed)
+            index = generator.next_index()
+            raw = generator.requests[index]
+            resent_before = connection.resent
+            outcome = sender.send(connection, raw, index, slot, clock)
+            end = outcome.ended
+            late = slot is not None and outcome.sent - slot > LATE_AFTER_S
+            recorder.record(
+                wall(),
+                end - outcome.sent,
+                end - slot if slot is not None else None,
+                outcome.error,
+                late_no_connection=late and claimed is not None and slot is not None and claimed > slot + LATE_AFTER_S,
+                late_generator=late,
+                sent=len(raw),
+                received=connection.last_response_bytes,
+                resent=connection.resent - resent_before,
+                tokens=outcome.tokens,
+                good=outcome.good,
+            )
+            if outcome.error is not None and not open_loop:
+                gevent.sleep(0.001)  # do not spin on a refusing target
+            elif generator.think_s:
+                gevent.sleep(generator.think_s)
 
 
 # --- the controller ----------------------------------------------------------------------------------
@@ -292,10 +334,13 @@ class Controller:
         deadline = start_wall + (self.warmup_windows * self.window_s) + self.params.max_duration_s + 30
         decision = Decision(False, "measuring")
         figures: list[WindowFigures] = []
-        cumulative = LatencyHistogram()
-        cumulative_service = LatencyHistogram()
-        # The SLO's latency objectives: (percentile, bound in seconds, on the corrected latency or not).
-        bounds = [(o.percentile, parse_duration(o.max), o.measure == "corrected") for o in self.config.objectives]
+        watched = (self.config.watched_metric, True)
+        # The SLO's latency objectives: (metric, corrected or not, percentile, bound in seconds).
+        bounds = [
+            (o.metric, o.measure == "corrected", o.percentile, parse_duration(o.max)) for o in self.config.objectives
+        ]
+        # One cumulative histogram per distribution watched (by the stopping rule or an objective).
+        cumulative = {key: LatencyHistogram() for key in [watched, *((m, c) for m, c, _, _ in bounds)]}
         windows: list[Window] = []
         seen = -1
         while True:
@@ -308,25 +353,25 @@ class Controller:
                 # this loop shares the event loop with the users, and every millisecond here delays responses.
                 windows = self.aggregator.stage_windows(stage, until)
                 for window in windows[max(seen + 1, self.warmup_windows) :]:
-                    cumulative.add(window.latency)
-                    cumulative_service.add(window.service)
+                    for (metric, corrected), histogram in cumulative.items():
+                        histogram.add(window.histogram(metric, corrected))
                     figures.append(self._figures(window))
                 self._fail_fast(windows[self.warmup_windows :])
                 seen = until
                 if figures:
                     measured_s = len(figures) * self.window_s
                     objectives = [
-                        (estimate(cumulative if corrected else cumulative_service, percentile), bound_s)
-                        for percentile, bound_s, corrected in bounds
+                        (estimate(cumulative[(metric, corrected)], percentile), bound_s)
+                        for metric, corrected, percentile, bound_s in bounds
                     ]
                     decision = decide(
                         measured_s,
                         figures,
-                        estimate(cumulative, self.config.percentile),
+                        estimate(cumulative[watched], self.config.percentile),
                         self.params,
                         straddling(objectives),
                     )
-                self._progress_window(stage, start_wall, windows, cumulative, decision.reason)
+                self._progress_window(stage, start_wall, windows, cumulative[watched], decision.reason)
                 if decision.stop:
                     break
             if time.time() > deadline:
@@ -341,12 +386,20 @@ class Controller:
     ) -> None:
         measured = windows[self.warmup_windows :]
         self.progress.window(
-            stage, time.time() - start_wall, measured, self.window_s, cumulative, self.config.percentile, reason
+            stage,
+            time.time() - start_wall,
+            measured,
+            self.window_s,
+            cumulative,
+            self.config.percentile,
+            reason,
+            self.config.watched_metric,
         )
 
     def _figures(self, window: Window) -> WindowFigures:
         errors = sum(window.errors.values())
-        latency = window.latency.value_at_percentile(self.config.percentile) if window.latency.count else None
+        watched = window.histogram(self.config.watched_metric)
+        latency = watched.value_at_percentile(self.config.percentile) if watched.count else None
         return WindowFigures((window.requests - errors) / self.window_s, latency)
 
     def _fail_fast(self, measured: list[Window]) -> None:

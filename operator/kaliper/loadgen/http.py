@@ -8,8 +8,11 @@ with a few `bytes.find` calls: status line, Content-Length or chunked body, keep
 
 from __future__ import annotations
 
+import select
 import socket
 import ssl as ssl_module
+import time
+from collections.abc import Callable
 
 _CRLF = b"\r\n"
 _HEADER_END = b"\r\n\r\n"
@@ -40,6 +43,7 @@ class Connection:
         self._sock: socket.socket | None = None
         self._buffer = b""
         self.last_response_bytes = 0  # size of the last response (head and body), for network accounting
+        self.resent = 0  # requests sent again on a new connection after a kept-alive one turned out dead
 
     def _connect(self) -> socket.socket:
         sock = socket.create_connection((self.host, self.port), timeout=self.timeout)
@@ -69,6 +73,7 @@ class Connection:
             if not reused:
                 raise
             # The server had closed the idle kept-alive connection: once more, on a new one.
+            self.resent += 1
             try:
                 return self._exchange(raw)
             except BaseException:
@@ -162,3 +167,153 @@ class Connection:
                 buffer += self._recv(sock)
                 self._buffer = buffer
             position = needed
+
+
+BodySink = Callable[[bytes, float], None]
+BodyOpener = Callable[[int, str], BodySink]
+"""Called with the status and Content-Type once the head has arrived; returns where the body goes."""
+
+
+class StreamedResponse:
+    """The head of a response whose body went, piece by piece, to a sink."""
+
+    __slots__ = ("content_type", "status")
+
+    def __init__(self, status: int, content_type: str) -> None:
+        self.status, self.content_type = status, content_type
+
+
+class StreamingConnection(Connection):
+    """A connection whose answers are read as they arrive: every piece of a body goes to a sink with the
+    time it arrived (what token streams are timed by)."""
+
+    def stream(self, raw: bytes, open_body: BodyOpener) -> StreamedResponse:
+        """One request. A kept-alive connection found dead before any answer (llama.cpp's server advertises
+        keep-alive on connections it has closed) is retried once on a new connection and counted in
+        `resent`; the sink has then received nothing."""
+        if self._sock is not None and not self.use_tls and _peer_closed(self._sock):
+            # Closed by the server since its last answer (llama.cpp's server does this after every stream,
+            # while advertising keep-alive): a new connection, not a failed send.
+            self.close()
+        reused = self._sock is not None
+        try:
+            return self._stream_exchange(self._sock or self._connect(), raw, open_body)
+        except (ConnectionResetError, BrokenPipeError, ClosedBeforeResponse):
+            self.close()
+            if not reused:
+                raise
+            self.resent += 1
+            try:
+                return self._stream_exchange(self._connect(), raw, open_body)
+            except BaseException:
+                self.close()
+                raise
+        except BaseException:
+            self.close()
+            raise
+
+    def _stream_exchange(self, sock: socket.socket, raw: bytes, open_body: BodyOpener) -> StreamedResponse:
+        clock = time.perf_counter
+        sock.sendall(raw)
+        buffer = self._buffer
+        while (end := buffer.find(_HEADER_END)) < 0:
+            buffer += self._recv(sock)
+            self._buffer = buffer
+        arrived = clock()
+        head = buffer[:end]
+        if not head.startswith(b"HTTP/1."):
+            raise HttpError(f"not an HTTP/1.x response: {head[:40]!r}")
+        status = int(head[9:12])
+        lower = head.lower()
+        content_type = (_header_value(lower, b"content-type") or b"").decode("latin-1")
+        sink = open_body(status, content_type)
+        close = b"\r\nconnection: close" in lower or head.startswith(b"HTTP/1.0")
+        rest = buffer[end + 4 :]
+        total = end + 4
+        if b"\r\ntransfer-encoding: chunked" in lower:
+            leftover, body_bytes = self._dechunk(sock, rest, sink, arrived)
+            total += body_bytes
+        elif (length := _header_value(lower, b"content-length")) is not None:
+            remaining = int(length)
+            total += remaining
+            while True:
+                piece, rest = rest[:remaining], rest[remaining:]
+                if piece:
+                    sink(piece, arrived)
+                    remaining -= len(piece)
+                if remaining <= 0:
+                    break
+                rest = self._recv(sock)
+                arrived = clock()
+            leftover = rest
+        else:  # no length: the body runs until the server closes the connection
+            if rest:
+                sink(rest, arrived)
+            total += len(rest)
+            while data := sock.recv(65536):
+                sink(data, clock())
+                total += len(data)
+            leftover, close = b"", True
+        self._buffer = leftover
+        self.last_response_bytes = total
+        if close:
+            self.close()
+        return StreamedResponse(status, content_type)
+
+    def _dechunk(self, sock: socket.socket, buffer: bytes, sink: BodySink, arrived: float) -> tuple[bytes, int]:
+        """Deliver a chunked body's data as it arrives (one chunk's data may take several reads); returns what
+        follows the body and the body's size on the wire."""
+        clock = time.perf_counter
+        position = body_bytes = 0
+
+        def more() -> None:
+            nonlocal buffer, arrived, position
+            buffer = buffer[position:] + self._recv(sock)
+            position, arrived = 0, clock()
+
+        while True:
+            while (line_end := buffer.find(_CRLF, position)) < 0:
+                more()
+            size = int(buffer[position:line_end].split(b";", 1)[0], 16)
+            body_bytes += line_end + 2 - position
+            position = line_end + 2
+            if size == 0:
+                while (trailer_end := buffer.find(_CRLF, position)) < 0:
+                    more()
+                while trailer_end != position:  # trailers, usually none, end with an empty line
+                    position = trailer_end + 2
+                    while (trailer_end := buffer.find(_CRLF, position)) < 0:
+                        more()
+                return buffer[position + 2 :], body_bytes + 2
+            remaining = size
+            while remaining:
+                piece = buffer[position : position + remaining]
+                if piece:
+                    sink(piece, arrived)
+                    remaining -= len(piece)
+                    position += len(piece)
+                if remaining:
+                    more()
+            while len(buffer) < position + 2:
+                more()
+            position += 2
+            body_bytes += size + 2
+
+
+def _peer_closed(sock: socket.socket) -> bool:
+    """An idle kept-alive connection is readable only when the server has closed it (or sent stray bytes,
+    which would corrupt the next answer just as well)."""
+    try:
+        readable, _, _ = select.select([sock], [], [], 0)
+    except (OSError, ValueError):
+        return True
+    return bool(readable)
+
+
+def _header_value(lower_head: bytes, name: bytes) -> bytes | None:
+    at = lower_head.find(b"\r\n" + name + b":")
+    if at < 0:
+        return None
+    start = at + len(name) + 3
+    line_end = lower_head.find(_CRLF, start)
+    return lower_head[start : line_end if line_end >= 0 else len(lower_head)].strip()

@@ -49,14 +49,19 @@ def measuring_line(
     percentile: float,
     latency_ms: float | None,
     reason: str,
+    metric: str = "latency",
+    tokens_per_s: float | None = None,
 ) -> str:
     """One completed window: `elapsed_s` since the stage began (warm-up included), `measured_s` of it
     measured; requests (errors included) and successful requests per second over the measured windows; the
-    percentile over the measured windows; the stopping rule's current reason."""
+    watched metric's percentile over the measured windows (and, for token streams, output tokens per
+    second); the stopping rule's current reason."""
     latency = "-" if latency_ms is None else f"{latency_ms:.2f}ms"
+    label = f"p{percentile:g}" if metric == "latency" else f"{metric} p{percentile:g}"
+    rate = "" if tokens_per_s is None else f", {tokens_per_s:.0f} tok/s"
     return (
         f"stage {stage}: {elapsed_s:.0f}s, measured {measured_s:g}s, {requests} requests, "
-        f"{throughput_rps:.1f} ok/s, p{percentile:g} {latency}; {reason}"
+        f"{throughput_rps:.1f} ok/s{rate}, {label} {latency}; {reason}"
     )
 
 
@@ -105,6 +110,7 @@ class StageProgress:
         cumulative: LatencyHistogram,
         percentile: float,
         reason: str,
+        metric: str = "latency",
     ) -> None:
         """After each completed window: `measured` are the stage's windows after its warm-up so far (none
         while warming up), `cumulative` their latency histogram."""
@@ -117,8 +123,21 @@ class StageProgress:
         measured_s = len(measured) * window_s
         found = estimate(cumulative, percentile).value_s  # the nearest-rank figure the results report
         latency_ms = None if found is None else found * 1000
+        tokens = [w.tokens for w in measured if w.tokens is not None]
+        tokens_per_s = sum(t.good_output_tokens for t in tokens) / measured_s if tokens else None
         self.emit(
-            measuring_line(stage, elapsed_s, measured_s, requests, ok / measured_s, percentile, latency_ms, reason)
+            measuring_line(
+                stage,
+                elapsed_s,
+                measured_s,
+                requests,
+                ok / measured_s,
+                percentile,
+                latency_ms,
+                reason,
+                metric,
+                tokens_per_s,
+            )
         )
 
     def done(self, stage: int, reason: str) -> None:

@@ -14,6 +14,7 @@ from typing import Any
 
 from kaliper.loadgen.cpu import CpuClock
 from kaliper.loadgen.histogram import LatencyHistogram
+from kaliper.loadgen.tokens import RequestTokens, TokenWindow
 
 
 @dataclass
@@ -34,6 +35,11 @@ class Window:
     # CPU-seconds the generator processes used in this window, and could have used (summed over processes).
     cpu_s: float = 0.0
     capacity_s: float = 0.0
+    tokens: TokenWindow | None = None
+    """Generation requests only: time to first token, the gaps between tokens, token counts."""
+    resent: int = 0
+    """Requests sent again on a new connection after a kept-alive one was found dead before any answer (not
+    counted as errors: the server had closed it)."""
 
     def merge(self, other: Window) -> Window:
         self.service.add(other.service)
@@ -47,12 +53,25 @@ class Window:
         self.bytes_received += other.bytes_received
         self.cpu_s += other.cpu_s
         self.capacity_s += other.capacity_s
+        self.resent += other.resent
+        if other.tokens is not None:
+            self.tokens = (self.tokens or TokenWindow()).merge(other.tokens)
         return self
 
     @property
     def latency(self) -> LatencyHistogram:
         """What users experience: corrected latency under open loop, service time under closed loop."""
         return self.corrected if self.corrected is not None else self.service
+
+    def histogram(self, metric: str, corrected: bool = True) -> LatencyHistogram:
+        """The distribution a stopping rule or an objective watches: latency, ttft, itl or tpot; corrected for
+        coordinated omission (latency, ttft under open loop) unless `corrected` is False."""
+        if metric == "latency":
+            return self.latency if corrected else self.service
+        tokens = self.tokens or TokenWindow()
+        if metric == "ttft":
+            return tokens.ttft_corrected if corrected and tokens.ttft_corrected is not None else tokens.ttft
+        return tokens.itl_chunk if metric == "itl" else tokens.tpot
 
     def to_wire(self) -> dict[str, Any]:
         return {
@@ -68,6 +87,8 @@ class Window:
             "bytes_received": self.bytes_received,
             "cpu_s": self.cpu_s,
             "capacity_s": self.capacity_s,
+            "resent": self.resent,
+            "tokens": self.tokens.to_wire() if self.tokens is not None else None,
         }
 
     @classmethod
@@ -85,15 +106,18 @@ class Window:
             bytes_received=data.get("bytes_received", 0),
             cpu_s=data.get("cpu_s", 0.0),
             capacity_s=data.get("capacity_s", 0.0),
+            resent=data.get("resent", 0),
+            tokens=TokenWindow.from_wire(data["tokens"]) if data.get("tokens") else None,
         )
 
 
 class Recorder:
     """Records requests of the current stage into windows; hands out the windows that have closed."""
 
-    def __init__(self, window_s: float, open_loop: bool) -> None:
+    def __init__(self, window_s: float, open_loop: bool, streaming: bool = False) -> None:
         self.window_s = window_s
         self.open_loop = open_loop
+        self.streaming = streaming
         self.stage = -1
         self.stage_start = 0.0
         self._windows: dict[int, Window] = {}
@@ -115,6 +139,8 @@ class Recorder:
         window = self._windows.get(index)
         if window is None:
             window = Window(self.stage, index, corrected=LatencyHistogram() if self.open_loop else None)
+            if self.streaming:
+                window.tokens = TokenWindow(ttft_corrected=LatencyHistogram() if self.open_loop else None)
             self._windows[index] = window
         self._current, self._current_end = window, self.stage_start + (index + 1) * self.window_s
         return window
@@ -129,10 +155,16 @@ class Recorder:
         late_generator: bool = False,
         sent: int = 0,
         received: int = 0,
+        resent: int = 0,
+        tokens: RequestTokens | None = None,
+        good: bool = False,
     ) -> None:
         window = self._window_for(completed_wall)
         if window is None:
             return
+        window.resent += resent
+        if tokens is not None and window.tokens is not None:
+            window.tokens.record(tokens, good)
         window.bytes_sent += sent
         window.bytes_received += received
         window.service.record(service_s)

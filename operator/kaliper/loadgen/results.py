@@ -8,12 +8,14 @@ from kaliper.loadgen.config import LoadGenConfig
 from kaliper.loadgen.histogram import LatencyHistogram
 from kaliper.loadgen.recorder import Window
 from kaliper.loadgen.statistics import REPORTED_PERCENTILES, estimate
+from kaliper.loadgen.tokens import TokenWindow
 from kaliper.report.schema import (
     GeneratorUsage,
     LatencyFigures,
     LateSends,
     PercentileFigure,
     StageResult,
+    TokenFigures,
     WindowResult,
 )
 
@@ -51,6 +53,35 @@ def latency_figures(histogram: LatencyHistogram) -> LatencyFigures:
 
 def _ms(seconds: float | None) -> float | None:
     return None if seconds is None else round(seconds * 1000, 4)
+
+
+def token_figures(tokens: TokenWindow, measured_s: float, requests: int, with_objectives: bool) -> TokenFigures:
+    per_s = (lambda n: round(n / measured_s, 3)) if measured_s else (lambda n: 0.0)
+    return TokenFigures(
+        ttft=latency_figures(tokens.ttft_corrected if tokens.ttft_corrected is not None else tokens.ttft),
+        ttft_service=latency_figures(tokens.ttft),
+        itl_chunk=latency_figures(tokens.itl_chunk),
+        itl_token=latency_figures(tokens.itl_token),
+        tpot=latency_figures(tokens.tpot),
+        streams=tokens.streams,
+        chunks=tokens.chunks,
+        input_tokens=tokens.input_tokens,
+        output_tokens=tokens.output_tokens,
+        output_tokens_per_s=per_s(tokens.good_output_tokens),
+        total_tokens_per_s=per_s(tokens.good_output_tokens + tokens.input_tokens),
+        token_sources=dict(tokens.token_sources),
+        tokenizer_mean_difference=round(tokens.tokenizer_difference / tokens.tokenizer_compared, 4)
+        if tokens.tokenizer_compared
+        else None,
+        per_token_exact=tokens.per_token_exact,
+        per_token_divided=tokens.per_token_divided,
+        per_token_unknown=tokens.per_token_unknown,
+        cut_short=tokens.cut_short,
+        cut_short_tokens=tokens.cut_short_tokens,
+        over_max_tokens=tokens.over_max_tokens,
+        goodput_rps=per_s(tokens.good) if with_objectives else None,
+        goodput_share=(round(tokens.good / requests, 6) if requests else 0.0) if with_objectives else None,
+    )
 
 
 def stage_result(
@@ -106,6 +137,10 @@ def stage_result(
         latency=latency_figures(total.latency),
         service_time=latency_figures(total.service),
         late_sends=late,
+        resent=total.resent,
+        tokens=token_figures(total.tokens, measured_s, total.requests, bool(config.objectives))
+        if total.tokens is not None
+        else None,
         generator_usage=GeneratorUsage(
             cpu_cores=round(total.cpu_s / measured_s, 4), capacity_cores=round(total.capacity_s / measured_s, 4)
         )

@@ -10,7 +10,8 @@ from pydantic import Field
 from kaliper.api.base import KaliperModel
 from kaliper.api.profilerun import ResourceUsage, RunVerdict, SloVerdict
 
-LOADTEST_SCHEMA = "kaliper.dev/loadtest/v1"
+# v2 added a stage's `tokens` (generation requests) and `resent`; a v1 document is read as it is.
+LOADTEST_SCHEMA = "kaliper.dev/loadtest/v2"
 
 
 class PercentileFigure(KaliperModel):
@@ -83,6 +84,58 @@ class LateSends(KaliperModel):
     reason: str | None = None
 
 
+class TokenFigures(KaliperModel):
+    """Generation requests (openai-chat, openai-completions): the token stream's figures. Each latency
+    figure says what it measures; every percentile carries its sample count and 95% interval."""
+
+    ttft: LatencyFigures
+    """Time to first token: until the first chunk carrying generated content arrived (a chunk with only the
+    role is not a token). Under open loop, from the intended send time (corrected for coordinated
+    omission); under closed loop, from the send."""
+    ttft_service: LatencyFigures
+    """Time to first token from the actual send."""
+    itl_chunk: LatencyFigures
+    """Inter-token latency per chunk: every gap between successive content chunks, as they arrived."""
+    itl_token: LatencyFigures
+    """Inter-token latency per token: the per-chunk gaps of requests whose every chunk carried one token, and,
+    where the server counted each chunk's tokens, a k-token chunk's gap divided evenly among its k tokens
+    (see perTokenDivided). Requests with multi-token chunks and no per-chunk counts are left out
+    (perTokenUnknown): their gaps are never split on a guess."""
+    tpot: LatencyFigures
+    """Time per output token: (end-to-end - time to first token) / (output tokens - 1), one sample per request
+    of two tokens or more."""
+    streams: int
+    """Requests that delivered at least one content chunk."""
+    chunks: int
+    """Content chunks received."""
+    input_tokens: int
+    output_tokens: int
+    """Output tokens of every request, cut streams included."""
+    output_tokens_per_s: float
+    """Output tokens of complete answers per second over the measured windows."""
+    total_tokens_per_s: float
+    """Input and output tokens per second."""
+    token_sources: dict[str, int] = Field(default_factory=dict)
+    """Requests by where their token counts came from: usage (the server's), tokenizer (counted here), chunks
+    (the number of content chunks: a lower bound where a chunk carries several tokens)."""
+    tokenizer_mean_difference: float | None = None
+    """Where the server's usage and the local tokenizer both counted the output: their mean absolute
+    difference in tokens per request."""
+    per_token_exact: int = 0
+    per_token_divided: int = 0
+    per_token_unknown: int = 0
+    cut_short: int = 0
+    """Streams that ended without a finish reason or [DONE] (counted as errors)."""
+    cut_short_tokens: int = 0
+    """Tokens those streams delivered before they ended."""
+    over_max_tokens: int = 0
+    """Answers longer than the max_tokens they asked for (a server that ignores max_tokens)."""
+    goodput_rps: float | None = None
+    """Requests per second that met every latency objective (each objective's bound applied to the
+    request's own figure; itl: the request's largest gap) without an error. Absent without objectives."""
+    goodput_share: float | None = None
+
+
 class StageResult(KaliperModel):
     """One load level of a run."""
 
@@ -111,6 +164,11 @@ class StageResult(KaliperModel):
     service_time: LatencyFigures
     """From the actual send to the last byte of the response."""
     late_sends: LateSends | None = None
+    resent: int = 0
+    """Requests sent again on a new connection because a kept-alive one was found closed before any answer
+    (not errors: llama.cpp's server, for one, advertises keep-alive on connections it has closed)."""
+    tokens: TokenFigures | None = None
+    """Generation requests: time to first token, gaps between tokens, token counts and rates."""
     generator_usage: GeneratorUsage | None = None
     """Absent where the generator could not read its own CPU time (a worker that ran on another node)."""
     windows: list[WindowResult] = Field(default_factory=list)
@@ -127,7 +185,7 @@ class GeneratorInfo(KaliperModel):
 class LoadTestResult(KaliperModel):
     """The results document of one load test (one or more stages)."""
 
-    schema_version: Literal["kaliper.dev/loadtest/v1"] = LOADTEST_SCHEMA
+    schema_version: Literal["kaliper.dev/loadtest/v1", "kaliper.dev/loadtest/v2"] = LOADTEST_SCHEMA
     target: str
     started_at: datetime
     finished_at: datetime

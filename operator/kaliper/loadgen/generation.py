@@ -1,0 +1,166 @@
+"""Sending one generation request (openai-chat, openai-completions) and judging what came back.
+
+The prepared bodies come from kaliper.loadgen.prompts; each answer is read as it arrives
+(StreamingConnection), parsed (kaliper.loadgen.sse) and turned into the request's figures
+(kaliper.loadgen.tokens). What counts as an error, by kind (errorsByKind in the results):
+- "HTTP <status>": the server refused the request;
+- "not streamed": stream: true was asked and the answer was not text/event-stream (its tokens still count);
+- "stream cut short": the stream ended without a finish reason or [DONE] (its tokens count apart);
+- "malformed SSE", "error event mid-stream", "the answer is not JSON", "error answer": as they say;
+- "timeout" or the exception's name, as for every protocol.
+A kept-alive connection found closed before any answer is resent on a new one, and counted apart (resent),
+never as an error.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import gevent
+
+from kaliper.api.profilerun import GenerationSpec
+from kaliper.api.units import parse_duration
+from kaliper.loadgen.config import LoadGenConfig
+from kaliper.loadgen.http import BodySink, StreamingConnection
+from kaliper.loadgen.prompts import GenerationRequest, generation_requests, load_tokenizer
+from kaliper.loadgen.sse import StreamParser, StreamRead, read_whole
+from kaliper.loadgen.tokens import RequestTokens, request_tokens
+
+
+@dataclass(frozen=True)
+class Outcome:
+    sent: float
+    ended: float
+    error: str | None
+    tokens: RequestTokens | None
+    good: bool
+
+
+@dataclass(frozen=True)
+class Objective:
+    """A latency objective applied to one request (for goodput)."""
+
+    metric: str
+    bound_s: float
+    corrected: bool
+
+
+def classify(exc: BaseException) -> str:
+    if isinstance(exc, TimeoutError | socket.timeout | gevent.Timeout):
+        return "timeout"
+    return type(exc).__name__
+
+
+def error_kind(message: str) -> str:
+    """The kind of a stream's problem: its message up to the first colon ("malformed SSE: ...")."""
+    return message.split(":", 1)[0]
+
+
+class GenerationSender:
+    """What every user of a generator process shares to send generation requests."""
+
+    def __init__(
+        self,
+        requests: list[GenerationRequest],
+        chat: bool,
+        stream: bool,
+        tokenizer: Any | None,
+        objectives: list[Objective],
+    ) -> None:
+        self.requests, self.chat, self.stream = requests, chat, stream
+        self.tokenizer = tokenizer
+        self.objectives = objectives
+
+    @classmethod
+    def for_config(cls, config: LoadGenConfig) -> GenerationSender:
+        prompts = config.payload.prompts
+        assert prompts is not None and config.request.model_name  # LoadGenConfig insists on both
+        tokenizer = None
+        if prompts.tokenizer is not None:
+            if prompts.tokenizer.file is None:
+                from kaliper.loadgen.payloads import PayloadError
+
+                raise PayloadError("prompts.tokenizer.configMap is read inside the cluster; locally, use file")
+            tokenizer = load_tokenizer(Path(prompts.tokenizer.file))
+        generation = config.request.generation or GenerationSpec()
+        objectives = [Objective(o.metric, parse_duration(o.max), o.measure == "corrected") for o in config.objectives]
+        requests = generation_requests(prompts, config.request, config.request.model_name, tokenizer)
+        return cls(requests, config.request.protocol == "openai-chat", generation.stream, tokenizer, objectives)
+
+    def bodies(self) -> list[bytes]:
+        return [request.body for request in self.requests]
+
+    def send(
+        self,
+        connection: StreamingConnection,
+        raw: bytes,
+        index: int,
+        intended: float | None,
+        clock: Callable[[], float],
+    ) -> Outcome:
+        """Send request `index` (its prepared bytes `raw`); `intended` is its intended send time (open loop)."""
+        parser = StreamParser(self.chat, keep_text=self.tokenizer is not None)
+        whole: list[bytes] = []
+        answer: dict[str, Any] = {}
+
+        def open_body(status: int, content_type: str) -> BodySink:
+            answer["status"], answer["streamed"] = status, content_type.startswith("text/event-stream")
+            if answer["streamed"] and status < 400:
+                return parser.feed
+            return lambda piece, _arrived: whole.append(piece)
+
+        sent = clock()
+        error: str | None = None
+        try:
+            connection.stream(raw, open_body)
+        except gevent.GreenletExit:
+            raise
+        except Exception as exc:  # every failure is counted, with its kind
+            error = classify(exc)
+        ended = clock()
+        status = answer.get("status")
+        if status is None:  # nothing answered: no tokens to count
+            return Outcome(sent, ended, error, None, False)
+        if status >= 400:
+            return Outcome(sent, ended, error or f"HTTP {status}", None, False)
+        read = parser.finish() if answer["streamed"] else read_whole(b"".join(whole), self.chat, ended)
+        if error is None:
+            if read.error is not None:
+                error = error_kind(read.error)
+            elif self.stream and not answer["streamed"]:
+                error = "not streamed"
+            elif not (read.done or read.finish_reason is not None):
+                error = "stream cut short"
+        elif read.content_times:
+            error = "stream cut short"  # the connection failed after tokens had arrived
+        request = self.requests[index]
+        tokens = request_tokens(
+            read, sent, intended, ended, request.max_tokens, request.prompt_tokens, self._count(read)
+        )
+        return Outcome(sent, ended, error, tokens, error is None and self._good(tokens, sent, intended, ended))
+
+    def _count(self, read: StreamRead) -> int | None:
+        if self.tokenizer is None or read.text is None:
+            return None
+        return len(self.tokenizer.encode("".join(read.text), add_special_tokens=False).ids)
+
+    def _good(self, tokens: RequestTokens, sent: float, intended: float | None, ended: float) -> bool:
+        for objective in self.objectives:
+            if objective.metric == "latency":
+                value = ended - (intended if objective.corrected and intended is not None else sent)
+            elif objective.metric == "ttft":
+                if tokens.ttft_s is None:
+                    return False
+                corrected = tokens.ttft_corrected_s
+                value = corrected if objective.corrected and corrected is not None else tokens.ttft_s
+            elif objective.metric == "itl":
+                value = max(tokens.gaps_s, default=0.0)
+            else:
+                value = tokens.tpot_s or 0.0
+            if value > objective.bound_s:
+                return False
+        return True

@@ -1,0 +1,197 @@
+"""Reading one OpenAI-compatible response, streamed (Server-Sent Events) or not, into what a request measured.
+
+Pure: bytes and the time they arrived go in, timings and token counts come out. This is on the generator's
+hot path (every chunk of every stream passes through `feed`), so it does the least work that keeps every
+figure exact: one `bytes.find` per event boundary and one `json.loads` per event.
+
+Definitions (the report repeats them):
+- a *content chunk* carries generated output: non-empty `delta.content`, `delta.reasoning_content` or
+  `delta.tool_calls` (chat), or non-empty `text` (completions). The first chunk of a chat stream usually
+  carries only the role; it is not a token.
+- time to first token ends when the first content chunk has fully arrived;
+- the inter-chunk gaps are the times between successive content chunks' arrivals;
+- per-chunk token counts come only from the server (a cumulative `usage.completion_tokens` in every chunk,
+  as vLLM's continuous usage stats give, or llama.cpp's `timings.predicted_n` with timings_per_token).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+_DONE = b"[DONE]"
+
+
+@dataclass
+class Usage:
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    cached_tokens: int | None = None
+
+
+@dataclass
+class StreamRead:
+    """What one response delivered, as the parser saw it."""
+
+    content_times: list[float] = field(default_factory=list)
+    """Arrival time of every content chunk (perf_counter seconds)."""
+    chunk_tokens: list[int] | None = None
+    """Tokens each content chunk carried, where the server said so for every chunk."""
+    usage: Usage | None = None
+    finish_reason: str | None = None
+    done: bool = False
+    """`data: [DONE]` arrived."""
+    error: str | None = None
+    """Why the response is not a complete answer (an error event, malformed SSE, not a stream)."""
+    text_chars: int = 0
+    text: list[str] | None = None
+    """The generated text, piece by piece, when the parser was asked to keep it (to count its tokens)."""
+
+
+class StreamParser:
+    """Feed it the response body as it arrives; `finish()` says what the response delivered."""
+
+    __slots__ = ("_buffer", "_counts_complete", "_cumulative", "chat", "read")
+
+    def __init__(self, chat: bool, keep_text: bool = False) -> None:
+        self.chat = chat
+        self.read = StreamRead(text=[] if keep_text else None)
+        self._buffer = b""
+        self._cumulative = 0
+        self._counts_complete = True
+
+    def feed(self, data: bytes, arrived: float) -> None:
+        buffer = self._buffer + data if self._buffer else data
+        start = 0
+        while True:
+            end = buffer.find(b"\n\n", start)
+            separator = 2
+            if end < 0:
+                end = buffer.find(b"\r\n\r\n", start)
+                separator = 4
+                if end < 0:
+                    break
+            self._event(buffer[start:end], arrived)
+            start = end + separator
+        self._buffer = buffer[start:]
+
+    def _event(self, raw: bytes, arrived: float) -> None:
+        if self.read.error is not None:
+            return
+        payload = b""
+        kind = b""
+        for line in raw.splitlines():
+            if line.startswith(b"data:"):
+                piece = line[5:]
+                payload = payload + b"\n" + piece.lstrip(b" ") if payload else piece.lstrip(b" ")
+            elif line.startswith(b"event:"):
+                kind = line[6:].strip()
+            elif line and not line.startswith(b":") and b":" not in line:
+                self.read.error = f"malformed SSE: a line that is not a field: {line[:60]!r}"
+                return
+        if not payload:
+            return
+        if payload == _DONE:
+            self.read.done = True
+            return
+        try:
+            message = json.loads(payload)
+        except ValueError:
+            self.read.error = f"malformed SSE: an event whose data is not JSON: {payload[:60]!r}"
+            return
+        if not isinstance(message, dict):
+            self.read.error = f"malformed SSE: an event whose data is not a JSON object: {payload[:60]!r}"
+            return
+        if kind == b"error" or "error" in message:
+            self.read.error = "error event mid-stream: " + _error_text(message.get("error", message))
+            return
+        self.message(message, arrived)
+
+    def message(self, message: dict[str, Any], arrived: float) -> None:
+        """One chunk (or a whole non-streamed answer) with the time it arrived."""
+        read = self.read
+        usage = message.get("usage")
+        cumulative = None
+        if isinstance(usage, dict):
+            read.usage = _usage(usage)
+            cumulative = read.usage.completion_tokens
+        timings = message.get("timings")
+        if cumulative is None and isinstance(timings, dict) and "predicted_n" in timings:
+            cumulative = timings.get("predicted_n")
+        for choice in message.get("choices") or ():
+            if choice.get("finish_reason"):
+                read.finish_reason = choice["finish_reason"]
+            content = _content(choice, self.chat)
+            if content:
+                read.text_chars += len(content)
+                if read.text is not None:
+                    read.text.append(content)
+                read.content_times.append(arrived)
+                if isinstance(cumulative, int) and self._counts_complete:
+                    read.chunk_tokens = read.chunk_tokens if read.chunk_tokens is not None else []
+                    read.chunk_tokens.append(cumulative - self._cumulative)
+                    self._cumulative = cumulative
+                else:
+                    self._counts_complete = False
+                    read.chunk_tokens = None
+
+    def finish(self) -> StreamRead:
+        if self._buffer.strip() and self.read.error is None:
+            # An event without its closing blank line: the stream was cut while the event was being written.
+            self.read.error = "stream cut short mid-event"
+        return self.read
+
+
+def read_whole(body: bytes, chat: bool, arrived: float) -> StreamRead:
+    """A non-streamed answer: one JSON object, all of it arriving at once."""
+    parser = StreamParser(chat)
+    try:
+        message = json.loads(body)
+    except ValueError:
+        parser.read.error = f"the answer is not JSON: {body[:60]!r}"
+        return parser.read
+    if not isinstance(message, dict):
+        parser.read.error = f"the answer is not a JSON object: {body[:60]!r}"
+    elif "error" in message:
+        parser.read.error = "error answer: " + _error_text(message["error"])
+    else:
+        parser.message(message, arrived)
+        if parser.read.finish_reason is not None:
+            parser.read.done = True
+    return parser.read
+
+
+def _content(choice: dict[str, Any], chat: bool) -> str:
+    """The generated text a choice carries ("" for none: a role-only chunk, or the finish)."""
+    if not chat:
+        text = choice.get("text")
+        return text if isinstance(text, str) else ""
+    delta = choice.get("delta") or choice.get("message")
+    if not isinstance(delta, dict):
+        return ""
+    pieces = [value for key in ("reasoning_content", "content") if isinstance(value := delta.get(key), str)]
+    for call in delta.get("tool_calls") or ():
+        arguments = (call.get("function") or {}).get("arguments") if isinstance(call, dict) else None
+        pieces.append(arguments if isinstance(arguments, str) and arguments else "\u2026")
+    return "".join(pieces)
+
+
+def _usage(usage: dict[str, Any]) -> Usage:
+    details = usage.get("prompt_tokens_details")
+    cached = details.get("cached_tokens") if isinstance(details, dict) else None
+    return Usage(
+        prompt_tokens=_int(usage.get("prompt_tokens")),
+        completion_tokens=_int(usage.get("completion_tokens")),
+        cached_tokens=_int(cached),
+    )
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _error_text(error: Any) -> str:
+    if isinstance(error, dict):
+        return str(error.get("message") or error.get("type") or error)[:200]
+    return str(error)[:200]

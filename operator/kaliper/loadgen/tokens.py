@@ -1,0 +1,217 @@
+"""Per-request token-stream figures, and the per-window record of them that merges exactly across processes.
+
+Definitions (each figure in the report names its own):
+- ttft: from the send (or, open loop, from the intended send time) until the first content chunk arrived;
+- itl per chunk: every gap between successive content chunks, exactly as they arrived;
+- itl per token: the same gaps where each chunk carried one token (the server's count equals the number of
+  content chunks), or, where the server counted every chunk's tokens, each gap divided evenly among its
+  chunk's k tokens (recorded k times, and counted as divided). Otherwise it is not recorded: a chunk's gap
+  is never split among tokens on a guess;
+- tpot: (end-to-end - ttft) / (output tokens - 1), for requests of two tokens or more;
+- token counts: the server's `usage`; where it sent none, the tokenizer's count of the text (prompt
+  tokens from the synthetic prompt's own count); failing both, the number of content chunks (a lower bound).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from kaliper.loadgen.histogram import LatencyHistogram
+from kaliper.loadgen.sse import StreamRead
+
+TOKEN_SOURCES = ("usage", "tokenizer", "chunks")
+
+
+@dataclass
+class RequestTokens:
+    """One generation request's figures (seconds and token counts)."""
+
+    ttft_s: float | None
+    ttft_corrected_s: float | None
+    gaps_s: list[float]
+    per_token_gaps_s: list[float] | None
+    divided: bool
+    tpot_s: float | None
+    input_tokens: int | None
+    output_tokens: int
+    source: str
+    complete: bool
+    over_max_tokens: bool
+    tokenizer_difference: int | None = None
+    """|server's count - tokenizer's count| of the output, where both exist."""
+
+
+def request_tokens(
+    read: StreamRead,
+    sent: float,
+    intended: float | None,
+    ended: float,
+    max_tokens: int,
+    prompt_tokens: int | None,
+    tokenizer_count: int | None,
+) -> RequestTokens:
+    """The figures of one request from what its stream delivered (times on one perf_counter clock)."""
+    times = read.content_times
+    usage = read.usage
+    if usage is not None and usage.completion_tokens is not None:
+        output, source = usage.completion_tokens, "usage"
+    elif tokenizer_count is not None:
+        output, source = tokenizer_count, "tokenizer"
+    else:
+        output, source = len(times), "chunks"
+    difference = None
+    if source == "usage" and tokenizer_count is not None:
+        difference = abs(output - tokenizer_count)
+    input_tokens = usage.prompt_tokens if usage is not None and usage.prompt_tokens is not None else prompt_tokens
+    gaps = [later - earlier for earlier, later in itertools.pairwise(times)]
+    per_token: list[float] | None = None
+    divided = False
+    if read.chunk_tokens is not None and len(read.chunk_tokens) == len(times) and times:
+        divided = any(k > 1 for k in read.chunk_tokens[1:])
+        per_token = []
+        for gap, tokens in zip(gaps, read.chunk_tokens[1:], strict=True):
+            per_token.extend([gap / tokens] * tokens if tokens > 0 else [])
+    elif source == "usage" and output == len(times):
+        per_token = gaps
+    ttft = times[0] - sent if times else None
+    tpot = (ended - times[0]) / (output - 1) if times and output >= 2 else None
+    return RequestTokens(
+        ttft_s=ttft,
+        ttft_corrected_s=times[0] - intended if times and intended is not None else None,
+        gaps_s=gaps,
+        per_token_gaps_s=per_token,
+        divided=divided,
+        tpot_s=tpot,
+        input_tokens=input_tokens,
+        output_tokens=output,
+        source=source,
+        complete=read.error is None and (read.done or read.finish_reason is not None),
+        over_max_tokens=output > max_tokens,
+        tokenizer_difference=difference,
+    )
+
+
+def _histogram_or_none(encoded: str | None) -> LatencyHistogram | None:
+    return LatencyHistogram.decode(encoded) if encoded else None
+
+
+@dataclass
+class TokenWindow:
+    """The token-stream figures of one window: histograms and counts, all mergeable."""
+
+    ttft: LatencyHistogram = field(default_factory=LatencyHistogram)
+    ttft_corrected: LatencyHistogram | None = None
+    itl_chunk: LatencyHistogram = field(default_factory=LatencyHistogram)
+    itl_token: LatencyHistogram = field(default_factory=LatencyHistogram)
+    tpot: LatencyHistogram = field(default_factory=LatencyHistogram)
+    streams: int = 0
+    """Requests that delivered at least one content chunk."""
+    chunks: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    good_output_tokens: int = 0
+    """Output tokens of complete answers (cut streams' tokens are counted apart)."""
+    token_sources: Counter[str] = field(default_factory=Counter)
+    per_token_exact: int = 0
+    per_token_divided: int = 0
+    per_token_unknown: int = 0
+    cut_short: int = 0
+    cut_short_tokens: int = 0
+    over_max_tokens: int = 0
+    tokenizer_compared: int = 0
+    tokenizer_difference: int = 0
+    good: int = 0
+    """Requests that met every objective (goodput)."""
+    resent: int = 0
+    """Requests sent again on a fresh connection after a kept-alive one was found dead before any answer."""
+
+    def record(self, figures: RequestTokens, good: bool) -> None:
+        if figures.ttft_s is not None:
+            self.streams += 1
+            self.ttft.record(figures.ttft_s)
+            if self.ttft_corrected is not None:
+                corrected = figures.ttft_corrected_s
+                self.ttft_corrected.record(corrected if corrected is not None else figures.ttft_s)
+        record_gap = self.itl_chunk.record
+        for gap in figures.gaps_s:
+            record_gap(gap)
+        self.chunks += len(figures.gaps_s) + (1 if figures.ttft_s is not None else 0)
+        if figures.per_token_gaps_s is not None:
+            record_token = self.itl_token.record
+            for gap in figures.per_token_gaps_s:
+                record_token(gap)
+            if figures.divided:
+                self.per_token_divided += 1
+            else:
+                self.per_token_exact += 1
+        elif figures.gaps_s:
+            self.per_token_unknown += 1
+        if figures.tpot_s is not None:
+            self.tpot.record(figures.tpot_s)
+        self.input_tokens += figures.input_tokens or 0
+        self.output_tokens += figures.output_tokens
+        self.token_sources[figures.source] += 1
+        if figures.complete:
+            self.good_output_tokens += figures.output_tokens
+        else:
+            self.cut_short += 1
+            self.cut_short_tokens += figures.output_tokens
+        self.over_max_tokens += figures.over_max_tokens
+        if figures.tokenizer_difference is not None:
+            self.tokenizer_compared += 1
+            self.tokenizer_difference += figures.tokenizer_difference
+        self.good += good
+
+    def merge(self, other: TokenWindow) -> TokenWindow:
+        for name in _HISTOGRAMS:
+            getattr(self, name).add(getattr(other, name))
+        if other.ttft_corrected is not None:
+            self.ttft_corrected = (self.ttft_corrected or LatencyHistogram()).add(other.ttft_corrected)
+        for name in _COUNTS:
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.token_sources.update(other.token_sources)
+        return self
+
+    def to_wire(self) -> dict[str, Any]:
+        wire: dict[str, Any] = {name: getattr(self, name).encode() for name in _HISTOGRAMS}
+        wire["ttft_corrected"] = self.ttft_corrected.encode() if self.ttft_corrected is not None else None
+        wire.update({name: getattr(self, name) for name in _COUNTS})
+        wire["token_sources"] = dict(self.token_sources)
+        return wire
+
+    @classmethod
+    def from_wire(cls, data: dict[str, Any]) -> TokenWindow:
+        window = cls(
+            ttft=LatencyHistogram.decode(data["ttft"]),
+            ttft_corrected=_histogram_or_none(data["ttft_corrected"]),
+            itl_chunk=LatencyHistogram.decode(data["itl_chunk"]),
+            itl_token=LatencyHistogram.decode(data["itl_token"]),
+            tpot=LatencyHistogram.decode(data["tpot"]),
+            token_sources=Counter(data["token_sources"]),
+        )
+        for name in _COUNTS:
+            setattr(window, name, data[name])
+        return window
+
+
+_HISTOGRAMS = ("ttft", "itl_chunk", "itl_token", "tpot")
+_COUNTS = (
+    "streams",
+    "chunks",
+    "input_tokens",
+    "output_tokens",
+    "good_output_tokens",
+    "per_token_exact",
+    "per_token_divided",
+    "per_token_unknown",
+    "cut_short",
+    "cut_short_tokens",
+    "over_max_tokens",
+    "tokenizer_compared",
+    "tokenizer_difference",
+    "good",
+    "resent",
+)
