@@ -34,7 +34,7 @@ system-deps:
 
 test: setup lint system-deps
 	bash hack/testcluster/build.sh
-	bash hack/llama/build.sh
+	PYTHON=$(BIN)/python bash hack/llama/build.sh
 	$(BIN)/pytest
 
 crds: setup

@@ -228,9 +228,6 @@ class PromptSource(KaliperModel):
     dataset: DatasetSource | None = None
     """JSON Lines, one request per line: {"prompt": "..."} or {"messages": [{"role": ..., "content": ...}]},
     with an optional "max_tokens"."""
-    turns: Annotated[int, Field(ge=1, le=64)] = 1
-    """Multi-turn sessions: each user sends this many turns in a row, each carrying the previous turns and
-    the answers it received (chat only)."""
     tokenizer: TokenizerSource | None = None
     """The model's tokenizer: makes synthetic prompts, and counts tokens where the server sends no usage."""
 
@@ -653,15 +650,6 @@ class ProfileRunTemplate(KaliperModel):
             "dataset of prompts or messages); set payload.prompts",
             check=lambda s: s.request.protocol not in LLM_PROTOCOLS or s.payload.prompts is not None,
             field_path=".payload",
-        ),
-        Rule(
-            cel="!has(self.payload.prompts) || !has(self.payload.prompts.turns) || self.payload.prompts.turns == 1 "
-            "|| self.request.protocol == 'openai-chat'",
-            message="multi-turn sessions carry earlier messages; they need request.protocol openai-chat",
-            check=lambda s: (
-                s.payload.prompts is None or s.payload.prompts.turns == 1 or s.request.protocol == "openai-chat"
-            ),
-            field_path=".payload.prompts.turns",
         ),
         Rule(
             cel="(!has(self.slo) || !has(self.slo.latency) || self.slo.latency.all(o, !has(o.metric) || "

@@ -32,13 +32,13 @@ from locust.runners import MasterRunner, WorkerRunner
 
 from kaliper.api.units import parse_duration
 from kaliper.loadgen.config import LoadGenConfig, LoadGenError, request_headers
-from kaliper.loadgen.generation import GenerationSender, classify
+from kaliper.loadgen.generation import ANSWERED_KINDS, GenerationSender, classify
 from kaliper.loadgen.histogram import LatencyHistogram
 from kaliper.loadgen.http import Connection, StreamingConnection, build_request
 from kaliper.loadgen.payloads import build_bodies
 from kaliper.loadgen.progress import StageProgress
 from kaliper.loadgen.recorder import Aggregator, Recorder, Window
-from kaliper.loadgen.results import LATE_AFTER_S, stage_result
+from kaliper.loadgen.results import LATE_AFTER_S, stage_result, stage_warnings
 from kaliper.loadgen.schedule import send_offsets
 from kaliper.loadgen.statistics import estimate
 from kaliper.loadgen.stopping import Decision, StoppingParameters, WindowFigures, decide, straddling
@@ -327,7 +327,7 @@ class Controller:
             ),
             stages=stages,
             error=error,
-            warnings=[s.late_sends.reason for s in stages if s.late_sends and s.late_sends.reason],
+            warnings=[warning for stage in stages for warning in stage_warnings(stage)],
         )
 
     def _measure(self, stage: int, level: float, start_wall: float) -> StageResult:
@@ -409,7 +409,9 @@ class Controller:
             return
         window = measured[-1]
         connection_errors = sum(
-            n for kind, n in window.errors.items() if not kind.startswith("HTTP") and kind != "timeout"
+            n
+            for kind, n in window.errors.items()
+            if not kind.startswith("HTTP") and kind != "timeout" and kind not in ANSWERED_KINDS
         )
         if window.requests and connection_errors == window.requests:
             kinds = ", ".join(f"{k} x{n}" for k, n in window.errors.most_common(3))
@@ -427,6 +429,10 @@ def preflight(config: LoadGenConfig) -> str | None:
         socket.create_connection((generator.host, generator.port), timeout=min(generator.timeout_s, 3.0)).close()
     except OSError as exc:
         return f"target {config.url} is unreachable: {classify(exc)}: {exc}"
+    if generator.generation is not None:
+        mismatch = generator.generation.tokenizer_mismatch(config.url, config.request.model_name or "")
+        if mismatch:
+            return mismatch
     connection = Connection(generator.host, generator.port, generator.timeout_s, generator.ssl)
     try:
         status = connection.request(generator.requests[0])

@@ -14,7 +14,10 @@ never as an error.
 
 from __future__ import annotations
 
+import json
 import socket
+import urllib.error
+import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,6 +50,20 @@ class Objective:
     metric: str
     bound_s: float
     corrected: bool
+
+
+# Errors of answers that did arrive (the server is up, whatever it sent): never a reason to stop the run early.
+ANSWERED_KINDS = frozenset(
+    {
+        "not streamed",
+        "stream cut short",
+        "stream cut short mid-event",
+        "malformed SSE",
+        "error event mid-stream",
+        "the answer is not JSON",
+        "error answer",
+    }
+)
 
 
 def classify(exc: BaseException) -> str:
@@ -91,6 +108,37 @@ class GenerationSender:
         requests = generation_requests(prompts, config.request, config.request.model_name, tokenizer)
         return cls(requests, config.request.protocol == "openai-chat", generation.stream, tokenizer, objectives)
 
+    def tokenizer_mismatch(self, base_url: str, model: str) -> str | None:
+        """Where the server can tokenize (llama.cpp's and vLLM's /tokenize), a prompt's ids from prompts.tokenizer
+        must be the server's: synthetic prompt lengths and local token counts mean nothing otherwise."""
+        if self.tokenizer is None:
+            return None
+        probe = self._probe_text()
+        body = json.dumps({"content": probe, "prompt": probe, "model": model, "add_special_tokens": False}).encode()
+        request = urllib.request.Request(
+            base_url.rstrip("/") + "/tokenize", body, {"Content-Type": "application/json"}, method="POST"
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=5) as answer:
+                served = json.loads(answer.read()).get("tokens")
+        except (OSError, ValueError, AttributeError):
+            return None  # no tokenize endpoint (OpenAI, TGI): nothing to compare with
+        if not isinstance(served, list) or not all(isinstance(t, int) for t in served):
+            return None
+        local = self.tokenizer.encode(probe, add_special_tokens=False).ids
+        if local == served:
+            return None
+        return (
+            f"payload.prompts.tokenizer does not match the served model: a {len(local)}-token probe from it became "
+            f"{len(served)} tokens at the server's /tokenize (first ids {local[:5]} here, {served[:5]} there); "
+            "give the model's own tokenizer.json"
+        )
+
+    def _probe_text(self) -> str:
+        from kaliper.loadgen.prompts import single_token_words
+
+        return "".join(single_token_words(self.tokenizer)[:32]) or " hello world"
+
     def bodies(self) -> list[bytes]:
         return [request.body for request in self.requests]
 
@@ -128,15 +176,15 @@ class GenerationSender:
         if status >= 400:
             return Outcome(sent, ended, error or f"HTTP {status}", None, False)
         read = parser.finish() if answer["streamed"] else read_whole(b"".join(whole), self.chat, ended)
-        if error is None:
-            if read.error is not None:
-                error = error_kind(read.error)
-            elif self.stream and not answer["streamed"]:
-                error = "not streamed"
-            elif not (read.done or read.finish_reason is not None):
-                error = "stream cut short"
-        elif read.content_times:
-            error = "stream cut short"  # the connection failed after tokens had arrived
+        if read.error is not None:  # what the answer itself said went wrong comes first
+            error = error_kind(read.error)
+        elif error is not None:
+            if read.content_times:
+                error = "stream cut short"  # the connection failed after tokens had arrived
+        elif self.stream and not answer["streamed"]:
+            error = "not streamed"
+        elif not (read.done or read.finish_reason is not None):
+            error = "stream cut short"
         request = self.requests[index]
         tokens = request_tokens(
             read, sent, intended, ended, request.max_tokens, request.prompt_tokens, self._count(read)

@@ -161,3 +161,22 @@ def stage_result(
         ],
         stop_reason=reason,
     )
+
+
+def stage_warnings(stage: StageResult) -> list[str]:
+    """What a reader must know before trusting a stage's figures."""
+    warnings = []
+    if stage.late_sends and stage.late_sends.reason:
+        warnings.append(stage.late_sends.reason)
+    tokens = stage.tokens
+    if tokens is not None and tokens.over_max_tokens:
+        warnings.append(
+            f"stage {stage.index}: {tokens.over_max_tokens} answers were longer than the max_tokens they asked for; "
+            "the server ignores max_tokens"
+        )
+    if tokens is not None and tokens.token_sources.get("chunks"):
+        warnings.append(
+            f"stage {stage.index}: {tokens.token_sources['chunks']} answers came without usage and no tokenizer was "
+            "given: their output tokens are the number of chunks (a lower bound); set payload.prompts.tokenizer"
+        )
+    return warnings

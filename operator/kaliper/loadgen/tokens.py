@@ -69,7 +69,9 @@ def request_tokens(
     gaps = [later - earlier for earlier, later in itertools.pairwise(times)]
     per_token: list[float] | None = None
     divided = False
-    if read.chunk_tokens is not None and len(read.chunk_tokens) == len(times) and times:
+    if len(times) < 2:
+        pass  # no gap between tokens to time
+    elif read.chunk_tokens is not None and len(read.chunk_tokens) == len(times):
         divided = any(k > 1 for k in read.chunk_tokens[1:])
         per_token = []
         for gap, tokens in zip(gaps, read.chunk_tokens[1:], strict=True):

@@ -125,9 +125,10 @@ class TokenFigures(KaliperModel):
     per_token_divided: int = 0
     per_token_unknown: int = 0
     cut_short: int = 0
-    """Streams that ended without a finish reason or [DONE] (counted as errors)."""
+    """Answers that did not arrive whole: cut short (no finish reason, no [DONE]), malformed, or ended by an
+    error event; each is also an error by its kind."""
     cut_short_tokens: int = 0
-    """Tokens those streams delivered before they ended."""
+    """Tokens those answers delivered before they ended."""
     over_max_tokens: int = 0
     """Answers longer than the max_tokens they asked for (a server that ignores max_tokens)."""
     goodput_rps: float | None = None

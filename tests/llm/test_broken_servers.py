@@ -1,0 +1,118 @@
+"""Bad servers: each defect gets its own error kind and nothing is miscounted (tests/support/broken_llm.py
+plays the defects; one user, so every request of the stage met the same one)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from kaliper.report.schema import LoadTestResult
+from kaliper.serving.tiny_llm import make_tiny_llm
+from tests.support.broken_llm import broken_llm_server
+
+LOAD = {"closedLoop": {"concurrency": 1}, "warmup": "0s", "minDuration": "1s", "maxDuration": "1s"}
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[str]:
+    with broken_llm_server() as base:
+        yield base
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    directory = tmp_path_factory.mktemp("tokenizer")
+    make_tiny_llm(directory)
+    return directory / "tokenizer.json"
+
+
+def run(tmp_path: Path, base: str, mode: str, tokenizer: Path | None = None) -> LoadTestResult:
+    prompts: dict[str, Any] = {"dataset": {"file": str(tmp_path / "prompts.jsonl")}}
+    (tmp_path / "prompts.jsonl").write_text('{"prompt": "hello"}\n')
+    if tokenizer is not None:
+        prompts["tokenizer"] = {"file": str(tokenizer)}
+    config = {
+        "url": base,
+        "request": {"protocol": "openai-chat", "modelName": mode, "generation": {"maxTokens": 4}},
+        "payload": {"prompts": prompts},
+        "load": LOAD,
+    }
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+    out = tmp_path / "result.json"
+    process = subprocess.run(
+        [sys.executable, "-m", "kaliper.loadgen", "run", str(tmp_path / "config.yaml"), "-o", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert process.returncode == 0, process.stderr
+    result = LoadTestResult.model_validate_json(out.read_text())
+    assert result.ok and len(result.stages) == 1 and result.stages[0].requests > 10
+    return result
+
+
+@pytest.mark.parametrize(
+    ("mode", "errors", "output_per_request", "cut_tokens_per_request"),
+    [
+        ("well", None, 4, 0),
+        ("no-stream", "not streamed", 4, 0),
+        ("cut", "stream cut short", 3, 3),
+        ("malformed", "malformed SSE", 1, 1),
+        ("error-mid", "error event mid-stream", 2, 2),
+        ("ignore-max", None, 8, 0),
+    ],
+)
+def test_each_defect_is_its_own_error_kind_with_its_tokens_counted(
+    tmp_path: Path, server: str, mode: str, errors: str | None, output_per_request: int, cut_tokens_per_request: int
+) -> None:
+    stage = run(tmp_path, server, mode).stages[0]
+    n = stage.requests
+    assert stage.errors_by_kind == ({errors: n} if errors else {})
+    tokens = stage.tokens
+    assert tokens is not None
+    assert tokens.output_tokens == output_per_request * n
+    assert tokens.cut_short_tokens == cut_tokens_per_request * n
+    assert tokens.cut_short == (n if cut_tokens_per_request else 0)
+    assert tokens.streams == n  # every answer delivered content, even the broken ones
+
+
+def test_a_server_that_ignores_max_tokens_is_named_in_the_warnings(tmp_path: Path, server: str) -> None:
+    result = run(tmp_path, server, "ignore-max")
+    n = result.stages[0].requests
+    assert result.stages[0].tokens is not None and result.stages[0].tokens.over_max_tokens == n
+    assert result.warnings == [
+        f"stage 0: {n} answers were longer than the max_tokens they asked for; the server ignores max_tokens"
+    ]
+
+
+def test_without_usage_tokens_are_counted_with_the_tokenizer_or_flagged_as_chunks(
+    tmp_path: Path, server: str, tokenizer: Path
+) -> None:
+    counted = run(tmp_path, server, "no-usage", tokenizer).stages[0]
+    assert counted.tokens is not None and counted.errors_by_kind == {}
+    # Four chunks of " no ka": eight tokens by the tokenizer, where the chunks alone would say four.
+    assert counted.tokens.output_tokens == 8 * counted.requests
+    assert counted.tokens.token_sources == {"tokenizer": counted.requests}
+    assert counted.tokens.per_token_unknown == counted.requests  # two tokens a chunk, no per-chunk counts
+    assert counted.tokens.itl_token.count == 0
+
+    guessed = run(tmp_path, server, "no-usage")
+    stage = guessed.stages[0]
+    assert stage.tokens is not None and stage.tokens.output_tokens == 4 * stage.requests
+    assert stage.tokens.token_sources == {"chunks": stage.requests}
+    assert guessed.warnings == [
+        f"stage 0: {stage.requests} answers came without usage and no tokenizer was given: their output tokens are "
+        "the number of chunks (a lower bound); set payload.prompts.tokenizer"
+    ]
+
+
+def test_a_refusing_server_counts_http_errors_and_no_tokens(tmp_path: Path, server: str) -> None:
+    stage = run(tmp_path, server, "http-503").stages[0]
+    assert stage.errors_by_kind == {"HTTP 503": stage.requests}
+    assert stage.tokens is not None and stage.tokens.streams == 0 and stage.tokens.output_tokens == 0

@@ -1,0 +1,187 @@
+"""Generation load tests end to end: `python -m kaliper.loadgen run` against llama.cpp's real llama-server
+(built from the llama-cpp-python sdist) serving a tiny random-weight model made here. The model never stops
+on its own, so every answer is exactly max_tokens long; the server's own usage and /metrics are the truth
+the figures are checked against."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from kaliper.report.schema import LoadTestResult, StageResult
+from kaliper.serving.tiny_llm import TinyLlmShape, make_tiny_llm
+from tests.support.llama import MODEL_NAME, llama_server, server_counters, tiny_model
+
+SHORT = {"warmup": "1s", "minDuration": "3s", "maxDuration": "3s", "stopping": {"window": "1s"}}
+# llama-server's ChatML template around a user message adds 16 tokens with this tokenizer (measured with the
+# server's own usage for one-word and two-word messages: 17 and 18 prompt tokens).
+CHAT_TEMPLATE_TOKENS = 16
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tiny_model(tmp_path_factory.mktemp("tiny-llm"))
+
+
+@pytest.fixture(scope="module")
+def server(model: Path) -> Iterator[str]:
+    with llama_server(model, slots=4) as base:
+        yield base
+
+
+def run(tmp_path: Path, config: dict[str, Any]) -> tuple[subprocess.CompletedProcess, LoadTestResult | None]:
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    out = tmp_path / "result.json"
+    process = subprocess.run(
+        [sys.executable, "-m", "kaliper.loadgen", "run", str(path), "-o", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    return process, LoadTestResult.model_validate_json(out.read_text()) if out.exists() else None
+
+
+def only_stage(process: subprocess.CompletedProcess, result: LoadTestResult | None) -> StageResult:
+    assert process.returncode == 0, process.stderr
+    assert result is not None and result.ok and len(result.stages) == 1
+    return result.stages[0]
+
+
+def test_closed_loop_chat_streams_have_exact_lengths_and_the_servers_counts(
+    tmp_path: Path, server: str, model: Path
+) -> None:
+    before = server_counters(server)
+    process, result = run(
+        tmp_path,
+        {
+            "url": server,
+            "request": {
+                "protocol": "openai-chat",
+                "modelName": MODEL_NAME,
+                "generation": {"maxTokens": 16, "ignoreEos": True},
+            },
+            "payload": {
+                "prompts": {
+                    "synthetic": {"inputTokens": {"mean": 64}},
+                    "tokenizer": {"file": str(model.parent / "tokenizer.json")},
+                }
+            },
+            "load": {"closedLoop": {"concurrency": 4}, **SHORT, "stopping": {"window": "1s", "metric": "ttft"}},
+        },
+    )
+    stage = only_stage(process, result)
+    tokens = stage.tokens
+    assert tokens is not None and stage.requests > 50
+    assert stage.errors_by_kind == {}
+    # Every answer: exactly 16 tokens by the server's usage, streamed one token per chunk.
+    assert tokens.streams == stage.requests
+    assert tokens.output_tokens == 16 * stage.requests
+    assert tokens.chunks == 16 * stage.requests
+    assert tokens.token_sources == {"usage": stage.requests}
+    assert (tokens.per_token_exact, tokens.per_token_divided, tokens.per_token_unknown) == (stage.requests, 0, 0)
+    assert (tokens.cut_short, tokens.over_max_tokens) == (0, 0)
+    # Every synthetic prompt was 64 tokens as the server counts them (plus its chat template).
+    assert tokens.input_tokens == (64 + CHAT_TEMPLATE_TOKENS) * stage.requests
+    # One ttft sample per stream, one gap per pair of successive tokens, one tpot per request.
+    assert tokens.ttft.count == stage.requests
+    assert tokens.itl_chunk.count == 15 * stage.requests
+    assert tokens.tpot.count == stage.requests
+    assert tokens.output_tokens_per_s == pytest.approx(16 * stage.requests / 3, rel=1e-3)
+    # The server counted at least every token measured (it also served the warm-up and the last requests).
+    predicted = server_counters(server)["tokens_predicted_total"] - before["tokens_predicted_total"]
+    assert predicted >= tokens.output_tokens
+    assert "ttft p99" in process.stderr and "tok/s" in process.stderr
+
+
+def test_open_loop_completions_from_a_dataset_with_per_row_max_tokens(tmp_path: Path, server: str) -> None:
+    dataset = tmp_path / "prompts.jsonl"
+    dataset.write_text(
+        json.dumps({"prompt": " no ka li", "max_tokens": 5}) + "\n" + json.dumps({"prompt": " per", "max_tokens": 5})
+    )
+    process, result = run(
+        tmp_path,
+        {
+            "url": server,
+            "request": {
+                "protocol": "openai-completions",
+                "modelName": MODEL_NAME,
+                "generation": {"maxTokens": 99, "ignoreEos": True, "extraBody": {"cache_prompt": False}},
+            },
+            "payload": {"prompts": {"dataset": {"file": str(dataset)}}},
+            "load": {"openLoop": {"rate": 40, "arrival": "poisson"}, **SHORT},
+            "seed": 3,
+        },
+    )
+    stage = only_stage(process, result)
+    tokens = stage.tokens
+    assert tokens is not None and stage.requests > 60 and stage.errors_by_kind == {}
+    assert tokens.output_tokens == 5 * stage.requests  # the rows' max_tokens, not generation.maxTokens
+    assert tokens.token_sources == {"usage": stage.requests}
+    # Corrected time to first token counts from the intended send: never below the time from the send.
+    for p in (50, 90, 99):
+        corrected, service = tokens.ttft.at(p), tokens.ttft_service.at(p)
+        assert corrected is not None and service is not None
+        assert corrected.value_ms >= service.value_ms
+    assert stage.late_sends is not None and not stage.late_sends.flagged
+
+
+def test_an_answer_not_streamed_when_not_asked_is_one_arrival(tmp_path: Path, server: str, model: Path) -> None:
+    process, result = run(
+        tmp_path,
+        {
+            "url": server,
+            "request": {
+                "protocol": "openai-chat",
+                "modelName": MODEL_NAME,
+                "generation": {"maxTokens": 8, "ignoreEos": True, "stream": False},
+            },
+            "payload": {
+                "prompts": {
+                    "synthetic": {"inputTokens": {"mean": 16}},
+                    "tokenizer": {"file": str(model.parent / "tokenizer.json")},
+                }
+            },
+            "load": {"closedLoop": {"concurrency": 2}, **SHORT},
+        },
+    )
+    stage = only_stage(process, result)
+    tokens = stage.tokens
+    assert tokens is not None and stage.errors_by_kind == {}
+    assert tokens.output_tokens == 8 * stage.requests
+    assert tokens.ttft.count == stage.requests
+    assert tokens.itl_chunk.count == 0  # the whole answer arrived at once: no gaps between tokens to time
+    assert tokens.per_token_unknown == 0 and tokens.per_token_exact == 0
+
+
+def test_a_tokenizer_of_another_model_is_refused_before_any_load(tmp_path: Path, server: str) -> None:
+    other = tmp_path / "other"
+    make_tiny_llm(other, TinyLlmShape(vocab=1024), seed=11)
+    process, result = run(
+        tmp_path,
+        {
+            "url": server,
+            "request": {"protocol": "openai-chat", "modelName": MODEL_NAME},
+            "payload": {
+                "prompts": {
+                    "synthetic": {"inputTokens": {"mean": 16}},
+                    "tokenizer": {"file": str(other / "tokenizer.json")},
+                }
+            },
+            "load": {"closedLoop": {"concurrency": 1}, **SHORT},
+        },
+    )
+    assert process.returncode == 1
+    assert result is not None and result.stages == []
+    assert result.error is not None
+    assert result.error.startswith(
+        "payload.prompts.tokenizer does not match the served model: a 32-token probe from it became "
+    )
+    assert result.error.endswith("give the model's own tokenizer.json")

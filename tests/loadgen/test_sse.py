@@ -1,0 +1,128 @@
+"""The stream parser: Server-Sent Events of OpenAI-compatible servers in, arrival times and counts out."""
+
+from __future__ import annotations
+
+import json
+
+from kaliper.loadgen.sse import StreamParser, read_whole
+
+
+def event(payload: dict | str) -> bytes:
+    data = payload if isinstance(payload, str) else json.dumps(payload)
+    return f"data: {data}\n\n".encode()
+
+
+def chat_chunk(content: str | None = None, role: str | None = None, finish: str | None = None, **extra) -> bytes:
+    delta = {}
+    if role:
+        delta["role"] = role
+    if content is not None or role:
+        delta["content"] = content
+    return event({"choices": [{"index": 0, "delta": delta, "finish_reason": finish}], **extra})
+
+
+USAGE = {
+    "choices": [],
+    "usage": {"prompt_tokens": 19, "completion_tokens": 3, "prompt_tokens_details": {"cached_tokens": 4}},
+}
+
+
+def test_a_role_only_chunk_is_not_a_token_and_each_content_chunk_keeps_its_arrival() -> None:
+    parser = StreamParser(chat=True)
+    parser.feed(chat_chunk(role="assistant"), 1.0)
+    parser.feed(chat_chunk("ka"), 1.5)
+    parser.feed(chat_chunk(" li") + chat_chunk(" per"), 2.0)  # two events in one read: one arrival time
+    parser.feed(chat_chunk(finish="length") + event(USAGE) + b"data: [DONE]\n\n", 2.5)
+    read = parser.finish()
+    assert read.content_times == [1.5, 2.0, 2.0]
+    assert (read.finish_reason, read.done, read.error, read.text_chars) == ("length", True, None, 9)
+    assert (read.usage.prompt_tokens, read.usage.completion_tokens, read.usage.cached_tokens) == (19, 3, 4)
+    assert read.chunk_tokens is None  # the server did not count each chunk's tokens
+
+
+def test_an_event_split_across_reads_counts_when_its_end_arrives() -> None:
+    parser = StreamParser(chat=True)
+    whole = chat_chunk("ka")
+    parser.feed(whole[:10], 1.0)
+    parser.feed(whole[10:-1], 1.2)
+    assert parser.read.content_times == []
+    parser.feed(whole[-1:], 1.4)
+    assert parser.read.content_times == [1.4]
+
+
+def test_crlf_separated_events_and_comments() -> None:
+    parser = StreamParser(chat=False)
+    parser.feed(b": keep-alive\r\n\r\n", 0.5)
+    parser.feed(b'data: {"choices":[{"text":"ka","finish_reason":null}]}\r\n\r\n', 1.0)
+    parser.feed(
+        b'data: {"choices":[{"text":"","finish_reason":"length"}],"usage":{"completion_tokens":1}}\r\n\r\n', 1.1
+    )
+    read = parser.finish()
+    assert (read.content_times, read.finish_reason, read.usage.completion_tokens) == ([1.0], "length", 1)
+
+
+def test_cumulative_usage_in_every_chunk_gives_each_chunks_token_count() -> None:
+    parser = StreamParser(chat=True)
+    parser.feed(chat_chunk("a", usage={"completion_tokens": 1}), 1.0)
+    parser.feed(chat_chunk("bcd", usage={"completion_tokens": 4}), 2.0)
+    parser.feed(chat_chunk("ef", usage={"completion_tokens": 6}), 3.0)
+    assert parser.finish().chunk_tokens == [1, 3, 2]
+
+
+def test_llama_cpp_timings_per_token_count_each_chunk_too() -> None:
+    parser = StreamParser(chat=True)
+    parser.feed(chat_chunk("a", timings={"predicted_n": 1}), 1.0)
+    parser.feed(chat_chunk("b", timings={"predicted_n": 3}), 2.0)
+    assert parser.finish().chunk_tokens == [1, 2]
+
+
+def test_counts_missing_from_one_chunk_leave_no_per_chunk_counts() -> None:
+    parser = StreamParser(chat=True)
+    parser.feed(chat_chunk("a", usage={"completion_tokens": 1}), 1.0)
+    parser.feed(chat_chunk("b"), 2.0)
+    parser.feed(chat_chunk("c", usage={"completion_tokens": 3}), 3.0)
+    assert parser.finish().chunk_tokens is None
+
+
+def test_an_error_event_mid_stream_ends_the_read_with_the_servers_message() -> None:
+    parser = StreamParser(chat=True)
+    parser.feed(chat_chunk("a"), 1.0)
+    parser.feed(event({"error": {"message": "slot unavailable", "type": "server_error"}}), 2.0)
+    parser.feed(chat_chunk("b"), 3.0)
+    read = parser.finish()
+    assert read.error == "error event mid-stream: slot unavailable"
+    assert read.content_times == [1.0]
+
+
+def test_malformed_events_are_named() -> None:
+    parser = StreamParser(chat=True)
+    parser.feed(b"data: {not json\n\n", 1.0)
+    assert parser.finish().error == "malformed SSE: an event whose data is not JSON: b'{not json'"
+    parser = StreamParser(chat=True)
+    parser.feed(b"garbage line\n\n", 1.0)
+    assert parser.finish().error == "malformed SSE: a line that is not a field: b'garbage line'"
+
+
+def test_a_stream_cut_inside_an_event_says_so() -> None:
+    parser = StreamParser(chat=True)
+    parser.feed(chat_chunk("a") + b'data: {"choices":[{"delta":{"content":"b', 1.0)
+    read = parser.finish()
+    assert (read.content_times, read.error) == ([1.0], "stream cut short mid-event")
+
+
+def test_kept_text_is_what_the_chunks_carried() -> None:
+    parser = StreamParser(chat=True, keep_text=True)
+    parser.feed(chat_chunk("ka") + chat_chunk(" li"), 1.0)
+    assert parser.finish().text == ["ka", " li"]
+
+
+def test_a_whole_answer_is_one_arrival() -> None:
+    body = json.dumps(
+        {
+            "choices": [{"message": {"role": "assistant", "content": "ka li"}, "finish_reason": "length"}],
+            "usage": {"prompt_tokens": 5, "completion_tokens": 2},
+        }
+    ).encode()
+    read = read_whole(body, chat=True, arrived=7.0)
+    assert (read.content_times, read.done, read.usage.completion_tokens, read.error) == ([7.0], True, 2, None)
+    assert read_whole(b"<html>", chat=True, arrived=1.0).error == "the answer is not JSON: b'<html>'"

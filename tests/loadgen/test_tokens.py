@@ -1,0 +1,85 @@
+"""One request's token figures from what its stream delivered, and their exact merge across windows."""
+
+from __future__ import annotations
+
+import pytest
+
+from kaliper.loadgen.recorder import Recorder, Window
+from kaliper.loadgen.sse import StreamRead, Usage
+from kaliper.loadgen.tokens import TokenWindow, request_tokens
+
+
+def read(times: list[float], completion: int | None = None, chunk_tokens: list[int] | None = None) -> StreamRead:
+    usage = Usage(prompt_tokens=10, completion_tokens=completion) if completion is not None else None
+    return StreamRead(content_times=times, chunk_tokens=chunk_tokens, usage=usage, finish_reason="length", done=True)
+
+
+def test_ttft_gaps_and_tpot_of_one_token_per_chunk() -> None:
+    figures = request_tokens(read([1.2, 1.3, 1.5, 1.6], completion=4), 1.0, None, 1.7, 4, None, None)
+    assert figures.ttft_s == pytest.approx(0.2)
+    assert figures.gaps_s == pytest.approx([0.1, 0.2, 0.1])
+    assert figures.per_token_gaps_s == pytest.approx([0.1, 0.2, 0.1])  # usage says 4 tokens in 4 chunks
+    assert figures.tpot_s == pytest.approx((1.7 - 1.2) / 3)
+    assert (figures.output_tokens, figures.input_tokens, figures.source, figures.complete) == (4, 10, "usage", True)
+    assert figures.divided is False
+
+
+def test_open_loop_ttft_is_also_taken_from_the_intended_send() -> None:
+    figures = request_tokens(read([1.2], completion=1), 1.0, 0.5, 1.3, 1, None, None)
+    assert figures.ttft_s == pytest.approx(0.2)
+    assert figures.ttft_corrected_s == pytest.approx(0.7)
+    assert figures.tpot_s is None  # one token: no time per output token
+
+
+def test_multi_token_chunks_without_per_chunk_counts_have_no_per_token_gaps() -> None:
+    figures = request_tokens(read([1.1, 1.3, 1.4], completion=6), 1.0, None, 1.4, 8, None, None)
+    assert figures.gaps_s == pytest.approx([0.2, 0.1])
+    assert figures.per_token_gaps_s is None
+    assert figures.tpot_s == pytest.approx(0.3 / 5)
+
+
+def test_server_counts_per_chunk_divide_each_gap_among_its_chunks_tokens_and_say_so() -> None:
+    figures = request_tokens(read([1.1, 1.3, 1.4], completion=6, chunk_tokens=[1, 4, 1]), 1.0, None, 1.4, 8, None, None)
+    assert figures.per_token_gaps_s == pytest.approx([0.05, 0.05, 0.05, 0.05, 0.1])
+    assert figures.divided is True
+
+
+def test_without_usage_the_tokenizer_counts_then_the_chunks() -> None:
+    no_usage = StreamRead(content_times=[1.1, 1.2, 1.3], done=True)
+    assert request_tokens(no_usage, 1.0, None, 1.3, 8, 7, 5).source == "tokenizer"
+    assert request_tokens(no_usage, 1.0, None, 1.3, 8, 7, 5).output_tokens == 5
+    assert request_tokens(no_usage, 1.0, None, 1.3, 8, 7, 5).input_tokens == 7  # the synthetic prompt's count
+    counted = request_tokens(no_usage, 1.0, None, 1.3, 8, None, None)
+    assert (counted.source, counted.output_tokens) == ("chunks", 3)
+
+
+def test_usage_and_tokenizer_disagreement_and_answers_longer_than_asked() -> None:
+    figures = request_tokens(read([1.1, 1.2], completion=12), 1.0, None, 1.2, 8, None, 10)
+    assert (figures.tokenizer_difference, figures.over_max_tokens) == (2, True)
+
+
+def test_a_stream_without_finish_or_done_is_incomplete() -> None:
+    cut = StreamRead(content_times=[1.1, 1.2])
+    assert request_tokens(cut, 1.0, None, 1.2, 8, None, None).complete is False
+
+
+def test_windows_count_cut_streams_apart_and_merge_exactly_over_the_wire() -> None:
+    recorder = Recorder(window_s=1.0, open_loop=True, streaming=True)
+    recorder.begin_stage(0, start_wall=100.0)
+    whole = request_tokens(read([1.1, 1.2, 1.4], completion=3), 1.0, 0.9, 1.5, 3, None, None)
+    cut = request_tokens(StreamRead(content_times=[1.1, 1.3]), 1.0, 1.0, 1.3, 3, None, None)
+    recorder.record(100.2, 0.5, 0.6, None, tokens=whole, good=True)
+    recorder.record(100.3, 0.3, 0.3, "stream cut short", tokens=cut, resent=1)
+    (window,), _ = recorder.take_closed(101.0)
+    merged = Window.from_wire(window.to_wire()).merge(Window.from_wire(window.to_wire()))
+    tokens = merged.tokens
+    assert isinstance(tokens, TokenWindow)
+    assert (tokens.streams, tokens.chunks, tokens.output_tokens, tokens.good_output_tokens) == (4, 10, 10, 6)
+    assert (tokens.cut_short, tokens.cut_short_tokens, tokens.good, merged.resent) == (2, 4, 2, 2)
+    assert (tokens.per_token_exact, tokens.per_token_unknown) == (2, 2)
+    assert dict(tokens.token_sources) == {"usage": 2, "chunks": 2}
+    assert tokens.ttft.count == 4 and tokens.itl_chunk.count == 6
+    # Corrected ttft: 0.2 s after the intended 0.9; from the send it was 0.1.
+    assert merged.histogram("ttft").max == pytest.approx(0.2, rel=1e-3)
+    assert merged.histogram("ttft", corrected=False).max == pytest.approx(0.1, rel=1e-3)
+    assert merged.histogram("itl").max == pytest.approx(0.2, rel=1e-3)

@@ -1,0 +1,109 @@
+"""A deliberately broken OpenAI-compatible server (a test double: no real server misbehaves on request).
+
+It speaks the chat completions wire format as llama.cpp's server does (role-only first chunk, one chunk per
+token, a finish chunk, then a usage chunk with empty choices, then [DONE]) and breaks it the way the
+request's `model` says:
+  well          no defect (the control)
+  no-stream     answers application/json although stream: true was asked
+  cut           three tokens, then closes the connection mid-stream
+  malformed     one token, then an event whose data is not JSON
+  error-mid     two tokens, then an error event, then closes
+  ignore-max    four tokens more than max_tokens, counted in usage
+  no-usage      every chunk carries two words and no usage is ever sent
+  http-503      refuses with 503 and a JSON error
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from kaliper.netutil import free_port
+
+
+def _chunk(delta: dict | None = None, finish: str | None = None, **extra: object) -> bytes:
+    choices = [] if delta is None and finish is None else [{"index": 0, "delta": delta or {}, "finish_reason": finish}]
+    return b"data: " + json.dumps({"object": "chat.completion.chunk", "choices": choices, **extra}).encode() + b"\n\n"
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: object) -> None:  # quiet
+        pass
+
+    def _send_chunked(self, data: bytes) -> None:
+        self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+        self.wfile.flush()
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        mode, wanted = body["model"], body["max_tokens"]
+        if mode == "http-503":
+            answer = json.dumps({"error": {"message": "overloaded", "code": 503}}).encode()
+            self.send_response(503)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(answer)))
+            self.end_headers()
+            self.wfile.write(answer)
+            return
+        usage = {"prompt_tokens": 7, "completion_tokens": wanted}
+        if mode == "no-stream":
+            answer = json.dumps(
+                {
+                    "choices": [
+                        {
+                            "index": 0,
+                            "message": {"role": "assistant", "content": "ka " * wanted},
+                            "finish_reason": "length",
+                        }
+                    ],
+                    "usage": usage,
+                }
+            ).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(answer)))
+            self.end_headers()
+            self.wfile.write(answer)
+            return
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        send = self._send_chunked
+        send(_chunk({"role": "assistant", "content": None}))
+        tokens = {"cut": 3, "malformed": 1, "error-mid": 2, "ignore-max": wanted + 4}.get(mode, wanted)
+        word = " no ka" if mode == "no-usage" else " no"
+        for _ in range(tokens):
+            send(_chunk({"content": word}))
+        if mode == "cut":
+            self.close_connection = True
+            return  # the chunked body never ends: the connection closes under it
+        if mode == "malformed":
+            send(b"data: {oops\n\n")
+        if mode == "error-mid":
+            send(b"data: " + json.dumps({"error": {"message": "out of memory"}}).encode() + b"\n\n")
+            self.close_connection = True
+            return
+        send(_chunk({}, finish="length"))
+        if mode != "no-usage":
+            send(_chunk(usage={**usage, "completion_tokens": tokens}))
+        send(b"data: [DONE]\n\n")
+        send(b"")  # the last chunk of the chunked body
+
+
+@contextmanager
+def broken_llm_server() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", free_port()), _Handler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()

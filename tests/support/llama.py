@@ -1,0 +1,56 @@
+"""llama.cpp's llama-server, the real OpenAI-compatible streaming server of the LLM tests, serving the tiny
+random-weight model made here (kaliper.serving.tiny_llm). The binary comes from hack/llama/build.sh (built
+from the llama-cpp-python sdist, cached by version); `make test` builds it before pytest starts."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from kaliper.netutil import free_port
+from kaliper.serving.tiny_llm import make_tiny_llm
+from tests.support.groundtruth import wait_http
+from tests.support.paths import REPO
+
+MODEL_NAME = "tiny"
+
+
+def llama_server_binary() -> Path:
+    """The cached binary (built now if it is not: about 6 minutes on two cores)."""
+    built = subprocess.run(
+        ["bash", str(REPO / "hack" / "llama" / "build.sh")], check=True, capture_output=True, text=True
+    )
+    return Path(built.stdout.strip().splitlines()[-1])
+
+
+def tiny_model(directory: Path) -> Path:
+    return make_tiny_llm(directory, name=MODEL_NAME)
+
+
+@contextmanager
+def llama_server(model: Path, slots: int = 4, threads: int = 1, context: int = 4096) -> Iterator[str]:
+    """Serve `model` on loopback; yields the base URL."""
+    port = free_port()
+    command = [
+        str(llama_server_binary()),
+        *("-m", str(model), "--alias", MODEL_NAME, "--host", "127.0.0.1", "--port", str(port)),
+        *("-np", str(slots), "-c", str(context * slots), "-t", str(threads), "--metrics", "--no-ui"),
+    ]
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_http(f"http://127.0.0.1:{port}/health")
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        process.terminate()
+        process.wait()
+
+
+def server_counters(base: str) -> dict[str, float]:
+    """The server's own `llamacpp:` counters and gauges from /metrics."""
+    text = urllib.request.urlopen(f"{base}/metrics", timeout=5).read().decode()
+    found = re.findall(r"^llamacpp:(\w+) ([0-9.e+-]+)$", text, re.MULTILINE)
+    return {name: float(value) for name, value in found}
