@@ -173,3 +173,46 @@ def test_progress_counts_finished_trials_of_reports_and_summaries() -> None:
     assert Progress.of(trials, 6, "t3") == Progress(
         completed_trials=3, total_trials=6, current_trial="t3", summary="3/6"
     )
+
+
+PROMPTS = {"synthetic": {"inputTokens": {"mean": 128}}, "tokenizer": {"file": "tokenizer.json"}}
+
+
+def test_generation_requests_and_prompts_go_together() -> None:
+    assert problems(with_spec(PROFILE_RUN, payload={"prompts": PROMPTS})) == [
+        "spec.payload.prompts: payload.prompts are for generation requests; set request.protocol to openai-chat "
+        "or openai-completions"
+    ]
+    assert problems(with_spec(PROFILE_RUN, request={"protocol": "openai-chat"})) == [
+        "spec.payload: openai-chat and openai-completions requests are built from payload.prompts (synthetic or "
+        "a dataset of prompts or messages); set payload.prompts"
+    ]
+    assert problems(with_spec(PROFILE_RUN, request={"protocol": "openai-chat"}, payload={"prompts": PROMPTS})) == []
+
+
+def test_synthetic_prompts_need_the_models_tokenizer() -> None:
+    manifest = with_spec(
+        PROFILE_RUN,
+        request={"protocol": "openai-completions"},
+        payload={"prompts": {"synthetic": {"inputTokens": {"mean": 128}}}},
+    )
+    assert problems(manifest) == [
+        "spec.payload.prompts.tokenizer: synthetic prompts are made to exact token counts with the model's "
+        "tokenizer; set prompts.tokenizer.file (or configMap) to its tokenizer.json"
+    ]
+
+
+def test_streaming_metrics_need_a_generation_protocol() -> None:
+    manifest = with_spec(PROFILE_RUN, slo={"latency": [{"metric": "ttft", "percentile": 90, "max": "200ms"}]})
+    assert problems(manifest) == [
+        "spec.request.protocol: ttft, itl and tpot are measured on streamed generation; set request.protocol to "
+        "openai-chat or openai-completions, or use metric latency"
+    ]
+
+
+def test_a_uniform_length_distribution_needs_its_maximum() -> None:
+    prompts = {**PROMPTS, "synthetic": {"inputTokens": {"distribution": "uniform", "mean": 100}}}
+    manifest = with_spec(PROFILE_RUN, request={"protocol": "openai-chat"}, payload={"prompts": prompts})
+    assert problems(manifest) == [
+        "spec.payload.prompts.synthetic.inputTokens.max: a uniform distribution needs max (and min, default 1)"
+    ]

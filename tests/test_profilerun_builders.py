@@ -219,3 +219,35 @@ def test_load_generators_keep_off_the_server_node_and_go_where_they_are_told() -
     with pytest.raises(ValueError) as refused:
         LoadgenPod("img", anti_affinity="sometimes")
     assert str(refused.value) == "loadGenerator.antiAffinity is 'sometimes'; use required, preferred or none"
+
+
+def test_prompts_and_tokenizer_from_config_maps_are_mounted_into_the_generator() -> None:
+    run_spec = spec(
+        request={"protocol": "openai-chat", "modelName": "tiny"},
+        payload={
+            "prompts": {
+                "dataset": {"configMap": {"name": "chats", "key": "rows.jsonl"}},
+                "tokenizer": {"configMap": {"name": "tok", "key": "tokenizer.json"}},
+            }
+        },
+    )
+    config_map, job = build_loadgen(RUN, 0, run_spec, "http://llm:8080", "tiny", 4, LoadgenPod(image="kaliper:test"))
+    config = LoadGenConfig.model_validate(yaml.safe_load(config_map["data"]["config.yaml"]))
+    assert config.payload.prompts is not None
+    assert config.payload.prompts.dataset is not None
+    assert config.payload.prompts.dataset.file == "/etc/kaliper/payload/rows.jsonl"
+    assert config.payload.prompts.tokenizer is not None
+    assert config.payload.prompts.tokenizer.file == "/etc/kaliper/tokenizer/tokenizer.json"
+    assert config.path == "/v1/chat/completions"
+    pod = job["spec"]["template"]["spec"]
+    assert {v["name"]: v["configMap"]["name"] for v in pod["volumes"] if "configMap" in v} == {
+        "config": "r-t0-lg",
+        "payload": "chats",
+        "tokenizer": "tok",
+    }
+    assert [m["mountPath"] for m in pod["containers"][0]["volumeMounts"]] == [
+        "/etc/kaliper",
+        "/tmp",
+        "/etc/kaliper/payload",
+        "/etc/kaliper/tokenizer",
+    ]

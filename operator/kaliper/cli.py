@@ -460,11 +460,14 @@ def report_command(path: Path, html_path: Path | None) -> None:
 @click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
 def make_example_models(directory: Path) -> None:
     """Make the example models (scikit-learn, converted to ONNX here; nothing is downloaded): iris.onnx and
-    mlp.onnx for the demo, and iris/ (model.joblib, model.onnx, rows.jsonl) for the optimization examples,
-    whose `models` volume this folder stands in for (kaliper run --volume models=DIRECTORY)."""
+    mlp.onnx for the demo, iris/ (model.joblib, model.onnx, rows.jsonl) for the optimization examples,
+    whose `models` volume this folder stands in for (kaliper run --volume models=DIRECTORY), and tiny-llm/
+    (tiny.gguf for llama.cpp's llama-server, and its tokenizer.json) for the LLM examples."""
     from kaliper.serving.examples import make_cpu_heavy, make_iris, make_iris_pipeline
+    from kaliper.serving.tiny_llm import make_tiny_llm
 
     made = [make_iris(directory / "iris.onnx"), make_cpu_heavy(directory / "mlp.onnx"), *make_iris_pipeline(directory)]
+    made += [make_tiny_llm(directory / "tiny-llm", name="tiny"), directory / "tiny-llm" / "tokenizer.json"]
     for path in made:
         click.echo(f"wrote {path}")
 

@@ -46,7 +46,7 @@ from kaliper.manifests.profilerun import (
 )
 from kaliper.metrics.trial_window import measure_trial
 from kaliper.profiling import trials as run_trials
-from kaliper.profiling.plan import cluster_problem, configurations
+from kaliper.profiling.plan import cluster_problem, configurations, machine_paths_problem
 from kaliper.profiling.schedule import PlannedTrial, planned_trials, room_to_start, schedule_from_status
 from kaliper.report.schema import LoadTestResult
 from kaliper.report.status import final_status, trial_summary
@@ -153,11 +153,9 @@ class RunStep(StatusStep[ProfileRunStatus]):
         """Check what the run needs, snapshot its target and list its trials. False: not yet (the target
         ModelDeployment does not exist yet)."""
         spec = self.spec
-        if spec.payload.dataset is not None and spec.payload.dataset.file is not None:
-            raise RunFailed(
-                "spec.payload.dataset.file is a path on one machine; on Kubernetes put the lines in a ConfigMap "
-                "and use payload.dataset.configMap"
-            )
+        problem = machine_paths_problem(spec)
+        if problem:
+            raise RunFailed(problem)
         base = None
         if spec.target.deployment_ref is not None:
             ref = spec.target.deployment_ref.name

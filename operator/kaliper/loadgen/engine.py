@@ -38,7 +38,7 @@ from kaliper.loadgen.http import Connection, StreamingConnection, build_request
 from kaliper.loadgen.payloads import build_bodies
 from kaliper.loadgen.progress import StageProgress
 from kaliper.loadgen.recorder import Aggregator, Recorder, Window
-from kaliper.loadgen.results import LATE_AFTER_S, stage_result, stage_warnings
+from kaliper.loadgen.results import LATE_AFTER_S, stage_result, stage_warnings, token_summary
 from kaliper.loadgen.schedule import send_offsets
 from kaliper.loadgen.statistics import estimate
 from kaliper.loadgen.stopping import Decision, StoppingParameters, WindowFigures, decide, straddling
@@ -574,6 +574,8 @@ def summarize(result: LoadTestResult) -> str:
             f"stage {stage.index}: {stage.level:g} {unit}  {stage.requests} requests in {stage.measured_s:g}s  "
             f"{stage.throughput_rps:.1f} ok/s  errors {stage.error_rate:.2%}  {figures}"
         )
+        if stage.tokens is not None:
+            lines.append("  " + token_summary(stage.tokens))
         lines.append(f"  stopped: {stage.stop_reason}")
         if stage.errors_by_kind:
             lines.append("  errors: " + ", ".join(f"{k} x{n}" for k, n in Counter(stage.errors_by_kind).most_common()))

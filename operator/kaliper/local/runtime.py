@@ -25,6 +25,7 @@ from kaliper.local.servers import ServerError, ServerGroup
 from kaliper.local.sources import NotOnThisMachine, deployment_model, local_path
 from kaliper.log import get_logger
 from kaliper.manifests.profilerun import loadgen_config as build_loadgen_config
+from kaliper.manifests.profilerun import payload_dataset
 from kaliper.metrics.nvml import Nvml
 from kaliper.netutil import free_port
 from kaliper.profiling.plan import configurations, trial_count_problem
@@ -113,9 +114,11 @@ def loadgen_config(spec: ProfileRunSpec, url: str, model_name: str, level: float
     headers = {
         h.name: secret_variable(h.secret_key_ref.name, h.secret_key_ref.key) for h in spec.request.headers_from or []
     }
-    dataset = spec.payload.dataset
+    dataset = payload_dataset(spec)
     dataset_file = str(local_path(dataset.file, base_dir)) if dataset is not None and dataset.file is not None else None
-    return build_loadgen_config(spec, url, model_name, level, headers, dataset_file)
+    tokenizer = spec.payload.prompts.tokenizer if spec.payload.prompts else None
+    tokenizer_file = str(local_path(tokenizer.file, base_dir)) if tokenizer and tokenizer.file else None
+    return build_loadgen_config(spec, url, model_name, level, headers, dataset_file, tokenizer_file)
 
 
 class LocalRuntime:

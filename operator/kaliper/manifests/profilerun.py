@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 
 from kaliper.api.modeldeployment import ModelDeploymentSpec
-from kaliper.api.profilerun import ProfileRunSpec
+from kaliper.api.profilerun import DatasetSource, ProfileRunSpec
 from kaliper.api.units import parse_duration
 from kaliper.manifests.modeldeployment import LABEL_MANAGED, owner_reference
 
@@ -64,6 +64,7 @@ def loadgen_account(run: str) -> str:
 LOADGEN_PORT = 5557
 CONFIG_DIR = "/etc/kaliper"
 PAYLOAD_DIR = "/etc/kaliper/payload"
+TOKENIZER_DIR = "/etc/kaliper/tokenizer"
 MASTER_JOIN_TIMEOUT_S = 120
 
 
@@ -136,6 +137,13 @@ def build_trial_deployment(run: dict[str, Any], index: int, spec: ModelDeploymen
     }
 
 
+def payload_dataset(spec: ProfileRunSpec) -> DatasetSource | None:
+    """The dataset the requests come from: request bodies (payload.dataset) or prompts (payload.prompts)."""
+    if spec.payload.prompts is not None:
+        return spec.payload.prompts.dataset
+    return spec.payload.dataset
+
+
 def header_variable(index: int) -> str:
     return f"KALIPER_HEADER_{index}"
 
@@ -147,18 +155,24 @@ def loadgen_config(
     level: float,
     env_headers: dict[str, str],
     dataset_file: str | None = None,
+    tokenizer_file: str | None = None,
 ) -> dict[str, Any]:
     """The load generator's config (a LoadGenConfig) for one trial. Secret-backed headers become
-    environment variable names (env_headers: header -> variable), never values."""
+    environment variable names (env_headers: header -> variable), never values. `dataset_file` and
+    `tokenizer_file` say where the generator finds the payload's dataset (or prompts dataset) and the
+    prompts' tokenizer: a mounted ConfigMap key in the cluster, a resolved path locally."""
     load = spec.load.to_manifest()
     if spec.load.closed_loop is not None:
         load["closedLoop"]["concurrency"] = int(level)
     else:
         load["openLoop"]["rate"] = level
     payload = spec.payload.to_manifest()
+    holder = payload.get("prompts", payload)  # where a dataset and a tokenizer sit
     if dataset_file is not None:
-        payload["dataset"] = {**payload["dataset"], "file": dataset_file}
-        payload["dataset"].pop("configMap", None)
+        holder["dataset"] = {**holder["dataset"], "file": dataset_file}
+        holder["dataset"].pop("configMap", None)
+    if tokenizer_file is not None:
+        holder["tokenizer"] = {"file": tokenizer_file}
     request = spec.request.to_manifest()
     request.setdefault("modelName", model_name)
     request.pop("headersFrom", None)
@@ -180,10 +194,14 @@ def _loadgen_pod(
         {"name": "config", "configMap": {"name": trial_objects(run["metadata"]["name"], index).loadgen_config}},
         {"name": "tmp", "emptyDir": {}},
     ]
-    dataset = spec.payload.dataset
+    dataset = payload_dataset(spec)
     if dataset is not None and dataset.config_map is not None:
         volumes.append({"name": "payload", "configMap": {"name": dataset.config_map.name}})
         mounts.append({"name": "payload", "mountPath": PAYLOAD_DIR, "readOnly": True})
+    tokenizer = spec.payload.prompts.tokenizer if spec.payload.prompts else None
+    if tokenizer is not None and tokenizer.config_map is not None:
+        volumes.append({"name": "tokenizer", "configMap": {"name": tokenizer.config_map.name}})
+        mounts.append({"name": "tokenizer", "mountPath": TOKENIZER_DIR, "readOnly": True})
     container: dict[str, Any] = {
         "name": "loadgen",
         "image": pod.image,
@@ -255,9 +273,13 @@ def build_loadgen(
     workers = spec.load.workers
     names = trial_objects(run["metadata"]["name"], index, workers)
     headers = {h.name: header_variable(i) for i, h in enumerate(spec.request.headers_from or [])}
-    dataset = spec.payload.dataset
+    dataset = payload_dataset(spec)
     dataset_file = str(PurePosixPath(PAYLOAD_DIR) / dataset.config_map.key) if dataset and dataset.config_map else None
-    config = loadgen_config(spec, url, model_name, level, headers, dataset_file)
+    tokenizer = spec.payload.prompts.tokenizer if spec.payload.prompts else None
+    tokenizer_file = (
+        str(PurePosixPath(TOKENIZER_DIR) / tokenizer.config_map.key) if tokenizer and tokenizer.config_map else None
+    )
+    config = loadgen_config(spec, url, model_name, level, headers, dataset_file, tokenizer_file)
     results_meta = _owned_meta(run, names.results, "results", index)
     # The load generator's identity may not update the run's finalizers, which blocking the owner's deletion
     # needs (OwnerReferencesPermissionEnforcement); the results need not hold up a deletion anyway.

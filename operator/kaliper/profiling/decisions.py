@@ -11,12 +11,19 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from kaliper.api.profilerun import CostModel, RecommendationSpec, SloSpec, SloVerdict
+from kaliper.api.profilerun import CostModel, LatencyObjective, RecommendationSpec, SloSpec, SloVerdict
 from kaliper.api.units import format_cpu, format_memory, parse_cpu, parse_duration, parse_quantity
 from kaliper.loadgen.histogram import LatencyHistogram
 from kaliper.loadgen.statistics import estimate, nearest_rank
 from kaliper.pareto import pareto_front
-from kaliper.report.schema import BestChoice, RecommendationReport, SloCheck, StageResult, TrialReport
+from kaliper.report.schema import (
+    BestChoice,
+    LatencyFigures,
+    RecommendationReport,
+    SloCheck,
+    StageResult,
+    TrialReport,
+)
 
 GIB = 2**30
 MIN_CPU_CORES = 0.01
@@ -33,9 +40,31 @@ class Interval:
     high_ms: float | None = None
 
 
-def latency_interval(stage: StageResult, percentile: float, measure: str = "corrected") -> Interval:
+def metric_figures(stage: StageResult, measure: str = "corrected", metric: str = "latency") -> LatencyFigures | None:
+    """The distribution an objective is about: the whole request's latency, or a token stream's ttft, itl
+    (per chunk) or tpot. None where the stage has no token figures."""
+    if metric == "latency":
+        return stage.latency if measure == "corrected" else stage.service_time
+    if stage.tokens is None:
+        return None
+    if metric == "ttft":
+        return stage.tokens.ttft if measure == "corrected" else stage.tokens.ttft_service
+    return stage.tokens.itl_chunk if metric == "itl" else stage.tokens.tpot
+
+
+def objective_text(objective: LatencyObjective) -> str:
+    """Such as "p99 <= 50ms", or "ttft p90 <= 200ms"."""
+    prefix = "" if objective.metric == "latency" else f"{objective.metric} "
+    return f"{prefix}p{objective.percentile:g} <= {objective.max}"
+
+
+def latency_interval(
+    stage: StageResult, percentile: float, measure: str = "corrected", metric: str = "latency"
+) -> Interval:
     """A percentile with its interval; percentiles the report does not list come from the histogram."""
-    figures = stage.latency if measure == "corrected" else stage.service_time
+    figures = metric_figures(stage, measure, metric)
+    if figures is None:
+        return Interval(None)
     listed = figures.at(percentile)
     if listed is not None:
         return Interval(listed.value_ms, listed.ci_low_ms, listed.ci_high_ms)
@@ -75,10 +104,10 @@ def slo_checks(stage: StageResult, slo: SloSpec | None) -> tuple[list[SloCheck],
         return [], None
     checks = []
     for objective in slo.latency or []:
-        found = latency_interval(stage, objective.percentile, objective.measure)
+        found = latency_interval(stage, objective.percentile, objective.measure, objective.metric)
         checks.append(
             SloCheck(
-                objective=f"p{objective.percentile:g} <= {objective.max}",
+                objective=objective_text(objective),
                 verdict=latency_verdict(found, parse_duration(objective.max) * 1000),
                 observed=interval_text(found),
             )
@@ -159,7 +188,7 @@ def headroom(trial: TrialReport, slo: SloSpec | None) -> float:
         return -(latency_at(trial.stage, 99) or 0.0) / 1000
     margins = []
     for objective in objectives:
-        found = latency_interval(trial.stage, objective.percentile, objective.measure)
+        found = latency_interval(trial.stage, objective.percentile, objective.measure, objective.metric)
         upper = found.high_ms if found.high_ms is not None else found.value_ms
         bound = parse_duration(objective.max) * 1000
         margins.append((bound - (upper or bound)) / bound)

@@ -102,6 +102,22 @@ def apply(base: ModelDeploymentSpec, chosen: dict[str, Any]) -> ModelDeploymentS
     return spec
 
 
+def machine_paths_problem(spec: ProfileRunSpec) -> str | None:
+    """Files named by a path on one machine cannot reach a load-generator pod: they go in ConfigMaps."""
+    prompts = spec.payload.prompts
+    for field, source in (
+        ("payload.dataset", spec.payload.dataset),
+        ("payload.prompts.dataset", prompts.dataset if prompts else None),
+        ("payload.prompts.tokenizer", prompts.tokenizer if prompts else None),
+    ):
+        if source is not None and source.file is not None:
+            return (
+                f"spec.{field}.file is a path on one machine; on Kubernetes put the file in a ConfigMap and use "
+                f"{field}.configMap"
+            )
+    return None
+
+
 def cluster_problem(spec: ProfileRunSpec, configs: list[Configuration], namespace: str, image: str) -> str | None:
     """Why the sweep cannot run on Kubernetes, or None: too many trials, or a configuration the cluster
     cannot deploy."""
