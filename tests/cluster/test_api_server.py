@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from kaliper.api.loader import check_document, read_documents
+from kaliper.loadgen.config import LoadGenConfig
 from tests.support.controlplane import Kubectl
 from tests.support.paths import CATALOGUE, EXAMPLES, REPO
 
@@ -38,7 +39,13 @@ def test_crds_are_established_with_names_and_categories(crds: Kubectl) -> None:
 
 
 def test_every_example_applies(crds: Kubectl, namespace: str) -> None:
-    for path in sorted(EXAMPLES.rglob("*.yaml")):
+    """Every manifest applies; the load generator's configs (loadtest*.yaml) are not manifests, and validate
+    as what they are."""
+    loadtests = sorted(EXAMPLES.rglob("loadtest*.yaml"))
+    assert [p.relative_to(EXAMPLES).as_posix() for p in loadtests] == ["llm/loadtest-chat.yaml"]
+    for path in loadtests:
+        LoadGenConfig.model_validate(yaml.safe_load(path.read_text()))
+    for path in sorted(set(EXAMPLES.rglob("*.yaml")) - set(loadtests)):
         docs = [d for d in yaml.safe_load_all(path.read_text()) if d]
         for doc in docs:
             doc["metadata"]["namespace"] = namespace
