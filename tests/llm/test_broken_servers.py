@@ -3,18 +3,16 @@ plays the defects; one user, so every request of the stage met the same one)."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from kaliper.report.schema import LoadTestResult
 from kaliper.serving.tiny_llm import make_tiny_llm
 from tests.support.broken_llm import broken_llm_server
+from tests.support.loadgen_run import run_loadgen
 
 LOAD = {"closedLoop": {"concurrency": 1}, "warmup": "0s", "minDuration": "1s", "maxDuration": "1s"}
 
@@ -43,17 +41,9 @@ def run(tmp_path: Path, base: str, mode: str, tokenizer: Path | None = None) -> 
         "payload": {"prompts": prompts},
         "load": LOAD,
     }
-    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
-    out = tmp_path / "result.json"
-    process = subprocess.run(
-        [sys.executable, "-m", "kaliper.loadgen", "run", str(tmp_path / "config.yaml"), "-o", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    process, result = run_loadgen(tmp_path, config)
     assert process.returncode == 0, process.stderr
-    result = LoadTestResult.model_validate_json(out.read_text())
-    assert result.ok and len(result.stages) == 1 and result.stages[0].requests > 10
+    assert result is not None and result.ok and len(result.stages) == 1 and result.stages[0].requests > 10
     return result
 
 

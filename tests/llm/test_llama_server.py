@@ -7,17 +7,15 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-import yaml
 
 from kaliper.report.schema import LoadTestResult, StageResult
 from kaliper.serving.tiny_llm import TinyLlmShape, make_tiny_llm
 from tests.support.llama import MODEL_NAME, llama_server, server_counters, tiny_model
+from tests.support.loadgen_run import run_loadgen
 
 SHORT = {"warmup": "1s", "minDuration": "3s", "maxDuration": "3s", "stopping": {"window": "1s"}}
 # llama-server's ChatML template around a user message adds 16 tokens with this tokenizer (measured with the
@@ -36,19 +34,6 @@ def server(model: Path) -> Iterator[str]:
         yield base
 
 
-def run(tmp_path: Path, config: dict[str, Any]) -> tuple[subprocess.CompletedProcess, LoadTestResult | None]:
-    path = tmp_path / "config.yaml"
-    path.write_text(yaml.safe_dump(config))
-    out = tmp_path / "result.json"
-    process = subprocess.run(
-        [sys.executable, "-m", "kaliper.loadgen", "run", str(path), "-o", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    return process, LoadTestResult.model_validate_json(out.read_text()) if out.exists() else None
-
-
 def only_stage(process: subprocess.CompletedProcess, result: LoadTestResult | None) -> StageResult:
     assert process.returncode == 0, process.stderr
     assert result is not None and result.ok and len(result.stages) == 1
@@ -59,7 +44,7 @@ def test_closed_loop_chat_streams_have_exact_lengths_and_the_servers_counts(
     tmp_path: Path, server: str, model: Path
 ) -> None:
     before = server_counters(server)
-    process, result = run(
+    process, result = run_loadgen(
         tmp_path,
         {
             "url": server,
@@ -106,7 +91,7 @@ def test_open_loop_completions_from_a_dataset_with_per_row_max_tokens(tmp_path: 
     dataset.write_text(
         json.dumps({"prompt": " no ka li", "max_tokens": 5}) + "\n" + json.dumps({"prompt": " per", "max_tokens": 5})
     )
-    process, result = run(
+    process, result = run_loadgen(
         tmp_path,
         {
             "url": server,
@@ -130,11 +115,13 @@ def test_open_loop_completions_from_a_dataset_with_per_row_max_tokens(tmp_path: 
         corrected, service = tokens.ttft.at(p), tokens.ttft_service.at(p)
         assert corrected is not None and service is not None
         assert corrected.value_ms >= service.value_ms
-    assert stage.late_sends is not None and not stage.late_sends.flagged
+    # Late sends are accounted for (whether any are late depends on how busy the machine is).
+    late = stage.late_sends
+    assert late is not None and late.count == late.no_free_connection + late.generator_lag
 
 
 def test_an_answer_not_streamed_when_not_asked_is_one_arrival(tmp_path: Path, server: str, model: Path) -> None:
-    process, result = run(
+    process, result = run_loadgen(
         tmp_path,
         {
             "url": server,
@@ -164,7 +151,7 @@ def test_an_answer_not_streamed_when_not_asked_is_one_arrival(tmp_path: Path, se
 def test_a_tokenizer_of_another_model_is_refused_before_any_load(tmp_path: Path, server: str) -> None:
     other = tmp_path / "other"
     make_tiny_llm(other, TinyLlmShape(vocab=1024), seed=11)
-    process, result = run(
+    process, result = run_loadgen(
         tmp_path,
         {
             "url": server,

@@ -16,26 +16,12 @@ import yaml
 
 from kaliper.loadgen.http import build_request
 from kaliper.netutil import free_port
-from kaliper.report.schema import LoadTestResult
 from tests.support.groundtruth import binary, groundtruth, records, wait_http
+from tests.support.loadgen_run import run_loadgen
 
 OIP = {"protocol": "oip-v2", "modelName": "truth"}
 BODY = {"inline": '{"inputs":[{"name":"x","shape":[1,2],"datatype":"FP32","data":[1,2]}]}'}
 SHORT = {"warmup": "1s", "minDuration": "3s", "maxDuration": "3s", "stopping": {"window": "1s"}}
-
-
-def run(tmp_path: Path, config: dict[str, Any]) -> tuple[subprocess.CompletedProcess, LoadTestResult | None]:
-    path = tmp_path / "config.yaml"
-    path.write_text(yaml.safe_dump(config))
-    out = tmp_path / "result.json"
-    process = subprocess.run(
-        [sys.executable, "-m", "kaliper.loadgen", "run", str(path), "-o", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    result = LoadTestResult.model_validate_json(out.read_text()) if out.exists() else None
-    return process, result
 
 
 def percentile(figures: Any, p: float) -> float:
@@ -51,7 +37,7 @@ def server() -> Any:
 
 
 def test_closed_loop_with_two_levels(tmp_path: Path, server: str) -> None:
-    process, result = run(
+    process, result = run_loadgen(
         tmp_path,
         {
             "url": server,
@@ -99,7 +85,7 @@ def test_closed_loop_with_two_levels(tmp_path: Path, server: str) -> None:
 
 def test_closed_loop_agrees_with_the_servers_own_records(tmp_path: Path) -> None:
     with groundtruth("-median", "30ms", "-sigma", "0.3") as base:
-        process, result = run(
+        process, result = run_loadgen(
             tmp_path,
             {"url": base, "request": OIP, "payload": BODY, "load": {"closedLoop": {"concurrency": 4}, **SHORT}},
         )
@@ -114,7 +100,7 @@ def test_closed_loop_agrees_with_the_servers_own_records(tmp_path: Path) -> None
 
 
 def test_open_loop_keeps_its_schedule_and_reports_corrected_latency(tmp_path: Path, server: str) -> None:
-    process, result = run(
+    process, result = run_loadgen(
         tmp_path,
         {
             "url": server,
@@ -136,7 +122,7 @@ def test_open_loop_keeps_its_schedule_and_reports_corrected_latency(tmp_path: Pa
 
 def test_open_loop_with_too_few_connections_is_flagged(tmp_path: Path) -> None:
     with groundtruth("-median", "200ms", "-sigma", "0.1") as base:
-        process, result = run(
+        process, result = run_loadgen(
             tmp_path,
             {
                 "url": base,
@@ -155,7 +141,7 @@ def test_open_loop_with_too_few_connections_is_flagged(tmp_path: Path) -> None:
 
 
 def test_several_processes_merge_into_one_result(tmp_path: Path, server: str) -> None:
-    process, result = run(
+    process, result = run_loadgen(
         tmp_path,
         {
             "url": server,
@@ -173,7 +159,7 @@ def test_several_processes_merge_into_one_result(tmp_path: Path, server: str) ->
 
 def test_timeouts_are_errors_with_their_latency(tmp_path: Path) -> None:
     with groundtruth("-median", "2s", "-sigma", "0.01") as base:
-        process, result = run(
+        process, result = run_loadgen(
             tmp_path,
             {
                 "url": base,
@@ -191,7 +177,7 @@ def test_timeouts_are_errors_with_their_latency(tmp_path: Path) -> None:
 
 def test_unreachable_target_fails_fast_with_a_clear_error(tmp_path: Path) -> None:
     started = time.monotonic()
-    process, result = run(
+    process, result = run_loadgen(
         tmp_path,
         {
             "url": f"http://127.0.0.1:{free_port()}",
@@ -208,7 +194,7 @@ def test_unreachable_target_fails_fast_with_a_clear_error(tmp_path: Path) -> Non
 
 
 def test_bad_input_is_refused_before_anything_starts(tmp_path: Path) -> None:
-    process, _ = run(
+    process, _ = run_loadgen(
         tmp_path, {"url": "http://127.0.0.1:1", "request": OIP, "payload": BODY, "load": {"openLoop": {"rate": 0}}}
     )
     assert process.returncode == 2
@@ -216,7 +202,7 @@ def test_bad_input_is_refused_before_anything_starts(tmp_path: Path) -> None:
 
     dataset = tmp_path / "requests.jsonl"
     dataset.write_text('{"ok": 1}\n{"broken": \n')
-    process, _ = run(
+    process, _ = run_loadgen(
         tmp_path,
         {
             "url": "http://127.0.0.1:1",
@@ -230,7 +216,9 @@ def test_bad_input_is_refused_before_anything_starts(tmp_path: Path) -> None:
 
 
 def test_results_document_is_versioned_json(tmp_path: Path, server: str) -> None:
-    run(tmp_path, {"url": server, "request": OIP, "payload": BODY, "load": {"closedLoop": {"concurrency": 1}, **SHORT}})
+    run_loadgen(
+        tmp_path, {"url": server, "request": OIP, "payload": BODY, "load": {"closedLoop": {"concurrency": 1}, **SHORT}}
+    )
     document = json.loads((tmp_path / "result.json").read_text())
     assert document["schemaVersion"] == "kaliper.dev/loadtest/v2"
     assert document["stages"][0]["latency"]["histogram"]  # the encoded HDR histogram travels along
@@ -238,7 +226,7 @@ def test_results_document_is_versioned_json(tmp_path: Path, server: str) -> None
 
 def test_stopping_rule_ends_a_stable_measurement_early(tmp_path: Path, server: str) -> None:
     stopping = {"window": "1s", "stableWindows": 3, "tolerance": 0.5, "percentile": 50, "maxRelativeCiWidth": 0.5}
-    process, result = run(
+    process, result = run_loadgen(
         tmp_path,
         {
             "url": server,
@@ -267,7 +255,7 @@ def test_a_target_that_goes_down_mid_run_ends_it_early(tmp_path: Path) -> None:
     wait_http(f"http://127.0.0.1:{port}/_truth/records")
     threading.Timer(3, target.kill).start()
     started = time.monotonic()
-    process, result = run(
+    process, result = run_loadgen(
         tmp_path,
         {
             "url": f"http://127.0.0.1:{port}",

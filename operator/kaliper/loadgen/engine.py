@@ -160,16 +160,10 @@ class KaliperUser(User):
                 gevent.sleep(0.001)  # do not spin on a refusing target
 
     def _open_loop(self) -> None:
-        generator, recorder = self.generator, self.generator.recorder
+        recorder = self.generator.recorder
         clock, wall = time.perf_counter, time.time
         while True:
-            slot = generator.claim_slot()
-            if slot is None:
-                gevent.sleep(0.01)
-                continue
-            claimed = clock()
-            if slot > claimed:
-                gevent.sleep(slot - claimed)
+            slot, claimed = self._wait_for_slot()
             start = clock()
             late = start - slot > LATE_AFTER_S
             error, sent, received = self.send()
@@ -186,6 +180,17 @@ class KaliperUser(User):
                 received=received,
             )
 
+    def _wait_for_slot(self) -> tuple[float, float]:
+        """Open loop: claim the next intended send time and sleep until it; returns it and when it was claimed
+        (a claim after the slot was due means no connection was free in time)."""
+        clock = time.perf_counter
+        while (slot := self.generator.claim_slot()) is None:
+            gevent.sleep(0.01)
+        claimed = clock()
+        if slot > claimed:
+            gevent.sleep(slot - claimed)
+        return slot, claimed
+
     def _generation_loop(self, sender: GenerationSender) -> None:
         """Generation requests, closed or open loop: each answer read as it arrives, its tokens timed."""
         generator, recorder = self.generator, self.generator.recorder
@@ -194,15 +199,7 @@ class KaliperUser(User):
         clock, wall = time.perf_counter, time.time
         open_loop = generator.config.open_loop
         while True:
-            slot = claimed = None
-            if open_loop:
-                slot = generator.claim_slot()
-                if slot is None:
-                    gevent.sleep(0.01)
-                    continue
-                claimed = clock()
-                if slot > claimed:
-                    gevent.sleep(slot - claimed)
+            slot, claimed = self._wait_for_slot() if open_loop else (None, None)
             index = generator.next_index()
             raw = generator.requests[index]
             resent_before = connection.resent
@@ -214,7 +211,7 @@ class KaliperUser(User):
                 end - outcome.sent,
                 end - slot if slot is not None else None,
                 outcome.error,
-                late_no_connection=late and claimed is not None and slot is not None and claimed > slot + LATE_AFTER_S,
+                late_no_connection=late and claimed is not None and claimed > slot + LATE_AFTER_S,
                 late_generator=late,
                 sent=len(raw),
                 received=connection.last_response_bytes,

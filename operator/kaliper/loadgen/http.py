@@ -13,8 +13,10 @@ import socket
 import ssl as ssl_module
 import time
 from collections.abc import Callable
+from typing import TypeVar
 
 _CRLF = b"\r\n"
+_T = TypeVar("_T")
 _HEADER_END = b"\r\n\r\n"
 
 
@@ -65,17 +67,21 @@ class Connection:
 
     def request(self, raw: bytes) -> int:
         """Send a prepared request and read the whole response; returns the status code."""
+        return self._once_more_if_stale(lambda: self._exchange(raw))
+
+    def _once_more_if_stale(self, exchange: Callable[[], _T]) -> _T:
+        """Run `exchange`; if a reused connection turns out closed by the server before any answer (an idle
+        kept-alive connection), run it once more on a new connection and count it in `resent`."""
         reused = self._sock is not None
         try:
-            return self._exchange(raw)
+            return exchange()
         except (ConnectionResetError, BrokenPipeError, ClosedBeforeResponse):
             self.close()
             if not reused:
                 raise
-            # The server had closed the idle kept-alive connection: once more, on a new one.
             self.resent += 1
             try:
-                return self._exchange(raw)
+                return exchange()
             except BaseException:
                 self.close()
                 raise
@@ -195,22 +201,7 @@ class StreamingConnection(Connection):
             # Closed by the server since its last answer (llama.cpp's server does this after every stream,
             # while advertising keep-alive): a new connection, not a failed send.
             self.close()
-        reused = self._sock is not None
-        try:
-            return self._stream_exchange(self._sock or self._connect(), raw, open_body)
-        except (ConnectionResetError, BrokenPipeError, ClosedBeforeResponse):
-            self.close()
-            if not reused:
-                raise
-            self.resent += 1
-            try:
-                return self._stream_exchange(self._connect(), raw, open_body)
-            except BaseException:
-                self.close()
-                raise
-        except BaseException:
-            self.close()
-            raise
+        return self._once_more_if_stale(lambda: self._stream_exchange(self._sock or self._connect(), raw, open_body))
 
     def _stream_exchange(self, sock: socket.socket, raw: bytes, open_body: BodyOpener) -> StreamedResponse:
         clock = time.perf_counter
