@@ -72,3 +72,32 @@ def measured_interval(stage: dict[str, Any]) -> tuple[float, float]:
 
 def percent_error(value: float, truth: float) -> str:
     return f"{(value - truth) / truth * 100:+.2f}%"
+
+
+def lognormal_cdf(x: float, median: float, sigma: float) -> float:
+    if x <= 0:
+        return 0.0
+    return 0.5 * (1 + math.erf((math.log(x) - math.log(median)) / (sigma * math.sqrt(2))))
+
+
+def stalled_percentile(p: float, median: float, sigma: float, period: float, stall: float, steps: int = 4000) -> float:
+    """The p-th percentile (ms) of latency from the intended send when a server holds every request that
+    arrives in a stall of `stall` s once every `period` s, and otherwise answers after a lognormal draw.
+    Over whole periods the send phase is uniform, so the latency distribution is the mixture
+
+        F(x) = (1 - S/P) * L(x) + (1/P) * integral_0^S L(x - r) dr        (L: the lognormal CDF)
+
+    computed by numerical integration and bisection."""
+
+    def mixture_cdf(x: float) -> float:
+        held = sum(lognormal_cdf(x - (i + 0.5) * stall / steps, median, sigma) for i in range(steps)) * stall / steps
+        return (1 - stall / period) * lognormal_cdf(x, median, sigma) + held / period
+
+    low, high = 0.0, stall + 10.0
+    for _ in range(60):
+        mid = (low + high) / 2
+        if mixture_cdf(mid) < p / 100:
+            low = mid
+        else:
+            high = mid
+    return (low + high) / 2 * 1000

@@ -7,7 +7,7 @@ periods the send phase is uniform, so the true latency distribution is the mixtu
 
     F(x) = (1 - S/P) * L(x) + (1/P) * integral_0^S L(x - r) dr        (L: the lognormal CDF)
 
-whose percentiles are computed here exactly (numerical integration and bisection). Kaliper's corrected
+whose percentiles are computed here exactly (_common.stalled_percentile). Kaliper's corrected
 percentiles are compared with them; stock Locust (closed loop, users sized for the same rate) is printed
 beside them.
 
@@ -29,32 +29,15 @@ from _common import (
     records,
     run_kaliper,
     run_stock_locust,
+    stalled_percentile,
 )
 
 MEDIAN_S, SIGMA, PERIOD_S, STALL_S = 0.105, 0.35, 10.0, 2.0
 PERCENTILES = (50.0, 90.0, 95.0, 99.0)
 
 
-def lognormal_cdf(x: float) -> float:
-    if x <= 0:
-        return 0.0
-    return 0.5 * (1 + math.erf((math.log(x) - math.log(MEDIAN_S)) / (SIGMA * math.sqrt(2))))
-
-
-def mixture_cdf(x: float, steps: int = 4000) -> float:
-    stalled = sum(lognormal_cdf(x - (i + 0.5) * STALL_S / steps) for i in range(steps)) * STALL_S / steps
-    return (1 - STALL_S / PERIOD_S) * lognormal_cdf(x) + stalled / PERIOD_S
-
-
 def true_percentile(p: float) -> float:
-    low, high = 0.0, STALL_S + 10.0
-    for _ in range(60):
-        mid = (low + high) / 2
-        if mixture_cdf(mid) < p / 100:
-            low = mid
-        else:
-            high = mid
-    return (low + high) / 2 * 1000
+    return stalled_percentile(p, MEDIAN_S, SIGMA, PERIOD_S, STALL_S)
 
 
 def main() -> None:
@@ -67,7 +50,7 @@ def main() -> None:
     duration = int(args.periods * PERIOD_S)
 
     with groundtruth(
-        args.port, "-median", "105ms", "-sigma", "0.35", "-stall-every", "10s", "-stall-for", "2s"
+        "-median", "105ms", "-sigma", "0.35", "-stall-every", "10s", "-stall-for", "2s", port=args.port
     ) as base:
         config = {
             "url": base,

@@ -1,5 +1,6 @@
-"""The ground-truth HTTP server of bench/groundtruth (Go, standard library only): known latency, its own
-records of every request. Built on first use and cached by the hash of its source."""
+"""The ground-truth servers of bench/ (Go, standard library only), each built on first use and cached by
+the hash of its source: bench/groundtruth (known latency, its own records of every request) and
+bench/streamtruth (an OpenAI-compatible token stream of known timing, recording when it sent every chunk)."""
 
 from __future__ import annotations
 
@@ -17,17 +18,18 @@ from kaliper.netutil import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 SOURCE = REPO / "bench" / "groundtruth"
+STREAM_SOURCE = REPO / "bench" / "streamtruth"
 CACHE = Path(os.environ.get("KALIPER_CACHE", Path.home() / ".cache" / "kaliper")) / "bench"
 
 
-def binary() -> Path:
-    digest = hashlib.sha256((SOURCE / "main.go").read_bytes() + (SOURCE / "go.mod").read_bytes()).hexdigest()
-    target = CACHE / f"groundtruth-{digest[:12]}"
+def binary(source: Path = SOURCE) -> Path:
+    digest = hashlib.sha256((source / "main.go").read_bytes() + (source / "go.mod").read_bytes()).hexdigest()
+    target = CACHE / f"{source.name}-{digest[:12]}"
     if not target.exists():
         CACHE.mkdir(parents=True, exist_ok=True)
         subprocess.run(
             ["go", "build", "-o", str(target), "."],
-            cwd=SOURCE,
+            cwd=source,
             check=True,
             env={**os.environ, "CGO_ENABLED": "0", "GOTOOLCHAIN": "local"},
         )
@@ -47,10 +49,13 @@ def wait_http(url: str, timeout: float = 20) -> None:
 
 
 @contextmanager
-def groundtruth(*flags: str, port: int | None = None) -> Iterator[str]:
-    """Run the server on loopback; yields its base URL."""
+def groundtruth(
+    *flags: str, port: int | None = None, source: Path = SOURCE, prefix: tuple[str, ...] = ()
+) -> Iterator[str]:
+    """Run the server on loopback (after `prefix`, such as taskset); yields its base URL."""
     port = port or free_port()
-    process = subprocess.Popen([str(binary()), "-addr", f"127.0.0.1:{port}", *flags], stderr=subprocess.DEVNULL)
+    command = [*prefix, str(binary(source)), "-addr", f"127.0.0.1:{port}", *flags]
+    process = subprocess.Popen(command, stderr=subprocess.DEVNULL)
     try:
         wait_http(f"http://127.0.0.1:{port}/_truth/records")
         yield f"http://127.0.0.1:{port}"

@@ -1,0 +1,148 @@
+"""Shared pieces of the LLM benchmarks: the streaming ground-truth server (bench/streamtruth), its records
+as true TTFTs and gaps, and runs of Kaliper, AIPerf and inference-perf against one OpenAI-compatible URL.
+
+The peers are installed by bench/llm_peers.sh into their own environments under the cache; the tiny LLM's
+tokenizer (kaliper.serving.tiny_llm) is every tool's tokenizer, so no tool downloads anything."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import yaml
+from _common import BENCH, groundtruth
+from tests.support.groundtruth import CACHE, STREAM_SOURCE
+
+PEERS = CACHE / "peers"
+AIPERF = PEERS / "aiperf-0.13.0" / "bin" / "aiperf"
+INFERENCE_PERF = PEERS / "inference-perf-0.7.0" / "bin" / "inference-perf"
+MODEL = "truth"
+
+
+def install_peers() -> None:
+    subprocess.run(["bash", str(BENCH / "llm_peers.sh")], check=True)
+
+
+def tokenizer_dir() -> Path:
+    """The tiny LLM's tokenizer.json (+ tokenizer_config.json), made once under the cache."""
+    from kaliper.serving.tiny_llm import make_tiny_llm
+
+    directory = CACHE / "tiny-llm-tokenizer"
+    if not (directory / "tokenizer_config.json").exists():
+        make_tiny_llm(directory)
+    return directory
+
+
+def one_token_word() -> str:
+    """A word the tiny tokenizer encodes as one token: the server's every token, so that every tool
+    counts one token per chunk."""
+    from kaliper.loadgen.prompts import load_tokenizer, single_token_words
+
+    return single_token_words(load_tokenizer(tokenizer_dir() / "tokenizer.json"))[0]
+
+
+@contextmanager
+def streamtruth(*flags: str, port: int, prefix: tuple[str, ...] = ()) -> Iterator[str]:
+    with groundtruth("-word", one_token_word(), *flags, port=port, source=STREAM_SOURCE, prefix=prefix) as base:
+        yield base
+
+
+def stream_records(base: str) -> tuple[float, list[tuple[float, list[float]]]]:
+    """(stall epoch, [(arrived unix s, [content chunk sent unix s, ...])]) of every answered request."""
+    import urllib.request
+
+    data = json.loads(urllib.request.urlopen(f"{base}/_truth/records", timeout=60).read())
+    return data["epoch"], [(r["arrived"] / 1e9, [ns / 1e9 for ns in r["chunks"]]) for r in data["records"]]
+
+
+def true_ttfts_and_gaps(served: list[tuple[float, list[float]]]) -> tuple[list[float], list[float]]:
+    """The server's own TTFTs (arrival to first content chunk) and gaps between chunks, in ms."""
+    ttfts = [(chunks[0] - arrived) * 1000 for arrived, chunks in served if chunks]
+    gaps = [(b - a) * 1000 for _, chunks in served for a, b in itertools.pairwise(chunks)]
+    return ttfts, gaps
+
+
+def kaliper_config(base: str, load: dict[str, Any], max_tokens: int, input_tokens: int = 128) -> dict[str, Any]:
+    return {
+        "url": base,
+        "request": {
+            "protocol": "openai-completions",
+            "modelName": MODEL,
+            "timeout": "60s",
+            "generation": {"maxTokens": max_tokens, "ignoreEos": True},
+        },
+        "payload": {
+            "prompts": {
+                "synthetic": {"inputTokens": {"distribution": "fixed", "mean": input_tokens}, "count": 512},
+                "tokenizer": {"file": str(tokenizer_dir() / "tokenizer.json")},
+            }
+        },
+        "load": load,
+    }
+
+
+def run_aiperf(
+    base: str, load_args: list[str], max_tokens: int, cpus: str | None = None, input_tokens: int = 128
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """AIPerf's summary (profile_export_aiperf.json) and its per-request records of the profiling phase."""
+    with tempfile.TemporaryDirectory() as tmp:
+        command = [
+            str(AIPERF), "profile", "--model", MODEL, "--url", base, "--endpoint-type", "completions",
+            "--streaming", "--tokenizer", str(tokenizer_dir()), "--isl", str(input_tokens), "--isl-stddev", "0",
+            "--osl", str(max_tokens), "--osl-stddev", "0", "--extra-inputs", "ignore_eos:true",
+            "--use-server-token-count", "--ui-type", "none", "--no-gpu-telemetry", "--artifact-dir", tmp,
+            *load_args,
+        ]  # fmt: skip
+        if cpus:
+            command = ["taskset", "-c", cpus, *command]
+        subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        summary = json.loads((Path(tmp) / "profile_export_aiperf.json").read_text())
+        per_request = [json.loads(line) for line in (Path(tmp) / "profile_export.jsonl").read_text().splitlines()]
+    profiling = [r for r in per_request if r["metadata"].get("benchmark_phase") == "profiling"]
+    return summary, profiling
+
+
+def aiperf_interval(profiling: list[dict[str, Any]]) -> tuple[float, float]:
+    """Wall-clock interval of AIPerf's profiling phase: its first send to its last answer."""
+    starts = [r["metadata"]["request_start_ns"] for r in profiling]
+    ends = [r["metadata"]["request_end_ns"] for r in profiling]
+    return min(starts) / 1e9, max(ends) / 1e9
+
+
+def run_inference_perf(base: str, load: dict[str, Any], max_tokens: int, input_tokens: int = 128) -> dict[str, Any]:
+    """inference-perf's per-stage lifecycle metrics (seconds). Connection: close because it reuses
+    connections the way aiohttp does (the notes' keep-alive finding); the ground-truth server keeps them
+    alive correctly, but the same config then runs against llama-server too."""
+    with tempfile.TemporaryDirectory() as tmp:
+        exact = {"min": input_tokens, "max": input_tokens, "mean": input_tokens, "std_dev": 0}
+        config = {
+            "api": {"type": "completion", "streaming": True},
+            "server": {"type": "vllm", "model_name": MODEL, "base_url": base, "ignore_eos": True},
+            "tokenizer": {"pretrained_model_name_or_path": str(tokenizer_dir())},
+            "data": {
+                "type": "random",
+                "input_distribution": exact,
+                "output_distribution": {**exact, "min": max_tokens, "max": max_tokens, "mean": max_tokens},
+            },
+            "load": {**load, "num_workers": 1},
+            "report": {"request_lifecycle": {"summary": True, "per_stage": True, "per_request": False}},
+            "storage": {"local_storage": {"path": f"{tmp}/out"}},
+        }
+        path = Path(tmp) / "config.yml"
+        path.write_text(yaml.safe_dump(config))
+        subprocess.run(
+            [str(INFERENCE_PERF), "--config_file", str(path)],
+            check=True,
+            cwd=tmp,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env={**os.environ, "HF_HUB_OFFLINE": "1"},
+        )
+        return json.loads((Path(tmp) / "out" / "stage_0_lifecycle_metrics.json").read_text())

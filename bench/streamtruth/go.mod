@@ -1,0 +1,3 @@
+module kaliper.dev/bench/streamtruth
+
+go 1.25
