@@ -25,10 +25,13 @@ import (
 	"math"
 	"math/rand"
 	"net/http"
+	"runtime"
 	"strings"
 	"sync"
 	"time"
 )
+
+const spinMargin = 2 * time.Millisecond
 
 type record struct {
 	Arrived int64   `json:"arrived"`
@@ -121,6 +124,15 @@ func (s *server) serve(w http.ResponseWriter, r *http.Request) {
 			time.Sleep(d)
 		}
 	}
+	// Go's timers wake up to a millisecond late (the poller waits in whole milliseconds), which would move
+	// every first token off the analytic distribution the coordinated-omission benchmark compares with: the
+	// last spinMargin before the first token is spun instead. Later tokens sleep (their truth is recorded).
+	onTime := func(t time.Time) {
+		sleepUntil(t.Add(-spinMargin))
+		for time.Now().Before(t) {
+			runtime.Gosched()
+		}
+	}
 	next := arrived.Add(s.stallRemaining(arrived) + s.draw(s.ttft, s.ttftSigma))
 	usage := fmt.Sprintf(`{"prompt_tokens":%d,"completion_tokens":%d,"total_tokens":%d}`,
 		req.promptWords(), tokens, req.promptWords()+tokens)
@@ -128,7 +140,11 @@ func (s *server) serve(w http.ResponseWriter, r *http.Request) {
 
 	if !req.Stream {
 		for i := 0; i < tokens; i++ {
-			sleepUntil(next)
+			if i == 0 {
+				onTime(next)
+			} else {
+				sleepUntil(next)
+			}
 			next = time.Now().Add(s.draw(s.gap, s.gapSigma))
 		}
 		text := strings.Repeat(s.word, tokens)
@@ -155,7 +171,11 @@ func (s *server) serve(w http.ResponseWriter, r *http.Request) {
 		send(fmt.Sprintf(`{"id":%q,"object":%q,"model":%q,"choices":[{"index":0,"delta":{"role":"assistant","content":null},"finish_reason":null}]}`, id, object, req.Model))
 	}
 	for i := 0; i < tokens; i++ {
-		sleepUntil(next)
+		if i == 0 {
+			onTime(next)
+		} else {
+			sleepUntil(next)
+		}
 		if chat {
 			send(fmt.Sprintf(`{"id":%q,"object":%q,"model":%q,"choices":[{"index":0,"delta":{"content":%q},"finish_reason":null}]}`, id, object, req.Model, s.word))
 		} else {

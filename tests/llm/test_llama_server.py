@@ -84,6 +84,20 @@ def test_closed_loop_chat_streams_have_exact_lengths_and_the_servers_counts(
     predicted = server_counters(server)["tokens_predicted_total"] - before["tokens_predicted_total"]
     assert predicted >= tokens.output_tokens
     assert "ttft p99" in process.stderr and "tok/s" in process.stderr
+    # The self-check read the same counters at the edges of the measured interval. Both sides count an answer's
+    # 16 tokens when it ends, so only an answer ending within a hair of an edge falls on different sides of it;
+    # the server counts the 80 prompt tokens when it reads the prompt (split between processed and reused from
+    # its cache), so the requests in flight at each edge (at most one per user) are counted on one side alone.
+    check = tokens.server_check
+    assert check is not None and (check.source, check.unavailable) == ("llama.cpp", None)
+    counted = {c.figure: c for c in check.comparisons}
+    assert list(counted) == ["outputTokens", "inputTokens", "generationSeconds"]
+    assert counted["outputTokens"].generator == tokens.output_tokens
+    server_answers = counted["outputTokens"].server / 16
+    assert server_answers == int(server_answers) and abs(server_answers - stage.requests) <= 4 * 2
+    assert counted["inputTokens"].generator == tokens.input_tokens
+    assert abs(counted["inputTokens"].server - tokens.input_tokens) <= (64 + CHAT_TEMPLATE_TOKENS) * 4 * 2
+    assert "server check (llama.cpp" in process.stderr
 
 
 def test_open_loop_completions_from_a_dataset_with_per_row_max_tokens(tmp_path: Path, server: str) -> None:

@@ -104,6 +104,10 @@ class GenerationSpec(KaliperModel):
     extra_body: FreeFormObject | None = None
     """Further fields merged into every request body as they are, such as {"cache_prompt": false} for
     llama.cpp or {"min_tokens": 64} for vLLM."""
+    server_metrics_path: Annotated[str, Field(max_length=1024, pattern=r"^/")] | None = "/metrics"
+    """The target's Prometheus endpoint, read at the edges of each measured interval to check the figures
+    against the server's own counters (llama.cpp's --metrics, vLLM's); null: no check. A target without
+    it only loses the check."""
 
 
 class RequestSpec(KaliperModel):

@@ -15,6 +15,7 @@ from kaliper.api.base import KaliperModel
 from kaliper.api.common import HttpUrl
 from kaliper.api.profilerun import (
     LLM_PROTOCOLS,
+    GenerationSpec,
     LatencyObjective,
     LoadSpec,
     Payload,
@@ -73,6 +74,14 @@ class LoadGenConfig(KaliperModel):
     def streaming(self) -> bool:
         """Generation requests: each answer is read as it arrives, its tokens timed and counted."""
         return self.request.protocol in LLM_PROTOCOLS
+
+    @property
+    def server_metrics_url(self) -> str | None:
+        """The target's metrics endpoint for the self-check (generation requests only)."""
+        if not self.streaming:
+            return None
+        path = (self.request.generation or GenerationSpec()).server_metrics_path
+        return f"{str(self.url).rstrip('/')}{path}" if path else None
 
     @property
     def watched_metric(self) -> str:

@@ -40,6 +40,7 @@ from kaliper.loadgen.progress import StageProgress
 from kaliper.loadgen.recorder import Aggregator, Recorder, Window
 from kaliper.loadgen.results import LATE_AFTER_S, stage_result, stage_warnings, token_summary
 from kaliper.loadgen.schedule import send_offsets
+from kaliper.loadgen.server_metrics import Counters, scrape, server_check
 from kaliper.loadgen.statistics import estimate
 from kaliper.loadgen.stopping import Decision, StoppingParameters, WindowFigures, decide, straddling
 from kaliper.log import get_logger
@@ -56,6 +57,7 @@ log = get_logger("kaliper.loadgen")
 logging.getLogger("locust.runners").addFilter(lambda record: "spawn rate is very high" not in record.getMessage())
 
 COLLECT_INTERVAL_S = 0.25
+SPIN_S = 0.0015  # libev rounds its waits up to whole milliseconds: wake this early, then yield until due
 MESSAGE_WINDOWS = "kaliper_windows"
 MESSAGE_STAGE = "kaliper_stage"
 
@@ -180,15 +182,22 @@ class KaliperUser(User):
                 received=received,
             )
 
-    def _wait_for_slot(self) -> tuple[float, float]:
+    def _wait_for_slot(self, precise: bool = False) -> tuple[float, float]:
         """Open loop: claim the next intended send time and sleep until it; returns it and when it was claimed
-        (a claim after the slot was due means no connection was free in time)."""
+        (a claim after the slot was due means no connection was free in time).
+
+        gevent's timers wake about 0.6 ms late (libev waits in whole milliseconds); `precise` sleeps until
+        SPIN_S before the slot and yields to the other users until it is due. Generation requests ask for it:
+        their rates are low, so the spin costs little, and a time to first token of tens of milliseconds
+        would otherwise read 1-2% high from the intended send."""
         clock = time.perf_counter
         while (slot := self.generator.claim_slot()) is None:
             gevent.sleep(0.01)
         claimed = clock()
         if slot > claimed:
-            gevent.sleep(slot - claimed)
+            gevent.sleep(max(0.0, slot - claimed - SPIN_S) if precise else slot - claimed)
+            while precise and clock() < slot:
+                gevent.sleep(0)
         return slot, claimed
 
     def _generation_loop(self, sender: GenerationSender) -> None:
@@ -199,7 +208,7 @@ class KaliperUser(User):
         clock, wall = time.perf_counter, time.time
         open_loop = generator.config.open_loop
         while True:
-            slot, claimed = self._wait_for_slot() if open_loop else (None, None)
+            slot, claimed = self._wait_for_slot(precise=True) if open_loop else (None, None)
             index = generator.next_index()
             raw = generator.requests[index]
             resent_before = connection.resent
@@ -329,8 +338,6 @@ class Controller:
 
     def _measure(self, stage: int, level: float, start_wall: float) -> StageResult:
         deadline = start_wall + (self.warmup_windows * self.window_s) + self.params.max_duration_s + 30
-        decision = Decision(False, "measuring")
-        figures: list[WindowFigures] = []
         watched = (self.config.watched_metric, True)
         # The SLO's latency objectives: (metric, corrected or not, percentile, bound in seconds).
         bounds = [
@@ -338,6 +345,44 @@ class Controller:
         ]
         # One cumulative histogram per distribution watched (by the stopping rule or an objective).
         cumulative = {key: LatencyHistogram() for key in [watched, *((m, c) for m, c, _, _ in bounds)]}
+        server_readings: dict[int, Counters | str] = {}
+        reader = gevent.spawn(self._read_server_at_edges, start_wall, server_readings)
+        try:
+            windows, decision = self._measure_windows(stage, start_wall, deadline, bounds, cumulative, watched)
+        finally:
+            reader.kill()
+        result = stage_result(self.config, stage, level, start_wall, windows, self.warmup_windows, decision.reason)
+        url = self.config.server_metrics_url
+        if url and result.tokens is not None:
+            first, last = self.warmup_windows, len(windows)
+            before = server_readings.get(first, f"{url}: not read when measuring began")
+            after = server_readings.get(last) or scrape(url)
+            result.tokens.server_check = server_check(url, before, after, result.tokens)
+        return result
+
+    def _read_server_at_edges(self, start_wall: float, readings: dict[int, Counters | str]) -> None:
+        """The server's counters at every window edge from the end of the warm-up on, so that the
+        self-check covers exactly the measured windows, whichever the last one turns out to be."""
+        url = self.config.server_metrics_url
+        if url is None:
+            return
+        edge = self.warmup_windows
+        while True:
+            gevent.sleep(max(0.0, start_wall + edge * self.window_s - time.time()))
+            readings[edge] = scrape(url)
+            edge += 1
+
+    def _measure_windows(
+        self,
+        stage: int,
+        start_wall: float,
+        deadline: float,
+        bounds: list[tuple[str, bool, float, float]],
+        cumulative: dict[tuple[str, bool], LatencyHistogram],
+        watched: tuple[str, bool],
+    ) -> tuple[list[Window], Decision]:
+        decision = Decision(False, "measuring")
+        figures: list[WindowFigures] = []
         windows: list[Window] = []
         seen = -1
         while True:
@@ -376,7 +421,7 @@ class Controller:
                     f"stage {stage}: windows stopped arriving from the load generators "
                     f"(have {until + 1}, {self.sources} source(s)); a worker may have died"
                 )
-        return stage_result(self.config, stage, level, start_wall, windows, self.warmup_windows, decision.reason)
+        return windows, decision
 
     def _progress_window(
         self, stage: int, start_wall: float, windows: list[Window], cumulative: LatencyHistogram, reason: str

@@ -14,6 +14,7 @@ from kaliper.report.schema import (
     LatencyFigures,
     LateSends,
     PercentileFigure,
+    ServerCheck,
     StageResult,
     TokenFigures,
     WindowResult,
@@ -195,4 +196,18 @@ def token_summary(tokens: TokenFigures) -> str:
     )
     if tokens.goodput_rps is not None and tokens.goodput_share is not None:
         text += f"  goodput {tokens.goodput_rps:.1f}/s ({tokens.goodput_share:.0%})"
+    if (check := tokens.server_check) is not None:
+        text += "\n  " + server_check_line(check)
     return text
+
+
+def server_check_line(check: ServerCheck) -> str:
+    """The self-check in one line: each figure as the server counted it and as the generator did."""
+    if check.source is None:
+        return f"server check: none ({check.unavailable})"
+    figures = ", ".join(
+        f"{c.definition} {c.server:g} vs {c.generator:g}"
+        + (f" ({c.difference:+.2%})" if c.difference is not None else "")
+        for c in check.comparisons
+    )
+    return f"server check ({check.source} {check.url}, server vs generator): {figures}"

@@ -84,6 +84,29 @@ class LateSends(KaliperModel):
     reason: str | None = None
 
 
+class ServerComparison(KaliperModel):
+    """One figure counted both by the server (on its metrics endpoint) and by the generator."""
+
+    figure: str
+    definition: str
+    server: float
+    generator: float
+    difference: float | None = None
+    """(generator - server) / server; absent where the server counted zero."""
+
+
+class ServerCheck(KaliperModel):
+    """The generator's figures checked against the server's own, read at the edges of the measured
+    interval (kaliper.loadgen.server_metrics says which counters and how each server updates them)."""
+
+    url: str
+    source: str | None = None
+    """llama.cpp or vLLM; absent when the check could not be made."""
+    comparisons: list[ServerComparison] = Field(default_factory=list)
+    unavailable: str | None = None
+    """Why there is no check (no metrics endpoint, unknown metrics)."""
+
+
 class TokenFigures(KaliperModel):
     """Generation requests (openai-chat, openai-completions): the token stream's figures. Each latency
     figure says what it measures; every percentile carries its sample count and 95% interval."""
@@ -135,6 +158,9 @@ class TokenFigures(KaliperModel):
     """Requests per second that met every latency objective (each objective's bound applied to the
     request's own figure; itl: the request's largest gap) without an error. Absent without objectives."""
     goodput_share: float | None = None
+    server_check: ServerCheck | None = None
+    """The server's own counters over the measured interval beside the generator's figures (absent when
+    request.generation.serverMetricsPath is unset)."""
 
 
 class StageResult(KaliperModel):

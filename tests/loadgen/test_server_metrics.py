@@ -1,0 +1,137 @@
+"""The self-check's parsing and comparison (pure): expositions as llama.cpp's server writes them (captured
+from the llama-server that tests/llm runs) and as vLLM documents its metrics (names, labels, histogram
+series), set beside literal generator figures."""
+
+from __future__ import annotations
+
+import pytest
+
+from kaliper.loadgen.server_metrics import dialect, parse_exposition, server_check
+from kaliper.report.schema import LatencyFigures, TokenFigures
+
+LLAMA_BEFORE = """\
+# HELP llamacpp:prompt_tokens_total Number of prompt tokens processed, excluding cached tokens
+# TYPE llamacpp:prompt_tokens_total counter
+llamacpp:prompt_tokens_total 800
+# HELP llamacpp:prompt_tokens_cached_total Number of prompt tokens reused from the cache
+# TYPE llamacpp:prompt_tokens_cached_total counter
+llamacpp:prompt_tokens_cached_total 0
+# TYPE llamacpp:prompt_seconds_total counter
+llamacpp:prompt_seconds_total 0.05
+# TYPE llamacpp:tokens_predicted_total counter
+llamacpp:tokens_predicted_total 640
+# TYPE llamacpp:tokens_predicted_seconds_total counter
+llamacpp:tokens_predicted_seconds_total 0.2
+# TYPE llamacpp:requests_processing gauge
+llamacpp:requests_processing 4
+"""
+
+LLAMA_AFTER = """\
+# TYPE llamacpp:prompt_tokens_total counter
+llamacpp:prompt_tokens_total 8000
+# TYPE llamacpp:prompt_tokens_cached_total counter
+llamacpp:prompt_tokens_cached_total 80
+# TYPE llamacpp:prompt_seconds_total counter
+llamacpp:prompt_seconds_total 0.5
+# TYPE llamacpp:tokens_predicted_total counter
+llamacpp:tokens_predicted_total 7040
+# TYPE llamacpp:tokens_predicted_seconds_total counter
+llamacpp:tokens_predicted_seconds_total 2.2
+# TYPE llamacpp:requests_processing gauge
+llamacpp:requests_processing 4
+"""
+
+VLLM_BEFORE = """\
+# HELP vllm:prompt_tokens_total Number of prefill tokens processed.
+# TYPE vllm:prompt_tokens_total counter
+vllm:prompt_tokens_total{engine="0",model_name="tiny"} 1000.0
+# TYPE vllm:generation_tokens_total counter
+vllm:generation_tokens_total{engine="0",model_name="tiny"} 640.0
+# TYPE vllm:time_to_first_token_seconds histogram
+vllm:time_to_first_token_seconds_bucket{engine="0",le="0.02",model_name="tiny"} 4.0
+vllm:time_to_first_token_seconds_bucket{engine="0",le="+Inf",model_name="tiny"} 10.0
+vllm:time_to_first_token_seconds_count{engine="0",model_name="tiny"} 10.0
+vllm:time_to_first_token_seconds_sum{engine="0",model_name="tiny"} 0.3
+# TYPE vllm:inter_token_latency_seconds histogram
+vllm:inter_token_latency_seconds_count{engine="0",model_name="tiny"} 630.0
+vllm:inter_token_latency_seconds_sum{engine="0",model_name="tiny"} 3.15
+"""
+
+VLLM_AFTER = """\
+vllm:prompt_tokens_total{engine="0",model_name="tiny"} 11000.0
+vllm:generation_tokens_total{engine="0",model_name="tiny"} 7040.0
+vllm:time_to_first_token_seconds_count{engine="0",model_name="tiny"} 110.0
+vllm:time_to_first_token_seconds_sum{engine="0",model_name="tiny"} 4.3
+vllm:inter_token_latency_seconds_count{engine="0",model_name="tiny"} 6930.0
+vllm:inter_token_latency_seconds_sum{engine="0",model_name="tiny"} 34.65
+"""
+
+
+def figures(count: int = 0, mean_ms: float | None = None) -> LatencyFigures:
+    return LatencyFigures(count=count, mean_ms=mean_ms)
+
+
+def tokens() -> TokenFigures:
+    """100 streams of 64 tokens, 80-token prompts, every gap 3 ms on average (6300 gaps: 18.9 s)."""
+    return TokenFigures(
+        ttft=figures(100, 42.0),
+        ttft_service=figures(100, 41.0),
+        itl_chunk=figures(6300, 3.0),
+        itl_token=figures(6300, 5.25),
+        tpot=figures(100, 3.0),
+        streams=100,
+        chunks=6400,
+        input_tokens=8000,
+        output_tokens=6400,
+        output_tokens_per_s=640.0,
+        total_tokens_per_s=1440.0,
+    )
+
+
+def test_exposition_sums_every_label_set_of_a_name_and_skips_comments() -> None:
+    text = 'x_total{a="1"} 2\nx_total{a="2",b="} {"} 3.5\n# TYPE y gauge\ny 7 1700000000000\nbad_line\n'
+    assert parse_exposition(text) == {"x_total": 5.5, "y": 7.0}
+
+
+def test_each_server_is_known_by_its_own_metric_names() -> None:
+    assert dialect(parse_exposition(LLAMA_AFTER)) == "llama.cpp"
+    assert dialect(parse_exposition(VLLM_AFTER)) == "vLLM"
+    assert dialect(parse_exposition("process_cpu_seconds_total 1.0\n")) is None
+
+
+def test_llama_cpp_counters_over_the_interval_beside_the_generator() -> None:
+    check = server_check("http://s/metrics", parse_exposition(LLAMA_BEFORE), parse_exposition(LLAMA_AFTER), tokens())
+    assert check.source == "llama.cpp"
+    got = {c.figure: (c.server, c.generator, c.difference) for c in check.comparisons}
+    assert got == {
+        "outputTokens": (6400.0, 6400.0, 0.0),
+        "inputTokens": (7280.0, 8000.0, pytest.approx(0.098901, abs=1e-6)),
+        "generationSeconds": (2.0, 18.9, 8.45),
+    }
+
+
+def test_vllm_counters_and_histogram_means_beside_the_generator() -> None:
+    check = server_check("http://s/metrics", parse_exposition(VLLM_BEFORE), parse_exposition(VLLM_AFTER), tokens())
+    assert check.source == "vLLM"
+    got = {c.figure: (c.server, c.generator, c.difference) for c in check.comparisons}
+    assert got == {
+        "outputTokens": (6400.0, 6400.0, 0.0),
+        "inputTokens": (10000.0, 8000.0, -0.2),
+        "meanTtftMs": (40.0, 41.0, 0.025),
+        "meanItlMs": (5.0, 5.25, 0.05),
+    }
+
+
+def test_older_vllm_names_its_gap_histogram_time_per_output_token() -> None:
+    older = {"vllm:generation_tokens_total": 1.0, "vllm:time_per_output_token_seconds_count": 100.0}
+    after = {**older, "vllm:time_per_output_token_seconds_sum": 0.5}
+    check = server_check("http://s/metrics", {}, after, tokens())
+    assert [(c.figure, c.server) for c in check.comparisons] == [("outputTokens", 1.0), ("meanItlMs", 5.0)]
+
+
+def test_no_check_says_why() -> None:
+    refused = server_check("http://s/metrics", "http://s/metrics: HTTP Error 404: Not Found", {}, tokens())
+    assert (refused.source, refused.unavailable) == (None, "http://s/metrics: HTTP Error 404: Not Found")
+    unknown = server_check("http://s/metrics", {}, {"process_cpu_seconds_total": 3.0}, tokens())
+    assert unknown.unavailable == "http://s/metrics exports no llama.cpp or vLLM generation metrics"
+    assert unknown.comparisons == []
