@@ -202,6 +202,20 @@ def test_synthetic_prompts_need_the_models_tokenizer() -> None:
     ]
 
 
+def test_chat_sessions_need_the_chat_protocol() -> None:
+    sessions = {**PROMPTS, "turns": 3}
+    manifest = with_spec(PROFILE_RUN, request={"protocol": "openai-completions"}, payload={"prompts": sessions})
+    assert problems(manifest) == [
+        "spec.payload.prompts.turns: multi-turn sessions carry earlier answers as chat messages; set "
+        "request.protocol to openai-chat or payload.prompts.turns to 1"
+    ]
+    assert problems(with_spec(PROFILE_RUN, request={"protocol": "openai-chat"}, payload={"prompts": sessions})) == []
+    too_many = with_spec(
+        PROFILE_RUN, request={"protocol": "openai-chat"}, payload={"prompts": {**PROMPTS, "turns": 65}}
+    )
+    assert problems(too_many) == ["spec.payload.prompts.turns: Input should be less than or equal to 64"]
+
+
 def test_streaming_metrics_need_a_generation_protocol() -> None:
     manifest = with_spec(PROFILE_RUN, slo={"latency": [{"metric": "ttft", "percentile": 90, "max": "200ms"}]})
     assert problems(manifest) == [

@@ -3,6 +3,8 @@ plays the defects; one user, so every request of the stage met the same one)."""
 
 from __future__ import annotations
 
+import json
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -106,3 +108,52 @@ def test_a_refusing_server_counts_http_errors_and_no_tokens(tmp_path: Path, serv
     stage = run(tmp_path, server, "http-503").stages[0]
     assert stage.errors_by_kind == {"HTTP 503": stage.requests}
     assert stage.tokens is not None and stage.tokens.streams == 0 and stage.tokens.output_tokens == 0
+
+
+def test_chat_sessions_carry_every_earlier_turn_and_answer_then_start_over(tmp_path: Path, server: str) -> None:
+    """Three-turn sessions over two dataset rows, one user: the server saw each turn carry the session's
+    earlier questions and the answers it gave (" no" per token, two tokens each), and a fourth request open
+    a new session."""
+    (tmp_path / "prompts.jsonl").write_text('{"prompt": "first"}\n{"prompt": "second"}\n')
+    before = len(json.loads(urllib.request.urlopen(f"{server}/received", timeout=5).read()))
+    config = {
+        "url": server,
+        "request": {"protocol": "openai-chat", "modelName": "well", "generation": {"maxTokens": 2}},
+        "payload": {"prompts": {"dataset": {"file": str(tmp_path / "prompts.jsonl")}, "turns": 3}},
+        "load": LOAD,
+    }
+    process, result = run_loadgen(tmp_path, config)
+    assert process.returncode == 0, process.stderr
+    assert result is not None and result.stages[0].errors_by_kind == {}
+    received = json.loads(urllib.request.urlopen(f"{server}/received", timeout=5).read())[before:]
+    assert len(received) > 8
+
+    def user(text: str) -> dict[str, str]:
+        return {"role": "user", "content": text}
+
+    answer = {"role": "assistant", "content": " no no"}
+    # Then the load: the dataset cycles first, second, first, ... while sessions take three turns each.
+    assert received[0] == [user("first")]  # the preflight request, alone
+    assert received[1:6] == [
+        [user("first")],
+        [user("first"), answer, user("second")],
+        [user("first"), answer, user("second"), answer, user("first")],
+        [user("second")],
+        [user("second"), answer, user("first")],
+    ]
+    # The input tokens come from the server's usage (7 a request here), never from the last row alone.
+    tokens = result.stages[0].tokens
+    assert tokens is not None and tokens.token_sources == {"usage": result.stages[0].requests}
+
+
+def test_sessions_need_the_chat_protocol(tmp_path: Path, server: str) -> None:
+    (tmp_path / "prompts.jsonl").write_text('{"prompt": "first"}\n')
+    config = {
+        "url": server,
+        "request": {"protocol": "openai-completions", "modelName": "well"},
+        "payload": {"prompts": {"dataset": {"file": str(tmp_path / "prompts.jsonl")}, "turns": 2}},
+        "load": LOAD,
+    }
+    process, result = run_loadgen(tmp_path, config)
+    assert process.returncode == 2 and result is None
+    assert "payload.prompts.turns > 1 (chat sessions) needs request.protocol openai-chat" in process.stderr

@@ -11,6 +11,7 @@ request's `model` says:
   ignore-max    four tokens more than max_tokens, counted in usage
   no-usage      every chunk carries two words and no usage is ever sent
   http-503      refuses with 503 and a JSON error
+Every request's chat messages are kept, in order: GET /received returns them (chat sessions' tests).
 """
 
 from __future__ import annotations
@@ -39,8 +40,20 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
         self.wfile.flush()
 
+    def do_GET(self) -> None:
+        if self.path != "/received":  # no /metrics, /tokenize or anything else
+            self.send_error(404)
+            return
+        answer = json.dumps(self.server.received).encode()  # type: ignore[attr-defined]
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(answer)))
+        self.end_headers()
+        self.wfile.write(answer)
+
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        self.server.received.append(body.get("messages"))  # type: ignore[attr-defined]
         mode, wanted = body["model"], body["max_tokens"]
         if mode == "http-503":
             answer = json.dumps({"error": {"message": "overloaded", "code": 503}}).encode()
@@ -100,6 +113,7 @@ class _Handler(BaseHTTPRequestHandler):
 def broken_llm_server() -> Iterator[str]:
     server = ThreadingHTTPServer(("127.0.0.1", free_port()), _Handler)
     server.daemon_threads = True
+    server.received = []  # type: ignore[attr-defined]
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:

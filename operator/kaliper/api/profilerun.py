@@ -234,6 +234,10 @@ class PromptSource(KaliperModel):
     with an optional "max_tokens"."""
     tokenizer: TokenizerSource | None = None
     """The model's tokenizer: makes synthetic prompts, and counts tokens where the server sends no usage."""
+    turns: Annotated[int, Field(ge=1, le=64)] = 1
+    """Chat sessions (openai-chat): each user sends this many requests in a row, each carrying the session's
+    earlier messages and the server's answers to them, then starts a new session; a failed turn ends its
+    session. 1: every request stands alone."""
 
     cross_field_rules = (
         exactly_one_of("synthetic", "dataset"),
@@ -646,6 +650,16 @@ class ProfileRunTemplate(KaliperModel):
             "openai-completions",
             check=lambda s: s.payload.prompts is None or s.request.protocol in LLM_PROTOCOLS,
             field_path=".payload.prompts",
+        ),
+        Rule(
+            cel="!has(self.payload.prompts) || !has(self.payload.prompts.turns) || self.payload.prompts.turns == 1 "
+            "|| (has(self.request) && has(self.request.protocol) && self.request.protocol == 'openai-chat')",
+            message="multi-turn sessions carry earlier answers as chat messages; set request.protocol to "
+            "openai-chat or payload.prompts.turns to 1",
+            check=lambda s: (
+                s.payload.prompts is None or s.payload.prompts.turns == 1 or s.request.protocol == "openai-chat"
+            ),
+            field_path=".payload.prompts.turns",
         ),
         Rule(
             cel="!has(self.request) || !has(self.request.protocol) || "

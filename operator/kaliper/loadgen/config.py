@@ -61,6 +61,9 @@ class LoadGenConfig(KaliperModel):
             raise ValueError(f"{self.request.protocol} requests are built from payload.prompts; set it")
         if not generation and self.payload.prompts is not None:
             raise ValueError("payload.prompts are for request.protocol openai-chat or openai-completions")
+        sessions = self.payload.prompts is not None and self.payload.prompts.turns > 1
+        if sessions and self.request.protocol != "openai-chat":
+            raise ValueError("payload.prompts.turns > 1 (chat sessions) needs request.protocol openai-chat")
         streamed = generation and (self.request.generation is None or self.request.generation.stream)
         metrics = [o.metric for o in self.objectives] + ([self.stopping.metric] if self.stopping else [])
         if not streamed and any(m != "latency" for m in metrics):

@@ -32,7 +32,7 @@ from locust.runners import MasterRunner, WorkerRunner
 
 from kaliper.api.units import parse_duration
 from kaliper.loadgen.config import LoadGenConfig, LoadGenError, request_headers
-from kaliper.loadgen.generation import ANSWERED_KINDS, GenerationSender, classify
+from kaliper.loadgen.generation import ANSWERED_KINDS, GenerationSender, Session, classify
 from kaliper.loadgen.histogram import LatencyHistogram
 from kaliper.loadgen.http import Connection, StreamingConnection, build_request
 from kaliper.loadgen.payloads import build_bodies
@@ -93,6 +93,10 @@ class Generator:
 
     def next_request(self) -> bytes:
         return next(self._request_cycle)
+
+    def build(self, body: bytes) -> bytes:
+        """A complete request for a body made during the run (a chat session's later turn)."""
+        return build_request(self.method, self.host, self.port, self.path, self.headers, body)
 
     def next_index(self) -> int:
         return next(self._index_cycle)
@@ -207,12 +211,21 @@ class KaliperUser(User):
         assert isinstance(connection, StreamingConnection)
         clock, wall = time.perf_counter, time.time
         open_loop = generator.config.open_loop
+        session = Session(sender.turns) if sender.turns > 1 and sender.session_body else None
         while True:
             slot, claimed = self._wait_for_slot(precise=True) if open_loop else (None, None)
             index = generator.next_index()
-            raw = generator.requests[index]
+            in_session = session is not None and bool(session.messages)
+            if session is not None and in_session:
+                assert sender.session_body is not None
+                raw = generator.build(sender.session_body(session.messages, index))
+            else:
+                raw = generator.requests[index]
             resent_before = connection.resent
-            outcome = sender.send(connection, raw, index, slot, clock)
+            outcome = sender.send(connection, raw, index, slot, clock, in_session)
+            if session is not None:
+                answer = outcome.answer if outcome.error is None else None
+                session.advance(sender.requests[index].messages or [], answer)
             end = outcome.ended
             late = slot is not None and outcome.sent - slot > LATE_AFTER_S
             recorder.record(

@@ -19,7 +19,7 @@ import socket
 import urllib.error
 import urllib.request
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +29,7 @@ from kaliper.api.profilerun import GenerationSpec
 from kaliper.api.units import parse_duration
 from kaliper.loadgen.config import LoadGenConfig
 from kaliper.loadgen.http import BodySink, StreamingConnection
-from kaliper.loadgen.prompts import GenerationRequest, generation_requests, load_tokenizer
+from kaliper.loadgen.prompts import GenerationRequest, Prompt, generation_requests, load_tokenizer, request_body
 from kaliper.loadgen.sse import StreamParser, StreamRead, read_whole
 from kaliper.loadgen.tokens import RequestTokens, request_tokens
 
@@ -41,6 +41,25 @@ class Outcome:
     error: str | None
     tokens: RequestTokens | None
     good: bool
+    answer: str | None = None
+    """The answer's text, where kept (chat sessions, local token counts)."""
+
+
+@dataclass
+class Session:
+    """One user's chat session (payload.prompts.turns > 1): the messages so far, answers included."""
+
+    turns: int
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    taken: int = 0
+
+    def advance(self, asked: list[dict[str, Any]], answer: str | None) -> None:
+        """After a turn: keep what was asked and answered, or start over after a failed turn or the last."""
+        self.taken += 1
+        if answer is None or self.taken >= self.turns:
+            self.messages, self.taken = [], 0
+        else:
+            self.messages = [*self.messages, *asked, {"role": "assistant", "content": answer}]
 
 
 @dataclass(frozen=True)
@@ -87,10 +106,15 @@ class GenerationSender:
         stream: bool,
         tokenizer: Any | None,
         objectives: list[Objective],
+        turns: int = 1,
+        session_body: Callable[[list[dict[str, Any]], int], bytes] | None = None,
     ) -> None:
         self.requests, self.chat, self.stream = requests, chat, stream
         self.tokenizer = tokenizer
         self.objectives = objectives
+        self.turns = turns
+        self.session_body = session_body
+        """A later turn's body: the session's messages, then request `index`'s own."""
 
     @classmethod
     def for_config(cls, config: LoadGenConfig) -> GenerationSender:
@@ -105,8 +129,16 @@ class GenerationSender:
             tokenizer = load_tokenizer(Path(prompts.tokenizer.file))
         generation = config.request.generation or GenerationSpec()
         objectives = [Objective(o.metric, parse_duration(o.max), o.measure == "corrected") for o in config.objectives]
-        requests = generation_requests(prompts, config.request, config.request.model_name, tokenizer)
-        return cls(requests, config.request.protocol == "openai-chat", generation.stream, tokenizer, objectives)
+        model = config.request.model_name
+        requests = generation_requests(prompts, config.request, model, tokenizer)
+
+        def session_body(history: list[dict[str, Any]], index: int) -> bytes:
+            own = requests[index]
+            asked = Prompt([*history, *(own.messages or [])], None, own.max_tokens)
+            return request_body(asked, config.request, model)
+
+        chat = config.request.protocol == "openai-chat"
+        return cls(requests, chat, generation.stream, tokenizer, objectives, prompts.turns, session_body)
 
     def tokenizer_mismatch(self, base_url: str, model: str) -> str | None:
         """Where the server can tokenize (llama.cpp's and vLLM's /tokenize), a prompt's ids from prompts.tokenizer
@@ -149,9 +181,11 @@ class GenerationSender:
         index: int,
         intended: float | None,
         clock: Callable[[], float],
+        in_session: bool = False,
     ) -> Outcome:
-        """Send request `index` (its prepared bytes `raw`); `intended` is its intended send time (open loop)."""
-        parser = StreamParser(self.chat, keep_text=self.tokenizer is not None)
+        """Send request `index` (its prepared bytes `raw`); `intended` is its intended send time (open loop).
+        `in_session`: a later turn of a chat session, whose prompt is more than request `index`'s own."""
+        parser = StreamParser(self.chat, keep_text=self.tokenizer is not None or self.turns > 1)
         whole: list[bytes] = []
         answer: dict[str, Any] = {}
 
@@ -186,10 +220,11 @@ class GenerationSender:
         elif not (read.done or read.finish_reason is not None):
             error = "stream cut short"
         request = self.requests[index]
-        tokens = request_tokens(
-            read, sent, intended, ended, request.max_tokens, request.prompt_tokens, self._count(read)
-        )
-        return Outcome(sent, ended, error, tokens, error is None and self._good(tokens, sent, intended, ended))
+        prompt_tokens = None if in_session else request.prompt_tokens
+        tokens = request_tokens(read, sent, intended, ended, request.max_tokens, prompt_tokens, self._count(read))
+        good = error is None and self._good(tokens, sent, intended, ended)
+        answer = "".join(read.text) if read.text is not None else None
+        return Outcome(sent, ended, error, tokens, good, answer)
 
     def _count(self, read: StreamRead) -> int | None:
         if self.tokenizer is None or read.text is None:

@@ -42,6 +42,8 @@ class GenerationRequest:
     body: bytes
     max_tokens: int
     prompt_tokens: int | None
+    messages: list[dict[str, Any]] | None = None
+    """The chat messages the body carries (what a session's next turn repeats)."""
 
 
 def load_tokenizer(path: Path):  # -> tokenizers.Tokenizer
@@ -193,4 +195,6 @@ def generation_requests(
         prompts = dataset_prompts(path, generation, chat)
         if prompts_spec.dataset.order == "random":
             random.Random(0).shuffle(prompts)
-    return [GenerationRequest(request_body(p, request, model), p.max_tokens, p.prompt_tokens) for p in prompts]
+    return [
+        GenerationRequest(request_body(p, request, model), p.max_tokens, p.prompt_tokens, p.messages) for p in prompts
+    ]

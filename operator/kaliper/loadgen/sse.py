@@ -145,7 +145,7 @@ class StreamParser:
 
 def read_whole(body: bytes, chat: bool, arrived: float) -> StreamRead:
     """A non-streamed answer: one JSON object, all of it arriving at once."""
-    parser = StreamParser(chat)
+    parser = StreamParser(chat, keep_text=True)
     try:
         message = json.loads(body)
     except ValueError:
