@@ -12,10 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from kaliper.report.schema import LoadTestResult, StageResult
+from kaliper.report.schema import LoadTestResult, ProfileReport, StageResult
+from kaliper.report.status import status_from_report
 from kaliper.serving.tiny_llm import TinyLlmShape, make_tiny_llm
 from tests.support.llama import MODEL_NAME, llama_server, server_counters, tiny_model
 from tests.support.loadgen_run import run_loadgen
+from tests.support.local_run import KALIPER
 
 SHORT = {"warmup": "1s", "minDuration": "3s", "maxDuration": "3s", "stopping": {"window": "1s"}}
 # llama-server's ChatML template around a user message adds 16 tokens with this tokenizer (measured with the
@@ -186,3 +188,54 @@ def test_a_tokenizer_of_another_model_is_refused_before_any_load(tmp_path: Path,
         "payload.prompts.tokenizer does not match the served model: a 32-token probe from it became "
     )
     assert result.error.endswith("give the model's own tokenizer.json")
+
+
+def test_kaliper_run_passes_the_token_figures_to_the_report_and_the_status(tmp_path: Path, server: str) -> None:
+    """A ProfileRun with a URL target, run by `kaliper run`: the token figures reach report.json unchanged,
+    the terminal summary, and the status the operator would write (kaliper.report.status)."""
+    model_dir = tmp_path / "model"
+    tiny_model(model_dir)
+    manifest = {
+        "apiVersion": "kaliper.dev/v1alpha1",
+        "kind": "ProfileRun",
+        "metadata": {"name": "tiny-chat"},
+        "spec": {
+            "target": {"url": server},
+            "request": {
+                "protocol": "openai-chat",
+                "modelName": MODEL_NAME,
+                "generation": {"maxTokens": 8, "ignoreEos": True},
+            },
+            "payload": {
+                "prompts": {
+                    "synthetic": {"inputTokens": {"mean": 32}, "count": 64},
+                    "tokenizer": {"file": str(model_dir / "tokenizer.json")},
+                }
+            },
+            "load": {"closedLoop": {"concurrency": 2}, **SHORT},
+            "slo": {"latency": [{"metric": "ttft", "percentile": 90, "max": "10s"}]},
+            "report": {"formats": ["json", "table"]},
+        },
+    }
+    (tmp_path / "run.yaml").write_text(json.dumps(manifest))
+    out = tmp_path / "reports"
+    process = subprocess.run(
+        [str(KALIPER), "run", str(tmp_path / "run.yaml"), "--output-dir", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert process.returncode == 0, process.stderr
+    report = ProfileReport.model_validate_json((out / "report.json").read_text())
+    trial = report.trials[0]
+    assert trial.stage is not None and trial.stage.tokens is not None and trial.slo_verdict == "Met"
+    requests = trial.stage.requests
+    assert trial.stage.tokens.output_tokens == 8 * requests
+    assert trial.stage.tokens.input_tokens == (32 + CHAT_TEMPLATE_TOKENS) * requests
+    assert trial.stage.tokens.server_check is not None and trial.stage.tokens.server_check.source == "llama.cpp"
+    assert "trial 0 tokens: ttft p50/p99" in process.stdout
+    status = status_from_report(report)
+    summary = status.trials[0].tokens if status.trials else None
+    assert summary is not None
+    assert (summary.output_tokens, summary.input_tokens) == (8 * requests, (32 + CHAT_TEMPLATE_TOKENS) * requests)
+    assert summary.ttft_p50_ms == trial.stage.tokens.ttft.at(50).value_ms  # type: ignore[union-attr]

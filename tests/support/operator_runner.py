@@ -119,10 +119,22 @@ class Cluster:
         cluster's Service is not reachable from this machine), then end its pod as a kubelet would."""
         name = trial_name(self.run, index)
         job = self.get("job", f"{name}-lg")
-        command = job["spec"]["template"]["spec"]["containers"][0]["command"]
+        pod = job["spec"]["template"]["spec"]
+        command = pod["containers"][0]["command"]
         files = self.get("configmap", f"{name}-lg")["data"]
         with tempfile.TemporaryDirectory(prefix="kaliper-lg-") as root:
-            config = yaml.safe_load(files["config.yaml"])
+            text = files["config.yaml"]
+            # The user's ConfigMaps the Job mounts (prompts datasets, tokenizers), as a kubelet would mount them.
+            mounts = {m["name"]: m["mountPath"] for m in pod["containers"][0].get("volumeMounts", [])}
+            for volume in pod.get("volumes", []):
+                if "configMap" not in volume or volume["name"] == "config":
+                    continue
+                local = Path(root, volume["name"])
+                local.mkdir()
+                for key, value in self.get("configmap", volume["configMap"]["name"])["data"].items():
+                    (local / key).write_text(value)
+                text = text.replace(mounts[volume["name"]] + "/", f"{local}/")
+            config = yaml.safe_load(text)
             config["url"] = url
             Path(root, "config.yaml").write_text(yaml.safe_dump(config))
             Path(root, "results.yaml").write_text(files["results.yaml"])

@@ -785,6 +785,32 @@ class ResourceUsage(KaliperModel):
     """Average GPU power draw."""
 
 
+class TokenSummary(KaliperModel):
+    """Generation requests: the token stream's headline figures (the full report has every percentile with
+    its interval, the definitions and the server self-check)."""
+
+    ttft_p50_ms: Ms | None = None
+    """Time to first token, median (from the intended send under open loop)."""
+    ttft_p99_ms: Ms | None = None
+    """Time to first token, 99th percentile."""
+    itl_p50_ms: Ms | None = None
+    """Gap between successive content chunks, median."""
+    itl_p99_ms: Ms | None = None
+    """Gap between successive content chunks, 99th percentile."""
+    tpot_p50_ms: Ms | None = None
+    """Time per output token after the first, median over requests."""
+    tpot_p99_ms: Ms | None = None
+    """Time per output token after the first, 99th percentile over requests."""
+    input_tokens: Annotated[int, Field(ge=0)] = 0
+    """Prompt tokens of the measured requests."""
+    output_tokens: Annotated[int, Field(ge=0)] = 0
+    """Generated tokens of the measured requests."""
+    output_tokens_per_s: Annotated[float, Field(ge=0)] = 0
+    """Generated tokens per second of complete answers."""
+    goodput_share: Annotated[float, Field(ge=0, le=1)] | None = None
+    """Share of requests that met every latency objective."""
+
+
 class TrialSummary(KaliperModel):
     """One configuration at one load level: the headline figures (the full report has the rest)."""
 
@@ -804,6 +830,8 @@ class TrialSummary(KaliperModel):
     """Share of failed requests."""
     latency: LatencySummary | None = None
     """Latency percentiles (corrected for coordinated omission under open-loop load)."""
+    tokens: TokenSummary | None = None
+    """Generation requests (openai-chat, openai-completions): time to first token, gaps, tokens per second."""
     resources: ResourceUsage | None = None
     """CPU, memory and GPU use."""
     slo_verdict: SloVerdict | None = None

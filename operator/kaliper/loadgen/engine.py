@@ -38,7 +38,7 @@ from kaliper.loadgen.http import Connection, StreamingConnection, build_request
 from kaliper.loadgen.payloads import build_bodies
 from kaliper.loadgen.progress import StageProgress
 from kaliper.loadgen.recorder import Aggregator, Recorder, Window
-from kaliper.loadgen.results import LATE_AFTER_S, stage_result, stage_warnings, token_summary
+from kaliper.loadgen.results import LATE_AFTER_S, stage_result, stage_warnings
 from kaliper.loadgen.schedule import send_offsets
 from kaliper.loadgen.server_metrics import Counters, scrape, server_check
 from kaliper.loadgen.statistics import estimate
@@ -51,6 +51,7 @@ from kaliper.report.schema import (
     LoadTestResult,
     StageResult,
 )
+from kaliper.report.token_text import token_summary
 
 log = get_logger("kaliper.loadgen")
 # Users are spawned all at once on purpose (each is just a connection); Locust's warning about it is noise.

@@ -14,7 +14,6 @@ from kaliper.report.schema import (
     LatencyFigures,
     LateSends,
     PercentileFigure,
-    ServerCheck,
     StageResult,
     TokenFigures,
     WindowResult,
@@ -181,33 +180,3 @@ def stage_warnings(stage: StageResult) -> list[str]:
             "given: their output tokens are the number of chunks (a lower bound); set payload.prompts.tokenizer"
         )
     return warnings
-
-
-def token_summary(tokens: TokenFigures) -> str:
-    """One line: ttft, itl per chunk and tpot at p50/p99, output tokens per second, and goodput."""
-
-    def pair(figures: LatencyFigures) -> str:
-        values = [figures.at(p) for p in (50, 99)]
-        return "/".join("-" if v is None or v.value_ms is None else f"{v.value_ms:.2f}" for v in values) + "ms"
-
-    text = (
-        f"ttft p50/p99 {pair(tokens.ttft)}  itl {pair(tokens.itl_chunk)}  tpot {pair(tokens.tpot)}  "
-        f"{tokens.output_tokens_per_s:.0f} output tok/s"
-    )
-    if tokens.goodput_rps is not None and tokens.goodput_share is not None:
-        text += f"  goodput {tokens.goodput_rps:.1f}/s ({tokens.goodput_share:.0%})"
-    if (check := tokens.server_check) is not None:
-        text += "\n  " + server_check_line(check)
-    return text
-
-
-def server_check_line(check: ServerCheck) -> str:
-    """The self-check in one line: each figure as the server counted it and as the generator did."""
-    if check.source is None:
-        return f"server check: none ({check.unavailable})"
-    figures = ", ".join(
-        f"{c.definition} {c.server:g} vs {c.generator:g}"
-        + (f" ({c.difference:+.2%})" if c.difference is not None else "")
-        for c in check.comparisons
-    )
-    return f"server check ({check.source} {check.url}, server vs generator): {figures}"

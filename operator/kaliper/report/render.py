@@ -16,6 +16,7 @@ from rich.text import Text
 from kaliper.api.units import UnitError, format_memory, parse_cpu, parse_duration
 from kaliper.report.page import cell, header_row, page, write_page
 from kaliper.report.schema import ProfileReport, TrialReport
+from kaliper.report.token_text import token_summary
 
 if TYPE_CHECKING:
     import plotly.graph_objects as go
@@ -241,6 +242,8 @@ def summary_lines(report: ProfileReport) -> list[str]:
         )
         lines.append(f"  ({r.rationale})")
     for trial in report.trials:
+        if trial.stage is not None and trial.stage.tokens is not None:
+            lines.append(f"trial {trial.index} tokens: {token_summary(trial.stage.tokens)}")
         for flag in trial.limited_by:
             lines.append(f"trial {trial.index} limited: {flag}")
         if trial.repetitions:

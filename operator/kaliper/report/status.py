@@ -14,10 +14,11 @@ from kaliper.api.profilerun import (
     Recommendation,
     ReportReference,
     ResourceUsage,
+    TokenSummary,
     TrialSummary,
 )
 from kaliper.report.optimization import CandidateResult, ModelProfile, OptimizationReport
-from kaliper.report.schema import LatencyFigures, ProfileReport, TrialReport
+from kaliper.report.schema import LatencyFigures, ProfileReport, TokenFigures, TrialReport
 
 FIELDS = {"p50": "p50_ms", "p90": "p90_ms", "p95": "p95_ms", "p99": "p99_ms", "p99.9": "p999_ms"}
 
@@ -25,6 +26,25 @@ FIELDS = {"p50": "p50_ms", "p90": "p90_ms", "p95": "p95_ms", "p99": "p99_ms", "p
 def latency_summary(figures: LatencyFigures) -> LatencySummary:
     values = {FIELDS[f"p{p.percentile:g}"]: p.value_ms for p in figures.percentiles if f"p{p.percentile:g}" in FIELDS}
     return LatencySummary(count=figures.count, mean_ms=figures.mean_ms, max_ms=figures.max_ms, **values)
+
+
+def token_headline(tokens: TokenFigures) -> TokenSummary:
+    def at(figures: LatencyFigures, percentile: float) -> float | None:
+        found = figures.at(percentile)
+        return found.value_ms if found is not None else None
+
+    return TokenSummary(
+        ttft_p50_ms=at(tokens.ttft, 50),
+        ttft_p99_ms=at(tokens.ttft, 99),
+        itl_p50_ms=at(tokens.itl_chunk, 50),
+        itl_p99_ms=at(tokens.itl_chunk, 99),
+        tpot_p50_ms=at(tokens.tpot, 50),
+        tpot_p99_ms=at(tokens.tpot, 99),
+        input_tokens=tokens.input_tokens,
+        output_tokens=tokens.output_tokens,
+        output_tokens_per_s=tokens.output_tokens_per_s,
+        goodput_share=tokens.goodput_share,
+    )
 
 
 def trial_summary(trial: TrialReport) -> TrialSummary:
@@ -41,6 +61,7 @@ def trial_summary(trial: TrialReport) -> TrialSummary:
         throughput_rps=stage.throughput_rps if stage else None,
         error_rate=stage.error_rate if stage else None,
         latency=latency_summary(stage.latency) if stage else None,
+        tokens=token_headline(stage.tokens) if stage and stage.tokens else None,
         resources=resources,
         slo_verdict=trial.slo_verdict,
         slo_violations=[f"{c.objective}: {c.verdict}, observed {c.observed}" for c in trial.slo if c.verdict != "Met"]
