@@ -12,9 +12,10 @@ import pytest
 
 from tests.support.cluster_objects import apply
 from tests.support.controlplane import Kubectl
-from tests.support.llama import MODEL_NAME, llama_server, tiny_model
+from tests.support.llama import chat_request, llama_server, synthetic_payload, tiny_model
 from tests.support.operator_runner import Cluster, running_operator
 
+TOKENIZER_REF = {"configMap": {"name": "tiny-tokenizer", "key": "tokenizer.json"}}
 CHAT_TEMPLATE_TOKENS = 16  # llama-server's ChatML around one user message, with the tiny model's tokenizer
 
 
@@ -41,17 +42,8 @@ def test_token_figures_reach_the_status_with_the_tokenizer_from_a_configmap(
             "metadata": {"name": "chat"},
             "spec": {
                 "target": {"url": base},
-                "request": {
-                    "protocol": "openai-chat",
-                    "modelName": MODEL_NAME,
-                    "generation": {"maxTokens": 8, "ignoreEos": True},
-                },
-                "payload": {
-                    "prompts": {
-                        "synthetic": {"inputTokens": {"mean": 24}, "count": 32},
-                        "tokenizer": {"configMap": {"name": "tiny-tokenizer", "key": "tokenizer.json"}},
-                    }
-                },
+                "request": chat_request(8),
+                "payload": synthetic_payload(TOKENIZER_REF, 24, 32),
                 "load": {"closedLoop": {"concurrency": 2}, "warmup": "0s", "minDuration": "2s", "maxDuration": "2s"},
                 "slo": {"latency": [{"metric": "ttft", "percentile": 90, "max": "10s"}]},
             },

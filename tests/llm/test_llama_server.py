@@ -15,7 +15,14 @@ import pytest
 from kaliper.report.schema import LoadTestResult, ProfileReport, StageResult
 from kaliper.report.status import status_from_report
 from kaliper.serving.tiny_llm import TinyLlmShape, make_tiny_llm
-from tests.support.llama import MODEL_NAME, llama_server, server_counters, tiny_model
+from tests.support.llama import (
+    MODEL_NAME,
+    chat_request,
+    llama_server,
+    server_counters,
+    synthetic_payload,
+    tiny_model,
+)
 from tests.support.loadgen_run import run_loadgen
 from tests.support.local_run import KALIPER
 
@@ -100,6 +107,26 @@ def test_closed_loop_chat_streams_have_exact_lengths_and_the_servers_counts(
     assert counted["inputTokens"].generator == tokens.input_tokens
     assert abs(counted["inputTokens"].server - tokens.input_tokens) <= (64 + CHAT_TEMPLATE_TOKENS) * 4 * 2
     assert "server check (llama.cpp" in process.stderr
+
+
+def test_chat_sessions_grow_their_prompts_on_the_real_server(tmp_path: Path, server: str, model: Path) -> None:
+    """Three-turn sessions: the server's usage counts each later turn's history (earlier questions and its own
+    answers), so the stage's input tokens exceed what single requests of 32 tokens would carry."""
+    process, result = run_loadgen(
+        tmp_path,
+        {
+            "url": server,
+            "request": chat_request(8),
+            "payload": synthetic_payload({"file": str(model.parent / "tokenizer.json")}, 32, 64, turns=3),
+            "load": {"closedLoop": {"concurrency": 1}, **SHORT},
+        },
+    )
+    stage = only_stage(process, result)
+    tokens = stage.tokens
+    assert tokens is not None and stage.errors_by_kind == {} and stage.requests > 6
+    assert tokens.output_tokens == 8 * stage.requests
+    assert tokens.token_sources == {"usage": stage.requests}
+    assert tokens.input_tokens > (32 + CHAT_TEMPLATE_TOKENS) * stage.requests
 
 
 def test_open_loop_completions_from_a_dataset_with_per_row_max_tokens(tmp_path: Path, server: str) -> None:
@@ -190,28 +217,19 @@ def test_a_tokenizer_of_another_model_is_refused_before_any_load(tmp_path: Path,
     assert result.error.endswith("give the model's own tokenizer.json")
 
 
-def test_kaliper_run_passes_the_token_figures_to_the_report_and_the_status(tmp_path: Path, server: str) -> None:
+def test_kaliper_run_passes_the_token_figures_to_the_report_and_the_status(
+    tmp_path: Path, server: str, model: Path
+) -> None:
     """A ProfileRun with a URL target, run by `kaliper run`: the token figures reach report.json unchanged,
     the terminal summary, and the status the operator would write (kaliper.report.status)."""
-    model_dir = tmp_path / "model"
-    tiny_model(model_dir)
     manifest = {
         "apiVersion": "kaliper.dev/v1alpha1",
         "kind": "ProfileRun",
         "metadata": {"name": "tiny-chat"},
         "spec": {
             "target": {"url": server},
-            "request": {
-                "protocol": "openai-chat",
-                "modelName": MODEL_NAME,
-                "generation": {"maxTokens": 8, "ignoreEos": True},
-            },
-            "payload": {
-                "prompts": {
-                    "synthetic": {"inputTokens": {"mean": 32}, "count": 64},
-                    "tokenizer": {"file": str(model_dir / "tokenizer.json")},
-                }
-            },
+            "request": chat_request(8),
+            "payload": synthetic_payload({"file": str(model.parent / "tokenizer.json")}, 32, 64),
             "load": {"closedLoop": {"concurrency": 2}, **SHORT},
             "slo": {"latency": [{"metric": "ttft", "percentile": 90, "max": "10s"}]},
             "report": {"formats": ["json", "table"]},

@@ -54,3 +54,16 @@ def server_counters(base: str) -> dict[str, float]:
     text = urllib.request.urlopen(f"{base}/metrics", timeout=5).read().decode()
     found = re.findall(r"^llamacpp:(\w+) ([0-9.e+-]+)$", text, re.MULTILINE)
     return {name: float(value) for name, value in found}
+
+
+def chat_request(max_tokens: int) -> dict:
+    """request: streamed chat completions of exactly max_tokens tokens (the tiny model never stops itself)."""
+    generation = {"maxTokens": max_tokens, "ignoreEos": True}
+    return {"protocol": "openai-chat", "modelName": MODEL_NAME, "generation": generation}
+
+
+def synthetic_payload(tokenizer: dict, input_tokens: int, count: int, **prompts: object) -> dict:
+    """payload: `count` synthetic prompts of exactly `input_tokens` tokens, made with `tokenizer` (a file or
+    a ConfigMap reference)."""
+    synthetic = {"inputTokens": {"mean": input_tokens}, "count": count}
+    return {"prompts": {"synthetic": synthetic, "tokenizer": tokenizer, **prompts}}

@@ -23,13 +23,23 @@ def token_summary(tokens: TokenFigures) -> str:
     return text
 
 
+SHORT_LABELS = {
+    "outputTokens": "output tokens",
+    "inputTokens": "input tokens",
+    "generationSeconds": "generation s",
+    "meanTtftMs": "mean ttft ms",
+    "meanItlMs": "mean itl ms",
+}
+
+
 def server_check_line(check: ServerCheck) -> str:
-    """The self-check in one line: each figure as the server counted it and as the generator did."""
+    """The self-check in one line: each figure as the server counted it and as the generator did (the
+    report's serverCheck has each figure's definition)."""
     if check.source is None:
         return f"server check: none ({check.unavailable})"
     figures = ", ".join(
-        f"{c.definition} {c.server:g} vs {c.generator:g}"
+        f"{SHORT_LABELS.get(c.figure, c.figure)} {c.server:.6g} vs {c.generator:.6g}"
         + (f" ({c.difference:+.2%})" if c.difference is not None else "")
         for c in check.comparisons
     )
-    return f"server check ({check.source} {check.url}, server vs generator): {figures}"
+    return f"server check ({check.source} /metrics, server vs generator): {figures}"
