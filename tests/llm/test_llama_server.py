@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -41,6 +42,12 @@ def model(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def server(model: Path) -> Iterator[str]:
     with llama_server(model, slots=4) as base:
         yield base
+
+
+def post_json(url: str, body: dict) -> dict:
+    request = urllib.request.Request(url, json.dumps(body).encode(), {"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=10) as answer:
+        return json.loads(answer.read())
 
 
 def only_stage(process: subprocess.CompletedProcess, result: LoadTestResult | None) -> StageResult:
@@ -127,6 +134,38 @@ def test_chat_sessions_grow_their_prompts_on_the_real_server(tmp_path: Path, ser
     assert tokens.output_tokens == 8 * stage.requests
     assert tokens.token_sources == {"usage": stage.requests}
     assert tokens.input_tokens > (32 + CHAT_TEMPLATE_TOKENS) * stage.requests
+
+
+def test_without_usage_or_tokenizer_the_servers_tokenize_endpoint_counts(tmp_path: Path, server: str) -> None:
+    """No stream_options.include_usage asked, so llama-server sends no usage; no tokenizer given: each answer's
+    text is counted by the server's own /tokenize, and the report names that source. Greedy sampling makes
+    every answer the same text, whose count the test asks /tokenize for itself. Re-tokenizing generated text
+    need not give back the generated tokens; the self-check sets the server's own count beside it."""
+    messages = [{"role": "user", "content": "no ka li per"}]
+    (tmp_path / "prompts.jsonl").write_text(json.dumps({"messages": messages}) + "\n")
+    greedy = {"temperature": 0.0, "cache_prompt": False}
+    request = chat_request(16)
+    request["generation"].update(includeUsage=False, extraBody=greedy)
+    process, result = run_loadgen(
+        tmp_path,
+        {
+            "url": server,
+            "request": request,
+            "payload": {"prompts": {"dataset": {"file": str(tmp_path / "prompts.jsonl")}}},
+            "load": {"closedLoop": {"concurrency": 1}, **SHORT},
+        },
+    )
+    stage = only_stage(process, result)
+    tokens = stage.tokens
+    assert tokens is not None and stage.errors_by_kind == {}
+    assert tokens.token_sources == {"server tokenize": stage.requests}
+    body = {"model": MODEL_NAME, "messages": messages, "max_tokens": 16, "ignore_eos": True, **greedy}
+    answer = post_json(f"{server}/v1/chat/completions", body)["choices"][0]["message"]["content"]
+    counted = len(post_json(f"{server}/tokenize", {"content": answer, "add_special_tokens": False})["tokens"])
+    assert tokens.output_tokens == counted * stage.requests
+    check = tokens.server_check
+    assert check is not None and check.comparisons[0].figure == "outputTokens"
+    assert check.comparisons[0].server % 16 == 0  # what the server generated: 16 tokens an answer
 
 
 def test_open_loop_completions_from_a_dataset_with_per_row_max_tokens(tmp_path: Path, server: str) -> None:

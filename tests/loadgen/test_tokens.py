@@ -24,6 +24,16 @@ def test_ttft_gaps_and_tpot_of_one_token_per_chunk() -> None:
     assert figures.divided is False
 
 
+def test_without_usage_the_count_made_here_is_used_and_named_by_its_source() -> None:
+    counted = request_tokens(read([1.1, 1.2, 1.3]), 1.0, None, 1.3, 8, None, 5, "server tokenize")
+    assert (counted.output_tokens, counted.source) == (5, "server tokenize")
+    assert counted.per_token_gaps_s is None  # 5 tokens in 3 chunks, and no per-chunk counts: never split
+    uncounted = request_tokens(read([1.1, 1.2, 1.3]), 1.0, None, 1.3, 8, None, None, "server tokenize")
+    assert (uncounted.output_tokens, uncounted.source) == (3, "chunks")
+    with_usage = request_tokens(read([1.1, 1.2, 1.3], completion=3), 1.0, None, 1.3, 8, None, 4)
+    assert (with_usage.output_tokens, with_usage.source, with_usage.tokenizer_difference) == (3, "usage", 1)
+
+
 def test_open_loop_ttft_is_also_taken_from_the_intended_send() -> None:
     figures = request_tokens(read([1.2], completion=1), 1.0, 0.5, 1.3, 1, None, None)
     assert figures.ttft_s == pytest.approx(0.2)

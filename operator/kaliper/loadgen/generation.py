@@ -42,7 +42,7 @@ class Outcome:
     tokens: RequestTokens | None
     good: bool
     answer: str | None = None
-    """The answer's text, where kept (chat sessions, local token counts)."""
+    """The answer's text, for a chat session's next turn (payload.prompts.turns > 1)."""
 
 
 @dataclass
@@ -108,6 +108,8 @@ class GenerationSender:
         objectives: list[Objective],
         turns: int = 1,
         session_body: Callable[[list[dict[str, Any]], int], bytes] | None = None,
+        tokenize_url: str | None = None,
+        model: str = "",
     ) -> None:
         self.requests, self.chat, self.stream = requests, chat, stream
         self.tokenizer = tokenizer
@@ -115,6 +117,8 @@ class GenerationSender:
         self.turns = turns
         self.session_body = session_body
         """A later turn's body: the session's messages, then request `index`'s own."""
+        self.tokenize_url, self.model = tokenize_url, model
+        """The server's tokenize endpoint, asked only for answers without usage when there is no tokenizer."""
 
     @classmethod
     def for_config(cls, config: LoadGenConfig) -> GenerationSender:
@@ -138,7 +142,10 @@ class GenerationSender:
             return request_body(asked, config.request, model)
 
         chat = config.request.protocol == "openai-chat"
-        return cls(requests, chat, generation.stream, tokenizer, objectives, prompts.turns, session_body)
+        tokenize_url = f"{str(config.url).rstrip('/')}/tokenize"
+        return cls(
+            requests, chat, generation.stream, tokenizer, objectives, prompts.turns, session_body, tokenize_url, model
+        )
 
     def tokenizer_mismatch(self, base_url: str, model: str) -> str | None:
         """Where the server can tokenize (llama.cpp's and vLLM's /tokenize), a prompt's ids from prompts.tokenizer
@@ -185,7 +192,7 @@ class GenerationSender:
     ) -> Outcome:
         """Send request `index` (its prepared bytes `raw`); `intended` is its intended send time (open loop).
         `in_session`: a later turn of a chat session, whose prompt is more than request `index`'s own."""
-        parser = StreamParser(self.chat, keep_text=self.tokenizer is not None or self.turns > 1)
+        parser = StreamParser(self.chat, keep_text=True)
         whole: list[bytes] = []
         answer: dict[str, Any] = {}
 
@@ -221,15 +228,39 @@ class GenerationSender:
             error = "stream cut short"
         request = self.requests[index]
         prompt_tokens = None if in_session else request.prompt_tokens
-        tokens = request_tokens(read, sent, intended, ended, request.max_tokens, prompt_tokens, self._count(read))
+        count, count_source = self._count(read)
+        tokens = request_tokens(read, sent, intended, ended, request.max_tokens, prompt_tokens, count, count_source)
         good = error is None and self._good(tokens, sent, intended, ended)
-        answer = "".join(read.text) if read.text is not None else None
+        answer = "".join(read.text) if self.turns > 1 and read.text is not None else None  # a session's memory
         return Outcome(sent, ended, error, tokens, good, answer)
 
-    def _count(self, read: StreamRead) -> int | None:
-        if self.tokenizer is None or read.text is None:
+    def _count(self, read: StreamRead) -> tuple[int | None, str]:
+        """The answer's tokens counted here: with the local tokenizer, or, where there is none and the server
+        sent no usage, with the server's own tokenize endpoint (llama.cpp, vLLM)."""
+        if read.text is None:
+            return None, "tokenizer"
+        if self.tokenizer is not None:
+            return len(self.tokenizer.encode("".join(read.text), add_special_tokens=False).ids), "tokenizer"
+        if read.usage is not None and read.usage.completion_tokens is not None:
+            return None, "tokenizer"
+        return self._server_count("".join(read.text)), "server tokenize"
+
+    def _server_count(self, text: str) -> int | None:
+        if self.tokenize_url is None:
             return None
-        return len(self.tokenizer.encode("".join(read.text), add_special_tokens=False).ids)
+        body = json.dumps({"content": text, "prompt": text, "model": self.model, "add_special_tokens": False})
+        request = urllib.request.Request(
+            self.tokenize_url, body.encode(), {"Content-Type": "application/json"}, method="POST"
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=5) as answer:
+                tokens = json.loads(answer.read()).get("tokens")
+        except (OSError, ValueError, AttributeError):
+            tokens = None
+        if not isinstance(tokens, list):
+            self.tokenize_url = None  # no tokenize endpoint (OpenAI, TGI): count chunks, and stop asking
+            return None
+        return len(tokens)
 
     def _good(self, tokens: RequestTokens, sent: float, intended: float | None, ended: float) -> bool:
         for objective in self.objectives:

@@ -52,14 +52,17 @@ def request_tokens(
     max_tokens: int,
     prompt_tokens: int | None,
     tokenizer_count: int | None,
+    count_source: str = "tokenizer",
 ) -> RequestTokens:
-    """The figures of one request from what its stream delivered (times on one perf_counter clock)."""
+    """The figures of one request from what its stream delivered (times on one perf_counter clock).
+    `tokenizer_count`: the answer's tokens as `count_source` counted them (the local tokenizer, or the server's
+    tokenize endpoint), used where the server sent no usage."""
     times = read.content_times
     usage = read.usage
     if usage is not None and usage.completion_tokens is not None:
         output, source = usage.completion_tokens, "usage"
     elif tokenizer_count is not None:
-        output, source = tokenizer_count, "tokenizer"
+        output, source = tokenizer_count, count_source
     else:
         output, source = len(times), "chunks"
     difference = None

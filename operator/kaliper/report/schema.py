@@ -139,8 +139,10 @@ class TokenFigures(KaliperModel):
     total_tokens_per_s: float
     """Input and output tokens per second."""
     token_sources: dict[str, int] = Field(default_factory=dict)
-    """Requests by where their token counts came from: usage (the server's), tokenizer (counted here), chunks
-    (the number of content chunks: a lower bound where a chunk carries several tokens)."""
+    """Requests by where their token counts came from: usage (the server's), tokenizer (counted here with
+    payload.prompts.tokenizer), server tokenize (the server's tokenize endpoint, for answers without usage
+    when no tokenizer was given), chunks (the number of content chunks: a lower bound where a chunk carries
+    several tokens)."""
     tokenizer_mean_difference: float | None = None
     """Where the server's usage and the local tokenizer both counted the output: their mean absolute
     difference in tokens per request."""
