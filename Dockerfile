@@ -3,11 +3,32 @@
 #   python -m kaliper.loadgen run|master|worker
 #   python -m kaliper.serving --model ... --name ...
 #   python -m kaliper.serving.fetch URL PATH
+#   llama-server ... / llama-quantize ...      (the llamacpp runtime, ModelOptimization's GGUF quantizer)
 # Pinned base, wheels built in a separate stage, runs as a non-root user. Where the base cannot be pulled,
 # pass another Debian-based Python 3.11 as BASE_IMAGE (hack/image/build.sh makes one with debootstrap).
 # Behind a TLS-intercepting proxy, hand pip its CA bundle as a build secret (never stored in the image):
 #   --secret id=ca-bundle,src=/etc/ssl/certs/ca-certificates.crt
 ARG BASE_IMAGE=python:3.11.10-slim-bookworm
+
+# llama.cpp's llama-server and llama-quantize, compiled from the llama.cpp source vendored in the pinned
+# llama-cpp-python sdist, for generic CPUs of the target architecture (x86-64, arm64), by the same recipe as
+# hack/llama/build.sh. hack/image/build.sh hands in the binaries that script already compiled on this
+# machine (`--build-context llama=DIR` replaces this stage), so they are compiled once per version.
+FROM ${BASE_IMAGE} AS llama-compile
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends cmake ninja-build g++ binutils \
+ && rm -rf /var/lib/apt/lists/*
+ARG LLAMA_CPP_PYTHON_VERSION=0.3.36
+COPY hack/llama/compile.sh /usr/local/bin/compile-llama
+RUN --mount=type=secret,id=ca-bundle \
+    if [ -s /run/secrets/ca-bundle ]; then export PIP_CERT=/run/secrets/ca-bundle; fi \
+ && python -m pip download --no-cache-dir --no-deps --no-binary :all: --dest /tmp/sdist \
+      "llama-cpp-python==$LLAMA_CPP_PYTHON_VERSION" \
+ && tar -xzf /tmp/sdist/llama_cpp_python-*.tar.gz -C /tmp/sdist \
+ && bash /usr/local/bin/compile-llama /tmp/sdist/llama_cpp_python-*/vendor/llama.cpp /out \
+ && rm -rf /tmp/sdist
+FROM scratch AS llama
+COPY --from=llama-compile /out/ /
 
 FROM ${BASE_IMAGE} AS build
 # A C compiler (and Python's headers where the base lacks them) for dependencies without a wheel for the
@@ -45,6 +66,11 @@ RUN --mount=type=secret,id=ca-bundle \
 
 FROM ${BASE_IMAGE}
 RUN useradd --uid 10001 --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin kaliper
+# llama.cpp's binaries need the C++ runtime and GNU OpenMP.
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends libstdc++6 libgomp1 \
+ && rm -rf /var/lib/apt/lists/*
+COPY --from=llama /llama-server /llama-quantize /usr/local/bin/
 COPY --from=build /wheels /wheels
 RUN python -m pip install --no-cache-dir --no-index /wheels/*.whl && rm -rf /wheels
 COPY --from=build /app /app

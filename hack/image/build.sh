@@ -45,6 +45,10 @@ make_base() {
 
 if ! podman image exists "$base"; then make_base; else log "base: $base (cached)"; fi
 
+# llama.cpp's binaries, compiled once per version by the same recipe the Dockerfile's llama stage uses: the
+# folder replaces that stage.
+llama_dir=$(dirname "$(bash "$repo/hack/llama/build.sh")")
+
 # RUN steps use the host's network (pip reaches PyPI) and chroot isolation: this machine's root may not
 # set oom_score_adj, which runc needs (see shared/real-node-notes.md).
 log "image: buildah bud -> $tag"
@@ -52,6 +56,7 @@ start=$(date +%s)
 # pip trusts this machine's CA bundle (which may hold a TLS-intercepting proxy's CA) through a build secret.
 buildah bud --quiet --layers --network host --isolation chroot \
   --secret id=ca-bundle,src="${CA_BUNDLE:-/etc/ssl/certs/ca-certificates.crt}" \
+  --build-context "llama=$llama_dir" \
   --build-arg "BASE_IMAGE=$base" --build-arg "ONNXRUNTIME=${ONNXRUNTIME:-onnxruntime}" \
   -t "$tag" -f "$repo/Dockerfile" "$repo" >&2 \
   || die "buildah bud failed (see above)"

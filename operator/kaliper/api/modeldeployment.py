@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, WithJsonSchema
+from pydantic.alias_generators import to_camel
 
 from kaliper.api.base import KaliperModel, Rule, exactly_one_of
 from kaliper.api.common import (
@@ -24,7 +25,10 @@ from kaliper.api.common import (
     conditions_field,
 )
 
-RuntimeType = Literal["onnxruntime", "mlserver", "triton", "custom"]
+RuntimeType = Literal["onnxruntime", "mlserver", "triton", "llamacpp", "vllm", "sglang", "tgi", "custom"]
+# Servers of generative models (OpenAI-compatible, streaming): llama.cpp on CPUs, the others on GPUs.
+LLM_RUNTIMES = ("llamacpp", "vllm", "sglang", "tgi")
+GPU_LLM_RUNTIMES = ("vllm", "sglang", "tgi")
 ExecutionProvider = Literal[
     "CPUExecutionProvider",
     "CUDAExecutionProvider",
@@ -65,8 +69,9 @@ class ModelSource(KaliperModel):
     """A model baked into a container image."""
     file: Annotated[str, Field(min_length=1, max_length=1024)] | None = None
     """A path on this machine; only the local runtime (`kaliper run`) can use it."""
-    format: Literal["onnx", "sklearn", "auto"] = "auto"
-    """Model format; auto decides from the file name (.onnx, .joblib/.pkl)."""
+    format: Literal["onnx", "sklearn", "gguf", "auto"] = "auto"
+    """Model format; auto decides from the file name (.onnx, .joblib/.pkl, .gguf). The llamacpp runtime serves
+    GGUF files; vllm, sglang and tgi serve a model directory (config.json, weights, tokenizer)."""
     name: Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[a-zA-Z0-9][-_.a-zA-Z0-9]*$")] | None = None
     """Name the model is served under (the {model} in /v2/models/{model}/infer). Default: the object's name."""
     version: Annotated[str, Field(max_length=64)] | None = None
@@ -87,19 +92,23 @@ class ServingRuntime(KaliperModel):
     """The model server that serves the model."""
 
     type: RuntimeType = "onnxruntime"
-    """onnxruntime (Kaliper's built-in ONNX Runtime server), mlserver, triton, or custom."""
+    """onnxruntime (Kaliper's built-in ONNX Runtime server), mlserver, triton, llamacpp (llama.cpp's
+    llama-server: GGUF models on CPUs, locally and on Kubernetes), vllm, sglang, tgi (GPU servers of
+    generative models, Kubernetes only), or custom."""
     image: ImageName | None = None
-    """Container image. Default: Kaliper's image for onnxruntime, the upstream image for mlserver and triton.
-    Required for custom on Kubernetes."""
+    """Container image. Default: Kaliper's image for onnxruntime and llamacpp (it carries llama-server), the
+    upstream image for mlserver, triton, vllm, sglang and tgi. Required for custom on Kubernetes."""
     command: Annotated[list[Annotated[str, Field(max_length=4096)]], Field(min_length=1, max_length=64)] | None = None
     """Command that starts the server (replaces the image's entrypoint; the process to run locally)."""
     args: Annotated[list[Annotated[str, Field(max_length=4096)]], Field(max_length=128)] | None = None
     """Arguments appended to the command."""
     port: Port | None = None
-    """Port the server listens on. Default: 8080 (onnxruntime, mlserver), 8000 (triton). Required for custom."""
-    protocol: Literal["oip-v2", "http-json"] | None = None
-    """Protocol the server speaks. Default: oip-v2 (Open Inference Protocol v2) for the known runtimes,
-    http-json for custom."""
+    """Port the server listens on. Default: 8080 (onnxruntime, mlserver, llamacpp, tgi), 8000 (triton, vllm),
+    30000 (sglang). Required for custom."""
+    protocol: Literal["oip-v2", "http-json", "openai"] | None = None
+    """Protocol the server speaks. Default: oip-v2 (Open Inference Protocol v2) for onnxruntime, mlserver and
+    triton, openai (OpenAI-compatible /v1/chat/completions and /v1/completions) for the LLM runtimes, http-json
+    for custom."""
     execution_providers: Annotated[list[ExecutionProvider], Field(min_length=1, max_length=6)] | None = None
     """ONNX Runtime execution providers, in order of preference (onnxruntime only)."""
     implementation: Annotated[str, Field(max_length=256, pattern=r"^[A-Za-z_][\w.]*$")] | None = None
@@ -145,11 +154,95 @@ class Threads(KaliperModel):
     """How much parallelism the server uses inside one replica."""
 
     intra_op: Annotated[int, Field(ge=1, le=256)] | None = None
-    """Threads used inside one operator (ONNX Runtime intra_op_num_threads). Default: one per CPU of the limit."""
+    """Threads used inside one operator (ONNX Runtime intra_op_num_threads; llama.cpp's --threads and
+    --threads-batch for llamacpp). Default: one per CPU of the limit."""
     inter_op: Annotated[int, Field(ge=1, le=256)] | None = None
     """Threads running independent operators in parallel (ONNX Runtime inter_op_num_threads)."""
     workers: Annotated[int, Field(ge=1, le=64)] | None = None
     """Server worker processes per replica (MLServer parallel workers, server processes for onnxruntime)."""
+
+
+TokenCount = Annotated[int, Field(ge=1, le=4194304)]
+
+
+class LlmServing(KaliperModel):
+    """How a server of generative models runs: how many sequences it serves at once and how much context
+    each holds (runtime.type llamacpp, vllm, sglang or tgi)."""
+
+    slots: Annotated[int, Field(ge=1, le=4096)] | None = None
+    """Sequences served at the same time, batched together: llama.cpp's slots (--parallel), vLLM's
+    --max-num-seqs, SGLang's --max-running-requests, TGI's --max-concurrent-requests. Requests beyond it wait
+    in the server. Default: 1 for llamacpp; the server's own default for the others."""
+    context_size: TokenCount | None = None
+    """llamacpp: context tokens of the whole server (--ctx-size), split evenly among its slots, so one
+    request's prompt and output must fit in contextSize / slots. Default: the context the model was trained
+    with, split among the slots."""
+    batch_size: TokenCount | None = None
+    """llamacpp: the logical batch, prompt tokens submitted per decode call (--batch-size)."""
+    ubatch_size: TokenCount | None = None
+    """llamacpp: the physical batch, tokens computed at once (--ubatch-size; at most batchSize)."""
+    max_model_length: TokenCount | None = None
+    """vllm, sglang, tgi: the longest sequence, prompt plus output (--max-model-len, --context-length,
+    --max-total-tokens)."""
+    max_batched_tokens: TokenCount | None = None
+    """vllm, sglang, tgi: prompt tokens scheduled in one step (--max-num-batched-tokens, --max-prefill-tokens,
+    --max-batch-prefill-tokens)."""
+    tensor_parallel: Annotated[int, Field(ge=1, le=16)] | None = None
+    """vllm, sglang, tgi: GPUs one copy of the model is split across; it must divide resources.gpu.count.
+    The remaining factor becomes vLLM's pipeline stages and SGLang's data-parallel copies; TGI shards over
+    every GPU. Default: every GPU of the replica."""
+    gpu_memory_utilization: Annotated[float, Field(gt=0, le=1)] | None = None
+    """vllm, sglang, tgi: share of each GPU's memory the server takes for weights and KV cache
+    (--gpu-memory-utilization, --mem-fraction-static, --cuda-memory-fraction)."""
+    dtype: Literal["auto", "float16", "bfloat16", "float32"] | None = None
+    """vllm, sglang, tgi: the weights' data type (--dtype)."""
+    quantization: Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[a-z0-9][-_a-z0-9]*$")] | None = None
+    """vllm, sglang, tgi: the quantization method as the server names it (--quantization; TGI's --quantize),
+    such as awq, gptq or fp8."""
+
+    cross_field_rules = (
+        Rule(
+            cel="!has(self.contextSize) || self.contextSize >= (has(self.slots) ? self.slots : 1)",
+            message="llm.contextSize is split evenly among the slots, so it cannot be smaller than llm.slots; "
+            "raise contextSize (each slot needs room for a prompt and its output) or lower slots",
+            check=lambda m: m.context_size is None or m.context_size >= (m.slots or 1),
+            field_path=".contextSize",
+        ),
+        Rule(
+            cel="!has(self.ubatchSize) || !has(self.batchSize) || self.ubatchSize <= self.batchSize",
+            message="llm.ubatchSize is the physical part of the logical llm.batchSize; make it at most batchSize",
+            check=lambda m: m.ubatch_size is None or m.batch_size is None or m.ubatch_size <= m.batch_size,
+            field_path=".ubatchSize",
+        ),
+    )
+
+
+LLAMACPP_ONLY = ("context_size", "batch_size", "ubatch_size")
+GPU_LLM_ONLY = (
+    "max_model_length",
+    "max_batched_tokens",
+    "tensor_parallel",
+    "gpu_memory_utilization",
+    "dtype",
+    "quantization",
+)
+
+
+def _cel_list(names: tuple[str, ...]) -> str:
+    return "[" + ", ".join(f"'{n}'" for n in names) + "]"
+
+
+def _runtime_is(names: tuple[str, ...]) -> str:
+    return f"(has(self.runtime) && has(self.runtime.type) && self.runtime.type in {_cel_list(names)})"
+
+
+def _llm_has_any(names: tuple[str, ...]) -> str:
+    return "(" + " || ".join(f"has(self.llm.{to_camel(n)})" for n in names) + ")"
+
+
+def _gpu_count(spec: ModelDeploymentTemplate) -> int:
+    gpu = spec.resources.gpu if spec.resources else None
+    return gpu.count if gpu else 0
 
 
 class Readiness(KaliperModel):
@@ -199,6 +292,8 @@ class ModelDeploymentTemplate(KaliperModel):
     """Server-side dynamic batching. Default: off."""
     threads: Threads | None = None
     """Thread and worker counts inside each replica."""
+    llm: LlmServing | None = None
+    """Generative-model servers (llamacpp, vllm, sglang, tgi): slots, context and batch sizes, GPU sharing."""
     env: Annotated[list[EnvVar], Field(max_length=128)] | None = None
     """Extra environment variables for the serving container."""
     readiness: Readiness = Field(default_factory=Readiness)
@@ -224,6 +319,53 @@ class ModelDeploymentTemplate(KaliperModel):
             check=lambda s: s.batching is None or s.runtime.type not in ("custom", "triton"),
             field_path=".batching",
         ),
+        Rule(
+            cel=f"!has(self.llm) || {_runtime_is(LLM_RUNTIMES)}",
+            message="llm configures servers of generative models; set runtime.type to llamacpp, vllm, sglang or "
+            "tgi, or remove llm",
+            check=lambda s: s.llm is None or s.runtime.type in LLM_RUNTIMES,
+            field_path=".llm",
+        ),
+        Rule(
+            cel=f"!has(self.llm) || !{_llm_has_any(LLAMACPP_ONLY)} || {_runtime_is(('llamacpp',))}",
+            message="llm.contextSize, batchSize and ubatchSize are llama.cpp's settings (runtime.type llamacpp); "
+            "for vllm, sglang and tgi use llm.maxModelLength and maxBatchedTokens",
+            check=lambda s: (
+                s.llm is None or s.runtime.type == "llamacpp" or all(getattr(s.llm, n) is None for n in LLAMACPP_ONLY)
+            ),
+            field_path=".llm",
+        ),
+        Rule(
+            cel=f"!has(self.llm) || !{_llm_has_any(GPU_LLM_ONLY)} || {_runtime_is(GPU_LLM_RUNTIMES)}",
+            message="llm.maxModelLength, maxBatchedTokens, tensorParallel, gpuMemoryUtilization, dtype and "
+            "quantization are settings of the GPU servers (runtime.type vllm, sglang or tgi); for llamacpp use "
+            "llm.contextSize and batchSize, and a quantized GGUF file as the model",
+            check=lambda s: (
+                s.llm is None
+                or s.runtime.type in GPU_LLM_RUNTIMES
+                or all(getattr(s.llm, n) is None for n in GPU_LLM_ONLY)
+            ),
+            field_path=".llm",
+        ),
+        Rule(
+            cel=f"!{_runtime_is(GPU_LLM_RUNTIMES)} || "
+            "(has(self.resources) && has(self.resources.gpu) && self.resources.gpu.count >= 1)",
+            message="vllm, sglang and tgi serve on GPUs: set resources.gpu.count (at least 1), or serve a GGUF "
+            "model on CPUs with runtime.type llamacpp",
+            check=lambda s: s.runtime.type not in GPU_LLM_RUNTIMES or _gpu_count(s) >= 1,
+            field_path=".resources",
+        ),
+        Rule(
+            cel="!has(self.llm) || !has(self.llm.tensorParallel) || "
+            "(has(self.resources) && has(self.resources.gpu) "
+            "&& self.resources.gpu.count % self.llm.tensorParallel == 0)",
+            message="llm.tensorParallel must divide resources.gpu.count (the model is split across that many GPUs "
+            "and copied over the rest); pick a divisor of the GPU count",
+            check=lambda s: (
+                s.llm is None or s.llm.tensor_parallel is None or _gpu_count(s) % s.llm.tensor_parallel == 0
+            ),
+            field_path=".llm.tensorParallel",
+        ),
     )
 
 
@@ -232,6 +374,27 @@ class ModelDeploymentSpec(ModelDeploymentTemplate):
 
     model: ModelSource
     """Where the model comes from."""
+
+    cross_field_rules = (
+        *ModelDeploymentTemplate.cross_field_rules,
+        Rule(
+            cel="!has(self.runtime) || !has(self.runtime.type) || self.runtime.type != 'llamacpp' || "
+            "!has(self.model.format) || self.model.format in ['gguf', 'auto']",
+            message="the llamacpp runtime serves GGUF models; set model.format to gguf (or auto) and give a .gguf "
+            "file, such as one a ModelOptimization quantized",
+            check=lambda s: s.runtime.type != "llamacpp" or s.model.format in ("gguf", "auto"),
+            field_path=".model.format",
+        ),
+        Rule(
+            cel=f"!{_runtime_is(GPU_LLM_RUNTIMES)} || has(self.model.pvc) || has(self.model.image)",
+            message="vllm, sglang and tgi load a model directory (config.json, the weights, the tokenizer); give it "
+            "as model.pvc or model.image, whose path names that directory",
+            check=lambda s: (
+                s.runtime.type not in GPU_LLM_RUNTIMES or s.model.pvc is not None or s.model.image is not None
+            ),
+            field_path=".model",
+        ),
+    )
 
 
 ModelDeploymentPhase = Literal["Pending", "Progressing", "Ready", "Degraded", "Failed"]

@@ -10,6 +10,7 @@ from pydantic import AfterValidator, Field
 
 from kaliper.api.base import KaliperModel, Rule, exactly_one_of
 from kaliper.api.common import (
+    RESOURCE_NAME_PATTERN,
     Condition,
     ConfigMapKeyReference,
     CpuQuantity,
@@ -367,7 +368,20 @@ class ModelVariant(KaliperModel):
     """Where this variant's model comes from."""
 
 
-DEPLOYMENT_SWEEP_FIELDS = ("cpu", "memory", "gpu", "replicas", "batch_size", "threads", "runtime", "model_variants")
+# In the order a trial's parameters are listed.
+DEPLOYMENT_SWEEP_FIELDS = (
+    "cpu",
+    "memory",
+    "gpu",
+    "gpu_resource",
+    "replicas",
+    "batch_size",
+    "threads",
+    "slots",
+    "context_size",
+    "runtime",
+    "model_variants",
+)
 
 
 class SweepSpec(KaliperModel):
@@ -379,12 +393,20 @@ class SweepSpec(KaliperModel):
     """Memory per replica; each value sets both the request and the limit."""
     gpu: _sweep_list(Annotated[int, Field(ge=0, le=16)]) | None = None
     """GPUs per replica (of the deployment's gpu.resourceName)."""
+    gpu_resource: _sweep_list(Annotated[str, Field(max_length=253, pattern=RESOURCE_NAME_PATTERN)]) | None = None
+    """GPU kinds as extended resource names, such as MIG profiles nvidia.com/mig-1g.10gb and
+    nvidia.com/mig-3g.40gb against a whole nvidia.com/gpu (resources.gpu.resourceName)."""
     replicas: _sweep_list(Annotated[int, Field(ge=1, le=1000)]) | None = None
     """Replica counts."""
     batch_size: _sweep_list(Annotated[int, Field(ge=1, le=4096)]) | None = None
-    """Server-side maximum batch sizes (1 turns batching off)."""
+    """Server-side maximum batch sizes (1 turns batching off); for the LLM runtimes, tokens per batch
+    (llamacpp's llm.batchSize, llm.maxBatchedTokens for vllm, sglang and tgi)."""
     threads: _sweep_list(Annotated[int, Field(ge=1, le=256)]) | None = None
-    """Intra-op thread counts."""
+    """Intra-op thread counts (llama.cpp's --threads for llamacpp)."""
+    slots: _sweep_list(Annotated[int, Field(ge=1, le=4096)]) | None = None
+    """LLM runtimes: sequences served at once (llm.slots: llama.cpp's slots, vLLM's max-num-seqs, ...)."""
+    context_size: _sweep_list(Annotated[int, Field(ge=1, le=4194304)]) | None = None
+    """llamacpp: context tokens of the server, split among its slots (llm.contextSize)."""
     runtime: _sweep_list(RuntimeType) | None = None
     """Serving runtimes."""
     model_variants: (
@@ -702,9 +724,9 @@ class ProfileRunSpec(ProfileRunTemplate):
         *ProfileRunTemplate.cross_field_rules,
         Rule(
             cel="has(self.target.deploymentRef) || !has(self.sweep) || "
-            "[has(self.sweep.cpu), has(self.sweep.memory), has(self.sweep.gpu), has(self.sweep.replicas), "
-            "has(self.sweep.batchSize), has(self.sweep.threads), has(self.sweep.runtime), "
-            "has(self.sweep.modelVariants)].all(x, !x)",
+            "[has(self.sweep.cpu), has(self.sweep.memory), has(self.sweep.gpu), has(self.sweep.gpuResource), "
+            "has(self.sweep.replicas), has(self.sweep.batchSize), has(self.sweep.threads), has(self.sweep.slots), "
+            "has(self.sweep.contextSize), has(self.sweep.runtime), has(self.sweep.modelVariants)].all(x, !x)",
             message="sweeping deployment parameters needs target.deploymentRef; "
             "a target url can only sweep load levels (concurrency or rate)",
             check=lambda s: (

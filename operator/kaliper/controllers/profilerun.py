@@ -46,7 +46,7 @@ from kaliper.manifests.profilerun import (
 )
 from kaliper.metrics.trial_window import measure_trial
 from kaliper.profiling import trials as run_trials
-from kaliper.profiling.plan import cluster_problem, configurations, machine_paths_problem
+from kaliper.profiling.plan import cluster_problem, configurations, describe, machine_paths_problem
 from kaliper.profiling.schedule import PlannedTrial, planned_trials, room_to_start, schedule_from_status
 from kaliper.report.schema import LoadTestResult
 from kaliper.report.status import final_status, trial_summary
@@ -238,9 +238,7 @@ class RunStep(StatusStep[ProfileRunStatus]):
         model = action.model_name or run_trials.target_model_name(self.spec, self.base())
         for obj in build_loadgen(self.body, trial.index, self.spec, url, model, planned.level, SETTINGS.loadgen):
             kube.apply(obj)
-        self.event(
-            "TrialRunning", f"trial {trial.name}: load generator started ({run_trials.describe(trial.parameters)})"
-        )
+        self.event("TrialRunning", f"trial {trial.name}: load generator started ({describe(trial.parameters)})")
 
     def collect(self, trial: TrialSummary, seen: TrialObjectsSeen) -> None:
         """Turn the results document into the trial's report, with resource figures from Prometheus once its
@@ -310,7 +308,7 @@ class RunStep(StatusStep[ProfileRunStatus]):
             trial.start_time = self.now
             self.carry_out(trial, moves.start(self.target_url()), TrialObjectsSeen())
             if trial.phase == "Deploying":
-                self.event("TrialStarted", f"trial {trial.name}: deploying ({run_trials.describe(trial.parameters)})")
+                self.event("TrialStarted", f"trial {trial.name}: deploying ({describe(trial.parameters)})")
         self.status.trials = [self.trials[i] for i in sorted(self.trials)]
         current = next((t.name for t in self.status.trials if t.phase in IN_FLIGHT), None)
         self.status.progress = Progress.of(self.status.trials, len(self.status.trials), current)

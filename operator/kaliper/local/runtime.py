@@ -21,14 +21,14 @@ from kaliper.api.profilerun import ProfileRunSpec, ReportReference
 from kaliper.api.resources import Cleanup, ModelDeployment, ModelOptimization, ProfileRun
 from kaliper.api.units import parse_duration
 from kaliper.local.sampler import Sampler, summarize
-from kaliper.local.servers import ServerError, ServerGroup
+from kaliper.local.servers import ServerError, ServerGroup, local_problem
 from kaliper.local.sources import NotOnThisMachine, deployment_model, local_path
 from kaliper.log import get_logger
 from kaliper.manifests.profilerun import loadgen_config as build_loadgen_config
 from kaliper.manifests.profilerun import payload_dataset
 from kaliper.metrics.nvml import Nvml
 from kaliper.netutil import free_port
-from kaliper.profiling.plan import configurations, trial_count_problem
+from kaliper.profiling.plan import configurations, describe, sweep_problem, trial_count_problem
 from kaliper.profiling.schedule import PlannedTrial, planned_trials, schedule
 from kaliper.profiling.search import Outcome
 from kaliper.profiling.trials import (
@@ -36,7 +36,6 @@ from kaliper.profiling.trials import (
     allocated,
     conclude,
     configuration_cost_per_hour,
-    describe,
     failed,
     from_load_test,
     judge,
@@ -153,6 +152,13 @@ class LocalRuntime:
         model_name = target_model_name(spec, base)
         report = new_report(spec, run.metadata.name or "profilerun", run.metadata.namespace, datetime.now(UTC))
         configs = configurations(spec, base)
+        for config in configs:
+            problem = local_problem(config.deployment) if config.deployment is not None else None
+            if problem:
+                raise NotOnThisMachine(problem)
+        problem = sweep_problem(spec, configs)
+        if problem:
+            raise ValueError(problem)
         by_index = {p.index: p for p in planned_trials(configs)}
         problem = trial_count_problem(spec, len(by_index))
         if problem:

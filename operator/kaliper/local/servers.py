@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -13,14 +14,16 @@ from pathlib import Path
 
 import httpx
 
-from kaliper.api.modeldeployment import ModelDeploymentSpec
+from kaliper.api.modeldeployment import GPU_LLM_RUNTIMES, ModelDeploymentSpec
 from kaliper.api.units import parse_cpu, parse_duration, parse_quantity
 from kaliper.local.cgroups import Cgroup, Limits, group_name
 from kaliper.local.proxy import RoundRobinProxy
 from kaliper.local.sockets import listens_on
+from kaliper.manifests.modeldeployment import readiness_path
 from kaliper.netutil import free_port
 from kaliper.processes import die_with_parent
 from kaliper.serving.flags import tuning_flags
+from kaliper.serving.llm import LLAMA_CPP_PYTHON_VERSION, LLAMA_SERVER, llamacpp_args
 
 PROBE_TIMEOUT_S = 2.0  # one readiness probe; the deadline is the ModelDeployment's readyTimeout
 
@@ -39,6 +42,44 @@ def limits_of(spec: ModelDeploymentSpec) -> Limits:
         cpu_cores=float(parse_cpu(limits.cpu)) if limits and limits.cpu else None,
         memory_bytes=int(parse_quantity(limits.memory)) if limits and limits.memory else None,
     )
+
+
+def llama_server_binary() -> str:
+    """llama-server for local runs: $KALIPER_LLAMA_SERVER, else the build hack/llama/build.sh cached for the
+    pinned version, else one on PATH."""
+    named = os.environ.get("KALIPER_LLAMA_SERVER")
+    if named:
+        if not os.access(named, os.X_OK):
+            raise ServerError(f"KALIPER_LLAMA_SERVER={named} is not an executable file")
+        return named
+    cache = Path(os.environ.get("KALIPER_CACHE") or Path.home() / ".cache" / "kaliper")
+    cached = cache / "bin" / f"llama-server-{LLAMA_CPP_PYTHON_VERSION}" / LLAMA_SERVER
+    if cached.is_file():
+        return str(cached)
+    found = shutil.which(LLAMA_SERVER)
+    if found:
+        return found
+    raise ServerError(
+        "the llamacpp runtime needs llama.cpp's llama-server, which is not built on this machine: run "
+        "`make llama` (hack/llama/build.sh, about 6-15 minutes once), or set KALIPER_LLAMA_SERVER to a binary"
+    )
+
+
+def local_problem(spec: ModelDeploymentSpec) -> str | None:
+    """Why `kaliper run` cannot start this deployment's servers here, or None."""
+    runtime = spec.runtime.type
+    if runtime in GPU_LLM_RUNTIMES:
+        return (
+            f"runtime.type {runtime} runs from its upstream GPU image on Kubernetes; `kaliper run` starts servers "
+            "as local processes and cannot run it. Apply the manifests to a cluster with GPUs, or serve a GGUF "
+            "model with runtime.type llamacpp locally"
+        )
+    if runtime == "triton":
+        return (
+            "runtime.type triton runs from its upstream image on Kubernetes; `kaliper run` cannot start it. Use "
+            "onnxruntime, mlserver, llamacpp or a custom command locally"
+        )
+    return None
 
 
 def server_command(spec: ModelDeploymentSpec, model_path: Path, model_name: str, port: int, workdir: Path) -> list[str]:
@@ -80,17 +121,29 @@ def server_command(spec: ModelDeploymentSpec, model_path: Path, model_name: str,
         (workdir / "settings.json").write_text(json.dumps(settings, indent=2))
         (workdir / "model-settings.json").write_text(json.dumps(model_settings, indent=2))
         return [str(Path(sys.executable).with_name("mlserver")), "start", str(workdir)]
+    if runtime.type == "llamacpp":
+        binary = runtime.command or [llama_server_binary()]
+        return [*binary, *llamacpp_args(spec, str(model_path), model_name, "127.0.0.1", port), *(runtime.args or [])]
     if runtime.type == "custom":
         assert runtime.command is not None, "validated: a local custom runtime has a command"
         return [*runtime.command, *(runtime.args or [])]
-    raise ServerError(f"runtime {runtime.type} has no local server; use onnxruntime, mlserver or custom")
+    raise ServerError(local_problem(spec) or f"runtime {runtime.type} has no local server")
 
 
-def readiness_path(spec: ModelDeploymentSpec) -> str:
-    if spec.readiness.path:
-        return spec.readiness.path
-    protocol = spec.runtime.protocol or ("http-json" if spec.runtime.type == "custom" else "oip-v2")
-    return "/v2/health/ready" if protocol == "oip-v2" else "/"
+GGUF_MAGIC = b"GGUF"  # the first four bytes of every GGUF file
+
+
+def check_gguf(path: Path) -> None:
+    """A model for llama-server must be a GGUF file; anything else is refused before a server starts."""
+    with contextlib.suppress(OSError), path.open("rb") as model:
+        head = model.read(4)
+        if head == GGUF_MAGIC:
+            return
+        raise ServerError(
+            f"model {path} is not a GGUF file (it starts with {head!r}, not {GGUF_MAGIC!r}): the llamacpp runtime "
+            "serves GGUF models; convert the model with llama.cpp's convert_hf_to_gguf.py or give a .gguf file"
+        )
+    raise ServerError(f"model {path} cannot be read")
 
 
 class ServerGroup:
@@ -126,6 +179,8 @@ class ServerGroup:
         return prepare
 
     def start(self) -> ServerGroup:
+        if self.spec.runtime.type == "llamacpp":
+            check_gguf(self.model_path)
         # Built-in servers share the port (SO_REUSEPORT); other replicas get ports of their own behind a proxy.
         shared = self.spec.runtime.type == "onnxruntime" or self.spec.replicas == 1
         ports = [self.port] * self.spec.replicas if shared else [free_port() for _ in range(self.spec.replicas)]

@@ -11,8 +11,9 @@ from typing import Any
 
 from kaliper import __version__
 from kaliper.api.common import API_VERSION
-from kaliper.api.modeldeployment import ModelDeploymentSpec
+from kaliper.api.modeldeployment import GPU_LLM_RUNTIMES, LLM_RUNTIMES, ModelDeploymentSpec
 from kaliper.api.units import parse_duration
+from kaliper.serving import llm as llm_servers
 from kaliper.serving.flags import tuning_flags
 
 # Kaliper's own image: the built-in server and the model fetcher. The operator passes the image it is
@@ -21,8 +22,12 @@ KALIPER_IMAGE = f"ghcr.io/kaliper-dev/kaliper:{__version__}"
 RUNTIME_IMAGES = {
     "mlserver": "docker.io/seldonio/mlserver:1.7.1-sklearn",
     "triton": "nvcr.io/nvidia/tritonserver:24.10-py3",
+    **llm_servers.UPSTREAM_IMAGES,
 }
-DEFAULT_PORTS = {"onnxruntime": 8080, "mlserver": 8080, "triton": 8000}
+KALIPER_IMAGE_RUNTIMES = ("onnxruntime", "llamacpp")  # servers Kaliper's own image carries
+DEFAULT_PORTS = {"onnxruntime": 8080, "mlserver": 8080, "triton": 8000, **llm_servers.DEFAULT_PORTS}
+# vLLM and SGLang share tensors between their GPU workers through /dev/shm, which a container gets 64 MiB of.
+SHARED_MEMORY = {"name": "shm", "emptyDir": {"medium": "Memory"}}
 MODEL_DIR = "/models/source"
 # The restricted Pod Security Standard, container by container: no privilege escalation, no capabilities.
 # Kaliper's own image also runs as its non-root user; other images keep the user they were built with.
@@ -104,6 +109,22 @@ def _command(spec: ModelDeploymentSpec, name: str) -> tuple[list[str] | None, li
     runtime, port, served = spec.runtime, port_of(spec), spec.model.name or name
     if runtime.type == "custom":
         return runtime.command, runtime.args, []
+    if runtime.type == "llamacpp":
+        args = llm_servers.llamacpp_args(spec, model_path(spec), served, "0.0.0.0", port)
+        return runtime.command or [llm_servers.LLAMA_SERVER], [*args, *(runtime.args or [])], []
+    if runtime.type in GPU_LLM_RUNTIMES:
+        if spec.model.pvc is None and spec.model.image is None:
+            raise BuildError(
+                f"spec.model: {runtime.type} loads a model directory (config.json, the weights, the tokenizer); give "
+                "it as model.pvc or model.image, whose path names that directory"
+            )
+        try:
+            command, args = llm_servers.gpu_server_command(spec, model_path(spec), served, port)
+        except llm_servers.ServingProblem as problem:
+            raise BuildError(f"spec: {problem}") from None
+        # The model is on a volume: never reach for a model hub.
+        offline = [{"name": "HF_HUB_OFFLINE", "value": "1"}]
+        return runtime.command or command, [*args, *(runtime.args or [])], offline
     if runtime.type == "onnxruntime":
         args = [
             "--model",
@@ -181,10 +202,19 @@ def _resources(spec: ModelDeploymentSpec) -> dict[str, Any]:
     return {k: v for k, v in out.items() if v}
 
 
+def readiness_path(spec: ModelDeploymentSpec) -> str:
+    """The readiness probe's path: the spec's, else the runtime's health endpoint."""
+    if spec.readiness.path:
+        return spec.readiness.path
+    if spec.runtime.type in LLM_RUNTIMES:
+        return llm_servers.HEALTH_PATH
+    protocol = spec.runtime.protocol or ("http-json" if spec.runtime.type == "custom" else "oip-v2")
+    return "/v2/health/ready" if protocol == "oip-v2" else "/"
+
+
 def _readiness(spec: ModelDeploymentSpec) -> dict[str, Any]:
     readiness = spec.readiness
-    protocol = spec.runtime.protocol or ("http-json" if spec.runtime.type == "custom" else "oip-v2")
-    path = readiness.path or ("/v2/health/ready" if protocol == "oip-v2" else "/")
+    path = readiness_path(spec)
     return {
         "httpGet": {"path": path, "port": "http"},
         "initialDelaySeconds": int(parse_duration(readiness.initial_delay)),
@@ -199,8 +229,8 @@ def build_deployment(
 ) -> dict[str, Any]:
     volumes, init_containers = _volumes(spec, kaliper_image)
     command, args, runtime_env = _command(spec, name)
-    builtin = {"onnxruntime": kaliper_image}
-    image = spec.runtime.image or builtin.get(spec.runtime.type) or RUNTIME_IMAGES.get(spec.runtime.type)
+    builtin = kaliper_image if spec.runtime.type in KALIPER_IMAGE_RUNTIMES else None
+    image = spec.runtime.image or builtin or RUNTIME_IMAGES.get(spec.runtime.type)
     if image is None:
         raise BuildError("a custom runtime on Kubernetes needs spec.runtime.image")
     env = runtime_env + [e.to_manifest() for e in spec.env or []]
@@ -218,6 +248,9 @@ def build_deployment(
     for key, value in (("command", command), ("args", args), ("env", env), ("resources", _resources(spec))):
         if value:
             container[key] = value
+    if spec.runtime.type in ("vllm", "sglang"):
+        volumes = [*volumes, SHARED_MEMORY]
+        container["volumeMounts"].append({"name": "shm", "mountPath": "/dev/shm"})
     labels = selector_labels(name)
     pod_spec: dict[str, Any] = {
         "containers": [container],

@@ -6,9 +6,19 @@ import itertools
 from dataclasses import dataclass
 from typing import Any
 
+from pydantic import ValidationError
+
 from kaliper.api.common import GpuRequest, ResourceList, ResourceRequirements
-from kaliper.api.modeldeployment import Batching, ModelDeploymentSpec, ServingRuntime, Threads
-from kaliper.api.profilerun import ProfileRunSpec
+from kaliper.api.modeldeployment import (
+    GPU_LLM_RUNTIMES,
+    LLM_RUNTIMES,
+    Batching,
+    LlmServing,
+    ModelDeploymentSpec,
+    ServingRuntime,
+    Threads,
+)
+from kaliper.api.profilerun import DEPLOYMENT_SWEEP_FIELDS, LengthDistribution, ProfileRunSpec
 from kaliper.manifests.modeldeployment import BuildError, build_deployment
 
 
@@ -54,12 +64,10 @@ def configurations(spec: ProfileRunSpec, base: ModelDeploymentSpec | None) -> li
     sweep = spec.sweep
     axes: list[tuple[str, list[Any]]] = []
     if sweep is not None:
-        for name in ("cpu", "memory", "gpu", "replicas", "batch_size", "threads", "runtime"):
+        for name in DEPLOYMENT_SWEEP_FIELDS:
             values = getattr(sweep, name)
             if values is not None:
-                axes.append((name, list(values)))
-        if sweep.model_variants is not None:
-            axes.append(("model_variant", list(sweep.model_variants)))
+                axes.append(("model_variant" if name == "model_variants" else name, list(values)))
     combos = itertools.product(*(values for _, values in axes)) if axes else [()]
     result = []
     for index, combo in enumerate(combos):
@@ -83,10 +91,23 @@ def apply(base: ModelDeploymentSpec, chosen: dict[str, Any]) -> ModelDeploymentS
     gpu = resources.gpu
     if "gpu" in chosen:
         gpu = (gpu or GpuRequest()).model_copy(update={"count": chosen["gpu"]})
+    if "gpu_resource" in chosen:
+        gpu = (gpu or GpuRequest()).model_copy(update={"resource_name": chosen["gpu_resource"]})
     spec.resources = ResourceRequirements(requests=requests, limits=limits, gpu=gpu)
     if "replicas" in chosen:
         spec.replicas = chosen["replicas"]
-    if "batch_size" in chosen:
+    if "runtime" in chosen:
+        spec.runtime = (spec.runtime or ServingRuntime()).model_copy(update={"type": chosen["runtime"]})
+    llm = {
+        "slots": chosen.get("slots"),
+        "context_size": chosen.get("context_size"),
+        # A batch size means tokens per batch to an LLM server.
+        "batch_size": chosen.get("batch_size") if spec.runtime.type == "llamacpp" else None,
+        "max_batched_tokens": chosen.get("batch_size") if spec.runtime.type in GPU_LLM_RUNTIMES else None,
+    }
+    if any(v is not None for v in llm.values()):
+        spec.llm = (spec.llm or LlmServing()).model_copy(update={k: v for k, v in llm.items() if v is not None})
+    if "batch_size" in chosen and spec.runtime.type not in LLM_RUNTIMES:
         size = chosen["batch_size"]
         spec.batching = (
             None
@@ -95,11 +116,77 @@ def apply(base: ModelDeploymentSpec, chosen: dict[str, Any]) -> ModelDeploymentS
         )
     if "threads" in chosen:
         spec.threads = (spec.threads or Threads()).model_copy(update={"intra_op": chosen["threads"]})
-    if "runtime" in chosen:
-        spec.runtime = (spec.runtime or ServingRuntime()).model_copy(update={"type": chosen["runtime"]})
     if "model_variant" in chosen:
         spec.model = chosen["model_variant"].model
     return spec
+
+
+def longest_request(spec: ProfileRunSpec) -> tuple[int, int, str] | None:
+    """(prompt tokens, output tokens, where each comes from) of the longest generation request the run
+    sends, as far as the spec says (a dataset's prompts are not read here: counted as 0), for the whole of a
+    multi-turn session; None for a run that does not generate."""
+    prompts, generation = spec.payload.prompts, spec.request.generation
+    if prompts is None:
+        return None
+    max_tokens = generation.max_tokens if generation else 128
+    prompt, output, source = 0, max_tokens, f"max_tokens {max_tokens}"
+    synthetic = prompts.synthetic
+    if synthetic is not None:
+        prompt = _largest(synthetic.input_tokens)
+        if synthetic.output_tokens is not None:
+            output = _largest(synthetic.output_tokens)
+            source = f"outputTokens up to {output}"
+        source = f"prompts of up to {prompt} tokens + {source}"
+    if prompts.turns > 1:
+        source += f", over {prompts.turns} turns of a session"
+    return prompt * prompts.turns, output * prompts.turns, source
+
+
+def _largest(lengths: LengthDistribution) -> int:
+    if lengths.distribution == "fixed":
+        return lengths.mean
+    return lengths.max if lengths.max is not None else 4 * lengths.mean
+
+
+def context_problem(spec: ProfileRunSpec, deployment: ModelDeploymentSpec) -> str | None:
+    """llama.cpp splits its context evenly among its slots: a request longer than its slot's share fails.
+    Why the run's longest request cannot fit, or None."""
+    llm = deployment.llm
+    request = longest_request(spec)
+    if deployment.runtime.type != "llamacpp" or llm is None or llm.context_size is None or request is None:
+        return None
+    slots = llm.slots or 1
+    per_slot = llm.context_size // slots
+    prompt, output, source = request
+    needed = prompt + output
+    if per_slot >= needed:
+        return None
+    return (
+        f"llm.contextSize {llm.context_size} split among {slots} slots leaves {per_slot} tokens per request, but a "
+        f"request needs at least {needed} ({source}; the chat template adds more): raise llm.contextSize to at "
+        f"least {needed * slots}, lower llm.slots, or ask for fewer tokens"
+    )
+
+
+def sweep_problem(spec: ProfileRunSpec, configs: list[Configuration]) -> str | None:
+    """Why a configuration of the sweep cannot serve the run, or None: the swept values break a rule of the
+    ModelDeployment (its own validation, run again on the combination), or the requests do not fit."""
+    for config in configs:
+        if config.deployment is None:
+            continue
+        where = f"configuration {describe(config.parameters)}: " if config.parameters else ""
+        try:
+            ModelDeploymentSpec.model_validate(config.deployment.to_manifest())
+        except ValidationError as error:
+            return where + "; ".join(e["msg"] for e in error.errors())
+        problem = context_problem(spec, config.deployment)
+        if problem:
+            return where + problem
+    return None
+
+
+def describe(parameters: dict[str, str]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in parameters.items()) or "the target as it is"
 
 
 def machine_paths_problem(spec: ProfileRunSpec) -> str | None:
@@ -121,7 +208,7 @@ def machine_paths_problem(spec: ProfileRunSpec) -> str | None:
 def cluster_problem(spec: ProfileRunSpec, configs: list[Configuration], namespace: str, image: str) -> str | None:
     """Why the sweep cannot run on Kubernetes, or None: too many trials, or a configuration the cluster
     cannot deploy."""
-    problem = trial_count_problem(spec, sum(len(c.levels) for c in configs))
+    problem = trial_count_problem(spec, sum(len(c.levels) for c in configs)) or sweep_problem(spec, configs)
     if problem:
         return problem
     for config in configs:

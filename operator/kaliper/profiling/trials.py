@@ -94,10 +94,6 @@ def failed(index: int, name: str, parameters: dict[str, str], reason: str) -> Tr
     return TrialReport(index=index, name=name, parameters=parameters, status="Failed", message=reason)
 
 
-def describe(parameters: dict[str, str]) -> str:
-    return ", ".join(f"{k}={v}" for k, v in parameters.items()) or "the target as it is"
-
-
 def target_model_name(spec: ProfileRunSpec, base: ModelDeploymentSpec | None) -> str:
     """The model name requests carry: the target deployment's model name, else its name."""
     if base is not None and base.model.name:

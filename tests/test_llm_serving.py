@@ -1,0 +1,225 @@
+"""The LLM runtimes without a cluster: the pods the Kubernetes builders write for llamacpp, vllm, sglang and
+tgi, the llama-server command `kaliper run` starts, and the refusals of what cannot work."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kaliper.api.modeldeployment import ModelDeploymentSpec
+from kaliper.api.profilerun import ProfileRunSpec
+from kaliper.local.servers import ServerError, check_gguf, local_problem, server_command
+from kaliper.manifests.modeldeployment import KALIPER_IMAGE, BuildError, build_deployment
+from kaliper.profiling.plan import cluster_problem, configurations, sweep_problem
+
+
+def deployment(**extra: object) -> ModelDeploymentSpec:
+    return ModelDeploymentSpec.model_validate(extra)
+
+
+def container_of(manifest: dict) -> dict:
+    (container,) = manifest["spec"]["template"]["spec"]["containers"]
+    return container
+
+
+def test_llamacpp_pod_serves_a_gguf_download_with_slots_context_and_threads_from_the_cpu_limit() -> None:
+    spec = deployment(
+        model={"url": "https://models.example.com/qwen-q4_k_m.gguf", "sha256": "a" * 64, "name": "qwen"},
+        runtime={"type": "llamacpp"},
+        resources={"limits": {"cpu": "1500m", "memory": "2Gi"}},
+        llm={"slots": 4, "contextSize": 8192, "batchSize": 512, "ubatchSize": 128},
+    )
+    manifest = build_deployment("qwen", "ml", "uid-1", spec)
+    container = container_of(manifest)
+    assert container["image"] == KALIPER_IMAGE
+    assert container["command"] == ["llama-server"]
+    assert container["args"] == [
+        *("--model", "/models/source/qwen-q4_k_m.gguf", "--alias", "qwen", "--host", "0.0.0.0", "--port", "8080"),
+        *("--parallel", "4", "--ctx-size", "8192", "--threads", "2", "--threads-batch", "2"),
+        *("--batch-size", "512", "--ubatch-size", "128", "--metrics", "--no-webui"),
+    ]
+    assert container["ports"] == [{"name": "http", "containerPort": 8080, "protocol": "TCP"}]
+    assert container["readinessProbe"]["httpGet"] == {"path": "/health", "port": "http"}
+    assert container["resources"] == {"limits": {"cpu": "1500m", "memory": "2Gi"}}
+    (fetch,) = manifest["spec"]["template"]["spec"]["initContainers"]
+    assert fetch["command"] == [
+        *("python", "-m", "kaliper.serving.fetch", "https://models.example.com/qwen-q4_k_m.gguf"),
+        *("/models/source/qwen-q4_k_m.gguf", "--sha256", "a" * 64),
+    ]
+
+
+def test_llamacpp_without_a_cpu_limit_keeps_llama_cpp_thread_default_and_one_slot() -> None:
+    spec = deployment(model={"pvc": {"claimName": "models", "path": "tiny.gguf"}}, runtime={"type": "llamacpp"})
+    assert container_of(build_deployment("tiny", "ml", "u", spec))["args"] == [
+        *("--model", "/models/source/tiny.gguf", "--alias", "tiny", "--host", "0.0.0.0", "--port", "8080"),
+        *("--parallel", "1", "--metrics", "--no-webui"),
+    ]
+
+
+def test_vllm_pod_splits_four_gpus_into_two_tensor_parallel_stages_with_shared_memory_and_no_hub() -> None:
+    spec = deployment(
+        model={"pvc": {"claimName": "models", "path": "llama-3-8b"}, "name": "llama3"},
+        runtime={"type": "vllm"},
+        resources={"limits": {"cpu": "8", "memory": "64Gi"}, "gpu": {"count": 4}},
+        llm={
+            "slots": 64,
+            "maxModelLength": 8192,
+            "maxBatchedTokens": 4096,
+            "tensorParallel": 2,
+            "gpuMemoryUtilization": 0.85,
+            "dtype": "bfloat16",
+            "quantization": "fp8",
+        },
+    )
+    manifest = build_deployment("llama3", "ml", "u", spec)
+    container = container_of(manifest)
+    assert container["image"] == "docker.io/vllm/vllm-openai:v0.11.0"
+    assert container["command"] == ["python3", "-m", "vllm.entrypoints.openai.api_server"]
+    assert container["args"] == [
+        *("--model", "/models/source/llama-3-8b", "--served-model-name", "llama3", "--host", "0.0.0.0"),
+        *("--port", "8000", "--tensor-parallel-size", "2", "--pipeline-parallel-size", "2", "--max-num-seqs", "64"),
+        *("--max-model-len", "8192", "--max-num-batched-tokens", "4096", "--gpu-memory-utilization", "0.85"),
+        *("--dtype", "bfloat16", "--quantization", "fp8"),
+    ]
+    assert container["env"] == [{"name": "HF_HUB_OFFLINE", "value": "1"}]
+    assert container["resources"] == {"limits": {"cpu": "8", "memory": "64Gi", "nvidia.com/gpu": "4"}}
+    assert container["readinessProbe"]["httpGet"] == {"path": "/health", "port": "http"}
+    assert container["volumeMounts"] == [
+        {"name": "model", "mountPath": "/models/source", "readOnly": True},
+        {"name": "shm", "mountPath": "/dev/shm"},
+    ]
+    assert manifest["spec"]["template"]["spec"]["volumes"][-1] == {"name": "shm", "emptyDir": {"medium": "Memory"}}
+
+
+def test_sglang_copies_the_model_over_gpus_left_by_tensor_parallelism() -> None:
+    spec = deployment(
+        model={"image": {"image": "registry.example.com/models/qwen:1", "path": "/models/qwen"}},
+        runtime={"type": "sglang"},
+        resources={"gpu": {"count": 2, "resourceName": "nvidia.com/mig-3g.40gb"}},
+        llm={"slots": 32, "tensorParallel": 1, "gpuMemoryUtilization": 0.8},
+    )
+    container = container_of(build_deployment("qwen", "ml", "u", spec))
+    assert container["image"] == "docker.io/lmsysorg/sglang:v0.5.4"
+    assert container["command"] == ["python3", "-m", "sglang.launch_server"]
+    assert container["args"] == [
+        *("--model-path", "/models/source/qwen", "--served-model-name", "qwen", "--host", "0.0.0.0"),
+        *("--port", "30000", "--enable-metrics", "--tp-size", "1", "--dp-size", "2"),
+        *("--max-running-requests", "32", "--mem-fraction-static", "0.8"),
+    ]
+    assert container["resources"] == {"limits": {"nvidia.com/mig-3g.40gb": "2"}}
+
+
+def test_tgi_shards_over_every_gpu_and_refuses_a_smaller_tensor_parallelism() -> None:
+    model = {"pvc": {"claimName": "models", "path": "mistral-7b"}}
+    spec = deployment(model=model, runtime={"type": "tgi"}, resources={"gpu": {"count": 2}}, llm={"slots": 128})
+    manifest = build_deployment("mistral", "ml", "u", spec)
+    container = container_of(manifest)
+    assert container["image"] == "ghcr.io/huggingface/text-generation-inference:3.3.6"
+    assert container["command"] == ["text-generation-launcher"]
+    assert container["args"] == [
+        *("--model-id", "/models/source/mistral-7b", "--hostname", "0.0.0.0", "--port", "8080"),
+        *("--num-shard", "2", "--max-concurrent-requests", "128"),
+    ]
+    # Only the model's volume: the shared-memory volume is for vLLM's and SGLang's GPU workers.
+    assert [v["name"] for v in manifest["spec"]["template"]["spec"]["volumes"]] == ["model"]
+    two_gpus = {"gpu": {"count": 2}}
+    halved = deployment(model=model, runtime={"type": "tgi"}, resources=two_gpus, llm={"tensorParallel": 1})
+    with pytest.raises(BuildError) as error:
+        build_deployment("mistral", "ml", "u", halved)
+    assert str(error.value) == (
+        "spec: tgi shards the model over every GPU of the replica (2); remove llm.tensorParallel or set it to 2"
+    )
+
+
+def profile(sweep: dict, **extra: object) -> ProfileRunSpec:
+    return ProfileRunSpec.model_validate(
+        {
+            "target": {"deploymentRef": {"name": "m"}},
+            "request": {"protocol": "openai-chat", "generation": {"maxTokens": 64}},
+            "payload": {
+                "prompts": {"synthetic": {"inputTokens": {"mean": 100}}, "tokenizer": {"file": "tokenizer.json"}}
+            },
+            "load": {"closedLoop": {"concurrency": 1}},
+            "sweep": sweep,
+            **extra,
+        }
+    )
+
+
+LLAMA = deployment(model={"file": "tiny.gguf"}, runtime={"type": "llamacpp"}, llm={"contextSize": 2048})
+
+
+def test_a_sweep_of_cpu_slots_and_context_sets_each_configuration_of_llama_server() -> None:
+    planned = configurations(profile({"cpu": ["1", "2"], "slots": [1, 4], "contextSize": [1024, 4096]}), LLAMA)
+    assert [c.parameters for c in planned][:3] == [
+        {"cpu": "1", "slots": "1", "context_size": "1024"},
+        {"cpu": "1", "slots": "1", "context_size": "4096"},
+        {"cpu": "1", "slots": "4", "context_size": "1024"},
+    ]
+    last = planned[-1].deployment
+    assert last is not None and last.llm is not None
+    assert (last.llm.slots, last.llm.context_size, last.resources.limits.cpu) == (4, 4096, "2")
+    assert server_command(last, Path("/m/tiny.gguf"), "tiny", 9000, Path("/tmp"))[1:] == [
+        *("--model", "/m/tiny.gguf", "--alias", "tiny", "--host", "127.0.0.1", "--port", "9000", "--parallel", "4"),
+        *("--ctx-size", "4096", "--threads", "2", "--threads-batch", "2", "--metrics", "--no-webui"),
+    ]
+
+
+def test_a_batch_size_sweep_means_tokens_per_batch_to_llm_servers() -> None:
+    (llama,) = configurations(profile({"batchSize": [256]}), LLAMA)
+    assert llama.deployment.llm.batch_size == 256 and llama.deployment.batching is None
+    vllm = deployment(model={"pvc": {"claimName": "m", "path": "q"}}, runtime={"type": "vllm"}, resources={"gpu": {}})
+    (gpu,) = configurations(profile({"batchSize": [2048]}), vllm)
+    assert gpu.deployment.llm.max_batched_tokens == 2048 and gpu.deployment.batching is None
+
+
+def test_a_context_too_small_for_prompt_and_output_is_refused_before_anything_starts() -> None:
+    configs = configurations(profile({"slots": [1, 16]}), LLAMA)
+    assert sweep_problem(profile({"slots": [1, 16]}), configs) == (
+        "configuration slots=16: llm.contextSize 2048 split among 16 slots leaves 128 tokens per request, but a "
+        "request needs at least 164 (prompts of up to 100 tokens + max_tokens 64; the chat template adds more): "
+        "raise llm.contextSize to at least 2624, lower llm.slots, or ask for fewer tokens"
+    )
+    sessions = profile({"slots": [1]}, payload={"prompts": {"dataset": {"file": "d.jsonl"}, "turns": 40}})
+    assert sweep_problem(sessions, configurations(sessions, LLAMA)) == (
+        "configuration slots=1: llm.contextSize 2048 split among 1 slots leaves 2048 tokens per request, but a "
+        "request needs at least 2560 (max_tokens 64, over 40 turns of a session; the chat template adds more): "
+        "raise llm.contextSize to at least 2560, lower llm.slots, or ask for fewer tokens"
+    )
+    assert sweep_problem(profile({"slots": [1, 8]}), configurations(profile({"slots": [1, 8]}), LLAMA)) is None
+
+
+def test_swept_values_that_break_the_deployment_rules_are_refused_with_the_configuration() -> None:
+    slots = profile({"slots": [4, 4096]})
+    assert sweep_problem(slots, configurations(slots, LLAMA)) == (
+        "configuration slots=4096: llm.contextSize is split evenly among the slots, so it cannot be smaller than "
+        "llm.slots; raise contextSize (each slot needs room for a prompt and its output) or lower slots"
+    )
+    vllm = deployment(model={"pvc": {"claimName": "m", "path": "q"}}, runtime={"type": "vllm"}, resources={"gpu": {}})
+    gpus = profile({"gpu": [1, 0]})
+    assert cluster_problem(gpus, configurations(gpus, vllm), "ml", KALIPER_IMAGE) == (
+        "configuration gpu=0: vllm, sglang and tgi serve on GPUs: set resources.gpu.count (at least 1), or serve "
+        "a GGUF model on CPUs with runtime.type llamacpp"
+    )
+
+
+def test_kaliper_run_refuses_gpu_servers_and_files_that_are_not_gguf(tmp_path: Path) -> None:
+    vllm = deployment(model={"pvc": {"claimName": "m", "path": "q"}}, runtime={"type": "vllm"}, resources={"gpu": {}})
+    assert local_problem(vllm) == (
+        "runtime.type vllm runs from its upstream GPU image on Kubernetes; `kaliper run` starts servers as local "
+        "processes and cannot run it. Apply the manifests to a cluster with GPUs, or serve a GGUF model with "
+        "runtime.type llamacpp locally"
+    )
+    assert local_problem(LLAMA) is None
+    onnx = tmp_path / "model.gguf"
+    onnx.write_bytes(b"\x08\x07\x12\x04onnx")
+    with pytest.raises(ServerError) as error:
+        check_gguf(onnx)
+    assert str(error.value) == (
+        f"model {onnx} is not a GGUF file (it starts with b'\\x08\\x07\\x12\\x04', not b'GGUF'): the llamacpp "
+        "runtime serves GGUF models; convert the model with llama.cpp's convert_hf_to_gguf.py or give a .gguf file"
+    )
+    gguf = tmp_path / "ok.gguf"
+    gguf.write_bytes(b"GGUF\x03\x00\x00\x00")
+    check_gguf(gguf)
