@@ -4,10 +4,19 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+import pytest
+
 from kaliper.api.profilerun import ProfileRunSpec
 from kaliper.profiling import trials
 from kaliper.profiling.plan import configurations
-from kaliper.report.schema import GeneratorUsage, LatencyFigures, PercentileFigure, TrialReport, TrialResources
+from kaliper.report.schema import (
+    GeneratorUsage,
+    LatencyFigures,
+    PercentileFigure,
+    TokenFigures,
+    TrialReport,
+    TrialResources,
+)
 from tests.support.reports import make_stage
 from tests.support.specs import BASE, spec
 
@@ -142,3 +151,55 @@ def test_host_busy_time_reads_proc_stat(tmp_path) -> None:  # type: ignore[no-un
     # user nice system idle iowait irq softirq steal guest guest_nice: busy = 100+5+50+3+2+1 ticks
     stat.write_text("cpu  100 5 50 900 40 3 2 1 0 0\ncpu0 50 2 25 450 20 1 1 0 0 0\n")
     assert host_busy_seconds(stat) == 161 / os.sysconf("SC_CLK_TCK")
+
+
+def generating(index: int, cpu: str, rps: float, output_tokens_per_s: float) -> TrialReport:
+    """A generation trial: its stage carries token figures (100 input tokens per request)."""
+    stage = make_stage(LatencyFigures(count=1000), rps, level=4)
+    empty = LatencyFigures()
+    stage.tokens = TokenFigures(
+        ttft=LatencyFigures(count=1000, percentiles=[PercentileFigure(percentile=99, value_ms=80.0, count=1000)]),
+        ttft_service=empty,
+        itl_chunk=empty,
+        itl_token=empty,
+        tpot=empty,
+        streams=1000,
+        chunks=50000,
+        input_tokens=100_000,
+        output_tokens=50_000,
+        output_tokens_per_s=output_tokens_per_s,
+        total_tokens_per_s=output_tokens_per_s + 100 * rps,
+    )
+    return TrialReport(index=index, name=f"t{index}", parameters={"cpu": cpu}, status="Succeeded", stage=stage)
+
+
+def test_generation_is_priced_and_chosen_per_million_output_tokens() -> None:
+    # t0: 2 cores, 10 requests/s of 40 tokens; t1: 1 core, 4 requests/s of 62.5 tokens. Per request t0 is
+    # cheaper (2.00 against 2.50 per million requests); per generated token t1 is (0.04 against 0.05).
+    slo = {"maxErrorRate": 0.01, "targetOutputTokensPerSecond": 1000}
+    s = spec(sweep={"cpu": ["2", "1"]}, cost={"perCoreHour": 0.036}, slo=slo)
+    configs = configurations(s, BASE)
+    judged = [
+        trials.judge(generating(0, "2", 10, 400), s, configs[0]),
+        trials.judge(generating(1, "1", 4, 250), s, configs[1]),
+    ]
+    t0, t1 = judged
+    assert (t0.cost_per_million_requests, t1.cost_per_million_requests) == (pytest.approx(2.0), pytest.approx(2.5))
+    assert (t0.cost_per_million_output_tokens, t1.cost_per_million_output_tokens) == (
+        pytest.approx(0.05),
+        pytest.approx(0.04),
+    )
+    # Prompt and output together: t1 serves 250 + 400 tokens/s for 0.036 per hour.
+    assert t1.cost_per_million_tokens == pytest.approx(0.036 * 1e6 / 650 / 3600)
+    assert t1.core_hours_per_million_output_tokens == pytest.approx(1e6 / 250 / 3600)
+    report = trials.new_report(s, "llm", "default", datetime.now(UTC))
+    report.trials = judged
+    trials.conclude(s, report, configs)
+    assert report.best_trial == 1
+    assert report.choice is not None
+    assert report.choice.explanation == "the runner-up t0 costs 25.0% more per output token, beyond the 5.0% noise"
+    assert report.recommendation is not None and report.recommendation.replicas == 4  # 1000 / 250 tokens/s
+    assert report.recommendation.rationale.endswith(
+        "replicas: 1000 output tokens/s target / 250.0 tokens/s per replica"
+    )
+    assert report.frontier == [1]  # the same p99 time to first token (80 ms), t1 cheaper

@@ -476,6 +476,9 @@ class SloSpec(KaliperModel):
     """Requests per second a trial must sustain."""
     target_throughput: Annotated[float, Field(gt=0)] | None = None
     """The traffic to serve, in requests per second: sizes the recommended replica count and the cost."""
+    target_output_tokens_per_second: Annotated[float, Field(gt=0)] | None = None
+    """Generation: the traffic to serve, in generated tokens per second; sizes the recommended replica count
+    (with targetThroughput too, the larger count)."""
 
     cross_field_rules = (
         Rule(
@@ -870,6 +873,8 @@ class TrialSummary(KaliperModel):
     """CPU core-hours spent per million requests (as the Azure ML profiler reports)."""
     cost_per_million_requests: Annotated[float, Field(ge=0)] | None = None
     """Money per million requests, from the spec's price table."""
+    cost_per_million_output_tokens: Annotated[float, Field(ge=0)] | None = None
+    """Generation: money per million generated tokens, from the spec's price table."""
     stop_reason: Annotated[str, Field(max_length=512)] | None = None
     """Why measuring stopped (stable, max duration, error)."""
     message: Annotated[str, Field(max_length=2048)] | None = None
@@ -920,6 +925,10 @@ class BestConfiguration(KaliperModel):
     """Successful requests per second."""
     cost_per_million_requests: Annotated[float, Field(ge=0)] | None = None
     """Money per million requests, from the spec's price table."""
+    output_tokens_per_s: Annotated[float, Field(ge=0)] | None = None
+    """Generation: generated tokens per second."""
+    cost_per_million_output_tokens: Annotated[float, Field(ge=0)] | None = None
+    """Generation: money per million generated tokens (what generation runs are ranked on)."""
     certainty: Literal["Clear", "Tie", "Disturbed"] | None = None
     """Clear: cheaper than every other trial that met the SLO by more than the noise; Tie: another trial's
     cost is within the noise, and this one has more headroom; Disturbed: this trial was limited by something
@@ -954,6 +963,12 @@ class CostSummary(KaliperModel):
     """CPU core-hours spent per million requests (as the Azure ML profiler reports)."""
     currency_per_million_requests: Annotated[float, Field(ge=0)] | None = None
     """Money per million requests, from the spec's price table."""
+    core_hours_per_million_output_tokens: Annotated[float, Field(ge=0)] | None = None
+    """Generation: CPU core-hours per million generated tokens."""
+    currency_per_million_output_tokens: Annotated[float, Field(ge=0)] | None = None
+    """Generation: money per million generated tokens."""
+    currency_per_million_tokens: Annotated[float, Field(ge=0)] | None = None
+    """Generation: money per million tokens, prompt and output together."""
 
 
 class ReportReference(KaliperModel):

@@ -145,7 +145,8 @@ def allocation_cost_per_hour(
 
 
 def per_million(hourly: float, throughput_rps: float) -> float | None:
-    """What one million requests cost at this throughput (hourly figure x hours per million requests)."""
+    """What one million requests (or tokens) cost at this throughput per second (hourly figure x hours per
+    million)."""
     if throughput_rps <= 0:
         return None
     return hourly * (1e6 / throughput_rps) / 3600
@@ -158,10 +159,15 @@ class Choice:
 
 
 def score(trial: TrialReport) -> float:
-    """What the best trial minimises: money per million requests, else (without prices) 1 / throughput."""
+    """What the best trial minimises: money per million output tokens for generation, per million requests
+    otherwise; without prices, 1 / (output tokens or requests per second)."""
     assert trial.stage is not None
-    cost = trial.cost_per_million_requests
-    return cost if cost is not None else 1 / trial.stage.throughput_rps
+    cost = trial.unit_cost()
+    if cost is not None:
+        return cost
+    if trial.stage.tokens is not None and trial.stage.tokens.output_tokens_per_s > 0:
+        return 1 / trial.stage.tokens.output_tokens_per_s
+    return 1 / trial.stage.throughput_rps
 
 
 def relative_noise(trial: TrialReport) -> float:
@@ -196,10 +202,12 @@ def headroom(trial: TrialReport, slo: SloSpec | None) -> float:
 
 
 def best_trial(trials: list[TrialReport], slo: SloSpec | None, tie_tolerance: float) -> Choice | None:
-    """The cheapest per million requests among the trials that met the SLO (all succeeded ones without an
-    SLO). Costs closer than the measurement noise (the trials' combined throughput uncertainty, at least
-    tie_tolerance) are a tie, which the trial with the most latency headroom wins."""
+    """The cheapest per million requests (per million output tokens for generation) among the trials that
+    met the SLO (all succeeded ones without an SLO). Costs closer than the measurement noise (the trials'
+    combined throughput uncertainty, at least tie_tolerance) are a tie, which the trial with the most latency
+    headroom wins."""
     eligible = [t for t in trials if t.status == "Succeeded" and t.stage and t.stage.throughput_rps > 0]
+    unit = "per output token" if any(t.generates for t in eligible) else "per request"
     if slo is not None:
         eligible = [t for t in eligible if t.slo_verdict == "Met"]
     if not eligible:
@@ -226,13 +234,13 @@ def best_trial(trials: list[TrialReport], slo: SloSpec | None, tie_tolerance: fl
         if len(tied) > 1:
             certainty = "Tie"
             text = (
-                f"{runner_up.name} costs {gap:.1%} {more} per request, inside the {margin:.1%} noise: a tie, "
+                f"{runner_up.name} costs {gap:.1%} {more} {unit}, inside the {margin:.1%} noise: a tie, "
                 f"decided by latency headroom ({best.name} {_headroom_text(best, slo)}, "
                 f"{runner_up.name} {_headroom_text(runner_up, slo)})"
             )
         else:
             certainty = "Clear"
-            text = f"the runner-up {runner_up.name} costs {gap:.1%} more per request, beyond the {margin:.1%} noise"
+            text = f"the runner-up {runner_up.name} costs {gap:.1%} more {unit}, beyond the {margin:.1%} noise"
     if best.limited_by:
         certainty = "Disturbed"
         text = f"measured while limited by something other than its configuration ({best.limited_by[0]}); {text}"
@@ -259,6 +267,7 @@ def recommend(
     settings: RecommendationSpec,
     replicas: int,
     target_throughput: float | None,
+    target_output_tokens_per_s: float | None = None,
 ) -> RecommendationReport:
     resources = best.resources
     margin = 1 + settings.safety_margin
@@ -290,6 +299,13 @@ def recommend(
         per_replica = best.stage.throughput_rps / replicas
         needed = max(1, math.ceil(target_throughput / per_replica))
         notes.append(f"replicas: {target_throughput:g} req/s target / {per_replica:.1f} req/s per replica")
+    tokens = best.stage.tokens if best.stage else None
+    if target_output_tokens_per_s and tokens is not None and tokens.output_tokens_per_s > 0:
+        per_replica = tokens.output_tokens_per_s / replicas
+        needed = max(needed, math.ceil(target_output_tokens_per_s / per_replica))
+        notes.append(
+            f"replicas: {target_output_tokens_per_s:g} output tokens/s target / {per_replica:.1f} tokens/s per replica"
+        )
     return RecommendationReport(
         cpu_request=cpu_request,
         cpu_limit=cpu_limit,
@@ -302,11 +318,13 @@ def recommend(
 
 
 def cost_latency_frontier(trials: Sequence[TrialReport]) -> list[int]:
-    """Indexes of the trials no other trial beats on both cost per million requests and p99 (the figure the
-    load generator reported at 99), in trial order: the report's `frontier`, which its cost chart draws."""
+    """Indexes of the trials no other trial beats on both cost (per million requests; per million output tokens
+    for generation) and p99 (of the latency, of the time to first token for generation: the figure the load
+    generator reported at 99), in trial order: the report's `frontier`, which its cost chart draws."""
     points = []
     for trial in trials:
-        p99 = trial.stage.latency.at(99) if trial.stage is not None else None
-        if trial.cost_per_million_requests is not None and p99 is not None and p99.value_ms is not None:
-            points.append((trial.cost_per_million_requests, p99.value_ms, trial.index))
+        p99 = trial.frontier_p99_ms()
+        cost = trial.unit_cost()
+        if cost is not None and p99 is not None:
+            points.append((cost, p99, trial.index))
     return pareto_front(points)

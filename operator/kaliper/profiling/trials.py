@@ -160,6 +160,13 @@ def judge(
         trial.cost_per_million_requests = decisions.per_million(hourly, stage.throughput_rps)
     if cores and stage.throughput_rps > 0:
         trial.core_hours_per_million_requests = cores * replicas * 1e6 / stage.throughput_rps / 3600
+    tokens = stage.tokens
+    if tokens is not None and tokens.output_tokens_per_s > 0:
+        if hourly:
+            trial.cost_per_million_output_tokens = decisions.per_million(hourly, tokens.output_tokens_per_s)
+            trial.cost_per_million_tokens = decisions.per_million(hourly, tokens.total_tokens_per_s)
+        if cores:
+            trial.core_hours_per_million_output_tokens = cores * replicas * 1e6 / tokens.output_tokens_per_s / 3600
     trial.slo, trial.slo_verdict = decisions.slo_checks(stage, spec.slo)
     verdicts = sorted({r.slo_verdict for r in trial.repetitions if r.slo_verdict})
     if len(verdicts) > 1:  # the repetitions disagree: the SLO cannot be decided from them
@@ -262,7 +269,12 @@ def conclude(spec: ProfileRunSpec, report: ProfileReport, configurations: list[C
         if choice.report.certainty != "Clear":
             report.warnings.append(f"best trial {best.name}: {choice.report.explanation}")
         report.recommendation = decisions.recommend(
-            best, report.trials, spec.recommendation, best.replicas, spec.slo.target_throughput if spec.slo else None
+            best,
+            report.trials,
+            spec.recommendation,
+            best.replicas,
+            spec.slo.target_throughput if spec.slo else None,
+            spec.slo.target_output_tokens_per_second if spec.slo else None,
         )
     if not spec.report.include_time_series:  # after the choice and the recommendation, which use them
         report.drop_time_series()

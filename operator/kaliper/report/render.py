@@ -145,6 +145,15 @@ def _memory_peak(trial: TrialReport) -> str:
 # --- the terminal ----------------------------------------------------------------------------------------
 
 
+def generates(report: ProfileReport) -> bool:
+    """A generation run: its costs are per million output tokens."""
+    return any(t.generates for t in report.trials)
+
+
+def cost_unit(report: ProfileReport) -> str:
+    return "output tokens" if generates(report) else "requests"
+
+
 def trials_table(report: ProfileReport) -> Table:
     # Fits 120 columns: two-line headers, no vertical rules, the figures and verdicts never cut (no_wrap);
     # only the parameters wrap (and the messages, printed whole under the table: trial_messages).
@@ -169,7 +178,7 @@ def trials_table(report: ProfileReport) -> Table:
         "mem\npeak",
         "gen\nCPU",
         "SLO",
-        f"{report.currency}\n/1M",
+        f"{report.currency}\n/1M tok" if generates(report) else f"{report.currency}\n/1M",
     ):
         wraps = column == "parameters"
         table.add_column(
@@ -198,7 +207,7 @@ def trials_table(report: ProfileReport) -> Table:
             _memory_peak(trial),
             _fmt(usage.saturation * 100 if usage else None, "{:.0f}%"),
             trial.slo_verdict or "-",
-            _fmt(trial.cost_per_million_requests, "{:.4f}"),
+            _fmt(trial.unit_cost(), "{:.4f}"),
         )
     return table
 
@@ -228,7 +237,7 @@ def summary_lines(report: ProfileReport) -> list[str]:
         lines.append(
             f"best: trial {best.index} ({_parameters(best)}), "
             f"{throughput} ok/s, p99 {_fmt(_latency(best, 99))} ms, "
-            f"{_fmt(best.cost_per_million_requests, '{:.4f}')} {report.currency} per million requests"
+            f"{_fmt(best.unit_cost(), '{:.4f}')} {report.currency} per million {cost_unit(report)}"
         )
         for detail in _slo_detail(best):
             lines.append(f"  SLO {detail}")
@@ -387,9 +396,9 @@ def _cost_figure(report: ProfileReport, colours: dict[int, str], bounds: dict[fl
     import plotly.graph_objects as go
 
     points = [
-        (t.cost_per_million_requests, _latency(t, 99), t.index)
+        (cost, p99, t.index)
         for t in report.trials
-        if t.cost_per_million_requests is not None and _latency(t, 99) is not None
+        if (cost := t.unit_cost()) is not None and (p99 := t.frontier_p99_ms()) is not None
     ]
     if not points:
         return None
@@ -421,12 +430,14 @@ def _cost_figure(report: ProfileReport, colours: dict[int, str], bounds: dict[fl
             line={"color": SLO_COLOUR},
         )
     )
-    if 99.0 in bounds:
+    tokens = generates(report)
+    if 99.0 in bounds and not tokens:  # the latency objective's line; a generation run's y axis is TTFT
         _slo_line(figure, 99.0, bounds[99.0])
     figure.update_layout(
-        title="Cost vs p99 (Pareto frontier in red; the best trial is a star)",
-        xaxis={"title": f"{html.escape(report.currency)} per million requests", "rangemode": "tozero"},
-        yaxis={"title": "p99 latency (ms)", "rangemode": "tozero"},
+        title=f"Cost vs p99{' time to first token' if tokens else ''} (Pareto frontier in red; the best trial is a "
+        "star)",
+        xaxis={"title": f"{html.escape(report.currency)} per million {cost_unit(report)}", "rangemode": "tozero"},
+        yaxis={"title": "p99 time to first token (ms)" if tokens else "p99 latency (ms)", "rangemode": "tozero"},
     )
     return figure
 
@@ -476,7 +487,7 @@ def _trial_row(report: ProfileReport, trial: TrialReport, trial_colour: str) -> 
         + cell(_memory_peak(trial))
         + cell(_generator(trial))
         + f"<td>{slo}</td>"
-        + cell(_fmt(trial.cost_per_million_requests, "{:.4f}"))
+        + cell(_fmt(trial.unit_cost(), "{:.4f}"))
         + f'<td class="message">{limited}</td>'
         + "</tr>"
     )
@@ -508,7 +519,7 @@ def html_report(report: ProfileReport) -> str:
         "memory peak",
         "load generator CPU",
         "SLO",
-        f"{report.currency} per 1M requests",
+        f"{report.currency} per 1M {cost_unit(report)}",
         "limited by",
     )
     body = f"""{alerts}<h1>ProfileRun {html.escape(report.name)}</h1>

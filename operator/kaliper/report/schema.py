@@ -319,7 +319,32 @@ class TrialReport(KaliperModel):
     """Price of the configuration's resources for one hour (replicas included)."""
     core_hours_per_million_requests: float | None = None
     cost_per_million_requests: float | None = None
+    core_hours_per_million_output_tokens: float | None = None
+    """Generation: CPU core-hours per million generated tokens."""
+    cost_per_million_output_tokens: float | None = None
+    """Generation: money per million generated tokens (complete answers)."""
+    cost_per_million_tokens: float | None = None
+    """Generation: money per million tokens, prompt and output together."""
     server_log_tail: str | None = None
+
+    @property
+    def generates(self) -> bool:
+        """A generation trial (openai-chat, openai-completions) that measured a token stream."""
+        return self.stage is not None and self.stage.tokens is not None
+
+    def frontier_p99_ms(self) -> float | None:
+        """The p99 the cost frontier weighs: time to first token for generation, the whole request otherwise
+        (the figure the load generator reported at 99)."""
+        if self.stage is None:
+            return None
+        figures = self.stage.tokens.ttft if self.stage.tokens is not None else self.stage.latency
+        found = figures.at(99)
+        return found.value_ms if found is not None else None
+
+    def unit_cost(self) -> float | None:
+        """What configurations are compared on: money per million output tokens for generation, per million
+        requests otherwise."""
+        return self.cost_per_million_output_tokens if self.generates else self.cost_per_million_requests
 
 
 class RecommendationReport(KaliperModel):

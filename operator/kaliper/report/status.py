@@ -69,6 +69,7 @@ def trial_summary(trial: TrialReport) -> TrialSummary:
         limited_by=[flag[:512] for flag in trial.limited_by[:8]] or None,
         core_hours_per_million_requests=trial.core_hours_per_million_requests,
         cost_per_million_requests=trial.cost_per_million_requests,
+        cost_per_million_output_tokens=trial.cost_per_million_output_tokens,
         stop_reason=stage.stop_reason if stage else None,
         message=(trial.message or "")[:2048] or None,
     )
@@ -94,6 +95,8 @@ def status_from_report(report: ProfileReport, report_ref: ReportReference | None
             p99_ms=p99.value_ms if p99 else None,
             throughput_rps=best.stage.throughput_rps,
             cost_per_million_requests=best.cost_per_million_requests,
+            output_tokens_per_s=best.stage.tokens.output_tokens_per_s if best.stage.tokens else None,
+            cost_per_million_output_tokens=best.cost_per_million_output_tokens,
             certainty=report.choice.certainty if report.choice else None,
             explanation=report.choice.explanation[:1024] if report.choice else None,
         )
@@ -101,6 +104,9 @@ def status_from_report(report: ProfileReport, report_ref: ReportReference | None
             currency=report.currency,
             core_hours_per_million_requests=best.core_hours_per_million_requests,
             currency_per_million_requests=best.cost_per_million_requests,
+            core_hours_per_million_output_tokens=best.core_hours_per_million_output_tokens,
+            currency_per_million_output_tokens=best.cost_per_million_output_tokens,
+            currency_per_million_tokens=best.cost_per_million_tokens,
         )
     if report.recommendation is not None:
         r = report.recommendation
