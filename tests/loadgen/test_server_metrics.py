@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from kaliper.loadgen.server_metrics import dialect, parse_exposition, server_check
+from kaliper.loadgen.server_metrics import dialect, parse_exposition, server_check, server_load
 from kaliper.report.schema import LatencyFigures, TokenFigures
 
 LLAMA_BEFORE = """\
@@ -135,3 +135,71 @@ def test_no_check_says_why() -> None:
     unknown = server_check("http://s/metrics", {}, {"process_cpu_seconds_total": 3.0}, tokens())
     assert unknown.unavailable == "http://s/metrics exports no llama.cpp or vLLM generation metrics"
     assert unknown.comparisons == []
+
+
+def llama_gauges(processing: int, deferred: int, busy_per_decode: float, decodes: int) -> str:
+    """llama-server's load gauges as its /metrics writes them (names and types from the running server)."""
+    return (
+        "# TYPE llamacpp:n_decode_total counter\n"
+        f"llamacpp:n_decode_total {decodes}\n"
+        "# TYPE llamacpp:requests_processing gauge\n"
+        f"llamacpp:requests_processing {processing}\n"
+        "# TYPE llamacpp:requests_deferred gauge\n"
+        f"llamacpp:requests_deferred {deferred}\n"
+        "# TYPE llamacpp:n_busy_slots_per_decode gauge\n"
+        f"llamacpp:n_busy_slots_per_decode {busy_per_decode}\n"
+    )
+
+
+def test_llama_cpp_load_over_the_interval_from_its_gauges_at_each_edge() -> None:
+    readings = [
+        parse_exposition(llama_gauges(2, 0, 1.5, 100)),
+        parse_exposition(llama_gauges(2, 3, 1.8, 300)),
+        "http://127.0.0.1:1/metrics: timed out",  # a reading that failed is left out
+        parse_exposition(llama_gauges(1, 1, 1.9, 500)),
+    ]
+    load = server_load(readings)
+    assert load is not None
+    # Busy slots per decode since the start: 150 over the first 100 calls, 950 over 500; over the interval
+    # (950 - 150) / (500 - 100) = 2.0.
+    assert load.model_dump(exclude_none=True) == {
+        "source": "llama.cpp",
+        "samples": 3,
+        "running_mean": 1.6667,
+        "running_max": 2.0,
+        "waiting_mean": 1.3333,
+        "waiting_max": 3.0,
+        "busy_slots_per_decode": 2.0,
+    }
+    assert server_load(["refused"]) is None
+    assert server_load([parse_exposition("process_cpu_seconds_total 3\n")]) is None
+
+
+def test_vllm_load_with_kv_cache_and_preemptions_under_its_current_and_older_names() -> None:
+    labels = '{engine="0",model_name="llama3"}'
+    current = [
+        parse_exposition(
+            f"vllm:num_requests_running{labels} {running}\nvllm:num_requests_waiting{labels} {waiting}\n"
+            f"vllm:kv_cache_usage_perc{labels} {kv}\nvllm:num_preemptions_total{labels} {preempted}\n"
+        )
+        for running, waiting, kv, preempted in ((60, 0, 0.5, 2), (64, 12, 0.995, 9))
+    ]
+    load = server_load(current)
+    assert load is not None
+    assert (load.source, load.running_max, load.waiting_max, load.kv_cache_usage_max, load.preemptions) == (
+        "vLLM",
+        64.0,
+        12.0,
+        0.995,
+        7.0,
+    )
+    older = parse_exposition(f"vllm:num_requests_running{labels} 8\nvllm:gpu_cache_usage_perc{labels} 0.25\n")
+    load = server_load([older])
+    assert load is not None and (load.kv_cache_usage_max, load.waiting_max, load.preemptions) == (0.25, None, None)
+
+
+def test_sglang_and_tgi_are_recognised_by_their_own_gauges() -> None:
+    sglang = server_load([parse_exposition('sglang:num_running_reqs{model_name="q"} 5\nsglang:num_queue_reqs 2\n')])
+    tgi = server_load([parse_exposition("tgi_batch_current_size 16\ntgi_queue_size 4\n")])
+    assert sglang is not None and (sglang.source, sglang.running_max, sglang.waiting_max) == ("SGLang", 5.0, 2.0)
+    assert tgi is not None and (tgi.source, tgi.running_max, tgi.waiting_max) == ("TGI", 16.0, 4.0)

@@ -40,7 +40,7 @@ from kaliper.loadgen.progress import StageProgress
 from kaliper.loadgen.recorder import Aggregator, Recorder, Window
 from kaliper.loadgen.results import LATE_AFTER_S, stage_result, stage_warnings
 from kaliper.loadgen.schedule import send_offsets
-from kaliper.loadgen.server_metrics import Counters, scrape, server_check
+from kaliper.loadgen.server_metrics import Counters, scrape, server_check, server_load
 from kaliper.loadgen.statistics import estimate
 from kaliper.loadgen.stopping import Decision, StoppingParameters, WindowFigures, decide, straddling
 from kaliper.log import get_logger
@@ -372,6 +372,8 @@ class Controller:
             before = server_readings.get(first, f"{url}: not read when measuring began")
             after = server_readings.get(last) or scrape(url)
             result.tokens.server_check = server_check(url, before, after, result.tokens)
+            edges = [server_readings.get(edge, "not read") for edge in range(first, last)] + [after]
+            result.tokens.server_load = server_load(edges)
         return result
 
     def _read_server_at_edges(self, start_wall: float, readings: dict[int, Counters | str]) -> None:

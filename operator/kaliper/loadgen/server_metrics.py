@@ -9,19 +9,56 @@ Known servers, by the metric names their own code exports (labels such as model_
   edge; it counts prompt tokens when it reads the prompt, so requests in flight at an edge differ there.
 - vLLM: prompt and generation token counters, and histograms of time to first token and of the gap between
   output tokens (inter_token_latency_seconds since v0.11, time_per_output_token_seconds before). vLLM
-  counts generated tokens as it makes them, so streams in flight at the edges count there in part."""
+  counts generated tokens as it makes them, so streams in flight at the edges count there in part.
+
+How busy the server was (ServerLoad) comes from gauges read at every window edge: requests running and
+queued for a slot (llama.cpp's requests_processing and requests_deferred, vLLM's num_requests_running and
+num_requests_waiting, SGLang's num_running_reqs and num_queue_reqs, TGI's batch_current_size and
+queue_size), llama.cpp's running average of busy slots per decode call, the KV cache's share in use (vLLM's
+kv_cache_usage_perc, gpu_cache_usage_perc before v0.10; SGLang's token_usage) and vLLM's preemptions."""
 
 from __future__ import annotations
 
 import urllib.request
 from dataclasses import dataclass
 
-from kaliper.report.schema import ServerCheck, ServerComparison, TokenFigures
+from kaliper.report.schema import ServerCheck, ServerComparison, ServerLoad, TokenFigures
 
 Counters = dict[str, float]
 
 LLAMA_CPP = "llama.cpp"
 VLLM = "vLLM"
+SGLANG = "SGLang"
+TGI = "TGI"
+
+
+@dataclass(frozen=True)
+class LoadGauges:
+    """One server's gauges of how busy it is (first name found wins, for metrics renamed across versions)."""
+
+    marker: str  # a metric only this server exports
+    running: tuple[str, ...]
+    waiting: tuple[str, ...]
+    kv_cache: tuple[str, ...] = ()
+    preemptions: tuple[str, ...] = ()  # a counter
+
+
+LOAD_GAUGES = {
+    LLAMA_CPP: LoadGauges(
+        "llamacpp:requests_processing", ("llamacpp:requests_processing",), ("llamacpp:requests_deferred",)
+    ),
+    VLLM: LoadGauges(
+        "vllm:num_requests_running",
+        ("vllm:num_requests_running",),
+        ("vllm:num_requests_waiting",),
+        ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"),
+        ("vllm:num_preemptions_total", "vllm:num_preemptions"),
+    ),
+    SGLANG: LoadGauges(
+        "sglang:num_running_reqs", ("sglang:num_running_reqs",), ("sglang:num_queue_reqs",), ("sglang:token_usage",)
+    ),
+    TGI: LoadGauges("tgi_queue_size", ("tgi_batch_current_size",), ("tgi_queue_size",)),
+}
 
 
 def parse_exposition(text: str) -> Counters:
@@ -137,4 +174,56 @@ def server_check(url: str, before: Counters | str, after: Counters | str, tokens
             )
             for f in figures
         ],
+    )
+
+
+def _first(counters: Counters, names: tuple[str, ...]) -> float | None:
+    return next((counters[name] for name in names if name in counters), None)
+
+
+def _mean_max(readings: list[Counters], names: tuple[str, ...]) -> tuple[float | None, float | None]:
+    values = [v for r in readings if (v := _first(r, names)) is not None]
+    if not values:
+        return None, None
+    return round(sum(values) / len(values), 4), max(values)
+
+
+def _busy_slots_per_decode(before: Counters, after: Counters) -> float | None:
+    """llama.cpp exports the average since it started (busy slots summed over decode calls / decode calls):
+    over the interval, the difference of the sums over the difference of the calls."""
+    name, calls = "llamacpp:n_busy_slots_per_decode", "llamacpp:n_decode_total"
+    if name not in after or calls not in after:
+        return None
+    decodes = after[calls] - before.get(calls, 0.0)
+    if decodes <= 0:
+        return None
+    busy = after[name] * after[calls] - before.get(name, 0.0) * before.get(calls, 0.0)
+    return round(busy / decodes, 4)
+
+
+def server_load(readings: list[Counters | str]) -> ServerLoad | None:
+    """How busy the server was over the measured interval, from its metrics read at every window edge (the
+    first and last are the interval's edges); None when no reading has gauges this module knows."""
+    found = [r for r in readings if not isinstance(r, str)]
+    if not found:
+        return None
+    source = next((name for name, gauges in LOAD_GAUGES.items() if gauges.marker in found[-1]), None)
+    if source is None:
+        return None
+    gauges = LOAD_GAUGES[source]
+    running_mean, running_max = _mean_max(found, gauges.running)
+    waiting_mean, waiting_max = _mean_max(found, gauges.waiting)
+    kv = [v for r in found if (v := _first(r, gauges.kv_cache)) is not None]
+    preempted = [_first(r, gauges.preemptions) for r in (found[0], found[-1])]
+    first, last = preempted
+    return ServerLoad(
+        source=source,
+        samples=len(found),
+        running_mean=running_mean,
+        running_max=running_max,
+        waiting_mean=waiting_mean,
+        waiting_max=waiting_max,
+        busy_slots_per_decode=_busy_slots_per_decode(found[0], found[-1]) if source == LLAMA_CPP else None,
+        kv_cache_usage_max=max(kv) if kv else None,
+        preemptions=last - (first or 0.0) if last is not None else None,
     )

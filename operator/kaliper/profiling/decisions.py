@@ -201,6 +201,37 @@ def headroom(trial: TrialReport, slo: SloSpec | None) -> float:
     return min(margins)
 
 
+KV_CACHE_FULL = 0.99  # share of the KV cache in use from which new sequences wait or evict others
+
+
+def server_saturation(trial: TrialReport) -> list[str]:
+    """What the generation server's own gauges say held the trial back: requests queued for a free slot,
+    a full KV cache, preemptions. These are the configuration's own limits (slots, memory for the KV cache),
+    so they explain the trial's latency rather than disturb its measurement."""
+    tokens = trial.stage.tokens if trial.stage is not None else None
+    load = tokens.server_load if tokens is not None else None
+    if load is None:
+        return []
+    flags = []
+    if load.waiting_max:
+        flags.append(
+            f"requests queued in the {load.source} server for a free slot (up to {load.waiting_max:g}, "
+            f"{load.waiting_mean or 0:.1f} on average) while its slots were busy: the slots set the pace"
+        )
+    if load.kv_cache_usage_max is not None and load.kv_cache_usage_max >= KV_CACHE_FULL:
+        flags.append(f"the {load.source} server's KV cache was full ({load.kv_cache_usage_max:.0%} in use)")
+    if load.preemptions:
+        flags.append(f"the {load.source} server preempted {load.preemptions:g} sequences (KV cache evicted)")
+    return flags
+
+
+def disturbances(trial: TrialReport) -> list[str]:
+    """The trial's flags that are not its server's own saturation: what makes its figures say less about
+    the configuration than they seem to."""
+    own = set(server_saturation(trial))
+    return [flag for flag in trial.limited_by if flag not in own]
+
+
 def best_trial(trials: list[TrialReport], slo: SloSpec | None, tie_tolerance: float) -> Choice | None:
     """The cheapest per million requests (per million output tokens for generation) among the trials that
     met the SLO (all succeeded ones without an SLO). Costs closer than the measurement noise (the trials'
@@ -241,9 +272,9 @@ def best_trial(trials: list[TrialReport], slo: SloSpec | None, tie_tolerance: fl
         else:
             certainty = "Clear"
             text = f"the runner-up {runner_up.name} costs {gap:.1%} more {unit}, beyond the {margin:.1%} noise"
-    if best.limited_by:
+    if disturbances(best):
         certainty = "Disturbed"
-        text = f"measured while limited by something other than its configuration ({best.limited_by[0]}); {text}"
+        text = f"measured while limited by something other than its configuration ({disturbances(best)[0]}); {text}"
     report = BestChoice(
         certainty=certainty,
         runner_up=runner_up.index if runner_up else None,

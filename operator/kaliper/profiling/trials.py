@@ -211,7 +211,7 @@ def trial_limits(trial: TrialReport, other_work_cores: float | None = OTHER_WORK
                 f"the machine was busy with other work: {other:.2f} cores besides the server "
                 f"({resources.cpu_avg_cores:.2f}) and the load generator ({generator:.2f})"
             )
-    return flags
+    return flags + decisions.server_saturation(trial)
 
 
 def server_limits(trials: list[TrialReport], configurations: list[Configuration], level_name: str) -> None:
@@ -235,6 +235,8 @@ def server_limits(trials: list[TrialReport], configurations: list[Configuration]
         for trial in measured[1:]:
             resources, p50 = trial.resources, decisions.latency_at(trial.stage, 50)  # type: ignore[arg-type]
             if not base or p50 is None or resources is None or resources.cpu_avg_cores is None:
+                continue
+            if decisions.server_saturation(trial):  # the server's own queue explains the rise
                 continue
             used = resources.cpu_avg_cores / trial.replicas
             throttled = resources.cpu_throttled_ratio or 0.0

@@ -107,6 +107,30 @@ class ServerCheck(KaliperModel):
     """Why there is no check (no metrics endpoint, unknown metrics)."""
 
 
+class ServerLoad(KaliperModel):
+    """How busy the generation server was over the measured interval, from its own gauges read at every
+    window edge (kaliper.loadgen.server_metrics names each server's metrics). Absent figures: the server
+    does not export them."""
+
+    source: str
+    """llama.cpp, vLLM, SGLang or TGI."""
+    samples: int
+    """Readings of the gauges (one per window edge)."""
+    running_mean: float | None = None
+    running_max: float | None = None
+    """Requests being generated (llama.cpp: requests_processing; vLLM: num_requests_running)."""
+    waiting_mean: float | None = None
+    waiting_max: float | None = None
+    """Requests queued in the server for a free slot (llama.cpp: requests_deferred; vLLM:
+    num_requests_waiting; SGLang: num_queue_reqs; TGI: queue_size)."""
+    busy_slots_per_decode: float | None = None
+    """llama.cpp: slots busy per decode call over the interval (how full its batches were)."""
+    kv_cache_usage_max: float | None = None
+    """Highest share of the KV cache in use (vLLM: kv_cache_usage_perc; SGLang: token_usage), 0-1."""
+    preemptions: float | None = None
+    """vLLM: sequences preempted (their KV cache evicted) over the interval."""
+
+
 class TokenFigures(KaliperModel):
     """Generation requests (openai-chat, openai-completions): the token stream's figures. Each latency
     figure says what it measures; every percentile carries its sample count and 95% interval."""
@@ -163,6 +187,9 @@ class TokenFigures(KaliperModel):
     server_check: ServerCheck | None = None
     """The server's own counters over the measured interval beside the generator's figures (absent when
     request.generation.serverMetricsPath is unset)."""
+    server_load: ServerLoad | None = None
+    """The server's own gauges over the measured interval: requests running and queued, busy slots, KV
+    cache (absent without a metrics endpoint or gauges the generator knows)."""
 
 
 class StageResult(KaliperModel):

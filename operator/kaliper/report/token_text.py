@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kaliper.report.schema import LatencyFigures, ServerCheck, TokenFigures
+from kaliper.report.schema import LatencyFigures, ServerCheck, ServerLoad, TokenFigures
 
 
 def token_summary(tokens: TokenFigures) -> str:
@@ -20,7 +20,27 @@ def token_summary(tokens: TokenFigures) -> str:
         text += f"  goodput {tokens.goodput_rps:.1f}/s ({tokens.goodput_share:.0%})"
     if (check := tokens.server_check) is not None:
         text += "\n  " + server_check_line(check)
+    if (load := tokens.server_load) is not None:
+        text += "\n  " + server_load_line(load)
     return text
+
+
+def server_load_line(load: ServerLoad) -> str:
+    """How busy the server was, by its own gauges at the window edges."""
+    parts = []
+    for name, mean, top in (
+        ("running", load.running_mean, load.running_max),
+        ("queued", load.waiting_mean, load.waiting_max),
+    ):
+        if top is not None:
+            parts.append(f"{name} {mean:.1f} on average, up to {top:g}")
+    if load.busy_slots_per_decode is not None:
+        parts.append(f"{load.busy_slots_per_decode:.2f} busy slots per decode")
+    if load.kv_cache_usage_max is not None:
+        parts.append(f"KV cache up to {load.kv_cache_usage_max:.0%}")
+    if load.preemptions is not None:
+        parts.append(f"{load.preemptions:g} preemptions")
+    return f"server load ({load.source}, {load.samples} readings): " + ", ".join(parts)
 
 
 SHORT_LABELS = {

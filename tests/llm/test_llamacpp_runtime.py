@@ -1,0 +1,131 @@
+"""The llamacpp runtime under `kaliper run`: a ModelDeployment serving the tiny GGUF model made here with
+llama.cpp's real llama-server, each trial's server started afresh under cgroup limits, and a ProfileRun
+sweeping CPU limit x slots x concurrency that is priced per million output tokens and checked against the
+server's own counters and gauges."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from kaliper.report.schema import ProfileReport
+from tests.support.llama import chat_request, synthetic_payload, tiny_model
+from tests.support.local_run import KALIPER
+
+MAX_TOKENS = 16
+SHORT = {"warmup": "1s", "minDuration": "3s", "maxDuration": "3s", "stopping": {"window": "1s"}}
+
+
+def manifests(model: Path) -> list[dict]:
+    deployment = {
+        "apiVersion": "kaliper.dev/v1alpha1",
+        "kind": "ModelDeployment",
+        "metadata": {"name": "tiny"},
+        "spec": {
+            "model": {"file": str(model)},
+            "runtime": {"type": "llamacpp"},
+            "resources": {"limits": {"memory": "512Mi"}},
+            "llm": {"contextSize": 2048},
+        },
+    }
+    run = {
+        "apiVersion": "kaliper.dev/v1alpha1",
+        "kind": "ProfileRun",
+        "metadata": {"name": "tiny-sweep"},
+        "spec": {
+            "target": {"deploymentRef": {"name": "tiny"}},
+            "request": chat_request(MAX_TOKENS),
+            "payload": synthetic_payload({"file": str(model.parent / "tokenizer.json")}, 32, 64),
+            "load": {"closedLoop": {"concurrency": 1}, **SHORT},
+            "sweep": {"cpu": ["500m", "1"], "slots": [1, 2], "concurrency": [1, 2]},
+            "slo": {"latency": [{"metric": "ttft", "percentile": 90, "max": "10s"}]},
+            "cost": {"perCoreHour": 0.04, "perGibHour": 0.004},
+            "report": {"formats": ["json", "table"]},
+        },
+    }
+    return [deployment, run]
+
+
+@pytest.fixture(scope="module")
+def swept(tmp_path_factory: pytest.TempPathFactory) -> tuple[ProfileReport, str]:
+    directory = tmp_path_factory.mktemp("llamacpp-run")
+    model = tiny_model(directory / "model")
+    path = directory / "run.yaml"
+    path.write_text("\n---\n".join(json.dumps(m) for m in manifests(model)))
+    process = subprocess.run(
+        [str(KALIPER), "run", str(path), "--output-dir", str(directory / "reports")],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert process.returncode == 0, process.stderr
+    return ProfileReport.model_validate_json((directory / "reports" / "report.json").read_text()), process.stdout
+
+
+def test_every_configuration_is_served_by_its_own_llama_server_and_agrees_with_its_counters(
+    swept: tuple[ProfileReport, str],
+) -> None:
+    report, _ = swept
+    assert [t.parameters for t in report.trials][:4] == [
+        {"cpu": "500m", "slots": "1", "concurrency": "1"},
+        {"cpu": "500m", "slots": "1", "concurrency": "2"},
+        {"cpu": "500m", "slots": "2", "concurrency": "1"},
+        {"cpu": "500m", "slots": "2", "concurrency": "2"},
+    ]
+    assert [t.status for t in report.trials] == ["Succeeded"] * 8
+    for trial in report.trials:
+        assert trial.stage is not None and trial.stage.tokens is not None
+        tokens, requests = trial.stage.tokens, trial.stage.requests
+        assert tokens.output_tokens == MAX_TOKENS * requests  # the tiny model never stops before max_tokens
+        check = tokens.server_check
+        assert check is not None and check.source == "llama.cpp"
+        counted = {c.figure: c for c in check.comparisons}
+        # The server counts an answer's tokens when it ends, as the generator does; the answers in flight at
+        # the interval's two edges (at most one per user) can fall on one side only.
+        users = int(trial.parameters["concurrency"])
+        assert abs(counted["outputTokens"].server - tokens.output_tokens) <= MAX_TOKENS * users * 2
+
+
+def test_the_servers_own_gauges_show_each_configurations_slots(swept: tuple[ProfileReport, str]) -> None:
+    """llama-server ran with the slots of its configuration: with one slot the second user's request waits
+    in the server (requests_deferred), with two both run."""
+    report, _ = swept
+    loads = {}
+    for trial in report.trials:
+        assert trial.stage is not None and trial.stage.tokens is not None
+        load = trial.stage.tokens.server_load
+        assert load is not None and load.source == "llama.cpp" and load.samples >= 3
+        loads[(trial.parameters["cpu"], trial.parameters["slots"], trial.parameters["concurrency"])] = load
+    for cpu in ("500m", "1"):
+        assert (loads[(cpu, "1", "2")].waiting_max, loads[(cpu, "1", "2")].running_max) == (1.0, 1.0)
+        assert (loads[(cpu, "2", "2")].waiting_max, loads[(cpu, "2", "2")].running_max) == (0.0, 2.0)
+        assert loads[(cpu, "2", "1")].running_max == 1.0
+    queued = next(t for t in report.trials if t.parameters == {"cpu": "1", "slots": "1", "concurrency": "2"})
+    assert [f for f in queued.limited_by if f.startswith("requests queued")] == [
+        f"requests queued in the llama.cpp server for a free slot (up to 1, "
+        f"{queued.stage.tokens.server_load.waiting_mean:.1f} on average) while its slots were busy: "  # type: ignore[union-attr]
+        "the slots set the pace"
+    ]
+
+
+def test_the_run_is_priced_per_million_output_tokens_and_chooses_a_configuration(
+    swept: tuple[ProfileReport, str],
+) -> None:
+    report, stdout = swept
+    assert report.verdict == "Met" and report.best_trial is not None and report.recommendation is not None
+    best = report.trials[report.best_trial]
+    assert best.stage is not None and best.stage.tokens is not None and best.cost_per_hour is not None
+    # cpu x 0.04 + 0.5 GiB x 0.004 per hour, over the hours a million output tokens take at the measured rate.
+    cores = 0.5 if best.parameters["cpu"] == "500m" else 1.0
+    assert best.cost_per_hour == pytest.approx(cores * 0.04 + 0.5 * 0.004)
+    per_token = best.cost_per_hour * 1e6 / best.stage.tokens.output_tokens_per_s / 3600
+    assert best.cost_per_million_output_tokens == pytest.approx(per_token)
+    cheapest = min(t.cost_per_million_output_tokens for t in report.trials if t.slo_verdict == "Met")  # type: ignore[type-var]
+    # The cheapest, or one whose cost is within the measurement noise of it (a tie, won on latency headroom).
+    assert report.choice is not None and report.choice.certainty != "Disturbed"
+    assert best.cost_per_million_output_tokens <= cheapest * (1 + (report.choice.noise or 0))
+    assert "per output token" in report.choice.explanation
+    assert "USD per million output tokens" in stdout
