@@ -461,13 +461,16 @@ def report_command(path: Path, html_path: Path | None) -> None:
 def make_example_models(directory: Path) -> None:
     """Make the example models (scikit-learn, converted to ONNX here; nothing is downloaded): iris.onnx and
     mlp.onnx for the demo, iris/ (model.joblib, model.onnx, rows.jsonl) for the optimization examples,
-    whose `models` volume this folder stands in for (kaliper run --volume models=DIRECTORY), and tiny-llm/
-    (tiny.gguf for llama.cpp's llama-server, and its tokenizer.json) for the LLM examples."""
+    whose `models` volume this folder stands in for (kaliper run --volume models=DIRECTORY), tiny-llm/
+    (tiny.gguf for llama.cpp's llama-server, and its tokenizer.json) for the LLM examples, and small-llm/
+    (small.gguf, 35 MB, a few milliseconds a token) for the LLM demo."""
     from kaliper.serving.examples import make_cpu_heavy, make_iris, make_iris_pipeline
-    from kaliper.serving.tiny_llm import make_tiny_llm
+    from kaliper.serving.tiny_llm import demo_shape, make_tiny_llm
 
     made = [make_iris(directory / "iris.onnx"), make_cpu_heavy(directory / "mlp.onnx"), *make_iris_pipeline(directory)]
     made += [make_tiny_llm(directory / "tiny-llm", name="tiny"), directory / "tiny-llm" / "tokenizer.json"]
+    # The LLM demo's model: the same random-weight recipe at a size whose tokens take milliseconds on a core.
+    made += [make_tiny_llm(directory / "small-llm", demo_shape(), name="small")]
     for path in made:
         click.echo(f"wrote {path}")
 

@@ -40,6 +40,22 @@ def _latency(trial: TrialReport, percentile: float) -> float | None:
     return figure.value_ms if figure else None
 
 
+def _ttft(trial: TrialReport, percentile: float) -> float | None:
+    tokens = trial.stage.tokens if trial.stage is not None else None
+    figure = tokens.ttft.at(percentile) if tokens is not None else None
+    return figure.value_ms if figure else None
+
+
+def _headline(trial: TrialReport, tokens: bool) -> tuple[float | None, float | None, float | None]:
+    """(throughput, p50, p99) the tables show: output tokens per second and time to first token for a
+    generation run, requests per second and latency otherwise."""
+    if tokens:
+        figures = trial.stage.tokens if trial.stage is not None else None
+        rate = figures.output_tokens_per_s if figures is not None else None
+        return rate, _ttft(trial, 50), _ttft(trial, 99)
+    return trial.stage.throughput_rps if trial.stage else None, _latency(trial, 50), _latency(trial, 99)
+
+
 def _fmt(value: float | None, pattern: str = "{:.2f}") -> str:
     return "-" if value is None else pattern.format(value)
 
@@ -164,13 +180,14 @@ def trials_table(report: ProfileReport) -> Table:
         pad_edge=False,
         collapse_padding=True,
     )
+    tokens = generates(report)
     for column in (
         "trial",
         "parameters",
         "status",
-        "ok/s",
-        "p50\nms",
-        "p99\nms",
+        "tok/s" if tokens else "ok/s",
+        "ttft\np50 ms" if tokens else "p50\nms",
+        "ttft\np99 ms" if tokens else "p99\nms",
         "errors",
         "CPU\navg",
         "CPU\npeak",
@@ -191,15 +208,16 @@ def trials_table(report: ProfileReport) -> Table:
         stage, resources = trial.stage, trial.resources
         usage = stage.generator_usage if stage else None
         marker = " *" if trial.index == report.best_trial else ""
+        rate, p50, p99 = _headline(trial, tokens)
         # Text, not markup: a message or a parameter with brackets ("[Errno 111]") is shown as written.
         table.add_row(
             f"{trial.index}{marker}",
             Text(_parameters(trial)),
             # The status only: the whole message is printed under the table (trial_messages).
             Text(trial.status),
-            _fmt(stage.throughput_rps if stage else None, "{:.1f}"),
-            _fmt(_latency(trial, 50)),
-            _fmt(_latency(trial, 99)),
+            _fmt(rate, "{:.1f}"),
+            _fmt(p50),
+            _fmt(p99),
             _fmt(stage.error_rate * 100 if stage else None, "{:.2f}%"),
             _fmt(resources.cpu_avg_cores if resources else None, "{:.3f}"),
             _fmt(resources.cpu_peak_cores if resources else None, "{:.3f}"),
@@ -234,11 +252,21 @@ def summary_lines(report: ProfileReport) -> list[str]:
     if report.best_trial is not None:
         best = next(t for t in report.trials if t.index == report.best_trial)
         throughput = f"{best.stage.throughput_rps:.1f}" if best.stage else "-"
-        lines.append(
-            f"best: trial {best.index} ({_parameters(best)}), "
-            f"{throughput} ok/s, p99 {_fmt(_latency(best, 99))} ms, "
-            f"{_fmt(best.unit_cost(), '{:.4f}')} {report.currency} per million {cost_unit(report)}"
-        )
+        tokens = best.stage.tokens if best.stage else None
+        if tokens is not None:
+            tpot = tokens.tpot.at(99)
+            figures = (
+                f"{tokens.output_tokens_per_s:.0f} output tok/s ({throughput} ok/s), ttft p99 "
+                f"{_fmt(_ttft(best, 99))} ms, tpot p99 {_fmt(tpot.value_ms if tpot else None)} ms"
+            )
+            cost = (
+                f"{_fmt(best.cost_per_million_output_tokens, '{:.4f}')} {report.currency} per million output tokens "
+                f"({_fmt(best.cost_per_million_tokens, '{:.4f}')} per million tokens in and out)"
+            )
+        else:
+            figures = f"{throughput} ok/s, p99 {_fmt(_latency(best, 99))} ms"
+            cost = f"{_fmt(best.cost_per_million_requests, '{:.4f}')} {report.currency} per million requests"
+        lines.append(f"best: trial {best.index} ({_parameters(best)}), {figures}, {cost}")
         for detail in _slo_detail(best):
             lines.append(f"  SLO {detail}")
         if report.choice is not None:
@@ -333,6 +361,62 @@ def _latency_figure(report: ProfileReport, colours: dict[int, str], bounds: dict
         yaxis={"title": "latency (ms)", "rangemode": "tozero"},
     )
     return figure
+
+
+def _token_figures(report: ProfileReport, colours: dict[int, str]) -> list[go.Figure]:
+    """Generation runs: time to first token and the gaps between tokens against the load level, and output
+    tokens per second against it, a line per configuration."""
+    import plotly.graph_objects as go
+
+    by_config: dict[str, list[TrialReport]] = defaultdict(list)
+    for trial in report.trials:
+        if trial.stage is not None and trial.stage.tokens is not None:
+            by_config[configuration_label(trial)].append(trial)
+    if not by_config:
+        return []
+    level_name = "rate" if any("rate" in t.parameters for t in report.trials) else "concurrency"
+    latency, rates = go.Figure(), go.Figure()
+    for label, trials in by_config.items():
+        line_colour = colours[trials[0].index]
+        trials.sort(key=lambda t: t.stage.level)  # type: ignore[union-attr]
+        x = [t.stage.level for t in trials]  # type: ignore[union-attr]
+        series = (
+            ("ttft p50", lambda t: t.stage.tokens.ttft.at(50), "solid"),
+            ("ttft p99", lambda t: t.stage.tokens.ttft.at(99), "dash"),
+            ("itl p99", lambda t: t.stage.tokens.itl_chunk.at(99), "dot"),
+        )
+        for name, figure_of, dash in series:
+            y = [found.value_ms if (found := figure_of(t)) else None for t in trials]
+            latency.add_trace(
+                go.Scatter(
+                    x=x,
+                    y=y,
+                    mode="lines+markers",
+                    name=html.escape(f"{label} {name}"),
+                    legendgroup=html.escape(label),
+                    line={"color": line_colour, "dash": dash},
+                )
+            )
+        rates.add_trace(
+            go.Scatter(
+                x=x,
+                y=[t.stage.tokens.output_tokens_per_s for t in trials],  # type: ignore[union-attr]
+                mode="lines+markers",
+                name=html.escape(label),
+                line={"color": line_colour},
+            )
+        )
+    latency.update_layout(
+        title=f"Time to first token and gaps between tokens vs {level_name}, per configuration",
+        xaxis={"title": level_name, "rangemode": "tozero"},
+        yaxis={"title": "ms", "rangemode": "tozero"},
+    )
+    rates.update_layout(
+        title=f"Output tokens/s vs {level_name}, per configuration",
+        xaxis={"title": level_name, "rangemode": "tozero"},
+        yaxis={"title": "output tokens/s", "rangemode": "tozero"},
+    )
+    return [latency, rates]
 
 
 def _usage_figure(report: ProfileReport, colours: dict[int, str]) -> go.Figure | None:
@@ -443,15 +527,13 @@ def _cost_figure(report: ProfileReport, colours: dict[int, str], bounds: dict[fl
 
 
 def figures(report: ProfileReport) -> list[go.Figure]:
-    """The report's charts: latency vs throughput, CPU and memory over time, cost vs p99. A chart with
+    """The report's charts: latency vs throughput (for generation runs, time to first token and gaps
+    between tokens vs load, and output tokens/s vs load), CPU and memory over time, cost vs p99. A chart with
     nothing to show is left out (none at all when every trial failed)."""
     colours = trial_colours(report)
     bounds = slo_bounds_ms(report)
-    found = (
-        _latency_figure(report, colours, bounds),
-        _usage_figure(report, colours),
-        _cost_figure(report, colours, bounds),
-    )
+    load = _token_figures(report, colours) if generates(report) else [_latency_figure(report, colours, bounds)]
+    found = (*load, _usage_figure(report, colours), _cost_figure(report, colours, bounds))
     return [f for f in found if f is not None]
 
 
@@ -472,15 +554,16 @@ def _trial_row(report: ProfileReport, trial: TrialReport, trial_colour: str) -> 
     if trial.slo:
         slo = f"<b>{slo}</b><br>" + "<br>".join(html.escape(detail) for detail in _slo_detail(trial))
     limited = "<br>".join(html.escape(flag) for flag in trial.limited_by) or "-"
+    rate, p50, p99 = _headline(trial, generates(report))
     return (
         "<tr>"
         + index
         + cell(_parameters(trial))
         + cell(trial.status)
         + f'<td class="message">{message}</td>'
-        + cell(_fmt(stage.throughput_rps if stage else None, "{:.1f}"))
-        + cell(_fmt(_latency(trial, 50)))
-        + cell(_fmt(_latency(trial, 99)))
+        + cell(_fmt(rate, "{:.1f}"))
+        + cell(_fmt(p50))
+        + cell(_fmt(p99))
         + cell(errors)
         + cell(_fmt(resources.cpu_avg_cores if resources else None, "{:.3f}"))
         + cell(_throttled(trial))
@@ -510,9 +593,7 @@ def html_report(report: ProfileReport) -> str:
         "parameters",
         "status",
         "message",
-        "ok/s",
-        "p50 ms",
-        "p99 ms",
+        *(("output tok/s", "ttft p50 ms", "ttft p99 ms") if generates(report) else ("ok/s", "p50 ms", "p99 ms")),
         "errors",
         "CPU avg (cores)",
         "CPU throttled",

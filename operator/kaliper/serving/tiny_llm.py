@@ -100,6 +100,12 @@ def benchmark_shape() -> TinyLlmShape:
     return TinyLlmShape(vocab=8192, dim=512, layers=8, heads=8, feed_forward=1536, context=4096)
 
 
+def demo_shape() -> TinyLlmShape:
+    """The LLM demo's model: a few milliseconds a token on one core, so a short run still measures tens of
+    requests per configuration."""
+    return TinyLlmShape(vocab=8192, dim=256, layers=4, heads=4, feed_forward=768, context=4096)
+
+
 def _corpus(seed: int, words: int = 60_000) -> list[str]:
     """Pseudo-words of one to four syllables, Zipf-like in frequency so BPE learns whole words."""
     rng = random.Random(seed)
