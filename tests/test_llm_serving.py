@@ -6,12 +6,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 
 from kaliper.api.modeldeployment import ModelDeploymentSpec
 from kaliper.api.profilerun import ProfileRunSpec
+from kaliper.api.resources import ModelDeployment, ProfileRun
 from kaliper.local.servers import ServerError, check_gguf, local_problem, server_command
 from kaliper.manifests.modeldeployment import KALIPER_IMAGE, BuildError, build_deployment
 from kaliper.profiling.plan import cluster_problem, configurations, sweep_problem
+from tests.support.paths import EXAMPLES
 
 
 def deployment(**extra: object) -> ModelDeploymentSpec:
@@ -223,3 +226,28 @@ def test_kaliper_run_refuses_gpu_servers_and_files_that_are_not_gguf(tmp_path: P
     gguf = tmp_path / "ok.gguf"
     gguf.write_bytes(b"GGUF\x03\x00\x00\x00")
     check_gguf(gguf)
+
+
+def test_the_llm_examples_plan_on_a_cluster_and_the_demo_locally() -> None:
+    def one(path: str, kind: type) -> object:
+        (document,) = yaml.safe_load_all((EXAMPLES / path).read_text())
+        return kind.model_validate(document)
+
+    qwen = one("llm/modeldeployment.yaml", ModelDeployment)
+    sizing = one("llm/profilerun-sweep.yaml", ProfileRun)
+    configs = configurations(sizing.spec, qwen.spec)  # type: ignore[attr-defined]
+    assert len(configs) == 9 and configs[-1].parameters == {"cpu": "8", "slots": "8"}
+    assert cluster_problem(sizing.spec, configs, "default", KALIPER_IMAGE) is None  # type: ignore[attr-defined]
+    assert container_of(build_deployment("qwen-cpu", "default", "u", configs[-1].deployment))["args"][8:14] == [  # type: ignore[arg-type]
+        *("--parallel", "8", "--ctx-size", "32768", "--threads", "8"),
+    ]
+    demo = list(yaml.safe_load_all((EXAMPLES / "llm/demo.yaml").read_text()))
+    deployment, run = ModelDeployment.model_validate(demo[0]), ProfileRun.model_validate(demo[1])
+    local = configurations(run.spec, deployment.spec)
+    assert [c.parameters for c in local] == [
+        {"cpu": "500m", "slots": "1"},
+        {"cpu": "500m", "slots": "4"},
+        {"cpu": "1", "slots": "1"},
+        {"cpu": "1", "slots": "4"},
+    ]
+    assert sweep_problem(run.spec, local) is None and local_problem(deployment.spec) is None
