@@ -1,0 +1,119 @@
+"""A llamacpp ModelDeployment on the real node: Kaliper's image runs llama.cpp's llama-server (built into it
+from the pinned source) on the tiny GGUF model made here, fetched from a URL and checked; it streams chat
+completions through the Service with its slots and metrics on; a file that is not GGUF fails the pod with
+llama.cpp's own reason in the status."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import threading
+import urllib.request
+from collections.abc import Iterator
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from kaliper.netutil import free_port
+from tests.support.llama import MODEL_NAME, tiny_model
+from tests.support.node import HOST_IP, IMAGE, Node
+from tests.support.node_operator import Operator
+
+
+@pytest.fixture(scope="module")
+def model_files(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
+    """The tiny model (and a file that is not GGUF) over HTTP on this machine's end of the node's veth."""
+    model = tiny_model(tmp_path_factory.mktemp("tiny-llm"))
+    (model.parent / "not-a-model.gguf").write_text("<html>404 Not Found</html>\n")
+    handler = functools.partial(SimpleHTTPRequestHandler, directory=str(model.parent))
+    server = ThreadingHTTPServer((HOST_IP, free_port()), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://{HOST_IP}:{server.server_address[1]}", model
+    server.shutdown()
+
+
+def llama_deployment(name: str, url: str, sha256: str) -> dict:
+    return {
+        "apiVersion": "kaliper.dev/v1alpha1",
+        "kind": "ModelDeployment",
+        "metadata": {"name": name},
+        "spec": {
+            "model": {"url": url, "sha256": sha256, "name": MODEL_NAME},
+            "runtime": {"type": "llamacpp"},
+            "resources": {"limits": {"cpu": "500m", "memory": "256Mi"}},
+            "llm": {"slots": 2, "contextSize": 2048},
+        },
+    }
+
+
+def pod_of(node: Node, namespace: str, name: str) -> dict:
+    pods = node.kubectl.json("get", "pods", "-n", namespace, "-l", f"app.kubernetes.io/instance={name}")["items"]
+    assert len(pods) == 1, [p["metadata"]["name"] for p in pods]
+    return pods[0]
+
+
+def test_llama_server_from_kaliper_image_streams_through_the_service(
+    node: Node, operator: Operator, node_namespace: str, model_files: tuple[str, Path]
+) -> None:
+    kubectl = node.kubectl
+    base, model = model_files
+    digest = hashlib.sha256(model.read_bytes()).hexdigest()
+    manifest = llama_deployment("tiny-llm", f"{base}/{model.name}", digest)
+    kubectl("apply", "-n", node_namespace, "-f", "-", input=json.dumps(manifest))
+    kubectl.wait_for(
+        lambda: (
+            (kubectl.json("get", "mdep", "tiny-llm", "-n", node_namespace).get("status") or {}).get("phase") == "Ready"
+        ),
+        timeout=120,
+        what="ModelDeployment tiny-llm to be Ready",
+    )
+    pod = pod_of(node, node_namespace, "tiny-llm")
+    (server,) = pod["spec"]["containers"]
+    assert (server["image"], server["command"]) == (IMAGE, ["llama-server"])
+    assert server["securityContext"]["runAsUser"] == 10001
+    service = kubectl.json("get", "service", "tiny-llm", "-n", node_namespace)
+    endpoint = f"http://{service['spec']['clusterIP']}:80"
+    body = {
+        "model": MODEL_NAME,
+        "messages": [{"role": "user", "content": "no ka li"}],
+        "max_tokens": 8,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    request = urllib.request.Request(
+        f"{endpoint}/v1/chat/completions", json.dumps(body).encode(), {"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(request, timeout=30) as response:
+        events = [line[6:] for line in response.read().decode().splitlines() if line.startswith("data: ")]
+    assert events[-1] == "[DONE]"
+    usage = json.loads(events[-2])["usage"]
+    assert usage["completion_tokens"] == 8
+    with urllib.request.urlopen(f"{endpoint}/slots", timeout=10) as response:
+        slots = json.load(response)
+    assert len(slots) == 2 and {s["n_ctx"] for s in slots} == {1024}  # 2,048 context tokens over 2 slots
+    with urllib.request.urlopen(f"{endpoint}/metrics", timeout=10) as response:
+        metrics = response.read().decode()
+    assert "llamacpp:tokens_predicted_total 8" in metrics.splitlines()
+
+
+def test_a_file_that_is_not_gguf_fails_the_pod_with_llama_cpp_reason(
+    node: Node, operator: Operator, node_namespace: str, model_files: tuple[str, Path]
+) -> None:
+    kubectl = node.kubectl
+    base, model = model_files
+    wrong = model.parent / "not-a-model.gguf"
+    digest = hashlib.sha256(wrong.read_bytes()).hexdigest()
+    manifest = llama_deployment("not-gguf", f"{base}/{wrong.name}", digest)
+    kubectl("apply", "-n", node_namespace, "-f", "-", input=json.dumps(manifest))
+
+    def terminated() -> dict:
+        statuses = pod_of(node, node_namespace, "not-gguf")["status"].get("containerStatuses") or []
+        state = statuses[0] if statuses else {}
+        return (state.get("lastState") or {}).get("terminated") or (state.get("state") or {}).get("terminated") or {}
+
+    kubectl.wait_for(lambda: bool(terminated()), timeout=120, what="llama-server to exit on a file that is not GGUF")
+    exited = terminated()
+    assert exited["exitCode"] == 1
+    assert "failed to load model" in exited.get("message", ""), exited
