@@ -93,6 +93,14 @@ def test_vllm_pod_splits_four_gpus_into_two_tensor_parallel_stages_with_shared_m
         {"name": "shm", "mountPath": "/dev/shm"},
     ]
     assert manifest["spec"]["template"]["spec"]["volumes"][-1] == {"name": "shm", "emptyDir": {"medium": "Memory"}}
+    # Prometheus finds the server's own metrics: the chart's PodMonitor by the label, or the annotations.
+    template = manifest["spec"]["template"]["metadata"]
+    assert template["labels"]["kaliper.dev/server-metrics"] == "true"
+    assert template["annotations"] == {
+        "prometheus.io/scrape": "true",
+        "prometheus.io/port": "8000",
+        "prometheus.io/path": "/metrics",
+    }
 
 
 def test_sglang_copies_the_model_over_gpus_left_by_tensor_parallelism() -> None:

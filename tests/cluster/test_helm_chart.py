@@ -78,6 +78,14 @@ def test_chart_lints_and_renders(crds: Kubectl) -> None:
         {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["list", "watch"]},
     ]
     assert deployment["spec"]["template"]["spec"]["securityContext"]["runAsNonRoot"] is True
+    assert "PodMonitor" not in kinds  # off by default: it needs the Prometheus Operator's CRDs
+    rendered = helm(crds, "template", "kaliper", str(CHART), "--set", "serverPodMonitor.enabled=true")
+    (monitor,) = [d for d in yaml.safe_load_all(rendered.stdout) if d and d["kind"] == "PodMonitor"]
+    assert monitor["spec"] == {
+        "namespaceSelector": {"any": True},
+        "selector": {"matchLabels": {"kaliper.dev/server-metrics": "true"}},
+        "podMetricsEndpoints": [{"port": "http", "path": "/metrics", "interval": "30s"}],
+    }
 
 
 def can(kubectl: Kubectl, identity: str, verb: str, resource: str, namespace: str) -> bool:

@@ -37,6 +37,9 @@ LABEL_NAME = "app.kubernetes.io/name"
 LABEL_INSTANCE = "app.kubernetes.io/instance"
 LABEL_MANAGED = "app.kubernetes.io/managed-by"
 LABEL_DEPLOYMENT = "kaliper.dev/modeldeployment"
+# On the pods of servers with their own Prometheus metrics (the LLM runtimes): the chart's PodMonitor selects
+# this label; Prometheus's annotation-based pod discovery reads the prometheus.io annotations.
+LABEL_SERVER_METRICS = "kaliper.dev/server-metrics"
 
 
 class BuildError(ValueError):
@@ -252,6 +255,12 @@ def build_deployment(
         volumes = [*volumes, SHARED_MEMORY]
         container["volumeMounts"].append({"name": "shm", "mountPath": "/dev/shm"})
     labels = selector_labels(name)
+    pod_labels = {**labels, **(spec.pod_labels or {})}
+    annotations = dict(spec.pod_annotations or {})
+    if spec.runtime.type in LLM_RUNTIMES:
+        pod_labels[LABEL_SERVER_METRICS] = "true"
+        scrape = {"prometheus.io/scrape": "true", "prometheus.io/port": str(port_of(spec))}
+        annotations = {**scrape, "prometheus.io/path": llm_servers.METRICS_PATH, **annotations}
     pod_spec: dict[str, Any] = {
         "containers": [container],
         "volumes": volumes,
@@ -279,10 +288,7 @@ def build_deployment(
             "replicas": spec.replicas,
             "selector": {"matchLabels": labels},
             "template": {
-                "metadata": {
-                    "labels": {**labels, **(spec.pod_labels or {})},
-                    "annotations": dict(spec.pod_annotations or {}),
-                },
+                "metadata": {"labels": pod_labels, "annotations": annotations},
                 "spec": pod_spec,
             },
         },
