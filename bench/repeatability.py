@@ -1,7 +1,9 @@
 """Decision repeatability (issue 12): the demo's ProfileRun (examples/local/demo.yaml) five times in a row on
-this machine, then five times with a competing CPU-bound process beside it.
+this machine, then five times with a competing CPU-bound process beside it; `--demo llm` does the same for the
+LLM demo (examples/llm/demo.yaml: llama-server, CPU x slots x concurrency, priced per million output tokens;
+issue 23).
 
-    .venv/bin/python bench/repeatability.py [--runs 5]
+    .venv/bin/python bench/repeatability.py [--runs 5] [--demo llm]
 
 Goal: the same best configuration every time, or an honest Inconclusive / Disturbed where the run cannot
 tell, never a silent other answer; the CPU recommendation within 10% from the lowest to the highest run.
@@ -31,15 +33,24 @@ KALIPER = Path(sys.executable).with_name("kaliper")
 HOG = "while True: pass"  # one core's worth of CPU-bound work, placed by the scheduler like any neighbour
 
 
-def demo_manifest(directory: Path) -> Path:
+DEMOS = {  # manifest, model file, tokenizer (None: not a generation run) under the example models
+    "classic": ("examples/local/demo.yaml", "iris.onnx", None),
+    "llm": ("examples/llm/demo.yaml", "small-llm/small.gguf", "small-llm/tokenizer.json"),
+}
+
+
+def demo_manifest(directory: Path, demo: str) -> Path:
     """The demo's manifests with the model path pointing at a fresh copy of the example models."""
     subprocess.run([str(KALIPER), "make-example-models", str(directory / "models")], check=True, capture_output=True)
-    documents = list(yaml.safe_load_all((REPO / "examples/local/demo.yaml").read_text()))
+    manifest, model, tokenizer = DEMOS[demo]
+    documents = list(yaml.safe_load_all((REPO / manifest).read_text()))
     for document in documents:
         if document["kind"] == "ModelDeployment":
-            document["spec"]["model"]["file"] = str(directory / "models" / "iris.onnx")
+            document["spec"]["model"]["file"] = str(directory / "models" / model)
         else:
             document["spec"]["report"] = {"formats": ["json"]}
+            if tokenizer is not None:
+                document["spec"]["payload"]["prompts"]["tokenizer"] = {"file": str(directory / "models" / tokenizer)}
     path = directory / "demo.yaml"
     path.write_text(yaml.safe_dump_all(documents))
     return path
@@ -69,10 +80,11 @@ def row(label: str, report: ProfileReport, seconds: float) -> dict:
         "verdict": report.verdict,
         "best": ", ".join(f"{k}={v}" for k, v in best.parameters.items()) if best else "-",
         "certainty": report.choice.certainty if report.choice else "-",
-        "p99_ms": next((p.value_ms for p in best.stage.latency.percentiles if p.percentile == 99), None)
-        if best and best.stage
-        else None,
+        # p99 of the latency, of the time to first token for a generation run.
+        "p99_ms": best.frontier_p99_ms() if best else None,
+        "cost": best.unit_cost() if best else None,
         "cpu_request": recommendation.cpu_request if recommendation else None,
+        "replicas": recommendation.replicas if recommendation else None,
         "trial_verdicts": "".join(
             {"Met": "M", "NotMet": "x", "Inconclusive": "?"}.get(t.slo_verdict or "", "-") for t in report.trials
         ),
@@ -85,11 +97,12 @@ def row(label: str, report: ProfileReport, seconds: float) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--demo", choices=sorted(DEMOS), default="classic")
     parser.add_argument("--keep", type=Path, default=None, help="Keep every run's report.json here.")
     args = parser.parse_args()
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        manifest = demo_manifest(Path(tmp))
+        manifest = demo_manifest(Path(tmp), args.demo)
         for busy in (False, True):
             for i in range(args.runs):
                 label = f"{'busy' if busy else 'quiet'} {i + 1}"
@@ -97,13 +110,17 @@ def main() -> None:
                 report, seconds = one_run(manifest, out, busy)
                 rows.append(row(label, report, seconds))
                 print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
-    print("| run | verdict | best | certainty | p99 ms | CPU request | trial verdicts | trials flagged | s |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    unit = "USD/1M output tokens" if args.demo == "llm" else "USD/1M requests"
+    p99 = "ttft p99 ms" if args.demo == "llm" else "p99 ms"
+    print(f"| run | verdict | best | certainty | {p99} | {unit} | CPU request | replicas | trial verdicts | trials flagged | s |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
-        p99 = f"{r['p99_ms']:.2f}" if r["p99_ms"] is not None else "-"
+        figure = f"{r['p99_ms']:.2f}" if r["p99_ms"] is not None else "-"
+        cost = f"{r['cost']:.4f}" if r["cost"] is not None else "-"
         print(
-            f"| {r['run']} | {r['verdict']} | {r['best']} | {r['certainty']} | {p99} | {r['cpu_request'] or '-'} "
-            f"| {r['trial_verdicts']} | {r['flagged']} | {r['seconds']} |"
+            f"| {r['run']} | {r['verdict']} | {r['best']} | {r['certainty']} | {figure} | {cost} "
+            f"| {r['cpu_request'] or '-'} | {r['replicas'] or '-'} | {r['trial_verdicts']} | {r['flagged']} "
+            f"| {r['seconds']} |"
         )
     undisturbed = [r for r in rows if r["certainty"] in ("Clear", "Tie")]
     answers = sorted({r["best"] for r in undisturbed})
