@@ -112,7 +112,8 @@ def main() -> None:
                 print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
     unit = "USD/1M output tokens" if args.demo == "llm" else "USD/1M requests"
     p99 = "ttft p99 ms" if args.demo == "llm" else "p99 ms"
-    print(f"| run | verdict | best | certainty | {p99} | {unit} | CPU request | replicas | trial verdicts | trials flagged | s |")
+    columns = ["run", "verdict", "best", "certainty", p99, unit, "CPU request", "replicas", "trial verdicts"]
+    print("| " + " | ".join([*columns, "trials flagged", "s"]) + " |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         figure = f"{r['p99_ms']:.2f}" if r["p99_ms"] is not None else "-"

@@ -259,3 +259,14 @@ def test_the_llm_examples_plan_on_a_cluster_and_the_demo_locally() -> None:
         {"cpu": "1", "slots": "4"},
     ]
     assert sweep_problem(run.spec, local) is None and local_problem(deployment.spec) is None
+
+
+def test_behind_several_replicas_the_generator_does_not_check_itself_against_one_of_them() -> None:
+    from kaliper.loadgen.config import LoadGenConfig
+    from kaliper.manifests.profilerun import loadgen_config
+
+    run = profile({"slots": [1]})
+    one = LoadGenConfig.model_validate(loadgen_config(run, "http://tiny", "tiny", 1, {}, None, "/t.json"))
+    three = LoadGenConfig.model_validate(loadgen_config(run, "http://tiny", "tiny", 1, {}, None, "/t.json", 3))
+    assert one.server_metrics_url == "http://tiny/metrics"
+    assert three.server_metrics_url is None

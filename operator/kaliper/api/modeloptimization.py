@@ -34,8 +34,9 @@ class OptimizationInput(KaliperModel):
 
     source: ModelSource
     """Where the model comes from."""
-    framework: Literal["onnx", "sklearn", "pytorch"] = "onnx"
-    """What the model is; anything but onnx needs passes.conversion."""
+    framework: Literal["onnx", "sklearn", "pytorch", "gguf"] = "onnx"
+    """What the model is; sklearn and pytorch need passes.conversion; gguf (a llama.cpp model) is quantized
+    with passes.ggufQuantization and measured with evaluator.generation."""
     inputs: Annotated[list[TensorSpec], Field(min_length=1, max_length=16)] | None = None
     """Input tensors (names, shapes, types). Needed to convert a model and to generate latency inputs."""
     outputs: Annotated[list[Annotated[str, Field(max_length=128)]], Field(max_length=16)] | None = None
@@ -104,6 +105,22 @@ class ThreadTuningPass(KaliperModel):
     """ONNX Runtime execution modes to try. Default: sequential."""
 
 
+# llama.cpp's quantization types (llama-quantize), from the largest and closest to the original to the smallest.
+GgufType = Literal["F16", "Q8_0", "Q6_K", "Q5_K_M", "Q5_K_S", "Q5_0", "Q4_K_M", "Q4_K_S", "Q4_0", "Q3_K_M", "Q2_K"]
+
+
+class GgufQuantizationPass(KaliperModel):
+    """llama.cpp's own quantizer (llama-quantize, built from the same source as the llamacpp runtime) on a
+    GGUF model: one candidate per type."""
+
+    types: Annotated[
+        list[GgufType],
+        Field(min_length=1, max_length=11, json_schema_extra={"x-kubernetes-list-type": "set"}),
+        AfterValidator(unique_items),
+    ]
+    """Quantization types to make, such as Q8_0 and Q4_K_M."""
+
+
 class Passes(KaliperModel):
     """The optimizations to apply, run in this order: conversion, quantization, float16, graph optimization
     (last, so ONNX Runtime's fusions apply to the quantized operators too; its quantizer cannot read fused
@@ -114,15 +131,25 @@ class Passes(KaliperModel):
     quantization: QuantizationPass | None = None
     float16: Float16Pass | None = None
     thread_tuning: ThreadTuningPass | None = None
+    gguf_quantization: GgufQuantizationPass | None = None
+    """GGUF models (model.framework gguf): llama.cpp's quantization types, the only pass for them."""
 
     cross_field_rules = (
         Rule(
             cel="[has(self.conversion), has(self.graphOptimization), has(self.quantization), has(self.float16), "
-            "has(self.threadTuning)].exists(x, x)",
-            message="list at least one pass: conversion, graphOptimization, quantization, float16 or threadTuning",
+            "has(self.threadTuning), has(self.ggufQuantization)].exists(x, x)",
+            message="list at least one pass: conversion, graphOptimization, quantization, float16, threadTuning or "
+            "ggufQuantization",
             check=lambda p: any(
                 getattr(p, n) is not None
-                for n in ("conversion", "graph_optimization", "quantization", "float16", "thread_tuning")
+                for n in (
+                    "conversion",
+                    "graph_optimization",
+                    "quantization",
+                    "float16",
+                    "thread_tuning",
+                    "gguf_quantization",
+                )
             ),
         ),
         at_most_one_of("quantization", "float16"),
@@ -161,11 +188,36 @@ class LatencyEvaluator(KaliperModel):
     """Timed inferences."""
 
 
+class GenerationEvaluator(KaliperModel):
+    """GGUF models: each candidate served by llama-server under the target's CPU limit beside the original,
+    both asked the same prompts in turn (greedy, so answers are comparable): prompt-processing and generation
+    speed, paired, and how many of the original's greedy output tokens the candidate reproduces."""
+
+    dataset: DatasetSource
+    """Prompts, one JSON object per line: {"prompt": "..."}."""
+    prompts: Annotated[int, Field(ge=1, le=10000)] = 16
+    """Prompts used (the first ones of the dataset)."""
+    max_tokens: Annotated[int, Field(ge=1, le=4096)] = 32
+    """Greedy output tokens per prompt."""
+    rounds: Annotated[int, Field(ge=1, le=100)] = 3
+    """Times every prompt is asked of the original and the candidate, alternating (the speed figures)."""
+    min_agreement: Annotated[float, Field(ge=0, le=1)] = 0.5
+    """Quality goal: the share of the original's greedy output tokens the candidate reproduces before the
+    two first differ, averaged over the prompts (1: identical answers)."""
+    min_improvement_percent: Annotated[float, Field(ge=0, lt=100)] | None = None
+    """A candidate must generate tokens at least this much faster than the original (time per token).
+    Default: faster beyond the noise of two measurements of the original."""
+    slots: Annotated[int, Field(ge=1, le=64)] = 1
+    """llama-server slots while measuring (1: one request at a time)."""
+
+
 class Evaluator(KaliperModel):
     """What makes a candidate better, and what it must not lose."""
 
     accuracy: AccuracyEvaluator | None = None
     latency: LatencyEvaluator = Field(default_factory=LatencyEvaluator)
+    generation: GenerationEvaluator | None = None
+    """GGUF models: speed and greedy agreement against the original under llama-server."""
 
 
 class OptimizationSearch(KaliperModel):
@@ -262,12 +314,53 @@ class ModelOptimizationSpec(KaliperModel):
     ttl: TtlSpec | None = None
     """When the finished optimization is deleted, with the follow-ups it owns (artifacts on the PVC stay)."""
 
+    def evaluation_dataset(self) -> tuple[str, DatasetSource] | None:
+        """(field, source) of the rows the candidates are evaluated on: labelled rows for ONNX models, prompts
+        for GGUF ones; None without either."""
+        if self.evaluator.generation is not None:
+            return "evaluator.generation.dataset", self.evaluator.generation.dataset
+        if self.evaluator.accuracy is not None:
+            return "evaluator.accuracy.dataset", self.evaluator.accuracy.dataset
+        return None
+
     cross_field_rules = (
         Rule(
-            cel="!has(self.model.framework) || self.model.framework == 'onnx' || has(self.passes.conversion)",
+            cel="!has(self.model.framework) || self.model.framework in ['onnx', 'gguf'] || has(self.passes.conversion)",
             message="a non-ONNX model must be converted first; add passes.conversion",
-            check=lambda s: s.model.framework == "onnx" or s.passes.conversion is not None,
+            check=lambda s: s.model.framework in ("onnx", "gguf") or s.passes.conversion is not None,
             field_path=".passes",
+        ),
+        Rule(
+            cel="(has(self.model.framework) && self.model.framework == 'gguf') == has(self.passes.ggufQuantization)",
+            message="a GGUF model (model.framework gguf) is optimized by passes.ggufQuantization alone, and that "
+            "pass takes GGUF models only; set both or neither",
+            check=lambda s: (s.model.framework == "gguf") == (s.passes.gguf_quantization is not None),
+            field_path=".passes.ggufQuantization",
+        ),
+        Rule(
+            cel="!has(self.passes.ggufQuantization) || [has(self.passes.conversion), "
+            "has(self.passes.graphOptimization), has(self.passes.quantization), has(self.passes.float16), "
+            "has(self.passes.threadTuning)].all(x, !x)",
+            message="passes.ggufQuantization is the only pass for GGUF models; remove the ONNX passes",
+            check=lambda s: (
+                s.passes.gguf_quantization is None
+                or all(
+                    getattr(s.passes, n) is None
+                    for n in ("conversion", "graph_optimization", "quantization", "float16", "thread_tuning")
+                )
+            ),
+            field_path=".passes",
+        ),
+        Rule(
+            cel="!has(self.passes.ggufQuantization) || (has(self.evaluator) && has(self.evaluator.generation) "
+            "&& !has(self.evaluator.accuracy))",
+            message="GGUF candidates are measured by evaluator.generation (prompts, greedy agreement); add it, and "
+            "remove evaluator.accuracy, which is for ONNX models",
+            check=lambda s: (
+                s.passes.gguf_quantization is None
+                or (s.evaluator.generation is not None and s.evaluator.accuracy is None)
+            ),
+            field_path=".evaluator",
         ),
         Rule(
             cel="!has(self.passes.conversion) || has(self.model.inputs)",

@@ -236,7 +236,11 @@ class RunStep(StatusStep[ProfileRunStatus]):
             assert planned.configuration.deployment is not None
             url = endpoint(trial.name, self.namespace, planned.configuration.deployment)
         model = action.model_name or run_trials.target_model_name(self.spec, self.base())
-        for obj in build_loadgen(self.body, trial.index, self.spec, url, model, planned.level, SETTINGS.loadgen):
+        deployment = planned.configuration.deployment
+        replicas = deployment.replicas if deployment is not None else 1
+        for obj in build_loadgen(
+            self.body, trial.index, self.spec, url, model, planned.level, SETTINGS.loadgen, replicas
+        ):
             kube.apply(obj)
         self.event("TrialRunning", f"trial {trial.name}: load generator started ({describe(trial.parameters)})")
 

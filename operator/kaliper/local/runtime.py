@@ -108,7 +108,9 @@ def secret_variable(secret: str, key: str) -> str:
     return "".join(c if c.isalnum() else "_" for c in f"{secret}_{key}").upper()
 
 
-def loadgen_config(spec: ProfileRunSpec, url: str, model_name: str, level: float, base_dir: Path) -> dict:
+def loadgen_config(
+    spec: ProfileRunSpec, url: str, model_name: str, level: float, base_dir: Path, server_replicas: int = 1
+) -> dict:
     # Locally there is no Secret to read: a header from secret S, key K comes from the variable S_K.
     headers = {
         h.name: secret_variable(h.secret_key_ref.name, h.secret_key_ref.key) for h in spec.request.headers_from or []
@@ -117,7 +119,7 @@ def loadgen_config(spec: ProfileRunSpec, url: str, model_name: str, level: float
     dataset_file = str(local_path(dataset.file, base_dir)) if dataset is not None and dataset.file is not None else None
     tokenizer = spec.payload.prompts.tokenizer if spec.payload.prompts else None
     tokenizer_file = str(local_path(tokenizer.file, base_dir)) if tokenizer and tokenizer.file else None
-    return build_loadgen_config(spec, url, model_name, level, headers, dataset_file, tokenizer_file)
+    return build_loadgen_config(spec, url, model_name, level, headers, dataset_file, tokenizer_file, server_replicas)
 
 
 class LocalRuntime:
@@ -271,7 +273,8 @@ class LocalRuntime:
         cpus: set[int] | None,
     ) -> TrialReport:
         index = planned.index
-        config = loadgen_config(spec, url, model_name, planned.level, self.options.base_dir)
+        replicas = servers.spec.replicas if servers is not None else 1
+        config = loadgen_config(spec, url, model_name, planned.level, self.options.base_dir, replicas)
         workdir.mkdir(parents=True, exist_ok=True)
         config_path = workdir / f"loadgen-{index}.yaml"
         config_path.write_text(yaml.safe_dump(config))

@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -23,7 +22,7 @@ from kaliper.manifests.modeldeployment import readiness_path
 from kaliper.netutil import free_port
 from kaliper.processes import die_with_parent
 from kaliper.serving.flags import tuning_flags
-from kaliper.serving.llm import LLAMA_CPP_PYTHON_VERSION, LLAMA_SERVER, llamacpp_args
+from kaliper.serving.llm import LLAMA_SERVER, llama_binary, llamacpp_args
 
 PROBE_TIMEOUT_S = 2.0  # one readiness probe; the deadline is the ModelDeployment's readyTimeout
 
@@ -45,24 +44,10 @@ def limits_of(spec: ModelDeploymentSpec) -> Limits:
 
 
 def llama_server_binary() -> str:
-    """llama-server for local runs: $KALIPER_LLAMA_SERVER, else the build hack/llama/build.sh cached for the
-    pinned version, else one on PATH."""
-    named = os.environ.get("KALIPER_LLAMA_SERVER")
-    if named:
-        if not os.access(named, os.X_OK):
-            raise ServerError(f"KALIPER_LLAMA_SERVER={named} is not an executable file")
-        return named
-    cache = Path(os.environ.get("KALIPER_CACHE") or Path.home() / ".cache" / "kaliper")
-    cached = cache / "bin" / f"llama-server-{LLAMA_CPP_PYTHON_VERSION}" / LLAMA_SERVER
-    if cached.is_file():
-        return str(cached)
-    found = shutil.which(LLAMA_SERVER)
-    if found:
-        return found
-    raise ServerError(
-        "the llamacpp runtime needs llama.cpp's llama-server, which is not built on this machine: run "
-        "`make llama` (hack/llama/build.sh, about 6-15 minutes once), or set KALIPER_LLAMA_SERVER to a binary"
-    )
+    try:
+        return llama_binary(LLAMA_SERVER)
+    except FileNotFoundError as missing:
+        raise ServerError(f"the llamacpp runtime needs {missing}") from None
 
 
 def local_problem(spec: ModelDeploymentSpec) -> str | None:

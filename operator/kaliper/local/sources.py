@@ -67,16 +67,16 @@ def optimization_model(spec: ModelOptimizationSpec, base_dir: Path, volumes: dic
 
 
 def optimization_dataset(spec: ModelOptimizationSpec, base_dir: Path) -> Path | None:
-    """The labelled rows the accuracy is measured on (None without an accuracy evaluator)."""
-    accuracy = spec.evaluator.accuracy
-    if accuracy is None:
+    """The rows the candidates are evaluated on: labelled rows, or a GGUF model's prompts (None without)."""
+    found = spec.evaluation_dataset()
+    if found is None:
         return None
-    if accuracy.dataset.file is None:
+    field, dataset = found
+    if dataset.file is None:
         raise NotOnThisMachine(
-            "spec.evaluator.accuracy.dataset.configMap is read in the cluster; for `kaliper run` give the rows as "
-            "dataset.file"
+            f"spec.{field}.configMap is read in the cluster; for `kaliper run` give the rows as dataset.file"
         )
-    return _existing(local_path(accuracy.dataset.file, base_dir), "spec.evaluator.accuracy.dataset.file: ")
+    return _existing(local_path(dataset.file, base_dir), f"spec.{field}.file: ")
 
 
 def optimization_output(resource: ModelOptimization, volumes: dict[str, Path]) -> Path:

@@ -60,11 +60,11 @@ def check_buildable(spec: ModelOptimizationSpec) -> None:
         raise BuildError("spec.model.source.file is a path on one machine; on Kubernetes use source.pvc or url")
     if source.image is not None:
         raise BuildError("spec.model.source.image: the optimizer reads models from source.pvc, configMap or url")
-    accuracy = spec.evaluator.accuracy
-    if accuracy is not None and accuracy.dataset.file is not None:
+    found = spec.evaluation_dataset()
+    if found is not None and found[1].file is not None:
         raise BuildError(
-            "spec.evaluator.accuracy.dataset.file is a path on one machine; on Kubernetes give the rows as a "
-            "ConfigMap key (dataset.configMap)"
+            f"spec.{found[0]}.file is a path on one machine; on Kubernetes give the rows as a ConfigMap key "
+            "(dataset.configMap)"
         )
     if spec.output.pvc is None:
         raise BuildError(
@@ -152,11 +152,12 @@ def build_optimizer(owner: dict[str, Any], spec: ModelOptimizationSpec, image: s
         mounts.append({"name": "model", "mountPath": MODEL_DIR, "readOnly": True})
     else:
         mounts.append({"name": "model", "mountPath": MODEL_DIR, "readOnly": not init})
-    accuracy = spec.evaluator.accuracy
-    if accuracy is not None and accuracy.dataset.config_map is not None:
-        volumes.append({"name": "dataset", "configMap": {"name": accuracy.dataset.config_map.name}})
+    found = spec.evaluation_dataset()
+    rows = found[1].config_map if found is not None else None
+    if rows is not None:
+        volumes.append({"name": "dataset", "configMap": {"name": rows.name}})
         mounts.append({"name": "dataset", "mountPath": DATASET_DIR, "readOnly": True})
-        command += ["--dataset", str(PurePosixPath(DATASET_DIR) / accuracy.dataset.config_map.key)]
+        command += ["--dataset", str(PurePosixPath(DATASET_DIR) / rows.key)]
     security = {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True, "capabilities": {"drop": ["ALL"]}}
     container: dict[str, Any] = {
         "name": "optimizer",

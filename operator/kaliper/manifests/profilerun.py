@@ -156,11 +156,14 @@ def loadgen_config(
     env_headers: dict[str, str],
     dataset_file: str | None = None,
     tokenizer_file: str | None = None,
+    server_replicas: int = 1,
 ) -> dict[str, Any]:
     """The load generator's config (a LoadGenConfig) for one trial. Secret-backed headers become
     environment variable names (env_headers: header -> variable), never values. `dataset_file` and
     `tokenizer_file` say where the generator finds the payload's dataset (or prompts dataset) and the
-    prompts' tokenizer: a mounted ConfigMap key in the cluster, a resolved path locally."""
+    prompts' tokenizer: a mounted ConfigMap key in the cluster, a resolved path locally. Behind one endpoint
+    for several server replicas, each read of the server's metrics reaches one replica, so the generator does
+    not check itself against them."""
     load = spec.load.to_manifest()
     if spec.load.closed_loop is not None:
         load["closedLoop"]["concurrency"] = int(level)
@@ -176,6 +179,8 @@ def loadgen_config(
     request = spec.request.to_manifest()
     request.setdefault("modelName", model_name)
     request.pop("headersFrom", None)
+    if server_replicas > 1 and "generation" in request:
+        request["generation"]["serverMetricsPath"] = None
     config = {"url": url, "request": request, "payload": payload, "load": load, "envHeaders": env_headers}
     if spec.slo is not None and spec.slo.latency:
         config["objectives"] = [o.to_manifest() for o in spec.slo.latency]
@@ -267,6 +272,7 @@ def build_loadgen(
     model_name: str,
     level: float,
     pod: LoadgenPod,
+    server_replicas: int = 1,
 ) -> list[dict[str, Any]]:
     """The trial's load-generator objects: its config ConfigMap, then the Job (or master Job, Service and
     worker Job)."""
@@ -279,7 +285,7 @@ def build_loadgen(
     tokenizer_file = (
         str(PurePosixPath(TOKENIZER_DIR) / tokenizer.config_map.key) if tokenizer and tokenizer.config_map else None
     )
-    config = loadgen_config(spec, url, model_name, level, headers, dataset_file, tokenizer_file)
+    config = loadgen_config(spec, url, model_name, level, headers, dataset_file, tokenizer_file, server_replicas)
     results_meta = _owned_meta(run, names.results, "results", index)
     # The load generator's identity may not update the run's finalizers, which blocking the owner's deletion
     # needs (OwnerReferencesPermissionEnforcement); the results need not hold up a deletion anyway.

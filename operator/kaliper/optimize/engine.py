@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import shutil
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -21,39 +20,14 @@ from kaliper.api.modeloptimization import ChosenModel, ModelOptimizationSpec
 from kaliper.loadgen.cpu import throttling
 from kaliper.log import get_logger
 from kaliper.optimize import dataset as data
-from kaliper.optimize import evaluate, frontier, layout, passes
+from kaliper.optimize import evaluate, frontier, gguf, layout, passes
+from kaliper.optimize.context import Inputs, OptimizationFailed, Progress
 from kaliper.optimize.followups import CHOSEN_FILE
 from kaliper.optimize.profile import profile_model
 from kaliper.optimize.space import CandidatePlan, all_plans, run_search
 from kaliper.report.optimization import CandidateResult, LatencyMeasurement, OptimizationReport
 
 log = get_logger("kaliper.optimize")
-
-Progress = Callable[[str], None]
-
-
-@dataclass(frozen=True)
-class Inputs:
-    """Where things are on the machine that runs the optimization."""
-
-    model: Path
-    """The model file."""
-    output: Path
-    """The folder the kept models and the report go to."""
-    artifact_uri: Callable[[Path], str]
-    """How a file under `output` is named in the status (a local path, or pvc://claim/path)."""
-    cpus: float
-    """CPUs the optimizer may use (its CPU limit, else the CPUs it sees): the default thread counts."""
-    limited: bool = False
-    """Whether `cpus` is a CPU limit (a CFS quota), whose throttling is then read around each measurement."""
-    dataset: Path | None = None
-    """The labelled rows of evaluator.accuracy.dataset."""
-
-
-class OptimizationFailed(Exception):
-    def __init__(self, reason: str, message: str) -> None:
-        super().__init__(message)
-        self.reason = reason
 
 
 @dataclass
@@ -366,7 +340,20 @@ def run(
     )
     job = Optimization(spec, inputs, progress)
     try:
-        _optimize(job, report, inputs)
+        if spec.model.framework == "gguf":
+            gguf.optimize(
+                spec,
+                report,
+                inputs.model,
+                inputs.dataset,
+                inputs.output,
+                job.work,
+                inputs.cpus,
+                inputs.artifact_uri,
+                progress,
+            )
+        else:
+            _optimize(job, report, inputs)
     except OptimizationFailed as failure:
         report.phase, report.reason, report.message = "Failed", failure.reason, str(failure)
     except KeyboardInterrupt:

@@ -18,17 +18,24 @@ from kaliper.api.modeloptimization import (
 from kaliper.api.profilerun import ProfileRunSpec
 
 CHOSEN_FILE = "best/model.onnx"  # under the output folder: where the engine puts the chosen model
+CHOSEN_GGUF = "best/model.gguf"  # the same for a GGUF model (a llama.cpp quantization)
+
+
+def chosen_file(spec: ModelOptimizationSpec) -> tuple[str, str]:
+    """(path under the output folder, model format) of the chosen model."""
+    return (CHOSEN_GGUF, "gguf") if spec.model.framework == "gguf" else (CHOSEN_FILE, "onnx")
 
 
 def chosen_source(spec: ModelOptimizationSpec, output_folder: Path | None = None) -> ModelSource:
     """The chosen model as a ModelDeployment's source: on the output PVC (both paths; `kaliper run --volume`
     maps the claim to a folder), else the file in `output_folder` on this machine."""
     name = spec.model.source.name
+    chosen, format = chosen_file(spec)
     if spec.output.pvc is not None:
-        path = f"{spec.output.pvc.path.strip('/')}/{CHOSEN_FILE}"
-        return ModelSource(pvc={"claimName": spec.output.pvc.claim_name, "path": path}, format="onnx", name=name)
+        path = f"{spec.output.pvc.path.strip('/')}/{chosen}"
+        return ModelSource(pvc={"claimName": spec.output.pvc.claim_name, "path": path}, format=format, name=name)
     assert output_folder is not None, "a chosen model outside a PVC is a local file"
-    return ModelSource(file=str(output_folder / CHOSEN_FILE), format="onnx", name=name)
+    return ModelSource(file=str(output_folder / chosen), format=format, name=name)
 
 
 def deployment_spec(follow: FollowUpDeployment, source: ModelSource, chosen: ChosenModel) -> ModelDeploymentSpec:

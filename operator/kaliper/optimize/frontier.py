@@ -52,7 +52,7 @@ def goal_problems(candidate: CandidateResult, evaluator: Evaluator, noise_percen
         problems.append(
             f"not faster than the original beyond the noise ({improvement:.1f}%, not more than {noise_percent:g}%)"
         )
-    elif wanted is None and _within_noise(candidate):
+    elif wanted is None and within_noise(candidate):
         problems.append(
             f"not faster than the original beyond the noise ({improvement:.1f}%; its interval reaches the original's "
             "figure)"
@@ -60,7 +60,8 @@ def goal_problems(candidate: CandidateResult, evaluator: Evaluator, noise_percen
     return problems
 
 
-def _within_noise(candidate: CandidateResult) -> bool:
+def within_noise(candidate: CandidateResult) -> bool:
+    """Whether the candidate's latency interval reaches the original's figure measured beside it."""
     high, figure = candidate.latency_ci_high_ms, candidate.original_latency_ms
     return high is not None and figure is not None and high >= figure
 

@@ -9,6 +9,9 @@ Prometheus metrics at /metrics on its serving port (llama-server only with --met
 from __future__ import annotations
 
 import math
+import os
+import shutil
+from pathlib import Path
 
 from kaliper.api.modeldeployment import GPU_LLM_RUNTIMES, ModelDeploymentSpec
 from kaliper.api.units import parse_cpu
@@ -17,6 +20,7 @@ from kaliper.api.units import parse_cpu
 # hack/llama/build.sh for this machine, the Dockerfile for Kaliper's image. One version everywhere.
 LLAMA_CPP_PYTHON_VERSION = "0.3.36"
 LLAMA_SERVER = "llama-server"  # on PATH in Kaliper's image (/usr/local/bin)
+LLAMA_QUANTIZE = "llama-quantize"
 
 # Upstream images, pinned; runtime.image overrides them.
 UPSTREAM_IMAGES = {
@@ -27,6 +31,25 @@ UPSTREAM_IMAGES = {
 DEFAULT_PORTS = {"llamacpp": 8080, "vllm": 8000, "sglang": 30000, "tgi": 8080}
 HEALTH_PATH = "/health"
 METRICS_PATH = "/metrics"
+
+
+def llama_binary(name: str) -> str:
+    """A llama.cpp program (llama-server, llama-quantize) on this machine: in $KALIPER_LLAMA_DIR, else where
+    hack/llama/build.sh cached the pinned version, else on PATH (Kaliper's image). FileNotFoundError says how
+    to get it."""
+    folders = [os.environ.get("KALIPER_LLAMA_DIR")]
+    cache = Path(os.environ.get("KALIPER_CACHE") or Path.home() / ".cache" / "kaliper")
+    folders.append(str(cache / "bin" / f"llama.cpp-{LLAMA_CPP_PYTHON_VERSION}"))
+    for folder in folders:
+        if folder and os.access(Path(folder) / name, os.X_OK):
+            return str(Path(folder) / name)
+    found = shutil.which(name)
+    if found:
+        return found
+    raise FileNotFoundError(
+        f"llama.cpp's {name}, which is not built on this machine: run `make llama` (hack/llama/build.sh, about "
+        "6-15 minutes once), or set KALIPER_LLAMA_DIR to a folder holding it"
+    )
 
 
 class ServingProblem(ValueError):
