@@ -341,17 +341,7 @@ def run(
     job = Optimization(spec, inputs, progress)
     try:
         if spec.model.framework == "gguf":
-            gguf.optimize(
-                spec,
-                report,
-                inputs.model,
-                inputs.dataset,
-                inputs.output,
-                job.work,
-                inputs.cpus,
-                inputs.artifact_uri,
-                progress,
-            )
+            gguf.optimize(spec, report, inputs, job.work, progress)
         else:
             _optimize(job, report, inputs)
     except OptimizationFailed as failure:

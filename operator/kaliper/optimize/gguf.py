@@ -287,6 +287,12 @@ def optimize(
             baseline = result_of("original", None, ask_in_turn(original, twin, prompts, evaluator), len(prompts), model)
         noise = abs(baseline.latency_improvement_percent or 0.0)
         report.noise_percent = round(noise, 1)
+        if baseline.accuracy is not None and baseline.accuracy < 1:
+            report.warnings.append(
+                f"the original and a twin of it (the same file) agreed on only {baseline.accuracy:.0%} of their "
+                "greedy tokens: decoding is not deterministic on this machine, and every agreement figure carries "
+                "that noise"
+            )
         report.baseline = baseline.model_copy(
             update={"latency_improvement_percent": 0.0, "accuracy": 1.0, "accuracy_degradation": 0.0}
         )
