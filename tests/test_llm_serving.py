@@ -270,3 +270,16 @@ def test_behind_several_replicas_the_generator_does_not_check_itself_against_one
     three = LoadGenConfig.model_validate(loadgen_config(run, "http://tiny", "tiny", 1, {}, None, "/t.json", 3))
     assert one.server_metrics_url == "http://tiny/metrics"
     assert three.server_metrics_url is None
+
+
+def test_one_llama_cpp_version_is_pinned_everywhere() -> None:
+    """The version the local runtime looks for is the one hack/llama/build.sh builds and the image compiles."""
+    import re
+
+    from kaliper.serving.llm import LLAMA_CPP_PYTHON_VERSION
+    from tests.support.paths import REPO
+
+    build = re.search(r"LLAMA_CPP_PYTHON_VERSION:-([0-9.]+)", (REPO / "hack/llama/build.sh").read_text())
+    image = re.search(r"ARG LLAMA_CPP_PYTHON_VERSION=([0-9.]+)", (REPO / "Dockerfile").read_text())
+    assert build is not None and image is not None
+    assert (build.group(1), image.group(1)) == (LLAMA_CPP_PYTHON_VERSION, LLAMA_CPP_PYTHON_VERSION) == ("0.3.36",) * 2

@@ -1,6 +1,7 @@
 """Command lines of the servers of generative models (llama.cpp's llama-server, vLLM, SGLang, TGI) from a
-ModelDeployment. Pure functions shared by the local runtime and the Kubernetes builders, so both start the
-same server the same way.
+ModelDeployment: pure functions shared by the local runtime and the Kubernetes builders, so both start the
+same server the same way; and `llama_binary`, the one function here that looks at the machine (where
+llama.cpp's programs are).
 
 Every one of them speaks the OpenAI API, answers GET /health with 200 once the model is loaded, and exports
 Prometheus metrics at /metrics on its serving port (llama-server only with --metrics, which is always set).
