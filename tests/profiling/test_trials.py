@@ -13,6 +13,7 @@ from kaliper.report.schema import (
     GeneratorUsage,
     LatencyFigures,
     PercentileFigure,
+    StageResult,
     TokenFigures,
     TrialReport,
     TrialResources,
@@ -203,3 +204,25 @@ def test_generation_is_priced_and_chosen_per_million_output_tokens() -> None:
         "replicas: 1000 output tokens/s target / 250.0 tokens/s per replica"
     )
     assert report.frontier == [1]  # the same p99 time to first token (80 ms), t1 cheaper
+
+
+def test_a_goodput_objective_is_judged_by_the_interval_of_the_measured_share() -> None:
+    from kaliper.profiling.decisions import goodput_check
+
+    def stage_with(share: float, requests: int) -> StageResult:
+        stage = generating(0, "1", 10, 100).stage
+        assert stage is not None and stage.tokens is not None
+        stage.requests, stage.tokens.goodput_share = requests, share
+        return stage
+
+    # Wilson 95% intervals, by hand: 98% of 1,000 -> 96.9-98.7%; 96% of 100 -> 90.2-98.4%; 80% of 1,000 ->
+    # 77.4-82.4%.
+    checks = [goodput_check(stage_with(share, n), 0.95) for share, n in ((0.98, 1000), (0.96, 100), (0.80, 1000))]
+    assert [(c.verdict, c.observed) for c in checks] == [
+        ("Met", "98.0% of 1000 (95% CI 96.9%-98.7%)"),
+        ("Inconclusive", "96.0% of 100 (95% CI 90.2%-98.4%)"),
+        ("NotMet", "80.0% of 1000 (95% CI 77.4%-82.4%)"),
+    ]
+    assert checks[0].objective == "goodput >= 95% of requests"
+    with pytest.raises(ValueError, match="goodput counts the requests that meet every latency objective"):
+        spec(slo={"minGoodputShare": 0.95, "maxErrorRate": 0.01})

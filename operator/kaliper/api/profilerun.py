@@ -474,6 +474,10 @@ class SloSpec(KaliperModel):
     """Largest acceptable share of failed requests (0.01 = 1%)."""
     min_throughput: Annotated[float, Field(gt=0)] | None = None
     """Requests per second a trial must sustain."""
+    min_goodput_share: Annotated[float, Field(gt=0, le=1)] | None = None
+    """Generation: the share of requests that must meet every latency objective on their own (each request's
+    time to first token, largest gap and time per token against the bounds), such as 0.95. Met when the 95%
+    interval of the measured share is above it, NotMet when below, Inconclusive between."""
     target_throughput: Annotated[float, Field(gt=0)] | None = None
     """The traffic to serve, in requests per second: sizes the recommended replica count and the cost."""
     target_output_tokens_per_second: Annotated[float, Field(gt=0)] | None = None
@@ -485,6 +489,13 @@ class SloSpec(KaliperModel):
             cel="has(self.latency) || has(self.maxErrorRate) || has(self.minThroughput)",
             message="an SLO needs at least one objective: latency, maxErrorRate or minThroughput",
             check=lambda s: s.latency is not None or s.max_error_rate is not None or s.min_throughput is not None,
+        ),
+        Rule(
+            cel="!has(self.minGoodputShare) || has(self.latency)",
+            message="goodput counts the requests that meet every latency objective; add slo.latency (such as "
+            "{metric: ttft, percentile: 90, max: 500ms}) or remove minGoodputShare",
+            check=lambda s: s.min_goodput_share is None or s.latency is not None,
+            field_path=".minGoodputShare",
         ),
     )
 

@@ -98,6 +98,26 @@ def interval_text(found: Interval) -> str:
     return f"{found.value_ms:.2f}ms (95% CI {low}-{high})"
 
 
+def share_interval(share: float, count: int) -> tuple[float, float]:
+    """The Wilson 95% interval of a share measured over `count` trials (requests)."""
+    z = 1.96
+    centre = (share + z * z / (2 * count)) / (1 + z * z / count)
+    half = z * math.sqrt(share * (1 - share) / count + z * z / (4 * count * count)) / (1 + z * z / count)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def goodput_check(stage: StageResult, bound: float) -> SloCheck:
+    """The share of requests that met every latency objective on their own, judged by its interval."""
+    objective = f"goodput >= {bound:.0%} of requests"
+    tokens = stage.tokens
+    if tokens is None or tokens.goodput_share is None or not stage.requests:
+        return SloCheck(objective=objective, verdict="Inconclusive", observed="no generation requests measured")
+    low, high = share_interval(tokens.goodput_share, stage.requests)
+    verdict: SloVerdict = "Met" if low >= bound else ("NotMet" if high < bound else "Inconclusive")
+    observed = f"{tokens.goodput_share:.1%} of {stage.requests} (95% CI {low:.1%}-{high:.1%})"
+    return SloCheck(objective=objective, verdict=verdict, observed=observed)
+
+
 def slo_checks(stage: StageResult, slo: SloSpec | None) -> tuple[list[SloCheck], SloVerdict | None]:
     """Each objective's verdict, and the trial's: NotMet if any is, else Inconclusive if any is, else Met."""
     if slo is None:
@@ -120,6 +140,8 @@ def slo_checks(stage: StageResult, slo: SloSpec | None) -> tuple[list[SloCheck],
                 observed=f"{stage.error_rate:.2%}",
             )
         )
+    if slo.min_goodput_share is not None:
+        checks.append(goodput_check(stage, slo.min_goodput_share))
     if slo.min_throughput is not None:
         checks.append(
             SloCheck(
