@@ -73,8 +73,7 @@ def test_llama_server_from_kaliper_image_streams_through_the_service(
     (server,) = pod["spec"]["containers"]
     assert (server["image"], server["command"]) == (IMAGE, ["llama-server"])
     assert server["securityContext"]["runAsUser"] == 10001
-    service = kubectl.json("get", "service", "tiny-llm", "-n", node_namespace)
-    endpoint = f"http://{service['spec']['clusterIP']}:80"
+    endpoint = f"http://{node.service_address(node_namespace, 'tiny-llm')}:80"
     body = {
         "model": MODEL_NAME,
         "messages": [{"role": "user", "content": "no ka li"}],

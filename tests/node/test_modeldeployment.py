@@ -69,10 +69,10 @@ def test_a_model_from_a_url_is_fetched_checked_and_served(
     logs = kubectl("logs", pod["metadata"]["name"], "-c", "fetch-model", "-n", node_namespace).stdout
     assert logs.strip() == f"fetched {model_server} to /models/source/iris.onnx (sha256 {digest})"
     # An inference through the Service's cluster IP (this machine routes the Service range into the node).
-    service = kubectl.json("get", "service", "fetched", "-n", node_namespace)
+    cluster_ip = node.service_address(node_namespace, "fetched")
     body = {"inputs": [{"name": "float_input", "shape": [1, 4], "datatype": "FP32", "data": [5.1, 3.5, 1.4, 0.2]}]}
     request = urllib.request.Request(
-        f"http://{service['spec']['clusterIP']}:80/v2/models/iris/infer",
+        f"http://{cluster_ip}:80/v2/models/iris/infer",
         data=json.dumps(body).encode(),
         headers={"Content-Type": "application/json"},
     )

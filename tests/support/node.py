@@ -407,6 +407,21 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
         path = self.root / "audit.log"
         return [json.loads(line) for line in path.read_text().splitlines() if line] if path.exists() else []
 
+    def service_address(self, namespace: str, name: str, timeout: float = 60) -> str:
+        """The Service's cluster IP, once kube-proxy has written its rules with an endpoint behind them.
+
+        A Ready Deployment is not enough: until kube-proxy's next sync the cluster IP matches no rule, and
+        the node, which has no route out, answers "network unreachable"."""
+        cluster_ip = self.kubectl.json("get", "service", name, "-n", namespace)["spec"]["clusterIP"]
+        service = f'"{namespace}/{name}'
+
+        def programmed() -> bool:
+            rules = self._in_node_checked("iptables-save", "-t", "nat").splitlines()
+            return any(service in rule and " -> " in rule for rule in rules)
+
+        self._wait_until(programmed, timeout, f"kube-proxy's rules for Service {namespace}/{name}")
+        return cluster_ip
+
     def pod_cgroup(self, pod: dict, container: str, controller: str) -> Path:
         """The cgroup v1 folder of one container of a pod on this node, in one controller's hierarchy."""
         uid = pod["metadata"]["uid"]
