@@ -13,7 +13,9 @@ from dataclasses import replace
 import pytest
 
 from kaliper.metrics.prometheus import PrometheusMetrics, Window, container_queries
+from kaliper.metrics.server_load import missing_series, server_load, server_source
 from kaliper.netutil import free_port
+from kaliper.report.schema import ServerLoad
 from tests.support import exporter
 from tests.support.controlplane import wait_for
 from tests.support.prometheus import prometheus
@@ -182,3 +184,32 @@ def test_restarts_and_oom_kills_are_scraped_under_the_kube_state_metrics_and_cad
     trial = 'namespace="ml",pod=~"iris-t0-.*"'
     assert promql(url, f"sum(kube_pod_container_status_restarts_total{{{trial}}})")[0]["value"][1] == "2"
     assert promql(url, f"sum(container_oom_events_total{{{trial}}})")[0]["value"][1] == "2"
+
+
+def test_llama_cpp_server_load_is_summed_over_the_trial_pods_from_their_scrapes(metrics) -> None:  # type: ignore[no-untyped-def]
+    client, window = metrics
+    assert server_source(client, window) == "llama.cpp"
+    load = server_load(client, "llama.cpp", window)
+    assert isinstance(load, ServerLoad)
+    # exporter.LLAMA: the trial's two pods only (the other trial's 100 requests never count).
+    figures = (load.running_mean, load.running_max, load.waiting_mean, load.waiting_max, load.busy_slots_per_decode)
+    assert figures == (5.0, 5.0, 1.0, 1.0, 1.75)
+    assert (load.source, load.read_from, load.kv_cache_usage_max, load.preemptions) == (
+        "llama.cpp",
+        "prometheus",
+        None,
+        None,
+    )
+    assert load.samples >= 2  # a scrape a second, over a 10 s window
+
+
+def test_server_load_without_server_series_says_how_prometheus_finds_the_pods(metrics) -> None:  # type: ignore[no-untyped-def]
+    client, window = metrics
+    elsewhere = replace(window, namespace="old")  # GPU pods, no generation server
+    assert server_source(client, elsewhere) is None
+    assert missing_series(elsewhere) == (
+        "server load: Prometheus holds none of llamacpp:requests_processing, vllm:num_requests_running, "
+        "sglang:num_running_reqs, tgi_queue_size for pods iris-t0-.* in old: let it scrape the server pods (the "
+        "chart's serverPodMonitor.enabled, or pod discovery by the prometheus.io annotations, keeping the "
+        "namespace and pod labels); read from the server's endpoint through the Service instead"
+    )

@@ -14,7 +14,7 @@ from tests.support.controlplane import build_binaries
 from tests.support.node import HOST_IP, IMAGE, NODE_IP, Node
 from tests.support.node_operator import OPERATOR_NAMESPACE, Operator, operator_pod
 from tests.support.paths import REPO
-from tests.support.prometheus import cadvisor_prometheus
+from tests.support.prometheus import cluster_prometheus
 
 CHART = REPO / "charts" / "kaliper"
 
@@ -29,10 +29,13 @@ def helm(node: Node, *args: str, timeout: float = 300) -> subprocess.CompletedPr
 
 
 def node_prometheus(node: Node, interval: str):  # type: ignore[no-untyped-def]
-    """Prometheus on HOST_IP (pods reach it there) scraping the kubelet's /metrics/cadvisor."""
+    """Prometheus on HOST_IP (pods reach it there) scraping the kubelet's /metrics/cadvisor and the pods that
+    carry the prometheus.io annotations (the LLM servers' metrics)."""
     assert node.plane is not None
     pki = node.plane.root / "pki"
-    return cadvisor_prometheus(f"{NODE_IP}:10250", HOST_IP, pki / "admin.crt", pki / "admin.key", interval)
+    return cluster_prometheus(
+        f"{NODE_IP}:10250", node.plane.server, HOST_IP, pki / "ca.crt", pki / "admin.crt", pki / "admin.key", interval
+    )
 
 
 @pytest.fixture(scope="session")

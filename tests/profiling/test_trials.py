@@ -13,6 +13,7 @@ from kaliper.report.schema import (
     GeneratorUsage,
     LatencyFigures,
     PercentileFigure,
+    ServerLoad,
     StageResult,
     TokenFigures,
     TrialReport,
@@ -226,3 +227,35 @@ def test_a_goodput_objective_is_judged_by_the_interval_of_the_measured_share() -
     assert checks[0].objective == "goodput >= 95% of requests"
     with pytest.raises(ValueError, match="goodput counts the requests that meet every latency objective"):
         spec(slo={"minGoodputShare": 0.95, "maxErrorRate": 0.01})
+
+
+def test_server_load_from_prometheus_stands_in_for_the_endpoint_only_where_the_generator_could_not_read_it() -> None:
+    from kaliper.api.modeldeployment import ModelDeploymentSpec
+
+    llama = ModelDeploymentSpec.model_validate(
+        {"model": {"file": "/m/model.gguf"}, "runtime": {"type": "llamacpp"}, "replicas": 2}
+    )
+    onnx = ModelDeploymentSpec.model_validate({"model": {"file": "/m/model.onnx"}, "runtime": {"type": "onnxruntime"}})
+    trial = generating(0, "1", 4, 250)
+    assert trials.needs_server_load_from_prometheus(trial, llama) is True
+    assert trials.needs_server_load_from_prometheus(trial, onnx) is False
+    assert trials.needs_server_load_from_prometheus(trial, None) is False  # a URL target: no pods to query
+    scraped = ServerLoad(source="llama.cpp", read_from="prometheus", samples=2, running_max=8, waiting_max=3)
+    assert trial.stage is not None and trial.stage.tokens is not None
+    trial.stage.tokens.server_load = ServerLoad(source="llama.cpp", samples=5)
+    assert trials.needs_server_load_from_prometheus(trial, llama) is False  # read at every window edge
+    trial.stage.tokens.server_load = None
+
+    with_load = trials.with_server_load(trial, scraped)
+    assert with_load.stage is not None and with_load.stage.tokens is not None
+    assert with_load.stage.tokens.server_load == scraped
+    s = spec(sweep={"cpu": ["1"]}, cost={"perCoreHour": 0.036})
+    judged = trials.judge(with_load, s, configurations(s, BASE)[0])
+    assert judged.limited_by == [
+        "requests queued in the llama.cpp server for a free slot (up to 3, 0.0 on average) while its slots "
+        "were busy: the slots set the pace"
+    ]
+    reason = "server load: the 10 s window holds no scrape of the server pods"
+    without = trials.with_server_load(trial, reason)
+    assert without.resources is not None and without.resources.unavailable == [reason]
+    assert without.stage is not None and without.stage.tokens is not None and without.stage.tokens.server_load is None

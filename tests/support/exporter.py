@@ -15,6 +15,11 @@ that has no DCGM_FI_DEV_GPU_UTIL; DCGM_FI_PROF_GR_ENGINE_ACTIVE (0-1) exists onl
 is collected; power is a whole-GPU field, exported for the physical GPU without a pod. Under time-slicing,
 every pod on a GPU gets its own copy of that GPU's series.
 
+llama.cpp's llama-server, as Prometheus stores it after discovering the pod (its exposition carries no labels;
+the scrape job adds `namespace` and `pod`): the gauges `llamacpp:requests_processing`,
+`llamacpp:requests_deferred` and `llamacpp:n_busy_slots_per_decode` (its average since it started), and the
+counter `llamacpp:n_decode_total`. A pod serves them when its `llama` field says what they read.
+
 Counters grow at fixed rates and every sample carries an explicit timestamp, so what Prometheus stores, and
 therefore every rate and average over any window, is exactly known. Pods can be added while it serves (the
 operator tests add each trial's pods as kwok starts them)."""
@@ -39,6 +44,14 @@ DCGM_LABELS = {
 
 
 @dataclass(frozen=True)
+class LlamaGauges:
+    processing: float  # requests being generated
+    deferred: float  # requests waiting for a free slot
+    busy_slots_per_decode: float  # constant, so the running average is this at every scrape
+    decodes_per_s: float  # how fast n_decode_total grows
+
+
+@dataclass(frozen=True)
 class PodSeries:
     namespace: str
     cores: float  # CPU in use, constantly
@@ -51,6 +64,7 @@ class PodSeries:
     restarts: int = 0  # kube-state-metrics: times the container restarted
     last_terminated_reason: str | None = None  # kube-state-metrics: why it last terminated ("OOMKilled", ...)
     oom_events: int = 0  # cAdvisor: OOM kills in the container's cgroup
+    llama: LlamaGauges | None = None  # the pod runs llama-server, scraped by pod discovery
 
 
 def pod_uid(namespace: str, pod: str) -> str:
@@ -105,6 +119,12 @@ class Exporter:
             if s.last_terminated_reason is not None:
                 terminated = {**state, "reason": s.last_terminated_reason}
                 sample("kube_pod_container_status_last_terminated_reason", terminated, 1.0)
+            if s.llama is not None:
+                scraped = {"namespace": s.namespace, "pod": pod}
+                sample("llamacpp:requests_processing", scraped, s.llama.processing)
+                sample("llamacpp:requests_deferred", scraped, s.llama.deferred)
+                sample("llamacpp:n_busy_slots_per_decode", scraped, s.llama.busy_slots_per_decode)
+                sample("llamacpp:n_decode_total", scraped, s.llama.decodes_per_s * t)
             if s.gpu:
                 pod_label, namespace_label, container_label = DCGM_LABELS[s.dcgm_pod_label]
                 device = {"gpu": "0", "UUID": s.gpu, "device": "nvidia0", "modelName": "NVIDIA H100 80GB HBM3",
@@ -151,17 +171,25 @@ NAMESPACE = "ml"
 TRIAL_PODS = {"iris-t0-aaaaa": 0.5, "iris-t0-bbbbb": 0.25}  # pod -> CPU cores used
 OTHER_POD = "iris-t1-ccccc"
 MEMORY = {"iris-t0-aaaaa": 200 * 2**20, "iris-t0-bbbbb": 100 * 2**20, OTHER_POD: 9 * 2**30}
+# The trial's pods run llama-server too: 3 + 2 requests generating, 1 + 0 waiting, 2.5 and 1.5 busy slots per
+# decode at 10 and 30 decodes/s (over any window, (2.5 x 10 + 1.5 x 30) / (10 + 30) = 1.75 per decode).
+LLAMA = {
+    "iris-t0-aaaaa": LlamaGauges(processing=3, deferred=1, busy_slots_per_decode=2.5, decodes_per_s=10),
+    "iris-t0-bbbbb": LlamaGauges(processing=2, deferred=0, busy_slots_per_decode=1.5, decodes_per_s=30),
+    OTHER_POD: LlamaGauges(processing=100, deferred=100, busy_slots_per_decode=8, decodes_per_s=1),
+}
 
 
 def trial_scene() -> Exporter:
     """Namespace ml: the trial's two pods, each with a GPU of its own (behind a ServiceMonitor that renames
-    the pod labels). Namespaces old, mig and shared: one trial's GPU pods as dcgm-exporter 1.x labels them,
-    on two MIG instances of one GPU (profiling module on), and time-sliced on one GPU."""
+    the pod labels) and llama-server's gauges. Namespaces old, mig and shared: one trial's GPU pods as
+    dcgm-exporter 1.x labels them, on two MIG instances of one GPU (profiling module on), and time-sliced on
+    one GPU."""
     pods = {
-        pod: PodSeries(NAMESPACE, cores, MEMORY[pod], gpu=f"GPU-{i}")
+        pod: PodSeries(NAMESPACE, cores, MEMORY[pod], gpu=f"GPU-{i}", llama=LLAMA[pod])
         for i, (pod, cores) in enumerate(TRIAL_PODS.items())
     }
-    pods[OTHER_POD] = PodSeries(NAMESPACE, 8.0, MEMORY[OTHER_POD])
+    pods[OTHER_POD] = PodSeries(NAMESPACE, 8.0, MEMORY[OTHER_POD], llama=LLAMA[OTHER_POD])
     pods["iris-t0-old00"] = PodSeries("old", 0.5, 2**28, gpu="GPU-10", dcgm_pod_label="pod_name")
     for i, instance in enumerate(("7", "8")):
         pods[f"iris-t0-mig0{i}"] = PodSeries(

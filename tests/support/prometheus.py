@@ -1,5 +1,6 @@
 """A real Prometheus (Debian's package): on loopback scraping given targets every second, or scraping the real
-node's kubelet (`/metrics/cadvisor`) at a chosen interval, as kube-prometheus-stack does."""
+node's kubelet (`/metrics/cadvisor`) at a chosen interval, as kube-prometheus-stack does, and the pods that ask
+for it by the prometheus.io annotations, as the Prometheus community chart's `kubernetes-pods` job does."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ scrape_configs:
 """
 
 # kube-prometheus-stack's kubelet job for cAdvisor: HTTPS to the kubelet, the exporter's timestamps kept.
-CADVISOR_CONFIG = """
+CLUSTER_CONFIG = """
 global:
   scrape_interval: {interval}
   evaluation_interval: {interval}
@@ -41,6 +42,30 @@ scrape_configs:
       key_file: {key}
     static_configs:
       - targets: ["{kubelet}"]
+  # Annotation-based pod discovery: pods with prometheus.io/scrape=true, at their IP and the annotated port
+  # and path, labelled with their namespace and pod (the labels Kaliper's queries filter on).
+  - job_name: kubernetes-pods
+    kubernetes_sd_configs:
+      - role: pod
+        api_server: {api_server}
+        tls_config: {{ca_file: {ca}, cert_file: {cert}, key_file: {key}}}
+    relabel_configs:
+      - source_labels: [__meta_kubernetes_pod_annotation_prometheus_io_scrape]
+        action: keep
+        regex: "true"
+      - source_labels: [__meta_kubernetes_pod_annotation_prometheus_io_path]
+        action: replace
+        target_label: __metrics_path__
+        regex: (.+)
+      - source_labels: [__meta_kubernetes_pod_ip, __meta_kubernetes_pod_annotation_prometheus_io_port]
+        action: replace
+        regex: (.+);(\\d+)
+        replacement: $1:$2
+        target_label: __address__
+      - source_labels: [__meta_kubernetes_namespace]
+        target_label: namespace
+      - source_labels: [__meta_kubernetes_pod_name]
+        target_label: pod
 """
 
 
@@ -85,8 +110,11 @@ def prometheus(targets: list[str]) -> Iterator[str]:
 
 
 @contextmanager
-def cadvisor_prometheus(kubelet: str, address: str, cert: Path, key: Path, interval: str) -> Iterator[str]:
-    """Prometheus on `address` (where pods can reach it) scraping the kubelet at `kubelet` (host:port)."""
-    config = CADVISOR_CONFIG.format(interval=interval, cert=cert, key=key, kubelet=kubelet)
+def cluster_prometheus(
+    kubelet: str, api_server: str, address: str, ca: Path, cert: Path, key: Path, interval: str
+) -> Iterator[str]:
+    """Prometheus on `address` (where pods can reach it) scraping the kubelet at `kubelet` (host:port) and
+    the pods the API server at `api_server` lists with the prometheus.io annotations."""
+    config = CLUSTER_CONFIG.format(interval=interval, ca=ca, cert=cert, key=key, kubelet=kubelet, api_server=api_server)
     with _run(config, address) as url:
         yield url

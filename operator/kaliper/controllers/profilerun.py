@@ -44,7 +44,7 @@ from kaliper.manifests.profilerun import (
     trial_name,
     trial_objects,
 )
-from kaliper.metrics.trial_window import measure_trial
+from kaliper.metrics.trial_window import measure_server_load, measure_trial
 from kaliper.profiling import trials as run_trials
 from kaliper.profiling.plan import cluster_problem, configurations, describe, machine_paths_problem
 from kaliper.profiling.schedule import PlannedTrial, planned_trials, room_to_start, schedule_from_status
@@ -270,6 +270,21 @@ class RunStep(StatusStep[ProfileRunStatus]):
                 return  # the final scrape is not in yet: the next step looks again
             resources.restarts, resources.oom_kills = restarts_and_oom_kills(servers)
             report = run_trials.with_resources(report, resources)
+            deployment = planned.configuration.deployment
+            if run_trials.needs_server_load_from_prometheus(report, deployment) and pod_regex is not None:
+                assert deployment is not None
+                load = measure_server_load(
+                    self.spec.metrics,
+                    SETTINGS.metrics_defaults(),
+                    deployment,
+                    self.namespace,
+                    pod_regex,
+                    report.stage,
+                    self.now,
+                )
+                if load is None:
+                    return  # the server pods' final scrape is not in yet
+                report = run_trials.with_server_load(report, load)
         report = run_trials.judge(report, self.spec, planned.configuration)
         self.records.save_trial_report(report)
         summary = trial_summary(report)

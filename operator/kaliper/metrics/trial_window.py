@@ -10,8 +10,9 @@ from datetime import datetime
 from kaliper.api.modeldeployment import ModelDeploymentSpec
 from kaliper.api.profilerun import MetricsSpec
 from kaliper.api.units import parse_duration
+from kaliper.metrics import server_load as prometheus_server_load
 from kaliper.metrics.prometheus import PrometheusMetrics, Window, trial_resources
-from kaliper.report.schema import StageResult, TrialResources
+from kaliper.report.schema import ServerLoad, StageResult, TrialResources
 
 # How long after the window's end a trial waits for Prometheus's next scrape: three intervals and a little
 # slack (a scrape can be late), after which the figures are read from what is there.
@@ -104,3 +105,32 @@ def measure_trial(
         profiling=query.profiling,
         custom_queries=metrics.custom_queries or [],
     )
+
+
+def measure_server_load(
+    metrics: MetricsSpec,
+    defaults: MetricsDefaults,
+    deployment: ModelDeploymentSpec,
+    namespace: str,
+    pod_regex: str,
+    stage: StageResult,
+    now: datetime,
+) -> ServerLoad | str | None:
+    """A generation trial's server load from Prometheus's scrapes of every server pod; None while waiting
+    for the scrape that closes the window; a sentence when Prometheus cannot give it (the load generator's
+    reading of the endpoint stands then). Called once measure_trial has its figures."""
+    query = trial_query(metrics, defaults, gpus_of(deployment))
+    if query is None:
+        return "server load: no Prometheus configured (spec.metrics.prometheus); read from the server's endpoint"
+    window = load_window(namespace, pod_regex, stage, query.scrape_interval_s)
+    client = PrometheusMetrics(query.prometheus_url, query.timeout_s)
+    try:
+        source = prometheus_server_load.server_source(client, window)
+        if source is None:
+            return prometheus_server_load.missing_series(window)
+        waiting = now.timestamp() <= window.end + SCRAPE_WAITS * query.scrape_interval_s + SCRAPE_SLACK_S
+        if waiting and not prometheus_server_load.scraped_past(client, source, window, now.timestamp()):
+            return None
+        return prometheus_server_load.server_load(client, source, window)
+    except Exception as exc:  # any failure to query is reported, not fatal
+        return f"server load: Prometheus at {query.prometheus_url} could not be queried: {exc}"

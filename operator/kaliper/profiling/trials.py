@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections import defaultdict
 from datetime import datetime
 
-from kaliper.api.modeldeployment import ModelDeploymentSpec
+from kaliper.api.modeldeployment import LLM_RUNTIMES, ModelDeploymentSpec
 from kaliper.api.profilerun import ProfileRunSpec, SloSpec
 from kaliper.api.units import parse_cpu, parse_quantity
 from kaliper.profiling import decisions
@@ -16,6 +16,7 @@ from kaliper.report.schema import (
     LoadTestResult,
     ProfileReport,
     Repetition,
+    ServerLoad,
     SloCheck,
     StageResult,
     TrialReport,
@@ -88,6 +89,34 @@ def with_resources(trial: TrialReport, resources: TrialResources | None) -> Tria
     if resources is not None and resources.oom_kills and trial.status == "Succeeded":
         trial.status, trial.message = "Failed", "OOMKilled: a replica exceeded its memory limit"
     return trial
+
+
+def needs_server_load_from_prometheus(trial: TrialReport, deployment: ModelDeploymentSpec | None) -> bool:
+    """A generation trial of an LLM runtime's deployment whose load generator did not read the server's
+    gauges: with several replicas it does not (through the Service each read reaches one of them), and only
+    Prometheus, scraping every pod, sees them all. With one replica the generator's readings at every window
+    edge are denser than scrapes, and stand."""
+    tokens = trial.stage.tokens if trial.stage is not None else None
+    return (
+        tokens is not None
+        and tokens.server_load is None
+        and deployment is not None
+        and deployment.runtime.type in LLM_RUNTIMES
+    )
+
+
+def with_server_load(trial: TrialReport, load: ServerLoad | str) -> TrialReport:
+    """The trial with its server load from Prometheus (every server pod), in place of the load generator's
+    reading of the endpoint; or, when Prometheus could not give it, the reason among what was unavailable."""
+    stage = trial.stage
+    if stage is None or stage.tokens is None:
+        return trial
+    if isinstance(load, ServerLoad):
+        tokens = stage.tokens.model_copy(update={"server_load": load})
+        return trial.model_copy(update={"stage": stage.model_copy(update={"tokens": tokens})})
+    resources = trial.resources or TrialResources(source="prometheus")
+    unavailable = [*resources.unavailable, load]
+    return trial.model_copy(update={"resources": resources.model_copy(update={"unavailable": unavailable})})
 
 
 def failed(index: int, name: str, parameters: dict[str, str], reason: str) -> TrialReport:

@@ -114,8 +114,13 @@ class ServerLoad(KaliperModel):
 
     source: str
     """llama.cpp, vLLM, SGLang or TGI."""
+    read_from: Literal["endpoint", "prometheus"] = "endpoint"
+    """endpoint: the load generator read the server's metrics endpoint at every window edge (on a cluster
+    through the Service, one replica per read); prometheus: Prometheus's scrapes of every server pod inside
+    the window (kaliper.metrics.server_load)."""
     samples: int
-    """Readings of the gauges (one per window edge)."""
+    """Readings of the gauges: one per window edge (endpoint), or the fewest scrapes of any pod inside the
+    window (prometheus)."""
     running_mean: float | None = None
     running_max: float | None = None
     """Requests being generated (llama.cpp: requests_processing; vLLM: num_requests_running)."""

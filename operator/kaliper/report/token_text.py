@@ -40,7 +40,8 @@ def server_load_line(load: ServerLoad) -> str:
         parts.append(f"KV cache up to {load.kv_cache_usage_max:.0%}")
     if load.preemptions is not None:
         parts.append(f"{load.preemptions:g} preemptions")
-    return f"server load ({load.source}, {load.samples} readings): " + ", ".join(parts)
+    where = "Prometheus's scrapes" if load.read_from == "prometheus" else "readings"
+    return f"server load ({load.source}, {load.samples} {where}): " + ", ".join(parts)
 
 
 SHORT_LABELS = {
