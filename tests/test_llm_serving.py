@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from kaliper.api.loader import Document, check_document
 from kaliper.api.modeldeployment import ModelDeploymentSpec
 from kaliper.api.profilerun import ProfileRunSpec
 from kaliper.api.resources import ModelDeployment, ProfileRun
@@ -141,6 +142,44 @@ def test_tgi_shards_over_every_gpu_and_refuses_a_smaller_tensor_parallelism() ->
     assert str(error.value) == (
         "spec: tgi shards the model over every GPU of the replica (2); remove llm.tensorParallel or set it to 2"
     )
+
+
+def test_tgi_forces_only_the_dtypes_it_has_and_never_beside_a_quantization() -> None:
+    model = {"pvc": {"claimName": "models", "path": "mistral-7b"}}
+
+    def manifest(**llm: str) -> dict:
+        spec = {"model": model, "runtime": {"type": "tgi"}, "resources": {"gpu": {"count": 1}}, "llm": llm}
+        return {
+            "apiVersion": "kaliper.dev/v1alpha1",
+            "kind": "ModelDeployment",
+            "metadata": {"name": "m"},
+            "spec": spec,
+        }
+
+    def tgi(**llm: str) -> ModelDeploymentSpec:
+        return deployment(**manifest(**llm)["spec"])
+
+    def dtype_args(spec: ModelDeploymentSpec) -> list[str]:
+        args = container_of(build_deployment("mistral", "ml", "u", spec))["args"]
+        return [a for i, a in enumerate(args) if "--dtype" in args[i - 1 : i + 1]]
+
+    assert dtype_args(tgi(dtype="bfloat16")) == ["--dtype", "bfloat16"]
+    assert dtype_args(tgi(dtype="auto")) == []  # the model's own dtype
+    assert dtype_args(tgi(dtype="auto", quantization="awq")) == []
+    for llm, message in [
+        (
+            {"dtype": "float32"},
+            "spec.llm.dtype: tgi runs float16 or bfloat16 weights (its --dtype takes no other): set llm.dtype to "
+            "float16, bfloat16 or auto (the model's own), or serve float32 with vllm or sglang",
+        ),
+        (
+            {"dtype": "float16", "quantization": "awq"},
+            "spec.llm.dtype: tgi cannot force llm.dtype on a quantized model (its --dtype and --quantize exclude "
+            "each other): remove llm.dtype or set it to auto",
+        ),
+    ]:
+        problems = [str(p) for p in check_document(Document("test", 1, manifest(**llm))).problems]
+        assert problems == [message]
 
 
 def profile(sweep: dict, **extra: object) -> ProfileRunSpec:

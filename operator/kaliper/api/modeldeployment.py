@@ -195,7 +195,8 @@ class LlmServing(KaliperModel):
     """vllm, sglang, tgi: share of each GPU's memory the server takes for weights and KV cache
     (--gpu-memory-utilization, --mem-fraction-static, --cuda-memory-fraction)."""
     dtype: Literal["auto", "float16", "bfloat16", "float32"] | None = None
-    """vllm, sglang, tgi: the weights' data type (--dtype)."""
+    """vllm, sglang, tgi: the weights' data type (--dtype). TGI runs float16 or bfloat16 only, and auto
+    there leaves the model's own."""
     quantization: Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[a-z0-9][-_a-z0-9]*$")] | None = None
     """vllm, sglang, tgi: the quantization method as the server names it (--quantization; TGI's --quantize),
     such as awq, gptq or fp8."""
@@ -354,6 +355,28 @@ class ModelDeploymentTemplate(KaliperModel):
             "model on CPUs with runtime.type llamacpp",
             check=lambda s: s.runtime.type not in GPU_LLM_RUNTIMES or _gpu_count(s) >= 1,
             field_path=".resources",
+        ),
+        Rule(
+            cel=f"!{_runtime_is(('tgi',))} || !has(self.llm) || !has(self.llm.dtype) || self.llm.dtype != 'float32'",
+            message="tgi runs float16 or bfloat16 weights (its --dtype takes no other): set llm.dtype to float16, "
+            "bfloat16 or auto (the model's own), or serve float32 with vllm or sglang",
+            check=lambda s: not (s.runtime.type == "tgi" and s.llm is not None and s.llm.dtype == "float32"),
+            field_path=".llm.dtype",
+        ),
+        Rule(
+            cel=f"!{_runtime_is(('tgi',))} || !has(self.llm) || !has(self.llm.quantization) || "
+            "!has(self.llm.dtype) || self.llm.dtype == 'auto'",
+            message="tgi cannot force llm.dtype on a quantized model (its --dtype and --quantize exclude each "
+            "other): remove llm.dtype or set it to auto",
+            check=lambda s: (
+                not (
+                    s.runtime.type == "tgi"
+                    and s.llm is not None
+                    and s.llm.quantization is not None
+                    and s.llm.dtype not in (None, "auto")
+                )
+            ),
+            field_path=".llm.dtype",
         ),
         Rule(
             cel="!has(self.llm) || !has(self.llm.tensorParallel) || "

@@ -171,7 +171,8 @@ def gpu_server_command(
             ("--max-total-tokens", llm and llm.max_model_length),
             ("--max-batch-prefill-tokens", llm and llm.max_batched_tokens),
             ("--cuda-memory-fraction", llm and llm.gpu_memory_utilization),
-            ("--dtype", llm and llm.dtype),
+            # TGI's --dtype forces float16 or bfloat16; without it the model's own dtype applies (auto).
+            ("--dtype", llm and llm.dtype if llm and llm.dtype != "auto" else None),
             ("--quantize", llm and llm.quantization),
         ]
     for option, value in options:
