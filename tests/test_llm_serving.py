@@ -216,6 +216,31 @@ def test_a_sweep_of_cpu_slots_and_context_sets_each_configuration_of_llama_serve
     ]
 
 
+def test_gguf_model_variants_each_get_a_llama_server_serving_their_file() -> None:
+    base = deployment(
+        model={"pvc": {"claimName": "models", "path": "qwen-f16.gguf"}, "name": "qwen"},
+        runtime={"type": "llamacpp"},
+        resources={"limits": {"cpu": "2", "memory": "2Gi"}},
+    )
+    variants = [
+        {"name": name, "model": {"pvc": {"claimName": "models", "path": path}, "name": "qwen"}}
+        for name, path in (("f16", "qwen-f16.gguf"), ("q4", "quantized/best/model.gguf"))
+    ]
+    planned = configurations(profile({"modelVariants": variants}), base)
+    assert [c.parameters for c in planned] == [{"model_variant": "f16"}, {"model_variant": "q4"}]
+    served = []
+    for configuration in planned:
+        assert configuration.deployment is not None
+        pod = build_deployment("qwen", "ml", "u", configuration.deployment)["spec"]["template"]["spec"]
+        (volume,) = [v for v in pod["volumes"] if v["name"] == "model"]
+        args = container_of({"spec": {"template": {"spec": pod}}})["args"]
+        served.append((volume["persistentVolumeClaim"]["claimName"], args[args.index("--model") + 1]))
+    assert served == [
+        ("models", "/models/source/qwen-f16.gguf"),
+        ("models", "/models/source/quantized/best/model.gguf"),
+    ]
+
+
 def test_a_batch_size_sweep_means_tokens_per_batch_to_llm_servers() -> None:
     (llama,) = configurations(profile({"batchSize": [256]}), LLAMA)
     assert llama.deployment.llm.batch_size == 256 and llama.deployment.batching is None
