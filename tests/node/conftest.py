@@ -3,8 +3,11 @@ installed with the operator running as a pod of the image built from the Dockerf
 
 from __future__ import annotations
 
+import json
 import subprocess
+import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -14,7 +17,7 @@ from tests.support.controlplane import build_binaries
 from tests.support.node import HOST_IP, IMAGE, NODE_IP, Node
 from tests.support.node_operator import OPERATOR_NAMESPACE, Operator, operator_pod
 from tests.support.paths import REPO
-from tests.support.prometheus import cluster_prometheus
+from tests.support.prometheus import cluster_prometheus, pod_targets
 
 CHART = REPO / "charts" / "kaliper"
 
@@ -28,14 +31,37 @@ def helm(node: Node, *args: str, timeout: float = 300) -> subprocess.CompletedPr
     )
 
 
-def node_prometheus(node: Node, interval: str):  # type: ignore[no-untyped-def]
+@contextmanager
+def node_prometheus(node: Node, interval: str) -> Iterator[str]:
     """Prometheus on HOST_IP (pods reach it there) scraping the kubelet's /metrics/cadvisor and the pods that
-    carry the prometheus.io annotations (the LLM servers' metrics)."""
+    carry the prometheus.io annotations (the LLM servers' metrics), found every 5 s."""
     assert node.plane is not None
     pki = node.plane.root / "pki"
-    return cluster_prometheus(
-        f"{NODE_IP}:10250", node.plane.server, HOST_IP, pki / "ca.crt", pki / "admin.crt", pki / "admin.key", interval
-    )
+    pods_file = node.root / "prometheus-pods.json"
+    pods_file.write_text("[]")
+    stop = threading.Event()
+
+    def discover() -> None:
+        while not stop.wait(5):
+            listed = node.kubectl("get", "pods", "-A", "-o", "json", check=False)
+            if listed.returncode != 0:
+                continue
+            found = json.dumps(pod_targets(json.loads(listed.stdout)["items"]), sort_keys=True)
+            if found != pods_file.read_text():
+                partial = pods_file.with_suffix(".partial")
+                partial.write_text(found)
+                partial.replace(pods_file)  # Prometheus never reads half a file
+
+    discovery = threading.Thread(target=discover, daemon=True)
+    discovery.start()
+    try:
+        with cluster_prometheus(
+            f"{NODE_IP}:10250", HOST_IP, pki / "admin.crt", pki / "admin.key", interval, pods_file
+        ) as url:
+            yield url
+    finally:
+        stop.set()
+        discovery.join()
 
 
 @pytest.fixture(scope="session")

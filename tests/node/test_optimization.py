@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,8 +18,8 @@ import yaml
 from kaliper.report.optimization import OptimizationReport
 from kaliper.serving.examples import make_iris_pipeline
 from tests.support.controlplane import ControlPlaneError, wait_for
-from tests.support.node import IMAGE, NODE_NAME, Node
-from tests.support.node_operator import Operator, wait_for_phase
+from tests.support.node import IMAGE, Node
+from tests.support.node_operator import Operator, local_claim, wait_for_phase
 from tests.support.paths import EXAMPLES
 
 FLOAT_INPUT = [{"name": "float_input", "shape": [-1, 4], "datatype": "FP32"}]
@@ -32,53 +31,8 @@ def models_claim(node: Node, node_namespace: str) -> Iterator[Path]:
     holds what `kaliper make-example-models` writes (iris/model.joblib, iris/model.onnx, iris/rows.jsonl)."""
     folder = node.root / "volumes" / node_namespace
     make_iris_pipeline(folder)
-    for path in [folder, *folder.rglob("*")]:  # the optimizer runs as uid 10001
-        path.chmod(0o777 if path.is_dir() else 0o666)
-    volume = {
-        "apiVersion": "v1",
-        "kind": "PersistentVolume",
-        "metadata": {"name": f"models-{node_namespace}"[:63]},
-        "spec": {
-            "capacity": {"storage": "1Gi"},
-            "accessModes": ["ReadWriteOnce"],
-            "persistentVolumeReclaimPolicy": "Retain",
-            "storageClassName": "kaliper-local",
-            "local": {"path": str(folder)},
-            "nodeAffinity": {
-                "required": {
-                    "nodeSelectorTerms": [
-                        {
-                            "matchExpressions": [
-                                {"key": "kubernetes.io/hostname", "operator": "In", "values": [NODE_NAME]}
-                            ]
-                        }
-                    ]
-                }
-            },
-        },
-    }
-    claim = {
-        "apiVersion": "v1",
-        "kind": "PersistentVolumeClaim",
-        "metadata": {"name": "models", "namespace": node_namespace},
-        "spec": {
-            "accessModes": ["ReadWriteOnce"],
-            "storageClassName": "kaliper-local",
-            "volumeName": volume["metadata"]["name"],
-            "resources": {"requests": {"storage": "1Gi"}},
-        },
-    }
-    node.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": [volume, claim]}))
-    node.kubectl.wait_for(
-        lambda: node.kubectl.json("get", "pvc", "models", "-n", node_namespace)["status"].get("phase") == "Bound",
-        timeout=60,
-        what="the models claim to be bound",
-    )
-    yield folder
-    # Both go once the namespace's pods are gone (the claim and volume protection finalizers wait for them).
-    node.kubectl("delete", "pvc", "models", "-n", node_namespace, "--wait=false", check=False)
-    node.kubectl("delete", "pv", volume["metadata"]["name"], "--wait=false", check=False)
-    shutil.rmtree(folder, ignore_errors=True)
+    with local_claim(node, node_namespace, folder):
+        yield folder
 
 
 def wait_for_optimization(node: Node, namespace: str, name: str, timeout: float = 600) -> dict[str, Any]:

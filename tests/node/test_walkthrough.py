@@ -5,20 +5,14 @@ the kernel's own accounting of the server's cgroup."""
 
 from __future__ import annotations
 
-import json
 from datetime import datetime
 
 import pytest
 
 from tests.support.node import IMAGE, Node
-from tests.support.node_operator import OPERATOR_ACCOUNT, OPERATOR_NAMESPACE, Operator, wait_for_phase
+from tests.support.node_operator import OPERATOR_ACCOUNT, OPERATOR_NAMESPACE, Operator, run_report, wait_for_phase
 from tests.support.paths import EXAMPLES
 from tests.support.podcpu import PodCpuSampler
-
-
-def report(node: Node, namespace: str, run: str) -> dict:
-    configmap = node.kubectl.json("get", "configmap", f"{run}-report", "-n", namespace)
-    return json.loads(configmap["data"]["report.json"])
 
 
 def measured_window(trial: dict) -> tuple[float, float]:
@@ -66,7 +60,7 @@ def test_the_kind_walkthrough_runs_to_succeeded_with_real_pods(
     assert status["progress"]["summary"] == "2/2"
     conditions = {c["type"]: c for c in status["conditions"]}
     assert conditions["Degraded"]["status"] == "False", conditions["Degraded"]["message"]
-    full = report(node, ns, "iris-sweep")
+    full = run_report(node, ns, "iris-sweep")
     for summary, trial, limit in zip(status["trials"], full["trials"], (0.5, 1.0), strict=True):
         assert summary["phase"] == "Succeeded" and summary["requests"] > 0
         resources = summary["resources"]

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import contextlib
 import json
+import shutil
+from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
 from tests.support.controlplane import ControlPlaneError, wait_for
-from tests.support.node import Node
+from tests.support.node import NODE_NAME, Node
 
 OPERATOR_NAMESPACE = "kaliper-system"
 OPERATOR_ACCOUNT = f"system:serviceaccount:{OPERATOR_NAMESPACE}:kaliper-kaliper"
@@ -51,6 +54,12 @@ def wait_for_phase(node: Node, namespace: str, run: str, phase: str, timeout: fl
     pytest.fail(f"ProfileRun {run} is not {phase}: {json.dumps(status, indent=1)[-3000:]}\n{events[-3000:]}")
 
 
+def run_report(node: Node, namespace: str, run: str) -> dict:
+    """The run's whole report, as the operator keeps it in the ConfigMap `<run>-report`."""
+    configmap = node.kubectl.json("get", "configmap", f"{run}-report", "-n", namespace)
+    return json.loads(configmap["data"]["report.json"])
+
+
 def apply_with_model(node: Node, namespace: str, iris_model, *objects: dict) -> None:  # type: ignore[no-untyped-def]
     kubectl = node.kubectl
     kubectl("create", "configmap", "iris-model", f"--from-file=model.onnx={iris_model}", "-n", namespace)
@@ -62,3 +71,47 @@ def apply_with_model(node: Node, namespace: str, iris_model, *objects: dict) -> 
         "-",
         input=json.dumps({"kind": "List", "apiVersion": "v1", "items": list(objects)}),
     )
+
+
+@contextlib.contextmanager
+def local_claim(node: Node, namespace: str, folder: Path, name: str = "models") -> Iterator[Path]:
+    """The PVC `name` in `namespace`, bound to a local PersistentVolume on the node over `folder` (made
+    writable for uid 10001, the image's user); both go, and the folder with them, afterwards."""
+    for path in [folder, *folder.rglob("*")]:
+        path.chmod(0o777 if path.is_dir() else 0o666)
+    on_this_node = {"key": "kubernetes.io/hostname", "operator": "In", "values": [NODE_NAME]}
+    volume = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {"name": f"{name}-{namespace}"[:63]},
+        "spec": {
+            "capacity": {"storage": "1Gi"},
+            "accessModes": ["ReadWriteOnce"],
+            "persistentVolumeReclaimPolicy": "Retain",
+            "storageClassName": "kaliper-local",
+            "local": {"path": str(folder)},
+            "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [on_this_node]}]}},
+        },
+    }
+    claim = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "accessModes": ["ReadWriteOnce"],
+            "storageClassName": "kaliper-local",
+            "volumeName": volume["metadata"]["name"],
+            "resources": {"requests": {"storage": "1Gi"}},
+        },
+    }
+    node.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": [volume, claim]}))
+    node.kubectl.wait_for(
+        lambda: node.kubectl.json("get", "pvc", name, "-n", namespace)["status"].get("phase") == "Bound",
+        timeout=60,
+        what=f"the {name} claim to be bound",
+    )
+    yield folder
+    # Both go once the namespace's pods are gone (the claim and volume protection finalizers wait for them).
+    node.kubectl("delete", "pvc", name, "-n", namespace, "--wait=false", check=False)
+    node.kubectl("delete", "pv", volume["metadata"]["name"], "--wait=false", check=False)
+    shutil.rmtree(folder, ignore_errors=True)

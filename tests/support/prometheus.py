@@ -1,6 +1,7 @@
 """A real Prometheus (Debian's package): on loopback scraping given targets every second, or scraping the real
 node's kubelet (`/metrics/cadvisor`) at a chosen interval, as kube-prometheus-stack does, and the pods that ask
-for it by the prometheus.io annotations, as the Prometheus community chart's `kubernetes-pods` job does."""
+for it by the prometheus.io annotations, as the Prometheus community chart's `kubernetes-pods` job does (the
+discovery through a file, since Debian builds Prometheus without Kubernetes service discovery)."""
 
 from __future__ import annotations
 
@@ -42,30 +43,12 @@ scrape_configs:
       key_file: {key}
     static_configs:
       - targets: ["{kubelet}"]
-  # Annotation-based pod discovery: pods with prometheus.io/scrape=true, at their IP and the annotated port
-  # and path, labelled with their namespace and pod (the labels Kaliper's queries filter on).
+  # The pods that ask for it by the prometheus.io annotations. Debian's Prometheus is built without
+  # kubernetes_sd_configs, so `pod_targets` does that discovery's part: the pods' IPs and annotated ports and
+  # paths, with the namespace and pod labels the community chart's kubernetes-pods job gives them.
   - job_name: kubernetes-pods
-    kubernetes_sd_configs:
-      - role: pod
-        api_server: {api_server}
-        tls_config: {{ca_file: {ca}, cert_file: {cert}, key_file: {key}}}
-    relabel_configs:
-      - source_labels: [__meta_kubernetes_pod_annotation_prometheus_io_scrape]
-        action: keep
-        regex: "true"
-      - source_labels: [__meta_kubernetes_pod_annotation_prometheus_io_path]
-        action: replace
-        target_label: __metrics_path__
-        regex: (.+)
-      - source_labels: [__meta_kubernetes_pod_ip, __meta_kubernetes_pod_annotation_prometheus_io_port]
-        action: replace
-        regex: (.+);(\\d+)
-        replacement: $1:$2
-        target_label: __address__
-      - source_labels: [__meta_kubernetes_namespace]
-        target_label: namespace
-      - source_labels: [__meta_kubernetes_pod_name]
-        target_label: pod
+    file_sd_configs:
+      - files: ["{pods_file}"]
 """
 
 
@@ -111,10 +94,31 @@ def prometheus(targets: list[str]) -> Iterator[str]:
 
 @contextmanager
 def cluster_prometheus(
-    kubelet: str, api_server: str, address: str, ca: Path, cert: Path, key: Path, interval: str
+    kubelet: str, address: str, cert: Path, key: Path, interval: str, pods_file: Path
 ) -> Iterator[str]:
     """Prometheus on `address` (where pods can reach it) scraping the kubelet at `kubelet` (host:port) and
-    the pods the API server at `api_server` lists with the prometheus.io annotations."""
-    config = CLUSTER_CONFIG.format(interval=interval, ca=ca, cert=cert, key=key, kubelet=kubelet, api_server=api_server)
+    the pod targets written to `pods_file` (pod_targets)."""
+    config = CLUSTER_CONFIG.format(interval=interval, cert=cert, key=key, kubelet=kubelet, pods_file=pods_file)
     with _run(config, address) as url:
         yield url
+
+
+def pod_targets(pods: list[dict]) -> list[dict]:
+    """file_sd target groups of the running pods annotated prometheus.io/scrape=true, as annotation-based
+    discovery makes them: the pod's IP and prometheus.io/port, prometheus.io/path (default /metrics), and
+    the namespace and pod labels."""
+    groups = []
+    for pod in pods:
+        annotations = pod["metadata"].get("annotations") or {}
+        status = pod.get("status", {})
+        ip, running = status.get("podIP"), status.get("phase") == "Running"
+        if (
+            annotations.get("prometheus.io/scrape") != "true"
+            or not (ip and running)
+            or "prometheus.io/port" not in annotations
+        ):
+            continue
+        labels = {"namespace": pod["metadata"]["namespace"], "pod": pod["metadata"]["name"]}
+        labels["__metrics_path__"] = annotations.get("prometheus.io/path", "/metrics")
+        groups.append({"targets": [f"{ip}:{annotations['prometheus.io/port']}"], "labels": labels})
+    return groups
