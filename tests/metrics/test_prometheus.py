@@ -211,5 +211,5 @@ def test_server_load_without_server_series_says_how_prometheus_finds_the_pods(me
         "server load: Prometheus holds none of llamacpp:requests_processing, vllm:num_requests_running, "
         "sglang:num_running_reqs, tgi_queue_size for pods iris-t0-.* in old: let it scrape the server pods (the "
         "chart's serverPodMonitor.enabled, or pod discovery by the prometheus.io annotations, keeping the "
-        "namespace and pod labels); read from the server's endpoint through the Service instead"
+        "namespace and pod labels)"
     )

@@ -1,6 +1,6 @@
-"""How busy a trial's generation server was, from Prometheus's scrapes of every server pod. On a cluster
-this replaces what the load generator reads from the server's endpoint through the Service, which reaches
-one replica per read: Prometheus sees them all. Prometheus finds the pods by the chart's PodMonitor
+"""How busy a trial's generation server was, from Prometheus's scrapes of every server pod. Behind several
+replicas on a cluster the load generator does not read the server's endpoint (through the Service each read
+would reach one replica): Prometheus sees them all. Prometheus finds the pods by the chart's PodMonitor
 (serverPodMonitor.enabled) or by annotation-based discovery (the pods carry kaliper.dev/server-metrics=true
 and the prometheus.io/scrape, port and path annotations); either way each series must carry the `namespace`
 and `pod` labels, as both name them.
@@ -88,8 +88,7 @@ def missing_series(window: Window) -> str:
     return (
         f"server load: Prometheus holds none of {markers} for pods {window.pod_regex} in {window.namespace}: "
         "let it scrape the server pods (the chart's serverPodMonitor.enabled, or pod discovery by the "
-        "prometheus.io annotations, keeping the namespace and pod labels); read from the server's endpoint "
-        "through the Service instead"
+        "prometheus.io annotations, keeping the namespace and pod labels)"
     )
 
 
@@ -101,7 +100,7 @@ def server_load(client: PrometheusMetrics, source: str, window: Window) -> Serve
         return (
             f"server load: no scrape of the server pods inside the {window.seconds} s window (Prometheus scrapes "
             f"every {window.scrape_interval_s:g} s): measure for at least {2 * window.scrape_interval_s:g} s "
-            "(load.minDuration); read from the server's endpoint through the Service instead"
+            "(load.minDuration)"
         )
     running_mean, running_max = mean_and_peak(running)
     waiting_mean, waiting_max = mean_and_peak(first_present(client, gauges.waiting, window))

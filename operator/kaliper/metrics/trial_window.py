@@ -117,11 +117,11 @@ def measure_server_load(
     now: datetime,
 ) -> ServerLoad | str | None:
     """A generation trial's server load from Prometheus's scrapes of every server pod; None while waiting
-    for the scrape that closes the window; a sentence when Prometheus cannot give it (the load generator's
-    reading of the endpoint stands then). Called once measure_trial has its figures."""
+    for the scrape that closes the window; a sentence when Prometheus cannot give it. Called once
+    measure_trial has its figures."""
     query = trial_query(metrics, defaults, gpus_of(deployment))
     if query is None:
-        return "server load: no Prometheus configured (spec.metrics.prometheus); read from the server's endpoint"
+        return "server load: no Prometheus configured (spec.metrics.prometheus)"
     window = load_window(namespace, pod_regex, stage, query.scrape_interval_s)
     client = PrometheusMetrics(query.prometheus_url, query.timeout_s)
     try:

@@ -106,8 +106,8 @@ def needs_server_load_from_prometheus(trial: TrialReport, deployment: ModelDeplo
 
 
 def with_server_load(trial: TrialReport, load: ServerLoad | str) -> TrialReport:
-    """The trial with its server load from Prometheus (every server pod), in place of the load generator's
-    reading of the endpoint; or, when Prometheus could not give it, the reason among what was unavailable."""
+    """The trial with its server load from Prometheus (every server pod), or, when Prometheus could not give
+    it, the reason among what was unavailable."""
     stage = trial.stage
     if stage is None or stage.tokens is None:
         return trial
