@@ -98,3 +98,23 @@ def test_explain_walks_into_fields() -> None:
     assert "arrival  <constant | poisson>" in result.stdout
     missing = kaliper("explain", "profilerun.spec.lode")
     assert missing.returncode != 0 and "has no field 'lode'" in missing.stderr
+
+
+def test_report_re_renders_a_saved_file_and_refuses_what_is_not_a_report(tmp_path: Path) -> None:
+    from datetime import UTC, datetime
+
+    from kaliper.report.schema import ProfileReport
+
+    saved = ProfileReport(
+        name="saved", started_at=datetime(2026, 11, 24, tzinfo=UTC), target="http://127.0.0.1:9/", strategy="grid"
+    )
+    path = tmp_path / "report.json"
+    path.write_text(saved.model_dump_json(by_alias=True))
+    shown = kaliper("report", str(path), "--json", "--html", str(tmp_path / "report.html"))
+    assert shown.returncode == 0, shown.stderr
+    assert ProfileReport.model_validate_json(shown.stdout) == saved
+    assert (tmp_path / "report.html").read_text().startswith("<!doctype html>")
+    path.write_text('{"kind": "ModelDeployment"}')
+    refused = kaliper("report", str(path))
+    assert refused.returncode == 1
+    assert refused.stderr.startswith(f"Error: {path} is not a Kaliper profile report:")

@@ -432,7 +432,9 @@ def gc_command(remove: bool, as_json: bool, reports: Path, cluster: bool | None,
 
 
 @main.command("report")
-@click.argument("path", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("source")
+@click.option("--namespace", "-n", default="default", show_default=True, help="The run's namespace (cluster).")
+@click.option("--json", "as_json", is_flag=True, help="Print the report's JSON instead of the table.")
 @click.option(
     "--html",
     "html_path",
@@ -440,20 +442,45 @@ def gc_command(remove: bool, as_json: bool, reports: Path, cluster: bool | None,
     default=None,
     help="Also write the HTML report here.",
 )
-def report_command(path: Path, html_path: Path | None) -> None:
-    """Re-render a saved report.json: the table, and optionally the HTML page."""
+def report_command(source: str, namespace: str, as_json: bool, html_path: Path | None) -> None:
+    """Show a profile report: SOURCE is a saved report.json, or the name of a finished ProfileRun in the
+    cluster of $KUBECONFIG (or ~/.kube/config), read from its ConfigMap whether stored plain or gzipped."""
     from pydantic import ValidationError
 
     from kaliper.report.render import print_report, write_html
     from kaliper.report.schema import ProfileReport
 
+    path = Path(source)
+    text = path.read_text() if path.is_file() else _cluster_report(source, namespace)
     try:
-        report = ProfileReport.model_validate_json(path.read_text())
+        report = ProfileReport.model_validate_json(text)
     except ValidationError as exc:
-        raise click.ClickException(f"{path} is not a Kaliper profile report: {exc.errors()[0]['msg']}") from exc
-    print_report(report)
+        raise click.ClickException(f"{source} is not a Kaliper profile report: {exc.errors()[0]['msg']}") from exc
+    if as_json:
+        click.echo(report.model_dump_json(by_alias=True, exclude_none=True, indent=2))
+    else:
+        print_report(report)
     if html_path:
-        click.echo(f"html report: {write_html(report, html_path)}")
+        click.echo(f"html report: {write_html(report, html_path)}", err=as_json)
+
+
+def _cluster_report(run: str, namespace: str) -> str:
+    from kaliper.controllers import run_records
+
+    try:
+        text = run_records.saved_report_text(namespace, run)
+    except Exception as exc:  # no kubeconfig, an unreachable cluster, a forbidden read
+        reason = getattr(exc, "reason", None) or exc
+        raise click.ClickException(
+            f"{run} is not a file, and ProfileRun {namespace}/{run} could not be read from the cluster of "
+            f"$KUBECONFIG: {reason}"
+        ) from exc
+    if text is None:
+        raise click.ClickException(
+            f"ProfileRun {namespace}/{run} has no report (no ConfigMap {run}-report): a run writes it when it "
+            f"finishes; `kubectl get profilerun {run} -n {namespace}` shows where it is"
+        )
+    return text
 
 
 @main.command("make-example-models")

@@ -155,3 +155,10 @@ class RunRecords:
         # Keep the snapshot beside the report (an apply replaces the whole data map).
         content.setdefault("data", {})[TARGET_KEY] = _target_text(self.target())
         kube.apply(build_report_configmap(self.run, content))
+
+
+def saved_report_text(namespace: str, run: str) -> str | None:
+    """A finished run's whole report as JSON, from its `<run>-report` ConfigMap (plain or gzipped); None when
+    the run has none (not finished, or no such run). Raises what the API client raises."""
+    configmap = kube.get("ConfigMap", namespace, report_name(run))
+    return read_document(configmap, REPORT_KEY) if configmap is not None else None
