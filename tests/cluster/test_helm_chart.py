@@ -88,6 +88,41 @@ def test_chart_lints_and_renders(crds: Kubectl) -> None:
     }
 
 
+@pytest.mark.parametrize(
+    ("value", "refusal"),
+    [
+        ("logLevel=verbose", "- at '/logLevel': value must be one of 'debug', 'info', 'warning', 'error'"),
+        (
+            "loadGenerator.antiAffinity=always",
+            "- at '/loadGenerator/antiAffinity': value must be one of 'required', 'preferred', 'none'",
+        ),
+        ("prometheus.url=prometheus:9090", "- at '/prometheus/url': 'prometheus:9090' does not match pattern"),
+        ("prometheus.scrapeInterval=30", "- at '/prometheus/scrapeInterval': got number, want string"),
+        ("metrics.port=0", "- at '/metrics/port': minimum: got 0, want 1"),
+        ("prometheus.ur=http://p:9090", "- at '/prometheus': additional properties 'ur' not allowed"),
+    ],
+)
+def test_bad_values_are_refused_naming_the_value(crds: Kubectl, value: str, refusal: str) -> None:
+    rendered = helm(crds, "template", "kaliper", str(CHART), "--set", value)
+    assert rendered.returncode == 1
+    assert refusal in rendered.stderr.splitlines()[2], rendered.stderr
+
+
+def test_install_notes_say_what_to_run_and_what_is_missing(crds: Kubectl, namespace: str) -> None:
+    installed = helm(crds, "install", "kaliper", str(CHART), "-n", namespace, "--dry-run=client")
+    assert installed.returncode == 0, installed.stderr
+    notes = installed.stdout.split("NOTES:\n", 1)[1]
+    assert notes.startswith(f"Kaliper 0.1.0 is installed in {namespace}, watching every namespace.")
+    assert "No prometheus.url is set" in notes
+    url = "--set=prometheus.url=http://prometheus-operated.monitoring:9090"
+    watching = helm(
+        crds, "install", "kaliper", str(CHART), "-n", namespace, "--dry-run=client", url, "--set=watchNamespaces={ml}"
+    )
+    notes = watching.stdout.split("NOTES:\n", 1)[1]
+    assert notes.startswith(f"Kaliper 0.1.0 is installed in {namespace}, watching ml.")
+    assert "prometheus.url" not in notes
+
+
 def can(kubectl: Kubectl, identity: str, verb: str, resource: str, namespace: str) -> bool:
     """`kubectl auth can-i`; RESOURCE/SUB asks about a subresource (kubectl would read SUB as an object name)."""
     resource, _, subresource = resource.partition("/")
