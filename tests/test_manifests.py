@@ -171,21 +171,18 @@ def test_service_targets_the_named_port() -> None:
     assert service["spec"]["type"] == "NodePort"
 
 
+def rollout(generation: int, observed: int, replicas: int, ready: int, updated: int, available: int) -> dict:
+    """A Deployment as the API server returns it, its controller's view in status."""
+    status = {"observedGeneration": observed, "replicas": replicas, "readyReplicas": ready}
+    status |= {"updatedReplicas": updated, "availableReplicas": available}
+    return {"metadata": {"generation": generation}, "status": status}
+
+
 def test_status_follows_the_rollout_and_keeps_transition_times() -> None:
     s = spec(replicas=2)
-    progressing = observed_status(
-        "iris", "ml", 3, s, {"status": {"replicas": 2, "readyReplicas": 1, "updatedReplicas": 2}}, [], "t1"
-    )
+    progressing = observed_status("iris", "ml", 3, s, rollout(1, 1, 2, 1, 2, 1), [], "t1")
     assert progressing["phase"] == "Progressing" and progressing["readyReplicas"] == 1
-    ready = observed_status(
-        "iris",
-        "ml",
-        3,
-        s,
-        {"status": {"replicas": 2, "readyReplicas": 2, "updatedReplicas": 2}},
-        progressing["conditions"],
-        "t2",
-    )
+    ready = observed_status("iris", "ml", 3, s, rollout(1, 1, 2, 2, 2, 2), progressing["conditions"], "t2")
     by_type = {c["type"]: c for c in ready["conditions"]}
     assert ready["phase"] == "Ready" and by_type["Ready"]["lastTransitionTime"] == "t2"
     assert by_type["Degraded"]["lastTransitionTime"] == "t1"  # unchanged status keeps its time
@@ -213,6 +210,19 @@ def test_status_follows_the_rollout_and_keeps_transition_times() -> None:
         "t3",
     )
     assert stuck["phase"] == "Degraded" and "timed out" in stuck["message"]
+
+
+def test_an_edited_deployment_is_not_ready_until_its_controller_has_seen_the_edit() -> None:
+    s = spec(replicas=2)
+    # Right after an edit (generation 2): the status still describes generation 1's two ready replicas.
+    edited = observed_status("iris", "ml", 4, s, rollout(2, 1, 2, 2, 2, 2), [], "t1")
+    assert (edited["phase"], edited["message"]) == (
+        "Progressing",
+        "the Deployment controller has not yet seen generation 2 of the Deployment",
+    )
+    # Seen, a new replica up but not yet available: still rolling out.
+    assert observed_status("iris", "ml", 4, s, rollout(2, 2, 2, 2, 2, 1), [], "t2")["phase"] == "Progressing"
+    assert observed_status("iris", "ml", 4, s, rollout(2, 2, 2, 2, 2, 2), [], "t3")["phase"] == "Ready"
     failed = failed_status(1, "bad", [], "t4")
     assert failed["phase"] == "Failed" and failed["conditions"][0]["reason"] == "InvalidSpec"
 

@@ -353,9 +353,17 @@ def observed_status(
     deployment_conditions = {c["type"]: c for c in observed.get("conditions") or []}
     stalled = deployment_conditions.get("Progressing", {}).get("reason") == "ProgressDeadlineExceeded"
     failure = deployment_conditions.get("ReplicaFailure")
-    rolled_out = ready >= desired and updated >= desired and current == desired
+    available = observed.get("availableReplicas") or 0
+    # The Deployment's status speaks for its spec only once its controller has seen that spec: right after an
+    # edit the status still describes the old, fully rolled-out ReplicaSet.
+    generation_wanted = (deployment or {}).get("metadata", {}).get("generation")
+    caught_up = generation_wanted is None or (observed.get("observedGeneration") or 0) >= generation_wanted
+    rolled_out = caught_up and min(ready, updated, available) >= desired and current == desired
     if deployment is None:
         phase, message = "Pending", "the Deployment does not exist yet"
+    elif not caught_up:
+        phase = "Progressing"
+        message = f"the Deployment controller has not yet seen generation {generation_wanted} of the Deployment"
     elif rolled_out:
         phase, message = "Ready", f"{ready}/{desired} replicas ready at {endpoint(name, namespace, spec)}"
     elif stalled or (failure and failure.get("status") == "True"):
