@@ -108,6 +108,34 @@ def test_bad_values_are_refused_naming_the_value(crds: Kubectl, value: str, refu
     assert refusal in rendered.stderr.splitlines()[2], rendered.stderr
 
 
+def test_names_can_be_overridden_and_monitors_labelled_for_the_prometheus_that_selects_them(crds: Kubectl) -> None:
+    rendered = helm(
+        crds,
+        "template",
+        "k",
+        str(CHART),
+        "--set=nameOverride=perf",
+        "--set=serviceMonitor.enabled=true",
+        "--set=serviceMonitor.labels.release=kube-prometheus-stack",
+        "--set=serverPodMonitor.enabled=true",
+    )
+    assert rendered.returncode == 0, rendered.stderr
+    documents = {d["kind"]: d for d in yaml.safe_load_all(rendered.stdout) if d and d["kind"] != "ClusterRole"}
+    assert documents["Deployment"]["metadata"]["name"] == "k-perf"
+    assert documents["Deployment"]["spec"]["selector"]["matchLabels"] == {
+        "app.kubernetes.io/name": "perf",
+        "app.kubernetes.io/instance": "k",
+    }
+    assert documents["Deployment"]["spec"]["template"]["spec"]["serviceAccountName"] == "k-perf"
+    assert documents["ServiceMonitor"]["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+    assert "release" not in documents["PodMonitor"]["metadata"]["labels"]
+    full = helm(crds, "template", "k", str(CHART), "--set=fullnameOverride=kaliper-operator")
+    names = {
+        d["metadata"]["name"] for d in yaml.safe_load_all(full.stdout) if d and d["kind"] != "CustomResourceDefinition"
+    }
+    assert names == {"kaliper-operator"}
+
+
 def test_install_notes_say_what_to_run_and_what_is_missing(crds: Kubectl, namespace: str) -> None:
     installed = helm(crds, "install", "kaliper", str(CHART), "-n", namespace, "--dry-run=client")
     assert installed.returncode == 0, installed.stderr
