@@ -96,6 +96,9 @@ def operator(node: Node, prometheus_url: str) -> Iterator[Operator]:
     assert install.returncode == 0, (
         install.stderr + "\n" + node.kubectl("describe", "pods", "-n", OPERATOR_NAMESPACE, check=False).stdout[-3000:]
     )
+    # The chart's own `helm test`: a pod of the image reads the operator's metrics through its Service.
+    tested = helm(node, "test", "kaliper", "-n", OPERATOR_NAMESPACE, "--timeout=2m")
+    assert tested.returncode == 0, tested.stdout + tested.stderr
     yield Operator(operator_pod(node))
     helm(node, "uninstall", "kaliper", "-n", OPERATOR_NAMESPACE, "--wait")
 
