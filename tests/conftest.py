@@ -5,13 +5,19 @@ from __future__ import annotations
 
 import os
 import signal
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.support.controlplane import ControlPlane, ControlPlaneError, Kubectl, build_binaries, interrupt
+from tests.support.controlplane import (
+    ControlPlane,
+    ControlPlaneError,
+    Kubectl,
+    build_binaries,
+    fresh_namespace,
+    interrupt,
+)
 from tests.support.node import Node, start_node
 from tests.support.paths import REPO
 
@@ -50,19 +56,6 @@ def crds(kubectl: Kubectl) -> Kubectl:
     kubectl("apply", "--server-side", "--force-conflicts", "-f", str(REPO / "crds"))
     kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd", "-l", "app.kubernetes.io/part-of=kaliper")
     return kubectl
-
-
-def fresh_namespace(kubectl: Kubectl, request: pytest.FixtureRequest, prefix: str) -> Iterator[str]:
-    """A namespace named after the test, ready for pods (its default service account exists), deleted after."""
-    readable = "".join(c if c.isalnum() else "-" for c in request.node.name.lower())[:40].strip("-")
-    name = f"{prefix}-{readable}-{uuid.uuid4().hex[:6]}"
-    kubectl("create", "namespace", name)
-    kubectl.wait_for(
-        lambda: kubectl("get", "serviceaccount", "default", "-n", name, check=False).returncode == 0,
-        what=f"the default service account in {name}",
-    )
-    yield name
-    kubectl("delete", "namespace", name, "--wait=false")
 
 
 @pytest.fixture

@@ -164,6 +164,7 @@ def test_llama_cpp_load_over_the_interval_from_its_gauges_at_each_edge() -> None
     # (950 - 150) / (500 - 100) = 2.0.
     assert load.model_dump(exclude_none=True) == {
         "source": "llama.cpp",
+        "read_from": "endpoint",
         "samples": 3,
         "running_mean": 1.6667,
         "running_max": 2.0,

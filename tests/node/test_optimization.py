@@ -6,20 +6,17 @@ applied."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
 
 from kaliper.report.optimization import OptimizationReport
 from kaliper.serving.examples import make_iris_pipeline
-from tests.support.controlplane import ControlPlaneError, wait_for
 from tests.support.node import IMAGE, Node
-from tests.support.node_operator import Operator, local_claim, wait_for_phase
+from tests.support.node_operator import Operator, local_claim, wait_for_optimization, wait_for_phase
 from tests.support.paths import EXAMPLES
 
 FLOAT_INPUT = [{"name": "float_input", "shape": [-1, 4], "datatype": "FP32"}]
@@ -33,26 +30,6 @@ def models_claim(node: Node, node_namespace: str) -> Iterator[Path]:
     make_iris_pipeline(folder)
     with local_claim(node, node_namespace, folder):
         yield folder
-
-
-def wait_for_optimization(node: Node, namespace: str, name: str, timeout: float = 600) -> dict[str, Any]:
-    """The object once it has finished (Succeeded or Failed); the test fails with its status and events
-    when the time is up."""
-    body: dict[str, Any] = {}
-
-    def finished() -> bool:
-        nonlocal body
-        body = node.kubectl.json("get", "modeloptimization", name, "-n", namespace)
-        return (body.get("status") or {}).get("phase") in ("Succeeded", "Failed")
-
-    with contextlib.suppress(ControlPlaneError):
-        wait_for(finished, timeout, what=f"ModelOptimization {name} to finish", interval=2)
-    if (body.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
-        events = node.kubectl("get", "events", "-n", namespace, "--sort-by=.lastTimestamp", check=False).stdout
-        pytest.fail(
-            f"ModelOptimization {name} did not finish: {json.dumps(body.get('status'))[-3000:]}\n{events[-3000:]}"
-        )
-    return body
 
 
 def events_of(node: Node, namespace: str, name: str) -> list[str]:

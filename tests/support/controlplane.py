@@ -24,9 +24,12 @@ import sys
 import tempfile
 import time
 import urllib.request
+import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
@@ -522,3 +525,16 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+
+
+def fresh_namespace(kubectl: Kubectl, request: pytest.FixtureRequest, prefix: str) -> Iterator[str]:
+    """A namespace named after the test, ready for pods (its default service account exists), deleted after."""
+    readable = "".join(c if c.isalnum() else "-" for c in request.node.name.lower())[:40].strip("-")
+    name = f"{prefix}-{readable}-{uuid.uuid4().hex[:6]}"
+    kubectl("create", "namespace", name)
+    kubectl.wait_for(
+        lambda: kubectl("get", "serviceaccount", "default", "-n", name, check=False).returncode == 0,
+        what=f"the default service account in {name}",
+    )
+    yield name
+    kubectl("delete", "namespace", name, "--wait=false")

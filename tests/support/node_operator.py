@@ -8,6 +8,7 @@ import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -34,6 +35,26 @@ def operator_pod(node: Node) -> dict:
     ]
     assert len(running) == 1, json.dumps([p["metadata"]["name"] for p in pods["items"]])
     return running[0]
+
+
+def wait_for_optimization(node: Node, namespace: str, name: str, timeout: float = 600) -> dict[str, Any]:
+    """The object once it has finished (Succeeded or Failed); the test fails with its status and events
+    when the time is up."""
+    body: dict[str, Any] = {}
+
+    def finished() -> bool:
+        nonlocal body
+        body = node.kubectl.json("get", "modeloptimization", name, "-n", namespace)
+        return (body.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+
+    with contextlib.suppress(ControlPlaneError):
+        wait_for(finished, timeout, what=f"ModelOptimization {name} to finish", interval=2)
+    if (body.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
+        events = node.kubectl("get", "events", "-n", namespace, "--sort-by=.lastTimestamp", check=False).stdout
+        pytest.fail(
+            f"ModelOptimization {name} did not finish: {json.dumps(body.get('status'))[-3000:]}\n{events[-3000:]}"
+        )
+    return body
 
 
 def wait_for_phase(node: Node, namespace: str, run: str, phase: str, timeout: float) -> dict:

@@ -111,3 +111,8 @@ def job_failure(job: dict[str, Any], pods: list[dict[str, Any]], what: str) -> s
 def job_problem(job: dict[str, Any], pods: list[dict[str, Any]]) -> str | None:
     """Why a load-generator Job failed, or None while it has not."""
     return job_failure(job, pods, "load-generator Job")
+
+
+def template_hashes(pods: list[dict[str, Any]]) -> list[str]:
+    """The pod-template-hash of each pod: which ReplicaSet, so which revision of its Deployment, it belongs to."""
+    return [p["metadata"].get("labels", {}).get("pod-template-hash", "") for p in pods]

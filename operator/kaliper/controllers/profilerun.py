@@ -27,7 +27,7 @@ from kaliper.api.resources import ProfileRun
 from kaliper.api.units import parse_duration
 from kaliper.controllers import kube, metrics, run_records
 from kaliper.controllers import trial_moves as moves
-from kaliper.controllers.diagnosis import restarts_and_oom_kills
+from kaliper.controllers.diagnosis import restarts_and_oom_kills, template_hashes
 from kaliper.controllers.run_records import REPORT_KEY, RunFailed, RunRecords
 from kaliper.controllers.settings import SETTINGS, Settings
 from kaliper.controllers.stepper import StatusStep, Stepper, finished
@@ -44,7 +44,7 @@ from kaliper.manifests.profilerun import (
     trial_name,
     trial_objects,
 )
-from kaliper.metrics.trial_window import measure_server_load, measure_trial
+from kaliper.metrics.trial_window import TrialMeasurement
 from kaliper.profiling import trials as run_trials
 from kaliper.profiling.plan import cluster_problem, configurations, describe, machine_paths_problem
 from kaliper.profiling.schedule import PlannedTrial, planned_trials, room_to_start, schedule_from_status
@@ -254,34 +254,23 @@ class RunStep(StatusStep[ProfileRunStatus]):
         report = run_trials.from_load_test(trial.index, trial.name, trial.parameters, result, self.spec.slo)
         if report.stage is not None:
             servers = seen.pods_of("server")
-            hashes = [p["metadata"]["labels"].get("pod-template-hash", "") for p in servers]
-            pod_regex = trial_objects(self.name, trial.index).server_pod_regex(hashes)
-            resources = measure_trial(
+            measured = TrialMeasurement(
                 self.spec.metrics,
                 SETTINGS.metrics_defaults(),
                 planned.configuration.deployment,
                 self.namespace,
                 trial.name,
-                pod_regex,
+                trial_objects(self.name, trial.index).server_pod_regex(template_hashes(servers)),
                 report.stage,
                 self.now,
             )
+            resources = measured.resources()
             if resources is None:
                 return  # the final scrape is not in yet: the next step looks again
             resources.restarts, resources.oom_kills = restarts_and_oom_kills(servers)
             report = run_trials.with_resources(report, resources)
-            deployment = planned.configuration.deployment
-            if run_trials.needs_server_load_from_prometheus(report, deployment) and pod_regex is not None:
-                assert deployment is not None
-                load = measure_server_load(
-                    self.spec.metrics,
-                    SETTINGS.metrics_defaults(),
-                    deployment,
-                    self.namespace,
-                    pod_regex,
-                    report.stage,
-                    self.now,
-                )
+            if run_trials.needs_server_load_from_prometheus(report, planned.configuration.deployment):
+                load = measured.server_load()
                 if load is None:
                     return  # the server pods' final scrape is not in yet
                 report = run_trials.with_server_load(report, load)
@@ -352,9 +341,8 @@ class RunStep(StatusStep[ProfileRunStatus]):
         if report.error:
             self.fail("TrialsFailed", report.error)
             return
-        summary = f"verdict {report.verdict}" + (
-            f", best trial t{report.best_trial}" if report.best_trial is not None else ""
-        )
+        best = f", best trial t{report.best_trial}" if report.best_trial is not None else ""
+        summary = f"verdict {report.verdict}{best}"
         self.condition("Progressing", False, "Finished", summary)
         self.condition("Complete", True, "Succeeded", summary)
         metrics.RUNS.labels("Succeeded").inc()

@@ -74,63 +74,65 @@ def gpus_of(deployment: ModelDeploymentSpec) -> int:
     return deployment.resources.gpu.count if deployment.resources and deployment.resources.gpu else 0
 
 
-def measure_trial(
-    metrics: MetricsSpec,
-    defaults: MetricsDefaults,
-    deployment: ModelDeploymentSpec | None,  # None: the run loads a URL, not a deployment of its own
-    namespace: str,
-    trial: str,
-    pod_regex: str | None,
-    stage: StageResult,
-    now: datetime,
-) -> TrialResources | None:
-    """The trial's figures for its load window; None while waiting for the scrape that closes it. What
-    cannot be measured (no Prometheus, no server pods) is said in `unavailable`, never raised."""
-    if deployment is None:
-        return TrialResources(source="prometheus", unavailable=["resources: the target is a URL, not a deployment"])
-    query = trial_query(metrics, defaults, gpus_of(deployment))
-    if query is None:
-        return TrialResources(
-            source="prometheus", unavailable=["resources: no Prometheus configured (spec.metrics.prometheus)"]
+@dataclass(frozen=True)
+class TrialMeasurement:
+    """One cluster trial's load window as Prometheus scraped it: the server pods' resources and, for a
+    generation trial behind several replicas, the servers' own load."""
+
+    metrics: MetricsSpec
+    defaults: MetricsDefaults
+    deployment: ModelDeploymentSpec | None  # None: the run loads a URL, not a deployment of its own
+    namespace: str
+    trial: str
+    pod_regex: str | None  # None: no server pods found
+    stage: StageResult
+    now: datetime
+
+    def waiting_for_scrape(self, query: TrialQuery, window: Window) -> bool:
+        return self.now.timestamp() <= window.end + SCRAPE_WAITS * query.scrape_interval_s + SCRAPE_SLACK_S
+
+    def resources(self) -> TrialResources | None:
+        """The trial's figures for its load window; None while waiting for the scrape that closes it. What
+        cannot be measured (no Prometheus, no server pods) is said in `unavailable`, never raised."""
+        if self.deployment is None:
+            return TrialResources(source="prometheus", unavailable=["resources: the target is a URL, not a deployment"])
+        query = trial_query(self.metrics, self.defaults, gpus_of(self.deployment))
+        if query is None:
+            return TrialResources(
+                source="prometheus", unavailable=["resources: no Prometheus configured (spec.metrics.prometheus)"]
+            )
+        if self.pod_regex is None:
+            return TrialResources(source="prometheus", unavailable=[f"resources: no server pods of {self.trial} found"])
+        window = load_window(self.namespace, self.pod_regex, self.stage, query.scrape_interval_s)
+        return trial_resources(
+            PrometheusMetrics(query.prometheus_url, query.timeout_s),
+            window,
+            wait_for_scrape=self.waiting_for_scrape(query, window),
+            gpu=query.gpu,
+            dcgm_pod_label=query.dcgm_pod_label,
+            profiling=query.profiling,
+            custom_queries=self.metrics.custom_queries or [],
         )
-    if pod_regex is None:
-        return TrialResources(source="prometheus", unavailable=[f"resources: no server pods of {trial} found"])
-    window = load_window(namespace, pod_regex, stage, query.scrape_interval_s)
-    return trial_resources(
-        PrometheusMetrics(query.prometheus_url, query.timeout_s),
-        window,
-        wait_for_scrape=now.timestamp() <= window.end + SCRAPE_WAITS * query.scrape_interval_s + SCRAPE_SLACK_S,
-        gpu=query.gpu,
-        dcgm_pod_label=query.dcgm_pod_label,
-        profiling=query.profiling,
-        custom_queries=metrics.custom_queries or [],
-    )
 
-
-def measure_server_load(
-    metrics: MetricsSpec,
-    defaults: MetricsDefaults,
-    deployment: ModelDeploymentSpec,
-    namespace: str,
-    pod_regex: str,
-    stage: StageResult,
-    now: datetime,
-) -> ServerLoad | str | None:
-    """A generation trial's server load from Prometheus's scrapes of every server pod; None while waiting
-    for the scrape that closes the window; a sentence when Prometheus cannot give it. Called once
-    measure_trial has its figures."""
-    query = trial_query(metrics, defaults, gpus_of(deployment))
-    if query is None:
-        return "server load: no Prometheus configured (spec.metrics.prometheus)"
-    window = load_window(namespace, pod_regex, stage, query.scrape_interval_s)
-    client = PrometheusMetrics(query.prometheus_url, query.timeout_s)
-    try:
-        source = prometheus_server_load.server_source(client, window)
-        if source is None:
-            return prometheus_server_load.missing_series(window)
-        waiting = now.timestamp() <= window.end + SCRAPE_WAITS * query.scrape_interval_s + SCRAPE_SLACK_S
-        if waiting and not prometheus_server_load.scraped_past(client, source, window, now.timestamp()):
-            return None
-        return prometheus_server_load.server_load(client, source, window)
-    except Exception as exc:  # any failure to query is reported, not fatal
-        return f"server load: Prometheus at {query.prometheus_url} could not be queried: {exc}"
+    def server_load(self) -> ServerLoad | str | None:
+        """The servers' load from Prometheus's scrapes of every server pod; None while waiting for the scrape
+        that closes the window; a sentence when Prometheus cannot give it. Asked once resources() has its
+        figures."""
+        if self.deployment is None or self.pod_regex is None:
+            return f"server load: no server pods of {self.trial} found"
+        query = trial_query(self.metrics, self.defaults, gpus_of(self.deployment))
+        if query is None:
+            return "server load: no Prometheus configured (spec.metrics.prometheus)"
+        window = load_window(self.namespace, self.pod_regex, self.stage, query.scrape_interval_s)
+        client = PrometheusMetrics(query.prometheus_url, query.timeout_s)
+        try:
+            source = prometheus_server_load.server_source(client, window)
+            if source is None:
+                return prometheus_server_load.missing_series(window)
+            if self.waiting_for_scrape(query, window) and not prometheus_server_load.scraped_past(
+                client, source, window, self.now.timestamp()
+            ):
+                return None
+            return prometheus_server_load.server_load(client, source, window)
+        except Exception as exc:  # any failure to query is reported, not fatal
+            return f"server load: Prometheus at {query.prometheus_url} could not be queried: {exc}"
