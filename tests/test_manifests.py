@@ -211,6 +211,14 @@ def test_status_follows_the_rollout_and_keeps_transition_times() -> None:
     )
     assert stuck["phase"] == "Degraded" and "timed out" in stuck["message"]
 
+    # What kstatus (Flux) and Argo CD read: Reconciling while it rolls out, Stalled once it is stuck.
+    def gitops(status: dict) -> dict[str, str]:
+        return {c["type"]: c["status"] for c in status["conditions"] if c["type"] in ("Reconciling", "Stalled")}
+
+    assert gitops(progressing) == {"Reconciling": "True", "Stalled": "False"}
+    assert gitops(ready) == {"Reconciling": "False", "Stalled": "False"}
+    assert gitops(stuck) == {"Reconciling": "False", "Stalled": "True"}
+
 
 def test_an_edited_deployment_is_not_ready_until_its_controller_has_seen_the_edit() -> None:
     s = spec(replicas=2)

@@ -83,6 +83,27 @@ go_install() {
   rm -rf "$bin/$name-$v" && mv "$bin/$name-$v.tmp" "$bin/$name-$v"
 }
 
+# Our own small programs over a pinned library (hack/testcluster/<name>/main.go): cached by the library's
+# version and the program's hash, built in a throw-away module that requires the library.
+build_program() {
+  local name=$1 module=$2 lib_v=$3
+  local v; v="$lib_v-$(sha256sum "$here/$name/main.go" | cut -c1-8)"
+  if have "$name" "$v"; then
+    log "$name $v: cached"
+  else
+    log "$name $v: building against $module $lib_v"
+    local work; work=$(mktemp -d); trap 'rm -rf "$work"' RETURN
+    cp "$here/$name/main.go" "$work/"
+    printf 'module kaliper.dev/testcluster/%s\ngo 1.25\nrequire %s %s\n' "$name" "$module" "$lib_v" >"$work/go.mod"
+    mkdir -p "$bin/$name-$v.tmp"
+    (cd "$work" && go mod tidy >&2 && go build -trimpath -ldflags "-s -w" -o "$bin/$name-$v.tmp/$name" .) \
+      || die "building $name $v failed (see the Go errors above)"
+    rm -rf "$bin/$name-$v" && mv "$bin/$name-$v.tmp" "$bin/$name-$v"
+  fi
+  mkdir -p "$cache/current"
+  ln -sfn "$bin/$name-$v/$name" "$cache/current/$name"
+}
+
 start=$(date +%s)
 build_etcd
 build_kubernetes
@@ -90,6 +111,7 @@ go_install kwok sigs.k8s.io/kwok/cmd/kwok "$KWOK_VERSION"
 go_install helm helm.sh/helm/v3/cmd/helm "$HELM_VERSION"
 go_install kubeconform github.com/yannh/kubeconform/cmd/kubeconform "$KUBECONFORM_VERSION"
 go_install coredns github.com/coredns/coredns "$COREDNS_VERSION"
+build_program kstatus sigs.k8s.io/cli-utils "$CLI_UTILS_VERSION"
 
 # A stable directory of links to the pinned versions, for PATH.
 current="$cache/current"

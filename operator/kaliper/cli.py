@@ -150,7 +150,8 @@ def crds_print(kind: str | None) -> None:
 @click.option(
     "--fail-if-not-met",
     is_flag=True,
-    help="Exit 1 unless a configuration met the SLO (NotMet or Inconclusive fail; for CI gates).",
+    help="Exit 1 unless a configuration met the SLO (NotMet or Inconclusive fail; for CI gates). A ProfileRun's "
+    "spec.failIfNotMet does the same for that run.",
 )
 @click.option(
     "--volume",
@@ -308,7 +309,7 @@ def _run_profile(
     ignore_other_work: bool,
     console: Any,
 ) -> bool:
-    """One ProfileRun; True when it failed (or missed the SLO under --fail-if-not-met)."""
+    """One ProfileRun; True when it failed (or missed the SLO under --fail-if-not-met or spec.failIfNotMet)."""
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
@@ -360,7 +361,7 @@ def _run_profile(
         kept = sum(t.status != "Skipped" for t in report.trials)
         click.echo(f"interrupted: the {kept} finished trials are in the report; later runs were not started")
         sys.exit(130)
-    return bool(report.error) or (fail_if_not_met and report.verdict != "Met")
+    return bool(report.error) or ((fail_if_not_met or run.spec.fail_if_not_met) and report.verdict != "Met")
 
 
 def _interrupt(signum: int, frame: object) -> None:

@@ -161,6 +161,28 @@ def test_profilerun_spec_is_immutable(crds: Kubectl, namespace: str) -> None:
     crds("label", "profilerun", "frozen", "-n", namespace, "team=ml")
 
 
+def test_modeloptimization_spec_is_immutable(crds: Kubectl, namespace: str) -> None:
+    # Its candidates, report and follow-ups come from the spec its Job started with (and kstatus would wait
+    # forever on an observedGeneration a finished object never moves).
+    optimization = yaml.safe_load((EXAMPLES / "modeloptimization.yaml").read_text())
+    optimization["metadata"] = {"name": "frozen-opt"}
+    _apply(crds, namespace, optimization)
+    result = crds(
+        "patch",
+        "modeloptimization",
+        "frozen-opt",
+        "-n",
+        namespace,
+        "--type=merge",
+        "-p",
+        '{"spec":{"ttl":{"afterSuccess":"1h"}}}',
+        check=False,
+    )
+    assert result.returncode != 0
+    assert "a ModelOptimization's spec cannot change; create a new one" in result.stderr
+    crds("label", "modeloptimization", "frozen-opt", "-n", namespace, "team=ml")
+
+
 def test_owned_objects_are_garbage_collected(crds: Kubectl, namespace: str) -> None:
     _apply(crds, namespace, _profile_run("owner"))
     owner = crds.json("get", "profilerun", "owner", "-n", namespace)

@@ -25,6 +25,7 @@ from tests.support.cluster_objects import apply, model_deployment, profile_run
 from tests.support.controlplane import Kubectl
 from tests.support.exporter import Exporter, PodSeries
 from tests.support.groundtruth import groundtruth
+from tests.support.kstatus import kstatus, kubectl_wait_recipes, run_recipe
 from tests.support.operator_runner import Cluster, running_operator
 from tests.support.prometheus import prometheus
 
@@ -91,6 +92,8 @@ def test_a_two_trial_sweep_runs_to_succeeded_with_exact_prometheus_figures(
     for index, cpu in enumerate(["500m", "1"]):
         cluster.wait_trial(index, "Running")
         export_trial(cluster, exporter, index, cpu)
+        # A run at work is InProgress to kstatus (Flux's health checks), with the reason it gives.
+        assert kstatus(crds, namespace, "profilerun", "sweep") == ("InProgress", "2 trials planned")
         # The Job runs the image's load generator on the config the operator wrote (mounted read-only), under the
         # run's own account, restricted, once; the config sends the run's load to the trial's Service.
         owner = cluster.get("profilerun", "sweep")
@@ -157,6 +160,12 @@ def test_a_two_trial_sweep_runs_to_succeeded_with_exact_prometheus_figures(
     assert recommendation["replicas"] == 1
     conditions = {c["type"]: c for c in status["conditions"]}
     assert conditions["Complete"]["status"] == "True" and conditions["Degraded"]["status"] == "False"
+    assert conditions["Ready"]["message"] == "verdict Met, best trial t0"
+    assert kstatus(crds, namespace, "profilerun", "sweep") == ("Current", "Resource is Ready")
+    assert kstatus(crds, namespace, "modeldeployment", "iris") == ("Current", "Resource is Ready")
+    finished, succeeded, deployed = kubectl_wait_recipes()
+    assert [run_recipe(crds, recipe, "sweep", namespace) for recipe in (finished, succeeded)] == [0, 0]
+    assert run_recipe(crds, deployed, "iris", namespace) == 0
     # The full report, in the ConfigMap the status points to, holds the same figures.
     reference = status["reportRef"]["configMap"]
     report = ProfileReport.model_validate_json(cluster.get("configmap", reference["name"])["data"][reference["key"]])
@@ -183,8 +192,14 @@ def test_prometheus_down_or_empty_ends_succeeded_but_degraded(
 ) -> None:  # type: ignore[no-untyped-def]
     _, prometheus_url = metrics
     down = f"http://127.0.0.1:{free_port()}"
+    # "empty" is also a CI gate (spec.failIfNotMet) that no configuration passes: a median under 1 ms.
+    gate = {"slo": {"latency": [{"percentile": 50, "max": "1ms"}]}, "failIfNotMet": True}
     apply(
-        crds, namespace, model_deployment(replicas=1), profile_run("down", down), profile_run("empty", prometheus_url)
+        crds,
+        namespace,
+        model_deployment(replicas=1),
+        profile_run("down", down),
+        profile_run("empty", prometheus_url, **gate),
     )
     for name in ("down", "empty"):  # "empty": Prometheus is up, but nobody exports these pods
         cluster = Cluster(crds, namespace, name)
@@ -200,6 +215,12 @@ def test_prometheus_down_or_empty_ends_succeeded_but_degraded(
         reasons[name] = degraded["message"]
     assert f"Prometheus at {down} could not be queried" in reasons["down"]
     assert "no cAdvisor series for pods empty-t0-" in reasons["empty"]
+    # Figures missing is no failure; a gate the run did not pass is one, its phase and report kept.
+    assert kstatus(crds, namespace, "profilerun", "down") == ("Current", "Resource is Ready")
+    assert kstatus(crds, namespace, "profilerun", "empty") == (
+        "Failed",
+        "verdict NotMet: no configuration met the SLO (spec.failIfNotMet)",
+    )
 
 
 def test_a_failed_load_generator_job_fails_the_trial(operator, crds: Kubectl, namespace: str) -> None:  # type: ignore[no-untyped-def]
@@ -213,6 +234,8 @@ def test_a_failed_load_generator_job_fails_the_trial(operator, crds: Kubectl, na
     assert trial["failedIn"] == "Running"
     assert "load-generator Job jobfail-t0-lg failed: BackoffLimitExceeded" in trial["message"]
     assert "exited with code 2 (Error): cannot read /etc/kaliper/config.yaml" in trial["message"]
+    gitops, message = kstatus(crds, namespace, "profilerun", "jobfail")
+    assert gitops == "Failed" and "load-generator Job jobfail-t0-lg failed: BackoffLimitExceeded" in message
     crds.wait_for(lambda: not cluster.owned(), timeout=60, what="the trial objects to go")
 
 

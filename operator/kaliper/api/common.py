@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, NamedTuple
 
 from pydantic import AfterValidator, BeforeValidator, Field, WithJsonSchema, model_validator
 
@@ -353,6 +353,43 @@ def with_condition(
         observed_generation=generation,
     )
     return [c for c in conditions if c.type != kind] + [updated]
+
+
+# kstatus (sigs.k8s.io/cli-utils, what Flux's health checks and `flux` wait use) and Argo CD's health checks read
+# three conditions: Reconciling True means still working, Stalled True means failed for good (both
+# "abnormal-true"), and Ready True means done. Exactly one of them holds at any time.
+KstatusState = Literal["Reconciling", "Ready", "Stalled"]
+
+
+class Readiness(NamedTuple):
+    state: KstatusState
+    reason: str
+    message: str
+
+
+def readiness_of_phase(phase: str | None, conditions: list[Condition]) -> Readiness:
+    """What a run-to-completion object's phase means to kstatus, with the reason and message of the
+    condition that says the most: Complete once finished, Progressing before."""
+    latest = {c.type: c for c in conditions}
+    if phase in ("Succeeded", "Failed"):
+        complete = latest.get("Complete")
+        reason = complete.reason if complete and complete.reason else phase
+        message = complete.message if complete else ""
+        return Readiness("Ready" if phase == "Succeeded" else "Stalled", reason, message or phase.lower())
+    progressing = latest.get("Progressing")
+    reason = progressing.reason if progressing and progressing.reason else (phase or "Pending")
+    return Readiness("Reconciling", reason, (progressing.message if progressing else "") or "work has not finished")
+
+
+def with_readiness(
+    conditions: list[Condition], readiness: Readiness, now: datetime, generation: int | None
+) -> list[Condition]:
+    """The conditions with Ready, Reconciling and Stalled set from `readiness`: the one it names True, the
+    others False, all three with its reason and message."""
+    for kind in ("Ready", "Reconciling", "Stalled"):
+        ok = kind == readiness.state
+        conditions = with_condition(conditions, kind, ok, readiness.reason, readiness.message, now, generation)
+    return conditions
 
 
 def conditions_field() -> Any:

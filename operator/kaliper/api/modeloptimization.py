@@ -314,6 +314,13 @@ class ModelOptimizationSpec(KaliperModel):
     ttl: TtlSpec | None = None
     """When the finished optimization is deleted, with the follow-ups it owns (artifacts on the PVC stay)."""
 
+    # Enforced by the API server only: the candidates, the report and the follow-ups all come from the spec
+    # the optimizer Job started with; an edit would leave a status describing another spec (and kstatus
+    # waiting forever for an observedGeneration that never moves).
+    server_only_validations = (
+        {"rule": "self == oldSelf", "message": "a ModelOptimization's spec cannot change; create a new one"},
+    )
+
     def evaluation_dataset(self) -> tuple[str, DatasetSource] | None:
         """(field, source) of the rows the candidates are evaluated on: labelled rows for ONNX models, prompts
         for GGUF ones; None without either."""

@@ -655,6 +655,11 @@ class ProfileRunTemplate(KaliperModel):
     """Longest one trial (deploy, become ready, load, collect) may take before it is marked Failed."""
     ttl: TtlSpec | None = None
     """When the finished run is deleted."""
+    fail_if_not_met: bool = False
+    """Whether a finished run whose verdict is not Met (NotMet, Inconclusive or Unknown) counts as failed:
+    Stalled instead of Ready, which Flux and `kubectl wait` read as failed and Argo CD as Degraded; its phase
+    stays Succeeded and its report is kept. The cluster twin of `kaliper run --fail-if-not-met`, which this
+    field also turns on. Default false: a run that measured is Ready whatever its verdict."""
 
     cross_field_rules = (
         Rule(

@@ -19,7 +19,7 @@ from kubernetes.client import ApiException
 from pydantic import ValidationError
 
 from kaliper.api.cleanup import CleanupSpec, CleanupStatus, RemovedObject
-from kaliper.api.common import GROUP, VERSION, with_condition
+from kaliper.api.common import GROUP, VERSION, Readiness, readiness_of_phase, with_condition, with_readiness
 from kaliper.api.loader import problems_from
 from kaliper.api.resources import Cleanup
 from kaliper.controllers import kube
@@ -104,7 +104,7 @@ class Pass:
             if due is None:  # new, or its spec changed: (re)schedule
                 self.status.phase = "Scheduled"
                 self.status.next_run_time = next_run(spec.schedule, self.now)
-                self.condition("Scheduled", True, "Scheduled", f"next pass at {self.status.next_run_time}")
+                self.condition("Scheduled", True, "Scheduled", f"next pass at {self.next_pass()}")
                 return self.write()
             if self.now < due:
                 return
@@ -199,8 +199,20 @@ class Pass:
             self.status.conditions, kind, ok, reason, message, self.now, self.generation
         )
 
+    def next_pass(self) -> str:
+        """The next pass's time as the status shows it (RFC 3339, UTC)."""
+        return self.status.next_run_time.strftime("%Y-%m-%dT%H:%M:%SZ") if self.status.next_run_time else "none"
+
+    def readiness(self) -> Readiness:
+        """A scheduled Cleanup is Ready between passes: waiting for the next one is what it is for."""
+        if self.status.phase == "Scheduled":
+            last = f"; last pass: {self.status.message}" if self.status.message else ""
+            return Readiness("Ready", "Scheduled", f"next pass at {self.next_pass()}{last}")
+        return readiness_of_phase(self.status.phase, self.status.conditions)
+
     def write(self) -> None:
         self.status.observed_generation = self.generation
+        self.status.conditions = with_readiness(self.status.conditions, self.readiness(), self.now, self.generation)
         status = self.status.to_manifest()
         # A merge patch leaves out what it does not name: clear what this status no longer has.
         status.update({k: None for k in self.before if k not in status})

@@ -19,7 +19,7 @@ from typing import Any
 import kopf
 from pydantic import ValidationError
 
-from kaliper.api.common import GROUP, VERSION
+from kaliper.api.common import GROUP, VERSION, Readiness
 from kaliper.api.loader import problems_from
 from kaliper.api.modeldeployment import ModelDeploymentSpec
 from kaliper.api.profilerun import ProfileRunStatus, Progress, ReportReference, ResourceUsage, TrialSummary
@@ -49,7 +49,7 @@ from kaliper.profiling import trials as run_trials
 from kaliper.profiling.plan import cluster_problem, configurations, describe, machine_paths_problem
 from kaliper.profiling.schedule import PlannedTrial, planned_trials, room_to_start, schedule_from_status
 from kaliper.report.schema import LoadTestResult
-from kaliper.report.status import final_status, trial_summary
+from kaliper.report.status import degraded_condition, final_status, gated_readiness, trial_summary
 
 PLURAL = "profileruns"
 
@@ -146,6 +146,10 @@ class RunStep(StatusStep[ProfileRunStatus]):
     def fail(self, reason: str, message: str) -> None:
         metrics.RUNS.labels("Failed").inc()
         super().fail(reason, message)
+
+    def readiness(self) -> Readiness:
+        spec = getattr(self, "spec", None)  # not there when the spec was invalid
+        return gated_readiness(spec is not None and spec.fail_if_not_met, self.status) or super().readiness()
 
     # -- planning, once
 
@@ -333,11 +337,7 @@ class RunStep(StatusStep[ProfileRunStatus]):
         self.status = final_status(
             report, ReportReference(config_map={"name": report_name(self.name), "key": REPORT_KEY}), self.status
         )
-        unavailable = sorted({u for t in report.trials if t.resources for u in t.resources.unavailable})
-        if unavailable:
-            self.condition("Degraded", True, "MetricsUnavailable", "; ".join(unavailable))
-        else:
-            self.condition("Degraded", False, "MetricsAvailable", "every resource figure was measured")
+        self.condition("Degraded", *degraded_condition(report))
         if report.error:
             self.fail("TrialsFailed", report.error)
             return

@@ -16,7 +16,7 @@ from typing import Any, Generic, TypeVar
 
 import kopf
 
-from kaliper.api.common import KaliperModel, with_condition
+from kaliper.api.common import KaliperModel, Readiness, readiness_of_phase, with_condition, with_readiness
 from kaliper.controllers import expiry, kube
 from kaliper.controllers.diagnosis import job_ended
 from kaliper.controllers.locks import StepLocks
@@ -71,9 +71,15 @@ class StatusStep(Generic[Status]):
         self.condition("Complete", False, reason, message)
         self.event(reason, f"{self.kind} failed: {message}", warning=True)
 
+    def readiness(self) -> Readiness:
+        """Ready, Reconciling or Stalled, as kstatus and Argo CD read them: from the phase by default."""
+        status: Any = self.status
+        return readiness_of_phase(status.phase, status.conditions)
+
     def write(self) -> None:
         status: Any = self.status
         status.observed_generation = self.generation
+        status.conditions = with_readiness(status.conditions, self.readiness(), self.now, self.generation)
         manifest = status.to_manifest()
         if manifest != {k: self.before.get(k) for k in manifest}:
             kube.patch_status(self.kind, self.namespace, self.name, manifest)

@@ -371,34 +371,18 @@ def observed_status(
         message = (failure or deployment_conditions["Progressing"]).get("message", "the rollout is stuck")
     else:
         phase, message = "Progressing", f"{ready}/{desired} replicas ready"
+    rolling_out = phase in ("Pending", "Progressing")
+    # Ready, Progressing and Degraded as Deployments have them; Reconciling and Stalled for kstatus (Flux,
+    # `kubectl wait`) and Argo CD: a stuck rollout is Stalled, which they report as failed.
+    decided = [
+        ("Ready", phase == "Ready", "ReplicasReady" if phase == "Ready" else "ReplicasNotReady"),
+        ("Progressing", rolling_out, "RollingOut" if rolling_out else "Settled"),
+        ("Degraded", phase == "Degraded", "RolloutStuck" if phase == "Degraded" else "Healthy"),
+        ("Reconciling", rolling_out, "RollingOut" if rolling_out else "Settled"),
+        ("Stalled", phase == "Degraded", "RolloutStuck" if phase == "Degraded" else "Healthy"),
+    ]
     conditions = [
-        _condition(
-            "Ready",
-            phase == "Ready",
-            "ReplicasReady" if phase == "Ready" else "ReplicasNotReady",
-            message,
-            previous_conditions,
-            generation,
-            now,
-        ),
-        _condition(
-            "Progressing",
-            phase in ("Pending", "Progressing"),
-            "RollingOut" if phase in ("Pending", "Progressing") else "Settled",
-            message,
-            previous_conditions,
-            generation,
-            now,
-        ),
-        _condition(
-            "Degraded",
-            phase == "Degraded",
-            "RolloutStuck" if phase == "Degraded" else "Healthy",
-            message,
-            previous_conditions,
-            generation,
-            now,
-        ),
+        _condition(kind, ok, reason, message, previous_conditions, generation, now) for kind, ok, reason in decided
     ]
     return {
         "phase": phase,
@@ -423,5 +407,7 @@ def failed_status(generation: int, message: str, previous_conditions: list[dict]
         "conditions": [
             _condition("Ready", False, "InvalidSpec", message, previous_conditions, generation, now),
             _condition("Degraded", True, "InvalidSpec", message, previous_conditions, generation, now),
+            _condition("Reconciling", False, "InvalidSpec", message, previous_conditions, generation, now),
+            _condition("Stalled", True, "InvalidSpec", message, previous_conditions, generation, now),
         ],
     }

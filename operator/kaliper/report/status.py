@@ -3,7 +3,7 @@ for the Kubernetes object (the full report stays in report.json or the run's Con
 
 from __future__ import annotations
 
-from kaliper.api.common import ResourceList
+from kaliper.api.common import Readiness, ResourceList
 from kaliper.api.modeloptimization import Footprint, ModelOptimizationStatus, OperatorTypeShare, ProfileSummary
 from kaliper.api.profilerun import (
     BestConfiguration,
@@ -130,6 +130,23 @@ def final_status(report: ProfileReport, reference: ReportReference, running: Pro
         summary.failed_in = times[summary.index].failed_in
     final.conditions, final.start_time = running.conditions, running.start_time
     return final
+
+
+def degraded_condition(report: ProfileReport) -> tuple[bool, str, str]:
+    """A finished run's Degraded condition: whether any resource figure could not be measured, and which."""
+    unavailable = sorted({u for t in report.trials if t.resources for u in t.resources.unavailable})
+    if unavailable:
+        return True, "MetricsUnavailable", "; ".join(unavailable)
+    return False, "MetricsAvailable", "every resource figure was measured"
+
+
+def gated_readiness(fail_if_not_met: bool, status: ProfileRunStatus) -> Readiness | None:
+    """spec.failIfNotMet: a run that finished without a Met verdict is Stalled, its report kept. None: the
+    phase decides."""
+    if fail_if_not_met and status.phase == "Succeeded" and status.verdict != "Met":
+        verdict = status.verdict or "Unknown"
+        return Readiness("Stalled", "SLONotMet", f"verdict {verdict}: no configuration met the SLO (spec.failIfNotMet)")
+    return None
 
 
 # --- ModelOptimization ---------------------------------------------------------------------------------

@@ -1,0 +1,96 @@
+"""What GitOps tools read from the statuses the operator writes on the real API server: kstatus (the library of
+Flux's health checks, built from sigs.k8s.io/cli-utils) and the README's `kubectl wait` recipes, for the phases
+the other operator tests do not reach. Those tests check the rest where their objects already are (a run at work
+and succeeded, a failed trial, a ModelDeployment Ready or refused, Cleanups scheduled, done and refused)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import pytest
+
+from tests.support.cluster_objects import apply, model_deployment, profile_run
+from tests.support.controlplane import Kubectl
+from tests.support.kstatus import kstatus, kubectl_wait_recipes, run_recipe
+from tests.support.operator_runner import running_operator
+
+FINISHED, SUCCEEDED, DEPLOYED = kubectl_wait_recipes()
+
+
+@pytest.fixture(scope="module")
+def operator(crds: Kubectl) -> Iterator[None]:
+    with running_operator(crds):
+        yield
+
+
+def phase_of(kubectl: Kubectl, namespace: str, kind: str, name: str) -> str | None:
+    return (kubectl.json("get", kind, name, "-n", namespace).get("status") or {}).get("phase")
+
+
+def test_a_run_waiting_for_its_target_is_in_progress_then_failed_and_the_wait_recipes_say_so(
+    operator, crds: Kubectl, namespace: str
+) -> None:  # type: ignore[no-untyped-def]
+    run = profile_run("orphan", None, target={"deploymentRef": {"name": "not-there"}}, readyTimeout="8s")
+    apply(crds, namespace, run)
+    crds.wait_for(lambda: phase_of(crds, namespace, "profilerun", "orphan") == "Pending", what="orphan Pending")
+    assert kstatus(crds, namespace, "profilerun", "orphan") == (
+        "InProgress",
+        "waiting for ModelDeployment not-there (spec.target.deploymentRef)",
+    )
+    # The first recipe waits until the run has finished, either way; the second then fails it.
+    assert run_recipe(crds, FINISHED, "orphan", namespace) == 0
+    assert phase_of(crds, namespace, "profilerun", "orphan") == "Failed"
+    assert run_recipe(crds, SUCCEEDED, "orphan", namespace) == 1
+    assert kstatus(crds, namespace, "profilerun", "orphan") == (
+        "Failed",
+        "ModelDeployment not-there does not exist; create it or fix spec.target.deploymentRef",
+    )
+    status = crds.json("get", "profilerun", "orphan", "-n", namespace)["status"]
+    conditions = {c["type"]: c for c in status["conditions"]}
+    assert {kind: conditions[kind]["status"] for kind in ("Ready", "Reconciling", "Stalled")} == {
+        "Ready": "False",
+        "Reconciling": "False",
+        "Stalled": "True",
+    }
+    assert conditions["Stalled"]["reason"] == "RunFailed" and conditions["Stalled"]["observedGeneration"] == 1
+
+
+def test_a_rollout_that_cannot_schedule_is_in_progress_and_one_that_cannot_create_pods_is_stalled(
+    operator, crds: Kubectl, namespace: str
+) -> None:  # type: ignore[no-untyped-def]
+    # One pod in the namespace: the first deployment's pod takes it (and waits for a node with 64 cores, which
+    # no kwok node has); the second's ReplicaSet is refused its pod, which its Deployment reports as a
+    # ReplicaFailure.
+    quota = {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "one-pod"}}
+    quota["spec"] = {"hard": {"pods": "1"}}
+    waiting = model_deployment("waiting", replicas=1)
+    waiting["spec"]["resources"] = {"requests": {"cpu": "64"}}
+    apply(crds, namespace, quota, waiting)
+    crds.wait_for(
+        lambda: (
+            len(crds.json("get", "pods", "-n", namespace, "-l", "kaliper.dev/modeldeployment=waiting")["items"]) == 1
+        ),
+        what="the waiting deployment's pod",
+    )
+    assert phase_of(crds, namespace, "modeldeployment", "waiting") == "Progressing"
+    assert kstatus(crds, namespace, "modeldeployment", "waiting") == ("InProgress", "0/1 replicas ready")
+    assert run_recipe(crds, [*DEPLOYED[:-1], "--timeout=0"], "waiting", namespace) == 1
+
+    apply(crds, namespace, model_deployment("refused", replicas=1))
+    crds.wait_for(
+        lambda: phase_of(crds, namespace, "modeldeployment", "refused") == "Degraded",
+        timeout=60,
+        what="the refused deployment Degraded",
+    )
+    status, message = kstatus(crds, namespace, "modeldeployment", "refused")
+    assert status == "Failed"
+    assert 'pods "refused-' in message and "exceeded quota: one-pod" in message, message
+    conditions = crds.json("get", "modeldeployment", "refused", "-n", namespace)["status"]["conditions"]
+    assert {c["type"]: (c["status"], c["reason"]) for c in conditions} == {
+        "Ready": ("False", "ReplicasNotReady"),
+        "Progressing": ("False", "Settled"),
+        "Degraded": ("True", "RolloutStuck"),
+        "Reconciling": ("False", "Settled"),
+        "Stalled": ("True", "RolloutStuck"),
+    }, json.dumps(conditions)
