@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 import yaml
 
+from kaliper.api.argocd import argocd_patch_stale
 from kaliper.api.crd import crd_files, custom_resource_definition, stale_crds, write_crds
 from kaliper.api.resources import KINDS, KindInfo
 
@@ -18,6 +19,11 @@ CRD_DIRS = [REPO / "crds", REPO / "charts" / "kaliper" / "crds"]
 def test_committed_crds_match_the_models() -> None:
     stale = stale_crds(CRD_DIRS)
     assert not stale, f"regenerate with `kaliper crds generate`: {[str(p) for p in stale]}"
+
+
+def test_the_charts_argocd_patch_carries_its_health_checks() -> None:
+    # charts/kaliper/argocd/argocd-cm.yaml holds exactly the health.lua files beside it.
+    assert not argocd_patch_stale(REPO / "charts" / "kaliper" / "argocd"), "regenerate with `kaliper crds generate`"
 
 
 def test_drift_is_detected(tmp_path: Path) -> None:

@@ -84,9 +84,10 @@ go_install() {
 }
 
 # Our own small programs over a pinned library (hack/testcluster/<name>/main.go): cached by the library's
-# version and the program's hash, built in a throw-away module that requires the library.
+# version and the program's hash, built in a throw-away module that requires the library; an optional fourth
+# argument names a function printing further go.mod lines (replaces).
 build_program() {
-  local name=$1 module=$2 lib_v=$3
+  local name=$1 module=$2 lib_v=$3 more_gomod=${4:-}
   local v; v="$lib_v-$(sha256sum "$here/$name/main.go" | cut -c1-8)"
   if have "$name" "$v"; then
     log "$name $v: cached"
@@ -94,14 +95,27 @@ build_program() {
     log "$name $v: building against $module $lib_v"
     local work; work=$(mktemp -d); trap 'rm -rf "$work"' RETURN
     cp "$here/$name/main.go" "$work/"
-    printf 'module kaliper.dev/testcluster/%s\ngo 1.25\nrequire %s %s\n' "$name" "$module" "$lib_v" >"$work/go.mod"
+    { printf 'module kaliper.dev/testcluster/%s\ngo 1.25\nrequire %s %s\n' "$name" "$module" "$lib_v"
+      if [ -n "$more_gomod" ]; then "$more_gomod"; fi; } >"$work/go.mod"
     mkdir -p "$bin/$name-$v.tmp"
-    (cd "$work" && go mod tidy >&2 && go build -trimpath -ldflags "-s -w" -o "$bin/$name-$v.tmp/$name" .) \
+    (cd "$work" && go build -trimpath -ldflags "-s -w" -o "$bin/$name-$v.tmp/$name" .) \
       || die "building $name $v failed (see the Go errors above)"
     rm -rf "$bin/$name-$v" && mv "$bin/$name-$v.tmp" "$bin/$name-$v"
   fi
   mkdir -p "$cache/current"
   ln -sfn "$bin/$name-$v/$name" "$cache/current/$name"
+}
+
+# Argo CD's replaces, which a module that requires it must repeat (Go ignores a dependency's replaces), less
+# its local gitops-engine, which comes from the module proxy at the pinned commit of its release branch.
+argocd_replaces() {
+  local upstream_mod
+  upstream_mod=$(go mod download -json "github.com/argoproj/argo-cd/v3@$ARGOCD_VERSION" \
+    | python3 -c 'import json,sys; print(json.load(sys.stdin)["GoMod"])') \
+    || die "could not download github.com/argoproj/argo-cd/v3@$ARGOCD_VERSION from the module proxy"
+  awk '/^replace \(/{inside=1; next} inside && /^\)/{inside=0} inside && /=>/ && !/=> \.\//' "$upstream_mod" \
+    | sed 's/^[[:space:]]*/replace /'
+  echo "replace github.com/argoproj/argo-cd/gitops-engine => github.com/argoproj/argo-cd/gitops-engine $ARGOCD_GITOPS_ENGINE"
 }
 
 start=$(date +%s)
@@ -112,6 +126,7 @@ go_install helm helm.sh/helm/v3/cmd/helm "$HELM_VERSION"
 go_install kubeconform github.com/yannh/kubeconform/cmd/kubeconform "$KUBECONFORM_VERSION"
 go_install coredns github.com/coredns/coredns "$COREDNS_VERSION"
 build_program kstatus sigs.k8s.io/cli-utils "$CLI_UTILS_VERSION"
+build_program argocd-health github.com/argoproj/argo-cd/v3 "$ARGOCD_VERSION" argocd_replaces
 
 # A stable directory of links to the pinned versions, for PATH.
 current="$cache/current"

@@ -16,6 +16,7 @@ from kaliper.log import configure_logging
 
 DEFAULT_CRD_DIRS = ("crds", "charts/kaliper/crds")
 DEFAULT_REFERENCE = "docs/api-reference.md"
+DEFAULT_ARGOCD_DIR = "charts/kaliper/argocd"  # Argo CD's health checks, beside the chart's CRDs
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -102,16 +103,21 @@ def crds() -> None:
 )
 @click.option("--check", is_flag=True, help="Write nothing; exit 1 if the files differ from the models.")
 def crds_generate(directories: tuple[Path, ...], reference: Path, check: bool) -> None:
-    """Write the CRD YAML files and the API reference (or check that they are up to date)."""
+    """Write the CRD YAML files, the API reference and the chart's argocd-cm patch (or check that they are up
+    to date)."""
+    from kaliper.api.argocd import argocd_patch_stale, write_argocd_patch
     from kaliper.api.crd import stale_crds, write_crds
     from kaliper.api.reference import api_reference_markdown
 
     targets = list(directories) or [Path(d) for d in DEFAULT_CRD_DIRS]
+    argocd = Path(DEFAULT_ARGOCD_DIR)  # there when run from the repository's root
     markdown = api_reference_markdown()
     if check:
         stale = stale_crds(targets)
         if not reference.exists() or reference.read_text() != markdown:
             stale.append(reference)
+        if argocd.is_dir() and argocd_patch_stale(argocd):
+            stale.append(argocd / "argocd-cm.yaml")
         if stale:
             for path in stale:
                 click.echo(f"out of date: {path}", err=True)
@@ -123,6 +129,8 @@ def crds_generate(directories: tuple[Path, ...], reference: Path, check: bool) -
     reference.parent.mkdir(parents=True, exist_ok=True)
     reference.write_text(markdown)
     click.echo(f"wrote {reference}")
+    if argocd.is_dir():
+        click.echo(f"wrote {write_argocd_patch(argocd)}")
 
 
 @crds.command("print")

@@ -12,7 +12,7 @@ import pytest
 
 from tests.support.cluster_objects import profile_run
 from tests.support.controlplane import Kubectl
-from tests.support.kstatus import kstatus
+from tests.support.gitops import argocd_health, kstatus
 from tests.support.operator_runner import Cluster, running_operator
 
 OPERATOR_NAMESPACE = "kaliper-system"  # KALIPER_NAMESPACE in tests/conftest.py
@@ -97,6 +97,7 @@ def test_a_broad_selector_removes_only_the_runs_it_names_and_a_dry_run_removes_n
     assert [r["name"] for r in status["removed"]] == ["run-a", "run-b", "run-c"]
     assert status["message"] == "would remove 3 of 3 matching objects"
     assert kstatus(crds, namespace, "cleanup", "look") == ("Current", "Resource is Ready")
+    assert argocd_health(crds, namespace, "cleanup", "look") == ("Healthy", "would remove 3 of 3 matching objects")
     assert all(exists(crds, namespace, "profilerun", n) for n in ("run-a", "run-b", "run-c"))
 
     apply(crds, namespace, cleanup("sweep", kinds=["ProfileRun"], selector={"matchLabels": team}, keepLast=1))
@@ -136,6 +137,7 @@ def test_a_cleanup_reaches_other_namespaces_only_from_the_operators_namespace(
     assert exists(crds, namespace, "profilerun", "old")
     gitops, message = kstatus(crds, namespace, "cleanup", "elsewhere")
     assert gitops == "Failed" and message.startswith(f"a Cleanup in namespace {namespace} may only remove objects")
+    assert argocd_health(crds, namespace, "cleanup", "elsewhere") == ("Degraded", message)
 
     if not exists(crds, "default", "namespace", OPERATOR_NAMESPACE):
         crds("create", "namespace", OPERATOR_NAMESPACE, check=False)
@@ -159,6 +161,8 @@ def test_a_scheduled_cleanup_says_when_it_runs_next_and_runs_then(operator, crds
     assert status["phase"] == "Scheduled" and first.second == 0 and "lastRunTime" not in status
     # Waiting for its next pass is what a scheduled Cleanup is for: Ready, with when.
     assert kstatus(crds, namespace, "cleanup", "minutely") == ("Current", "Resource is Ready")
+    next_pass = f"next pass at {status['nextRunTime']}"
+    assert argocd_health(crds, namespace, "cleanup", "minutely") == ("Healthy", next_pass)
     ready = next(c for c in status["conditions"] if c["type"] == "Ready")
     assert (ready["status"], ready["reason"], ready["message"]) == (
         "True",

@@ -6,13 +6,16 @@ and succeeded, a failed trial, a ModelDeployment Ready or refused, Cleanups sche
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from tests.support.cluster_objects import apply, model_deployment, profile_run
 from tests.support.controlplane import Kubectl
-from tests.support.kstatus import kstatus, kubectl_wait_recipes, run_recipe
+from tests.support.gitops import ARGOCD_CHECKS, argocd_health, kstatus, kubectl_wait_recipes, run_recipe
 from tests.support.operator_runner import running_operator
 
 FINISHED, SUCCEEDED, DEPLOYED = kubectl_wait_recipes()
@@ -34,18 +37,16 @@ def test_a_run_waiting_for_its_target_is_in_progress_then_failed_and_the_wait_re
     run = profile_run("orphan", None, target={"deploymentRef": {"name": "not-there"}}, readyTimeout="8s")
     apply(crds, namespace, run)
     crds.wait_for(lambda: phase_of(crds, namespace, "profilerun", "orphan") == "Pending", what="orphan Pending")
-    assert kstatus(crds, namespace, "profilerun", "orphan") == (
-        "InProgress",
-        "waiting for ModelDeployment not-there (spec.target.deploymentRef)",
-    )
+    waiting = "waiting for ModelDeployment not-there (spec.target.deploymentRef)"
+    assert kstatus(crds, namespace, "profilerun", "orphan") == ("InProgress", waiting)
+    assert argocd_health(crds, namespace, "profilerun", "orphan") == ("Progressing", waiting)
     # The first recipe waits until the run has finished, either way; the second then fails it.
     assert run_recipe(crds, FINISHED, "orphan", namespace) == 0
     assert phase_of(crds, namespace, "profilerun", "orphan") == "Failed"
     assert run_recipe(crds, SUCCEEDED, "orphan", namespace) == 1
-    assert kstatus(crds, namespace, "profilerun", "orphan") == (
-        "Failed",
-        "ModelDeployment not-there does not exist; create it or fix spec.target.deploymentRef",
-    )
+    missing = "ModelDeployment not-there does not exist; create it or fix spec.target.deploymentRef"
+    assert kstatus(crds, namespace, "profilerun", "orphan") == ("Failed", missing)
+    assert argocd_health(crds, namespace, "profilerun", "orphan") == ("Degraded", missing)
     status = crds.json("get", "profilerun", "orphan", "-n", namespace)["status"]
     conditions = {c["type"]: c for c in status["conditions"]}
     assert {kind: conditions[kind]["status"] for kind in ("Ready", "Reconciling", "Stalled")} == {
@@ -75,6 +76,7 @@ def test_a_rollout_that_cannot_schedule_is_in_progress_and_one_that_cannot_creat
     )
     assert phase_of(crds, namespace, "modeldeployment", "waiting") == "Progressing"
     assert kstatus(crds, namespace, "modeldeployment", "waiting") == ("InProgress", "0/1 replicas ready")
+    assert argocd_health(crds, namespace, "modeldeployment", "waiting") == ("Progressing", "0/1 replicas ready")
     assert run_recipe(crds, [*DEPLOYED[:-1], "--timeout=0"], "waiting", namespace) == 1
 
     apply(crds, namespace, model_deployment("refused", replicas=1))
@@ -86,6 +88,7 @@ def test_a_rollout_that_cannot_schedule_is_in_progress_and_one_that_cannot_creat
     status, message = kstatus(crds, namespace, "modeldeployment", "refused")
     assert status == "Failed"
     assert 'pods "refused-' in message and "exceeded quota: one-pod" in message, message
+    assert argocd_health(crds, namespace, "modeldeployment", "refused") == ("Degraded", message)
     conditions = crds.json("get", "modeldeployment", "refused", "-n", namespace)["status"]["conditions"]
     assert {c["type"]: (c["status"], c["reason"]) for c in conditions} == {
         "Ready": ("False", "ReplicasNotReady"),
@@ -94,3 +97,36 @@ def test_a_rollout_that_cannot_schedule_is_in_progress_and_one_that_cannot_creat
         "Reconciling": ("False", "Settled"),
         "Stalled": ("True", "RolloutStuck"),
     }, json.dumps(conditions)
+
+
+def argocd_tests(kubectl: Kubectl, checks: Path) -> subprocess.CompletedProcess:
+    program = Path(kubectl.binary).parent / "argocd-health"
+    return subprocess.run([str(program), "test", str(checks)], capture_output=True, text=True, timeout=60)
+
+
+def test_argo_cds_lua_runtime_passes_every_case_of_the_shipped_health_tests(crds: Kubectl, tmp_path: Path) -> None:
+    ran = argocd_tests(crds, ARGOCD_CHECKS)
+    assert (ran.returncode, ran.stdout.splitlines()[-1]) == (0, "18 passed, 0 failed"), ran.stdout + ran.stderr
+    # The harness fails a case whose expectation the script does not meet.
+    shutil.copytree(ARGOCD_CHECKS, tmp_path / "checks")
+    cases = tmp_path / "checks" / "kaliper.dev" / "ProfileRun" / "health_test.yaml"
+    cases.write_text(cases.read_text().replace("status: Healthy", "status: Degraded"))
+    ran = argocd_tests(crds, tmp_path / "checks")
+    assert ran.returncode == 1 and ran.stdout.splitlines()[-1] == "17 passed, 1 failed", ran.stdout
+
+
+def test_the_argocd_cm_patch_installs_a_health_check_per_kind(crds: Kubectl, namespace: str) -> None:
+    # As the README says to apply it, to an argocd-cm as Argo CD's install makes it (here in a test namespace).
+    crds("create", "configmap", "argocd-cm", "-n", namespace, "--from-literal=url=https://argocd.example.com")
+    patch = ARGOCD_CHECKS.parent / "argocd-cm.yaml"
+    crds("patch", "configmap", "argocd-cm", "-n", namespace, "--type", "merge", "--patch-file", str(patch))
+    data = crds.json("get", "configmap", "argocd-cm", "-n", namespace)["data"]
+    assert sorted(data) == [
+        "resource.customizations.health.kaliper.dev_Cleanup",
+        "resource.customizations.health.kaliper.dev_ModelDeployment",
+        "resource.customizations.health.kaliper.dev_ModelOptimization",
+        "resource.customizations.health.kaliper.dev_ProfileRun",
+        "url",
+    ]
+    script = (ARGOCD_CHECKS / "kaliper.dev" / "ProfileRun" / "health.lua").read_text()
+    assert data["resource.customizations.health.kaliper.dev_ProfileRun"] == script

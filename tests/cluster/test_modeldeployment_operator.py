@@ -11,7 +11,7 @@ import pytest
 from kopf.testing import KopfRunner
 
 from tests.support.controlplane import Kubectl
-from tests.support.kstatus import kstatus
+from tests.support.gitops import argocd_health, kstatus
 from tests.support.operator_runner import running_operator
 
 
@@ -102,6 +102,8 @@ def test_a_model_deployment_becomes_a_ready_deployment_and_service(operator, crd
         "Stalled": "False",
     }
     assert kstatus(crds, namespace, "modeldeployment", "iris") == ("Current", "Resource is Ready")
+    ready = f"2/2 replicas ready at http://iris.{namespace}.svc:80"
+    assert argocd_health(crds, namespace, "modeldeployment", "iris") == ("Healthy", ready)
     pods = crds.json("get", "pods", "-n", namespace, "-l", "kaliper.dev/modeldeployment=iris")["items"]
     assert len(pods) == 2 and all(p["spec"]["nodeName"].startswith("kwok-node") for p in pods)
 
@@ -135,4 +137,5 @@ def test_a_spec_that_cannot_run_on_kubernetes_fails_with_the_reason(operator, cr
     assert "model.file is a path on one machine" in status["message"]
     gitops, message = kstatus(crds, namespace, "modeldeployment", "local-only")
     assert gitops == "Failed" and "model.file is a path on one machine" in message
+    assert argocd_health(crds, namespace, "modeldeployment", "local-only") == ("Degraded", message)
     assert crds("get", "deployment", "local-only", "-n", namespace, check=False).returncode != 0

@@ -24,8 +24,8 @@ from kaliper.report.schema import ProfileReport
 from tests.support.cluster_objects import apply, model_deployment, profile_run
 from tests.support.controlplane import Kubectl
 from tests.support.exporter import Exporter, PodSeries
+from tests.support.gitops import argocd_health, kstatus, kubectl_wait_recipes, run_recipe
 from tests.support.groundtruth import groundtruth
-from tests.support.kstatus import kstatus, kubectl_wait_recipes, run_recipe
 from tests.support.operator_runner import Cluster, running_operator
 from tests.support.prometheus import prometheus
 
@@ -94,6 +94,8 @@ def test_a_two_trial_sweep_runs_to_succeeded_with_exact_prometheus_figures(
         export_trial(cluster, exporter, index, cpu)
         # A run at work is InProgress to kstatus (Flux's health checks), with the reason it gives.
         assert kstatus(crds, namespace, "profilerun", "sweep") == ("InProgress", "2 trials planned")
+        health = ("Progressing", f"trials finished: {index}/2; 2 trials planned")
+        assert argocd_health(crds, namespace, "profilerun", "sweep") == health
         # The Job runs the image's load generator on the config the operator wrote (mounted read-only), under the
         # run's own account, restricted, once; the config sends the run's load to the trial's Service.
         owner = cluster.get("profilerun", "sweep")
@@ -163,6 +165,7 @@ def test_a_two_trial_sweep_runs_to_succeeded_with_exact_prometheus_figures(
     assert conditions["Ready"]["message"] == "verdict Met, best trial t0"
     assert kstatus(crds, namespace, "profilerun", "sweep") == ("Current", "Resource is Ready")
     assert kstatus(crds, namespace, "modeldeployment", "iris") == ("Current", "Resource is Ready")
+    assert argocd_health(crds, namespace, "profilerun", "sweep") == ("Healthy", "verdict Met, best trial t0")
     finished, succeeded, deployed = kubectl_wait_recipes()
     assert [run_recipe(crds, recipe, "sweep", namespace) for recipe in (finished, succeeded)] == [0, 0]
     assert run_recipe(crds, deployed, "iris", namespace) == 0
@@ -217,10 +220,9 @@ def test_prometheus_down_or_empty_ends_succeeded_but_degraded(
     assert "no cAdvisor series for pods empty-t0-" in reasons["empty"]
     # Figures missing is no failure; a gate the run did not pass is one, its phase and report kept.
     assert kstatus(crds, namespace, "profilerun", "down") == ("Current", "Resource is Ready")
-    assert kstatus(crds, namespace, "profilerun", "empty") == (
-        "Failed",
-        "verdict NotMet: no configuration met the SLO (spec.failIfNotMet)",
-    )
+    missed = "verdict NotMet: no configuration met the SLO (spec.failIfNotMet)"
+    assert kstatus(crds, namespace, "profilerun", "empty") == ("Failed", missed)
+    assert argocd_health(crds, namespace, "profilerun", "empty") == ("Degraded", missed)
 
 
 def test_a_failed_load_generator_job_fails_the_trial(operator, crds: Kubectl, namespace: str) -> None:  # type: ignore[no-untyped-def]
@@ -236,6 +238,7 @@ def test_a_failed_load_generator_job_fails_the_trial(operator, crds: Kubectl, na
     assert "exited with code 2 (Error): cannot read /etc/kaliper/config.yaml" in trial["message"]
     gitops, message = kstatus(crds, namespace, "profilerun", "jobfail")
     assert gitops == "Failed" and "load-generator Job jobfail-t0-lg failed: BackoffLimitExceeded" in message
+    assert argocd_health(crds, namespace, "profilerun", "jobfail") == ("Degraded", message)
     crds.wait_for(lambda: not cluster.owned(), timeout=60, what="the trial objects to go")
 
 

@@ -15,7 +15,7 @@ import yaml
 
 from kaliper.report.optimization import OptimizationReport
 from kaliper.serving.examples import make_iris_pipeline
-from tests.support.kstatus import kstatus
+from tests.support.gitops import argocd_health, kstatus
 from tests.support.node import IMAGE, Node
 from tests.support.node_operator import Operator, local_claim, wait_for_optimization, wait_for_phase
 from tests.support.paths import EXAMPLES
@@ -87,8 +87,13 @@ def test_a_scikit_learn_model_is_optimized_in_a_job_under_the_target_cpu(
         "InProgress",
         "optimizer Job iris-opt-optimize started",
     )
+    assert argocd_health(kubectl, node_namespace, "modeloptimization", "iris-opt")[0] == "Progressing"
     body = wait_for_optimization(node, node_namespace, "iris-opt")
     assert kstatus(kubectl, node_namespace, "modeloptimization", "iris-opt") == ("Current", "Resource is Ready")
+    assert argocd_health(kubectl, node_namespace, "modeloptimization", "iris-opt") == (
+        "Healthy",
+        body["status"]["message"],
+    )
     status = body["status"]
     # The Job: the project's image, CPU request = limit = the target's, owned by the optimization.
     job = kubectl.json("get", "job", "iris-opt-optimize", "-n", node_namespace)
@@ -142,6 +147,10 @@ def test_a_spec_the_cluster_cannot_run_fails_with_the_field_and_the_fix(
     complete = next(c for c in status["conditions"] if c["type"] == "Complete")
     assert (complete["status"], complete["reason"]) == ("False", "InvalidSpec")
     assert kstatus(node.kubectl, node_namespace, "modeloptimization", "nowhere") == ("Failed", status["message"])
+    assert argocd_health(node.kubectl, node_namespace, "modeloptimization", "nowhere") == (
+        "Degraded",
+        status["message"],
+    )
     assert node.kubectl("get", "job", "nowhere-optimize", "-n", node_namespace, check=False).returncode != 0
 
 

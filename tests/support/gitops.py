@@ -1,0 +1,55 @@
+"""What GitOps tools make of an object as the API server holds it: kstatus, the library Flux's health checks
+and `flux` waits use (hack/testcluster/kstatus, built from sigs.k8s.io/cli-utils), and Argo CD's health
+checks of the chart's charts/kaliper/argocd (hack/testcluster/argocd-health, Argo CD's own Lua runtime); both
+built by hack/testcluster/build.sh. And the README's `kubectl wait` recipes."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+from pathlib import Path
+
+from tests.support.controlplane import Kubectl
+from tests.support.paths import REPO
+
+RECIPES_MARKER = "<!-- kubectl-wait recipes:"
+ARGOCD_CHECKS = REPO / "charts" / "kaliper" / "argocd" / "resource_customizations"
+
+
+def _assess(kubectl: Kubectl, namespace: str, kind: str, name: str, *program: str) -> tuple[str, str]:
+    listed = kubectl("get", kind, name, "-n", namespace, "-o", "json").stdout
+    answer = subprocess.run(
+        [str(Path(kubectl.binary).parent / program[0]), *program[1:]],
+        input=json.dumps({"apiVersion": "v1", "kind": "List", "items": [json.loads(listed)]}),
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert answer.returncode == 0, answer.stderr
+    computed = json.loads(answer.stdout)
+    return computed["status"], computed["message"]
+
+
+def kstatus(kubectl: Kubectl, namespace: str, kind: str, name: str) -> tuple[str, str]:
+    """(status, message): InProgress, Current, Failed, Terminating or NotFound, and kstatus's message."""
+    return _assess(kubectl, namespace, kind, name, "kstatus")
+
+
+def argocd_health(kubectl: Kubectl, namespace: str, kind: str, name: str) -> tuple[str, str]:
+    """(status, message) as Argo CD computes them with the chart's health checks: Healthy, Progressing,
+    Degraded (or Suspended, Missing, Unknown)."""
+    return _assess(kubectl, namespace, kind, name, "argocd-health", "live", str(ARGOCD_CHECKS))
+
+
+def kubectl_wait_recipes() -> list[list[str]]:
+    """The README's `kubectl wait` lines (after its marker), each as the arguments after `kubectl`, with NAME
+    still to fill in."""
+    readme = (REPO / "README.md").read_text()
+    block = readme.split(RECIPES_MARKER, 1)[1].split("```bash\n", 1)[1].split("```", 1)[0]
+    return [shlex.split(line)[1:] for line in block.splitlines() if line.startswith("kubectl wait ")]
+
+
+def run_recipe(kubectl: Kubectl, recipe: list[str], name: str, namespace: str) -> int:
+    """The exit code of one README recipe line for object NAME in the namespace."""
+    return kubectl(*[a.replace("NAME", name) for a in recipe], "-n", namespace, check=False).returncode
