@@ -62,6 +62,28 @@ def test_an_object_another_kaliper_object_owns_is_left_with_its_owner() -> None:
     ]
 
 
+def test_what_argo_cd_or_flux_manages_is_kept_unless_the_spec_includes_it() -> None:
+    found = [
+        run("by-hand", "Failed", "2026-11-01T00:00:00Z", "2026-11-01T00:01:00Z"),
+        run("argo", "Failed", "2026-11-01T00:00:00Z", "2026-11-01T00:01:00Z",
+            annotations={"argocd.argoproj.io/tracking-id": "perf:kaliper.dev/ProfileRun:ml/argo"}),
+        run("argo-label", "Failed", "2026-11-01T00:00:00Z", "2026-11-01T00:01:00Z",
+            labels={"argocd.argoproj.io/instance": "perf-legacy"}),
+        run("helm", "Failed", "2026-11-01T00:00:00Z", "2026-11-01T00:01:00Z",
+            labels={"helm.toolkit.fluxcd.io/name": "gate", "helm.toolkit.fluxcd.io/namespace": "flux-system"}),
+    ]  # fmt: skip
+    plan = plan_cleanup(spec(phases=["Failed"]), found, NOW)
+    assert names(plan.remove) == ["by-hand"]
+    assert [(f.name, why) for f, why in plan.kept] == [
+        ("helm", "managed by Flux HelmRelease flux-system/gate, which would create it again"),
+        ("argo-label", "managed by Argo CD application perf-legacy, which would create it again"),
+        ("argo", "managed by Argo CD application perf, which would create it again"),
+    ]
+    assert names(plan_cleanup(spec(phases=["Failed"], includeGitOpsManaged=True), found, NOW).remove) == [
+        "argo", "argo-label", "by-hand", "helm",
+    ]  # fmt: skip
+
+
 def test_kinds_not_named_are_never_removed() -> None:
     deployment = Found.from_object(
         "ModelDeployment",

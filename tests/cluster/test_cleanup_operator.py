@@ -30,12 +30,14 @@ def apply(kubectl: Kubectl, namespace: str, *objects: dict) -> None:
     )
 
 
-def failed_run(kubectl: Kubectl, namespace: str, name: str, labels: dict[str, str]) -> None:
+def failed_run(
+    kubectl: Kubectl, namespace: str, name: str, labels: dict[str, str], annotations: dict[str, str] | None = None
+) -> None:
     """A ProfileRun the operator fails: its target does not exist, and readyTimeout is 1 s."""
     run = {
         "apiVersion": "kaliper.dev/v1alpha1",
         "kind": "ProfileRun",
-        "metadata": {"name": name, "labels": labels},
+        "metadata": {"name": name, "labels": labels, "annotations": annotations or {}},
         "spec": {
             "target": {"deploymentRef": {"name": "missing"}},
             "payload": {"inline": "{}"},
@@ -178,6 +180,30 @@ def test_a_scheduled_cleanup_says_when_it_runs_next_and_runs_then(operator, crds
     crds.wait_for(lambda: not exists(crds, namespace, "profilerun", "stale"), what="the run to go")
 
 
+ARGO_CD = {"argocd.argoproj.io/tracking-id": "perf:kaliper.dev/ProfileRun:ml/gated"}  # annotation tracking
+FLUX = {"kustomize.toolkit.fluxcd.io/name": "perf-gate", "kustomize.toolkit.fluxcd.io/namespace": "flux-system"}
+
+
+def test_a_cleanup_leaves_what_argo_cd_or_flux_manages_unless_told(operator, crds: Kubectl, namespace: str) -> None:  # type: ignore[no-untyped-def]
+    # Argo CD (auto-sync) or Flux would create them again, and a ProfileRun created again runs again.
+    failed_run(crds, namespace, "by-hand", {"team": "ops"})
+    failed_run(crds, namespace, "from-argo", {"team": "ops"}, ARGO_CD)
+    failed_run(crds, namespace, "from-flux", {"team": "ops", **FLUX})
+    apply(crds, namespace, cleanup("tidy", kinds=["ProfileRun"], selector={"matchLabels": {"team": "ops"}}))
+    crds.wait_for(lambda: status_of(crds, namespace, "tidy").get("phase") == "Succeeded", what="the cleanup")
+    status = status_of(crds, namespace, "tidy")
+    assert [r["name"] for r in status["removed"]] == ["by-hand"]
+    assert status["message"] == (
+        "removed 1 of 3 matching objects (2 managed by Argo CD or Flux (spec.includeGitOpsManaged))"
+    )
+    crds.wait_for(lambda: not exists(crds, namespace, "profilerun", "by-hand"), what="by-hand to go")
+    assert exists(crds, namespace, "profilerun", "from-argo") and exists(crds, namespace, "profilerun", "from-flux")
+
+    apply(crds, namespace, cleanup("all-of-it", kinds=["ProfileRun"], phases=["Failed"], includeGitOpsManaged=True))
+    crds.wait_for(lambda: status_of(crds, namespace, "all-of-it").get("phase") == "Succeeded", what="the cleanup")
+    assert [r["name"] for r in status_of(crds, namespace, "all-of-it")["removed"]] == ["from-argo", "from-flux"]
+
+
 def test_finished_runs_go_when_their_ttl_has_passed(operator, crds: Kubectl, namespace: str) -> None:  # type: ignore[no-untyped-def]
     run = {
         "apiVersion": "kaliper.dev/v1alpha1",
@@ -202,7 +228,9 @@ def test_finished_runs_go_when_their_ttl_has_passed(operator, crds: Kubectl, nam
         },
     }
     # Without output.pvc the operator fails the optimization at once (InvalidSpec): a finished run with a ttl.
-    apply(crds, namespace, run, optimization)
+    # The same run applied by Flux stays: Flux would apply it again, and the load test would run again.
+    gated = {**run, "metadata": {"name": "flux-gate", "labels": FLUX}}
+    apply(crds, namespace, run, optimization, gated)
     kept = "keeper"
     apply(crds, namespace, {**optimization, "metadata": {"name": kept}, "spec": {**optimization["spec"], "ttl": None}})
     # The operator checks finished runs' ttls every 30 s.
@@ -215,6 +243,19 @@ def test_finished_runs_go_when_their_ttl_has_passed(operator, crds: Kubectl, nam
         what="the runs to expire",
     )
     assert phase(crds, namespace, "modeloptimization", kept) == "Failed"
+
+    def retained() -> dict | None:
+        conditions = crds.json("get", "profilerun", "flux-gate", "-n", namespace)["status"]["conditions"]
+        return next((c for c in conditions if c["type"] == "Retained"), None)
+
+    crds.wait_for(lambda: retained() is not None, timeout=45, what="flux-gate's Retained condition")
+    condition = retained()
+    assert condition is not None and (condition["status"], condition["reason"]) == ("True", "ManagedByGitOps")
+    assert condition["message"].endswith(
+        "its ttl (2s) has passed, but Flux Kustomization flux-system/perf-gate manages it and would create it "
+        "again (and run it again): kept; set spec.ttl.deleteGitOpsManaged to delete it anyway"
+    )
+    assert phase(crds, namespace, "profilerun", "flux-gate") == "Failed"
 
 
 def test_runs_failed_at_each_stage_leave_nothing_behind_after_a_cleanup(

@@ -62,11 +62,16 @@ def test_gc_finds_orphans_and_expired_runs_and_removes_only_them(crds: Kubectl, 
             "ttl": {"afterFailure": "1h"},
         },
     }
+    # The same run as Argo CD applies it stays (Argo CD would create it again, and it would run again).
+    tracked = {"argocd.argoproj.io/tracking-id": "perf:kaliper.dev/ProfileRun:ml/synced"}
+    synced = {**run, "metadata": {"name": "synced", "annotations": tracked}}
     apply(run)
+    apply(synced)
     finished = (datetime.now(UTC) - timedelta(hours=2)).strftime("%Y-%m-%dT%H:%M:%SZ")
     status = {"status": {"phase": "Failed", "completionTime": finished}}
-    crds("patch", "profilerun", "expired", "-n", namespace, "--subresource=status", "--type=merge",
-         "-p", json.dumps(status))  # fmt: skip
+    for name in ("expired", "synced"):
+        crds("patch", "profilerun", name, "-n", namespace, "--subresource=status", "--type=merge",
+             "-p", json.dumps(status))  # fmt: skip
 
     listed = gc(crds, namespace)
     assert [(i["kind"], i["name"], i["why"]) for i in listed["cluster"]] == [
@@ -88,4 +93,5 @@ def test_gc_finds_orphans_and_expired_runs_and_removes_only_them(crds: Kubectl, 
     )
     for kind in ("modeldeployment", "deployment", "service"):
         assert crds("get", kind, "kept", "-n", namespace, check=False).returncode == 0, kind
+    assert crds("get", "profilerun", "synced", "-n", namespace, check=False).returncode == 0
     assert gc(crds, namespace)["cluster"] == []

@@ -90,6 +90,9 @@ class CleanupSpec(KaliperModel):
     """Run on this cron schedule (such as "0 3 * * *" or @daily). Default: once."""
     propagation_policy: Literal["Background", "Foreground", "Orphan"] = "Background"
     """How owned objects go: Background and Foreground delete them too; Orphan leaves them."""
+    include_git_ops_managed: bool = False
+    """Also remove objects that Argo CD or Flux manages (their tracking annotation or labels). Default false:
+    they are kept and counted in status.message, since the tool would create them again."""
 
     cross_field_rules = (
         at_most_one_of("namespaces", "all_namespaces"),

@@ -617,6 +617,10 @@ class TtlSpec(KaliperModel):
     """Time after success. Default: kept until deleted."""
     after_failure: Duration | None = None
     """Time after failure. Default: kept until deleted."""
+    delete_git_ops_managed: bool = False
+    """Whether the ttl also deletes a run that Argo CD or Flux manages (their tracking annotation or labels).
+    Default false: such a run is kept, with a Retained condition saying why, since the tool would create it
+    again and its load test would run again."""
 
 
 def streaming_metrics_used(spec: ProfileRunTemplate) -> bool:

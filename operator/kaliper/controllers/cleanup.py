@@ -26,7 +26,7 @@ from kaliper.controllers import kube
 from kaliper.controllers.pacer import PACER
 from kaliper.controllers.settings import SETTINGS
 from kaliper.controllers.store import STORE
-from kaliper.lifecycle.cleanup import CleanupPlan, Found, describe_age, next_run, plan_cleanup
+from kaliper.lifecycle.cleanup import CleanupPlan, Found, describe_age, kept_reason, next_run, plan_cleanup
 from kaliper.log import get_logger
 
 PLURAL = "cleanups"
@@ -173,8 +173,7 @@ class Pass:
         message = f"{verb} {len(removed)} of {plan.matched} matching objects"
         reasons: dict[str, int] = {}
         for _, reason in plan.kept:
-            kind = "kept by keepLast" if "keepLast" in reason else "left with their Kaliper owner"
-            reasons[kind] = reasons.get(kind, 0) + 1
+            reasons[kept_reason(reason)] = reasons.get(kept_reason(reason), 0) + 1
         if reasons:
             message += " (" + ", ".join(f"{n} {why}" for why, n in reasons.items()) + ")"
         if len(removed) > MAX_LISTED:

@@ -7,10 +7,11 @@ from datetime import UTC, datetime
 from functools import partial
 from typing import Any
 
+from kaliper.api.common import Condition, with_condition
 from kaliper.controllers import kube
 from kaliper.controllers.pacer import PACER
 from kaliper.controllers.store import STORE
-from kaliper.lifecycle.gc import FINISHED, ttl_expired
+from kaliper.lifecycle.gc import FINISHED, ttl_expired, ttl_held_by_gitops
 from kaliper.log import get_logger
 
 KINDS = ("ProfileRun", "ModelOptimization")
@@ -31,10 +32,29 @@ def track(kind: str, body: Any, gone: bool) -> None:
 
 def expire(kind: str, namespace: str, name: str) -> None:
     run = STORE.get(kind, namespace, name)
-    why = ttl_expired(run, datetime.now(UTC)) if run is not None else None
-    if why is not None:
-        log.info(f"deleting {kind} {name}: {why}", object=f"{namespace}/{name}")
-        kube.delete(kind, namespace, name)
+    now = datetime.now(UTC).replace(microsecond=0)
+    why = ttl_expired(run, now) if run is not None else None
+    if why is None:
+        return
+    held = ttl_held_by_gitops(run)
+    if held is not None:
+        _say_retained(kind, run, f"{why}, but {held}", now)
+        return
+    log.info(f"deleting {kind} {name}: {why}", object=f"{namespace}/{name}")
+    kube.delete(kind, namespace, name)
+
+
+def _say_retained(kind: str, run: dict[str, Any], message: str, now: datetime) -> None:
+    """The Retained condition, written once: the run stays past its ttl, and why."""
+    status = run.get("status") or {}
+    conditions = [Condition.model_validate(c) for c in status.get("conditions") or []]
+    if any(c.type == "Retained" for c in conditions):
+        return
+    generation = run["metadata"].get("generation")
+    conditions = with_condition(conditions, "Retained", True, "ManagedByGitOps", message, now, generation)
+    meta = run["metadata"]
+    kube.patch_status(kind, meta["namespace"], meta["name"], {"conditions": [c.to_manifest() for c in conditions]})
+    log.info(f"keeping {kind} {meta['name']}: {message}", object=f"{meta['namespace']}/{meta['name']}")
 
 
 for _kind in KINDS:

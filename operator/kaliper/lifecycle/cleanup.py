@@ -19,6 +19,7 @@ from croniter import croniter
 from kaliper.api.cleanup import CleanupSpec, LabelSelector
 from kaliper.api.common import GROUP
 from kaliper.api.units import parse_duration
+from kaliper.lifecycle.gitops import gitops_manager
 
 # Kinds whose age for olderThan counts from when they finished; others (ModelDeployment) from creation.
 FINISHING_KINDS = ("ProfileRun", "ModelOptimization")
@@ -37,6 +38,7 @@ class Found:
     created: datetime
     finished: datetime | None
     kaliper_owner: str | None  # "Kind/name" of a Kaliper object that owns it
+    gitops_manager: str | None = None  # "Argo CD application NAME" and the like (lifecycle.gitops)
 
     @classmethod
     def from_object(cls, kind: str, obj: Mapping[str, Any]) -> Found:
@@ -56,6 +58,7 @@ class Found:
             created=_time(meta["creationTimestamp"]),
             finished=_time(finished) if finished else None,
             kaliper_owner=f"{owner['kind']}/{owner['name']}" if owner else None,
+            gitops_manager=gitops_manager(meta),
         )
 
     def age_s(self, now: datetime) -> float | None:
@@ -85,10 +88,21 @@ def plan_cleanup(spec: CleanupSpec, found: list[Found], now: datetime) -> Cleanu
                 plan.kept.append((item, f"one of the newest {keep_last} (keepLast)"))
             elif item.kaliper_owner:
                 plan.kept.append((item, f"owned by {item.kaliper_owner}; it goes with its owner"))
+            elif item.gitops_manager and not spec.include_git_ops_managed:
+                plan.kept.append((item, f"managed by {item.gitops_manager}, which would create it again"))
             else:
                 plan.remove.append(item)
     plan.remove.sort(key=lambda f: (f.kind, f.namespace, f.name))
     return plan
+
+
+def kept_reason(reason: str) -> str:
+    """A kept object's reason, grouped for the Cleanup's message."""
+    if "keepLast" in reason:
+        return "kept by keepLast"
+    if reason.startswith("managed by"):
+        return "managed by Argo CD or Flux (spec.includeGitOpsManaged)"
+    return "left with their Kaliper owner"
 
 
 def _matches(spec: CleanupSpec, item: Found, now: datetime) -> bool:

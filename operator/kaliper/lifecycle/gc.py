@@ -14,6 +14,7 @@ from typing import Any
 
 from kaliper.api.common import GROUP
 from kaliper.api.units import parse_duration
+from kaliper.lifecycle.gitops import gitops_manager
 
 FINISHED = ("Succeeded", "Failed")
 
@@ -43,6 +44,18 @@ def ttl_expired(run: Mapping[str, Any], now: datetime) -> str | None:
     if finished + timedelta(seconds=parse_duration(after)) > now:
         return None
     return f"{status['phase']} at {status['completionTime']}; its ttl ({after}) has passed"
+
+
+def ttl_held_by_gitops(run: Mapping[str, Any]) -> str | None:
+    """Why a run past its ttl stays: a GitOps tool manages it (and would create it again, its load test with
+    it) and its spec.ttl does not say deleteGitOpsManaged. None: the ttl may delete it."""
+    manager = gitops_manager(run["metadata"])
+    if manager is None or ((run.get("spec") or {}).get("ttl") or {}).get("deleteGitOpsManaged"):
+        return None
+    return (
+        f"{manager} manages it and would create it again (and run it again): kept; "
+        "set spec.ttl.deleteGitOpsManaged to delete it anyway"
+    )
 
 
 def expires_at(ttl: Mapping[str, Any] | None, failed: bool, finished: datetime) -> datetime | None:
@@ -86,7 +99,7 @@ def cluster_leftovers(
     for kind in RUN_KINDS:
         for run in owners.get(kind, []):
             why = ttl_expired(run, now)
-            if why is not None:
+            if why is not None and ttl_held_by_gitops(run) is None:
                 meta = run["metadata"]
                 found.append(ClusterLeftover(kind, meta["namespace"], meta["name"], meta["uid"], why))
     return sorted(found, key=lambda f: (f.namespace, f.kind, f.name))
