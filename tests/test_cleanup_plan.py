@@ -8,6 +8,7 @@ import pytest
 
 from kaliper.api.cleanup import CleanupSpec, LabelSelector
 from kaliper.lifecycle.cleanup import Found, describe_age, next_run, plan_cleanup, selector_matches
+from kaliper.lifecycle.gc import orphans
 
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
 
@@ -122,4 +123,22 @@ def test_ages_read_as_kubectl_shows_them() -> None:
         "3h2m",
         "2d2h",
         None,
+    ]
+
+
+def test_a_report_kept_apart_from_its_run_is_a_leftover_only_once_its_time_has_passed() -> None:
+    def configmap(name: str, **meta: object) -> tuple[str, dict]:
+        return "ConfigMap", {"metadata": {"namespace": "ml", "name": name, "uid": f"uid-{name}", **meta}}
+
+    made = [
+        configmap("kept-report", annotations={"kaliper.dev/keep-until": "2026-12-22T12:00:00Z"}),
+        configmap("old-report", annotations={"kaliper.dev/keep-until": "2026-11-22T11:59:59Z"}),
+        configmap("orphaned-result"),
+    ]
+    assert [(f.name, f.why) for f in orphans(made, set(), NOW)] == [
+        (
+            "old-report",
+            "a run's report kept until 2026-11-22T11:59:59Z (spec.report.keepFor), which has passed",
+        ),
+        ("orphaned-result", "no Kaliper owner (its owner was deleted with --cascade=orphan)"),
     ]

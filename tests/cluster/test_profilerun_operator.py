@@ -8,12 +8,17 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import socket
+import subprocess
+import sys
 import threading
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import datetime, timedelta
+from pathlib import Path
 
 import pytest
 import yaml
@@ -201,7 +206,7 @@ def test_prometheus_down_or_empty_ends_succeeded_but_degraded(
         crds,
         namespace,
         model_deployment(replicas=1),
-        profile_run("down", down),
+        profile_run("down", down, report={"keepFor": "720h"}),
         profile_run("empty", prometheus_url, **gate),
     )
     for name in ("down", "empty"):  # "empty": Prometheus is up, but nobody exports these pods
@@ -223,6 +228,27 @@ def test_prometheus_down_or_empty_ends_succeeded_but_degraded(
     missed = "verdict NotMet: no configuration met the SLO (spec.failIfNotMet)"
     assert kstatus(crds, namespace, "profilerun", "empty") == ("Failed", missed)
     assert argocd_health(crds, namespace, "profilerun", "empty") == ("Degraded", missed)
+
+    # spec.report.keepFor: the report outlives its run, for 30 days from when the run finished.
+    finished = Cluster(crds, namespace, "down").status()["completionTime"]
+    kept = crds.json("get", "configmap", "down-report", "-n", namespace)["metadata"]
+    until = datetime.fromisoformat(finished.replace("Z", "+00:00")) + timedelta(hours=720)
+    assert "ownerReferences" not in kept
+    assert kept["annotations"] == {"kaliper.dev/keep-until": until.strftime("%Y-%m-%dT%H:%M:%SZ")}
+    crds("delete", "profilerun", "down", "-n", namespace)
+    labelled = lambda: crds.json("get", "configmaps", "-n", namespace, "-l", "kaliper.dev/profilerun=down")  # noqa: E731
+    crds.wait_for(
+        lambda: [c["metadata"]["name"] for c in labelled()["items"]] == ["down-report"],
+        what="the garbage collector to remove what the deleted run owned, but its report",
+    )
+    shown = subprocess.run(
+        [str(Path(sys.executable).with_name("kaliper")), "report", "down", "-n", namespace, "--json"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "KUBECONFIG": str(crds.kubeconfig)},
+    )
+    assert shown.returncode == 0, shown.stderr
+    assert ProfileReport.model_validate_json(shown.stdout).name == "down"
 
 
 def test_a_failed_load_generator_job_fails_the_trial(operator, crds: Kubectl, namespace: str) -> None:  # type: ignore[no-untyped-def]

@@ -608,6 +608,11 @@ class ReportSpec(KaliperModel):
     """Where the local runtime writes report files. Default: ./kaliper-reports/<name>."""
     include_time_series: bool = True
     """Keep per-window and resource time series in the full report."""
+    keep_for: Duration | None = None
+    """On a cluster, how long the report ConfigMap (`<run>-report`) outlives its run, from when the run
+    finished: it is written without an owner, so deleting the run (by hand, spec.ttl, a Cleanup or a GitOps
+    tool) leaves it, and `kaliper report RUN` still reads it; `kaliper gc` lists it once that time has passed.
+    Default: it goes with the run."""
 
 
 class TtlSpec(KaliperModel):

@@ -6,10 +6,12 @@ step: the snapshot, the measured trials' reports and the results documents of tr
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from kaliper.api.modeldeployment import ModelDeploymentSpec
 from kaliper.api.profilerun import TrialSummary
+from kaliper.api.units import parse_duration
 from kaliper.controllers import kube
 from kaliper.lifecycle.gc import FINISHED
 from kaliper.loadgen.publish import RESULT_KEY
@@ -154,7 +156,10 @@ class RunRecords:
             content = configmap_content(REPORT_KEY, report.model_dump_json(by_alias=True, exclude_none=True))
         # Keep the snapshot beside the report (an apply replaces the whole data map).
         content.setdefault("data", {})[TARGET_KEY] = _target_text(self.target())
-        kube.apply(build_report_configmap(self.run, content))
+        keep_for = (self.run["spec"].get("report") or {}).get("keepFor")
+        finished = report.finished_at or datetime.now(UTC)
+        keep_until = finished + timedelta(seconds=parse_duration(keep_for)) if keep_for else None
+        kube.apply(build_report_configmap(self.run, content, keep_until))
 
 
 def saved_report_text(namespace: str, run: str) -> str | None:

@@ -64,15 +64,23 @@ def expires_at(ttl: Mapping[str, Any] | None, failed: bool, finished: datetime) 
     return None if after is None else finished + timedelta(seconds=parse_duration(after))
 
 
-def orphans(objects: list[tuple[str, Mapping[str, Any]]], existing_uids: set[str]) -> list[ClusterLeftover]:
+def orphans(
+    objects: list[tuple[str, Mapping[str, Any]]], existing_uids: set[str], now: datetime
+) -> list[ClusterLeftover]:
     """Kaliper-made objects ((kind, object) pairs) without a living Kaliper owner, given the uids of every
     Kaliper object that exists now. Everything Kaliper makes has an owner, so one without any was orphaned
-    on purpose (its owner deleted with --cascade=orphan, which strips the references)."""
+    on purpose (its owner deleted with --cascade=orphan, which strips the references); except a report kept
+    apart from its run (spec.report.keepFor), which is a leftover once its keep-until time has passed."""
     found = []
     for kind, obj in objects:
         meta = obj["metadata"]
         owners = [r for r in meta.get("ownerReferences") or [] if str(r.get("apiVersion", "")).startswith(GROUP)]
-        if not owners:
+        keep_until = (meta.get("annotations") or {}).get(KEEP_UNTIL)
+        if keep_until is not None:
+            if datetime.fromisoformat(keep_until.replace("Z", "+00:00")) > now:
+                continue
+            why = f"a run's report kept until {keep_until} (spec.report.keepFor), which has passed"
+        elif not owners:
             why = "no Kaliper owner (its owner was deleted with --cascade=orphan)"
         elif not any(r.get("uid") in existing_uids for r in owners):
             why = "its owner " + ", ".join(f"{r['kind']}/{r['name']}" for r in owners) + " is gone"
@@ -81,6 +89,9 @@ def orphans(objects: list[tuple[str, Mapping[str, Any]]], existing_uids: set[str
         found.append(ClusterLeftover(kind, meta["namespace"], meta["name"], meta.get("uid", ""), why))
     return sorted(found, key=lambda f: (f.namespace, f.kind, f.name))
 
+
+# On a run's report ConfigMap kept apart from its run (spec.report.keepFor): until when (RFC 3339, UTC).
+KEEP_UNTIL = "kaliper.dev/keep-until"
 
 # Kinds Kaliper creates for its resources (labelled app.kubernetes.io/managed-by=kaliper), owned by them.
 MADE_KINDS = ("ModelDeployment", "Deployment", "Service", "Job", "ConfigMap", "ServiceAccount", "Role", "RoleBinding")
@@ -95,7 +106,7 @@ def cluster_leftovers(
     """Everything `kaliper gc` lists in a cluster: Kaliper-made objects (`made`, (kind, object) pairs) whose
     owner is gone, and finished runs past their ttl, given Kaliper's own objects by kind (`owners`)."""
     uids = {o["metadata"]["uid"] for items in owners.values() for o in items}
-    found = orphans(made, uids)
+    found = orphans(made, uids, now)
     for kind in RUN_KINDS:
         for run in owners.get(kind, []):
             why = ttl_expired(run, now)

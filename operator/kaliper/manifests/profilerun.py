@@ -11,6 +11,7 @@ Everything carries an ownerReference to the run: deleting the run deletes them a
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import PurePosixPath
 from typing import Any
 
@@ -19,6 +20,7 @@ import yaml
 from kaliper.api.modeldeployment import ModelDeploymentSpec
 from kaliper.api.profilerun import DatasetSource, ProfileRunSpec
 from kaliper.api.units import parse_duration
+from kaliper.lifecycle.gc import KEEP_UNTIL
 from kaliper.manifests.modeldeployment import LABEL_MANAGED, owner_reference
 
 LABEL_RUN = "kaliper.dev/profilerun"
@@ -369,11 +371,13 @@ def results_writer_identity(meta: dict[str, Any]) -> list[dict[str, Any]]:
     ]
 
 
-def build_report_configmap(run: dict[str, Any], content: dict[str, Any]) -> dict[str, Any]:
-    """The run's report ConfigMap; content comes from report.store.configmap_content."""
-    return {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": _owned_meta(run, report_name(run["metadata"]["name"]), "report"),
-        **content,
-    }
+def build_report_configmap(
+    run: dict[str, Any], content: dict[str, Any], keep_until: datetime | None = None
+) -> dict[str, Any]:
+    """The run's report ConfigMap; content comes from report.store.configmap_content. With keep_until
+    (spec.report.keepFor) it has no owner, so it outlives the run, and says until when it is kept."""
+    meta = _owned_meta(run, report_name(run["metadata"]["name"]), "report")
+    if keep_until is not None:
+        del meta["ownerReferences"]
+        meta["annotations"] = {KEEP_UNTIL: keep_until.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")}
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, **content}
