@@ -90,8 +90,8 @@ def test_every_configuration_is_served_by_its_own_llama_server_and_agrees_with_i
 
 
 def test_the_servers_own_gauges_show_each_configurations_slots(swept: tuple[ProfileReport, str]) -> None:
-    """llama-server ran with the slots of its configuration: with one slot the second user's request waits
-    in the server (requests_deferred) and each decode call carries one sequence, with two slots both run."""
+    """llama-server ran with the slots of its configuration: with one slot each decode call carries one
+    sequence, with two slots most carry both users' sequences."""
     report, _ = swept
     loads = {}
     for trial in report.trials:
@@ -100,20 +100,16 @@ def test_the_servers_own_gauges_show_each_configurations_slots(swept: tuple[Prof
         assert load is not None and load.source == "llama.cpp" and load.samples >= 3
         loads[(trial.parameters["cpu"], trial.parameters["slots"], trial.parameters["concurrency"])] = load
     for cpu in ("500m", "1"):
-        # The gauges are read at the window edges; llama.cpp's busy slots per decode counts every decode call
-        # in between: one slot decodes one sequence at a time, two slots two sequences in most calls (not
-        # all: a finished answer's slot idles while its user sends the next request).
+        # llama.cpp's busy slots per decode counts every decode call between the window edges: one slot decodes
+        # one sequence at a time, two slots two sequences in most calls (not all: a finished answer's slot idles
+        # while its user sends the next request). The queue and running gauges are read at the edges only, so
+        # an edge can fall between requests (CI saw no queued request at any edge of a one-slot trial): they are
+        # not asserted here (tests/profiling/test_trials.py checks what is decided from them).
         one_slot, two_slots = loads[(cpu, "1", "2")], loads[(cpu, "2", "2")]
-        assert (one_slot.waiting_max, one_slot.running_max, one_slot.busy_slots_per_decode) == (1.0, 1.0, 1.0)
-        assert two_slots.waiting_max == 0.0 and two_slots.running_max is not None and two_slots.running_max >= 1
+        assert one_slot.busy_slots_per_decode == 1.0
+        assert two_slots.waiting_max == 0.0
         assert two_slots.busy_slots_per_decode is not None and 1.2 < two_slots.busy_slots_per_decode <= 2
-        assert loads[(cpu, "2", "1")].running_max == 1.0 and loads[(cpu, "2", "1")].busy_slots_per_decode == 1.0
-    queued = next(t for t in report.trials if t.parameters == {"cpu": "1", "slots": "1", "concurrency": "2"})
-    assert [f for f in queued.limited_by if f.startswith("requests queued")] == [
-        f"requests queued in the llama.cpp server for a free slot (up to 1, "
-        f"{queued.stage.tokens.server_load.waiting_mean:.1f} on average) while its slots were busy: "  # type: ignore[union-attr]
-        "the slots set the pace"
-    ]
+        assert loads[(cpu, "2", "1")].busy_slots_per_decode == 1.0
 
 
 def test_the_run_is_priced_per_million_output_tokens_and_chooses_a_configuration(
