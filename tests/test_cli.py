@@ -118,3 +118,47 @@ def test_report_re_renders_a_saved_file_and_refuses_what_is_not_a_report(tmp_pat
     refused = kaliper("report", str(path))
     assert refused.returncode == 1
     assert refused.stderr.startswith(f"Error: {path} is not a Kaliper profile report:")
+
+
+def test_recommend_prints_a_saved_runs_recommendation_as_a_patch_or_the_patched_manifest(tmp_path: Path) -> None:
+    from datetime import UTC, datetime
+
+    from kaliper.report.schema import ProfileReport, RecommendationReport
+
+    recommendation = RecommendationReport(cpu_request="288m", memory_request="173Mi", replicas=1, rationale="p90")
+    saved = ProfileReport(
+        name="sweep",
+        started_at=datetime(2026, 11, 24, tzinfo=UTC),
+        target="ModelDeployment/iris",
+        strategy="grid",
+        recommendation=recommendation,
+    )
+    path = tmp_path / "report.json"
+    path.write_text(saved.model_dump_json(by_alias=True))
+    patch = kaliper("recommend", str(path))
+    assert (patch.returncode, patch.stdout) == (
+        0,
+        '{"spec":{"replicas":1,"resources":{"requests":{"cpu":"288m","memory":"173Mi"}}}}\n',
+    )
+    # The manifest as Git holds it (examples/modeldeployment.yaml), with the recommendation applied.
+    target = tmp_path / "iris.yaml"
+    target.write_text((REPO / "examples" / "modeldeployment.yaml").read_text())
+    shown = kaliper("recommend", str(path), "--format", "manifest", "--target", str(target))
+    assert shown.returncode == 0, shown.stderr
+    manifest = yaml.safe_load(shown.stdout)
+    original = yaml.safe_load(target.read_text())
+    assert manifest["metadata"] == original["metadata"] and manifest["spec"]["replicas"] == 1
+    assert manifest["spec"]["resources"]["requests"] == {"cpu": "288m", "memory": "173Mi"}
+    assert manifest["spec"]["model"] == original["spec"]["model"]
+    kustomize = kaliper("recommend", str(path), "--format", "kustomize")
+    assert kustomize.stdout.startswith(
+        "apiVersion: kaliper.dev/v1alpha1\nkind: ModelDeployment\nmetadata:\n  name: iris\n"
+    )
+    url_run = saved.model_copy(update={"target": "http://127.0.0.1:9/"})
+    path.write_text(url_run.model_dump_json(by_alias=True))
+    refused = kaliper("recommend", str(path))
+    assert refused.returncode == 1
+    assert refused.stderr == (
+        "Error: ProfileRun sweep loaded a URL (http://127.0.0.1:9/), not a ModelDeployment: there is no target to "
+        "patch; the recommendation is in its report\n"
+    )

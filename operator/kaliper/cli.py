@@ -473,6 +473,77 @@ def report_command(source: str, namespace: str, as_json: bool, html_path: Path |
         click.echo(f"html report: {write_html(report, html_path)}", err=as_json)
 
 
+@main.command("recommend")
+@click.argument("source")
+@click.option("--namespace", "-n", default="default", show_default=True, help="The run's namespace (cluster).")
+@click.option(
+    "--format",
+    "output_format",
+    type=click.Choice(["merge-patch", "kustomize", "manifest"]),
+    default="merge-patch",
+    show_default=True,
+    help="merge-patch: JSON for `kubectl patch --type merge`; kustomize: a patch file for `patches:`; manifest: "
+    "the target ModelDeployment with the recommendation applied.",
+)
+@click.option(
+    "--target",
+    "target_file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="With --format manifest: the target's manifest as Git holds it (default: the target in the cluster).",
+)
+def recommend_command(source: str, namespace: str, output_format: str, target_file: Path | None) -> None:
+    """Print a finished run's recommendation as a change to its target ModelDeployment, to commit to Git or
+    apply. SOURCE is a saved report.json or the name of a ProfileRun in the cluster of $KUBECONFIG."""
+    import yaml
+    from pydantic import ValidationError
+
+    from kaliper.report import recommend
+    from kaliper.report.schema import ProfileReport
+
+    path = Path(source)
+    text = path.read_text() if path.is_file() else _cluster_report(source, namespace)
+    try:
+        report = ProfileReport.model_validate_json(text)
+        name = recommend.target_name(report)
+    except ValidationError as exc:
+        raise click.ClickException(f"{source} is not a Kaliper profile report: {exc.errors()[0]['msg']}") from exc
+    except recommend.NoRecommendation as exc:
+        raise click.ClickException(str(exc)) from exc
+    assert report.recommendation is not None
+    if output_format == "merge-patch":
+        click.echo(recommend.merge_patch_text(report.recommendation))
+        return
+    if output_format == "kustomize":
+        click.echo(recommend.kustomize_patch(report), nl=False)
+        return
+    manifest = yaml.safe_load(target_file.read_text()) if target_file else _cluster_target(name, namespace)
+    try:
+        click.echo(yaml.safe_dump(recommend.patched_manifest(report, manifest), sort_keys=False), nl=False)
+    except recommend.NoRecommendation as exc:
+        raise click.ClickException(str(exc)) from exc
+
+
+def _cluster_target(name: str, namespace: str) -> dict:
+    """The target as the cluster has it, without what the API server adds (status, uid, managedFields...)."""
+    from kaliper.controllers import kube
+
+    try:
+        found = kube.get("ModelDeployment", namespace, name)
+    except Exception as exc:  # no kubeconfig, an unreachable cluster, a forbidden read
+        raise click.ClickException(f"ModelDeployment {namespace}/{name} could not be read: {exc}") from exc
+    if found is None:
+        raise click.ClickException(
+            f"ModelDeployment {namespace}/{name} does not exist; pass its manifest with --target FILE"
+        )
+    meta = {k: v for k, v in found["metadata"].items() if k in ("name", "namespace", "labels")}
+    tools = ("kubectl.kubernetes.io/", "kopf.zalando.org/")  # what kubectl apply and kopf note on it
+    annotations = {k: v for k, v in (found["metadata"].get("annotations") or {}).items() if not k.startswith(tools)}
+    if annotations:
+        meta["annotations"] = annotations
+    return {"apiVersion": found["apiVersion"], "kind": found["kind"], "metadata": meta, "spec": found["spec"]}
+
+
 def _cluster_report(run: str, namespace: str) -> str:
     from kaliper.controllers import run_records
 

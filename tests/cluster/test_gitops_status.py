@@ -9,6 +9,7 @@ import json
 import shutil
 import subprocess
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -130,3 +131,54 @@ def test_the_argocd_cm_patch_installs_a_health_check_per_kind(crds: Kubectl, nam
     ]
     script = (ARGOCD_CHECKS / "kaliper.dev" / "ProfileRun" / "health.lua").read_text()
     assert data["resource.customizations.health.kaliper.dev_ProfileRun"] == script
+
+
+def test_a_recommendation_is_not_applied_to_a_target_argo_cd_manages_unless_forced(
+    crds: Kubectl, namespace: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from kaliper.api.profilerun import ProfileRunSpec
+    from kaliper.controllers import kube
+    from kaliper.controllers.recommendation import apply_recommendation
+    from kaliper.report.schema import ProfileReport, RecommendationReport
+
+    monkeypatch.setenv("KUBECONFIG", str(crds.kubeconfig))
+    kube.api_client.cache_clear()
+    target = model_deployment("synced", replicas=2)
+    target["metadata"]["annotations"] = {"argocd.argoproj.io/tracking-id": "perf:kaliper.dev/ModelDeployment:ml/synced"}
+    apply(crds, namespace, target)
+    spec = ProfileRunSpec.model_validate(
+        {**profile_run("gate", None)["spec"], "target": {"deploymentRef": {"name": "synced"}}}
+        | {"recommendation": {"updateMode": "Apply"}}
+    )
+    report = ProfileReport(
+        name="gate",
+        started_at=datetime(2026, 11, 24, tzinfo=UTC),
+        target="ModelDeployment/synced",
+        strategy="grid",
+        recommendation=RecommendationReport(cpu_request="250m", replicas=1, rationale="p90"),
+    )
+    events: list[tuple[str, str, bool]] = []
+    apply_recommendation(spec, namespace, report, lambda *event: events.append(event))
+    assert events == [
+        (
+            "RecommendationNotApplied",
+            "Argo CD application perf manages ModelDeployment synced and would undo the patch at its next sync: "
+            f"commit it to Git (`kaliper recommend gate -n {namespace}`), or set "
+            "spec.recommendation.applyToGitOpsManaged",
+            True,
+        )
+    ]
+    assert crds.json("get", "modeldeployment", "synced", "-n", namespace)["spec"]["replicas"] == 2
+
+    forced = spec.model_copy(deep=True)
+    forced.recommendation.apply_to_git_ops_managed = True
+    apply_recommendation(forced, namespace, report, lambda *event: events.append(event))
+    assert events[1:] == [
+        (
+            "RecommendationApplied",
+            'ModelDeployment synced patched with {"spec":{"replicas":1,"resources":{"requests":{"cpu":"250m"}}}}',
+            False,
+        )
+    ]
+    patched = crds.json("get", "modeldeployment", "synced", "-n", namespace)["spec"]
+    assert (patched["replicas"], patched["resources"]) == (1, {"requests": {"cpu": "250m"}})

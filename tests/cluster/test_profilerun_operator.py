@@ -91,7 +91,9 @@ def test_a_two_trial_sweep_runs_to_succeeded_with_exact_prometheus_figures(
     exporter, prometheus_url = metrics
     # Open-loop load: both trials get the same 300 requests per second, whatever their CPU.
     load = {"openLoop": {"rate": 300, "maxConnections": 16}, "warmup": "0s", "minDuration": "3s", "maxDuration": "3s"}
-    run = profile_run("sweep", prometheus_url, sweep={"cpu": ["500m", "1"]}, load=load)
+    # updateMode Apply: once the run succeeds, the operator patches its target with the recommendation.
+    apply_it = {"updateMode": "Apply"}
+    run = profile_run("sweep", prometheus_url, sweep={"cpu": ["500m", "1"]}, load=load, recommendation=apply_it)
     apply(crds, namespace, model_deployment(), run)
     cluster = Cluster(crds, namespace, "sweep")
     for index, cpu in enumerate(["500m", "1"]):
@@ -169,11 +171,21 @@ def test_a_two_trial_sweep_runs_to_succeeded_with_exact_prometheus_figures(
     assert conditions["Complete"]["status"] == "True" and conditions["Degraded"]["status"] == "False"
     assert conditions["Ready"]["message"] == "verdict Met, best trial t0"
     assert kstatus(crds, namespace, "profilerun", "sweep") == ("Current", "Resource is Ready")
-    assert kstatus(crds, namespace, "modeldeployment", "iris") == ("Current", "Resource is Ready")
     assert argocd_health(crds, namespace, "profilerun", "sweep") == ("Healthy", "verdict Met, best trial t0")
     finished, succeeded, deployed = kubectl_wait_recipes()
     assert [run_recipe(crds, recipe, "sweep", namespace) for recipe in (finished, succeeded)] == [0, 0]
+    # The target now runs the recommendation (a new generation, rolled out: the recipe waits for it).
     assert run_recipe(crds, deployed, "iris", namespace) == 0
+    assert kstatus(crds, namespace, "modeldeployment", "iris") == ("Current", "Resource is Ready")
+    target = crds.json("get", "modeldeployment", "iris", "-n", namespace)
+    assert target["spec"]["replicas"] == 1 and target["metadata"]["generation"] == 2
+    assert target["spec"]["resources"] == {"requests": recommendation["requests"], "limits": recommendation["limits"]}
+    assert json.loads(recommendation["mergePatch"]) == {
+        "spec": {
+            "replicas": 1,
+            "resources": {"requests": recommendation["requests"], "limits": recommendation["limits"]},
+        }
+    }
     # The full report, in the ConfigMap the status points to, holds the same figures.
     reference = status["reportRef"]["configMap"]
     report = ProfileReport.model_validate_json(cluster.get("configmap", reference["name"])["data"][reference["key"]])
@@ -183,7 +195,14 @@ def test_a_two_trial_sweep_runs_to_succeeded_with_exact_prometheus_figures(
     # Nothing of the trials is left but their results; Events tell the story.
     crds.wait_for(lambda: not cluster.owned(), timeout=60, what="the trial objects to go")
     reasons = {e["reason"] for e in cluster.get("events", "--field-selector", "involvedObject.name=sweep")["items"]}
-    assert {"Started", "TrialStarted", "TrialRunning", "TrialSucceeded", "Succeeded"} <= reasons
+    assert {
+        "Started",
+        "TrialStarted",
+        "TrialRunning",
+        "TrialSucceeded",
+        "RecommendationApplied",
+        "Succeeded",
+    } <= reasons
     columns = crds("get", "profilerun", "sweep", "-n", namespace).stdout
     assert "Succeeded" in columns and "2/2" in columns and "Met" in columns
     # Steps read the run and its children from the watch streams: the operator listed each child kind once

@@ -593,6 +593,13 @@ class RecommendationSpec(KaliperModel):
     tie_tolerance: Annotated[float, Field(ge=0, le=1)] = 0.05
     """Trials whose costs per request differ by less than this fraction (or than their measured throughput
     noise, if larger) tie; the one with more latency headroom wins."""
+    update_mode: Literal["Off", "Apply"] = "Off"
+    """Off: the recommendation is only reported (status.recommendation.mergePatch, `kaliper recommend`), as
+    the Vertical Pod Autoscaler's updateMode Off. Apply: once the run succeeds, the operator patches the target
+    ModelDeployment (target.deploymentRef) with it and records an Event; never a target that Argo CD or Flux
+    manages (it would be undone at the next sync: commit the patch instead) unless applyToGitOpsManaged."""
+    apply_to_git_ops_managed: bool = False
+    """With updateMode Apply, patch the target even when Argo CD or Flux manages it."""
 
 
 class ReportSpec(KaliperModel):
@@ -977,6 +984,10 @@ class Recommendation(KaliperModel):
     """The throughput the recommendation is sized for."""
     rationale: Annotated[str, Field(max_length=4096)] | None = None
     """How the figures were derived, in words."""
+    merge_patch: Annotated[str, Field(max_length=1024)] | None = None
+    """The recommendation as a JSON merge patch of the target ModelDeployment, ready to paste:
+    `kubectl patch modeldeployment NAME --type merge -p '<this>'` (or `kaliper recommend RUN` for a kustomize
+    patch or the whole manifest)."""
 
 
 class CostSummary(KaliperModel):

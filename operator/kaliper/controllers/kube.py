@@ -160,6 +160,11 @@ def delete_labelled(kind: str, namespace: str, labels: dict[str, str], group: st
 
 
 def merge_patch(kind: str, namespace: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:
+    if kind in CUSTOM_PLURALS:
+        result = _custom().patch_namespaced_custom_object(
+            GROUP, VERSION, namespace, CUSTOM_PLURALS[kind], name, patch, _content_type="application/merge-patch+json"
+        )
+        return _remember(kind, result)
     result = _typed(kind, "patch")(name, namespace, patch, _content_type="application/merge-patch+json")
     return _remember(kind, _plain(result))
 

@@ -28,6 +28,7 @@ from kaliper.api.units import parse_duration
 from kaliper.controllers import kube, metrics, run_records
 from kaliper.controllers import trial_moves as moves
 from kaliper.controllers.diagnosis import restarts_and_oom_kills, template_hashes
+from kaliper.controllers.recommendation import apply_recommendation
 from kaliper.controllers.run_records import REPORT_KEY, RunFailed, RunRecords
 from kaliper.controllers.settings import SETTINGS, Settings
 from kaliper.controllers.stepper import StatusStep, Stepper, finished
@@ -147,9 +148,8 @@ class RunStep(StatusStep[ProfileRunStatus]):
         metrics.RUNS.labels("Failed").inc()
         super().fail(reason, message)
 
-    def readiness(self) -> Readiness:
-        spec = getattr(self, "spec", None)  # not there when the spec was invalid
-        return gated_readiness(spec is not None and spec.fail_if_not_met, self.status) or super().readiness()
+    def readiness(self) -> Readiness:  # self.spec is not there when the spec was invalid
+        return gated_readiness(getattr(self, "spec", None), self.status) or super().readiness()
 
     # -- planning, once
 
@@ -334,9 +334,9 @@ class RunStep(StatusStep[ProfileRunStatus]):
         report.trials = [self.records.trial_report(t) for t in self.status.trials or []]
         run_trials.conclude(self.spec, report, self.configurations)
         self.records.save_report(report)
-        self.status = final_status(
-            report, ReportReference(config_map={"name": report_name(self.name), "key": REPORT_KEY}), self.status
-        )
+        apply_recommendation(self.spec, self.namespace, report, self.event)
+        reference = ReportReference(config_map={"name": report_name(self.name), "key": REPORT_KEY})
+        self.status = final_status(report, reference, self.status)
         self.condition("Degraded", *degraded_condition(report))
         if report.error:
             self.fail("TrialsFailed", report.error)

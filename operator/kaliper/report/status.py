@@ -9,6 +9,7 @@ from kaliper.api.profilerun import (
     BestConfiguration,
     CostSummary,
     LatencySummary,
+    ProfileRunSpec,
     ProfileRunStatus,
     Progress,
     Recommendation,
@@ -18,6 +19,7 @@ from kaliper.api.profilerun import (
     TrialSummary,
 )
 from kaliper.report.optimization import CandidateResult, ModelProfile, OptimizationReport
+from kaliper.report.recommend import merge_patch_text
 from kaliper.report.schema import LatencyFigures, ProfileReport, TokenFigures, TrialReport
 
 FIELDS = {"p50": "p50_ms", "p90": "p90_ms", "p95": "p95_ms", "p99": "p99_ms", "p99.9": "p999_ms"}
@@ -115,6 +117,7 @@ def status_from_report(report: ProfileReport, report_ref: ReportReference | None
             limits=ResourceList(cpu=r.cpu_limit, memory=r.memory_limit),
             replicas=r.replicas,
             rationale=r.rationale[:4096],
+            merge_patch=merge_patch_text(r) if report.target.startswith("ModelDeployment/") else None,
         )
     return status
 
@@ -140,10 +143,10 @@ def degraded_condition(report: ProfileReport) -> tuple[bool, str, str]:
     return False, "MetricsAvailable", "every resource figure was measured"
 
 
-def gated_readiness(fail_if_not_met: bool, status: ProfileRunStatus) -> Readiness | None:
+def gated_readiness(spec: ProfileRunSpec | None, status: ProfileRunStatus) -> Readiness | None:
     """spec.failIfNotMet: a run that finished without a Met verdict is Stalled, its report kept. None: the
     phase decides."""
-    if fail_if_not_met and status.phase == "Succeeded" and status.verdict != "Met":
+    if spec is not None and spec.fail_if_not_met and status.phase == "Succeeded" and status.verdict != "Met":
         verdict = status.verdict or "Unknown"
         return Readiness("Stalled", "SLONotMet", f"verdict {verdict}: no configuration met the SLO (spec.failIfNotMet)")
     return None
