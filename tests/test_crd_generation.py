@@ -13,7 +13,7 @@ from kaliper.api.crd import crd_files, custom_resource_definition, stale_crds, w
 from kaliper.api.resources import KINDS, KindInfo
 
 REPO = Path(__file__).resolve().parents[1]
-CRD_DIRS = [REPO / "crds", REPO / "charts" / "kaliper" / "crds"]
+CRD_DIRS = [REPO / "crds", REPO / "charts" / "kaliper" / "files" / "crds"]
 
 
 def test_committed_crds_match_the_models() -> None:

@@ -14,7 +14,7 @@ import click
 from kaliper import __version__
 from kaliper.log import configure_logging
 
-DEFAULT_CRD_DIRS = ("crds", "charts/kaliper/crds")
+DEFAULT_CRD_DIRS = ("crds", "charts/kaliper/files/crds")  # the chart renders its copy (templates/crds.yaml)
 DEFAULT_REFERENCE = "docs/api-reference.md"
 DEFAULT_ARGOCD_DIR = "charts/kaliper/argocd"  # Argo CD's health checks, beside the chart's CRDs
 

@@ -216,7 +216,7 @@ def test_owned_objects_are_garbage_collected(crds: Kubectl, namespace: str) -> N
 def test_committed_crds_are_what_is_installed(crds: Kubectl) -> None:
     """The chart ships the same files as crds/ (the sync test checks both against the models)."""
     for path in sorted((REPO / "crds").glob("*.yaml")):
-        chart_copy = REPO / "charts" / "kaliper" / "crds" / path.name
+        chart_copy = REPO / "charts" / "kaliper" / "files" / "crds" / path.name
         assert chart_copy.read_text() == path.read_text()
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import urllib.request
 from collections.abc import Iterator
@@ -16,7 +17,7 @@ from kopf.testing import KopfRunner
 
 from kaliper.controllers import metrics
 from kaliper.netutil import free_port
-from tests.support.controlplane import Kubectl, build_binaries
+from tests.support.controlplane import ControlPlaneError, Kubectl, build_binaries
 from tests.support.groundtruth import groundtruth
 from tests.support.operator_runner import Cluster
 from tests.support.paths import REPO
@@ -35,8 +36,8 @@ def helm(kubectl: Kubectl, *args: str) -> subprocess.CompletedProcess:
 
 @pytest.fixture
 def release(crds: Kubectl, namespace: str) -> Iterator[str]:
-    """The chart installed watching every namespace (a ClusterRole)."""
-    install = helm(crds, "install", "kaliper", str(CHART), "-n", namespace)
+    """The chart installed watching every namespace (a ClusterRole); the CRDs are the session's, shared."""
+    install = helm(crds, "install", "kaliper", str(CHART), "-n", namespace, "--set=crds.install=false")
     assert install.returncode == 0, install.stderr
     yield f"system:serviceaccount:{namespace}:kaliper-kaliper"
     helm(crds, "uninstall", "kaliper", "-n", namespace)
@@ -46,7 +47,16 @@ def release(crds: Kubectl, namespace: str) -> Iterator[str]:
 def namespaced_release(crds: Kubectl, namespace: str) -> Iterator[str]:
     """The chart installed watching only its own namespace (a Role there, nothing elsewhere)."""
     release_name = f"k{namespace[-6:]}"  # cluster-scoped objects carry the release name: one per test
-    install = helm(crds, "install", release_name, str(CHART), "-n", namespace, f"--set=watchNamespaces={{{namespace}}}")
+    install = helm(
+        crds,
+        "install",
+        release_name,
+        str(CHART),
+        "-n",
+        namespace,
+        f"--set=watchNamespaces={{{namespace}}}",
+        "--set=crds.install=false",
+    )
     assert install.returncode == 0, install.stderr
     yield f"system:serviceaccount:{namespace}:{release_name}-kaliper"
     helm(crds, "uninstall", release_name, "-n", namespace)
@@ -55,7 +65,7 @@ def namespaced_release(crds: Kubectl, namespace: str) -> Iterator[str]:
 def test_chart_lints_and_renders(crds: Kubectl) -> None:
     lint = helm(crds, "lint", str(CHART))
     assert lint.returncode == 0, lint.stdout + lint.stderr
-    rendered = helm(crds, "template", "kaliper", str(CHART), "--include-crds", "--set", "watchNamespaces={ml,staging}")
+    rendered = helm(crds, "template", "kaliper", str(CHART), "--set", "watchNamespaces={ml,staging}")
     documents = [d for d in yaml.safe_load_all(rendered.stdout) if d]
     kinds = sorted(d["kind"] for d in documents)
     assert kinds.count("CustomResourceDefinition") == 4
@@ -138,14 +148,30 @@ def test_names_can_be_overridden_and_monitors_labelled_for_the_prometheus_that_s
 
 
 def test_install_notes_say_what_to_run_and_what_is_missing(crds: Kubectl, namespace: str) -> None:
-    installed = helm(crds, "install", "kaliper", str(CHART), "-n", namespace, "--dry-run=client")
+    # The session's CRDs were applied with kubectl: Helm refuses to adopt them without --take-ownership.
+    refused = helm(crds, "install", "kaliper", str(CHART), "-n", namespace, "--dry-run=client")
+    assert refused.returncode == 1
+    assert 'CustomResourceDefinition "cleanups.kaliper.dev" in namespace "" exists and cannot be imported' in (
+        refused.stderr
+    )
+    shared = "--set=crds.install=false"
+    installed = helm(crds, "install", "kaliper", str(CHART), "-n", namespace, "--dry-run=client", shared)
     assert installed.returncode == 0, installed.stderr
     notes = installed.stdout.split("NOTES:\n", 1)[1]
     assert notes.startswith(f"Kaliper 0.1.0 is installed in {namespace}, watching every namespace.")
     assert "No prometheus.url is set" in notes
     url = "--set=prometheus.url=http://prometheus-operated.monitoring:9090"
     watching = helm(
-        crds, "install", "kaliper", str(CHART), "-n", namespace, "--dry-run=client", url, "--set=watchNamespaces={ml}"
+        crds,
+        "install",
+        "kaliper",
+        str(CHART),
+        "-n",
+        namespace,
+        "--dry-run=client",
+        url,
+        "--set=watchNamespaces={ml}",
+        shared,
     )
     notes = watching.stdout.split("NOTES:\n", 1)[1]
     assert notes.startswith(f"Kaliper 0.1.0 is installed in {namespace}, watching ml.")
@@ -302,3 +328,56 @@ def test_the_operator_does_its_work_under_the_charts_identity(
         else:
             os.environ["KUBECONFIG"] = previous
         kube.api_client.cache_clear()
+
+
+def test_helm_upgrade_upgrades_the_crds_and_a_field_they_gained_survives(
+    crds: Kubectl, namespace: str, tmp_path: Path
+) -> None:
+    # The chart of an earlier version: its ProfileRun CRD has no failIfNotMet yet.
+    earlier = tmp_path / "kaliper"
+    shutil.copytree(CHART, earlier)
+    crd_file = earlier / "files" / "crds" / "kaliper.dev_profileruns.yaml"
+    crd = yaml.safe_load(crd_file.read_text())
+    spec_schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    del spec_schema["properties"]["failIfNotMet"]
+    crd_file.write_text(yaml.safe_dump(crd))
+    run = {
+        "apiVersion": "kaliper.dev/v1alpha1",
+        "kind": "ProfileRun",
+        "metadata": {"name": "gate"},
+        "spec": {
+            "target": {"url": "http://127.0.0.1:9/"},
+            "payload": {"inline": "{}"},
+            "load": {"closedLoop": {"concurrency": 1}},
+            "failIfNotMet": True,
+        },
+    }
+
+    def stored_gate(name: str, *validate: str) -> object:
+        named = {**run, "metadata": {"name": name}}
+        crds("apply", "-n", namespace, *validate, "-f", "-", input=json.dumps(named))
+        return crds.json("get", "profilerun", name, "-n", namespace)["spec"].get("failIfNotMet")
+
+    release = f"u{namespace[-6:]}"
+    try:
+        # The session's CRDs (applied with kubectl) become the release's: Helm takes them over.
+        installed = helm(crds, "install", release, str(earlier), "-n", namespace, "--take-ownership")
+        assert installed.returncode == 0, installed.stderr
+        # The earlier schema refuses the field it does not know (kubectl's strict validation), or prunes it
+        # silently (a client that does not ask for validation).
+        with pytest.raises(ControlPlaneError, match=r'unknown field "spec\.failIfNotMet"'):
+            stored_gate("gate")
+        assert stored_gate("gate", "--validate=false") is None
+        upgraded = helm(crds, "upgrade", release, str(CHART), "-n", namespace)
+        assert upgraded.returncode == 0, upgraded.stderr
+        crds.wait_for(
+            lambda: "failIfNotMet" in json.dumps(crds.json("get", "crd", "profileruns.kaliper.dev")["spec"]),
+            what="the upgraded CRD",
+        )
+        assert stored_gate("gate-v2") is True  # a new name: a ProfileRun's spec cannot change
+        # Uninstalling the release keeps the CRDs, and every run with them.
+        assert helm(crds, "uninstall", release, "-n", namespace).returncode == 0
+        assert crds("get", "profilerun", "gate", "-n", namespace, check=False).returncode == 0
+    finally:  # whatever happened, the session's CRDs as the other tests expect them
+        helm(crds, "uninstall", release, "-n", namespace)
+        crds("apply", "--server-side", "--force-conflicts", "-f", str(REPO / "crds"))

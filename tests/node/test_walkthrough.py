@@ -29,7 +29,7 @@ def test_the_operator_runs_as_a_pod_under_the_charts_service_account(node: Node,
     assert pod["spec"]["nodeName"] == "kaliper-node"
     ready = {c["type"]: c["status"] for c in pod["status"]["conditions"]}
     assert ready["Ready"] == "True"
-    assert node.kubectl("get", "crd", "profileruns.kaliper.dev").returncode == 0  # from the chart's crds/
+    assert node.kubectl("get", "crd", "profileruns.kaliper.dev").returncode == 0  # from the chart (templates/crds.yaml)
     watches = [
         e
         for e in node.audit_events()
