@@ -10,6 +10,7 @@ from datetime import datetime, timedelta
 
 import pytest
 
+from kaliper.controllers import metrics
 from tests.support.cluster_objects import profile_run
 from tests.support.controlplane import Kubectl
 from tests.support.gitops import argocd_health, kstatus
@@ -92,12 +93,16 @@ def test_a_broad_selector_removes_only_the_runs_it_names_and_a_dry_run_removes_n
         },
     )  # fmt: skip
 
+    passes_before = metrics.FINISHED.labels("Cleanup", "Succeeded")._value.get()
     apply(crds, namespace, cleanup("look", kinds=["ProfileRun"], selector={"matchLabels": team}, dryRun=True))
     crds.wait_for(lambda: status_of(crds, namespace, "look").get("phase") == "Succeeded", what="the dry run")
     status = status_of(crds, namespace, "look")
     assert status["matched"] == 3 and status["removedCount"] == 0
     assert [r["name"] for r in status["removed"]] == ["run-a", "run-b", "run-c"]
     assert status["message"] == "would remove 3 of 3 matching objects"
+    # The operator's own metrics (this process's registry, which it serves): a pass done, its steps timed.
+    assert metrics.FINISHED.labels("Cleanup", "Succeeded")._value.get() == passes_before + 1
+    assert metrics.RECONCILE_SECONDS.labels("Cleanup")._sum.get() > 0
     assert kstatus(crds, namespace, "cleanup", "look") == ("Current", "Resource is Ready")
     assert argocd_health(crds, namespace, "cleanup", "look") == ("Healthy", "would remove 3 of 3 matching objects")
     assert all(exists(crds, namespace, "profilerun", n) for n in ("run-a", "run-b", "run-c"))
@@ -227,6 +232,7 @@ def test_finished_runs_go_when_their_ttl_has_passed(operator, crds: Kubectl, nam
             "ttl": {"afterFailure": "1s"},
         },
     }
+    failed_before = metrics.FINISHED.labels("ModelOptimization", "Failed")._value.get()
     # Without output.pvc the operator fails the optimization at once (InvalidSpec): a finished run with a ttl.
     # The same run applied by Flux stays: Flux would apply it again, and the load test would run again.
     gated = {**run, "metadata": {"name": "flux-gate", "labels": FLUX}}
@@ -243,6 +249,8 @@ def test_finished_runs_go_when_their_ttl_has_passed(operator, crds: Kubectl, nam
         what="the runs to expire",
     )
     assert phase(crds, namespace, "modeloptimization", kept) == "Failed"
+    assert metrics.FINISHED.labels("ModelOptimization", "Failed")._value.get() == failed_before + 2
+    assert metrics.RECONCILES.labels("ModelOptimization")._value.get() >= 2
 
     def retained() -> dict | None:
         conditions = crds.json("get", "profilerun", "flux-gate", "-n", namespace)["status"]["conditions"]

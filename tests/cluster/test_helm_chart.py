@@ -257,6 +257,7 @@ def test_the_operator_does_its_work_under_the_charts_identity(
     metrics_port = free_port()
     # The counters live in this process, where other tests may have run operators before this one.
     succeeded_before = metrics.TRIALS.labels("Succeeded")._value.get()
+    runs_before = metrics.FINISHED.labels("ProfileRun", "Succeeded")._value.get()
     os.environ["KALIPER_METRICS_PORT"] = str(metrics_port)
     from kaliper.controllers import kube
 
@@ -304,9 +305,19 @@ def test_the_operator_does_its_work_under_the_charts_identity(
             assert cluster.wait_phase("Succeeded")["trials"][0]["requests"] > 0
             # The operator's own metrics endpoint counts its work.
             scraped = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10).read().decode()
-            steps = next(line for line in scraped.splitlines() if line.startswith("kaliper_profilerun_steps_total"))
-            assert float(steps.split()[-1]) > 0
-            assert f'kaliper_trials_total{{outcome="Succeeded"}} {succeeded_before + 1}' in scraped
+            samples = {
+                line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1])
+                for line in scraped.splitlines()
+                if line and not line.startswith("#")
+            }
+            for kind in ("ProfileRun", "ModelDeployment"):  # every kind's steps, counted and timed
+                assert samples[f'kaliper_reconciles_total{{kind="{kind}"}}'] > 0
+                assert samples[f'kaliper_reconcile_seconds_count{{kind="{kind}"}}'] > 0
+            assert samples['kaliper_trials_total{outcome="Succeeded"}'] == succeeded_before + 1
+            assert samples['kaliper_finished_total{kind="ProfileRun",phase="Succeeded"}'] == runs_before + 1
+            # What the watch streams show now: this run Succeeded, and its target Ready.
+            assert samples['kaliper_objects{kind="ProfileRun",phase="Succeeded"}'] >= 1
+            assert samples['kaliper_objects{kind="ModelDeployment",phase="Ready"}'] >= 1
             # The identity is the run's: it goes with the run.
             crds("delete", "profilerun", "rbac", "-n", namespace)
             crds.wait_for(

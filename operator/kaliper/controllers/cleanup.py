@@ -22,7 +22,7 @@ from kaliper.api.cleanup import CleanupSpec, CleanupStatus, RemovedObject
 from kaliper.api.common import GROUP, VERSION, Readiness, readiness_of_phase, with_condition, with_readiness
 from kaliper.api.loader import problems_from
 from kaliper.api.resources import Cleanup
-from kaliper.controllers import kube
+from kaliper.controllers import kube, metrics
 from kaliper.controllers.pacer import PACER
 from kaliper.controllers.settings import SETTINGS
 from kaliper.controllers.store import STORE
@@ -76,7 +76,8 @@ def tick(namespace: str, name: str) -> None:
     try:
         body = STORE.get("Cleanup", namespace, name)
         if body is not None and not body["metadata"].get("deletionTimestamp") and not _done(body):
-            Pass(body).advance()
+            with metrics.reconciling("Cleanup"):
+                Pass(body).advance()
     finally:
         lock.release()
 
@@ -182,12 +183,14 @@ class Pass:
             message += f"; {len(plan.remove) - len(removed)} were already gone or replaced"
         self.status.message = message
         self.condition("Complete", True, "DryRun" if spec.dry_run else "Removed", message)
+        metrics.FINISHED.labels("Cleanup", "Succeeded").inc()
         kopf.info(self.body, reason="DryRun" if spec.dry_run else "Removed", message=message)
         log.info(message, cleanup=f"{self.namespace}/{self.name}")
 
     def failed(self, message: str, reason: str) -> None:
         self.status.phase = "Failed"
         self.status.message = message
+        metrics.FINISHED.labels("Cleanup", "Failed").inc()
         self.status.next_run_time = None
         self.condition("Complete", False, reason, message)
         kopf.warn(self.body, reason=reason, message=message)

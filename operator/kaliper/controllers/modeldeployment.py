@@ -12,7 +12,7 @@ from pydantic import ValidationError
 from kaliper.api.common import GROUP, VERSION
 from kaliper.api.loader import problems_from
 from kaliper.api.resources import ModelDeployment
-from kaliper.controllers import kube
+from kaliper.controllers import kube, metrics
 from kaliper.controllers.pacer import PACER
 from kaliper.controllers.settings import SETTINGS
 from kaliper.controllers.store import STORE
@@ -47,6 +47,7 @@ _applied: dict[str, int] = {}
 _applied_guard = threading.Lock()
 
 
+@metrics.reconciling("ModelDeployment")
 def reconcile(namespace: str, name: str) -> None:
     """Apply the Deployment and Service of the stored ModelDeployment unless this process already applied its
     current generation (a status change is an event too, and needs no apply); then mirror the status.

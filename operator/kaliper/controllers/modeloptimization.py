@@ -18,7 +18,7 @@ from kaliper.api.common import GROUP, VERSION
 from kaliper.api.loader import problems_from
 from kaliper.api.modeloptimization import ModelOptimizationStatus
 from kaliper.api.resources import ModelOptimization
-from kaliper.controllers import kube
+from kaliper.controllers import kube, metrics
 from kaliper.controllers.diagnosis import job_ended, job_failure
 from kaliper.controllers.settings import SETTINGS
 from kaliper.controllers.stepper import StatusStep, Stepper, finished
@@ -132,6 +132,7 @@ def _finish(
     status.completion_time = report.finished_at or state.now
     state.condition("Complete", True, "Succeeded", status.message)
     state.condition("Progressing", False, "Succeeded", status.message)
+    metrics.FINISHED.labels("ModelOptimization", "Succeeded").inc()
     state.event("Optimized", status.message)
 
 

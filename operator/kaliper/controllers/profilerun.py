@@ -56,16 +56,9 @@ PLURAL = "profileruns"
 
 
 def _step(namespace: str, name: str) -> None:
-    with metrics.STEP_SECONDS.time():
-        metrics.STEPS.inc()
-        run = STORE.get("ProfileRun", namespace, name)
-        if run is None or run["metadata"].get("deletionTimestamp") or finished(run):
-            return
-        try:
-            RunStep(run).advance()
-        except Exception:
-            metrics.STEP_ERRORS.inc()
-            raise
+    run = STORE.get("ProfileRun", namespace, name)
+    if run is not None and not run["metadata"].get("deletionTimestamp") and not finished(run):
+        RunStep(run).advance()
 
 
 # The interval is the default until the operator starts and sets KALIPER_STEP_INTERVAL's (controllers.main).
@@ -143,10 +136,6 @@ class RunStep(StatusStep[ProfileRunStatus]):
 
     def base(self) -> ModelDeploymentSpec | None:
         return self.records.target() if self.spec.target.deployment_ref is not None else None
-
-    def fail(self, reason: str, message: str) -> None:
-        metrics.RUNS.labels("Failed").inc()
-        super().fail(reason, message)
 
     def readiness(self) -> Readiness:  # self.spec is not there when the spec was invalid
         return gated_readiness(getattr(self, "spec", None), self.status) or super().readiness()
@@ -345,5 +334,5 @@ class RunStep(StatusStep[ProfileRunStatus]):
         summary = f"verdict {report.verdict}{best}"
         self.condition("Progressing", False, "Finished", summary)
         self.condition("Complete", True, "Succeeded", summary)
-        metrics.RUNS.labels("Succeeded").inc()
+        metrics.FINISHED.labels("ProfileRun", "Succeeded").inc()
         self.event("Succeeded", f"ProfileRun finished: {summary}; report in ConfigMap {report_name(self.name)}")

@@ -17,7 +17,7 @@ from typing import Any, Generic, TypeVar
 import kopf
 
 from kaliper.api.common import KaliperModel, Readiness, readiness_of_phase, with_condition, with_readiness
-from kaliper.controllers import expiry, kube
+from kaliper.controllers import expiry, kube, metrics
 from kaliper.controllers.diagnosis import job_ended
 from kaliper.controllers.locks import StepLocks
 from kaliper.controllers.pacer import PACER
@@ -67,6 +67,7 @@ class StatusStep(Generic[Status]):
         status.phase = "Failed"
         status.message = message[:MESSAGE_LIMIT]
         status.completion_time = status.completion_time or self.now
+        metrics.FINISHED.labels(self.kind, "Failed").inc()
         self.condition("Progressing", False, reason, message)
         self.condition("Complete", False, reason, message)
         self.event(reason, f"{self.kind} failed: {message}", warning=True)
@@ -99,7 +100,11 @@ class Stepper:
     def step(self, namespace: str, name: str) -> None:
         """One step, unless one of the same object is under way (then nothing: the next event or pacer round
         steps again)."""
-        self.locks.run_alone(namespace, name, self._step)
+        self.locks.run_alone(namespace, name, self._measured_step)
+
+    def _measured_step(self, namespace: str, name: str) -> None:
+        with metrics.reconciling(self.kind):
+            self._step(namespace, name)
 
     def step_quietly(self, namespace: str, name: str) -> None:
         # An event only hurries the next step; if it fails, the pacer tries again.

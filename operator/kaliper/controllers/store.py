@@ -17,6 +17,7 @@ for "does not exist". Everything is dropped when the operator stops.
 
 from __future__ import annotations
 
+import collections
 import copy
 import threading
 from collections import OrderedDict
@@ -106,6 +107,13 @@ class Store:
         with self._guard:
             found = self._objects.get((kind, namespace, name))
         return copy.deepcopy(found) if found is not None else None
+
+    def phases(self, kind: str) -> collections.Counter[str]:
+        """How many objects of a kind are in each status.phase ("" for none yet)."""
+        with self._guard:
+            return collections.Counter(
+                (o.get("status") or {}).get("phase") or "" for (k, _, _), o in self._objects.items() if k == kind
+            )
 
     def group(self, kind: str, namespace: str, group: str) -> list[dict[str, Any]]:
         """Copies of the objects of a kind whose group label has this value (a run's Jobs, say)."""
