@@ -13,7 +13,7 @@ import pytest
 from kaliper.controllers import metrics
 from tests.support.cluster_objects import profile_run
 from tests.support.controlplane import Kubectl
-from tests.support.gitops import argocd_health, kstatus
+from tests.support.gitops import argocd_health, kstatus, kubectl_wait_recipes, run_recipe
 from tests.support.operator_runner import Cluster, running_operator
 
 OPERATOR_NAMESPACE = "kaliper-system"  # KALIPER_NAMESPACE in tests/conftest.py
@@ -104,6 +104,8 @@ def test_a_broad_selector_removes_only_the_runs_it_names_and_a_dry_run_removes_n
     assert metrics.FINISHED.labels("Cleanup", "Succeeded")._value.get() == passes_before + 1
     assert metrics.RECONCILE_SECONDS.labels("Cleanup")._sum.get() > 0
     assert kstatus(crds, namespace, "cleanup", "look") == ("Current", "Resource is Ready")
+    (done,) = kubectl_wait_recipes()["cleanup"]
+    assert run_recipe(crds, done, "look", namespace) == 0
     assert argocd_health(crds, namespace, "cleanup", "look") == ("Healthy", "would remove 3 of 3 matching objects")
     assert all(exists(crds, namespace, "profilerun", n) for n in ("run-a", "run-b", "run-c"))
 

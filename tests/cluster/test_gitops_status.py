@@ -19,7 +19,9 @@ from tests.support.controlplane import Kubectl
 from tests.support.gitops import ARGOCD_CHECKS, argocd_health, kstatus, kubectl_wait_recipes, run_recipe
 from tests.support.operator_runner import running_operator
 
-FINISHED, SUCCEEDED, DEPLOYED = kubectl_wait_recipes()
+RECIPES = kubectl_wait_recipes()
+FINISHED, SUCCEEDED = RECIPES["profilerun"]
+(DEPLOYED,) = RECIPES["modeldeployment"]
 
 
 @pytest.fixture(scope="module")

@@ -172,7 +172,8 @@ def test_a_two_trial_sweep_runs_to_succeeded_with_exact_prometheus_figures(
     assert conditions["Ready"]["message"] == "verdict Met, best trial t0"
     assert kstatus(crds, namespace, "profilerun", "sweep") == ("Current", "Resource is Ready")
     assert argocd_health(crds, namespace, "profilerun", "sweep") == ("Healthy", "verdict Met, best trial t0")
-    finished, succeeded, deployed = kubectl_wait_recipes()
+    recipes = kubectl_wait_recipes()
+    (finished, succeeded), (deployed,) = recipes["profilerun"], recipes["modeldeployment"]
     assert [run_recipe(crds, recipe, "sweep", namespace) for recipe in (finished, succeeded)] == [0, 0]
     # The target now runs the recommendation (a new generation, rolled out: the recipe waits for it).
     assert run_recipe(crds, deployed, "iris", namespace) == 0

@@ -15,7 +15,7 @@ import yaml
 
 from kaliper.report.optimization import OptimizationReport
 from kaliper.serving.examples import make_iris_pipeline
-from tests.support.gitops import argocd_health, kstatus
+from tests.support.gitops import argocd_health, kstatus, kubectl_wait_recipes, run_recipe
 from tests.support.node import IMAGE, Node
 from tests.support.node_operator import Operator, local_claim, wait_for_optimization, wait_for_phase
 from tests.support.paths import EXAMPLES
@@ -90,6 +90,8 @@ def test_a_scikit_learn_model_is_optimized_in_a_job_under_the_target_cpu(
     assert argocd_health(kubectl, node_namespace, "modeloptimization", "iris-opt")[0] == "Progressing"
     body = wait_for_optimization(node, node_namespace, "iris-opt")
     assert kstatus(kubectl, node_namespace, "modeloptimization", "iris-opt") == ("Current", "Resource is Ready")
+    finished, succeeded = kubectl_wait_recipes()["modeloptimization"]
+    assert [run_recipe(kubectl, r, "iris-opt", node_namespace) for r in (finished, succeeded)] == [0, 0]
     assert argocd_health(kubectl, node_namespace, "modeloptimization", "iris-opt") == (
         "Healthy",
         body["status"]["message"],
@@ -147,6 +149,8 @@ def test_a_spec_the_cluster_cannot_run_fails_with_the_field_and_the_fix(
     complete = next(c for c in status["conditions"] if c["type"] == "Complete")
     assert (complete["status"], complete["reason"]) == ("False", "InvalidSpec")
     assert kstatus(node.kubectl, node_namespace, "modeloptimization", "nowhere") == ("Failed", status["message"])
+    finished, succeeded = kubectl_wait_recipes()["modeloptimization"]
+    assert [run_recipe(node.kubectl, r, "nowhere", node_namespace) for r in (finished, succeeded)] == [0, 1]
     assert argocd_health(node.kubectl, node_namespace, "modeloptimization", "nowhere") == (
         "Degraded",
         status["message"],

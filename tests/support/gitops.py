@@ -42,12 +42,17 @@ def argocd_health(kubectl: Kubectl, namespace: str, kind: str, name: str) -> tup
     return _assess(kubectl, namespace, kind, name, "argocd-health", "live", str(ARGOCD_CHECKS))
 
 
-def kubectl_wait_recipes() -> list[list[str]]:
-    """The README's `kubectl wait` lines (after its marker), each as the arguments after `kubectl`, with NAME
-    still to fill in."""
+def kubectl_wait_recipes() -> dict[str, list[list[str]]]:
+    """The README's `kubectl wait` lines (after its marker), by the resource they wait on (profilerun,
+    modeldeployment, ...), each as the arguments after `kubectl`, with NAME still to fill in."""
     readme = (REPO / "README.md").read_text()
     block = readme.split(RECIPES_MARKER, 1)[1].split("```bash\n", 1)[1].split("```", 1)[0]
-    return [shlex.split(line)[1:] for line in block.splitlines() if line.startswith("kubectl wait ")]
+    recipes: dict[str, list[list[str]]] = {}
+    for line in block.splitlines():
+        if line.startswith("kubectl wait "):
+            arguments = shlex.split(line)[1:]
+            recipes.setdefault(arguments[1].split("/", 1)[0], []).append(arguments)
+    return recipes
 
 
 def run_recipe(kubectl: Kubectl, recipe: list[str], name: str, namespace: str) -> int:
