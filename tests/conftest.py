@@ -23,6 +23,8 @@ from tests.support.paths import REPO
 
 # The operator steps each ProfileRun every second in tests (5 s by default), read when its module is imported.
 os.environ.setdefault("KALIPER_STEP_INTERVAL", "1")
+# Finished runs' ttls are checked every 2 s in tests (30 s by default).
+os.environ.setdefault("KALIPER_EXPIRY_INTERVAL", "2")
 # The operator's own namespace, as the chart sets it from its pod: only Cleanups there reach other namespaces.
 os.environ.setdefault("KALIPER_NAMESPACE", "kaliper-system")
 

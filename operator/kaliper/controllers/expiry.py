@@ -57,5 +57,6 @@ def _say_retained(kind: str, run: dict[str, Any], message: str, now: datetime) -
     log.info(f"keeping {kind} {meta['name']}: {message}", object=f"{meta['namespace']}/{meta['name']}")
 
 
-for _kind in KINDS:
+WORKS = tuple(_work(kind) for kind in KINDS)
+for _kind in KINDS:  # every 30 s until the operator starts and sets SETTINGS.expiry_interval_s
     PACER.every(_work(_kind), 30, partial(expire, _kind))

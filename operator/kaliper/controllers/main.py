@@ -33,6 +33,8 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
         metrics.serve(int(port))
     SETTINGS.load()  # the environment as it is now, not as it was when the modules were imported
     PACER.set_interval(profilerun.STEPPER.work, SETTINGS.step_interval_s)
+    for work in expiry.WORKS:
+        PACER.set_interval(work, SETTINGS.expiry_interval_s)
     forget_everything()  # an operator started again in the same process (tests) starts with nothing in memory
     PACER.start()
 

@@ -16,6 +16,8 @@ from kaliper.metrics.trial_window import MetricsDefaults
 @dataclass(frozen=True)
 class Settings:
     step_interval_s: float = 5.0
+    # How often finished runs' ttls are checked (KALIPER_EXPIRY_INTERVAL; tests shorten it).
+    expiry_interval_s: float = 30.0
     # Kaliper's image for every pod the operator creates: built-in servers, model fetchers, load generators.
     image: str = KALIPER_IMAGE
     prometheus_url: str | None = None
@@ -39,6 +41,7 @@ class Settings:
         image = env.get("KALIPER_IMAGE", KALIPER_IMAGE)
         return cls(
             step_interval_s=float(env.get("KALIPER_STEP_INTERVAL", "5")),
+            expiry_interval_s=float(env.get("KALIPER_EXPIRY_INTERVAL", "30")),
             image=image,
             prometheus_url=env.get("KALIPER_PROMETHEUS_URL") or None,
             prometheus_scrape_interval=env.get("KALIPER_PROMETHEUS_SCRAPE_INTERVAL") or "30s",
