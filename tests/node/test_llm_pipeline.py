@@ -163,6 +163,9 @@ def test_the_follow_up_profile_reads_both_replicas_load_from_prometheus_and_deci
         ("600m", "Met"),
     ]
     assert [(t.parameters["cpu"], t.slo_verdict) for t in local.trials] == [("100m", "NotMet"), ("600m", "Met")]
+    # Both trials ran to the end with their servers alive (a replica that died under the load fails its trial,
+    # and the run's verdict with it: the message says why).
+    assert [(t.status, t.message) for t in local.trials] == [("Succeeded", None)] * 2, local.warnings
     assert (status["verdict"], local.verdict) == ("Met", "Met")
     assert status["best"]["parameters"]["cpu"] == "600m" and status["best"]["certainty"] == "Clear"
     best = next(t for t in local.trials if t.index == local.best_trial)
