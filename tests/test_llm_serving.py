@@ -41,7 +41,8 @@ def test_llamacpp_pod_serves_a_gguf_download_with_slots_context_and_threads_from
     assert container["args"] == [
         *("--model", "/models/source/qwen-q4_k_m.gguf", "--alias", "qwen", "--host", "0.0.0.0", "--port", "8080"),
         *("--parallel", "4", "--ctx-size", "8192", "--threads", "2", "--threads-batch", "2"),
-        *("--batch-size", "512", "--ubatch-size", "128", "--metrics", "--no-webui"),
+        # llama.cpp's prompt cache in host memory (8 GiB by default) bounded to a quarter of the 2Gi limit.
+        *("--batch-size", "512", "--ubatch-size", "128", "--cache-ram", "512", "--metrics", "--no-webui"),
     ]
     assert container["ports"] == [{"name": "http", "containerPort": 8080, "protocol": "TCP"}]
     assert container["readinessProbe"]["httpGet"] == {"path": "/health", "port": "http"}

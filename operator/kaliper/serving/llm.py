@@ -15,7 +15,7 @@ import shutil
 from pathlib import Path
 
 from kaliper.api.modeldeployment import GPU_LLM_RUNTIMES, ModelDeploymentSpec
-from kaliper.api.units import parse_cpu
+from kaliper.api.units import parse_cpu, parse_quantity
 
 # The llama-cpp-python release whose vendored llama.cpp source builds llama-server (and llama-quantize):
 # hack/llama/build.sh for this machine, the Dockerfile for Kaliper's image. One version everywhere.
@@ -69,6 +69,16 @@ def threads(spec: ModelDeploymentSpec) -> int | None:
     return None
 
 
+def prompt_cache_mib(spec: ModelDeploymentSpec) -> int | None:
+    """llama-server keeps the KV state of earlier prompts in host memory for reuse, up to 8 GiB by default
+    (--cache-ram): under a memory limit that cache grows until the kernel OOM-kills the server (seen here: a
+    256Mi replica killed after half a minute of chat requests). A quarter of the limit; None without one."""
+    limits = spec.resources.limits if spec.resources else None
+    if limits and limits.memory:
+        return int(parse_quantity(limits.memory) / 4 / 2**20)
+    return None
+
+
 def llamacpp_args(spec: ModelDeploymentSpec, model_path: str, served_name: str, host: str, port: int) -> list[str]:
     """llama-server's arguments: the model, its served name, the address, slots, context, threads, batches,
     and the metrics endpoint (read by the profile's self-check and by Prometheus)."""
@@ -85,6 +95,9 @@ def llamacpp_args(spec: ModelDeploymentSpec, model_path: str, served_name: str, 
         args += ["--batch-size", str(llm.batch_size)]
     if llm and llm.ubatch_size:
         args += ["--ubatch-size", str(llm.ubatch_size)]
+    cache = prompt_cache_mib(spec)
+    if cache is not None:
+        args += ["--cache-ram", str(cache)]
     return [*args, "--metrics", "--no-webui"]
 
 
