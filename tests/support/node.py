@@ -66,6 +66,9 @@ KUBELET_SYSCTLS = (
     "kernel/panic_on_oops",
     "kernel/keys/root_maxkeys",
     "kernel/keys/root_maxbytes",
+    # Not the kubelet's: the node turns forwarding on in its own network namespace only, and the host's must
+    # be as it was whatever ran beside it (CI and the next session inherit it).
+    "net/ipv4/ip_forward",
 )
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 
