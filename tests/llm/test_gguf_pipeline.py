@@ -35,6 +35,8 @@ def pipeline(model: Path, prompts: Path) -> dict:
                     "maxTokens": 16,
                     "rounds": 2,
                     "minAgreement": 0,
+                    # About the pipeline, not the noise rule (tests/optimize/test_gguf.py): see test_llm_pipeline.
+                    "minImprovementPercent": 10,
                 }
             },
             "target": {"cpu": "1"},

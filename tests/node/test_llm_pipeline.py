@@ -64,7 +64,17 @@ OPTIMIZATION = {
         },
         "passes": {"ggufQuantization": {"types": ["Q8_0"]}},
         "evaluator": {
-            "generation": {"dataset": DATASET, "prompts": 4, "maxTokens": 16, "rounds": 2, "minAgreement": 0}
+            # This test is about the pipeline, not the noise rule (tests/optimize/test_gguf.py): with 8 samples
+            # of sub-millisecond tokens on a busy node, the original's twin alone differed by up to 36% (CI),
+            # while Q8_0 beat the F32 original by 33-40%. An explicit bar keeps the choice off that coin toss.
+            "generation": {
+                "dataset": DATASET,
+                "prompts": 4,
+                "maxTokens": 16,
+                "rounds": 2,
+                "minAgreement": 0,
+                "minImprovementPercent": 10,
+            }
         },
         "target": {"cpu": "1"},
         "output": {"pvc": {"claimName": "models", "path": "quantized"}},
