@@ -67,7 +67,7 @@ def test_manifest_round_trip_keeps_camel_case() -> None:
 @pytest.mark.parametrize(
     ("spec", "expected"),
     [
-        ({"target": {}}, "spec.target: set exactly one of deploymentRef or url"),
+        ({"target": {}}, "spec.target: set exactly one of deploymentRef, workloadRef or url"),
         ({"payload": {"inline": "{}", "dataset": {"file": "x"}}}, "spec.payload: set exactly one of"),
         ({"load": {"closedLoop": {"concurrency": 1}, "openLoop": {"rate": 5}}}, "spec.load: set exactly one"),
         (

@@ -38,7 +38,7 @@ def test_broken_manifests_fail_naming_each_problem() -> None:
     # The problems the issue names, each with its fix.
     assert "'2GB' is not a Kubernetes quantity" in output
     assert "spec.load.concurrency: unknown field" in output
-    assert "spec.target: set exactly one of deploymentRef or url" in output
+    assert "spec.target: set exactly one of deploymentRef, workloadRef or url" in output
     assert "spec.load.warmup: '-10s' is not a duration" in output
     assert "spec.payload: required field is missing" in output
 
@@ -80,7 +80,7 @@ def test_crds_check_and_generate(tmp_path: Path) -> None:
     assert len(list(tmp_path.glob("kaliper.dev_*.yaml"))) == 4
     reference = (tmp_path / "api.md").read_text()
     assert "| `spec.load.openLoop.rate` * | number |" in reference
-    assert "`spec.target`: set exactly one of deploymentRef or url" in reference
+    assert "`spec.target`: set exactly one of deploymentRef, workloadRef or url" in reference
     assert kaliper("crds", "generate", "--check", *options).returncode == 0
 
 
@@ -159,6 +159,21 @@ def test_recommend_prints_a_saved_runs_recommendation_as_a_patch_or_the_patched_
     refused = kaliper("recommend", str(path))
     assert refused.returncode == 1
     assert refused.stderr == (
-        "Error: ProfileRun sweep loaded a URL (http://127.0.0.1:9/), not a ModelDeployment: there is no target to "
-        "patch; the recommendation is in its report\n"
+        "Error: ProfileRun sweep loaded a URL (http://127.0.0.1:9/), not a ModelDeployment or a Deployment: there "
+        "is no target to patch; the recommendation is in its report\n"
+    )
+    # A workloadRef's Deployment: its containers list would be replaced by a JSON merge patch.
+    workload_run = saved.model_copy(update={"target": "Deployment/scorer", "target_container": "model"})
+    path.write_text(workload_run.model_dump_json(by_alias=True))
+    strategic = kaliper("recommend", str(path))
+    assert (strategic.returncode, strategic.stdout) == (
+        0,
+        '{"spec":{"replicas":1,"template":{"spec":{"containers":[{"name":"model","resources":{"requests":'
+        '{"cpu":"288m","memory":"173Mi"}}}]}}}}\n',
+    )
+    refused = kaliper("recommend", str(path), "--format", "merge-patch")
+    assert refused.returncode == 1
+    assert refused.stderr == (
+        "Error: ProfileRun sweep profiled Deployment/scorer: a JSON merge patch would replace its whole containers "
+        "list; use --format patch (a strategic merge patch, kubectl patch's default type)\n"
     )

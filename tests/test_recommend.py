@@ -11,8 +11,10 @@ from kaliper.report.recommend import (
     apply_merge_patch,
     kustomize_patch,
     merge_patch_text,
+    patch_text,
     patched_manifest,
-    target_name,
+    target_of,
+    target_patch,
 )
 from kaliper.report.schema import ProfileReport, RecommendationReport
 
@@ -22,12 +24,17 @@ RECOMMENDED = RecommendationReport(
 )  # fmt: skip
 
 
-def report(target: str = "ModelDeployment/iris", recommendation: RecommendationReport | None = RECOMMENDED):
+def report(
+    target: str = "ModelDeployment/iris",
+    recommendation: RecommendationReport | None = RECOMMENDED,
+    container: str | None = None,
+) -> ProfileReport:
     return ProfileReport(
         name="sweep",
         namespace="ml",
         started_at=datetime(2026, 11, 24, tzinfo=UTC),
         target=target,
+        target_container=container,
         strategy="grid",
         recommendation=recommendation,
         verdict="Met",
@@ -90,9 +97,63 @@ def test_the_manifest_keeps_what_the_recommendation_does_not_set() -> None:
 
 def test_nothing_to_patch_is_said_plainly() -> None:
     with pytest.raises(NoRecommendation, match=r"loaded a URL \(http://scorer:8080/\), not a ModelDeployment"):
-        target_name(report(target="http://scorer:8080/"))
+        target_of(report(target="http://scorer:8080/"))
     with pytest.raises(NoRecommendation, match="has no recommendation"):
-        target_name(report(recommendation=None))
+        target_of(report(recommendation=None))
+    with pytest.raises(NoRecommendation, match="does not say which container it profiled"):
+        target_of(report(target="Deployment/scorer"))
+
+
+# A workloadRef target: a Deployment whose serving container is "model", beside a sidecar.
+SCORER = {
+    "apiVersion": "apps/v1",
+    "kind": "Deployment",
+    "metadata": {"name": "scorer", "labels": {"app": "scorer"}},
+    "spec": {
+        "replicas": 3,
+        "selector": {"matchLabels": {"app": "scorer"}},
+        "template": {
+            "metadata": {"labels": {"app": "scorer"}},
+            "spec": {
+                "containers": [
+                    {"name": "proxy", "image": "envoy", "resources": {"limits": {"cpu": "100m"}}},
+                    {
+                        "name": "model",
+                        "image": "registry.example.com/scorer:2",
+                        "resources": {
+                            "requests": {"cpu": "2", "ephemeral-storage": "1Gi"},
+                            "limits": {"nvidia.com/gpu": "1"},
+                        },
+                    },
+                ]
+            },
+        },
+    },
+}
+
+
+def test_a_deployment_gets_a_strategic_merge_patch_of_its_serving_container() -> None:
+    scorer = report("Deployment/scorer", container="model")
+    assert target_of(scorer).patch_type == "strategic"
+    assert patch_text(target_patch(scorer)) == (
+        '{"spec":{"replicas":2,"template":{"spec":{"containers":[{"name":"model","resources":{"limits":'
+        '{"cpu":"500m","memory":"207Mi"},"requests":{"cpu":"288m","memory":"173Mi"}}}]}}}}'
+    )
+    assert kustomize_patch(scorer).startswith("apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: scorer\n")
+
+
+def test_a_patched_deployment_keeps_its_other_containers_and_resources() -> None:
+    patched = patched_manifest(report("Deployment/scorer", container="model"), SCORER)
+    proxy, model = patched["spec"]["template"]["spec"]["containers"]
+    assert patched["spec"]["replicas"] == 2
+    assert proxy == {"name": "proxy", "image": "envoy", "resources": {"limits": {"cpu": "100m"}}}
+    assert model["resources"] == {
+        "requests": {"cpu": "288m", "ephemeral-storage": "1Gi", "memory": "173Mi"},
+        "limits": {"nvidia.com/gpu": "1", "cpu": "500m", "memory": "207Mi"},
+    }
+    assert SCORER["spec"]["replicas"] == 3  # the input is left as it was
+    with pytest.raises(NoRecommendation, match="the target manifest has no container 'server'"):
+        patched_manifest(report("Deployment/scorer", container="server"), SCORER)
 
 
 def test_merge_patches_follow_rfc_7386() -> None:

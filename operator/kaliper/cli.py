@@ -7,12 +7,15 @@ import os
 import signal
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from kaliper import __version__
 from kaliper.log import configure_logging
+
+if TYPE_CHECKING:  # the CLI imports what a command needs when it runs
+    from kaliper.report.recommend import Target
 
 DEFAULT_CRD_DIRS = ("crds", "charts/kaliper/files/crds")  # the chart renders its copy (templates/crds.yaml)
 DEFAULT_REFERENCE = "docs/api-reference.md"
@@ -479,11 +482,12 @@ def report_command(source: str, namespace: str, as_json: bool, html_path: Path |
 @click.option(
     "--format",
     "output_format",
-    type=click.Choice(["merge-patch", "kustomize", "manifest"]),
-    default="merge-patch",
+    type=click.Choice(["patch", "merge-patch", "kustomize", "manifest"]),
+    default="patch",
     show_default=True,
-    help="merge-patch: JSON for `kubectl patch --type merge`; kustomize: a patch file for `patches:`; manifest: "
-    "the target ModelDeployment with the recommendation applied.",
+    help="patch: JSON for `kubectl patch` (a ModelDeployment's with --type merge, a Deployment's with kubectl's "
+    "default, strategic); merge-patch: the same, refused for a Deployment; kustomize: a patch file for "
+    "`patches:`; manifest: the target with the recommendation applied.",
 )
 @click.option(
     "--target",
@@ -493,8 +497,9 @@ def report_command(source: str, namespace: str, as_json: bool, html_path: Path |
     help="With --format manifest: the target's manifest as Git holds it (default: the target in the cluster).",
 )
 def recommend_command(source: str, namespace: str, output_format: str, target_file: Path | None) -> None:
-    """Print a finished run's recommendation as a change to its target ModelDeployment, to commit to Git or
-    apply. SOURCE is a saved report.json or the name of a ProfileRun in the cluster of $KUBECONFIG."""
+    """Print a finished run's recommendation as a change to its target (a ModelDeployment, or the Deployment
+    of a workloadRef), to commit to Git or apply. SOURCE is a saved report.json or the name of a ProfileRun in
+    the cluster of $KUBECONFIG."""
     import yaml
     from pydantic import ValidationError
 
@@ -505,37 +510,40 @@ def recommend_command(source: str, namespace: str, output_format: str, target_fi
     text = path.read_text() if path.is_file() else _cluster_report(source, namespace)
     try:
         report = ProfileReport.model_validate_json(text)
-        name = recommend.target_name(report)
+        target = recommend.target_of(report)
     except ValidationError as exc:
         raise click.ClickException(f"{source} is not a Kaliper profile report: {exc.errors()[0]['msg']}") from exc
     except recommend.NoRecommendation as exc:
         raise click.ClickException(str(exc)) from exc
-    assert report.recommendation is not None
-    if output_format == "merge-patch":
-        click.echo(recommend.merge_patch_text(report.recommendation))
+    if output_format == "merge-patch" and target.patch_type != "merge":
+        raise click.ClickException(
+            f"ProfileRun {report.name} profiled {report.target}: a JSON merge patch would replace its whole "
+            "containers list; use --format patch (a strategic merge patch, kubectl patch's default type)"
+        )
+    if output_format in ("patch", "merge-patch"):
+        click.echo(recommend.patch_text(recommend.target_patch(report)))
         return
     if output_format == "kustomize":
         click.echo(recommend.kustomize_patch(report), nl=False)
         return
-    manifest = yaml.safe_load(target_file.read_text()) if target_file else _cluster_target(name, namespace)
+    manifest = yaml.safe_load(target_file.read_text()) if target_file else _cluster_target(target, namespace)
     try:
         click.echo(yaml.safe_dump(recommend.patched_manifest(report, manifest), sort_keys=False), nl=False)
     except recommend.NoRecommendation as exc:
         raise click.ClickException(str(exc)) from exc
 
 
-def _cluster_target(name: str, namespace: str) -> dict:
+def _cluster_target(target: Target, namespace: str) -> dict:
     """The target as the cluster has it, without what the API server adds (status, uid, managedFields...)."""
     from kaliper.controllers import kube
 
+    kind, name = target.kind, target.name
     try:
-        found = kube.get("ModelDeployment", namespace, name)
+        found = kube.get(kind, namespace, name)
     except Exception as exc:  # no kubeconfig, an unreachable cluster, a forbidden read
-        raise click.ClickException(f"ModelDeployment {namespace}/{name} could not be read: {exc}") from exc
+        raise click.ClickException(f"{kind} {namespace}/{name} could not be read: {exc}") from exc
     if found is None:
-        raise click.ClickException(
-            f"ModelDeployment {namespace}/{name} does not exist; pass its manifest with --target FILE"
-        )
+        raise click.ClickException(f"{kind} {namespace}/{name} does not exist; pass its manifest with --target FILE")
     meta = {k: v for k, v in found["metadata"].items() if k in ("name", "namespace", "labels")}
     tools = ("kubectl.kubernetes.io/", "kopf.zalando.org/")  # what kubectl apply and kopf note on it
     annotations = {k: v for k, v in (found["metadata"].get("annotations") or {}).items() if not k.startswith(tools)}

@@ -34,17 +34,34 @@ from kaliper.api.units import parse_duration
 # --- target and request ------------------------------------------------------------------------------
 
 
+class WorkloadReference(KaliperModel):
+    """A workload that already runs, not made by Kaliper: each trial runs a copy of its pod template."""
+
+    kind: Literal["Deployment"] = "Deployment"
+    """The workload's kind (apps/v1)."""
+    name: Name
+    """Its name, in the ProfileRun's namespace."""
+    container: Name | None = None
+    """The serving container: it gets the swept resources and takes the load. Default: the first container."""
+    port: Annotated[int, Field(ge=1, le=65535)] | None = None
+    """The container port the load goes to. Default: the container's first declared port."""
+
+
 class ProfileTarget(KaliperModel):
-    """What to load. Set exactly one of deploymentRef or url."""
+    """What to load. Set exactly one of deploymentRef, workloadRef or url."""
 
     deployment_ref: LocalObjectReference | None = None
     """A ModelDeployment in the same namespace. Required to sweep deployment parameters: each trial is a
     copy of it with the swept values applied."""
+    workload_ref: WorkloadReference | None = None
+    """A Deployment that already runs (Kubernetes only). Each trial runs a copy of its pod template, with the
+    swept cpu, memory, gpu and replicas, under labels no Service of the original selects; the original is
+    never changed, and the recommendation is a patch of it."""
     url: HttpUrl | None = None
     """An endpoint that is already running, such as https://models.example.com. Only load levels can be
     swept against it."""
 
-    cross_field_rules = (exactly_one_of("deployment_ref", "url"),)
+    cross_field_rules = (exactly_one_of("deployment_ref", "workload_ref", "url"),)
 
 
 StreamingMetric = Literal["latency", "ttft", "itl", "tpot"]
@@ -368,6 +385,9 @@ class ModelVariant(KaliperModel):
     """Where this variant's model comes from."""
 
 
+# A copy of a workload's pod template varies what Kubernetes sets on any pod; the rest configures Kaliper's
+# own serving runtimes.
+WORKLOAD_SWEEP_FIELDS = ("cpu", "memory", "gpu", "gpu_resource", "replicas")
 # In the order a trial's parameters are listed.
 DEPLOYMENT_SWEEP_FIELDS = (
     "cpu",
@@ -758,14 +778,31 @@ class ProfileRunSpec(ProfileRunTemplate):
     cross_field_rules = (
         *ProfileRunTemplate.cross_field_rules,
         Rule(
-            cel="has(self.target.deploymentRef) || !has(self.sweep) || "
+            cel="has(self.target.deploymentRef) || has(self.target.workloadRef) || !has(self.sweep) || "
             "[has(self.sweep.cpu), has(self.sweep.memory), has(self.sweep.gpu), has(self.sweep.gpuResource), "
             "has(self.sweep.replicas), has(self.sweep.batchSize), has(self.sweep.threads), has(self.sweep.slots), "
             "has(self.sweep.contextSize), has(self.sweep.runtime), has(self.sweep.modelVariants)].all(x, !x)",
-            message="sweeping deployment parameters needs target.deploymentRef; "
+            message="sweeping deployment parameters needs target.deploymentRef or target.workloadRef; "
             "a target url can only sweep load levels (concurrency or rate)",
             check=lambda s: (
-                s.target.deployment_ref is not None or s.sweep is None or not s.sweep.deployment_parameters()
+                s.target.deployment_ref is not None
+                or s.target.workload_ref is not None
+                or s.sweep is None
+                or not s.sweep.deployment_parameters()
+            ),
+            field_path=".sweep",
+        ),
+        Rule(
+            cel="!has(self.target.workloadRef) || !has(self.sweep) || "
+            "[has(self.sweep.batchSize), has(self.sweep.threads), has(self.sweep.slots), "
+            "has(self.sweep.contextSize), has(self.sweep.runtime), has(self.sweep.modelVariants)].all(x, !x)",
+            message="a target.workloadRef sweeps what Kubernetes sets on its pods (cpu, memory, gpu, gpuResource, "
+            "replicas); batchSize, threads, slots, contextSize, runtime and modelVariants configure Kaliper's "
+            "serving runtimes: serve the model with a ModelDeployment and use target.deploymentRef",
+            check=lambda s: (
+                s.target.workload_ref is None
+                or s.sweep is None
+                or set(s.sweep.deployment_parameters()) <= set(WORKLOAD_SWEEP_FIELDS)
             ),
             field_path=".sweep",
         ),
@@ -988,6 +1025,9 @@ class Recommendation(KaliperModel):
     """The recommendation as a JSON merge patch of the target ModelDeployment, ready to paste:
     `kubectl patch modeldeployment NAME --type merge -p '<this>'` (or `kaliper recommend RUN` for a kustomize
     patch or the whole manifest)."""
+    strategic_merge_patch: Annotated[str, Field(max_length=1024)] | None = None
+    """A workloadRef target's: the recommendation as a strategic merge patch of the Deployment (its serving
+    container by name, and its replicas): `kubectl patch deployment NAME -p '<this>'`."""
 
 
 class CostSummary(KaliperModel):

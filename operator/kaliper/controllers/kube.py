@@ -169,6 +169,12 @@ def merge_patch(kind: str, namespace: str, name: str, patch: dict[str, Any]) -> 
     return _remember(kind, _plain(result))
 
 
+def strategic_merge_patch(kind: str, namespace: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:
+    """Built-in kinds only: lists such as a pod template's containers merge by their keys (name)."""
+    result = _typed(kind, "patch")(name, namespace, patch, _content_type="application/strategic-merge-patch+json")
+    return _remember(kind, _plain(result))
+
+
 def patch_status(kind: str, namespace: str, name: str, status: dict[str, Any]) -> None:
     result = _custom().patch_namespaced_custom_object_status(
         GROUP, VERSION, namespace, CUSTOM_PLURALS[kind], name, {"status": status}

@@ -13,7 +13,6 @@ at a time, and a step that finds another under way returns at once.
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import datetime
 from typing import Any
 
 import kopf
@@ -21,25 +20,23 @@ from pydantic import ValidationError
 
 from kaliper.api.common import GROUP, VERSION, Readiness
 from kaliper.api.loader import problems_from
-from kaliper.api.modeldeployment import ModelDeploymentSpec
+from kaliper.api.modeldeployment import ModelDeploymentTemplate
 from kaliper.api.profilerun import ProfileRunStatus, Progress, ReportReference, ResourceUsage, TrialSummary
 from kaliper.api.resources import ProfileRun
-from kaliper.api.units import parse_duration
 from kaliper.controllers import kube, metrics, run_records
 from kaliper.controllers import trial_moves as moves
 from kaliper.controllers.diagnosis import restarts_and_oom_kills, template_hashes
 from kaliper.controllers.recommendation import apply_recommendation
 from kaliper.controllers.run_records import REPORT_KEY, RunFailed, RunRecords
+from kaliper.controllers.run_target import RunTarget
 from kaliper.controllers.settings import SETTINGS, Settings
 from kaliper.controllers.stepper import StatusStep, Stepper, finished
 from kaliper.controllers.store import STORE
 from kaliper.controllers.trial_moves import IN_FLIGHT, Move, TrialObjectsSeen
-from kaliper.manifests.modeldeployment import endpoint
 from kaliper.manifests.profilerun import (
     LABEL_RUN,
     LABEL_TRIAL,
     build_loadgen,
-    build_trial_deployment,
     loadgen_rbac,
     report_name,
     trial_name,
@@ -90,6 +87,13 @@ def trial_deployment_changed(body: Any, type: str | None, namespace: str, **_: A
         STEPPER.step_quietly(namespace, body["metadata"]["labels"][LABEL_RUN])
 
 
+@kopf.on.event("apps", "v1", "deployments", labels={LABEL_RUN: kopf.PRESENT})
+def trial_workload_changed(body: Any, type: str | None, namespace: str, **_: Any) -> None:
+    """A trial's copy of a workload target (only those carry the run label; a ModelDeployment's do not)."""
+    STORE.seen("Deployment", body, deleted=type == "DELETED")
+    STEPPER.step_quietly(namespace, body["metadata"]["labels"][LABEL_RUN])
+
+
 @kopf.on.event("batch", "v1", "jobs", labels={LABEL_RUN: kopf.PRESENT})
 def loadgen_job_changed(body: Any, type: str | None, **_: Any) -> None:
     STEPPER.job_changed(body, type, LABEL_RUN)
@@ -114,6 +118,7 @@ class RunStep(StatusStep[ProfileRunStatus]):
     def advance(self) -> None:
         try:
             self.spec = ProfileRun.model_validate(self.body).spec
+            self.target = RunTarget(self.body, self.spec, self.records)
         except ValidationError as exc:
             self.fail("InvalidSpec", "; ".join(str(p) for p in problems_from(exc, ProfileRun)))
             return self.write()
@@ -134,8 +139,8 @@ class RunStep(StatusStep[ProfileRunStatus]):
             self.fail("RunFailed", str(exc))
         self.write()
 
-    def base(self) -> ModelDeploymentSpec | None:
-        return self.records.target() if self.spec.target.deployment_ref is not None else None
+    def base(self) -> ModelDeploymentTemplate | None:
+        return self.target.base()
 
     def readiness(self) -> Readiness:  # self.spec is not there when the spec was invalid
         return gated_readiness(getattr(self, "spec", None), self.status) or super().readiness()
@@ -144,31 +149,21 @@ class RunStep(StatusStep[ProfileRunStatus]):
 
     def plan(self) -> bool:
         """Check what the run needs, snapshot its target and list its trials. False: not yet (the target
-        ModelDeployment does not exist yet)."""
+        does not exist yet)."""
         spec = self.spec
         problem = machine_paths_problem(spec)
         if problem:
             raise RunFailed(problem)
-        base = None
-        if spec.target.deployment_ref is not None:
-            ref = spec.target.deployment_ref.name
-            target = STORE.get("ModelDeployment", self.namespace, ref)
-            target = target or kube.get("ModelDeployment", self.namespace, ref)  # not seen yet after a start
-            if target is None:
-                created = datetime.fromisoformat(self.body["metadata"]["creationTimestamp"].replace("Z", "+00:00"))
-                if (self.now - created).total_seconds() > parse_duration(spec.ready_timeout):
-                    raise RunFailed(f"ModelDeployment {ref} does not exist; create it or fix spec.target.deploymentRef")
-                message = f"waiting for ModelDeployment {ref} (spec.target.deploymentRef)"
-                self.status.phase, self.status.message = "Pending", message
-                self.condition("Progressing", False, "WaitingForTarget", message)
-                return False
-            base = ModelDeploymentSpec.model_validate(target["spec"])
+        base, waiting = self.target.snapshot(self.now)
+        if waiting is not None:
+            self.status.phase, self.status.message = "Pending", waiting
+            self.condition("Progressing", False, "WaitingForTarget", waiting)
+            return False
         configs = configurations(spec, base)
         problem = cluster_problem(spec, configs, self.namespace, SETTINGS.image)
         if problem:
             raise RunFailed(problem)
         trials = planned_trials(configs)
-        self.records.save_target(base)
         for obj in loadgen_rbac(self.body):
             kube.apply(obj)
         self.status.phase, self.status.message, self.status.start_time = "Running", None, self.now
@@ -185,26 +180,24 @@ class RunStep(StatusStep[ProfileRunStatus]):
         in_flight = [t for t in self.trials.values() if t.phase in IN_FLIGHT]
         if not in_flight:
             return
-        for kind in ("ModelDeployment", "Job", "Pod"):  # what existed before this process's watches caught up
+        kinds = ("ModelDeployment", "Deployment", "Job", "Pod")
+        for kind in kinds:  # what existed before this process's watches caught up
             STORE.prime(kind, self.namespace, lambda kind=kind: kube.list_objects(kind, self.namespace, LABEL_RUN))
-        objects = {kind: STORE.group(kind, self.namespace, self.name) for kind in ("ModelDeployment", "Job", "Pod")}
+        objects = {kind: STORE.group(kind, self.namespace, self.name) for kind in kinds}
         timeouts = moves.Timeouts.of(self.spec)
         for trial in in_flight:
             seen = TrialObjectsSeen.of_trial(trial.index, trial.name, objects)
             if trial.phase == "Collecting" or (trial.phase == "Running" and moves.load_ended(seen)):
                 seen = replace(seen, results_written=self.records.result_text(trial.index) is not None)
             elapsed = (self.now - trial.start_time).total_seconds() if trial.start_time else 0.0
-            self.carry_out(trial, moves.next_move(trial.phase, seen, elapsed, timeouts, self.target_url()), seen)
-
-    def target_url(self) -> str | None:
-        return str(self.spec.target.url) if self.spec.target.deployment_ref is None else None
+            self.carry_out(trial, moves.next_move(trial.phase, seen, elapsed, timeouts, self.target.url()), seen)
 
     def carry_out(self, trial: TrialSummary, move: Move, seen: TrialObjectsSeen) -> None:
         planned = self.planned[trial.index]
         for action in move.actions:
             if isinstance(action, moves.ApplyDeployment):
                 assert planned.configuration.deployment is not None
-                kube.apply(build_trial_deployment(self.body, trial.index, planned.configuration.deployment))
+                self.target.apply_trial(trial.index, planned.configuration.deployment)
             elif isinstance(action, moves.StartLoad):
                 self.start_load(trial, planned, action)
             elif isinstance(action, moves.TearDown):
@@ -227,7 +220,7 @@ class RunStep(StatusStep[ProfileRunStatus]):
         url = action.url
         if url is None:  # a trial deployment: its Service
             assert planned.configuration.deployment is not None
-            url = endpoint(trial.name, self.namespace, planned.configuration.deployment)
+            url = self.target.trial_url(trial.index, planned.configuration.deployment)
         model = action.model_name or run_trials.target_model_name(self.spec, self.base())
         deployment = planned.configuration.deployment
         replicas = deployment.replicas if deployment is not None else 1
@@ -285,7 +278,7 @@ class RunStep(StatusStep[ProfileRunStatus]):
     def teardown(self, index: int) -> None:
         """Remove a finished trial's deployment and load generator (its results stay, owned by the run)."""
         names = trial_objects(self.name, index, self.spec.load.workers)
-        kube.delete("ModelDeployment", self.namespace, names.deployment)
+        self.target.delete_trial(index)
         kube.delete_labelled("Job", self.namespace, {LABEL_RUN: self.name, LABEL_TRIAL: str(index)}, group=self.name)
         if names.master_service is not None:
             kube.delete("Service", self.namespace, names.master_service)
@@ -307,7 +300,7 @@ class RunStep(StatusStep[ProfileRunStatus]):
         for planned in [p for p in decided.start if self.trials[p.index].phase == "Pending"][:free]:
             trial = self.trials[planned.index]
             trial.start_time = self.now
-            self.carry_out(trial, moves.start(self.target_url()), TrialObjectsSeen())
+            self.carry_out(trial, moves.start(self.target.url()), TrialObjectsSeen())
             if trial.phase == "Deploying":
                 self.event("TrialStarted", f"trial {trial.name}: deploying ({describe(trial.parameters)})")
         self.status.trials = [self.trials[i] for i in sorted(self.trials)]
@@ -319,7 +312,7 @@ class RunStep(StatusStep[ProfileRunStatus]):
     def finish(self) -> None:
         """Every trial is done: write the full report, then the status from it."""
         report = run_trials.new_report(self.spec, self.name, self.namespace, self.status.start_time or self.now)
-        report.finished_at = self.now
+        report.finished_at, report.target_container = self.now, self.target.container()
         report.trials = [self.records.trial_report(t) for t in self.status.trials or []]
         run_trials.conclude(self.spec, report, self.configurations)
         self.records.save_report(report)

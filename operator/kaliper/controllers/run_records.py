@@ -5,6 +5,7 @@ step: the snapshot, the measured trials' reports and the results documents of tr
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -31,6 +32,7 @@ class RunFailed(Exception):
 class RunMemory:
     target_known: bool = False
     target: ModelDeploymentSpec | None = None
+    workload: dict[str, Any] | None = None  # a workloadRef target's snapshot (kaliper.manifests.workload)
     trial_reports: dict[int, TrialReport] = field(default_factory=dict)
     result_texts: dict[int, str] = field(default_factory=dict)
 
@@ -47,7 +49,10 @@ def release_all() -> None:
     _MEMORY.clear()
 
 
-def _target_text(base: ModelDeploymentSpec | None) -> str:
+def _target_text(base: ModelDeploymentSpec | None, workload: dict[str, Any] | None) -> str:
+    # One document, so one apply owns it: a ModelDeployment's spec, {"workload": snapshot}, or null (a URL).
+    if workload is not None:
+        return json.dumps({"workload": workload}, separators=(",", ":"))
     return base.model_dump_json(by_alias=True, exclude_none=True) if base else "null"
 
 
@@ -66,19 +71,35 @@ class RunRecords:
 
     # -- the target snapshot
 
-    def save_target(self, base: ModelDeploymentSpec | None) -> None:
-        """The target as it is now is what every trial starts from, even if someone edits it mid-run."""
-        kube.apply(build_report_configmap(self.run, configmap_content(TARGET_KEY, _target_text(base))))
-        self.memory.target_known, self.memory.target = True, base
+    def save_target(self, base: ModelDeploymentSpec | None, workload: dict[str, Any] | None = None) -> None:
+        """The target as it is now is what every trial starts from, even if someone edits it mid-run: a
+        ModelDeployment's spec, or a workload's snapshot."""
+        text = _target_text(base, workload)
+        kube.apply(build_report_configmap(self.run, configmap_content(TARGET_KEY, text)))
+        self.memory.target_known, self.memory.target, self.memory.workload = True, base, workload
+
+    def _load_target(self) -> None:
+        if self.memory.target_known:
+            return
+        text = read_document(kube.get("ConfigMap", self.namespace, report_name(self.name)) or {}, TARGET_KEY)
+        if text is None:
+            raise RunFailed(f"ConfigMap {report_name(self.name)}, where the run keeps its target, is missing")
+        document = json.loads(text)
+        if isinstance(document, dict) and "workload" in document:
+            self.memory.workload = document["workload"]
+        elif document is not None:
+            self.memory.target = ModelDeploymentSpec.model_validate(document)
+        self.memory.target_known = True
 
     def target(self) -> ModelDeploymentSpec | None:
-        if not self.memory.target_known:
-            text = read_document(kube.get("ConfigMap", self.namespace, report_name(self.name)) or {}, TARGET_KEY)
-            if text is None:
-                raise RunFailed(f"ConfigMap {report_name(self.name)}, where the run keeps its target, is missing")
-            self.memory.target = None if text == "null" else ModelDeploymentSpec.model_validate_json(text)
-            self.memory.target_known = True
+        """The target ModelDeployment's spec as the run planned with it (None: not a ModelDeployment)."""
+        self._load_target()
         return self.memory.target
+
+    def workload(self) -> dict[str, Any] | None:
+        """The target workload's snapshot as the run planned with it (None: not a workload)."""
+        self._load_target()
+        return self.memory.workload
 
     # -- each trial's results
 

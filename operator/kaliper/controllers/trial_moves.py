@@ -6,8 +6,10 @@ actions to take; the ProfileRun controller only carries them out.
     Pending     started by the search                             Deploying   apply the deployment
                 started by the search, the target a URL           Running     start the load
     Deploying   no deployment (lost in a restart)                 Deploying   apply it again
-                deployment Ready                                  Running     start the load
-                deployment Failed, a pod that cannot recover,     Failed      tear down
+                deployment Ready (a workload copy: every          Running     start the load
+                replica of its template ready)
+                deployment Failed (a workload copy: its           Failed      tear down
+                rollout failed), a pod that cannot recover,
                 or readyTimeout passed
     Running     no Job (lost in a restart)                        Running     start the load again
                 load ended, results written                       Collecting  collect
@@ -28,6 +30,7 @@ from kaliper.api.profilerun import ProfileRunSpec
 from kaliper.api.units import parse_duration
 from kaliper.controllers.diagnosis import job_complete, job_problem, pod_problem, restarts_and_oom_kills
 from kaliper.manifests.profilerun import LABEL_ROLE, LABEL_TRIAL
+from kaliper.manifests.workload import rollout_state
 
 IN_FLIGHT = ("Deploying", "Running", "Collecting")
 
@@ -72,6 +75,7 @@ class TrialObjectsSeen:
     """What the watch streams show of one trial's objects."""
 
     deployment: dict[str, Any] | None = None  # its ModelDeployment
+    workload: dict[str, Any] | None = None  # or its copy of a workload target (an apps/v1 Deployment)
     jobs: list[dict[str, Any]] = field(default_factory=list)
     pods: list[dict[str, Any]] = field(default_factory=list)  # its server and load-generator pods
     results_written: bool = False  # the load generator's results document exists (read once the load ended)
@@ -85,8 +89,12 @@ class TrialObjectsSeen:
                 o for o in objects.get(kind, []) if (o["metadata"].get("labels") or {}).get(LABEL_TRIAL) == str(index)
             ]
 
-        deployment = next((d for d in objects.get("ModelDeployment", []) if d["metadata"]["name"] == name), None)
-        return cls(deployment=deployment, jobs=mine("Job"), pods=mine("Pod"))
+        def named(kind: str) -> dict[str, Any] | None:
+            return next((d for d in objects.get(kind, []) if d["metadata"]["name"] == name), None)
+
+        return cls(
+            deployment=named("ModelDeployment"), workload=named("Deployment"), jobs=mine("Job"), pods=mine("Pod")
+        )
 
     def pods_of(self, role: str) -> list[dict[str, Any]]:
         return [p for p in self.pods if (p["metadata"].get("labels") or {}).get(LABEL_ROLE, "").startswith(role)]
@@ -141,20 +149,31 @@ def next_move(phase: str, seen: TrialObjectsSeen, elapsed_s: float, timeouts: Ti
     return Move(phase)
 
 
+def _serving_state(seen: TrialObjectsSeen) -> tuple[bool, str | None, str | None, str | None]:
+    """(ready, why it failed, the model name it serves, what its status says) of the trial's deployment."""
+    if seen.workload is not None:
+        ready, failure = rollout_state(seen.workload)
+        return ready, failure, None, failure
+    status = (seen.deployment or {}).get("status") or {}
+    failed = status.get("phase") == "Failed"
+    failure = f"the trial's ModelDeployment failed: {status.get('message')}" if failed else None
+    return status.get("phase") == "Ready", failure, status.get("modelName"), status.get("message")
+
+
 def _deploying(seen: TrialObjectsSeen, elapsed_s: float, timeouts: Timeouts) -> Move:
-    if seen.deployment is None:  # created before a restart and lost, or never created
+    if seen.deployment is None and seen.workload is None:  # created before a restart and lost, or never created
         return Move("Deploying", (ApplyDeployment(),))
-    status = seen.deployment.get("status") or {}
-    if status.get("phase") == "Ready":
-        return Move("Running", (StartLoad(None, status.get("modelName")),))
-    if status.get("phase") == "Failed":
-        return _failed(f"the trial's ModelDeployment failed: {status.get('message')}")
+    ready, failure, model_name, message = _serving_state(seen)
+    if ready:
+        return Move("Running", (StartLoad(None, model_name),))
+    if failure is not None:
+        return _failed(failure)
     servers = seen.pods_of("server")
     problem = pod_problem(servers)
     if problem is not None and problem.definitive:
         return _failed(str(problem), restarts_and_oom_kills(servers))
     if elapsed_s > timeouts.ready_s:
-        why = str(problem) if problem else status.get("message") or "no pod became ready"
+        why = str(problem) if problem else message or "no pod became ready"
         return _failed(f"not ready after readyTimeout ({timeouts.ready}): {why}")
     return Move("Deploying")
 

@@ -89,6 +89,12 @@ def ready_limit(spec: ProfileRunSpec, deployment: ModelDeploymentSpec) -> tuple[
 def cluster_only(spec: ProfileRunSpec) -> list[str]:
     """Settings that only mean something on Kubernetes, refused by `kaliper run` rather than ignored."""
     problems = []
+    if spec.target.workload_ref is not None:
+        problems.append(
+            f"spec.target.workloadRef: {spec.target.workload_ref.kind} {spec.target.workload_ref.name} is a workload "
+            "on Kubernetes, whose pod template the operator copies; `kaliper run` has no cluster. Apply the "
+            "ProfileRun with kubectl, or profile a ModelDeployment of the same model here (target.deploymentRef)"
+        )
     if spec.metrics.custom_queries:
         problems.append(
             "spec.metrics.customQueries: PromQL over a trial's pods runs on Kubernetes; `kaliper run` measures the "

@@ -11,7 +11,7 @@ from typing import Any
 
 from kaliper import __version__
 from kaliper.api.common import API_VERSION
-from kaliper.api.modeldeployment import GPU_LLM_RUNTIMES, LLM_RUNTIMES, ModelDeploymentSpec
+from kaliper.api.modeldeployment import GPU_LLM_RUNTIMES, LLM_RUNTIMES, ModelDeploymentSpec, ModelDeploymentTemplate
 from kaliper.api.units import parse_duration
 from kaliper.serving import llm as llm_servers
 from kaliper.serving.flags import tuning_flags
@@ -314,7 +314,7 @@ def build_service(name: str, namespace: str, uid: str, spec: ModelDeploymentSpec
     }
 
 
-def endpoint(name: str, namespace: str, spec: ModelDeploymentSpec) -> str:
+def endpoint(name: str, namespace: str, spec: ModelDeploymentTemplate) -> str:
     return f"http://{name}.{namespace}.svc:{spec.service.port}"
 
 

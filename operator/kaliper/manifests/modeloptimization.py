@@ -38,7 +38,7 @@ def results_name(name: str) -> str:
     return f"{name}-result"
 
 
-def _owned_meta(owner: dict[str, Any], name: str, role: str) -> dict[str, Any]:
+def owned_meta(owner: dict[str, Any], name: str, role: str) -> dict[str, Any]:
     meta = owner["metadata"]
     return {
         "name": name,
@@ -104,13 +104,13 @@ def build_optimizer(owner: dict[str, Any], spec: ModelOptimizationSpec, image: s
         "metadata": {"name": meta["name"], "namespace": meta["namespace"]},
         "spec": spec.to_manifest(),
     }
-    results_meta = _owned_meta(owner, results_name(meta["name"]), "results")
+    results_meta = owned_meta(owner, results_name(meta["name"]), "results")
     # The optimizer's identity may not update the owner's finalizers, which blockOwnerDeletion needs.
     results_meta["ownerReferences"][0]["blockOwnerDeletion"] = False
     config_map = {
         "apiVersion": "v1",
         "kind": "ConfigMap",
-        "metadata": _owned_meta(owner, name, "optimizer-config"),
+        "metadata": owned_meta(owner, name, "optimizer-config"),
         "data": {
             "manifest.yaml": yaml.safe_dump(manifest, sort_keys=False),
             "results.yaml": yaml.safe_dump({"metadata": results_meta}),
@@ -189,7 +189,7 @@ def build_optimizer(owner: dict[str, Any], spec: ModelOptimizationSpec, image: s
     job = {
         "apiVersion": "batch/v1",
         "kind": "Job",
-        "metadata": _owned_meta(owner, name, "optimizer"),
+        "metadata": owned_meta(owner, name, "optimizer"),
         "spec": {
             # A failed optimization is reported with its reason, not run again.
             "backoffLimit": 0,
@@ -200,7 +200,7 @@ def build_optimizer(owner: dict[str, Any], spec: ModelOptimizationSpec, image: s
             },
         },
     }
-    return [config_map, *results_writer_identity(_owned_meta(owner, name, "optimizer-identity")), job]
+    return [config_map, *results_writer_identity(owned_meta(owner, name, "optimizer-identity")), job]
 
 
 def optimizer_resources(spec: ModelOptimizationSpec) -> dict[str, Any]:

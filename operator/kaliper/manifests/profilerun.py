@@ -110,7 +110,7 @@ def report_name(run: str) -> str:
     return f"{run}-report"
 
 
-def _owned_meta(run: dict[str, Any], name: str, role: str, index: int | None = None) -> dict[str, Any]:
+def owned_meta(run: dict[str, Any], name: str, role: str, index: int | None = None) -> dict[str, Any]:
     meta = run["metadata"]
     labels = {LABEL_RUN: meta["name"], LABEL_ROLE: role, LABEL_MANAGED: "kaliper"}
     if index is not None:
@@ -134,7 +134,7 @@ def build_trial_deployment(run: dict[str, Any], index: int, spec: ModelDeploymen
     return {
         "apiVersion": "kaliper.dev/v1alpha1",
         "kind": "ModelDeployment",
-        "metadata": _owned_meta(run, trial_objects(run["metadata"]["name"], index).deployment, "server", index),
+        "metadata": owned_meta(run, trial_objects(run["metadata"]["name"], index).deployment, "server", index),
         "spec": spec.to_manifest(),
     }
 
@@ -254,7 +254,7 @@ def _job(
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
-        "metadata": _owned_meta(run, name, "loadgen", index),
+        "metadata": owned_meta(run, name, "loadgen", index),
         "spec": {
             "parallelism": parallelism,
             "completions": parallelism,
@@ -288,14 +288,14 @@ def build_loadgen(
         str(PurePosixPath(TOKENIZER_DIR) / tokenizer.config_map.key) if tokenizer and tokenizer.config_map else None
     )
     config = loadgen_config(spec, url, model_name, level, headers, dataset_file, tokenizer_file, server_replicas)
-    results_meta = _owned_meta(run, names.results, "results", index)
+    results_meta = owned_meta(run, names.results, "results", index)
     # The load generator's identity may not update the run's finalizers, which blocking the owner's deletion
     # needs (OwnerReferencesPermissionEnforcement); the results need not hold up a deletion anyway.
     results_meta["ownerReferences"][0]["blockOwnerDeletion"] = False
     config_map = {
         "apiVersion": "v1",
         "kind": "ConfigMap",
-        "metadata": _owned_meta(run, names.loadgen_config, "loadgen-config", index),
+        "metadata": owned_meta(run, names.loadgen_config, "loadgen-config", index),
         "data": {"config.yaml": yaml.safe_dump(config), "results.yaml": yaml.safe_dump({"metadata": results_meta})},
     }
     config_path, publish = f"{CONFIG_DIR}/config.yaml", f"{CONFIG_DIR}/results.yaml"
@@ -328,7 +328,7 @@ def build_loadgen(
     service = {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": _owned_meta(run, master_name, "loadgen", index),
+        "metadata": owned_meta(run, master_name, "loadgen", index),
         "spec": {
             "clusterIP": "None",
             "selector": {**trial_labels(run["metadata"]["name"], index), LABEL_ROLE: "loadgen-master"},
@@ -346,7 +346,7 @@ def build_loadgen(
 
 def loadgen_rbac(run: dict[str, Any]) -> list[dict[str, Any]]:
     """The run's load-generator identity, owned by the run, so it goes when the run does."""
-    return results_writer_identity(_owned_meta(run, loadgen_account(run["metadata"]["name"]), "loadgen-identity"))
+    return results_writer_identity(owned_meta(run, loadgen_account(run["metadata"]["name"]), "loadgen-identity"))
 
 
 def results_writer_identity(meta: dict[str, Any]) -> list[dict[str, Any]]:
@@ -376,7 +376,7 @@ def build_report_configmap(
 ) -> dict[str, Any]:
     """The run's report ConfigMap; content comes from report.store.configmap_content. With keep_until
     (spec.report.keepFor) it has no owner, so it outlives the run, and says until when it is kept."""
-    meta = _owned_meta(run, report_name(run["metadata"]["name"]), "report")
+    meta = owned_meta(run, report_name(run["metadata"]["name"]), "report")
     if keep_until is not None:
         del meta["ownerReferences"]
         meta["annotations"] = {KEEP_UNTIL: keep_until.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")}

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from kaliper.api.modeldeployment import ModelDeploymentSpec
+from kaliper.api.modeldeployment import ModelDeploymentTemplate
 from kaliper.api.profilerun import MetricsSpec
 from kaliper.api.units import parse_duration
 from kaliper.metrics import server_load as prometheus_server_load
@@ -70,7 +70,7 @@ def load_window(namespace: str, pod_regex: str, stage: StageResult, scrape_inter
     )
 
 
-def gpus_of(deployment: ModelDeploymentSpec) -> int:
+def gpus_of(deployment: ModelDeploymentTemplate) -> int:
     return deployment.resources.gpu.count if deployment.resources and deployment.resources.gpu else 0
 
 
@@ -81,7 +81,7 @@ class TrialMeasurement:
 
     metrics: MetricsSpec
     defaults: MetricsDefaults
-    deployment: ModelDeploymentSpec | None  # None: the run loads a URL, not a deployment of its own
+    deployment: ModelDeploymentTemplate | None  # None: the run loads a URL, not a deployment of its own
     namespace: str
     trial: str
     pod_regex: str | None  # None: no server pods found

@@ -15,6 +15,7 @@ from kaliper.api.modeldeployment import (
     Batching,
     LlmServing,
     ModelDeploymentSpec,
+    ModelDeploymentTemplate,
     ServingRuntime,
     Threads,
 )
@@ -28,7 +29,9 @@ class Configuration:
 
     index: int
     parameters: dict[str, str]
-    deployment: ModelDeploymentSpec | None  # None: an external URL target
+    # None: an external URL target. A ModelDeploymentSpec for a ModelDeployment target; for a workload target
+    # (kaliper.manifests.workload), the template its serving container is read as.
+    deployment: ModelDeploymentTemplate | None
     levels: list[float]
     level_name: str  # "concurrency" or "rate"
 
@@ -58,7 +61,7 @@ def load_levels(spec: ProfileRunSpec) -> tuple[list[float], str]:
     return sorted(float(v) for v in levels), "rate"
 
 
-def configurations(spec: ProfileRunSpec, base: ModelDeploymentSpec | None) -> list[Configuration]:
+def configurations(spec: ProfileRunSpec, base: ModelDeploymentTemplate | None) -> list[Configuration]:
     """Every combination of the swept deployment parameters (a single one without a sweep)."""
     levels, level_name = load_levels(spec)
     sweep = spec.sweep
@@ -78,7 +81,7 @@ def configurations(spec: ProfileRunSpec, base: ModelDeploymentSpec | None) -> li
     return result
 
 
-def apply(base: ModelDeploymentSpec, chosen: dict[str, Any]) -> ModelDeploymentSpec:
+def apply(base: ModelDeploymentTemplate, chosen: dict[str, Any]) -> ModelDeploymentTemplate:
     """The base deployment with the swept values applied; a swept CPU or memory sets request = limit."""
     spec = base.model_copy(deep=True)
     resources = spec.resources or ResourceRequirements()
@@ -148,7 +151,7 @@ def _largest(lengths: LengthDistribution) -> int:
     return lengths.max if lengths.max is not None else 4 * lengths.mean
 
 
-def context_problem(spec: ProfileRunSpec, deployment: ModelDeploymentSpec) -> str | None:
+def context_problem(spec: ProfileRunSpec, deployment: ModelDeploymentTemplate) -> str | None:
     """llama.cpp splits its context evenly among its slots: a request longer than its slot's share fails.
     Why the run's longest request cannot fit, or None."""
     llm = deployment.llm
@@ -176,7 +179,7 @@ def sweep_problem(spec: ProfileRunSpec, configs: list[Configuration]) -> str | N
             continue
         where = f"configuration {describe(config.parameters)}: " if config.parameters else ""
         try:
-            ModelDeploymentSpec.model_validate(config.deployment.to_manifest())
+            type(config.deployment).model_validate(config.deployment.to_manifest())
         except ValidationError as error:
             return where + "; ".join(e["msg"] for e in error.errors())
         problem = context_problem(spec, config.deployment)
@@ -212,7 +215,7 @@ def cluster_problem(spec: ProfileRunSpec, configs: list[Configuration], namespac
     if problem:
         return problem
     for config in configs:
-        if config.deployment is not None:
+        if isinstance(config.deployment, ModelDeploymentSpec):  # a workload's copy is built from its template
             try:
                 build_deployment("check", namespace, "", config.deployment, image)
             except BuildError as exc:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections import defaultdict
 from datetime import datetime
 
-from kaliper.api.modeldeployment import LLM_RUNTIMES, ModelDeploymentSpec
+from kaliper.api.modeldeployment import LLM_RUNTIMES, ModelDeploymentSpec, ModelDeploymentTemplate
 from kaliper.api.profilerun import ProfileRunSpec, SloSpec
 from kaliper.api.units import parse_cpu, parse_quantity
 from kaliper.profiling import decisions
@@ -37,8 +37,11 @@ OTHER_WORK_CORES = 0.25
 
 def new_report(spec: ProfileRunSpec, name: str, namespace: str | None, started_at: datetime) -> ProfileReport:
     """The report's header, as both paths write it."""
-    reference = spec.target.deployment_ref
-    target = f"ModelDeployment/{reference.name}" if reference else str(spec.target.url)
+    reference, workload = spec.target.deployment_ref, spec.target.workload_ref
+    if reference is not None:
+        target = f"ModelDeployment/{reference.name}"
+    else:
+        target = f"{workload.kind}/{workload.name}" if workload is not None else str(spec.target.url)
     return ProfileReport(
         name=name,
         namespace=namespace,
@@ -91,7 +94,7 @@ def with_resources(trial: TrialReport, resources: TrialResources | None) -> Tria
     return trial
 
 
-def needs_server_load_from_prometheus(trial: TrialReport, deployment: ModelDeploymentSpec | None) -> bool:
+def needs_server_load_from_prometheus(trial: TrialReport, deployment: ModelDeploymentTemplate | None) -> bool:
     """A generation trial of an LLM runtime's deployment whose load generator did not read the server's
     gauges: with several replicas it does not (through the Service each read reaches one of them), and only
     Prometheus, scraping every pod, sees them all. With one replica the generator's readings at every window
@@ -123,9 +126,10 @@ def failed(index: int, name: str, parameters: dict[str, str], reason: str) -> Tr
     return TrialReport(index=index, name=name, parameters=parameters, status="Failed", message=reason)
 
 
-def target_model_name(spec: ProfileRunSpec, base: ModelDeploymentSpec | None) -> str:
-    """The model name requests carry: the target deployment's model name, else its name."""
-    if base is not None and base.model.name:
+def target_model_name(spec: ProfileRunSpec, base: ModelDeploymentTemplate | None) -> str:
+    """The model name requests carry: the target ModelDeployment's model name, else its name (a workload's
+    server has no model name Kaliper knows: request.modelName sets it)."""
+    if isinstance(base, ModelDeploymentSpec) and base.model.name:
         return base.model.name
     return spec.target.deployment_ref.name if spec.target.deployment_ref else "model"
 

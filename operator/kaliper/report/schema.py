@@ -412,6 +412,9 @@ class ProfileReport(KaliperModel):
     started_at: datetime
     finished_at: datetime | None = None
     target: str
+    """What was loaded: ModelDeployment/<name>, Deployment/<name> (a workloadRef) or the URL."""
+    target_container: str | None = None
+    """A workloadRef target's serving container: the one its trials varied and its recommendation patches."""
     strategy: str
     currency: str = "USD"
     trials: list[TrialReport] = Field(default_factory=list)

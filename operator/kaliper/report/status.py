@@ -19,7 +19,7 @@ from kaliper.api.profilerun import (
     TrialSummary,
 )
 from kaliper.report.optimization import CandidateResult, ModelProfile, OptimizationReport
-from kaliper.report.recommend import merge_patch_text
+from kaliper.report.recommend import merge_patch_text, patch_text, workload_patch
 from kaliper.report.schema import LatencyFigures, ProfileReport, TokenFigures, TrialReport
 
 FIELDS = {"p50": "p50_ms", "p90": "p90_ms", "p95": "p95_ms", "p99": "p99_ms", "p99.9": "p999_ms"}
@@ -118,6 +118,9 @@ def status_from_report(report: ProfileReport, report_ref: ReportReference | None
             replicas=r.replicas,
             rationale=r.rationale[:4096],
             merge_patch=merge_patch_text(r) if report.target.startswith("ModelDeployment/") else None,
+            strategic_merge_patch=(
+                patch_text(workload_patch(r, report.target_container)) if report.target_container else None
+            ),
         )
     return status
 

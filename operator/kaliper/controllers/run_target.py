@@ -1,0 +1,106 @@
+"""What a ProfileRun's trials deploy, from its spec.target: nothing (a URL, loaded as it is), a copy of a
+ModelDeployment (a trial ModelDeployment, which its own controller serves), or a copy of a workload that
+already runs (a Deployment and a Service the run makes itself, kaliper.manifests.workload). The run reads
+its target once, when it plans, and keeps a snapshot (run_records): every trial starts from the same one."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from kaliper.api.modeldeployment import ModelDeploymentSpec, ModelDeploymentTemplate
+from kaliper.api.profilerun import ProfileRunSpec
+from kaliper.api.units import parse_duration
+from kaliper.controllers import kube
+from kaliper.controllers.run_records import RunFailed, RunRecords
+from kaliper.controllers.store import STORE
+from kaliper.manifests import workload
+from kaliper.manifests.modeldeployment import endpoint
+from kaliper.manifests.profilerun import build_trial_deployment, trial_name
+
+
+class RunTarget:
+    def __init__(self, run: dict[str, Any], spec: ProfileRunSpec, records: RunRecords) -> None:
+        self.run, self.spec, self.records = run, spec, records
+        self.namespace, self.name = run["metadata"]["namespace"], run["metadata"]["name"]
+
+    def reference(self) -> tuple[str, str, str] | None:
+        """(kind, name, the spec field that names it), or None for a URL."""
+        target = self.spec.target
+        if target.deployment_ref is not None:
+            return "ModelDeployment", target.deployment_ref.name, "spec.target.deploymentRef"
+        if target.workload_ref is not None:
+            return target.workload_ref.kind, target.workload_ref.name, "spec.target.workloadRef"
+        return None
+
+    def url(self) -> str | None:
+        """The URL a run without a deployment loads."""
+        return str(self.spec.target.url) if self.reference() is None else None
+
+    def snapshot(self, now: datetime) -> tuple[ModelDeploymentTemplate | None, str | None]:
+        """Read the target and keep it: (what its trials vary, None) once it exists, (None, why the run
+        waits) until then. Raises RunFailed when it never came within readyTimeout, or cannot be copied."""
+        reference = self.reference()
+        if reference is None:
+            self.records.save_target(None)
+            return None, None
+        kind, name, field = reference
+        found = STORE.get(kind, self.namespace, name) or kube.get(kind, self.namespace, name)  # not seen yet
+        if found is None:
+            created = datetime.fromisoformat(self.run["metadata"]["creationTimestamp"].replace("Z", "+00:00"))
+            if (now - created).total_seconds() > parse_duration(self.spec.ready_timeout):
+                raise RunFailed(f"{kind} {name} does not exist; create it or fix {field}")
+            return None, f"waiting for {kind} {name} ({field})"
+        if kind == "ModelDeployment":
+            base = ModelDeploymentSpec.model_validate(found["spec"])
+            self.records.save_target(base)
+            return base, None
+        saved = workload.snapshot(found)
+        base = self._shape(saved)
+        self.records.save_target(None, saved)
+        return base, None
+
+    def _shape(self, saved: dict[str, Any]) -> ModelDeploymentTemplate:
+        assert self.spec.target.workload_ref is not None
+        try:
+            return workload.serving_shape(saved, self.spec.target.workload_ref)
+        except workload.WorkloadProblem as problem:
+            raise RunFailed(str(problem)) from None
+
+    def base(self) -> ModelDeploymentTemplate | None:
+        """What the trials vary, from the snapshot the run planned with."""
+        saved = self.records.workload()
+        if saved is not None:
+            return self._shape(saved)
+        return self.records.target()
+
+    def container(self) -> str | None:
+        """A workload target's serving container (the one its trials vary and its recommendation patches)."""
+        saved, ref = self.records.workload(), self.spec.target.workload_ref
+        return workload.serving_container(saved, ref)["name"] if saved is not None and ref is not None else None
+
+    def apply_trial(self, index: int, configuration: ModelDeploymentTemplate) -> None:
+        name = trial_name(self.name, index)
+        saved = self.records.workload()
+        if saved is None:
+            assert isinstance(configuration, ModelDeploymentSpec)
+            kube.apply(build_trial_deployment(self.run, index, configuration))
+            return
+        assert self.spec.target.workload_ref is not None
+        for obj in workload.build_trial_workload(
+            self.run, index, name, saved, self.spec.target.workload_ref, configuration
+        ):
+            kube.apply(obj)
+
+    def trial_url(self, index: int, configuration: ModelDeploymentTemplate) -> str:
+        return endpoint(trial_name(self.name, index), self.namespace, configuration)
+
+    def delete_trial(self, index: int) -> None:
+        """The trial's serving objects: its ModelDeployment (which takes its Deployment and Service along),
+        or its copy of the workload and that copy's Service."""
+        name = trial_name(self.name, index)
+        if self.spec.target.workload_ref is not None:
+            kube.delete("Deployment", self.namespace, name)
+            kube.delete("Service", self.namespace, name)
+        else:
+            kube.delete("ModelDeployment", self.namespace, name)
