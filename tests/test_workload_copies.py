@@ -66,7 +66,7 @@ def test_the_serving_container_is_read_as_a_template_the_sweep_can_vary() -> Non
     # The first container and its first port unless the reference says otherwise.
     first = serving_shape(snapshot(SCORER), WorkloadReference(name="scorer", port=8080))
     assert (first.runtime.image, first.runtime.port) == ("envoy:1", 8080)
-    with pytest.raises(WorkloadProblem, match="spec.target.workloadRef.port: container proxy of Deployment scorer"):
+    with pytest.raises(WorkloadProblem, match=r"spec\.target\.workloadRef\.port: container proxy of Deployment scorer"):
         serving_shape(snapshot(SCORER), WorkloadReference(name="scorer"))
     assert serving_shape(snapshot(SCORER), WorkloadReference(name="scorer", port=9090)).runtime.port == 9090
 

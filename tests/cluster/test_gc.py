@@ -10,8 +10,8 @@ import subprocess
 from datetime import UTC, datetime, timedelta
 
 from tests.support.controlplane import Kubectl
-from tests.support.local_run import KALIPER
 from tests.support.operator_runner import running_operator
+from tests.support.paths import KALIPER
 
 
 def gc(kubectl: Kubectl, namespace: str, *flags: str) -> dict:

@@ -184,3 +184,63 @@ def test_a_recommendation_is_not_applied_to_a_target_argo_cd_manages_unless_forc
     ]
     patched = crds.json("get", "modeldeployment", "synced", "-n", namespace)["spec"]
     assert (patched["replicas"], patched["resources"]) == (1, {"requests": {"cpu": "250m"}})
+
+
+def test_a_recommendation_applied_to_a_deployment_merges_its_serving_container_by_name(
+    crds: Kubectl, namespace: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from kaliper.api.profilerun import ProfileRunSpec
+    from kaliper.controllers import kube
+    from kaliper.controllers.recommendation import apply_recommendation
+    from kaliper.report.schema import ProfileReport, RecommendationReport
+
+    monkeypatch.setenv("KUBECONFIG", str(crds.kubeconfig))
+    kube.api_client.cache_clear()
+    containers = [
+        {"name": "proxy", "image": "envoy:1", "resources": {"limits": {"cpu": "100m"}}},
+        {"name": "model", "image": "scorer:2", "resources": {"requests": {"cpu": "2", "ephemeral-storage": "1Gi"}}},
+    ]
+    apply(
+        crds,
+        namespace,
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": "scorer"},
+            "spec": {
+                "replicas": 3,
+                "selector": {"matchLabels": {"app": "scorer"}},
+                "template": {"metadata": {"labels": {"app": "scorer"}}, "spec": {"containers": containers}},
+            },
+        },
+    )
+    spec = ProfileRunSpec.model_validate(
+        {**profile_run("sizing", None)["spec"], "target": {"workloadRef": {"name": "scorer", "container": "model"}}}
+        | {"recommendation": {"updateMode": "Apply"}}
+    )
+    report = ProfileReport(
+        name="sizing",
+        started_at=datetime(2026, 11, 24, tzinfo=UTC),
+        target="Deployment/scorer",
+        target_container="model",
+        strategy="grid",
+        recommendation=RecommendationReport(cpu_request="250m", memory_request="300Mi", replicas=2, rationale="p90"),
+    )
+    events: list[tuple[str, str, bool]] = []
+    apply_recommendation(spec, namespace, report, lambda *event: events.append(event))
+    assert events == [
+        (
+            "RecommendationApplied",
+            'Deployment scorer patched with {"spec":{"replicas":2,"template":{"spec":{"containers":[{"name":"model",'
+            '"resources":{"requests":{"cpu":"250m","memory":"300Mi"}}}]}}}}',
+            False,
+        )
+    ]
+    patched = crds.json("get", "deployment", "scorer", "-n", namespace)["spec"]
+    proxy, model = patched["template"]["spec"]["containers"]
+    assert patched["replicas"] == 2
+    assert (proxy["name"], proxy["resources"]) == ("proxy", {"limits": {"cpu": "100m"}})
+    assert (model["name"], model["resources"]) == (
+        "model",
+        {"requests": {"cpu": "250m", "ephemeral-storage": "1Gi", "memory": "300Mi"}},
+    )

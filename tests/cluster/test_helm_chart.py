@@ -192,6 +192,7 @@ def test_rbac_allows_the_operators_work_and_nothing_else(crds: Kubectl, namespac
         ("patch", "profileruns.kaliper.dev/status"),
         ("update", "profileruns.kaliper.dev/finalizers"),  # blockOwnerDeletion on what it creates
         ("create", "deployments.apps"),
+        ("delete", "deployments.apps"),  # a workloadRef trial's copy, deleted with its trial
         ("delete", "services"),
         ("create", "jobs.batch"),
         ("get", "jobs.batch"),  # the optimizer's Job, read by each step of a ModelOptimization

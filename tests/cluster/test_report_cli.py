@@ -7,15 +7,12 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from datetime import UTC, datetime
-from pathlib import Path
 
 from kaliper.report.schema import ProfileReport, ResourceSeriesPoint, TrialReport, TrialResources
 from kaliper.report.store import configmap_content
 from tests.support.controlplane import Kubectl
-
-KALIPER = Path(sys.executable).with_name("kaliper")
+from tests.support.paths import KALIPER
 
 
 def report(name: str, points: int) -> ProfileReport:

@@ -15,7 +15,7 @@ from kaliper.report.optimization import OptimizationReport
 from kaliper.report.schema import ProfileReport
 from kaliper.serving.tiny_llm import demo_shape, make_tiny_llm
 from tests.support.llama import synthetic_payload
-from tests.support.local_run import KALIPER
+from tests.support.paths import KALIPER
 
 PROMPTS = ["Write a haiku about snow.", "Why is the sky blue?", "Name three prime numbers.", "Describe a harbour."]
 

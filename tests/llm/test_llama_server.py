@@ -25,7 +25,7 @@ from tests.support.llama import (
     tiny_model,
 )
 from tests.support.loadgen_run import run_loadgen
-from tests.support.local_run import KALIPER
+from tests.support.paths import KALIPER
 
 SHORT = {"warmup": "1s", "minDuration": "3s", "maxDuration": "3s", "stopping": {"window": "1s"}}
 # llama-server's ChatML template around a user message adds 16 tokens with this tokenizer (measured with the

@@ -13,7 +13,7 @@ import pytest
 
 from kaliper.report.schema import ProfileReport
 from tests.support.llama import chat_request, synthetic_payload, tiny_model
-from tests.support.local_run import KALIPER
+from tests.support.paths import KALIPER
 
 MAX_TOKENS = 16
 SHORT = {"warmup": "1s", "minDuration": "3s", "maxDuration": "3s", "stopping": {"window": "1s"}}

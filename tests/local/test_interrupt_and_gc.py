@@ -14,7 +14,8 @@ import yaml
 from kaliper.local import cgroups
 from kaliper.report.schema import ProfileReport
 from tests.support.controlplane import wait_for
-from tests.support.local_run import KALIPER, deployment, profile_run
+from tests.support.local_run import deployment, profile_run
+from tests.support.paths import KALIPER
 
 
 def start_run(tmp_path: Path, model: Path) -> tuple[subprocess.Popen, Path]:

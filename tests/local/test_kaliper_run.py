@@ -29,7 +29,8 @@ from tests.support.kernel import (
     limit_controllers,
     listening_ports,
 )
-from tests.support.local_run import KALIPER, deployment, profile_run
+from tests.support.local_run import deployment, profile_run
+from tests.support.paths import KALIPER
 
 
 def run_watching(command: list[str], watch: Callable[[int], None], timeout: float = 300) -> subprocess.CompletedProcess:

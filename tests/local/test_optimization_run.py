@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +21,8 @@ from kaliper.report.schema import ProfileReport
 from kaliper.serving.examples import make_iris_pipeline, make_iris_sklearn
 from tests.support.cpu import NCHWC_BLOCK
 from tests.support.kernel import kaliper_groups
+from tests.support.paths import KALIPER
 
-KALIPER = Path(sys.executable).with_name("kaliper")
 FLOAT_INPUT = [{"name": "float_input", "shape": [-1, 4], "datatype": "FP32"}]
 
 

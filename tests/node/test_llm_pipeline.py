@@ -20,9 +20,9 @@ from kaliper.report.optimization import OptimizationReport
 from kaliper.report.schema import ProfileReport
 from kaliper.serving.tiny_llm import demo_shape, make_tiny_llm
 from tests.support.controlplane import fresh_namespace
-from tests.support.local_run import KALIPER
 from tests.support.node import Node
 from tests.support.node_operator import Operator, local_claim, run_report, wait_for_optimization, wait_for_phase
+from tests.support.paths import KALIPER
 
 PROMPTS = [
     "Write a haiku about snow.",

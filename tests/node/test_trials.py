@@ -4,17 +4,21 @@ real pod networking, and an operator killed in the middle of a run."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import time
-from collections.abc import Callable
 from datetime import datetime
 
 from kaliper.loadgen.publish import RESULT_KEY
 from kaliper.report.store import read_document
-from tests.support.controlplane import ControlPlaneError, wait_for
 from tests.support.node import IMAGE, Node
-from tests.support.node_operator import OPERATOR_NAMESPACE, Operator, apply_with_model, operator_pod, wait_for_phase
+from tests.support.node_operator import (
+    OPERATOR_NAMESPACE,
+    Operator,
+    apply_with_model,
+    operator_pod,
+    poll_until_phase,
+    wait_for_phase,
+)
 
 PAYLOAD = {"tensors": {"inputs": [{"name": "float_input", "shape": [-1, 4], "datatype": "FP32"}], "seed": 7}}
 
@@ -140,21 +144,6 @@ def test_the_operator_pod_killed_mid_run_carries_on_and_creates_nothing_twice(
         "configmaps/sturdy-t0-result",
     ):
         assert created.get(key) == 1, (key, created)
-
-
-def poll_until_phase(
-    node: Node, namespace: str, run: str, phase: str, each: Callable[[], None], timeout: float
-) -> dict:
-    """wait_for_phase, calling `each` before every look at the run."""
-
-    def settled() -> bool:
-        each()
-        status = node.kubectl.json("get", "profilerun", run, "-n", namespace).get("status") or {}
-        return status.get("phase") in (phase, "Failed")
-
-    with contextlib.suppress(ControlPlaneError):
-        wait_for(settled, timeout, what=f"ProfileRun {run} to be {phase}", interval=1)
-    return wait_for_phase(node, namespace, run, phase, timeout=1)
 
 
 def test_a_run_in_a_namespace_enforcing_the_restricted_pod_security_standard_succeeds(

@@ -1,12 +1,9 @@
-"""The `kaliper` command as the tests run it, and the manifests of a small local profiling run."""
+"""The manifests of a small local profiling run (the `kaliper` command is tests.support.paths.KALIPER)."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
-
-KALIPER = Path(sys.executable).with_name("kaliper")
 
 
 def deployment(model: Path, **spec: Any) -> dict:

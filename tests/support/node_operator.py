@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -73,6 +73,21 @@ def wait_for_phase(node: Node, namespace: str, run: str, phase: str, timeout: fl
         return status
     events = node.kubectl("get", "events", "-n", namespace, "--sort-by=.lastTimestamp", check=False).stdout
     pytest.fail(f"ProfileRun {run} is not {phase}: {json.dumps(status, indent=1)[-3000:]}\n{events[-3000:]}")
+
+
+def poll_until_phase(
+    node: Node, namespace: str, run: str, phase: str, each: Callable[[], None], timeout: float
+) -> dict:
+    """wait_for_phase, calling `each` before every look at the run."""
+
+    def settled() -> bool:
+        each()
+        status = node.kubectl.json("get", "profilerun", run, "-n", namespace).get("status") or {}
+        return status.get("phase") in (phase, "Failed")
+
+    with contextlib.suppress(ControlPlaneError):
+        wait_for(settled, timeout, what=f"ProfileRun {run} to be {phase}", interval=1)
+    return wait_for_phase(node, namespace, run, phase, timeout=1)
 
 
 def run_report(node: Node, namespace: str, run: str) -> dict:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples"
 CATALOGUE = REPO / "tests" / "catalogue" / "invalid"
+KALIPER = Path(sys.executable).with_name("kaliper")  # the CLI of the environment running the tests
