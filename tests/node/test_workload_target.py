@@ -50,8 +50,9 @@ SIZING = {
         "target": {"workloadRef": {"name": "scorer"}},
         "request": {"modelName": "iris"},
         "payload": {"tensors": {"inputs": [{"name": "float_input", "shape": [-1, 4], "datatype": "FP32"}]}},
-        # Over 30 s measured, each copy's pod is scraped (every 30 s) inside the window.
-        "load": {"closedLoop": {"concurrency": 2}, "warmup": "1s", "minDuration": "32s", "maxDuration": "32s"},
+        # CPU and memory figures need two samples of each pod in the window: Prometheus scrapes every 30 s, and
+        # each sample carries cAdvisor's own timestamp, up to 15 s older (examples/kind/profilerun.yaml).
+        "load": {"closedLoop": {"concurrency": 2}, "warmup": "1s", "minDuration": "75s", "maxDuration": "75s"},
         "sweep": {"cpu": ["200m", "400m"]},
         "search": {"parallelism": 2},
         "slo": {"latency": [{"percentile": 99, "max": "500ms"}]},

@@ -176,7 +176,7 @@ class RunRecords:
             report.warnings.append("time series left out to fit the 1 MiB ConfigMap limit; see the *-result ConfigMaps")
             content = configmap_content(REPORT_KEY, report.model_dump_json(by_alias=True, exclude_none=True))
         # Keep the snapshot beside the report (an apply replaces the whole data map).
-        content.setdefault("data", {})[TARGET_KEY] = _target_text(self.target())
+        content.setdefault("data", {})[TARGET_KEY] = _target_text(self.target(), self.workload())
         keep_for = (self.run["spec"].get("report") or {}).get("keepFor")
         finished = report.finished_at or datetime.now(UTC)
         keep_until = finished + timedelta(seconds=parse_duration(keep_for)) if keep_for else None
