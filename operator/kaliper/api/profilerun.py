@@ -51,8 +51,8 @@ class ProfileTarget(KaliperModel):
     """What to load. Set exactly one of deploymentRef, workloadRef or url."""
 
     deployment_ref: LocalObjectReference | None = None
-    """A ModelDeployment in the same namespace. Required to sweep deployment parameters: each trial is a
-    copy of it with the swept values applied."""
+    """A ModelDeployment in the same namespace. Each trial is a copy of it with the swept values applied;
+    every deployment parameter of the sweep can vary."""
     workload_ref: WorkloadReference | None = None
     """A Deployment that already runs (Kubernetes only). Each trial runs a copy of its pod template, with the
     swept cpu, memory, gpu and replicas, under labels no Service of the original selects; the original is

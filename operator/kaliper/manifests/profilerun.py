@@ -1,6 +1,7 @@
 """ProfileRun -> the objects of its trials. Pure functions: specs in, plain dicts out, no API calls.
 
-A trial is a ModelDeployment `<run>-t<index>` (the run's target with the swept values applied) and a
+A trial is a ModelDeployment `<run>-t<index>` (the run's target with the swept values applied; for a
+workloadRef target, a copy of the workload's Deployment and a Service, kaliper.manifests.workload) and a
 load-generator Job `<run>-t<index>-lg` (or, with load.workers, a master Job `-lgm`, its Service and a worker
 Job `-lgw`) that runs `python -m kaliper.loadgen` with its config from the ConfigMap `<run>-t<index>-lg`.
 The generator writes its results document into the ConfigMap `<run>-t<index>-result` itself, from the
