@@ -219,6 +219,9 @@ def test_cluster_only_settings_are_refused_not_ignored(tmp_path: Path, model: Pa
     assert process.returncode == 1 and report is None
     assert "spec.metrics.customQueries: PromQL over a trial's pods runs on Kubernetes" in process.stderr
     assert "spec.metrics.dcgm.profilingMetrics: DCGM's profiling fields come from dcgm-exporter" in process.stderr
+    process, report = kaliper_run(tmp_path, profile_run(target={"workloadRef": {"name": "scorer"}}))
+    assert process.returncode == 1 and report is None
+    assert "spec.target.workloadRef: Deployment scorer is a workload on Kubernetes" in process.stderr
 
 
 def test_time_series_are_left_out_when_the_spec_says_so(tmp_path: Path, model: Path) -> None:
