@@ -468,14 +468,15 @@ class ControlPlane:
 
     # --- teardown ------------------------------------------------------------------------------------
 
-    def stop(self) -> None:
-        """Stop every process (kwok first, etcd last), check none survived, and delete the directory."""
+    def stop(self, grace_s: float = 15) -> None:
+        """Stop every process (kwok first, etcd last), each killed if it has not exited `grace_s` after
+        SIGTERM, check none survived, and delete the directory."""
         for name in reversed(list(self.processes)):
             process = self.processes[name]
             if process.poll() is None:
                 process.terminate()
                 try:
-                    process.wait(timeout=15)
+                    process.wait(timeout=grace_s)
                 except subprocess.TimeoutExpired:
                     process.kill()
                     process.wait(timeout=15)
