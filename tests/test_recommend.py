@@ -10,9 +10,9 @@ from kaliper.report.recommend import (
     NoRecommendation,
     apply_merge_patch,
     kustomize_patch,
-    merge_patch_text,
     patch_text,
     patched_manifest,
+    spec_patch,
     target_of,
     target_patch,
 )
@@ -42,12 +42,12 @@ def report(
 
 
 def test_the_merge_patch_sets_requests_limits_gpus_and_replicas() -> None:
-    assert merge_patch_text(RECOMMENDED) == (
+    assert patch_text(spec_patch(RECOMMENDED)) == (
         '{"spec":{"replicas":2,"resources":{"gpu":{"count":1},"limits":{"cpu":"500m","memory":"207Mi"},'
         '"requests":{"cpu":"288m","memory":"173Mi"}}}}'
     )
     only_cpu = RecommendationReport(cpu_request="1", rationale="cpu only")
-    assert merge_patch_text(only_cpu) == '{"spec":{"resources":{"requests":{"cpu":"1"}}}}'
+    assert patch_text(spec_patch(only_cpu)) == '{"spec":{"resources":{"requests":{"cpu":"1"}}}}'
 
 
 def test_a_kustomize_patch_names_its_target() -> None:
@@ -166,3 +166,22 @@ def test_merge_patches_follow_rfc_7386() -> None:
         "tags": [],
         "phoneNumber": "+01-123-456-7890",
     }
+
+
+def test_the_status_carries_the_patch_of_the_targets_kind() -> None:
+    from kaliper.report.status import status_from_report
+
+    model = status_from_report(report(), None).recommendation
+    assert model is not None and model.strategic_merge_patch is None
+    assert model.merge_patch == (
+        '{"spec":{"replicas":2,"resources":{"gpu":{"count":1},"limits":{"cpu":"500m","memory":"207Mi"},'
+        '"requests":{"cpu":"288m","memory":"173Mi"}}}}'
+    )
+    workload = status_from_report(report("Deployment/scorer", container="model"), None).recommendation
+    assert workload is not None and workload.merge_patch is None
+    assert workload.strategic_merge_patch == (
+        '{"spec":{"replicas":2,"template":{"spec":{"containers":[{"name":"model","resources":{"limits":'
+        '{"cpu":"500m","memory":"207Mi"},"requests":{"cpu":"288m","memory":"173Mi"}}}]}}}}'
+    )
+    url = status_from_report(report("http://scorer:8080/"), None).recommendation
+    assert url is not None and (url.merge_patch, url.strategic_merge_patch) == (None, None)

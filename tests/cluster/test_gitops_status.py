@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from kaliper.api.profilerun import ProfileRunSpec
+from kaliper.report.schema import ProfileReport, RecommendationReport
 from tests.support.cluster_objects import apply, model_deployment, profile_run
 from tests.support.controlplane import Kubectl
 from tests.support.gitops import ARGOCD_CHECKS, argocd_health, kstatus, kubectl_wait_recipes, run_recipe
@@ -32,6 +34,34 @@ def operator(crds: Kubectl) -> Iterator[None]:
 
 def phase_of(kubectl: Kubectl, namespace: str, kind: str, name: str) -> str | None:
     return (kubectl.json("get", kind, name, "-n", namespace).get("status") or {}).get("phase")
+
+
+@pytest.fixture
+def in_process_client(crds: Kubectl, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The operator's API client in this process, on the test control plane."""
+    from kaliper.controllers import kube
+
+    monkeypatch.setenv("KUBECONFIG", str(crds.kubeconfig))
+    kube.api_client.cache_clear()
+
+
+def applying_run(
+    name: str, target: dict, profiled: str, recommendation: RecommendationReport, container: str | None = None
+) -> tuple[ProfileRunSpec, ProfileReport]:
+    """A ProfileRun spec with updateMode Apply, and the report of its run of `profiled` that recommends
+    `recommendation`."""
+    spec = ProfileRunSpec.model_validate(
+        {**profile_run(name, None)["spec"], "target": target} | {"recommendation": {"updateMode": "Apply"}}
+    )
+    report = ProfileReport(
+        name=name,
+        started_at=datetime(2026, 11, 24, tzinfo=UTC),
+        target=profiled,
+        target_container=container,
+        strategy="grid",
+        recommendation=recommendation,
+    )
+    return spec, report
 
 
 def test_a_run_waiting_for_its_target_is_in_progress_then_failed_and_the_wait_recipes_say_so(
@@ -136,28 +166,18 @@ def test_the_argocd_cm_patch_installs_a_health_check_per_kind(crds: Kubectl, nam
 
 
 def test_a_recommendation_is_not_applied_to_a_target_argo_cd_manages_unless_forced(
-    crds: Kubectl, namespace: str, monkeypatch: pytest.MonkeyPatch
+    in_process_client: None, crds: Kubectl, namespace: str
 ) -> None:
-    from kaliper.api.profilerun import ProfileRunSpec
-    from kaliper.controllers import kube
     from kaliper.controllers.recommendation import apply_recommendation
-    from kaliper.report.schema import ProfileReport, RecommendationReport
 
-    monkeypatch.setenv("KUBECONFIG", str(crds.kubeconfig))
-    kube.api_client.cache_clear()
     target = model_deployment("synced", replicas=2)
     target["metadata"]["annotations"] = {"argocd.argoproj.io/tracking-id": "perf:kaliper.dev/ModelDeployment:ml/synced"}
     apply(crds, namespace, target)
-    spec = ProfileRunSpec.model_validate(
-        {**profile_run("gate", None)["spec"], "target": {"deploymentRef": {"name": "synced"}}}
-        | {"recommendation": {"updateMode": "Apply"}}
-    )
-    report = ProfileReport(
-        name="gate",
-        started_at=datetime(2026, 11, 24, tzinfo=UTC),
-        target="ModelDeployment/synced",
-        strategy="grid",
-        recommendation=RecommendationReport(cpu_request="250m", replicas=1, rationale="p90"),
+    spec, report = applying_run(
+        "gate",
+        {"deploymentRef": {"name": "synced"}},
+        "ModelDeployment/synced",
+        RecommendationReport(cpu_request="250m", replicas=1, rationale="p90"),
     )
     events: list[tuple[str, str, bool]] = []
     apply_recommendation(spec, namespace, report, lambda *event: events.append(event))
@@ -187,15 +207,10 @@ def test_a_recommendation_is_not_applied_to_a_target_argo_cd_manages_unless_forc
 
 
 def test_a_recommendation_applied_to_a_deployment_merges_its_serving_container_by_name(
-    crds: Kubectl, namespace: str, monkeypatch: pytest.MonkeyPatch
+    in_process_client: None, crds: Kubectl, namespace: str
 ) -> None:
-    from kaliper.api.profilerun import ProfileRunSpec
-    from kaliper.controllers import kube
     from kaliper.controllers.recommendation import apply_recommendation
-    from kaliper.report.schema import ProfileReport, RecommendationReport
 
-    monkeypatch.setenv("KUBECONFIG", str(crds.kubeconfig))
-    kube.api_client.cache_clear()
     containers = [
         {"name": "proxy", "image": "envoy:1", "resources": {"limits": {"cpu": "100m"}}},
         {"name": "model", "image": "scorer:2", "resources": {"requests": {"cpu": "2", "ephemeral-storage": "1Gi"}}},
@@ -214,17 +229,12 @@ def test_a_recommendation_applied_to_a_deployment_merges_its_serving_container_b
             },
         },
     )
-    spec = ProfileRunSpec.model_validate(
-        {**profile_run("sizing", None)["spec"], "target": {"workloadRef": {"name": "scorer", "container": "model"}}}
-        | {"recommendation": {"updateMode": "Apply"}}
-    )
-    report = ProfileReport(
-        name="sizing",
-        started_at=datetime(2026, 11, 24, tzinfo=UTC),
-        target="Deployment/scorer",
-        target_container="model",
-        strategy="grid",
-        recommendation=RecommendationReport(cpu_request="250m", memory_request="300Mi", replicas=2, rationale="p90"),
+    spec, report = applying_run(
+        "sizing",
+        {"workloadRef": {"name": "scorer", "container": "model"}},
+        "Deployment/scorer",
+        RecommendationReport(cpu_request="250m", memory_request="300Mi", replicas=2, rationale="p90"),
+        container="model",
     )
     events: list[tuple[str, str, bool]] = []
     apply_recommendation(spec, namespace, report, lambda *event: events.append(event))

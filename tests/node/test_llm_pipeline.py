@@ -66,14 +66,15 @@ OPTIMIZATION = {
         "evaluator": {
             # This test is about the pipeline, not the noise rule (tests/optimize/test_gguf.py): with 8 samples
             # of sub-millisecond tokens on a busy node, the original's twin alone differed by up to 36% (CI),
-            # while Q8_0 beat the F32 original by 33-40%. An explicit bar keeps the choice off that coin toss.
+            # while Q8_0 beat the F32 original by 33-40% here. Any speed-up counts, so the choice depends
+            # neither on that coin toss nor on how much faster Q8_0 is on another CPU.
             "generation": {
                 "dataset": DATASET,
                 "prompts": 4,
                 "maxTokens": 16,
                 "rounds": 2,
                 "minAgreement": 0,
-                "minImprovementPercent": 10,
+                "minImprovementPercent": 0,
             }
         },
         "target": {"cpu": "1"},

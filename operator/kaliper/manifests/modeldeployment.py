@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from kaliper import __version__
-from kaliper.api.common import API_VERSION
+from kaliper.api.common import API_VERSION, ResourceRequirements
 from kaliper.api.modeldeployment import GPU_LLM_RUNTIMES, LLM_RUNTIMES, ModelDeploymentSpec, ModelDeploymentTemplate
 from kaliper.api.units import parse_duration
 from kaliper.serving import llm as llm_servers
@@ -190,9 +190,9 @@ def triton_model_directory(spec: ModelDeploymentSpec, name: str) -> tuple[str, s
     return repository, directory
 
 
-def _resources(spec: ModelDeploymentSpec) -> dict[str, Any]:
+def container_resources(resources: ResourceRequirements | None) -> dict[str, Any]:
+    """A serving container's `resources`: cpu and memory as given, GPUs as the extended resource named."""
     out: dict[str, Any] = {}
-    resources = spec.resources
     if resources is None:
         return out
     for part in ("requests", "limits"):
@@ -248,7 +248,8 @@ def build_deployment(
         # termination log if it wrote one, else the end of its output.
         "terminationMessagePolicy": "FallbackToLogsOnError",
     }
-    for key, value in (("command", command), ("args", args), ("env", env), ("resources", _resources(spec))):
+    resources = container_resources(spec.resources)
+    for key, value in (("command", command), ("args", args), ("env", env), ("resources", resources)):
         if value:
             container[key] = value
     if spec.runtime.type in ("vllm", "sglang"):

@@ -19,6 +19,7 @@ from typing import Any
 from kaliper.api.common import GpuRequest, ResourceList, ResourceRequirements
 from kaliper.api.modeldeployment import ModelDeploymentTemplate, ServiceSpec, ServingRuntime
 from kaliper.api.profilerun import WorkloadReference
+from kaliper.manifests.modeldeployment import container_resources
 from kaliper.manifests.profilerun import LABEL_ROLE, owned_meta, trial_labels
 
 
@@ -114,19 +115,15 @@ def serving_shape(saved: dict[str, Any], ref: WorkloadReference) -> ModelDeploym
 
 
 def _trial_resources(original: dict[str, Any], shape: ModelDeploymentTemplate) -> dict[str, Any]:
-    """The original container's resources with cpu, memory and GPUs as the trial's configuration sets them;
-    anything else it asks for (ephemeral storage, hugepages) is kept."""
-    out = {part: dict(values) for part, values in (original or {}).items() if isinstance(values, dict)}
+    """The original container's resources with cpu, memory and GPUs as the trial's configuration sets them
+    (as a ModelDeployment's container gets them); anything else it asks for (ephemeral storage, hugepages,
+    claims) is kept."""
+    swept = container_resources(shape.resources)
+    out = copy.deepcopy(original)
     for part in ("requests", "limits"):
-        kept = {k: v for k, v in out.get(part, {}).items() if k not in ("cpu", "memory") and not is_gpu_resource(k)}
-        values = getattr(shape.resources, part, None) if shape.resources else None
-        if values is not None:
-            kept.update({k: v for k, v in (("cpu", values.cpu), ("memory", values.memory)) if v is not None})
-        out[part] = kept
-    gpu = shape.resources.gpu if shape.resources else None
-    if gpu is not None and gpu.count:
-        # Extended resources: requests must equal limits; the limit alone is enough (Kubernetes copies it).
-        out["limits"][gpu.resource_name] = str(gpu.count)
+        values = out.get(part) or {}
+        kept = {k: v for k, v in values.items() if k not in ("cpu", "memory") and not is_gpu_resource(k)}
+        out[part] = {**kept, **swept.get(part, {})}
     return {part: values for part, values in out.items() if values}
 
 

@@ -57,10 +57,6 @@ def spec_patch(recommendation: RecommendationReport) -> dict[str, Any]:
     return {"spec": spec}
 
 
-def merge_patch_text(recommendation: RecommendationReport) -> str:
-    return patch_text(spec_patch(recommendation))
-
-
 def patch_text(patch: dict[str, Any]) -> str:
     return json.dumps(patch, separators=(",", ":"), sort_keys=True)
 

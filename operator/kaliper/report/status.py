@@ -3,6 +3,8 @@ for the Kubernetes object (the full report stays in report.json or the run's Con
 
 from __future__ import annotations
 
+import contextlib
+
 from kaliper.api.common import Readiness, ResourceList
 from kaliper.api.modeloptimization import Footprint, ModelOptimizationStatus, OperatorTypeShare, ProfileSummary
 from kaliper.api.profilerun import (
@@ -19,7 +21,7 @@ from kaliper.api.profilerun import (
     TrialSummary,
 )
 from kaliper.report.optimization import CandidateResult, ModelProfile, OptimizationReport
-from kaliper.report.recommend import merge_patch_text, patch_text, workload_patch
+from kaliper.report.recommend import NoRecommendation, patch_text, target_of, target_patch
 from kaliper.report.schema import LatencyFigures, ProfileReport, TokenFigures, TrialReport
 
 FIELDS = {"p50": "p50_ms", "p90": "p90_ms", "p95": "p95_ms", "p99": "p99_ms", "p99.9": "p999_ms"}
@@ -117,11 +119,13 @@ def status_from_report(report: ProfileReport, report_ref: ReportReference | None
             limits=ResourceList(cpu=r.cpu_limit, memory=r.memory_limit),
             replicas=r.replicas,
             rationale=r.rationale[:4096],
-            merge_patch=merge_patch_text(r) if report.target.startswith("ModelDeployment/") else None,
-            strategic_merge_patch=(
-                patch_text(workload_patch(r, report.target_container)) if report.target_container else None
-            ),
         )
+        with contextlib.suppress(NoRecommendation):  # a URL target: nothing to patch
+            patch = patch_text(target_patch(report))
+            if target_of(report).patch_type == "merge":
+                status.recommendation.merge_patch = patch
+            else:
+                status.recommendation.strategic_merge_patch = patch
     return status
 
 
