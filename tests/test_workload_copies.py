@@ -74,7 +74,7 @@ def test_the_serving_container_is_read_as_a_template_the_sweep_can_vary() -> Non
 def test_a_copy_runs_the_template_with_the_swept_values_under_the_runs_labels_only() -> None:
     saved = snapshot(SCORER)
     trial = apply(serving_shape(saved, MODEL), {"cpu": "500m", "memory": "512Mi", "replicas": 1})
-    deployment, service = build_trial_workload(RUN, 2, "sizing-t2", saved, MODEL, trial)
+    deployment, service = build_trial_workload(RUN, 2, saved, MODEL, trial)
     labels = {"kaliper.dev/profilerun": "sizing", "kaliper.dev/trial": "2", "kaliper.dev/role": "server"}
     assert deployment["metadata"]["name"] == service["metadata"]["name"] == "sizing-t2"
     assert deployment["metadata"]["ownerReferences"][0]["kind"] == "ProfileRun"
@@ -100,7 +100,7 @@ def test_a_copy_runs_the_template_with_the_swept_values_under_the_runs_labels_on
 def test_a_swept_gpu_kind_replaces_the_originals() -> None:
     saved = snapshot(SCORER)
     trial = apply(serving_shape(saved, MODEL), {"gpu_resource": "nvidia.com/mig-1g.10gb"})
-    deployment, _ = build_trial_workload(RUN, 0, "sizing-t0", saved, MODEL, trial)
+    deployment, _ = build_trial_workload(RUN, 0, saved, MODEL, trial)
     limits = deployment["spec"]["template"]["spec"]["containers"][1]["resources"]["limits"]
     assert limits == {"cpu": "2", "memory": "1Gi", "nvidia.com/mig-1g.10gb": "1"}
 

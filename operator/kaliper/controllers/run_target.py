@@ -80,16 +80,13 @@ class RunTarget:
         return workload.serving_container(saved, ref)["name"] if saved is not None and ref is not None else None
 
     def apply_trial(self, index: int, configuration: ModelDeploymentTemplate) -> None:
-        name = trial_name(self.name, index)
         saved = self.records.workload()
         if saved is None:
             assert isinstance(configuration, ModelDeploymentSpec)
             kube.apply(build_trial_deployment(self.run, index, configuration))
             return
         assert self.spec.target.workload_ref is not None
-        for obj in workload.build_trial_workload(
-            self.run, index, name, saved, self.spec.target.workload_ref, configuration
-        ):
+        for obj in workload.build_trial_workload(self.run, index, saved, self.spec.target.workload_ref, configuration):
             kube.apply(obj)
 
     def trial_url(self, index: int, configuration: ModelDeploymentTemplate) -> str:

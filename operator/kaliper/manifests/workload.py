@@ -20,7 +20,7 @@ from kaliper.api.common import GpuRequest, ResourceList, ResourceRequirements
 from kaliper.api.modeldeployment import ModelDeploymentTemplate, ServiceSpec, ServingRuntime
 from kaliper.api.profilerun import WorkloadReference
 from kaliper.manifests.modeldeployment import container_resources
-from kaliper.manifests.profilerun import LABEL_ROLE, owned_meta, trial_labels
+from kaliper.manifests.profilerun import LABEL_ROLE, owned_meta, trial_labels, trial_name
 
 
 class WorkloadProblem(ValueError):
@@ -130,13 +130,13 @@ def _trial_resources(original: dict[str, Any], shape: ModelDeploymentTemplate) -
 def build_trial_workload(
     run: dict[str, Any],
     index: int,
-    name: str,
     saved: dict[str, Any],
     ref: WorkloadReference,
     shape: ModelDeploymentTemplate,
 ) -> list[dict[str, Any]]:
     """The trial's copy of the workload (a Deployment) and the Service the load generator sends to, both
     owned by the run."""
+    name = trial_name(run["metadata"]["name"], index)
     labels = {**trial_labels(run["metadata"]["name"], index), LABEL_ROLE: "server"}
     template = copy.deepcopy(saved["template"])
     template["metadata"] = {**(template.get("metadata") or {}), "labels": dict(labels)}
