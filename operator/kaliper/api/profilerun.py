@@ -76,8 +76,10 @@ class SecretHeader(KaliperModel):
     """The Secret key that holds the header value. Kaliper's operator never reads it."""
 
 
-Protocol = Literal["oip-v2", "http-json", "openai-chat", "openai-completions"]
+Protocol = Literal["oip-v2", "oip-v2-grpc", "http-json", "openai-chat", "openai-completions"]
 LLM_PROTOCOLS = ("openai-chat", "openai-completions")
+OIP_PROTOCOLS = ("oip-v2", "oip-v2-grpc")  # REST and gRPC faces of the Open Inference Protocol v2
+GRPC_PROTOCOLS = ("oip-v2-grpc",)
 FreeFormObject = Annotated[
     dict[str, Any], Field(json_schema_extra={"type": "object", "x-kubernetes-preserve-unknown-fields": True})
 ]
@@ -128,28 +130,44 @@ class GenerationSpec(KaliperModel):
     it only loses the check."""
 
 
+class GrpcChannels(KaliperModel):
+    """How gRPC calls share HTTP/2 connections (oip-v2-grpc)."""
+
+    connections: Annotated[int, Field(ge=1, le=1000)] = 1
+    """HTTP/2 connections each load-generator process opens to the target; calls are spread over them."""
+    streams_per_connection: Annotated[int, Field(ge=1, le=1000)] = 100
+    """Open loop: calls in flight at once on one connection (the bound on outstanding requests is
+    connections x streamsPerConnection). Closed loop: each user has one call in flight and users are spread
+    evenly over the connections, so this is not used."""
+
+
 class RequestSpec(KaliperModel):
     """How each request is sent."""
 
     protocol: Protocol = "oip-v2"
-    """oip-v2: Open Inference Protocol v2 REST (POST /v2/models/{model}/infer); http-json: any JSON API;
+    """oip-v2: Open Inference Protocol v2 REST (POST /v2/models/{model}/infer); oip-v2-grpc: the same
+    protocol over gRPC (inference.GRPCInferenceService/ModelInfer, unary calls over HTTP/2; payload bodies are
+    written as for oip-v2 and sent as ModelInferRequest messages); http-json: any JSON API;
     openai-chat and openai-completions: OpenAI-compatible generation (POST /v1/chat/completions or
     /v1/completions), streamed or not, with time to first token, the gaps between tokens and token counts
     measured (set payload.prompts and request.generation)."""
     method: Literal["POST", "PUT", "GET"] = "POST"
-    """HTTP method."""
+    """HTTP method (not used by oip-v2-grpc)."""
     path: Annotated[str, Field(max_length=1024, pattern=r"^/")] | None = None
     """Request path. Default: /v2/models/{model}/infer for oip-v2, / for http-json, /v1/chat/completions for
-    openai-chat, /v1/completions for openai-completions."""
+    openai-chat, /v1/completions for openai-completions. Not used by oip-v2-grpc, whose method is fixed."""
     model_name: Annotated[str, Field(max_length=256)] | None = None
-    """Model name for oip-v2 paths and the `model` field of OpenAI requests. Default: the target
-    ModelDeployment's served model name."""
+    """Model name for oip-v2 paths, oip-v2-grpc calls and the `model` field of OpenAI requests. Default: the
+    target ModelDeployment's served model name."""
     timeout: PositiveDuration = "30s"
     """A request slower than this counts as an error (with its latency recorded)."""
     headers: StringMap | None = None
-    """Plain headers sent with every request. Put credentials in headersFrom instead."""
+    """Plain headers sent with every request (gRPC metadata for oip-v2-grpc, names in lower case). Put
+    credentials in headersFrom instead."""
     headers_from: Annotated[list[SecretHeader], Field(max_length=16)] | None = None
-    """Headers whose values come from Secrets (API keys, bearer tokens)."""
+    """Headers whose values come from Secrets (API keys, bearer tokens); gRPC metadata for oip-v2-grpc."""
+    grpc: GrpcChannels | None = None
+    """oip-v2-grpc: connections and streams per connection. Default: one connection, 100 streams."""
     generation: GenerationSpec | None = None
     """openai-chat and openai-completions: what each request asks the model to generate. Default: 128
     tokens, streamed, with usage."""
@@ -401,6 +419,7 @@ DEPLOYMENT_SWEEP_FIELDS = (
     "context_size",
     "runtime",
     "model_variants",
+    "protocol",
 )
 
 
@@ -441,6 +460,10 @@ class SweepSpec(KaliperModel):
         | None
     ) = None
     """Alternative models (for example ModelOptimization candidates)."""
+    protocol: _sweep_list(Literal["oip-v2", "oip-v2-grpc"]) | None = None
+    """The Open Inference Protocol's faces to compare: oip-v2 (REST) and oip-v2-grpc. Each is a trial of
+    its own against its own deployment, the requests built from the same payload; the runtime must serve
+    both (onnxruntime, mlserver, triton)."""
     concurrency: _sweep_list(Annotated[int, Field(ge=1, le=100000)]) | None = None
     """Load levels as concurrent users (closed loop), tried from lowest to highest."""
     rate: _sweep_list(Annotated[float, Field(gt=0, le=1000000)]) | None = None
@@ -714,11 +737,57 @@ class ProfileRunTemplate(KaliperModel):
         ),
         Rule(
             cel="!has(self.payload.tensors) || !has(self.request) || !has(self.request.protocol) || "
-            "self.request.protocol == 'oip-v2'",
+            "self.request.protocol in ['oip-v2', 'oip-v2-grpc']",
             message="payload.tensors generates Open Inference Protocol v2 requests; set request.protocol to oip-v2 "
-            "or use payload.inline or payload.dataset",
-            check=lambda s: s.payload.tensors is None or s.request.protocol == "oip-v2",
+            "or oip-v2-grpc, or use payload.inline or payload.dataset",
+            check=lambda s: s.payload.tensors is None or s.request.protocol in OIP_PROTOCOLS,
             field_path=".payload.tensors",
+        ),
+        Rule(
+            cel="!has(self.sweep) || !has(self.sweep.protocol) || ((!has(self.request) || "
+            "!has(self.request.protocol) || self.request.protocol in ['oip-v2', 'oip-v2-grpc']) && "
+            "!has(self.payload.prompts))",
+            message="sweep.protocol compares the Open Inference Protocol's REST and gRPC faces; the requests must "
+            "be oip-v2 (request.protocol oip-v2 or oip-v2-grpc, payload tensors, inline or dataset)",
+            check=lambda s: (
+                s.sweep is None
+                or s.sweep.protocol is None
+                or (s.request.protocol in OIP_PROTOCOLS and s.payload.prompts is None)
+            ),
+            field_path=".sweep.protocol",
+        ),
+        Rule(
+            cel="!has(self.request) || !has(self.request.protocol) || self.request.protocol != 'oip-v2-grpc' || "
+            "!has(self.request.path)",
+            message="request.path is an HTTP path; oip-v2-grpc calls inference.GRPCInferenceService/ModelInfer on "
+            "the target's gRPC port: remove request.path",
+            check=lambda s: s.request.protocol != "oip-v2-grpc" or s.request.path is None,
+            field_path=".request.path",
+        ),
+        Rule(
+            cel="!has(self.request) || !has(self.request.grpc) || (has(self.request.protocol) && "
+            "self.request.protocol == 'oip-v2-grpc') || (has(self.sweep) && has(self.sweep.protocol) && "
+            "'oip-v2-grpc' in self.sweep.protocol)",
+            message="request.grpc sets the connections of gRPC calls; set request.protocol to oip-v2-grpc (or "
+            "sweep.protocol) or remove request.grpc",
+            check=lambda s: (
+                s.request.grpc is None
+                or s.request.protocol == "oip-v2-grpc"
+                or (s.sweep is not None and s.sweep.protocol is not None and "oip-v2-grpc" in s.sweep.protocol)
+            ),
+            field_path=".request.grpc",
+        ),
+        Rule(
+            cel="!has(self.load.openLoop) || !has(self.load.openLoop.maxConnections) || !has(self.request) || "
+            "!has(self.request.protocol) || self.request.protocol != 'oip-v2-grpc'",
+            message="gRPC calls share HTTP/2 connections: bound them with request.grpc.connections and "
+            "streamsPerConnection instead of load.openLoop.maxConnections",
+            check=lambda s: (
+                s.load.open_loop is None
+                or s.load.open_loop.max_connections is None
+                or s.request.protocol != "oip-v2-grpc"
+            ),
+            field_path=".load.openLoop.maxConnections",
         ),
         Rule(
             cel="!has(self.payload.prompts) || (has(self.request) && has(self.request.protocol) && "
@@ -781,9 +850,10 @@ class ProfileRunSpec(ProfileRunTemplate):
             cel="has(self.target.deploymentRef) || has(self.target.workloadRef) || !has(self.sweep) || "
             "[has(self.sweep.cpu), has(self.sweep.memory), has(self.sweep.gpu), has(self.sweep.gpuResource), "
             "has(self.sweep.replicas), has(self.sweep.batchSize), has(self.sweep.threads), has(self.sweep.slots), "
-            "has(self.sweep.contextSize), has(self.sweep.runtime), has(self.sweep.modelVariants)].all(x, !x)",
-            message="sweeping deployment parameters needs target.deploymentRef or target.workloadRef; "
-            "a target url can only sweep load levels (concurrency or rate)",
+            "has(self.sweep.contextSize), has(self.sweep.runtime), has(self.sweep.modelVariants), "
+            "has(self.sweep.protocol)].all(x, !x)",
+            message="sweeping deployment parameters or the protocol needs target.deploymentRef (or "
+            "target.workloadRef); a target url can only sweep load levels (concurrency or rate)",
             check=lambda s: (
                 s.target.deployment_ref is not None
                 or s.target.workload_ref is not None
@@ -795,10 +865,11 @@ class ProfileRunSpec(ProfileRunTemplate):
         Rule(
             cel="!has(self.target.workloadRef) || !has(self.sweep) || "
             "[has(self.sweep.batchSize), has(self.sweep.threads), has(self.sweep.slots), "
-            "has(self.sweep.contextSize), has(self.sweep.runtime), has(self.sweep.modelVariants)].all(x, !x)",
+            "has(self.sweep.contextSize), has(self.sweep.runtime), has(self.sweep.modelVariants), "
+            "has(self.sweep.protocol)].all(x, !x)",
             message="a target.workloadRef sweeps what Kubernetes sets on its pods (cpu, memory, gpu, gpuResource, "
-            "replicas); batchSize, threads, slots, contextSize, runtime and modelVariants configure Kaliper's "
-            "serving runtimes: serve the model with a ModelDeployment and use target.deploymentRef",
+            "replicas); batchSize, threads, slots, contextSize, runtime, modelVariants and protocol need Kaliper's "
+            "own serving runtimes: serve the model with a ModelDeployment and use target.deploymentRef",
             check=lambda s: (
                 s.target.workload_ref is None
                 or s.sweep is None

@@ -1,6 +1,6 @@
 """`python -m kaliper.serving`: serve one ONNX model over the Open Inference Protocol v2.
 
-python -m kaliper.serving --model model.onnx --name iris [--port 8080] [--intra-op 1] [--inter-op 1]
+python -m kaliper.serving --model model.onnx --name iris [--port 8080] [--grpc-port 8081] [--intra-op 1] [--inter-op 1]
                           [--max-batch-size 16 --max-queue-delay 2ms]
 """
 
@@ -24,6 +24,12 @@ from kaliper.processes import die_with_parent
 @click.option("--version", "model_version", default=None, help="Model version to report.")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on (0.0.0.0 in a pod).")
 @click.option("--port", default=8080, show_default=True, type=click.IntRange(1, 65535))
+@click.option(
+    "--grpc-port",
+    type=click.IntRange(1, 65535),
+    default=None,
+    help="Also serve the Open Inference Protocol's gRPC service (inference.GRPCInferenceService) on this port.",
+)
 @click.option("--intra-op", type=click.IntRange(1, 256), default=None, help="ONNX Runtime intra-op threads.")
 @click.option("--inter-op", type=click.IntRange(1, 256), default=None, help="ONNX Runtime inter-op threads.")
 @click.option("--max-batch-size", type=click.IntRange(1, 4096), default=None, help="Dynamic batching: rows.")
@@ -47,6 +53,7 @@ def main(
     model_version: str | None,
     host: str,
     port: int,
+    grpc_port: int | None,
     intra_op: int | None,
     inter_op: int | None,
     max_batch_size: int | None,
@@ -91,9 +98,11 @@ def main(
         path=str(model_path),
         inputs=[i.name for i in model.inputs],
         port=port,
+        grpc_port=grpc_port,
         max_batch_size=max_batch_size,
     )
-    app = build_app(model, name, model_version, max_batch_size, delay_s, concurrency)
+    grpc_address = (host, grpc_port) if grpc_port else None
+    app = build_app(model, name, model_version, max_batch_size, delay_s, concurrency, grpc_address)
     web.run_app(app, host=host, port=port, print=None, access_log=None, reuse_port=reuse_port)
 
 

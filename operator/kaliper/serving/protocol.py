@@ -87,7 +87,7 @@ def encode_outputs(model_name: str, outputs: dict[str, np.ndarray], request_id: 
             {
                 "name": name,
                 "shape": list(array.shape),
-                "datatype": _datatype_of(array),
+                "datatype": datatype_of(array),
                 "data": array.reshape(-1).tolist(),
             }
             for name, array in outputs.items()
@@ -98,7 +98,7 @@ def encode_outputs(model_name: str, outputs: dict[str, np.ndarray], request_id: 
     return response
 
 
-def _datatype_of(array: np.ndarray) -> str:
+def datatype_of(array: np.ndarray) -> str:
     for name, dtype in DTYPES.items():
         if array.dtype == dtype:
             return name

@@ -1,4 +1,5 @@
-"""The HTTP side: Open Inference Protocol v2 REST routes, health, and Prometheus metrics (aiohttp)."""
+"""The HTTP side: Open Inference Protocol v2 REST routes, health, and Prometheus metrics (aiohttp); with a
+gRPC port, the protocol's gRPC service too (serving/grpc_service.py) on the same event loop."""
 
 from __future__ import annotations
 
@@ -7,14 +8,17 @@ import json
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+import grpc
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from kaliper.serving.batching import DynamicBatcher, Timing
+from kaliper.serving.grpc_service import InferenceService, start_grpc_server
 from kaliper.serving.model import OnnxModel
 from kaliper.serving.protocol import ProtocolError, decode_inputs, encode_outputs
 
+GRPC_SERVER = web.AppKey("grpc_server", grpc.aio.Server)
 BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
 
 
@@ -24,6 +28,12 @@ class Metrics:
         self.requests = Counter(
             "kaliper_server_requests",
             "Inference requests by model and HTTP status.",
+            ["model", "code"],
+            registry=self.registry,
+        )
+        self.grpc_requests = Counter(
+            "kaliper_server_grpc_requests",
+            "ModelInfer calls over gRPC by model and status code.",
             ["model", "code"],
             registry=self.registry,
         )
@@ -57,7 +67,10 @@ def build_app(
     max_batch_size: int | None = None,
     max_queue_delay_s: float = 0.005,
     concurrency: int = 1,
+    grpc_address: tuple[str, int] | None = None,
 ) -> web.Application:
+    """The server's aiohttp application; with `grpc_address` (host, port), its gRPC service starts and stops
+    with it."""
     metrics = Metrics()
     executor = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="onnxruntime")
     batcher = (
@@ -73,6 +86,16 @@ def build_app(
         outputs = await asyncio.get_running_loop().run_in_executor(executor, model.infer, inputs)
         rows = next(iter(inputs.values())).shape[0] if inputs else 0
         return outputs, Timing(0.0, time.perf_counter() - started, rows)
+
+    def observe(timing: Timing) -> None:
+        metrics.queue.labels(name).observe(timing.queue_s)
+        metrics.inference.labels(name).observe(timing.inference_s)
+        metrics.batch.labels(name).observe(timing.batch_rows)
+
+    def count_grpc(code: str, timing: Timing | None) -> None:
+        metrics.grpc_requests.labels(name, code).inc()
+        if timing is not None:
+            observe(timing)
 
     def error(status: int, message: str) -> web.Response:
         metrics.requests.labels(name, str(status)).inc()
@@ -93,9 +116,7 @@ def build_app(
         except Exception as exc:
             return error(500, f"inference failed: {exc}")
         metrics.requests.labels(name, "200").inc()
-        metrics.queue.labels(name).observe(timing.queue_s)
-        metrics.inference.labels(name).observe(timing.inference_s)
-        metrics.batch.labels(name).observe(timing.batch_rows)
+        observe(timing)
         return web.json_response(encode_outputs(name, outputs, body.get("id")))
 
     async def model_metadata(request: web.Request) -> web.Response:
@@ -124,8 +145,13 @@ def build_app(
     async def on_startup(app: web.Application) -> None:
         if batcher is not None:
             batcher.start()
+        if grpc_address is not None:
+            service = InferenceService(model, name, version, run, count_grpc)
+            app[GRPC_SERVER] = await start_grpc_server(service, *grpc_address)
 
     async def on_cleanup(app: web.Application) -> None:
+        if GRPC_SERVER in app:
+            await app[GRPC_SERVER].stop(grace=1)
         if batcher is not None:
             await batcher.stop()
         executor.shutdown(wait=False, cancel_futures=True)
