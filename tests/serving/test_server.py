@@ -4,8 +4,6 @@ over HTTP, answers checked against ONNX Runtime called directly."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -15,8 +13,8 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 
-from kaliper.netutil import free_port
 from kaliper.serving.examples import make_iris
+from tests.support.builtin_server import serve
 from tests.support.groundtruth import wait_http
 
 ROWS = [[5.1, 3.5, 1.4, 0.2], [6.7, 3.0, 5.2, 2.3], [5.9, 3.0, 4.2, 1.5]]
@@ -25,16 +23,6 @@ ROWS = [[5.1, 3.5, 1.4, 0.2], [6.7, 3.0, 5.2, 2.3], [5.9, 3.0, 4.2, 1.5]]
 @pytest.fixture(scope="module")
 def iris(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return make_iris(tmp_path_factory.mktemp("models") / "iris.onnx")
-
-
-def serve(model: Path, *flags: str) -> tuple[subprocess.Popen, str]:
-    port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "kaliper.serving", "--model", str(model), "--name", "iris", "--port", str(port), *flags],
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    return process, f"http://127.0.0.1:{port}"
 
 
 @pytest.fixture(

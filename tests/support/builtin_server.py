@@ -1,0 +1,20 @@
+"""The built-in model server as a process, for the tests that talk to it."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from kaliper.netutil import free_port
+
+
+def serve(model: Path, *flags: str, name: str = "iris") -> tuple[subprocess.Popen, str]:
+    """Start `python -m kaliper.serving` on a free port; returns the process and its base URL."""
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "kaliper.serving", "--model", str(model), "--name", name, "--port", str(port), *flags],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    return process, f"http://127.0.0.1:{port}"
