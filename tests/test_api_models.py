@@ -88,6 +88,55 @@ def test_profile_run_rules(spec: dict[str, Any], expected: str) -> None:
     assert any(expected in p for p in found), found
 
 
+TENSORS = {"tensors": {"inputs": [{"name": "x", "shape": [-1, 4], "datatype": "FP32"}]}}
+
+
+@pytest.mark.parametrize(
+    ("spec", "expected"),
+    [
+        (
+            {"request": {"protocol": "oip-v2-grpc", "path": "/v2/models/iris/infer"}},
+            "spec.request.path: request.path is an HTTP path; oip-v2-grpc calls "
+            "inference.GRPCInferenceService/ModelInfer on the target's gRPC port: remove request.path",
+        ),
+        (
+            {"request": {"grpc": {"connections": 2}}},
+            "spec.request.grpc: request.grpc sets the connections of gRPC calls; set request.protocol to "
+            "oip-v2-grpc (or sweep.protocol) or remove request.grpc",
+        ),
+        (
+            {"request": {"protocol": "oip-v2-grpc"}, "load": {"openLoop": {"rate": 5, "maxConnections": 4}}},
+            "spec.load.openLoop.maxConnections: gRPC calls share HTTP/2 connections: bound them with "
+            "request.grpc.connections and streamsPerConnection instead of load.openLoop.maxConnections",
+        ),
+        (
+            {"request": {"protocol": "http-json"}, "sweep": {"protocol": ["oip-v2", "oip-v2-grpc"]}},
+            "spec.sweep.protocol: sweep.protocol compares the Open Inference Protocol's REST and gRPC faces",
+        ),
+        (
+            {"sweep": {"protocol": ["oip-v2", "http-json"]}},
+            "spec.sweep.protocol[1]: Input should be 'oip-v2' or 'oip-v2-grpc' (got 'http-json')",
+        ),
+        ({"request": {"protocol": "oip-v2-grpc", "grpc": {"connections": 0}}}, "spec.request.grpc.connections"),
+    ],
+)
+def test_grpc_rules(spec: dict[str, Any], expected: str) -> None:
+    found = problems(with_spec(PROFILE_RUN, **spec))
+    assert any(expected in p for p in found), found
+
+
+def test_grpc_requests_take_oip_payloads_and_a_protocol_sweep() -> None:
+    grpc_run = with_spec(PROFILE_RUN, request={"protocol": "oip-v2-grpc", "grpc": {"connections": 4}}, payload=TENSORS)
+    assert problems(grpc_run) == []
+    swept = with_spec(PROFILE_RUN, payload=TENSORS, sweep={"protocol": ["oip-v2", "oip-v2-grpc"]})
+    swept["spec"]["request"] = {"grpc": {"streamsPerConnection": 8}}
+    assert problems(swept) == []
+    swept["spec"]["target"] = {"url": "http://x.example"}
+    assert any(
+        "sweeping deployment parameters or the protocol needs target.deploymentRef" in p for p in problems(swept)
+    )
+
+
 def test_url_target_may_sweep_load_levels_only() -> None:
     url_run = with_spec(PROFILE_RUN, target={"url": "http://x.example"}, sweep={"concurrency": [1, 2]})
     assert problems(url_run) == []

@@ -7,9 +7,16 @@
 //
 // GET /_truth/records returns {"epoch": <unix s of the stall clock>, "records": [[completed_unix_ns,
 // service_us], ...]}; POST /_truth/reset clears them. Every other path is the service.
+//
+// The same port also speaks gRPC (HTTP/2 without TLS, prior knowledge, as gRPC clients connect to a plaintext
+// target): a request whose Content-Type is application/grpc gets one length-prefixed message back, a fixed
+// ModelInferResponse of the Open Inference Protocol, and grpc-status in the trailers (14, UNAVAILABLE, for
+// the failed ones), after the same delay, recorded the same way. Only the standard library: gRPC's wire format
+// over HTTP/2 is simple enough to write by hand, and the server never decodes the request.
 package main
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"flag"
 	"io"
@@ -17,6 +24,7 @@ import (
 	"math"
 	"math/rand"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 )
@@ -55,6 +63,16 @@ func (s *server) draw() time.Duration {
 	return time.Duration(float64(s.median) * math.Exp(s.sigma*z))
 }
 
+// inferResponse is a ModelInferResponse{model_name: "truth"} in protobuf's encoding (field 1, length 5),
+// framed as gRPC frames a message: a zero compression flag and a 4-byte big-endian length first.
+var inferResponse = grpcFrame([]byte{0x0a, 0x05, 't', 'r', 'u', 't', 'h'})
+
+func grpcFrame(message []byte) []byte {
+	frame := make([]byte, 5, 5+len(message))
+	binary.BigEndian.PutUint32(frame[1:], uint32(len(message)))
+	return append(frame, message...)
+}
+
 func (s *server) serve(w http.ResponseWriter, r *http.Request) {
 	arrived := time.Now()
 	_, _ = io.Copy(io.Discard, r.Body)
@@ -64,11 +82,23 @@ func (s *server) serve(w http.ResponseWriter, r *http.Request) {
 	s.served++
 	fail := s.failEvery > 0 && s.served%s.failEvery == 0
 	s.mu.Unlock()
-	w.Header().Set("Content-Type", "application/json")
-	if fail {
-		w.WriteHeader(http.StatusServiceUnavailable)
+	if strings.HasPrefix(r.Header.Get("Content-Type"), "application/grpc") {
+		w.Header().Set("Content-Type", "application/grpc")
+		w.Header().Set("Trailer", "Grpc-Status, Grpc-Message")
+		if fail {
+			w.Header().Set("Grpc-Status", "14")
+			w.Header().Set("Grpc-Message", "groundtruth: failed as asked (-fail-every)")
+		} else {
+			_, _ = w.Write(inferResponse)
+			w.Header().Set("Grpc-Status", "0")
+		}
+	} else {
+		w.Header().Set("Content-Type", "application/json")
+		if fail {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+		_, _ = w.Write([]byte(`{"outputs":[{"name":"y","shape":[1],"datatype":"FP32","data":[1.0]}]}`))
 	}
-	_, _ = w.Write([]byte(`{"outputs":[{"name":"y","shape":[1],"datatype":"FP32","data":[1.0]}]}`))
 	done := time.Now()
 	s.mu.Lock()
 	s.records = append(s.records, [2]int64{done.UnixNano(), done.Sub(arrived).Microseconds()})
@@ -109,5 +139,8 @@ func main() {
 	mux.HandleFunc("/_truth/reset", s.truth)
 	mux.HandleFunc("/", s.serve)
 	log.Printf("groundtruth on %s: lognormal(median %v, sigma %.2f), stall %v every %v", *addr, *median, *sigma, *stallFor, *stallEvery)
-	log.Fatal((&http.Server{Addr: *addr, Handler: mux}).ListenAndServe())
+	protocols := new(http.Protocols)
+	protocols.SetHTTP1(true)
+	protocols.SetUnencryptedHTTP2(true) // gRPC's plaintext connections
+	log.Fatal((&http.Server{Addr: *addr, Handler: mux, Protocols: protocols}).ListenAndServe())
 }

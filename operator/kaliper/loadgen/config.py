@@ -16,6 +16,7 @@ from kaliper.api.common import HttpUrl
 from kaliper.api.profilerun import (
     LLM_PROTOCOLS,
     GenerationSpec,
+    GrpcChannels,
     LatencyObjective,
     LoadSpec,
     Payload,
@@ -54,6 +55,8 @@ class LoadGenConfig(KaliperModel):
             raise ValueError("levels are concurrent users under closedLoop; use whole numbers")
         if self.request.protocol == "oip-v2" and self.request.path is None and not self.request.model_name:
             raise ValueError("oip-v2 requests need request.modelName (or an explicit request.path)")
+        if self.grpc and not self.request.model_name:
+            raise ValueError("oip-v2-grpc calls name their model: set request.modelName")
         generation = self.request.protocol in LLM_PROTOCOLS
         if generation and not self.request.model_name:
             raise ValueError(f"{self.request.protocol} requests need request.modelName (the body's model field)")
@@ -77,6 +80,15 @@ class LoadGenConfig(KaliperModel):
     def streaming(self) -> bool:
         """Generation requests: each answer is read as it arrives, its tokens timed and counted."""
         return self.request.protocol in LLM_PROTOCOLS
+
+    @property
+    def grpc(self) -> bool:
+        """Open Inference Protocol calls over gRPC instead of HTTP requests."""
+        return self.request.protocol == "oip-v2-grpc"
+
+    @property
+    def grpc_channels(self) -> GrpcChannels:
+        return self.request.grpc or GrpcChannels()
 
     @property
     def server_metrics_url(self) -> str | None:
@@ -108,6 +120,10 @@ class LoadGenConfig(KaliperModel):
 
     @property
     def path(self) -> str:
+        if self.grpc:
+            from kaliper.serving.oip_grpc import MODEL_INFER  # the stubs load only where gRPC is spoken
+
+            return MODEL_INFER  # the method's path on the HTTP/2 connection
         if self.request.path:
             return self.request.path
         if self.request.protocol == "oip-v2":
@@ -129,9 +145,12 @@ class LoadGenConfig(KaliperModel):
         return self.load.stopping.percentile if self.load.stopping else 99.0
 
     def connections(self) -> int:
-        """Open loop: connections to keep. Default: one per request per second of the highest level (so sends
-        stay on schedule through a one-second stall), at least 16 and at most 2000."""
+        """Open loop: requests that may be in flight at once (each user has one). HTTP: connections to keep,
+        by default one per request per second of the highest level (so sends stay on schedule through a
+        one-second stall), at least 16 and at most 2000. gRPC: connections x streams per connection."""
         assert self.load.open_loop is not None
+        if self.grpc:
+            return self.grpc_channels.connections * self.grpc_channels.streams_per_connection
         if self.load.open_loop.max_connections:
             return self.load.open_loop.max_connections
         peak = max(self.stage_levels)

@@ -33,6 +33,8 @@ from locust.runners import MasterRunner, WorkerRunner
 from kaliper.api.units import parse_duration
 from kaliper.loadgen.config import LoadGenConfig, LoadGenError, request_headers
 from kaliper.loadgen.generation import ANSWERED_KINDS, GenerationSender, Session, classify
+from kaliper.loadgen.grpc_calls import GrpcConnection, GrpcTarget, grpc_requests, target_is_down
+from kaliper.loadgen.grpc_calls import preflight as grpc_preflight
 from kaliper.loadgen.histogram import LatencyHistogram
 from kaliper.loadgen.http import Connection, StreamingConnection, build_request
 from kaliper.loadgen.payloads import build_bodies
@@ -84,13 +86,35 @@ class Generator:
         self.generation = GenerationSender.for_config(config) if config.streaming else None
         self.bodies = self.generation.bodies() if self.generation else build_bodies(config.payload, config.seed)
         # Each body becomes a complete request once, here, instead of on every send.
-        self.requests = [
-            build_request(self.method, self.host, self.port, self.path, self.headers, body) for body in self.bodies
-        ]
+        self.grpc = (
+            GrpcTarget.from_headers(self.host, self.port, self.ssl, self.headers, self.timeout_s)
+            if config.grpc
+            else None
+        )
+        if self.grpc is not None:
+            self.requests = grpc_requests(self.bodies, config.request.model_name or "")
+        else:
+            self.requests = [
+                build_request(self.method, self.host, self.port, self.path, self.headers, body) for body in self.bodies
+            ]
+        self._channels: list[Any] = []
+        self._channel_cycle: Iterator[Any] | None = None
         self._request_cycle = itertools.cycle(self.requests)
         self._index_cycle = itertools.cycle(range(len(self.requests)))
         self.recorder = Recorder(config.window_s, config.open_loop, streaming=config.streaming)
         self._slots: Iterator[float] | None = None
+
+    def next_channel(self) -> Any:
+        """gRPC: the channel (HTTP/2 connection) the next user calls on; users are spread over them evenly."""
+        assert self.grpc is not None
+        if self._channel_cycle is None:
+            self._channels = [self.grpc.channel() for _ in range(self.config.grpc_channels.connections)]
+            self._channel_cycle = itertools.cycle(self._channels)
+        return next(self._channel_cycle)
+
+    def close(self) -> None:
+        for channel in self._channels:
+            channel.close()
 
     def next_request(self) -> bytes:
         return next(self._request_cycle)
@@ -129,12 +153,19 @@ class KaliperUser(User):
     def __init__(self, environment: Environment) -> None:
         super().__init__(environment)
         self.generator: Generator = environment.kaliper_generator  # type: ignore[attr-defined]
-        kind = StreamingConnection if self.generator.generation else Connection
-        self.connection = kind(self.generator.host, self.generator.port, self.generator.timeout_s, self.generator.ssl)
+        generator = self.generator
+        self.connection: Connection | GrpcConnection
+        if generator.grpc is not None:
+            self.connection = GrpcConnection(generator.next_channel(), generator.grpc)
+        else:
+            kind = StreamingConnection if generator.generation else Connection
+            self.connection = kind(generator.host, generator.port, generator.timeout_s, generator.ssl)
 
     def send(self) -> tuple[str | None, int, int]:
         """One request: the error kind (None on success), bytes sent and bytes received."""
         raw = self.generator.next_request()
+        if isinstance(self.connection, GrpcConnection):
+            return self.connection.request(raw), len(raw), self.connection.last_response_bytes
         try:
             status = self.connection.request(raw)
         except gevent.GreenletExit:
@@ -342,13 +373,20 @@ class Controller:
             generator=GeneratorInfo(
                 processes=self.processes,
                 workers=self.workers,
-                connections=self.config.connections() if self.config.open_loop else None,
+                connections=self._connections(),
+                protocol=self.config.request.protocol,
                 locust_version=locust.__version__,
             ),
             stages=stages,
             error=error,
             warnings=[warning for stage in stages for warning in stage_warnings(stage)],
         )
+
+    def _connections(self) -> int | None:
+        """Connections each generator process kept: gRPC's HTTP/2 connections, or the open loop's HTTP ones."""
+        if self.config.grpc:
+            return self.config.grpc_channels.connections
+        return self.config.connections() if self.config.open_loop else None
 
     def _measure(self, stage: int, level: float, start_wall: float) -> StageResult:
         deadline = start_wall + (self.warmup_windows * self.window_s) + self.params.max_duration_s + 30
@@ -466,14 +504,17 @@ class Controller:
         if not measured:
             return
         window = measured[-1]
-        connection_errors = sum(
-            n
-            for kind, n in window.errors.items()
-            if not kind.startswith("HTTP") and kind != "timeout" and kind not in ANSWERED_KINDS
-        )
+        connection_errors = sum(n for kind, n in window.errors.items() if _unanswered(kind))
         if window.requests and connection_errors == window.requests:
             kinds = ", ".join(f"{k} x{n}" for k, n in window.errors.most_common(3))
             raise LoadGenError(f"every request of a measured window failed ({kinds}); is the target down?")
+
+
+def _unanswered(kind: str) -> bool:
+    """A failure in which the target did not answer at all (refused or lost connections)."""
+    if kind.startswith("gRPC "):
+        return target_is_down(kind)
+    return not kind.startswith("HTTP") and kind != "timeout" and kind not in ANSWERED_KINDS
 
 
 # --- preflight and entry points ----------------------------------------------------------------------
@@ -491,6 +532,8 @@ def preflight(config: LoadGenConfig) -> str | None:
         mismatch = generator.generation.tokenizer_mismatch(config.url, config.request.model_name or "")
         if mismatch:
             return mismatch
+    if generator.grpc is not None:
+        return grpc_preflight(generator.grpc, config.request.model_name or "", generator.requests[0])
     connection = Connection(generator.host, generator.port, generator.timeout_s, generator.ssl)
     try:
         status = connection.request(generator.requests[0])
@@ -520,9 +563,12 @@ def run_local(config: LoadGenConfig) -> LoadTestResult:
     if problem:
         return failed_result(config, problem, 1, 0)
     environment = Environment(user_classes=[KaliperUser], catch_exceptions=False)
-    environment.kaliper_generator = Generator(config)  # type: ignore[attr-defined]
+    generator = environment.kaliper_generator = Generator(config)  # type: ignore[attr-defined]
     environment.create_local_runner()
-    return Controller(config, environment, processes=1, workers=0).run()
+    try:
+        return Controller(config, environment, processes=1, workers=0).run()
+    finally:
+        generator.close()
 
 
 def run_master(
@@ -586,6 +632,8 @@ def run_worker(master_host: str, master_port: int) -> None:
         runner.greenlet.join()
     finally:
         pusher.kill()
+        if state["generator"] is not None:
+            state["generator"].close()
 
 
 def run_processes(config: LoadGenConfig, processes: int) -> LoadTestResult:

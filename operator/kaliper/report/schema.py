@@ -240,6 +240,9 @@ class GeneratorInfo(KaliperModel):
     processes: int
     workers: int
     connections: int | None = None
+    """Connections each generator process kept: gRPC's HTTP/2 connections, or the open loop's HTTP ones."""
+    protocol: str | None = None
+    """The request protocol, such as oip-v2 or oip-v2-grpc."""
     locust_version: str
 
 

@@ -102,8 +102,13 @@ def main(
         max_batch_size=max_batch_size,
     )
     grpc_address = (host, grpc_port) if grpc_port else None
-    app = build_app(model, name, model_version, max_batch_size, delay_s, concurrency, grpc_address)
-    web.run_app(app, host=host, port=port, print=None, access_log=None, reuse_port=reuse_port)
+    app = build_app(model, name, model_version, max_batch_size, delay_s, concurrency, grpc_address, reuse_port)
+    try:
+        web.run_app(app, host=host, port=port, print=None, access_log=None, reuse_port=reuse_port)
+    except OSError as exc:  # a port taken, an address not of this machine
+        log.error("cannot listen", error=str(exc))
+        _termination_message(str(exc))
+        sys.exit(1)
 
 
 def _termination_message(message: str) -> None:

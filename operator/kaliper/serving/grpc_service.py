@@ -72,10 +72,16 @@ class InferenceService(services.GRPCInferenceServiceServicer):
         return f"model {name!r} is not served here; this server serves {self.name!r}"
 
 
-async def start_grpc_server(service: InferenceService, host: str, port: int) -> grpc.aio.Server:
-    """Listening on host:port (SO_REUSEPORT, grpc's default, so the processes of --workers share the port)."""
-    server = grpc.aio.server(options=[("grpc.max_receive_message_length", 64 << 20)])
+async def start_grpc_server(service: InferenceService, host: str, port: int, reuse_port: bool) -> grpc.aio.Server:
+    """Listening on host:port. grpcio sets SO_REUSEPORT unless told not to, and a server left over on the port
+    would then silently take half the connections: only the processes of --workers (or replicas started with
+    --reuse-port) share it; any other clash fails the start."""
+    options = [("grpc.max_receive_message_length", 64 << 20), ("grpc.so_reuseport", 1 if reuse_port else 0)]
+    server = grpc.aio.server(options=options)
     services.add_GRPCInferenceServiceServicer_to_server(service, server)
-    server.add_insecure_port(f"{host}:{port}")
+    try:
+        server.add_insecure_port(f"{host}:{port}")
+    except RuntimeError as exc:  # grpcio's way of saying the bind failed
+        raise OSError(f"cannot listen for gRPC on {host}:{port}: is the port taken? ({exc})") from None
     await server.start()
     return server

@@ -68,9 +68,10 @@ def build_app(
     max_queue_delay_s: float = 0.005,
     concurrency: int = 1,
     grpc_address: tuple[str, int] | None = None,
+    reuse_port: bool = False,
 ) -> web.Application:
     """The server's aiohttp application; with `grpc_address` (host, port), its gRPC service starts and stops
-    with it."""
+    with it, sharing the port with other processes only under `reuse_port`, as the HTTP side does."""
     metrics = Metrics()
     executor = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="onnxruntime")
     batcher = (
@@ -147,7 +148,7 @@ def build_app(
             batcher.start()
         if grpc_address is not None:
             service = InferenceService(model, name, version, run, count_grpc)
-            app[GRPC_SERVER] = await start_grpc_server(service, *grpc_address)
+            app[GRPC_SERVER] = await start_grpc_server(service, *grpc_address, reuse_port)
 
     async def on_cleanup(app: web.Application) -> None:
         if GRPC_SERVER in app:

@@ -1,0 +1,168 @@
+"""Unary gRPC calls of the Open Inference Protocol (inference.GRPCInferenceService/ModelInfer) for the load
+generator: HTTP/2 channels, calls on them, and what a failed call is counted as.
+
+Requests are serialised once, up front, like the HTTP client's (kaliper.loadgen.http): each call hands grpcio
+the message's bytes and gets the answer's bytes back, undecoded (its size is all the figures need). grpcio
+runs its own I/O threads; `grpc.experimental.gevent` makes a blocking call yield to the other users' greenlets
+instead of blocking the process (Locust's users are greenlets).
+"""
+
+from __future__ import annotations
+
+import json
+import ssl
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+from grpc.experimental import gevent as grpc_gevent
+
+from kaliper.loadgen.payloads import PayloadError
+from kaliper.serving.oip_grpc import MODEL_INFER, MODEL_METADATA, infer_request, messages
+from kaliper.serving.protocol import ProtocolError
+
+# A gRPC status that answers "this request is wrong": sending it again and again measures nothing.
+REFUSALS = frozenset({"INVALID_ARGUMENT", "NOT_FOUND", "UNIMPLEMENTED", "UNAUTHENTICATED", "PERMISSION_DENIED"})
+MAX_MESSAGE_BYTES = 64 << 20
+_gevent_ready = False
+
+
+def grpc_requests(bodies: list[bytes], model_name: str) -> list[bytes]:
+    """Each REST body (`{"inputs": [...]}`) as the serialised ModelInferRequest carrying the same tensors."""
+    out = []
+    for number, body in enumerate(bodies, start=1):
+        try:
+            out.append(infer_request(json.loads(body), model_name).SerializeToString())
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise PayloadError(f"request body {number} is not JSON ({exc}); oip-v2-grpc sends oip-v2 bodies") from exc
+        except ProtocolError as exc:
+            raise PayloadError(f"request body {number}: {exc}") from exc
+    return out
+
+
+def error_kind(code: grpc.StatusCode) -> str:
+    """How a failed call is counted: a deadline passed is a timeout, as for HTTP; the rest by status name."""
+    return "timeout" if code == grpc.StatusCode.DEADLINE_EXCEEDED else f"gRPC {code.name}"
+
+
+def target_is_down(kind: str) -> bool:
+    """Whether a failed call's kind says the target did not answer at all (rather than answered no)."""
+    return kind == "gRPC UNAVAILABLE"
+
+
+@dataclass(frozen=True)
+class GrpcTarget:
+    """Where the calls go and what travels with each: host, port, TLS, metadata and deadline."""
+
+    host: str
+    port: int
+    tls: bool
+    metadata: tuple[tuple[str, str], ...]
+    timeout_s: float
+
+    @classmethod
+    def from_headers(cls, host: str, port: int, tls: bool, headers: dict[str, str], timeout_s: float) -> GrpcTarget:
+        """gRPC metadata from the request's headers (names in lower case, as HTTP/2 requires); the HTTP
+        framing headers are gRPC's own business."""
+        framing = {"content-type", "user-agent", "host", "content-length", "te"}
+        metadata = tuple((k.lower(), v) for k, v in headers.items() if k.lower() not in framing)
+        return cls(host, port, tls, metadata, timeout_s)
+
+    def channel(self) -> grpc.Channel:
+        """A channel of its own: one HTTP/2 connection, not shared with the process's other channels (grpcio
+        pools connections between channels of equal settings unless told not to)."""
+        global _gevent_ready
+        if not _gevent_ready:
+            grpc_gevent.init_gevent()  # before the first channel; once per process
+            _gevent_ready = True
+        options = [
+            ("grpc.use_local_subchannel_pool", 1),
+            ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+            ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+        ]
+        address = f"{self.host}:{self.port}"
+        if not self.tls:
+            return grpc.insecure_channel(address, options=options)
+        # Load testing a known target, as the HTTP client does without verifying: trust the certificate the
+        # server presents, and check only that it names the host the URL gives.
+        certificate = ssl.get_server_certificate((self.host, self.port), timeout=self.timeout_s).encode()
+        credentials = grpc.ssl_channel_credentials(root_certificates=certificate)
+        return grpc.secure_channel(address, credentials, options=options)
+
+
+class GrpcConnection:
+    """One user's calls on a channel it may share with other users (streams of one HTTP/2 connection)."""
+
+    def __init__(self, channel: grpc.Channel, target: GrpcTarget) -> None:
+        # No serialiser either way: the request is already bytes, and the answer is only measured.
+        self._call = channel.unary_unary(MODEL_INFER)
+        self._metadata = target.metadata or None
+        self._timeout = target.timeout_s
+        self.last_response_bytes = 0
+        self.resent = 0  # the HTTP client's count of resends; grpcio retries nothing here
+
+    def request(self, raw: bytes) -> str | None:
+        """One ModelInfer call; None when it succeeded, else the failure's kind."""
+        try:
+            answer = self._call(raw, timeout=self._timeout, metadata=self._metadata)
+        except grpc.RpcError as exc:
+            self.last_response_bytes = 0
+            return error_kind(exc.code())
+        self.last_response_bytes = len(answer)
+        return None
+
+    def close(self) -> None:
+        """The channel belongs to the generator, which closes it."""
+
+
+def preflight(target: GrpcTarget, model_name: str, first_request: bytes) -> str | None:
+    """Why a run against this target would measure nothing, or None: the target does not speak the
+    protocol's gRPC service, does not serve the model, or refuses the first request as every later one
+    would be (its shape, its datatype, its credentials). A slow or failing answer of another kind only
+    shows in the figures."""
+    channel = target.channel()
+    address = f"{'https' if target.tls else 'http'}://{target.host}:{target.port}"
+    try:
+        metadata_call = channel.unary_unary(
+            MODEL_METADATA,
+            request_serializer=messages.ModelMetadataRequest.SerializeToString,
+            response_deserializer=messages.ModelMetadataResponse.FromString,
+        )
+        try:
+            metadata_call(
+                messages.ModelMetadataRequest(name=model_name),
+                timeout=min(target.timeout_s, 10.0),
+                metadata=target.metadata or None,
+            )
+        except grpc.RpcError as exc:
+            return _metadata_problem(exc, address, model_name)
+        try:
+            channel.unary_unary(MODEL_INFER)(first_request, timeout=target.timeout_s, metadata=target.metadata or None)
+        except grpc.RpcError as exc:
+            if exc.code().name in REFUSALS:
+                return (
+                    f"{address} refused the first ModelInfer call for model {model_name!r} with gRPC "
+                    f"{exc.code().name}: {exc.details()}; every request of the run would be refused the same way"
+                )
+        return None
+    finally:
+        channel.close()
+
+
+def _metadata_problem(exc: Any, address: str, model_name: str) -> str | None:
+    code = exc.code()
+    if code == grpc.StatusCode.NOT_FOUND:
+        return f"{address} does not serve model {model_name!r} (gRPC NOT_FOUND: {exc.details()}); set request.modelName"
+    if code == grpc.StatusCode.UNIMPLEMENTED:
+        return (
+            f"{address} does not serve the Open Inference Protocol's gRPC service (inference.GRPCInferenceService): "
+            f"{exc.details()}; is this the server's gRPC port?"
+        )
+    if code == grpc.StatusCode.UNAVAILABLE:
+        return (
+            f"{address} does not answer gRPC calls (gRPC UNAVAILABLE: {exc.details()}); is this the server's gRPC "
+            "port, and does it speak TLS only if the URL says https?"
+        )
+    if code.name in REFUSALS:
+        return f"{address} refused ModelMetadata for model {model_name!r} with gRPC {code.name}: {exc.details()}"
+    return None  # a server without ModelMetadata is still measured: ModelInfer is what the run calls

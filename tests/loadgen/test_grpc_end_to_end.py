@@ -1,0 +1,215 @@
+"""The load generator's gRPC calls end to end: `python -m kaliper.loadgen` calling ModelInfer on the
+ground-truth server's gRPC face (its own records of every call) and on the built-in server (the model's real
+answers and refusals), both on loopback."""
+
+from __future__ import annotations
+
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kaliper.netutil import free_port
+from kaliper.serving.examples import make_iris
+from kaliper.serving.oip_grpc import infer_request
+from tests.support.builtin_server import serve
+from tests.support.groundtruth import binary, groundtruth, records, wait_http
+from tests.support.loadgen_run import run_loadgen
+
+GRPC = {"protocol": "oip-v2-grpc", "modelName": "truth"}
+BODY_JSON = {"inputs": [{"name": "x", "shape": [1, 2], "datatype": "FP32", "data": [1, 2]}]}
+BODY = {"tensors": {"inputs": [{"name": "x", "shape": [1, 2], "datatype": "FP32"}], "distribution": "zeros"}}
+SHORT = {"warmup": "1s", "minDuration": "3s", "maxDuration": "3s", "stopping": {"window": "1s"}}
+IRIS_TENSORS = {"tensors": {"inputs": [{"name": "float_input", "shape": [-1, 4], "datatype": "FP32"}]}}
+
+
+def percentile(figures: Any, p: float) -> float:
+    found = figures.at(p)
+    assert found is not None and found.value_ms is not None
+    return found.value_ms
+
+
+def test_closed_loop_calls_agree_with_the_servers_own_records(tmp_path: Path) -> None:
+    with groundtruth("-median", "20ms", "-sigma", "0.3", "-fail-every", "50") as base:
+        process, result = run_loadgen(
+            tmp_path,
+            {
+                "url": base,
+                "request": {**GRPC, "grpc": {"connections": 2}},
+                "payload": BODY,
+                "load": {"closedLoop": {"concurrency": 8}, **SHORT},
+            },
+        )
+        assert process.returncode == 0, process.stderr
+        stage = result.stages[0]
+        start = stage.started_at.timestamp() + stage.warmup_s
+        truth = sorted(ms for done, ms in records(base)[1] if start <= done < start + stage.measured_s)
+    assert result.generator.protocol == "oip-v2-grpc" and result.generator.connections == 2
+    assert result.target == f"{base}/inference.GRPCInferenceService/ModelInfer"
+    # The server's count of the calls it completed in the measured window: apart by at most the users in
+    # flight at each edge.
+    assert len(truth) > 200 and abs(len(truth) - stage.requests) <= 2 * 8
+    assert stage.latency.count == stage.requests
+    # Every 50th call fails with UNAVAILABLE in its trailers: counted by its status, never dropped.
+    assert stage.errors_by_kind.keys() == {"gRPC UNAVAILABLE"}
+    assert stage.errors == pytest.approx(stage.requests / 50, abs=3)
+    # Every call is the same serialised ModelInferRequest (all-zero tensors); the answer is a 7-byte message.
+    raw = infer_request({"inputs": [{**BODY_JSON["inputs"][0], "data": [0, 0]}]}, "truth").SerializeToString()
+    assert stage.bytes_sent == stage.requests * len(raw)
+    assert stage.bytes_received == (stage.requests - stage.errors) * 7
+    median = truth[len(truth) // 2]
+    assert percentile(stage.latency, 50) == pytest.approx(median, rel=0.1)  # loose: a loaded CI machine
+
+
+def test_open_loop_calls_keep_their_schedule_on_one_connection(tmp_path: Path) -> None:
+    with groundtruth("-median", "20ms", "-sigma", "0.3") as base:
+        process, result = run_loadgen(
+            tmp_path,
+            {
+                "url": base,
+                "request": {**GRPC, "grpc": {"connections": 1, "streamsPerConnection": 16}},
+                "payload": BODY,
+                "load": {"openLoop": {"rate": 100}, **SHORT},
+            },
+        )
+    assert process.returncode == 0, process.stderr
+    stage = result.stages[0]
+    assert stage.load_model == "open" and result.generator.connections == 1
+    assert stage.requests == pytest.approx(300, abs=15)  # 100 calls/s for 3 s, whatever the latency
+    assert stage.errors == 0
+    for p in (50, 90, 99):  # measured from the intended send time, never below the service time
+        assert percentile(stage.latency, p) >= percentile(stage.service_time, p)
+
+
+@pytest.fixture(scope="module")
+def iris(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_iris(tmp_path_factory.mktemp("models") / "iris.onnx")
+
+
+def test_the_builtin_server_answers_every_call_and_counts_it(tmp_path: Path, iris: Path) -> None:
+    grpc_port = free_port()
+    server, base = serve(iris, "--grpc-port", str(grpc_port))
+    try:
+        wait_http(f"{base}/v2/health/ready")
+        process, result = run_loadgen(
+            tmp_path,
+            {
+                "url": f"http://127.0.0.1:{grpc_port}",
+                "request": {"protocol": "oip-v2-grpc", "modelName": "iris"},
+                "payload": IRIS_TENSORS,
+                "load": {"closedLoop": {"concurrency": 2}, **SHORT},
+            },
+        )
+        metrics = subprocess.run(["curl", "-s", f"{base}/metrics"], capture_output=True, text=True).stdout
+    finally:
+        server.terminate()
+        server.wait()
+    assert process.returncode == 0, process.stderr
+    stage = result.stages[0]
+    assert stage.errors == 0 and stage.requests > 100
+    served = float(metrics.split('kaliper_server_grpc_requests_total{code="OK",model="iris"} ')[1].split()[0])
+    # Every call the generator recorded (the preflight's, the warm-up's, the measured ones) reached the model and
+    # was answered OK; the server also served the calls of the moments before the first window opened and after
+    # the last one closed, which no window holds.
+    assert served >= 1 + sum(w.requests for w in stage.windows)
+    assert 'code="INVALID_ARGUMENT"' not in metrics and 'code="INTERNAL"' not in metrics
+
+
+@pytest.mark.parametrize(
+    ("request_spec", "payload", "message"),
+    [
+        (
+            {"protocol": "oip-v2-grpc", "modelName": "resnet"},
+            IRIS_TENSORS,
+            "does not serve model 'resnet' (gRPC NOT_FOUND: model 'resnet' is not served here; this server serves "
+            "'iris'); set request.modelName",
+        ),
+        (
+            {"protocol": "oip-v2-grpc", "modelName": "iris"},
+            {"tensors": {"inputs": [{"name": "float_input", "shape": [-1, 3], "datatype": "FP32"}]}},
+            "refused the first ModelInfer call for model 'iris' with gRPC INVALID_ARGUMENT: inputs[0].shape: the "
+            "model takes [-1, 4] for float_input (-1: any), not [1, 3]; every request of the run would be refused",
+        ),
+    ],
+    ids=["unknown-model", "refused-shape"],
+)
+def test_calls_that_would_all_be_refused_stop_the_run_with_the_servers_reason(
+    tmp_path: Path, iris: Path, request_spec: dict, payload: dict, message: str
+) -> None:
+    grpc_port = free_port()
+    server, base = serve(iris, "--grpc-port", str(grpc_port))
+    try:
+        wait_http(f"{base}/v2/health/ready")
+        process, result = run_loadgen(
+            tmp_path,
+            {
+                "url": f"http://127.0.0.1:{grpc_port}",
+                "request": request_spec,
+                "payload": payload,
+                "load": {"closedLoop": {"concurrency": 1}, "maxDuration": "5m"},
+            },
+        )
+    finally:
+        server.terminate()
+        server.wait()
+    assert process.returncode == 1
+    assert result is not None and result.stages == []
+    assert message in result.error
+
+
+def test_a_port_that_does_not_speak_grpc_is_named_as_such(tmp_path: Path) -> None:
+    port = free_port()  # Python's HTTP/1.1-only web server, as a REST port given for the gRPC one would be
+    listener = subprocess.Popen(
+        ["python3", "-m", "http.server", str(port), "--bind", "127.0.0.1"],
+        stderr=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+    )
+    try:
+        wait_http(f"http://127.0.0.1:{port}/")
+        process, result = run_loadgen(
+            tmp_path,
+            {
+                "url": f"http://127.0.0.1:{port}",
+                "request": GRPC,
+                "payload": BODY,
+                "load": {"closedLoop": {"concurrency": 1}, "maxDuration": "5m"},
+            },
+        )
+    finally:
+        listener.terminate()
+        listener.wait()
+    assert process.returncode == 1
+    assert f"http://127.0.0.1:{port} does not answer gRPC calls (gRPC UNAVAILABLE" in result.error
+    assert "is this the server's gRPC port" in result.error
+
+
+def test_a_grpc_target_that_goes_away_mid_run_ends_it_early(tmp_path: Path) -> None:
+    port = free_port()
+    target = subprocess.Popen(
+        [str(binary()), "-addr", f"127.0.0.1:{port}", "-median", "5ms"], stderr=subprocess.DEVNULL
+    )
+    wait_http(f"http://127.0.0.1:{port}/_truth/records")
+    threading.Timer(3, target.kill).start()
+    started = time.monotonic()
+    process, result = run_loadgen(
+        tmp_path,
+        {
+            "url": f"http://127.0.0.1:{port}",
+            "request": GRPC,
+            "payload": BODY,
+            "load": {
+                "closedLoop": {"concurrency": 2},
+                "warmup": "1s",
+                "maxDuration": "2m",
+                "stopping": {"window": "1s"},
+            },
+        },
+    )
+    target.wait()
+    assert time.monotonic() - started < 60  # a hang guard: maxDuration was two minutes
+    assert process.returncode == 1
+    assert "every request of a measured window failed (gRPC UNAVAILABLE" in result.error
+    assert result.stages == [] or result.stages[0].requests > 0
