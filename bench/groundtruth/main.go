@@ -4,6 +4,7 @@
 // compare with what load generators report.
 //
 //	groundtruth -addr 127.0.0.1:18090 -median 105ms -sigma 0.35 [-stall-every 10s -stall-for 2s] [-fail-every N]
+//	            [-tls-cert cert.pem -tls-key key.pem] [-require-header 'name: value']
 //
 // GET /_truth/records returns {"epoch": <unix s of the stall clock>, "records": [[completed_unix_ns,
 // service_us], ...]}; POST /_truth/reset clears them. Every other path is the service.
@@ -30,12 +31,14 @@ import (
 )
 
 type server struct {
-	median     time.Duration
-	sigma      float64
-	stallEvery time.Duration
-	stallFor   time.Duration
-	failEvery  int64
-	epoch      time.Time
+	requireName  string // a header every request must carry (-require-header), else 401 or UNAUTHENTICATED
+	requireValue string
+	median       time.Duration
+	sigma        float64
+	stallEvery   time.Duration
+	stallFor     time.Duration
+	failEvery    int64
+	epoch        time.Time
 
 	mu      sync.Mutex
 	rng     *rand.Rand
@@ -82,10 +85,14 @@ func (s *server) serve(w http.ResponseWriter, r *http.Request) {
 	s.served++
 	fail := s.failEvery > 0 && s.served%s.failEvery == 0
 	s.mu.Unlock()
+	denied := s.requireName != "" && r.Header.Get(s.requireName) != s.requireValue
 	if strings.HasPrefix(r.Header.Get("Content-Type"), "application/grpc") {
 		w.Header().Set("Content-Type", "application/grpc")
 		w.Header().Set("Trailer", "Grpc-Status, Grpc-Message")
-		if fail {
+		if denied {
+			w.Header().Set("Grpc-Status", "16")
+			w.Header().Set("Grpc-Message", "groundtruth: missing or wrong "+s.requireName)
+		} else if fail {
 			w.Header().Set("Grpc-Status", "14")
 			w.Header().Set("Grpc-Message", "groundtruth: failed as asked (-fail-every)")
 		} else {
@@ -94,7 +101,9 @@ func (s *server) serve(w http.ResponseWriter, r *http.Request) {
 		}
 	} else {
 		w.Header().Set("Content-Type", "application/json")
-		if fail {
+		if denied {
+			w.WriteHeader(http.StatusUnauthorized)
+		} else if fail {
 			w.WriteHeader(http.StatusServiceUnavailable)
 		}
 		_, _ = w.Write([]byte(`{"outputs":[{"name":"y","shape":[1],"datatype":"FP32","data":[1.0]}]}`))
@@ -128,11 +137,18 @@ func main() {
 	stallFor := flag.Duration("stall-for", 2*time.Second, "length of each stall")
 	seed := flag.Int64("seed", 1, "random seed")
 	failEvery := flag.Int64("fail-every", 0, "answer every Nth request with 503 (0: never)")
+	tlsCert := flag.String("tls-cert", "", "serve TLS (HTTP/2 by ALPN) with this certificate (PEM)")
+	tlsKey := flag.String("tls-key", "", "the certificate's private key (PEM)")
+	require := flag.String("require-header", "", "'name: value' every request must carry, else 401 (gRPC: UNAUTHENTICATED)")
 	flag.Parse()
 
 	s := &server{
 		median: *median, sigma: *sigma, stallEvery: *stallEvery, stallFor: *stallFor, failEvery: *failEvery,
 		epoch: time.Now(), rng: rand.New(rand.NewSource(*seed)),
+	}
+	if *require != "" {
+		name, value, _ := strings.Cut(*require, ":")
+		s.requireName, s.requireValue = strings.TrimSpace(name), strings.TrimSpace(value)
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/_truth/records", s.truth)
@@ -142,5 +158,10 @@ func main() {
 	protocols := new(http.Protocols)
 	protocols.SetHTTP1(true)
 	protocols.SetUnencryptedHTTP2(true) // gRPC's plaintext connections
-	log.Fatal((&http.Server{Addr: *addr, Handler: mux, Protocols: protocols}).ListenAndServe())
+	srv := &http.Server{Addr: *addr, Handler: mux, Protocols: protocols}
+	if *tlsCert != "" {
+		protocols.SetHTTP2(true)
+		log.Fatal(srv.ListenAndServeTLS(*tlsCert, *tlsKey))
+	}
+	log.Fatal(srv.ListenAndServe())
 }

@@ -4,6 +4,7 @@ answers and refusals), both on loopback."""
 
 from __future__ import annotations
 
+import ipaddress
 import subprocess
 import threading
 import time
@@ -213,3 +214,70 @@ def test_a_grpc_target_that_goes_away_mid_run_ends_it_early(tmp_path: Path) -> N
     assert process.returncode == 1
     assert "every request of a measured window failed (gRPC UNAVAILABLE" in result.error
     assert result.stages == [] or result.stages[0].requests > 0
+
+
+def self_signed(directory: Path) -> tuple[Path, Path]:
+    """A certificate for 127.0.0.1, signed by its own key (as a test server's is)."""
+    import datetime
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.datetime.now(datetime.UTC)
+    certificate = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=1))
+        .not_valid_after(now + datetime.timedelta(hours=1))
+        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False)
+        .sign(key, hashes.SHA256())
+    )
+    cert, key_file = directory / "cert.pem", directory / "key.pem"
+    cert.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
+    key_file.write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
+    return cert, key_file
+
+
+def test_tls_and_metadata_from_the_environment_reach_the_server(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cert, key = self_signed(tmp_path)
+    flags = (
+        "-median",
+        "5ms",
+        "-tls-cert",
+        str(cert),
+        "-tls-key",
+        str(key),
+        "-require-header",
+        "authorization: Bearer s3cret",
+    )
+    config = {
+        "request": GRPC,
+        "payload": BODY,
+        "envHeaders": {"Authorization": "KALIPER_TEST_TOKEN"},
+        "load": {"closedLoop": {"concurrency": 2}, **SHORT},
+    }
+    with groundtruth(*flags) as base:
+        assert base.startswith("https://")
+        monkeypatch.setenv("KALIPER_TEST_TOKEN", "Bearer s3cret")
+        process, result = run_loadgen(tmp_path, {"url": base, **config})
+        assert process.returncode == 0, process.stderr
+        assert result.stages[0].errors == 0 and result.stages[0].requests > 100
+        # The same run with the wrong token: refused before any load, with the server's own reason.
+        monkeypatch.setenv("KALIPER_TEST_TOKEN", "Bearer wrong")
+        process, result = run_loadgen(tmp_path, {"url": base, **config})
+    assert process.returncode == 1
+    assert result.error == (
+        f"{base} refused ModelMetadata for model 'truth' with gRPC UNAUTHENTICATED: groundtruth: missing or wrong "
+        "authorization"
+    )

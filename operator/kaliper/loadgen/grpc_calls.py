@@ -10,6 +10,7 @@ instead of blocking the process (Locust's users are greenlets).
 from __future__ import annotations
 
 import json
+import socket
 import ssl
 from dataclasses import dataclass
 from typing import Any
@@ -85,9 +86,23 @@ class GrpcTarget:
             return grpc.insecure_channel(address, options=options)
         # Load testing a known target, as the HTTP client does without verifying: trust the certificate the
         # server presents, and check only that it names the host the URL gives.
-        certificate = ssl.get_server_certificate((self.host, self.port), timeout=self.timeout_s).encode()
+        certificate = _server_certificate(self.host, self.port, self.timeout_s)
         credentials = grpc.ssl_channel_credentials(root_certificates=certificate)
         return grpc.secure_channel(address, credentials, options=options)
+
+
+def _server_certificate(host: str, port: int, timeout_s: float) -> bytes:
+    """The certificate the server presents, in PEM (read without verifying it: it is what gets trusted)."""
+    context = ssl.create_default_context()
+    context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
+    with (
+        socket.create_connection((host, port), timeout=min(timeout_s, 10.0)) as raw,
+        context.wrap_socket(raw, server_hostname=host) as tls,
+    ):
+        der = tls.getpeercert(binary_form=True)
+    if der is None:
+        raise ssl.SSLError(f"{host}:{port} presented no certificate")
+    return ssl.DER_cert_to_PEM_cert(der).encode()
 
 
 class GrpcConnection:
@@ -120,8 +135,11 @@ def preflight(target: GrpcTarget, model_name: str, first_request: bytes) -> str 
     protocol's gRPC service, does not serve the model, or refuses the first request as every later one
     would be (its shape, its datatype, its credentials). A slow or failing answer of another kind only
     shows in the figures."""
-    channel = target.channel()
     address = f"{'https' if target.tls else 'http'}://{target.host}:{target.port}"
+    try:
+        channel = target.channel()
+    except (OSError, ssl.SSLError) as exc:
+        return f"{address}: no TLS connection ({exc}); does the server speak TLS only if the URL says https?"
     try:
         metadata_call = channel.unary_unary(
             MODEL_METADATA,
