@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import pytest
 
@@ -12,6 +13,7 @@ from kaliper.manifests.modeldeployment import (
     BuildError,
     build_deployment,
     build_service,
+    endpoint,
     failed_status,
     observed_status,
 )
@@ -61,6 +63,8 @@ def test_onnxruntime_deployment_with_resources_gpu_scheduling_and_probe() -> Non
         "0.0.0.0",
         "--port",
         "8080",
+        "--grpc-port",
+        "8081",
         "--intra-op",
         "2",
         "--max-batch-size",
@@ -119,6 +123,7 @@ def test_url_and_image_models_are_fetched_by_init_containers() -> None:
     assert image["spec"]["template"]["spec"]["containers"][0]["args"] == [
         "--model-repository=/models/source",
         "--http-port=8000",
+        "--grpc-port=8001",
         "--model-control-mode=explicit",
         "--load-model=resnet",
     ]
@@ -130,7 +135,7 @@ def test_triton_loads_the_one_model_directory_the_source_names() -> None:
         return build_deployment("resnet", "ns", "u", spec)
 
     on_pvc = triton({"pvc": {"claimName": "models", "path": "/repository/resnet"}})
-    assert on_pvc["spec"]["template"]["spec"]["containers"][0]["args"][::3] == [
+    assert on_pvc["spec"]["template"]["spec"]["containers"][0]["args"][::4] == [
         "--model-repository=/models/source/repository",
         "--load-model=resnet",
     ]
@@ -165,10 +170,36 @@ def test_local_only_model_is_refused() -> None:
         build_deployment("m", "ns", "u", ModelDeploymentSpec.model_validate({"model": {"file": "m.onnx"}}))
 
 
-def test_service_targets_the_named_port() -> None:
-    service = build_service("iris", "ml", "u", spec(service={"type": "NodePort", "port": 8081}))
-    assert service["spec"]["ports"] == [{"name": "http", "port": 8081, "targetPort": "http", "protocol": "TCP"}]
+def test_service_targets_the_named_ports() -> None:
+    service = build_service("iris", "ml", "u", spec(service={"type": "NodePort", "port": 8081, "grpcPort": 9001}))
+    assert service["spec"]["ports"] == [
+        {"name": "http", "port": 8081, "targetPort": "http", "protocol": "TCP"},
+        {"name": "grpc", "port": 9001, "targetPort": "grpc", "protocol": "TCP", "appProtocol": "kubernetes.io/h2c"},
+    ]
     assert service["spec"]["type"] == "NodePort"
+    assert endpoint("iris", "ml", spec(service={"grpcPort": 9001}), "oip-v2-grpc") == "http://iris.ml.svc:9001"
+    assert endpoint("iris", "ml", spec(), "oip-v2-grpc") == "http://iris.ml.svc:8081"  # the runtime's port number
+    assert endpoint("iris", "ml", spec(), "oip-v2") == "http://iris.ml.svc:80"
+
+
+def test_grpc_ports_follow_the_runtime() -> None:
+    def ports(**fields: Any) -> tuple[list, list]:
+        built = spec(**fields)
+        container = build_deployment("m", "ns", "u", built)["spec"]["template"]["spec"]["containers"][0]
+        return container["ports"], [p["name"] for p in build_service("m", "ns", "u", built)["spec"]["ports"]]
+
+    mlserver_ports, mlserver_service = ports(runtime={"type": "mlserver"})
+    assert mlserver_ports == [
+        {"name": "http", "containerPort": 8080, "protocol": "TCP"},
+        {"name": "grpc", "containerPort": 8081, "protocol": "TCP"},
+    ]
+    assert mlserver_service == ["http", "grpc"]
+    custom = {"type": "custom", "image": "me/server:1", "port": 9000}
+    assert ports(runtime=custom) == ([{"name": "http", "containerPort": 9000, "protocol": "TCP"}], ["http"])
+    with_grpc = ports(runtime={**custom, "grpcPort": 9500})[0]
+    assert with_grpc[1] == {"name": "grpc", "containerPort": 9500, "protocol": "TCP"}
+    with pytest.raises(BuildError, match=r"runtime custom serves no gRPC service; set runtime\.grpcPort"):
+        endpoint("m", "ns", spec(runtime=custom), "oip-v2-grpc")
 
 
 def rollout(generation: int, observed: int, replicas: int, ready: int, updated: int, available: int) -> dict:

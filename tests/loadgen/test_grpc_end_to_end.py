@@ -281,3 +281,115 @@ def test_tls_and_metadata_from_the_environment_reach_the_server(
         f"{base} refused ModelMetadata for model 'truth' with gRPC UNAUTHENTICATED: groundtruth: missing or wrong "
         "authorization"
     )
+
+
+@pytest.fixture(scope="module")
+def mlserver(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """MLServer serving the iris classifier (scikit-learn): (gRPC URL, its own metrics endpoint)."""
+    import json
+    import sys
+
+    from kaliper.serving.examples import make_iris_sklearn
+
+    folder = tmp_path_factory.mktemp("mlserver")
+    model = make_iris_sklearn(folder / "iris.joblib")
+    http, grpc_port, metrics = free_port(), free_port(), free_port()
+    settings = {"http_port": http, "grpc_port": grpc_port, "metrics_port": metrics, "parallel_workers": 0}
+    (folder / "settings.json").write_text(json.dumps(settings))
+    model_settings = {
+        "name": "iris",
+        "implementation": "mlserver_sklearn.SKLearnModel",
+        "parameters": {"uri": str(model)},
+    }
+    (folder / "model-settings.json").write_text(json.dumps(model_settings))
+    process = subprocess.Popen(
+        [str(Path(sys.executable).with_name("mlserver")), "start", str(folder)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_http(f"http://127.0.0.1:{http}/v2/models/iris/ready", timeout=90)
+        yield f"http://127.0.0.1:{grpc_port}", f"http://127.0.0.1:{metrics}/metrics"
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+def mlserver_counted(metrics_url: str, series: str) -> float:
+    """A counter of MLServer's own metrics endpoint (0 before its first increment)."""
+    import urllib.request
+
+    text = urllib.request.urlopen(metrics_url, timeout=10).read().decode()
+    return float(text.split(series + " ")[1].split()[0]) if series + " " in text else 0.0
+
+
+# py-grpc-prometheus's count of the ModelInfer calls MLServer answered OK, and MLServer's own count of the
+# inferences that failed (the former leaves aborted calls out).
+GRPC_OK = (
+    'grpc_server_handled_total{grpc_code="OK",grpc_method="ModelInfer",grpc_service="inference.GRPCInferenceService",'
+    'grpc_type="UNARY"}'
+)
+INFER_FAILED = 'model_infer_request_failure_total{model="iris",version=""}'
+
+
+IRIS_FP64 = {"tensors": {"inputs": [{"name": "predict", "shape": [-1, 4], "datatype": "FP64"}]}}
+
+
+def test_mlserver_answers_every_call_and_counts_it(tmp_path: Path, mlserver: tuple[str, str]) -> None:
+    url, metrics = mlserver
+    before = mlserver_counted(metrics, GRPC_OK)
+    process, result = run_loadgen(
+        tmp_path,
+        {
+            "url": url,
+            "request": {"protocol": "oip-v2-grpc", "modelName": "iris", "grpc": {"connections": 2}},
+            "payload": IRIS_FP64,
+            "load": {"closedLoop": {"concurrency": 4}, **SHORT},
+        },
+    )
+    assert process.returncode == 0, process.stderr
+    stage = result.stages[0]
+    assert stage.errors == 0 and stage.requests > 50 and result.warnings == []
+    # As for the built-in server: every call recorded (the preflight's included) was answered OK by MLServer.
+    assert mlserver_counted(metrics, GRPC_OK) - before >= 1 + sum(w.requests for w in stage.windows)
+
+
+def test_a_shape_mlserver_cannot_take_is_measured_with_its_reason(tmp_path: Path, mlserver: tuple[str, str]) -> None:
+    url, metrics = mlserver
+    process, result = run_loadgen(
+        tmp_path,
+        {
+            "url": url,
+            "request": {"protocol": "oip-v2-grpc", "modelName": "iris"},
+            "payload": {"tensors": {"inputs": [{"name": "predict", "shape": [-1, 3], "datatype": "FP64"}]}},
+            "load": {"closedLoop": {"concurrency": 1}, **SHORT},
+        },
+    )
+    # MLServer answers INTERNAL, not INVALID_ARGUMENT: an answer, measured as an error of its kind, and the
+    # server's words on the first one lead the warnings.
+    assert process.returncode == 0, process.stderr
+    stage = result.stages[0]
+    assert stage.errors_by_kind.keys() == {"gRPC INTERNAL"} and stage.error_rate == 1
+    assert result.warnings[0] == (
+        "the first ModelInfer call failed with gRPC INTERNAL: X has 3 features, but LogisticRegression is expecting "
+        "4 features as input."
+    )
+    assert mlserver_counted(metrics, INFER_FAILED) >= 1 + sum(w.requests for w in stage.windows)
+
+
+def test_a_model_mlserver_does_not_serve_stops_the_run(tmp_path: Path, mlserver: tuple[str, str]) -> None:
+    url, _ = mlserver
+    process, result = run_loadgen(
+        tmp_path,
+        {
+            "url": url,
+            "request": {"protocol": "oip-v2-grpc", "modelName": "resnet"},
+            "payload": IRIS_FP64,
+            "load": {"closedLoop": {"concurrency": 1}, "maxDuration": "5m"},
+        },
+    )
+    assert process.returncode == 1
+    assert result.error == (
+        f"{url} does not serve model 'resnet' (gRPC NOT_FOUND: Model resnet with version  not found); set "
+        "request.modelName"
+    )

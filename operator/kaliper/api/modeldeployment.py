@@ -105,6 +105,10 @@ class ServingRuntime(KaliperModel):
     port: Port | None = None
     """Port the server listens on. Default: 8080 (onnxruntime, mlserver, llamacpp, tgi), 8000 (triton, vllm),
     30000 (sglang). Required for custom."""
+    grpc_port: Port | None = None
+    """Port of the server's Open Inference Protocol gRPC service (inference.GRPCInferenceService), which
+    oip-v2-grpc load tests call. Default: 8081 (onnxruntime, mlserver), 8001 (triton); the LLM runtimes have
+    none, and custom has one only where set."""
     protocol: Literal["oip-v2", "http-json", "openai"] | None = None
     """Protocol the server speaks. Default: oip-v2 (Open Inference Protocol v2) for onnxruntime, mlserver and
     triton, openai (OpenAI-compatible /v1/chat/completions and /v1/completions) for the LLM runtimes, http-json
@@ -131,6 +135,12 @@ class ServingRuntime(KaliperModel):
             message="executionProviders apply to the onnxruntime runtime only; remove them or set type onnxruntime",
             check=lambda r: r.execution_providers is None or r.type == "onnxruntime",
             field_path=".executionProviders",
+        ),
+        Rule(
+            cel="!has(self.grpcPort) || !has(self.type) || !(self.type in ['llamacpp', 'vllm', 'sglang', 'tgi'])",
+            message="the LLM runtimes serve no Open Inference Protocol gRPC service; remove grpcPort",
+            check=lambda r: r.grpc_port is None or r.type not in LLM_RUNTIMES,
+            field_path=".grpcPort",
         ),
         Rule(
             cel="!has(self.implementation) || (has(self.type) && self.type == 'mlserver')",
@@ -270,6 +280,8 @@ class ServiceSpec(KaliperModel):
     """Kubernetes Service type."""
     port: Port = 80
     """Port the Service exposes (forwarded to the runtime's port)."""
+    grpc_port: Port | None = None
+    """Port the Service exposes for the runtime's gRPC service. Default: the runtime's gRPC port number."""
     annotations: StringMap | None = None
     """Annotations for the Service, such as cloud load-balancer settings."""
 

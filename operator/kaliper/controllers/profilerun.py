@@ -44,7 +44,13 @@ from kaliper.manifests.profilerun import (
 )
 from kaliper.metrics.trial_window import TrialMeasurement
 from kaliper.profiling import trials as run_trials
-from kaliper.profiling.plan import cluster_problem, configurations, describe, machine_paths_problem
+from kaliper.profiling.plan import (
+    cluster_problem,
+    configurations,
+    describe,
+    machine_paths_problem,
+    trial_protocol,
+)
 from kaliper.profiling.schedule import PlannedTrial, planned_trials, room_to_start, schedule_from_status
 from kaliper.report.schema import LoadTestResult
 from kaliper.report.status import degraded_condition, final_status, gated_readiness, trial_summary
@@ -218,14 +224,15 @@ class RunStep(StatusStep[ProfileRunStatus]):
     def start_load(self, trial: TrialSummary, planned: PlannedTrial, action: moves.StartLoad) -> None:
         self.records.remove_stale_results(trial.index)
         url = action.url
+        protocol = trial_protocol(self.spec, trial.parameters)
         if url is None:  # a trial deployment: its Service
             assert planned.configuration.deployment is not None
-            url = self.target.trial_url(trial.index, planned.configuration.deployment)
+            url = self.target.trial_url(trial.index, planned.configuration.deployment, protocol)
         model = action.model_name or run_trials.target_model_name(self.spec, self.base())
         deployment = planned.configuration.deployment
         replicas = deployment.replicas if deployment is not None else 1
         for obj in build_loadgen(
-            self.body, trial.index, self.spec, url, model, planned.level, SETTINGS.loadgen, replicas
+            self.body, trial.index, self.spec, url, model, planned.level, SETTINGS.loadgen, replicas, protocol
         ):
             kube.apply(obj)
         self.event("TrialRunning", f"trial {trial.name}: load generator started ({describe(trial.parameters)})")

@@ -89,8 +89,11 @@ class RunTarget:
         for obj in workload.build_trial_workload(self.run, index, saved, self.spec.target.workload_ref, configuration):
             kube.apply(obj)
 
-    def trial_url(self, index: int, configuration: ModelDeploymentTemplate) -> str:
-        return endpoint(trial_name(self.name, index), self.namespace, configuration)
+    def trial_url(self, index: int, configuration: ModelDeploymentTemplate, protocol: str) -> str:
+        """The trial's Service, at its gRPC port for oip-v2-grpc (a workload copy's one port serves both)."""
+        if self.spec.target.workload_ref is not None:
+            protocol = "oip-v2"
+        return endpoint(trial_name(self.name, index), self.namespace, configuration, protocol)
 
     def delete_trial(self, index: int) -> None:
         """The trial's serving objects: its ModelDeployment (which takes its Deployment and Service along),

@@ -33,7 +33,7 @@ from locust.runners import MasterRunner, WorkerRunner
 from kaliper.api.units import parse_duration
 from kaliper.loadgen.config import LoadGenConfig, LoadGenError, request_headers
 from kaliper.loadgen.generation import ANSWERED_KINDS, GenerationSender, Session, classify
-from kaliper.loadgen.grpc_calls import GrpcConnection, GrpcTarget, grpc_requests, target_is_down
+from kaliper.loadgen.grpc_calls import GrpcConnection, GrpcTarget, Preflight, grpc_requests, target_is_down
 from kaliper.loadgen.grpc_calls import preflight as grpc_preflight
 from kaliper.loadgen.histogram import LatencyHistogram
 from kaliper.loadgen.http import Connection, StreamingConnection, build_request
@@ -337,7 +337,8 @@ class Controller:
             self.runner.start(users, spawn_rate=max(users, 1) * 10)
         return start_wall
 
-    def run(self) -> LoadTestResult:
+    def run(self, first_warning: str | None = None) -> LoadTestResult:
+        """Every stage in turn; `first_warning` (what the preflight's first request met) leads the warnings."""
         started = datetime.now(UTC)
         stages: list[StageResult] = []
         error = None
@@ -379,7 +380,10 @@ class Controller:
             ),
             stages=stages,
             error=error,
-            warnings=[warning for stage in stages for warning in stage_warnings(stage)],
+            warnings=[
+                *([first_warning] if first_warning else []),
+                *(w for stage in stages for w in stage_warnings(stage)),
+            ],
         )
 
     def _connections(self) -> int | None:
@@ -520,18 +524,19 @@ def _unanswered(kind: str) -> bool:
 # --- preflight and entry points ----------------------------------------------------------------------
 
 
-def preflight(config: LoadGenConfig) -> str | None:
+def preflight(config: LoadGenConfig) -> Preflight:
     """An unreachable target fails in seconds, not after maxDuration: connect once with a short timeout, then
-    send one request (a slow or failing answer only warns: the run measures exactly that)."""
+    send one request (a slow or failing answer only warns: the run measures exactly that). gRPC targets are
+    asked more (kaliper.loadgen.grpc_calls.preflight)."""
     generator = Generator(config)
     try:
         socket.create_connection((generator.host, generator.port), timeout=min(generator.timeout_s, 3.0)).close()
     except OSError as exc:
-        return f"target {config.url} is unreachable: {classify(exc)}: {exc}"
+        return Preflight(f"target {config.url} is unreachable: {classify(exc)}: {exc}")
     if generator.generation is not None:
         mismatch = generator.generation.tokenizer_mismatch(config.url, config.request.model_name or "")
         if mismatch:
-            return mismatch
+            return Preflight(mismatch)
     if generator.grpc is not None:
         return grpc_preflight(generator.grpc, config.request.model_name or "", generator.requests[0])
     connection = Connection(generator.host, generator.port, generator.timeout_s, generator.ssl)
@@ -543,7 +548,7 @@ def preflight(config: LoadGenConfig) -> str | None:
         log.warning("the first request failed", error=classify(exc), url=config.url + generator.path)
     finally:
         connection.close()
-    return None
+    return Preflight()
 
 
 def failed_result(config: LoadGenConfig, error: str, processes: int, workers: int) -> LoadTestResult:
@@ -559,14 +564,14 @@ def failed_result(config: LoadGenConfig, error: str, processes: int, workers: in
 
 def run_local(config: LoadGenConfig) -> LoadTestResult:
     """The whole run in this process (one Locust LocalRunner)."""
-    problem = preflight(config)
-    if problem:
-        return failed_result(config, problem, 1, 0)
+    checked = preflight(config)
+    if checked.problem:
+        return failed_result(config, checked.problem, 1, 0)
     environment = Environment(user_classes=[KaliperUser], catch_exceptions=False)
     generator = environment.kaliper_generator = Generator(config)  # type: ignore[attr-defined]
     environment.create_local_runner()
     try:
-        return Controller(config, environment, processes=1, workers=0).run()
+        return Controller(config, environment, processes=1, workers=0).run(checked.warning)
     finally:
         generator.close()
 
@@ -575,9 +580,9 @@ def run_master(
     config: LoadGenConfig, expect_workers: int, bind_host: str = "*", bind_port: int = 5557, join_timeout: float = 60
 ) -> LoadTestResult:
     """Drive `expect_workers` Locust workers (pods or local processes) and merge their windows."""
-    problem = preflight(config)
-    if problem:
-        return failed_result(config, problem, expect_workers, expect_workers)
+    checked = preflight(config)
+    if checked.problem:
+        return failed_result(config, checked.problem, expect_workers, expect_workers)
     environment = Environment(user_classes=[KaliperUser], catch_exceptions=False)
     runner = environment.create_master_runner(bind_host, bind_port)
     deadline = time.monotonic() + join_timeout
@@ -593,7 +598,7 @@ def run_master(
             )
         gevent.sleep(0.1)
     try:
-        return Controller(config, environment, processes=expect_workers, workers=expect_workers).run()
+        return Controller(config, environment, processes=expect_workers, workers=expect_workers).run(checked.warning)
     finally:
         runner.quit()
 

@@ -130,16 +130,24 @@ class GrpcConnection:
         """The channel belongs to the generator, which closes it."""
 
 
-def preflight(target: GrpcTarget, model_name: str, first_request: bytes) -> str | None:
-    """Why a run against this target would measure nothing, or None: the target does not speak the
+@dataclass(frozen=True)
+class Preflight:
+    problem: str | None = None
+    """Why a run would measure nothing (it does not start)."""
+    warning: str | None = None
+    """What the first call met that the run will measure anyway, in the server's words."""
+
+
+def preflight(target: GrpcTarget, model_name: str, first_request: bytes) -> Preflight:
+    """Whether a run against this target can measure anything: not when the target does not speak the
     protocol's gRPC service, does not serve the model, or refuses the first request as every later one
-    would be (its shape, its datatype, its credentials). A slow or failing answer of another kind only
-    shows in the figures."""
+    would be (its shape, its datatype, its credentials). A first call that fails otherwise (MLServer answers
+    a tensor its model cannot take with INTERNAL) is measured, with the server's message as a warning."""
     address = f"{'https' if target.tls else 'http'}://{target.host}:{target.port}"
     try:
         channel = target.channel()
     except (OSError, ssl.SSLError) as exc:
-        return f"{address}: no TLS connection ({exc}); does the server speak TLS only if the URL says https?"
+        return Preflight(f"{address}: no TLS connection ({exc}); does the server speak TLS only if the URL says https?")
     try:
         metadata_call = channel.unary_unary(
             MODEL_METADATA,
@@ -153,16 +161,18 @@ def preflight(target: GrpcTarget, model_name: str, first_request: bytes) -> str 
                 metadata=target.metadata or None,
             )
         except grpc.RpcError as exc:
-            return _metadata_problem(exc, address, model_name)
+            return Preflight(_metadata_problem(exc, address, model_name))
         try:
             channel.unary_unary(MODEL_INFER)(first_request, timeout=target.timeout_s, metadata=target.metadata or None)
         except grpc.RpcError as exc:
-            if exc.code().name in REFUSALS:
-                return (
-                    f"{address} refused the first ModelInfer call for model {model_name!r} with gRPC "
-                    f"{exc.code().name}: {exc.details()}; every request of the run would be refused the same way"
+            code = exc.code().name
+            if code in REFUSALS:
+                return Preflight(
+                    f"{address} refused the first ModelInfer call for model {model_name!r} with gRPC {code}: "
+                    f"{exc.details()}; every request of the run would be refused the same way"
                 )
-        return None
+            return Preflight(warning=f"the first ModelInfer call failed with {error_kind(exc.code())}: {exc.details()}")
+        return Preflight()
     finally:
         channel.close()
 

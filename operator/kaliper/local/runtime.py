@@ -28,7 +28,7 @@ from kaliper.manifests.profilerun import loadgen_config as build_loadgen_config
 from kaliper.manifests.profilerun import payload_dataset
 from kaliper.metrics.nvml import Nvml
 from kaliper.netutil import free_port
-from kaliper.profiling.plan import configurations, describe, sweep_problem, trial_count_problem
+from kaliper.profiling.plan import configurations, describe, sweep_problem, trial_count_problem, trial_protocol
 from kaliper.profiling.schedule import PlannedTrial, planned_trials, schedule
 from kaliper.profiling.search import Outcome
 from kaliper.profiling.trials import (
@@ -115,7 +115,13 @@ def secret_variable(secret: str, key: str) -> str:
 
 
 def loadgen_config(
-    spec: ProfileRunSpec, url: str, model_name: str, level: float, base_dir: Path, server_replicas: int = 1
+    spec: ProfileRunSpec,
+    url: str,
+    model_name: str,
+    level: float,
+    base_dir: Path,
+    server_replicas: int = 1,
+    protocol: str | None = None,
 ) -> dict:
     # Locally there is no Secret to read: a header from secret S, key K comes from the variable S_K.
     headers = {
@@ -125,7 +131,9 @@ def loadgen_config(
     dataset_file = str(local_path(dataset.file, base_dir)) if dataset is not None and dataset.file is not None else None
     tokenizer = spec.payload.prompts.tokenizer if spec.payload.prompts else None
     tokenizer_file = str(local_path(tokenizer.file, base_dir)) if tokenizer and tokenizer.file else None
-    return build_loadgen_config(spec, url, model_name, level, headers, dataset_file, tokenizer_file, server_replicas)
+    return build_loadgen_config(
+        spec, url, model_name, level, headers, dataset_file, tokenizer_file, server_replicas, protocol
+    )
 
 
 class LocalRuntime:
@@ -236,7 +244,7 @@ class LocalRuntime:
                 servers.start()
                 ready_s = servers.wait_ready(*ready_limit(spec, config.deployment))
                 log.debug("server ready", trial=index, seconds=round(ready_s, 2))
-                url = servers.url
+                url = servers.url_for(trial_protocol(spec, planned.configuration.parameters))
             else:
                 url = str(spec.target.url)
             up = True
@@ -280,7 +288,8 @@ class LocalRuntime:
     ) -> TrialReport:
         index = planned.index
         replicas = servers.spec.replicas if servers is not None else 1
-        config = loadgen_config(spec, url, model_name, planned.level, self.options.base_dir, replicas)
+        protocol = trial_protocol(spec, planned.configuration.parameters)
+        config = loadgen_config(spec, url, model_name, planned.level, self.options.base_dir, replicas, protocol)
         workdir.mkdir(parents=True, exist_ok=True)
         config_path = workdir / f"loadgen-{index}.yaml"
         config_path.write_text(yaml.safe_dump(config))

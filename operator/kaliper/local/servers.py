@@ -67,8 +67,15 @@ def local_problem(spec: ModelDeploymentSpec) -> str | None:
     return None
 
 
-def server_command(spec: ModelDeploymentSpec, model_path: Path, model_name: str, port: int, workdir: Path) -> list[str]:
-    """The command line of one replica; for MLServer it also writes the settings files into `workdir`."""
+LOCAL_GRPC_RUNTIMES = ("onnxruntime", "mlserver")
+
+
+def server_command(
+    spec: ModelDeploymentSpec, model_path: Path, model_name: str, port: int, workdir: Path, grpc_port: int | None = None
+) -> list[str]:
+    """The command line of one replica; for MLServer it also writes the settings files into `workdir`. The
+    built-in server and MLServer serve the Open Inference Protocol's gRPC service on `grpc_port` (MLServer
+    always serves it: on a free port unless one is given)."""
     runtime = spec.runtime
     if runtime.type == "onnxruntime":
         command = [
@@ -82,6 +89,8 @@ def server_command(spec: ModelDeploymentSpec, model_path: Path, model_name: str,
             "--port",
             str(port),
         ]
+        if grpc_port is not None:
+            command += ["--grpc-port", str(grpc_port)]
         command += tuning_flags(spec)
         if spec.replicas > 1:
             command.append("--reuse-port")  # the replicas share the port; the kernel spreads connections
@@ -90,7 +99,7 @@ def server_command(spec: ModelDeploymentSpec, model_path: Path, model_name: str,
         workdir.mkdir(parents=True, exist_ok=True)
         settings = {
             "http_port": port,
-            "grpc_port": free_port(),
+            "grpc_port": grpc_port or free_port(),
             "metrics_port": free_port(),
             "parallel_workers": spec.threads.workers if spec.threads and spec.threads.workers else 0,
             "load_models_at_startup": True,
@@ -150,7 +159,10 @@ class ServerGroup:
         self.groups: list[Cgroup] = []
         self.logs: list[Path] = []
         self.proxy: RoundRobinProxy | None = None
+        self.grpc_proxy: RoundRobinProxy | None = None
         self.ports: list[int] = [port]
+        # The protocol's gRPC service, for the runtimes that serve it here.
+        self.grpc_port = free_port() if spec.runtime.type in LOCAL_GRPC_RUNTIMES else None
 
     def _preexec(self, group: Cgroup | None) -> Callable[[], None]:
         def prepare() -> None:
@@ -170,8 +182,13 @@ class ServerGroup:
         shared = self.spec.runtime.type == "onnxruntime" or self.spec.replicas == 1
         ports = [self.port] * self.spec.replicas if shared else [free_port() for _ in range(self.spec.replicas)]
         self.ports = sorted(set(ports))
+        grpc_ports: list[int | None] = [self.grpc_port] * self.spec.replicas
         if not shared:
             self.proxy = RoundRobinProxy(self.port, ports).start()
+            if self.grpc_port is not None:
+                own = [free_port() for _ in range(self.spec.replicas)]
+                self.grpc_proxy = RoundRobinProxy(self.grpc_port, own).start()
+                grpc_ports = list(own)
         env = {
             **os.environ,
             "KALIPER_PORT": str(self.port),
@@ -183,7 +200,12 @@ class ServerGroup:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         for replica, port in enumerate(ports):
             command = server_command(
-                self.spec, self.model_path, self.model_name, port, self.log_dir / f"mlserver-{replica}"
+                self.spec,
+                self.model_path,
+                self.model_name,
+                port,
+                self.log_dir / f"mlserver-{replica}",
+                grpc_ports[replica],
             )
             group = None
             if self.use_limits:
@@ -216,6 +238,16 @@ class ServerGroup:
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
+
+    def url_for(self, protocol: str) -> str:
+        """Where the load goes: the gRPC port for oip-v2-grpc, else the HTTP one."""
+        if protocol != "oip-v2-grpc":
+            return self.url
+        if self.grpc_port is None:
+            raise ServerError(
+                f"runtime {self.spec.runtime.type} serves no gRPC service here (onnxruntime and mlserver do)"
+            )
+        return f"http://127.0.0.1:{self.grpc_port}"
 
     def wait_ready(self, timeout_s: float | None = None, setting: str = "readiness.readyTimeout") -> float:
         """Seconds until every replica answered its readiness probe; ServerError if one died or time ran out
@@ -272,5 +304,6 @@ class ServerGroup:
                 process.wait()
         for group in self.groups:
             group.remove()
-        if self.proxy is not None:
-            self.proxy.stop()
+        for proxy in (self.proxy, self.grpc_proxy):
+            if proxy is not None:
+                proxy.stop()

@@ -26,6 +26,8 @@ RUNTIME_IMAGES = {
 }
 KALIPER_IMAGE_RUNTIMES = ("onnxruntime", "llamacpp")  # servers Kaliper's own image carries
 DEFAULT_PORTS = {"onnxruntime": 8080, "mlserver": 8080, "triton": 8000, **llm_servers.DEFAULT_PORTS}
+# The Open Inference Protocol's gRPC service, where the runtime has one (MLServer's and Triton's defaults).
+GRPC_PORTS = {"onnxruntime": 8081, "mlserver": 8081, "triton": 8001}
 # vLLM and SGLang share tensors between their GPU workers through /dev/shm, which a container gets 64 MiB of.
 SHARED_MEMORY = {"name": "shm", "emptyDir": {"medium": "Memory"}}
 MODEL_DIR = "/models/source"
@@ -63,6 +65,11 @@ def selector_labels(name: str) -> dict[str, str]:
 
 def port_of(spec: ModelDeploymentSpec) -> int:
     return spec.runtime.port or DEFAULT_PORTS.get(spec.runtime.type, 8080)
+
+
+def grpc_port_of(spec: ModelDeploymentTemplate) -> int | None:
+    """The serving container's gRPC port, or None for a runtime without the protocol's gRPC service."""
+    return spec.runtime.grpc_port or GRPC_PORTS.get(spec.runtime.type)
 
 
 def model_path(spec: ModelDeploymentSpec) -> str:
@@ -138,12 +145,15 @@ def _command(spec: ModelDeploymentSpec, name: str) -> tuple[list[str] | None, li
             "0.0.0.0",
             "--port",
             str(port),
+            "--grpc-port",
+            str(grpc_port_of(spec)),
             *tuning_flags(spec),
         ]
         return runtime.command or ["python", "-m", "kaliper.serving"], [*args, *(runtime.args or [])], []
     if runtime.type == "mlserver":
         env = [
             {"name": "MLSERVER_HTTP_PORT", "value": str(port)},
+            {"name": "MLSERVER_GRPC_PORT", "value": str(grpc_port_of(spec))},
             {"name": "MLSERVER_MODEL_NAME", "value": served},
             {
                 "name": "MLSERVER_MODEL_IMPLEMENTATION",
@@ -165,6 +175,7 @@ def _command(spec: ModelDeploymentSpec, name: str) -> tuple[list[str] | None, li
     args = [
         f"--model-repository={repository}",
         f"--http-port={port}",
+        f"--grpc-port={grpc_port_of(spec)}",
         "--model-control-mode=explicit",
         f"--load-model={directory}",
     ]
@@ -240,7 +251,7 @@ def build_deployment(
     container: dict[str, Any] = {
         "name": "server",
         "image": image,
-        "ports": [{"name": "http", "containerPort": port_of(spec), "protocol": "TCP"}],
+        "ports": container_ports(spec),
         "readinessProbe": _readiness(spec),
         "volumeMounts": [{"name": "model", "mountPath": MODEL_DIR, "readOnly": spec.model.pvc is not None}],
         "securityContext": KALIPER_USER if image == kaliper_image else CONFINED,
@@ -310,12 +321,38 @@ def build_service(name: str, namespace: str, uid: str, spec: ModelDeploymentSpec
         "spec": {
             "type": spec.service.type,
             "selector": selector_labels(name),
-            "ports": [{"name": "http", "port": spec.service.port, "targetPort": "http", "protocol": "TCP"}],
+            "ports": service_ports(spec),
         },
     }
 
 
-def endpoint(name: str, namespace: str, spec: ModelDeploymentTemplate) -> str:
+def container_ports(spec: ModelDeploymentSpec) -> list[dict[str, Any]]:
+    ports = [{"name": "http", "containerPort": port_of(spec), "protocol": "TCP"}]
+    grpc_port = grpc_port_of(spec)
+    if grpc_port is not None:
+        ports.append({"name": "grpc", "containerPort": grpc_port, "protocol": "TCP"})
+    return ports
+
+
+def service_ports(spec: ModelDeploymentSpec) -> list[dict[str, Any]]:
+    ports = [{"name": "http", "port": spec.service.port, "targetPort": "http", "protocol": "TCP"}]
+    grpc_port = grpc_port_of(spec)
+    if grpc_port is not None:
+        # appProtocol tells meshes and gateways the port speaks HTTP/2 without TLS (gRPC's plaintext).
+        port = spec.service.grpc_port or grpc_port
+        ports.append(
+            {"name": "grpc", "port": port, "targetPort": "grpc", "protocol": "TCP", "appProtocol": "kubernetes.io/h2c"}
+        )
+    return ports
+
+
+def endpoint(name: str, namespace: str, spec: ModelDeploymentTemplate, protocol: str = "oip-v2") -> str:
+    """The Service's URL for a protocol: its HTTP port, or its gRPC port for oip-v2-grpc."""
+    if protocol == "oip-v2-grpc":
+        grpc_port = grpc_port_of(spec)
+        if grpc_port is None:
+            raise BuildError(f"runtime {spec.runtime.type} serves no gRPC service; set runtime.grpcPort (custom)")
+        return f"http://{name}.{namespace}.svc:{spec.service.grpc_port or grpc_port}"
     return f"http://{name}.{namespace}.svc:{spec.service.port}"
 
 

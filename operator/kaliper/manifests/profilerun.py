@@ -160,13 +160,14 @@ def loadgen_config(
     dataset_file: str | None = None,
     tokenizer_file: str | None = None,
     server_replicas: int = 1,
+    protocol: str | None = None,
 ) -> dict[str, Any]:
     """The load generator's config (a LoadGenConfig) for one trial. Secret-backed headers become
     environment variable names (env_headers: header -> variable), never values. `dataset_file` and
     `tokenizer_file` say where the generator finds the payload's dataset (or prompts dataset) and the
     prompts' tokenizer: a mounted ConfigMap key in the cluster, a resolved path locally. Behind one endpoint
     for several server replicas, each read of the server's metrics reaches one replica, so the generator does
-    not check itself against them."""
+    not check itself against them. `protocol` is the trial's, where the run sweeps it."""
     load = spec.load.to_manifest()
     if spec.load.closed_loop is not None:
         load["closedLoop"]["concurrency"] = int(level)
@@ -181,6 +182,10 @@ def loadgen_config(
         holder["tokenizer"] = {"file": tokenizer_file}
     request = spec.request.to_manifest()
     request.setdefault("modelName", model_name)
+    if protocol is not None:
+        request["protocol"] = protocol
+    if request.get("protocol") != "oip-v2-grpc":
+        request.pop("grpc", None)  # set for the gRPC trials of a protocol sweep
     request.pop("headersFrom", None)
     if server_replicas > 1 and "generation" in request:
         request["generation"]["serverMetricsPath"] = None
@@ -276,6 +281,7 @@ def build_loadgen(
     level: float,
     pod: LoadgenPod,
     server_replicas: int = 1,
+    protocol: str | None = None,
 ) -> list[dict[str, Any]]:
     """The trial's load-generator objects: its config ConfigMap, then the Job (or master Job, Service and
     worker Job)."""
@@ -288,7 +294,9 @@ def build_loadgen(
     tokenizer_file = (
         str(PurePosixPath(TOKENIZER_DIR) / tokenizer.config_map.key) if tokenizer and tokenizer.config_map else None
     )
-    config = loadgen_config(spec, url, model_name, level, headers, dataset_file, tokenizer_file, server_replicas)
+    config = loadgen_config(
+        spec, url, model_name, level, headers, dataset_file, tokenizer_file, server_replicas, protocol
+    )
     results_meta = owned_meta(run, names.results, "results", index)
     # The load generator's identity may not update the run's finalizers, which blocking the owner's deletion
     # needs (OwnerReferencesPermissionEnforcement); the results need not hold up a deletion anyway.

@@ -20,7 +20,7 @@ from kaliper.api.modeldeployment import (
     Threads,
 )
 from kaliper.api.profilerun import DEPLOYMENT_SWEEP_FIELDS, LengthDistribution, ProfileRunSpec
-from kaliper.manifests.modeldeployment import BuildError, build_deployment
+from kaliper.manifests.modeldeployment import BuildError, build_deployment, grpc_port_of
 
 
 @dataclass(frozen=True)
@@ -185,7 +185,18 @@ def sweep_problem(spec: ProfileRunSpec, configs: list[Configuration]) -> str | N
         problem = context_problem(spec, config.deployment)
         if problem:
             return where + problem
+        if trial_protocol(spec, config.parameters) == "oip-v2-grpc" and grpc_port_of(config.deployment) is None:
+            return where + (
+                f"oip-v2-grpc calls the Open Inference Protocol's gRPC service, which runtime "
+                f"{config.deployment.runtime.type} does not serve (onnxruntime, mlserver and triton do; a custom "
+                "runtime names its port in runtime.grpcPort)"
+            )
     return None
+
+
+def trial_protocol(spec: ProfileRunSpec, parameters: dict[str, str]) -> str:
+    """A trial's request protocol: its value of sweep.protocol, else request.protocol."""
+    return parameters.get("protocol", spec.request.protocol)
 
 
 def describe(parameters: dict[str, str]) -> str:
