@@ -251,3 +251,24 @@ def test_prompts_and_tokenizer_from_config_maps_are_mounted_into_the_generator()
         "/etc/kaliper/payload",
         "/etc/kaliper/tokenizer",
     ]
+
+
+def test_a_protocol_sweeps_trial_config_speaks_its_own_protocol() -> None:
+    swept = spec(
+        payload={"tensors": {"inputs": [{"name": "float_input", "shape": [-1, 4], "datatype": "FP32"}]}},
+        request={"grpc": {"connections": 3, "streamsPerConnection": 8}},
+        sweep={"protocol": ["oip-v2", "oip-v2-grpc"]},
+    )
+
+    def config_of(protocol: str) -> LoadGenConfig:
+        config_map, _ = build_loadgen(
+            RUN, 0, swept, "http://r-t0.ml.svc:8081", "iris", 4, LoadgenPod("img"), 1, protocol
+        )
+        return LoadGenConfig.model_validate(yaml.safe_load(config_map["data"]["config.yaml"]))
+
+    grpc = config_of("oip-v2-grpc")
+    assert (grpc.request.protocol, grpc.grpc, grpc.grpc_channels.connections) == ("oip-v2-grpc", True, 3)
+    assert grpc.path == "/inference.GRPCInferenceService/ModelInfer"
+    rest = config_of("oip-v2")
+    # The REST trial keeps no gRPC settings: they belong to the gRPC trials of the sweep.
+    assert (rest.request.protocol, rest.request.grpc, rest.path) == ("oip-v2", None, "/v2/models/iris/infer")

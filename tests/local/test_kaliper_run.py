@@ -239,7 +239,7 @@ def test_mlserver_serves_a_scikit_learn_model_under_limits(tmp_path: Path) -> No
 
     model = make_iris_sklearn(tmp_path / "iris.joblib")
     body = '{"inputs":[{"name":"predict","shape":[2,4],"datatype":"FP64","data":[5.1,3.5,1.4,0.2,6.7,3,5.2,2.3]}]}'
-    run = profile_run(payload={"inline": body})
+    run = profile_run(payload={"inline": body}, sweep={"protocol": ["oip-v2", "oip-v2-grpc"]})
     process, report = kaliper_run(
         tmp_path,
         {
@@ -255,10 +255,39 @@ def test_mlserver_serves_a_scikit_learn_model_under_limits(tmp_path: Path) -> No
         run,
     )
     assert process.returncode == 0, process.stderr
-    (trial,) = report.trials
-    assert trial.status == "Succeeded", trial.message
-    assert trial.stage.requests > 0 and trial.stage.error_rate == 0
-    assert 0 < trial.resources.cpu_avg_cores <= 1.15
+    assert [t.parameters for t in report.trials] == [{"protocol": "oip-v2"}, {"protocol": "oip-v2-grpc"}]
+    for trial in report.trials:
+        assert trial.status == "Succeeded", trial.message
+        assert trial.stage.requests > 0 and trial.stage.error_rate == 0
+        assert 0 < trial.resources.cpu_avg_cores <= 1.15
+    # The gRPC trial called MLServer's gRPC port, the REST one its HTTP port.
+    for index, port_key in ((0, "http_port"), (1, "grpc_port")):
+        settings = json.loads(
+            (tmp_path / "reports" / "work" / f"t{index}" / "mlserver-0" / "settings.json").read_text()
+        )
+        (config,) = (tmp_path / "reports" / "work").rglob(f"loadgen-{index}.yaml")
+        assert yaml.safe_load(config.read_text())["url"] == f"http://127.0.0.1:{settings[port_key]}"
+
+
+def test_the_grpc_example_loads_the_builtin_server_over_rest_and_grpc(tmp_path: Path, model: Path) -> None:
+    from tests.support.paths import EXAMPLES
+
+    documents = list(yaml.safe_load_all((EXAMPLES / "local" / "grpc.yaml").read_text()))
+    documents[0]["spec"]["model"]["file"] = str(model)
+    documents[1]["spec"]["report"]["directory"] = str(tmp_path / "reports")
+    process, report = kaliper_run(tmp_path, *documents)
+    assert process.returncode == 0, process.stderr
+    rest, grpc = report.trials
+    assert (rest.parameters, grpc.parameters) == ({"protocol": "oip-v2"}, {"protocol": "oip-v2-grpc"})
+    for trial in (rest, grpc):
+        assert trial.status == "Succeeded", trial.message
+        assert trial.stage.error_rate == 0 and trial.stage.requests > 100
+        assert 0 < trial.resources.cpu_avg_cores <= 1.15  # the same CPU limit for both
+    configs = {
+        i: yaml.safe_load(next((tmp_path / "reports" / "work").rglob(f"loadgen-{i}.yaml")).read_text()) for i in (0, 1)
+    }
+    assert configs[0]["request"]["protocol"] == "oip-v2" and "grpc" not in configs[0]["request"]
+    assert configs[1]["request"]["protocol"] == "oip-v2-grpc" and configs[1]["request"]["grpc"]["connections"] == 2
 
 
 def test_optuna_search_runs_a_sample_and_reports_the_rest(tmp_path: Path, model: Path) -> None:

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
-from kaliper.profiling.plan import configurations
+from kaliper.api.modeldeployment import ModelDeploymentSpec
+from kaliper.profiling.plan import configurations, sweep_problem, trial_protocol
 from kaliper.profiling.search import Outcome, dominates, order_for_search
 from tests.support.specs import BASE, spec
 
@@ -42,6 +43,29 @@ def test_model_variants_threads_replicas_runtime() -> None:
     deployment = planned[0].deployment
     assert planned[0].parameters == {"replicas": "3", "threads": "2", "runtime": "onnxruntime", "model_variant": "int8"}
     assert deployment.threads.intra_op == 2 and deployment.replicas == 3 and deployment.model.file == "int8.onnx"
+
+
+def test_a_protocol_sweep_is_a_trial_per_protocol_on_the_same_deployment() -> None:
+    run = spec(sweep={"cpu": ["1"], "protocol": ["oip-v2", "oip-v2-grpc"]})
+    rest, grpc = configurations(run, BASE)
+    assert (rest.parameters, grpc.parameters) == (
+        {"cpu": "1", "protocol": "oip-v2"},
+        {"cpu": "1", "protocol": "oip-v2-grpc"},
+    )
+    assert rest.deployment == grpc.deployment  # the protocol changes the requests, not the server
+    assert (trial_protocol(run, rest.parameters), trial_protocol(run, grpc.parameters)) == ("oip-v2", "oip-v2-grpc")
+    assert trial_protocol(spec(request={"protocol": "oip-v2-grpc"}), {}) == "oip-v2-grpc"
+    assert sweep_problem(run, [rest, grpc]) is None
+
+
+def test_grpc_trials_of_a_runtime_without_the_grpc_service_are_refused() -> None:
+    llama = ModelDeploymentSpec.model_validate({"model": {"file": "m.gguf"}, "runtime": {"type": "llamacpp"}})
+    run = spec(sweep={"protocol": ["oip-v2", "oip-v2-grpc"]})
+    assert sweep_problem(run, configurations(run, llama)) == (
+        "configuration protocol=oip-v2-grpc: oip-v2-grpc calls the Open Inference Protocol's gRPC service, which "
+        "runtime llamacpp does not serve (onnxruntime, mlserver and triton do; a custom runtime names its port in "
+        "runtime.grpcPort)"
+    )
 
 
 def cores_of(config) -> float:  # type: ignore[no-untyped-def]

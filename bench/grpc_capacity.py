@@ -1,0 +1,53 @@
+"""gRPC capacity: ModelInfer calls per second per load-generator core, Kaliper against ghz on the same core.
+
+The ground-truth server's gRPC face answers at once (no delay), pinned to CPU 1. On CPU 0, in turn: ghz and
+Kaliper's generator (closed loop, one process, every call recorded in its HDR histograms), the same
+concurrency over the same number of HTTP/2 connections.
+
+    .venv/bin/python bench/grpc_capacity.py [--concurrency 32] [--connections 1] [--duration 10]
+
+Goal: at least half of ghz's calls per core, with every call recorded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+from pathlib import Path
+
+from _common import groundtruth, reset, run_kaliper
+from _grpc import kaliper_config, run_ghz
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--concurrency", type=int, default=32)
+    parser.add_argument("--connections", type=int, default=1)
+    parser.add_argument("--duration", type=int, default=10)
+    parser.add_argument("--port", type=int, default=18095)
+    args = parser.parse_args()
+    c, n, d = args.concurrency, args.connections, args.duration
+
+    server = ("-median", "0s", "-sigma", "0")
+    with (
+        groundtruth(*server, port=args.port, prefix=("taskset", "-c", "1")) as base,
+        tempfile.TemporaryDirectory() as tmp,
+    ):
+        summary = run_ghz(base.removeprefix("http://"), Path(tmp), c, n, d, cpus="0")
+        reset(base)
+        load = {"closedLoop": {"concurrency": c}, "warmup": "2s", "minDuration": f"{d}s", "maxDuration": f"{d}s"}
+        stage = run_kaliper(kaliper_config(base, load, n), cpus="0")["stages"][0]
+
+    ghz_rps = summary["rps"]
+    recorded = stage["latency"]["count"]
+    print(f"# gRPC capacity: zero-delay ground-truth server on CPU 1, generator on CPU 0, {c} calls in flight")
+    print(f"# over {n} HTTP/2 connection(s), {d} s\n")
+    print("| generator | calls/s | ratio to ghz |")
+    print("|---|---|---|")
+    print(f"| ghz {summary.get('options', {}).get('version', '') or 'v0.121.0'} | {ghz_rps:,.0f} | 1.00 |")
+    print(f"| Kaliper, 1 process, HDR on | {stage['throughputRps']:,.0f} | {stage['throughputRps'] / ghz_rps:.3f} |")
+    print(f"\nKaliper recorded {recorded:,} of its {stage['requests']:,} measured calls in its histograms.")
+
+
+if __name__ == "__main__":
+    main()
