@@ -255,7 +255,10 @@ def test_mlserver_serves_a_scikit_learn_model_under_limits(tmp_path: Path) -> No
         run,
     )
     assert process.returncode == 0, process.stderr
-    assert [t.parameters for t in report.trials] == [{"protocol": "oip-v2"}, {"protocol": "oip-v2-grpc"}]
+    assert [t.parameters for t in report.trials] == [
+        {"protocol": "oip-v2", "concurrency": "4"},
+        {"protocol": "oip-v2-grpc", "concurrency": "4"},
+    ]
     for trial in report.trials:
         assert trial.status == "Succeeded", trial.message
         assert trial.stage.requests > 0 and trial.stage.error_rate == 0
@@ -278,7 +281,8 @@ def test_the_grpc_example_loads_the_builtin_server_over_rest_and_grpc(tmp_path: 
     process, report = kaliper_run(tmp_path, *documents)
     assert process.returncode == 0, process.stderr
     rest, grpc = report.trials
-    assert (rest.parameters, grpc.parameters) == ({"protocol": "oip-v2"}, {"protocol": "oip-v2-grpc"})
+    assert rest.parameters == {"protocol": "oip-v2", "concurrency": "8"}
+    assert grpc.parameters == {"protocol": "oip-v2-grpc", "concurrency": "8"}
     for trial in (rest, grpc):
         assert trial.status == "Succeeded", trial.message
         assert trial.stage.error_rate == 0 and trial.stage.requests > 100

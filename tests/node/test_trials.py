@@ -176,3 +176,36 @@ def test_a_crash_looping_server_and_an_unschedulable_one_fail_their_trials_with_
     assert trials[1]["failedIn"] == "Deploying"
     assert trials[1]["message"].startswith("CrashLoopBackOff: container server of pod broken-t1-")
     assert "(exit code 3)" in trials[1]["message"]
+
+
+def test_a_protocol_sweep_loads_the_services_rest_and_grpc_ports(
+    node: Node, operator: Operator, node_namespace: str, iris_model
+) -> None:  # type: ignore[no-untyped-def]
+    run = profilerun("faces", "faces")
+    run["spec"]["sweep"] = {"protocol": ["oip-v2", "oip-v2-grpc"]}
+    run["spec"]["request"] = {"grpc": {"connections": 2}}
+    run["spec"]["search"] = {"parallelism": 2}
+    services: dict[str, list] = {}
+
+    def watch_services() -> None:
+        for service in node.kubectl.json("get", "services", "-n", node_namespace)["items"]:
+            services.setdefault(service["metadata"]["name"], service["spec"]["ports"])
+
+    apply_with_model(node, node_namespace, iris_model, iris("faces"), run)
+    status = poll_until_phase(node, node_namespace, "faces", "Succeeded", watch_services, timeout=300)
+    rest, grpc = status["trials"]
+    assert rest["parameters"] == {"protocol": "oip-v2", "concurrency": "2"}
+    assert grpc["parameters"] == {"protocol": "oip-v2-grpc", "concurrency": "2"}
+    for trial in (rest, grpc):
+        assert trial["phase"] == "Succeeded" and trial["requests"] > 100 and trial["errorRate"] == 0, trial
+    # Each trial's Service exposes both faces of the built-in server; the gRPC trial called the grpc port.
+    assert [(p["name"], p["port"]) for p in services["faces-t1"]] == [("http", 80), ("grpc", 8081)]
+    documents = {}
+    for index in (0, 1):
+        stored = node.kubectl.json("get", "configmap", f"faces-t{index}-result", "-n", node_namespace)
+        documents[index] = json.loads(read_document(stored, RESULT_KEY) or "{}")
+    assert documents[0]["target"] == f"http://faces-t0.{node_namespace}.svc:80/v2/models/iris/infer"
+    assert (
+        documents[1]["target"] == f"http://faces-t1.{node_namespace}.svc:8081/inference.GRPCInferenceService/ModelInfer"
+    )
+    assert (documents[1]["generator"]["protocol"], documents[1]["generator"]["connections"]) == ("oip-v2-grpc", 2)
