@@ -16,7 +16,7 @@ import tempfile
 from pathlib import Path
 
 from _common import groundtruth, reset, run_kaliper
-from _grpc import kaliper_config, run_ghz
+from _grpc import GHZ_VERSION, kaliper_config, run_ghz
 
 
 def main() -> None:
@@ -39,14 +39,23 @@ def main() -> None:
         stage = run_kaliper(kaliper_config(base, load, n), cpus="0")["stages"][0]
 
     ghz_rps = summary["rps"]
-    recorded = stage["latency"]["count"]
+    ghz_cores = summary["cpuSeconds"] / (summary["total"] / 1e9)
+    usage = stage["generatorUsage"]
+    kaliper_rps, kaliper_cores = stage["throughputRps"], usage["cpuCores"]
+    per_core = (ghz_rps / ghz_cores, kaliper_rps / kaliper_cores)
     print(f"# gRPC capacity: zero-delay ground-truth server on CPU 1, generator on CPU 0, {c} calls in flight")
     print(f"# over {n} HTTP/2 connection(s), {d} s\n")
-    print("| generator | calls/s | ratio to ghz |")
-    print("|---|---|---|")
-    print(f"| ghz {summary.get('options', {}).get('version', '') or 'v0.121.0'} | {ghz_rps:,.0f} | 1.00 |")
-    print(f"| Kaliper, 1 process, HDR on | {stage['throughputRps']:,.0f} | {stage['throughputRps'] / ghz_rps:.3f} |")
-    print(f"\nKaliper recorded {recorded:,} of its {stage['requests']:,} measured calls in its histograms.")
+    print("| generator | calls/s | cores used | calls/s per core | ratio to ghz (per core) |")
+    print("|---|---|---|---|---|")
+    print(f"| ghz {GHZ_VERSION} | {ghz_rps:,.0f} | {ghz_cores:.2f} | {per_core[0]:,.0f} | 1.00 |")
+    print(
+        f"| Kaliper, 1 process, HDR on | {kaliper_rps:,.0f} | {kaliper_cores:.2f} | {per_core[1]:,.0f} "
+        f"| {per_core[1] / per_core[0]:.3f} |"
+    )
+    print(
+        f"\nKaliper recorded {stage['latency']['count']:,} of its {stage['requests']:,} measured calls in its "
+        "histograms."
+    )
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hdrh.histogram import HdrHistogram
 
 from kaliper.netutil import free_port
 from kaliper.serving.examples import make_iris
@@ -41,7 +42,7 @@ def test_closed_loop_calls_agree_with_the_servers_own_records(tmp_path: Path) ->
                 "url": base,
                 "request": {**GRPC, "grpc": {"connections": 2}},
                 "payload": BODY,
-                "load": {"closedLoop": {"concurrency": 8}, **SHORT},
+                "load": {"closedLoop": {"concurrency": 32}, **SHORT},
             },
         )
         assert process.returncode == 0, process.stderr
@@ -52,7 +53,7 @@ def test_closed_loop_calls_agree_with_the_servers_own_records(tmp_path: Path) ->
     assert result.target == f"{base}/inference.GRPCInferenceService/ModelInfer"
     # The server's count of the calls it completed in the measured window: apart by at most the users in
     # flight at each edge.
-    assert len(truth) > 200 and abs(len(truth) - stage.requests) <= 2 * 8
+    assert len(truth) > 1000 and abs(len(truth) - stage.requests) <= 2 * 32
     assert stage.latency.count == stage.requests
     # Every 50th call fails with UNAVAILABLE in its trailers: counted by its status, never dropped.
     assert stage.errors_by_kind.keys() == {"gRPC UNAVAILABLE"}
@@ -61,8 +62,12 @@ def test_closed_loop_calls_agree_with_the_servers_own_records(tmp_path: Path) ->
     raw = infer_request({"inputs": [{**BODY_JSON["inputs"][0], "data": [0, 0]}]}, "truth").SerializeToString()
     assert stage.bytes_sent == stage.requests * len(raw)
     assert stage.bytes_received == (stage.requests - stage.errors) * 7
-    median = truth[len(truth) // 2]
-    assert percentile(stage.latency, 50) == pytest.approx(median, rel=0.1)  # loose: a loaded CI machine
+    # Loose (a loaded CI machine), yet tight enough to catch answers waiting to be noticed: with 32 calls in
+    # flight and gevent's default 10 threads to wait on them, p10 read about 45% high and p50 20% high.
+    recorded = HdrHistogram.decode(stage.latency.histogram)
+    for p in (10, 50):
+        measured_ms = recorded.get_value_at_percentile(p) / 1000
+        assert measured_ms == pytest.approx(truth[int(len(truth) * p / 100)], rel=0.1)
 
 
 def test_open_loop_calls_keep_their_schedule_on_one_connection(tmp_path: Path) -> None:

@@ -33,7 +33,14 @@ from locust.runners import MasterRunner, WorkerRunner
 from kaliper.api.units import parse_duration
 from kaliper.loadgen.config import LoadGenConfig, LoadGenError, request_headers
 from kaliper.loadgen.generation import ANSWERED_KINDS, GenerationSender, Session, classify
-from kaliper.loadgen.grpc_calls import GrpcConnection, GrpcTarget, Preflight, grpc_requests, target_is_down
+from kaliper.loadgen.grpc_calls import (
+    GrpcConnection,
+    GrpcTarget,
+    Preflight,
+    allow_calls_in_flight,
+    grpc_requests,
+    target_is_down,
+)
 from kaliper.loadgen.grpc_calls import preflight as grpc_preflight
 from kaliper.loadgen.histogram import LatencyHistogram
 from kaliper.loadgen.http import Connection, StreamingConnection, build_request
@@ -93,6 +100,7 @@ class Generator:
         )
         if self.grpc is not None:
             self.requests = grpc_requests(self.bodies, config.request.model_name or "")
+            allow_calls_in_flight(int(max(config.stage_levels)) if not config.open_loop else config.connections())
         else:
             self.requests = [
                 build_request(self.method, self.host, self.port, self.path, self.headers, body) for body in self.bodies
