@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import socket
 import ssl
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import grpc
@@ -61,7 +61,7 @@ class GrpcTarget:
     host: str
     port: int
     tls: bool
-    metadata: tuple[tuple[str, str], ...]
+    metadata: tuple[tuple[str, str], ...] = field(repr=False)  # may carry credentials from Secrets
     timeout_s: float
 
     @classmethod
