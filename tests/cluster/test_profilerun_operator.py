@@ -375,3 +375,29 @@ def test_a_results_configmap_of_an_earlier_run_of_the_same_name_is_not_adopted(
     run_uid = crds.json("get", "profilerun", "again", "-n", namespace)["metadata"]["uid"]
     results = crds.json("get", "configmap", "again-t0-result", "-n", namespace)
     assert [ref["uid"] for ref in results["metadata"]["ownerReferences"]] == [run_uid]
+
+
+def test_a_step_that_keeps_failing_says_why_in_events_until_it_goes_through(
+    operator, crds: Kubectl, namespace: str
+) -> None:  # type: ignore[no-untyped-def]
+    # A ResourceQuota that allows no more ConfigMaps: the run's first write (its target's snapshot) is refused
+    # by the API server on every step, as an RBAC rule or an admission webhook might refuse it.
+    held = len(crds.json("get", "configmaps", "-n", namespace)["items"])
+    crds("create", "quota", "no-more-configmaps", f"--hard=configmaps={held}", "-n", namespace)
+    apply(crds, namespace, model_deployment(replicas=1), profile_run("refused", None))
+    cluster = Cluster(crds, namespace, "refused")
+
+    def events(reason: str) -> list[str]:
+        found = cluster.get("events", "--field-selector", f"involvedObject.name=refused,reason={reason}")["items"]
+        return [e["message"] for e in found]
+
+    crds.wait_for(lambda: events("StepFailed"), timeout=60, what="a StepFailed event")
+    (first,) = events("StepFailed")
+    assert first.startswith("step failed (1 in a row; retried every ")
+    assert "HTTP 403 from the API server: configmaps " in first and "exceeded quota: no-more-configmaps" in first
+    assert cluster.status().get("trials") in (None, [])  # nothing started behind the refusal
+    crds("delete", "quota", "no-more-configmaps", "-n", namespace)
+    crds.wait_for(lambda: events("StepRecovered"), timeout=60, what="a StepRecovered event")
+    (recovered,) = events("StepRecovered")
+    assert recovered.startswith("a step went through after ") and recovered.endswith(" failed in a row")
+    cluster.wait_trial(0, "Deploying", "Running")

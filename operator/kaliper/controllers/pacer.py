@@ -53,6 +53,9 @@ class Pacer:
     def set_interval(self, name: str, interval_s: float) -> None:
         self._work[name].interval_s = interval_s
 
+    def interval(self, name: str) -> float:
+        return self._work[name].interval_s
+
     def track(self, name: str, key: Key, wanted: bool) -> None:
         """Called from kopf's handlers: the calls run in a copy of the latest handler's context, where kopf's
         own context variables (its settings, its event queue for kopf.info/kopf.warn) are set."""

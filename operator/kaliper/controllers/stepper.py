@@ -5,7 +5,8 @@ store of what the watch streams delivered, does what is due, and writes the stat
 the pacer (while the object is unfinished), from the object's own events and from its Jobs ending; a
 per-object lock keeps them one at a time. This module holds the parts that are the same for every kind:
 the status being written (conditions, phase, observedGeneration, the failure), stepping quietly from an
-event, and the handling of the object's and its Jobs' watch events.
+event, steps that keep failing told as events (step_failures), and the handling of the object's and its
+Jobs' watch events.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from kaliper.api.common import KaliperModel, Readiness, readiness_of_phase, with
 from kaliper.controllers import expiry, kube, metrics
 from kaliper.controllers.diagnosis import job_ended
 from kaliper.controllers.locks import StepLocks
-from kaliper.controllers.pacer import PACER
+from kaliper.controllers.pacer import PACER, Key
+from kaliper.controllers.step_failures import StepFailures, describe
 from kaliper.controllers.store import STORE
 from kaliper.lifecycle.gc import FINISHED
 from kaliper.log import get_logger
@@ -94,6 +96,7 @@ class Stepper:
         self.work = f"{kind.lower()}-step"
         self.locks = StepLocks()
         self._step = step
+        self.failures = StepFailures()
         # The interval may be changed before the operator starts (controllers.main sets the configured one).
         PACER.every(self.work, interval_s, self.step)
 
@@ -103,8 +106,26 @@ class Stepper:
         self.locks.run_alone(namespace, name, self._measured_step)
 
     def _measured_step(self, namespace: str, name: str) -> None:
+        key = (namespace, name)
         with metrics.reconciling(self.kind):
-            self._step(namespace, name)
+            try:
+                self._step(namespace, name)
+            except Exception as exc:
+                reason = describe(exc)
+                count = self.failures.failed(key, reason)
+                if count is not None:
+                    every = PACER.interval(self.work)
+                    self._tell(key, "StepFailed", f"step failed ({count} in a row; retried every {every:g}s): {reason}")
+                raise
+        failed_before = self.failures.succeeded(key)
+        if failed_before:
+            self._tell(key, "StepRecovered", f"a step went through after {failed_before} failed in a row", False)
+
+    def _tell(self, key: Key, reason: str, message: str, warning: bool = True) -> None:
+        """An event on the object (as the watch last delivered it); no event when it is not known yet."""
+        body = STORE.get(self.kind, *key)
+        if body is not None:
+            (kopf.warn if warning else kopf.info)(body, reason=reason, message=message)
 
     def step_quietly(self, namespace: str, name: str) -> None:
         # An event only hurries the next step; if it fails, the pacer tries again.
@@ -124,6 +145,7 @@ class Stepper:
         expiry.track(self.kind, body, gone)
         if gone or done:
             self.locks.forget(namespace, name)
+            self.failures.forget((namespace, name))
         return not gone and not done
 
     def job_changed(self, body: Any, type: str | None, owner_label: str) -> None:
