@@ -57,13 +57,16 @@ def test_a_model_deployment_becomes_a_ready_deployment_and_service(operator, crd
     assert container["command"] == ["python", "-m", "kaliper.serving"]
     assert container["args"] == [
         "--model", "/models/source/model.onnx", "--name", "iris", "--host", "0.0.0.0", "--port", "8080",
-        "--intra-op", "1",
+        "--grpc-port", "8081", "--intra-op", "1",
     ]  # fmt: skip
     assert container["resources"] == {
         "requests": {"cpu": "250m", "memory": "128Mi"},
         "limits": {"cpu": "500m", "memory": "256Mi"},
     }
-    assert container["ports"] == [{"name": "http", "containerPort": 8080, "protocol": "TCP"}]
+    assert container["ports"] == [
+        {"name": "http", "containerPort": 8080, "protocol": "TCP"},
+        {"name": "grpc", "containerPort": 8081, "protocol": "TCP"},
+    ]
     assert container["readinessProbe"]["httpGet"] == {"path": "/v2/health/ready", "port": "http", "scheme": "HTTP"}
     assert pod["volumes"] == [{"name": "model", "configMap": {"name": "iris-model", "defaultMode": 420}}]
     labels = {
@@ -85,7 +88,10 @@ def test_a_model_deployment_becomes_a_ready_deployment_and_service(operator, crd
     # The Service sends port 80 to the pods' http port, and selects exactly this deployment's pods.
     service = crds.json("get", "service", "iris", "-n", namespace)
     assert service["spec"]["type"] == "ClusterIP" and service["spec"]["selector"] == labels
-    assert service["spec"]["ports"] == [{"name": "http", "port": 80, "targetPort": "http", "protocol": "TCP"}]
+    assert service["spec"]["ports"] == [
+        {"name": "http", "port": 80, "targetPort": "http", "protocol": "TCP"},
+        {"name": "grpc", "port": 8081, "targetPort": "grpc", "protocol": "TCP", "appProtocol": "kubernetes.io/h2c"},
+    ]
 
     crds.wait_for(
         lambda: status_of(crds, namespace, "iris").get("phase") == "Ready",

@@ -407,12 +407,13 @@ def test_replicas_share_the_port_each_in_its_own_cgroup(tmp_path: Path, model: P
     assert trial.status == "Succeeded" and trial.replicas == 2
     assert trial.resources.cpu_avg_cores <= 1.0 * 1.15  # two half-core limits: never more than one core
     # While it served, the kernel had each replica in a group of its own (its processes in that group for the
-    # CPU and the memory controller), under a 500m quota (50 ms per 100 ms), both listening on one port.
+    # CPU and the memory controller), under a 500m quota (50 ms per 100 ms), both listening on the same two
+    # ports (HTTP and gRPC).
     (run,) = runs
     assert replica_names(run, seen) == [f"{run}-iris-0", f"{run}-iris-1"]
     first, second = seen.values()
     assert not first["pids"] & second["pids"] and in_own_groups(seen)
-    assert first["ports"] == second["ports"] and len(first["ports"]) == 1
+    assert first["ports"] == second["ports"] and len(first["ports"]) == 2
     assert [group["quota"] for group in seen.values()] == ["50000", "50000"]
     logs = sorted((tmp_path / "reports" / "work").rglob("server-*.log"))
     assert [p.name for p in logs] == ["server-0.log", "server-1.log"]

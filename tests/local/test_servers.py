@@ -88,7 +88,8 @@ def test_every_replica_serves_in_its_own_cgroup(tmp_path: Path, runtime: str) ->
             assert group.proxy.connections == {ports[0]: 30, ports[1]: 30}
         else:  # one port shared with SO_REUSEPORT; the kernel spreads the connections
             # The shared port answers once the first replica listens; wait_ready returns only when both do.
-            assert [listening_ports(server.pid) for server in group.processes] == [{group.port}, {group.port}]
+            both = {group.port, group.grpc_port}  # HTTP and gRPC, each shared by both replicas
+            assert [listening_ports(server.pid) for server in group.processes] == [both, both]
             send_on_new_connections(group.url, body, 60)
             assert group.proxy is None and group.ports == [group.port]
         used = [g.sample().cpu_usage_s - b for g, b in zip(group.groups, before, strict=True)]
