@@ -14,17 +14,10 @@ import onnxruntime as ort
 import pytest
 
 from kaliper.netutil import free_port
-from kaliper.serving.examples import make_iris
 from kaliper.serving.oip_grpc import infer_request, messages, services
+from tests.support.builtin_server import IRIS_ROWS as ROWS
 from tests.support.builtin_server import serve
 from tests.support.groundtruth import wait_http
-
-ROWS = [[5.1, 3.5, 1.4, 0.2], [6.7, 3.0, 5.2, 2.3], [5.9, 3.0, 4.2, 1.5]]
-
-
-@pytest.fixture(scope="module")
-def iris(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return make_iris(tmp_path_factory.mktemp("models") / "iris.onnx")
 
 
 @pytest.fixture(

@@ -13,16 +13,9 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 
-from kaliper.serving.examples import make_iris
+from tests.support.builtin_server import IRIS_ROWS as ROWS
 from tests.support.builtin_server import serve
 from tests.support.groundtruth import wait_http
-
-ROWS = [[5.1, 3.5, 1.4, 0.2], [6.7, 3.0, 5.2, 2.3], [5.9, 3.0, 4.2, 1.5]]
-
-
-@pytest.fixture(scope="module")
-def iris(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return make_iris(tmp_path_factory.mktemp("models") / "iris.onnx")
 
 
 @pytest.fixture(

@@ -8,6 +8,8 @@ from pathlib import Path
 
 from kaliper.netutil import free_port
 
+IRIS_ROWS = [[5.1, 3.5, 1.4, 0.2], [6.7, 3.0, 5.2, 2.3], [5.9, 3.0, 4.2, 1.5]]  # one of each iris class
+
 
 def serve(model: Path, *flags: str, name: str = "iris") -> tuple[subprocess.Popen, str]:
     """Start `python -m kaliper.serving` on a free port; returns the process and its base URL."""

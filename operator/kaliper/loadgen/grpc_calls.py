@@ -126,7 +126,6 @@ class GrpcConnection:
         self._metadata = target.metadata or None
         self._timeout = target.timeout_s
         self.last_response_bytes = 0
-        self.resent = 0  # the HTTP client's count of resends; grpcio retries nothing here
 
     def request(self, raw: bytes) -> str | None:
         """One ModelInfer call; None when it succeeded, else the failure's kind."""
