@@ -457,7 +457,7 @@ def test_page_has_charts_tables_and_whole_escaped_messages() -> None:
         "<td>graph_optimization + quantization</td><td>level=all, mode=dynamic, weight_type=int8</td>"
         '<td>Succeeded</td><td class="message"></td><td>1.20 ms (1.18–1.23)</td>'
         "<td>avg: 1.20 / 1.20 / 1.30 / 1.40 / 1.70</td><td>0.90–2.20</td><td>200 (10), batch 1</td>"
-        "<td>40.0%</td><td>accuracy</td><td>0.953</td><td>0.007</td><td>3.9 KiB (4,000 B)</td><td>yes</td>"
+        "<td>40.0%</td><td>accuracy</td><td>0.953</td><td>0.007</td><td>—</td><td>3.9 KiB (4,000 B)</td><td>yes</td>"
         '<td>★ ◆</td><td>7.3</td><td class="message">/tmp/models/c2.onnx</td></tr>'
     ) in page
     assert "<h3>Profile of c2 (chosen)</h3>" in page

@@ -34,11 +34,15 @@ class OptimizationInput(KaliperModel):
 
     source: ModelSource
     """Where the model comes from."""
-    framework: Literal["onnx", "sklearn", "pytorch", "gguf"] = "onnx"
-    """What the model is; sklearn and pytorch need passes.conversion; gguf (a llama.cpp model) is quantized
-    with passes.ggufQuantization and measured with evaluator.generation."""
+    framework: Literal["onnx", "sklearn", "pytorch", "huggingface", "gguf"] = "onnx"
+    """What the model is; sklearn, pytorch and huggingface need passes.conversion; gguf (a llama.cpp model) is
+    quantized with passes.ggufQuantization and measured with evaluator.generation. huggingface: a folder as
+    save_pretrained writes it (config.json, the weights, tokenizer.json), loaded with the class its config
+    names, offline."""
     inputs: Annotated[list[TensorSpec], Field(min_length=1, max_length=16)] | None = None
-    """Input tensors (names, shapes, types). Needed to convert a model and to generate latency inputs."""
+    """Input tensors (names, shapes, types). Needed to convert a model and to generate latency inputs. For
+    conversion, a -1 dimension is a dynamic axis of the exported model (exported with size 1 for the first
+    dimension, 16 for others); for a text model give the sequence length, as in [-1, 128]."""
     outputs: Annotated[list[Annotated[str, Field(max_length=128)]], Field(max_length=16)] | None = None
     """Output names to keep. Default: all."""
 
@@ -121,12 +125,79 @@ class GgufQuantizationPass(KaliperModel):
     """Quantization types to make, such as Q8_0 and Q4_K_M."""
 
 
+# The model types of ONNX Runtime's transformer optimizer (onnxruntime.transformers.optimizer.MODEL_TYPES) whose
+# fusions serve encoders and vision transformers; the generative and diffusion ones need other tooling.
+TransformerModelType = Literal[
+    "bert", "bert_tf", "bert_keras", "clip", "conformer", "gpt2", "gpt2_tf", "gpt_neox", "swin", "tnlr", "vit"
+]
+
+
+class TransformerFusions(KaliperModel):
+    """Which of ONNX Runtime's transformer fusions to apply (its FusionOptions). Each replaces a subgraph with
+    one of ONNX Runtime's own operators; whether that is faster depends on the CPU and the build, which the
+    candidates' latencies and profiles show."""
+
+    attention: bool = True
+    """Query, key and value projections, the scaled dot product, the mask and the softmax into Attention."""
+    skip_layer_norm: bool = True
+    """A residual Add and the LayerNormalization after it into SkipLayerNormalization."""
+    bias_skip_layer_norm: bool = True
+    """The bias Add before a residual into SkipLayerNormalization too."""
+    embed_layer_norm: bool = True
+    """Word, position and segment embedding lookups, their sum and its LayerNormalization (and the attention
+    mask) into EmbedLayerNormalization."""
+    layer_norm: bool = True
+    """LayerNormalization written as ReduceMean, Sub, Pow... into LayerNormalization."""
+    gelu: bool = True
+    """Gelu written with Erf into Gelu."""
+    bias_gelu: bool = True
+    """The bias Add before a Gelu into BiasGelu."""
+    gelu_approximation: bool = False
+    """Replace Gelu by FastGelu (tanh approximation): faster, and the outputs change slightly."""
+
+
+class TransformersOptimizationPass(KaliperModel):
+    """ONNX Runtime's transformer optimizer (onnxruntime.transformers, what Olive's OrtTransformersOptimization
+    runs): fuses attention, layer normalization, embeddings and Gelu into ONNX Runtime's own operators."""
+
+    model_type: TransformerModelType = "bert"
+    """The architecture whose patterns to look for (bert for BERT, RoBERTa, DistilBERT and similar encoders
+    exported from PyTorch)."""
+    num_heads: Annotated[int, Field(ge=0, le=1024)] = 0
+    """Attention heads. 0: read them from the graph (its Reshape shapes)."""
+    hidden_size: Annotated[int, Field(ge=0, le=65536)] = 0
+    """Hidden size. 0: read it from the graph."""
+    float16: bool = False
+    """Also convert the fused model to float16 (GPU targets: ONNX Runtime's CPU kernels for the fused
+    operators are float32)."""
+    fusions: TransformerFusions = Field(default_factory=TransformerFusions)
+    """Which fusions to apply."""
+
+    cross_field_rules = (
+        Rule(
+            cel="(self.numHeads == 0) == (self.hiddenSize == 0)",
+            message="give both numHeads and hiddenSize, or neither (0: read from the graph)",
+            check=lambda p: (p.num_heads == 0) == (p.hidden_size == 0),
+            field_path=".numHeads",
+        ),
+        Rule(
+            cel="self.numHeads == 0 || self.hiddenSize % self.numHeads == 0",
+            message="hiddenSize must be a multiple of numHeads (each head takes hiddenSize/numHeads)",
+            check=lambda p: p.num_heads == 0 or p.hidden_size % p.num_heads == 0,
+            field_path=".hiddenSize",
+        ),
+    )
+
+
 class Passes(KaliperModel):
-    """The optimizations to apply, run in this order: conversion, quantization, float16, graph optimization
-    (last, so ONNX Runtime's fusions apply to the quantized operators too; its quantizer cannot read fused
-    operators), thread tuning. The search tries combinations of the passes listed here."""
+    """The optimizations to apply, run in this order: conversion, transformers optimization, quantization,
+    float16, graph optimization (last, so ONNX Runtime's fusions apply to the quantized operators too; its
+    quantizer cannot read the fused operators of that level), thread tuning. The search tries combinations of
+    the passes listed here."""
 
     conversion: ConversionPass | None = None
+    transformers_optimization: TransformersOptimizationPass | None = None
+    """Transformer models: ONNX Runtime's transformer fusions (attention, skip layer norm, embeddings, Gelu)."""
     graph_optimization: GraphOptimizationPass | None = None
     quantization: QuantizationPass | None = None
     float16: Float16Pass | None = None
@@ -136,14 +207,16 @@ class Passes(KaliperModel):
 
     cross_field_rules = (
         Rule(
-            cel="[has(self.conversion), has(self.graphOptimization), has(self.quantization), has(self.float16), "
-            "has(self.threadTuning), has(self.ggufQuantization)].exists(x, x)",
-            message="list at least one pass: conversion, graphOptimization, quantization, float16, threadTuning or "
-            "ggufQuantization",
+            cel="[has(self.conversion), has(self.transformersOptimization), has(self.graphOptimization), "
+            "has(self.quantization), has(self.float16), has(self.threadTuning), has(self.ggufQuantization)]"
+            ".exists(x, x)",
+            message="list at least one pass: conversion, transformersOptimization, graphOptimization, quantization, "
+            "float16, threadTuning or ggufQuantization",
             check=lambda p: any(
                 getattr(p, n) is not None
                 for n in (
                     "conversion",
+                    "transformers_optimization",
                     "graph_optimization",
                     "quantization",
                     "float16",
@@ -159,13 +232,45 @@ class Passes(KaliperModel):
 # --- evaluation --------------------------------------------------------------------------------------
 
 
+class TextColumns(KaliperModel):
+    """Rows of text, tokenized for the model with the tokenizer that ships with it (a Hugging Face
+    tokenizer.json, read with the tokenizers library; nothing is fetched from a hub)."""
+
+    input_cols: Annotated[
+        list[Annotated[str, Field(min_length=1, max_length=128)]],
+        Field(min_length=1, max_length=2, json_schema_extra={"x-kubernetes-list-type": "atomic"}),
+    ]
+    """The one or two text columns of each row, in order (a sentence pair is encoded as the tokenizer's
+    template pairs them, such as [CLS] first [SEP] second [SEP])."""
+    label_col: Annotated[str, Field(min_length=1, max_length=128)] = "label"
+    """The column holding the label (a class index for models that output scores)."""
+    tokenizer: Annotated[str, Field(min_length=1, max_length=1024, pattern=r"^[^/]")] = "tokenizer.json"
+    """The tokenizer file, relative to the model's folder (the folder that holds model.source's file, or the
+    model itself when it is a folder)."""
+    max_length: Annotated[int, Field(ge=1, le=65536)] | None = None
+    """Tokens per row: longer rows are truncated, shorter ones padded. Default: the model's sequence length
+    (its input_ids dimension, or model.inputs)."""
+
+    cross_field_rules = (
+        Rule(
+            cel="!has(self.tokenizer) || !self.tokenizer.matches('(^|/)[.][.](/|$)')",
+            message="tokenizer is a path inside the model's folder; remove the '..'",
+            check=lambda t: ".." not in t.tokenizer.split("/"),
+            field_path=".tokenizer",
+        ),
+    )
+
+
 class AccuracyEvaluator(KaliperModel):
     """How accuracy is measured, and how much of it may be given up."""
 
     metric: Literal["accuracy", "f1", "mae", "mse", "rmse", "r2"] = "accuracy"
     """accuracy/f1 for classifiers (higher is better), mae/mse/rmse (lower is better) and r2 for regressors."""
     dataset: DatasetSource
-    """Labelled rows, one JSON object per line: {"inputs": {...}, "label": ...}."""
+    """Labelled rows, one JSON object per line: {"inputs": {...}, "label": ...}, or with text, the columns that
+    text names: {"sentence1": "...", "sentence2": "...", "label": 1}."""
+    text: TextColumns | None = None
+    """The rows hold text to tokenize (text classification), not tensors."""
     max_degradation: Annotated[float, Field(ge=0)]
     """Largest acceptable loss against the original model, in the metric's units (0.01 = one point of
     accuracy)."""
@@ -346,14 +451,21 @@ class ModelOptimizationSpec(KaliperModel):
         ),
         Rule(
             cel="!has(self.passes.ggufQuantization) || [has(self.passes.conversion), "
-            "has(self.passes.graphOptimization), has(self.passes.quantization), has(self.passes.float16), "
-            "has(self.passes.threadTuning)].all(x, !x)",
+            "has(self.passes.transformersOptimization), has(self.passes.graphOptimization), "
+            "has(self.passes.quantization), has(self.passes.float16), has(self.passes.threadTuning)].all(x, !x)",
             message="passes.ggufQuantization is the only pass for GGUF models; remove the ONNX passes",
             check=lambda s: (
                 s.passes.gguf_quantization is None
                 or all(
                     getattr(s.passes, n) is None
-                    for n in ("conversion", "graph_optimization", "quantization", "float16", "thread_tuning")
+                    for n in (
+                        "conversion",
+                        "transformers_optimization",
+                        "graph_optimization",
+                        "quantization",
+                        "float16",
+                        "thread_tuning",
+                    )
                 )
             ),
             field_path=".passes",
@@ -368,6 +480,53 @@ class ModelOptimizationSpec(KaliperModel):
                 or (s.evaluator.generation is not None and s.evaluator.accuracy is None)
             ),
             field_path=".evaluator",
+        ),
+        Rule(
+            cel="!has(self.passes.transformersOptimization) || !has(self.passes.transformersOptimization.float16) || "
+            "!self.passes.transformersOptimization.float16 || (has(self.target.device) && self.target.device == 'gpu')",
+            message="transformersOptimization.float16 makes a model for GPUs (ONNX Runtime's CPU kernels for the "
+            "fused operators are float32); set target.device: gpu, or float16: false",
+            check=lambda s: (
+                s.passes.transformers_optimization is None
+                or not s.passes.transformers_optimization.float16
+                or s.target.device == "gpu"
+            ),
+            field_path=".passes.transformersOptimization.float16",
+        ),
+        Rule(
+            cel="!has(self.passes.transformersOptimization) || !has(self.passes.transformersOptimization.float16) || "
+            "!self.passes.transformersOptimization.float16 || (!has(self.passes.quantization) && "
+            "!has(self.passes.float16))",
+            message="transformersOptimization.float16 already makes float16 candidates; remove passes.float16 and "
+            "passes.quantization (8-bit and float16 do not combine), or set float16: false",
+            check=lambda s: (
+                s.passes.transformers_optimization is None
+                or not s.passes.transformers_optimization.float16
+                or (s.passes.quantization is None and s.passes.float16 is None)
+            ),
+            field_path=".passes.transformersOptimization.float16",
+        ),
+        Rule(
+            cel="!has(self.evaluator.accuracy) || !has(self.evaluator.accuracy.text) || has(self.model.source.pvc) "
+            "|| has(self.model.source.file)",
+            message="evaluator.accuracy.text reads the tokenizer from the model's folder; give model.source as pvc or "
+            "file",
+            check=lambda s: (
+                s.evaluator.accuracy is None
+                or s.evaluator.accuracy.text is None
+                or s.model.source.pvc is not None
+                or s.model.source.file is not None
+            ),
+            field_path=".evaluator.accuracy.text",
+        ),
+        Rule(
+            cel="!has(self.model.framework) || self.model.framework != 'huggingface' || has(self.model.source.pvc) "
+            "|| has(self.model.source.file)",
+            message="a Hugging Face model is a folder; give model.source as pvc or file (its path is the folder)",
+            check=lambda s: (
+                s.model.framework != "huggingface" or s.model.source.pvc is not None or s.model.source.file is not None
+            ),
+            field_path=".model.source",
         ),
         Rule(
             cel="!has(self.passes.conversion) || has(self.model.inputs)",
@@ -405,6 +564,12 @@ class Footprint(KaliperModel):
     """Accuracy metric measured on the evaluation dataset."""
     accuracy_degradation: float | None = None
     """Loss of accuracy against the original model (negative is a gain)."""
+    agreement: Annotated[float, Field(ge=0, le=1)] | None = None
+    """Share of the evaluation rows on which this candidate predicts what the original predicts (classifiers
+    with metric accuracy or f1)."""
+    fused_operators: dict[str, int] | None = None
+    """Operators ONNX Runtime's transformer optimizer fused into this candidate's model, with their counts
+    (passes.transformersOptimization)."""
     latency_ms: Annotated[float, Field(ge=0)] | None = None
     """Latency figure chosen by evaluator.latency.metric, in milliseconds."""
     latency_ci_low_ms: Annotated[float, Field(ge=0)] | None = None
@@ -508,8 +673,9 @@ class ModelOptimizationStatus(KaliperModel):
     size_frontier: Annotated[list[Annotated[str, Field(max_length=64)]], Field(max_length=1000)] | None = None
     """Ids of the candidates no other candidate beats on both latency and model size."""
     chosen: ChosenModel | None = None
-    profiles: Annotated[list[ProfileSummary], Field(max_length=2)] | None = None
-    """Performance profiles of the original model and the chosen one."""
+    profiles: Annotated[list[ProfileSummary], Field(max_length=3)] | None = None
+    """Performance profiles of the original model and the chosen one (and, with transformersOptimization, of
+    the fastest candidate with its fusions when it is not the chosen one)."""
     artifacts: Annotated[str, Field(max_length=2048)] | None = None
     """The folder with the kept models, report.json and report.html (pvc://claim/path or a local path)."""
     follow_up: FollowUpStatus | None = None

@@ -20,7 +20,7 @@ from kaliper.api.modeloptimization import ChosenModel, ModelOptimizationSpec
 from kaliper.loadgen.cpu import throttling
 from kaliper.log import get_logger
 from kaliper.optimize import dataset as data
-from kaliper.optimize import evaluate, frontier, gguf, layout, passes
+from kaliper.optimize import evaluate, frontier, gguf, layout, passes, text
 from kaliper.optimize.context import Inputs, OptimizationFailed, Progress
 from kaliper.optimize.followups import CHOSEN_FILE
 from kaliper.optimize.profile import profile_model
@@ -35,7 +35,9 @@ class _Models:
     """Model files made so far, one per combination of passes (thread settings share a file)."""
 
     root: Path
-    files: dict[tuple[bool, bool, bool], Path | passes.PassError] = field(default_factory=dict)
+    files: dict[tuple[bool, ...], Path | passes.PassError] = field(default_factory=dict)
+    fused: dict[tuple[bool, ...], dict[str, int]] = field(default_factory=dict)
+    """Operators the transformer optimizer fused into each file made with it."""
 
 
 # Without evaluator.latency.minImprovementPercent a candidate must be at least this much faster: two sessions
@@ -58,6 +60,7 @@ class Optimization:
         self.rows: list[data.Row] = []
         self.labels: np.ndarray | None = None
         self.original_score: float | None = None
+        self.original_predictions: np.ndarray | None = None
         self.latency_feeds: dict[str, np.ndarray] = {}
         self.original_session: ort.InferenceSession | None = None
         self.plans: dict[str, CandidatePlan] = {}  # candidate id -> what made it
@@ -90,10 +93,11 @@ class Optimization:
                 self.original = passes.convert_sklearn(
                     self.inputs.model, self.spec.model.inputs, conversion.target_opset, self.work / "original.onnx"
                 )
-            elif framework == "pytorch":
+            elif framework in ("pytorch", "huggingface"):
                 assert conversion is not None and self.spec.model.inputs is not None
-                self.progress("exporting the PyTorch model to ONNX")
-                self.original = passes.convert_pytorch(
+                self.progress(f"exporting the {'PyTorch' if framework == 'pytorch' else 'Hugging Face'} model to ONNX")
+                convert = passes.convert_pytorch if framework == "pytorch" else passes.convert_huggingface
+                self.original = convert(
                     self.inputs.model, self.spec.model.inputs, conversion.target_opset, self.work / "original.onnx"
                 )
             passes.load_onnx(self.original)
@@ -104,22 +108,27 @@ class Optimization:
             raise OptimizationFailed("ConversionFailed", str(error)) from error
         inputs = session.get_inputs()
         batch = self.spec.evaluator.latency.batch_size
-        try:
-            self.latency_feeds = data.generated_feeds(inputs, batch, seed=0, specs=self.spec.model.inputs)
-        except data.DatasetError as error:
-            raise OptimizationFailed("InvalidSpec", str(error)) from error
         accuracy = self.spec.evaluator.accuracy
         if accuracy is not None:
             if self.inputs.dataset is None:
                 raise OptimizationFailed("DatasetMissing", "evaluator.accuracy.dataset: no file to read")
             try:
-                self.rows = data.read_rows(self.inputs.dataset, accuracy.samples)
+                self.rows = evaluation_rows(self.spec, self.inputs, inputs, self.progress)
                 if not self.rows:
                     raise data.DatasetError("evaluator.accuracy.dataset: no rows; add labelled rows")
                 data.check_fields(self.rows, inputs)
             except data.DatasetError as error:
                 raise OptimizationFailed("DatasetMismatch", str(error)) from error
             self.labels = data.labels(self.rows)
+        try:
+            if accuracy is not None and accuracy.text is not None:
+                # Text models are timed on real rows: generated token ids would miss the padding and the
+                # attention mask a real request has.
+                self.latency_feeds = next(data.feeds(self.rows[:batch], inputs, batch))
+            else:
+                self.latency_feeds = data.generated_feeds(inputs, batch, seed=0, specs=self.spec.model.inputs)
+        except data.DatasetError as error:
+            raise OptimizationFailed("InvalidSpec", str(error)) from error
 
     def measure(
         self, candidate_id: str, plan: CandidatePlan, model: Path, graph_level: str | None = None
@@ -133,6 +142,7 @@ class Optimization:
         (reference, figures), throttled = self._paired(self.original_session, session)
         parameters = {**plan.parameters(self.spec), **({"graphLevel": graph_level} if graph_level else {})}
         result = measured(candidate_id, plan.passes(self.converted), parameters, figures, reference, model)
+        result.fused_operators = self.models.fused.get(plan.model_key)
         result.throttled_percent = throttled
         self._score(session, result)
         result.seconds = round(time.monotonic() - started, 2)
@@ -161,6 +171,10 @@ class Optimization:
         predictions = evaluate.predict(session, data.feeds(self.rows, session.get_inputs(), 64))
         result.accuracy_metric = accuracy.metric
         result.accuracy = round(evaluate.score(accuracy.metric, self.labels, predictions), 6)
+        if accuracy.metric in ("accuracy", "f1"):
+            if self.original_predictions is None:
+                self.original_predictions = predictions
+            result.agreement = round(float(np.mean(predictions == self.original_predictions)), 6)
         if self.original_score is not None:
             result.accuracy_degradation = round(
                 evaluate.degradation(accuracy.metric, self.original_score, result.accuracy), 6
@@ -224,17 +238,27 @@ class Optimization:
         return made
 
     def _make(self, plan: CandidatePlan) -> Path | passes.PassError:
-        """Quantization and float16 first, graph optimization last: ONNX Runtime's quantizer cannot read the
-        contrib operators (FusedGemm, FusedConv) that its extended and all levels write, while a quantized
-        model optimized afterwards gets those fusions over its integer operators too."""
-        names = ("int8", "fp16", "graph")
-        folder = self.models.root / "-".join(
-            n for n, on in zip(names, (plan.quantization, plan.float16, plan.graph), strict=True) if on
-        )
+        """The transformer fusions first (its patterns are those of the exported graph; ONNX Runtime's quantizer
+        knows the fused Attention and EmbedLayerNormalization), quantization and float16 next, graph optimization
+        last: ONNX Runtime's quantizer cannot read the contrib operators (FusedGemm, FusedConv) that its extended
+        and all levels write, while a quantized model optimized afterwards gets those fusions over its integer
+        operators too."""
+        names = ("transformers", "int8", "fp16", "graph")
+        steps = (plan.transformers, plan.quantization, plan.float16, plan.graph)
+        folder = self.models.root / "-".join(n for n, on in zip(names, steps, strict=True) if on)
         folder.mkdir(parents=True, exist_ok=True)
         current = self.original
         spec = self.spec.passes
         try:
+            if plan.transformers and spec.transformers_optimization is not None:
+                fused = passes.optimize_transformer(
+                    current,
+                    spec.transformers_optimization,
+                    folder / "transformers.onnx",
+                    use_gpu=self.spec.target.device == "gpu",
+                )
+                current = fused.path
+                self.models.fused[plan.model_key] = fused.fused_operators
             if plan.quantization and spec.quantization is not None:
                 calibration = None
                 if spec.quantization.mode == "static":
@@ -273,6 +297,20 @@ class Optimization:
         if problems:
             result.message = "; ".join(problems)
         return result
+
+
+def evaluation_rows(
+    spec: ModelOptimizationSpec, inputs: Inputs, session_inputs: list[ort.NodeArg], progress: Progress
+) -> list[data.Row]:
+    """The labelled rows of evaluator.accuracy.dataset: tensors as they are, or text tokenized for the model."""
+    accuracy = spec.evaluator.accuracy
+    assert accuracy is not None and inputs.dataset is not None
+    if accuracy.text is None:
+        return data.read_rows(inputs.dataset, accuracy.samples)
+    tokenizer = text.load_tokenizer(text.tokenizer_path(inputs.model, accuracy.text))
+    length = text.sequence_length(session_inputs, accuracy.text, spec.model.inputs)
+    progress(f"tokenizing the text rows to {length} tokens each")
+    return text.read_text_rows(inputs.dataset, accuracy.text, tokenizer, session_inputs, length, accuracy.samples)
 
 
 def measured(
@@ -431,6 +469,7 @@ def _decide(job: Optimization, report: OptimizationReport, inputs: Inputs) -> No
     job.progress("profiling the original model" + (f" and {chosen.id}" if chosen else ""))
     report.profiles.append(_profile(job, "original", CandidatePlan(), job.original))
     if chosen is None:
+        _profile_fused(job, report, None)
         failed = [c for c in report.candidates if c.status == "Failed"]
         best = frontier.closest(report.candidates)
         report.phase, report.reason = "Failed", "NoCandidateMeetsGoals"
@@ -442,6 +481,7 @@ def _decide(job: Optimization, report: OptimizationReport, inputs: Inputs) -> No
         return
     plan = job.plans[chosen.id]
     report.profiles.append(_profile(job, chosen.id, plan, job.model_for(plan)))
+    _profile_fused(job, report, chosen)
     report.phase, report.reason = "Succeeded", "Succeeded"
     report.message = (
         f"chose {chosen.id} ({' + '.join(chosen.passes) or 'original'}): {chosen.latency_improvement_percent:.1f}% "
@@ -450,6 +490,20 @@ def _decide(job: Optimization, report: OptimizationReport, inputs: Inputs) -> No
     if chosen.accuracy_degradation is not None:
         change = -chosen.accuracy_degradation + 0.0  # + 0.0: no "-0" for no change
         report.message += f", {spec.evaluator.accuracy.metric} change {change:+.4g}"  # type: ignore[union-attr]
+
+
+def _profile_fused(job: Optimization, report: OptimizationReport, chosen: CandidateResult | None) -> None:
+    """With transformer fusions that did not make the chosen model, a profile of the fastest candidate that has
+    them too: the operator types it ran show what the fusions changed, and why they did not win."""
+    if chosen is not None and chosen.fused_operators:
+        return
+    fused = [c for c in report.candidates if c.status == "Succeeded" and c.fused_operators and c.latency_ms]
+    if not fused:
+        return
+    fastest = min(fused, key=lambda c: c.latency_ms or 0.0)
+    job.progress(f"profiling {fastest.id}, the fastest candidate with the transformer fusions")
+    plan = job.plans[fastest.id]
+    report.profiles.append(_profile(job, fastest.id, plan, job.model_for(plan)))
 
 
 def _profile(job: Optimization, model_id: str, plan: CandidatePlan, model: Path):  # type: ignore[no-untyped-def]

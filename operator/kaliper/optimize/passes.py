@@ -1,12 +1,13 @@
-"""The optimization passes: each reads one model file and writes another (conversion to ONNX, ONNX Runtime graph
-optimization, 8-bit quantization, float16), and the session settings a candidate is measured with.
+"""The optimization passes: each reads one model file and writes another (conversion to ONNX, ONNX Runtime's
+transformer fusions, ONNX Runtime graph optimization, 8-bit quantization, float16), and the session settings a
+candidate is measured with.
 
 Every error says which field of the ModelOptimization spec it is about and what to change there.
 """
 
 from __future__ import annotations
 
-import importlib.util
+import contextlib
 import re
 import tempfile
 import warnings
@@ -20,7 +21,7 @@ import onnx
 import onnxruntime as ort
 
 from kaliper.api.common import TensorSpec
-from kaliper.api.modeloptimization import QuantizationPass
+from kaliper.api.modeloptimization import QuantizationPass, TransformersOptimizationPass
 from kaliper.serving.model import GPU_PROVIDERS
 
 
@@ -113,8 +114,6 @@ def convert_pytorch(source: Path, inputs: list[TensorSpec], target_opset: int, o
             "passes.conversion: converting a PyTorch model needs torch; install kaliper with the pytorch extra "
             "(pip install 'kaliper[pytorch]'), or export the model to ONNX yourself and use framework onnx"
         ) from exc
-    import inspect
-
     from kaliper.serving.protocol import DTYPES
 
     try:
@@ -143,6 +142,67 @@ def convert_pytorch(source: Path, inputs: list[TensorSpec], target_opset: int, o
         shape = [1 if d < 0 else d for d in spec.shape]
         examples.append(torch.from_numpy(np.zeros(shape, dtype=DTYPES[spec.datatype])))
     names = [spec.name for spec in inputs]
+    _export(torch, module, tuple(examples), names, {name: {0: "batch"} for name in names}, target_opset, out)
+    return out
+
+
+def convert_huggingface(source: Path, inputs: list[TensorSpec], target_opset: int, out: Path) -> Path:
+    """A Hugging Face model folder (config.json and weights, as save_pretrained writes it) loaded offline with
+    the class its config names (BertForSequenceClassification...) and exported to ONNX. Inputs are taken by
+    name in model.inputs' order; their -1 dimensions become dynamic axes. torch and transformers are optional:
+    imported here only."""
+    try:
+        import torch
+        import transformers
+    except ImportError as exc:
+        raise PassError(
+            "passes.conversion: converting a Hugging Face model needs torch and transformers; install kaliper with "
+            "the pytorch extra (pip install 'kaliper[pytorch]'), or export the model to ONNX yourself and use "
+            "framework onnx"
+        ) from exc
+    from kaliper.serving.protocol import DTYPES
+
+    if not (source / "config.json").is_file():
+        raise ModelLoadError(
+            f"{source} is not a Hugging Face model folder (no config.json); give the folder save_pretrained wrote"
+        )
+    try:
+        config = transformers.AutoConfig.from_pretrained(str(source), local_files_only=True)
+        architecture = (config.architectures or [""])[0]
+        model_class = getattr(transformers, architecture, None)
+        if model_class is None:
+            raise ModelLoadError(
+                f"{source.name}/config.json names architecture {architecture or '(none)'}, which this transformers "
+                f"{transformers.__version__} does not have; use the transformers version the model was saved with"
+            )
+        module = model_class.from_pretrained(str(source), local_files_only=True)
+    except ModelLoadError:
+        raise
+    except Exception as exc:  # missing weights, a config transformers cannot read...
+        raise ModelLoadError(
+            f"{source.name} does not load with transformers ({type(exc).__name__}: {_first_line(exc)})"
+        ) from exc
+    module.eval()
+    module.config.return_dict = False  # tuples, which the exporter flattens into outputs
+    examples = tuple(
+        torch.from_numpy(
+            np.zeros(
+                [(1 if j == 0 else 16) if d < 0 else d for j, d in enumerate(spec.shape)], dtype=DTYPES[spec.datatype]
+            )
+        )
+        for spec in inputs
+    )
+    dynamic = {
+        spec.name: {j: ("batch" if j == 0 else f"{spec.name}_{j}") for j, d in enumerate(spec.shape) if d < 0}
+        for spec in inputs
+    }
+    _export(torch, module, examples, [spec.name for spec in inputs], dynamic, target_opset, out)
+    return out
+
+
+def _export(torch: Any, module: Any, examples: tuple, names: list[str], dynamic: dict, opset: int, out: Path) -> None:
+    import inspect
+
     options: dict[str, Any] = {}
     if "dynamo" in inspect.signature(torch.onnx.export).parameters:
         # The TorchScript exporter takes TorchScript modules and needs no onnxscript; newer torch defaults to dynamo.
@@ -151,20 +211,13 @@ def convert_pytorch(source: Path, inputs: list[TensorSpec], target_opset: int, o
     try:
         with torch.no_grad():
             torch.onnx.export(
-                module,
-                tuple(examples),
-                str(out),
-                input_names=names,
-                dynamic_axes={name: {0: "batch"} for name in names},
-                opset_version=target_opset,
-                **options,
+                module, examples, str(out), input_names=names, dynamic_axes=dynamic, opset_version=opset, **options
             )
     except Exception as exc:
         raise PassError(
             f"passes.conversion: torch.onnx.export failed ({type(exc).__name__}: {_first_line(exc)}); check "
             "model.inputs against what the model's forward() takes, or try another passes.conversion.targetOpset"
         ) from exc
-    return out
 
 
 def _merge_opsets(model: onnx.ModelProto) -> None:
@@ -238,6 +291,84 @@ def optimize_graph(
     except Exception as exc:  # ONNX Runtime's errors derive from Exception only
         raise PassError(f"passes.graphOptimization: ONNX Runtime could not load {source.name}: {_clean(exc)}") from exc
     return out
+
+
+# --- transformer fusions ----------------------------------------------------------------------------
+
+# FusionOptions attribute of each of TransformerFusions' fields.
+_FUSION_OPTIONS = {
+    "attention": "enable_attention",
+    "skip_layer_norm": "enable_skip_layer_norm",
+    "bias_skip_layer_norm": "enable_bias_skip_layer_norm",
+    "embed_layer_norm": "enable_embed_layer_norm",
+    "layer_norm": "enable_layer_norm",
+    "gelu": "enable_gelu",
+    "bias_gelu": "enable_bias_gelu",
+    "gelu_approximation": "enable_gelu_approximation",
+}
+
+
+@dataclass(frozen=True)
+class TransformersResult:
+    path: Path
+    fused_operators: dict[str, int]
+    """ONNX Runtime's count of each operator it fused in (those with a count above zero)."""
+
+
+def optimize_transformer(
+    source: Path, options: TransformersOptimizationPass, out: Path, use_gpu: bool = False
+) -> TransformersResult:
+    """The model with ONNX Runtime's transformer fusions (onnxruntime.transformers.optimizer.optimize_model),
+    and float16 after them when asked. A model in which none of the patterns was found is a PassError: its
+    model type, heads or hidden size are not what the spec says, or the exporter wrote another pattern."""
+    import logging
+
+    from onnxruntime.transformers.fusion_options import FusionOptions
+    from onnxruntime.transformers.optimizer import optimize_model
+
+    fusion_options = FusionOptions(options.model_type)
+    for name, attribute in _FUSION_OPTIONS.items():
+        setattr(fusion_options, attribute, getattr(options.fusions, name))
+    source, out = source.resolve(), out.resolve()
+    # ONNX Runtime's symbolic shape inference leaves scratch files (sym_shape_infer_temp.onnx, *.data) in the
+    # working folder: give it one of its own.
+    with tempfile.TemporaryDirectory(prefix="kaliper-transformers-") as scratch, contextlib.chdir(scratch):
+        # Its modules log a warning for every model whose producer is not the one they expect and for patterns
+        # half found; the counts it returns say what matters, and go into the report.
+        logging.disable(logging.WARNING)
+        try:
+            model = optimize_model(
+                str(source),
+                model_type=options.model_type,
+                num_heads=options.num_heads,
+                hidden_size=options.hidden_size,
+                optimization_options=fusion_options,
+                # The Python fusions only: ONNX Runtime's own graph levels are passes.graphOptimization and the
+                # sessions' level (and its optimize_by_onnxruntime step imports torch).
+                opt_level=0,
+                use_gpu=use_gpu,
+            )
+            fused = {op: count for op, count in model.get_fused_operator_statistics().items() if count > 0}
+            if not fused:
+                raise PassError(
+                    f"passes.transformersOptimization: ONNX Runtime's transformer optimizer found none of the "
+                    f"{options.model_type} patterns in {source.name} (its operators: {', '.join(_op_types(source))}); "
+                    "check modelType, numHeads and hiddenSize, or remove the pass for this model"
+                )
+            if options.float16:
+                model.convert_float_to_float16(keep_io_types=True)
+            out.parent.mkdir(parents=True, exist_ok=True)
+            model.save_model_to_file(str(out))
+        except PassError:
+            raise
+        except Exception as exc:  # shape inference, a pattern half matched: the optimizer raises anything
+            raise PassError(
+                f"passes.transformersOptimization: ONNX Runtime's transformer optimizer failed on {source.name} "
+                f"({type(exc).__name__}: {_first_line(exc)}); check modelType, or remove the pass for this model"
+            ) from exc
+        finally:
+            logging.disable(logging.NOTSET)
+    return TransformersResult(out, dict(sorted(fused.items())))
 
 
 # --- quantization ------------------------------------------------------------------------------------
@@ -402,8 +533,9 @@ def _prepare_for_quantization(source: Path, work: Path) -> Path:
         onnx.save(model, str(source))
     prepared = work / "prepared.onnx"
     try:
-        # Symbolic shape inference needs sympy, which kaliper does not install; ONNX's shape inference still runs.
-        quant_pre_process(str(source), str(prepared), skip_symbolic_shape=importlib.util.find_spec("sympy") is None)
+        # Symbolic shape inference leaves scratch files in the working folder: the work folder takes them.
+        with contextlib.chdir(work):
+            quant_pre_process(str(source.resolve()), str(prepared.resolve()))
     except Exception:  # pre-processing is advice, not a requirement: quantize the model as it is
         return source
     return prepared

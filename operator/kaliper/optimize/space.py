@@ -1,8 +1,9 @@
 """The candidates a ModelOptimization may try, and the strategies that pick them (exhaustive, random, TPE).
 
-A candidate is a model file (the original with some of quantization, float16 and graph optimization
-applied, in that order) opened with some session settings (threads, execution mode). Conversion is not a
-choice: a scikit-learn or PyTorch model is converted once, and that ONNX model is the original."""
+A candidate is a model file (the original with some of the transformer fusions, quantization, float16 and
+graph optimization applied, in that order) opened with some session settings (threads, execution mode).
+Conversion is not a choice: a scikit-learn, PyTorch or Hugging Face model is converted once, and that ONNX
+model is the original."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ Objective = Callable[["CandidatePlan"], float | None]  # lower is better; None: 
 
 @dataclass(frozen=True)
 class CandidatePlan:
+    transformers: bool = False
     graph: bool = False
     quantization: bool = False
     float16: bool = False
@@ -26,9 +28,9 @@ class CandidatePlan:
     execution_mode: str = "sequential"
 
     @property
-    def model_key(self) -> tuple[bool, bool, bool]:
+    def model_key(self) -> tuple[bool, bool, bool, bool]:
         """Candidates with the same key share one model file; only their session settings differ."""
-        return (self.graph, self.quantization, self.float16)
+        return (self.transformers, self.graph, self.quantization, self.float16)
 
     @property
     def tuned(self) -> bool:
@@ -39,6 +41,7 @@ class CandidatePlan:
         names += [
             name
             for name, on in (
+                ("transformersOptimization", self.transformers),
                 ("quantization", self.quantization),
                 ("float16", self.float16),
                 ("graphOptimization", self.graph),
@@ -52,6 +55,19 @@ class CandidatePlan:
         """The pass options and session settings that make this candidate, as the status shows them."""
         passes = spec.passes
         found: dict[str, str] = {}
+        if self.transformers and passes.transformers_optimization is not None:
+            t = passes.transformers_optimization
+            found["transformersOptimization.modelType"] = t.model_type
+            if t.num_heads:
+                found["transformersOptimization.numHeads"] = str(t.num_heads)
+                found["transformersOptimization.hiddenSize"] = str(t.hidden_size)
+            if t.float16:
+                found["transformersOptimization.float16"] = "true"
+            changed = t.fusions.model_dump(by_alias=True, exclude_defaults=True)
+            if changed:
+                found["transformersOptimization.fusions"] = ",".join(
+                    f"{name}={str(on).lower()}" for name, on in changed.items()
+                )
         if self.graph and passes.graph_optimization is not None:
             found["graphOptimization.level"] = passes.graph_optimization.level
         if self.quantization and passes.quantization is not None:
@@ -84,6 +100,7 @@ def choices(spec: ModelOptimizationSpec, cpus: float) -> dict[str, list]:
     passes = spec.passes
     tuning = passes.thread_tuning
     return {
+        "transformers": [False, True] if passes.transformers_optimization is not None else [False],
         "graph": [False, True] if passes.graph_optimization is not None else [False],
         "quantization": [False, True] if passes.quantization is not None else [False],
         "float16": [False, True] if passes.float16 is not None else [False],
@@ -98,6 +115,7 @@ def plan_of(values: dict) -> CandidatePlan:
     # plans that differ only there are one candidate.
     inter = values["inter_op"] if values["execution_mode"] == "parallel" else None
     return CandidatePlan(
+        transformers=values["transformers"],
         graph=values["graph"],
         quantization=values["quantization"],
         float16=values["float16"],

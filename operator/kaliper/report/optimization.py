@@ -166,7 +166,8 @@ class OptimizationReport(KaliperModel):
     chosen_settings: dict[str, str] = Field(default_factory=dict)
     """Runtime settings of the chosen model (threads, execution mode, graph level) as the server takes them."""
     profiles: list[ModelProfile] = Field(default_factory=list)
-    """The original model's profile and the chosen candidate's."""
+    """The original model's profile and the chosen candidate's (and, with transformersOptimization, the fastest
+    fused candidate's when it is not the chosen one)."""
     artifacts: str | None = None
     """The folder the kept models, report.json and report.html are in (pvc://claim/path or a local path)."""
     warnings: list[str] = Field(default_factory=list)

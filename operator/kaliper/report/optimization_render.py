@@ -106,7 +106,15 @@ def _yes_no(value: bool | None) -> str:
 
 
 def passes_text(result: CandidateResult) -> str:
-    return " + ".join(result.passes) or NONE
+    """The passes in order; the transformer pass with the operators it fused: "transformersOptimization
+    (Attention x4, SkipLayerNormalization x8) + quantization"."""
+    names = []
+    for name in result.passes:
+        if name == "transformersOptimization" and result.fused_operators:
+            fused = ", ".join(f"{op} {TIMES}{n}" for op, n in result.fused_operators.items())
+            name += f" ({fused})"
+        names.append(name)
+    return " + ".join(names) or NONE
 
 
 def settings_text(parameters: dict[str, str]) -> str:
@@ -601,6 +609,7 @@ CANDIDATE_HEADERS = (
     "accuracy metric",
     "accuracy",
     "degradation",
+    "agreement",
     "size",
     "meets goals",
     "frontier",
@@ -644,6 +653,7 @@ def _candidate_row(report: OptimizationReport, kind: Kind, result: CandidateResu
         + cell(result.accuracy_metric or NONE)
         + cell(_number(result.accuracy))
         + cell(_number(result.accuracy_degradation))
+        + cell(_number(result.agreement))
         + cell(size)
         + cell(_yes_no(result.meets_goals))
         + cell(frontier_marks(report, result.id))

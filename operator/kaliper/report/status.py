@@ -197,7 +197,7 @@ def optimization_status(report: OptimizationReport) -> ModelOptimizationStatus:
         pareto_frontier=report.frontiers.latency_accuracy or None,
         size_frontier=report.frontiers.latency_size or None,
         chosen=report.chosen,
-        profiles=[profile_summary(p) for p in report.profiles[:2]] or None,
+        profiles=[profile_summary(p) for p in report.profiles[:3]] or None,
         artifacts=report.artifacts,
         message=(report.message or "")[:4096] or None,
     )
