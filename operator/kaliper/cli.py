@@ -577,8 +577,8 @@ def make_example_models(directory: Path) -> None:
     """Make the example models (scikit-learn, converted to ONNX here; nothing is downloaded): iris.onnx and
     mlp.onnx for the demo, iris/ (model.joblib, model.onnx, rows.jsonl) for the optimization examples,
     whose `models` volume this folder stands in for (kaliper run --volume models=DIRECTORY), tiny-bert/
-    (a small BERT-style text classifier as PyTorch exports one, its tokenizer.json and sentence-pair rows) for
-    the transformer optimization examples, tiny-llm/ (tiny.gguf for llama.cpp's llama-server, and its
+    (a small BERT-style text classifier as PyTorch exports one, its tokenizer.json, sentence-pair rows and
+    request bodies) for the transformer optimization examples, tiny-llm/ (tiny.gguf for llama.cpp's llama-server, and its
     tokenizer.json) for the LLM examples, and small-llm/ (small.gguf, 35 MB, a few milliseconds a token) for
     the LLM demo."""
     from kaliper.optimize.tiny_bert import make_tiny_bert
@@ -587,7 +587,7 @@ def make_example_models(directory: Path) -> None:
 
     made = [make_iris(directory / "iris.onnx"), make_cpu_heavy(directory / "mlp.onnx"), *make_iris_pipeline(directory)]
     bert = directory / "tiny-bert"
-    made += [make_tiny_bert(bert), bert / "tokenizer.json", bert / "rows.jsonl"]
+    made += [make_tiny_bert(bert), *(bert / name for name in ("tokenizer.json", "rows.jsonl", "requests.jsonl"))]
     made += [make_tiny_llm(directory / "tiny-llm", name="tiny"), directory / "tiny-llm" / "tokenizer.json"]
     # The LLM demo's model: the same random-weight recipe at a size whose tokens take milliseconds on a core.
     made += [make_tiny_llm(directory / "small-llm", demo_shape(), name="small")]

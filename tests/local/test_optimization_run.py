@@ -299,9 +299,11 @@ def test_the_transformer_example_fuses_tokenizes_and_measures_under_the_cpu_limi
     """examples/local/transformer.yaml (seed 002's example) on the BERT-style model `make-example-models` writes."""
     make_tiny_bert(tmp_path / "models/tiny-bert")
     example = yaml.safe_load((EXAMPLES / "local/transformer.yaml").read_text())
-    example["spec"]["evaluator"]["latency"]["runs"] = 100  # fewer than the example's 300: the test checks the flow
+    # Fewer runs than the example's 300 and a 5% goal instead of 20%: the test checks the flow, and int8 weights
+    # make this model faster than that on any machine (the goal the example sets is the benchmark's business).
+    example["spec"]["evaluator"]["latency"].update(runs=100, minImprovementPercent=5)
     result = run(tmp_path, example)
-    assert result.returncode in (0, 1), result.stderr[-3000:]
+    assert result.returncode == 0, result.stderr[-3000:]
     assert "tokenizing the text rows to 128 tokens each" in result.stderr
     report = report_of(tmp_path / "kaliper-models/tiny-bert-optimize")
     assert report.target["cpuLimit"] == "2"
@@ -340,3 +342,11 @@ def test_the_transformer_example_fuses_tokenizes_and_measures_under_the_cpu_limi
     )
     assert status.candidates is not None and status.candidates[4].fused_operators == fused
     assert status.profiles is not None and len(status.profiles) == len(report.profiles)
+    # The follow-ups served the chosen model and load-tested it with the tokenized rows: every request answered.
+    assert "follow-ups: ModelDeployment tiny-bert, ProfileRun tiny-bert-profile" in result.stdout
+    profile = ProfileReport.model_validate_json(
+        (tmp_path / "kaliper-reports/tiny-bert-profile/report.json").read_text()
+    )
+    trial = profile.trials[0]
+    assert trial.status == "Succeeded" and trial.stage is not None
+    assert trial.stage.requests > 0 and trial.stage.errors_by_kind == {}

@@ -221,8 +221,9 @@ def _logits(model, feeds: dict[str, np.ndarray]) -> np.ndarray:
 def make_tiny_bert(
     directory: Path, shape: TinyBertShape | None = None, rows: int = 256, sequence: int = 128, seed: int = 0
 ) -> Path:
-    """Write DIRECTORY/model.onnx, DIRECTORY/tokenizer.json and DIRECTORY/rows.jsonl (sentence pairs with the
-    columns sentence1, sentence2 and label, as GLUE's MRPC names them); returns the model's path."""
+    """Write DIRECTORY/model.onnx, DIRECTORY/tokenizer.json, DIRECTORY/rows.jsonl (sentence pairs with the
+    columns sentence1, sentence2 and label, as GLUE's MRPC names them) and DIRECTORY/requests.jsonl (the first
+    64 rows tokenized, as Open Inference Protocol v2 request bodies); returns the model's path."""
     import onnx
 
     shape = shape or TinyBertShape()
@@ -241,10 +242,19 @@ def make_tiny_bert(
     clearest = np.sort(np.argsort(-np.abs(margin + bias[1]))[:rows])
     pairs = [pairs[i] for i in clearest]
     model = build_graph(shape, seed, bias)
-    labels = _logits(model, encode(tokenizer, pairs, sequence)).argmax(axis=1)
+    encoded = encode(tokenizer, pairs, sequence)
+    labels = _logits(model, encoded).argmax(axis=1)
     with (directory / "rows.jsonl").open("w") as out:
         for (first, second), label in zip(pairs, labels, strict=True):
             out.write(json.dumps({"sentence1": first, "sentence2": second, "label": int(label)}) + "\n")
+    # The same rows as Open Inference Protocol requests, for load tests of the model once it is served.
+    with (directory / "requests.jsonl").open("w") as out:
+        for row in range(min(rows, 64)):
+            tensors = [
+                {"name": name, "shape": [1, sequence], "datatype": "INT64", "data": encoded[name][row].tolist()}
+                for name in INPUT_NAMES
+            ]
+            out.write(json.dumps({"inputs": tensors}, separators=(",", ":")) + "\n")
     onnx.checker.check_model(model)
     path = directory / "model.onnx"
     onnx.save(model, str(path))
