@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+import shutil
 import tempfile
 import warnings
 from collections.abc import Iterable, Iterator
@@ -532,12 +533,20 @@ def _prepare_for_quantization(source: Path, work: Path) -> Path:
         source = work / "merged.onnx"
         onnx.save(model, str(source))
     prepared = work / "prepared.onnx"
-    try:
-        # Symbolic shape inference leaves scratch files in the working folder: the work folder takes them.
-        with contextlib.chdir(work):
-            quant_pre_process(str(source.resolve()), str(prepared.resolve()))
-    except Exception:  # pre-processing is advice, not a requirement: quantize the model as it is
-        return source
+    # Symbolic shape inference fails on some graphs where ONNX's own succeeds: try both. It leaves scratch
+    # files in the working folder, which the work folder takes.
+    for skip_symbolic_shape in (False, True):
+        try:
+            with contextlib.chdir(work):
+                quant_pre_process(str(source.resolve()), str(prepared), skip_symbolic_shape=skip_symbolic_shape)
+            return prepared
+        except Exception:  # pre-processing is advice, not a requirement
+            continue
+    # Quantize the model as it is, from a copy: the quantizer writes its shape-inferred copy beside its input,
+    # and the input's folder may be read-only (a PVC mounted so in the optimizer Job).
+    copy = work / "original.onnx"
+    shutil.copyfile(source, copy)
+    return copy
     return prepared
 
 
