@@ -578,9 +578,9 @@ def make_example_models(directory: Path) -> None:
     mlp.onnx for the demo, iris/ (model.joblib, model.onnx, rows.jsonl) for the optimization examples,
     whose `models` volume this folder stands in for (kaliper run --volume models=DIRECTORY), tiny-bert/
     (a small BERT-style text classifier as PyTorch exports one, its tokenizer.json, sentence-pair rows and
-    request bodies) for the transformer optimization examples, tiny-llm/ (tiny.gguf for llama.cpp's llama-server, and its
-    tokenizer.json) for the LLM examples, and small-llm/ (small.gguf, 35 MB, a few milliseconds a token) for
-    the LLM demo."""
+    request bodies) for the transformer optimization examples, tiny-llm/ (tiny.gguf for llama.cpp's
+    llama-server, and its tokenizer.json) for the LLM examples, and small-llm/ (small.gguf, 35 MB, a few
+    milliseconds a token) for the LLM demo."""
     from kaliper.optimize.tiny_bert import make_tiny_bert
     from kaliper.serving.examples import make_cpu_heavy, make_iris, make_iris_pipeline
     from kaliper.serving.tiny_llm import demo_shape, make_tiny_llm
