@@ -107,7 +107,8 @@ def table(label: str, report: OptimizationReport, seconds: float) -> list[str]:
         name = {"original": "original, ORT defaults", "unoptimized": "original, graph optimizations off"}.get(
             result.id, result.id + (" (chosen)" if report.chosen and report.chosen.candidate_id == result.id else "")
         )
-        interval = f"[{result.latency_ci_low_ms}, {result.latency_ci_high_ms}]" if result.latency_ci_low_ms else ""
+        low, high = result.latency_ci_low_ms, result.latency_ci_high_ms
+        interval = f"[{low:.4g}, {high:.4g}]" if low is not None and high is not None else ""
         ratio = "1.00x" if result.id == "original" else paired(result)
         lines.append(
             f"| {name} | {' + '.join(result.passes) or '-'} | {result.latency_ms} {interval} | {ratio} | "
