@@ -589,7 +589,8 @@ class Footprint(KaliperModel):
 
 
 class ChosenModel(KaliperModel):
-    """The best candidate that met the goals: the fastest, the smaller file on a tie."""
+    """The best candidate that met the goals: the fastest against the original measured alongside it, the
+    smaller file on a tie."""
 
     candidate_id: Annotated[str, Field(max_length=64)]
     """Id of the chosen candidate."""

@@ -67,17 +67,27 @@ def within_noise(candidate: CandidateResult) -> bool:
 
 
 def choose(candidates: Sequence[CandidateResult]) -> CandidateResult | None:
-    """The fastest candidate that meets the goals; on equal latency, the smaller file."""
+    """The fastest candidate that meets the goals; on equal speed, the smaller file."""
     eligible = [c for c in candidates if c.meets_goals and c.latency_ms is not None]
     if not eligible:
         return None
-    return min(eligible, key=lambda c: (c.latency_ms, c.model_size_bytes or 0))
+    return min(eligible, key=lambda c: (_relative_latency(c, eligible), c.model_size_bytes or 0))
 
 
 def closest(candidates: Sequence[CandidateResult]) -> CandidateResult | None:
     """When none meets the goals: the fastest measured one, to name in the message."""
     measured = [c for c in candidates if c.status == "Succeeded" and c.latency_ms is not None]
-    return min(measured, key=lambda c: c.latency_ms or 0.0) if measured else None
+    return min(measured, key=lambda c: _relative_latency(c, measured)) if measured else None
+
+
+def _relative_latency(candidate: CandidateResult, among: Sequence[CandidateResult]) -> float:
+    """How a candidate's speed compares: its latency over the original's measured alongside it when every
+    candidate compared has that pairing (the machine's drift between candidates cancels, as it does in their
+    improvement percentages), else its latency."""
+    assert candidate.latency_ms is not None
+    if all(c.original_latency_ms for c in among):
+        return candidate.latency_ms / candidate.original_latency_ms  # type: ignore[operator]
+    return candidate.latency_ms
 
 
 THROTTLED_PERCENT = 10.0
