@@ -148,7 +148,7 @@ def test_the_bert_example_fuses_and_evaluates_on_tokenized_text_in_a_job(
     spec["search"] = {"strategy": "exhaustive"}
     spec["evaluator"]["latency"]["runs"] = 100
     kubectl("apply", "-f", "-", input=json.dumps(manifest))
-    status = wait_for_optimization(node, node_namespace, "tiny-bert-optimize")["status"]
+    status = wait_for_optimization(node, node_namespace, "bert-optimize")["status"]
     report = OptimizationReport.model_validate_json((models_claim / "tiny-bert/optimized/report.json").read_text())
     assert report.target["cpuLimit"] == "1"
     assert status["phase"] == report.phase and status["message"] == report.message
