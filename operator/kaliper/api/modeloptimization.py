@@ -189,6 +189,17 @@ class TransformersOptimizationPass(KaliperModel):
     )
 
 
+# The Passes fields that act on ONNX models (every pass but ggufQuantization).
+ONNX_PASSES = (
+    "conversion",
+    "transformers_optimization",
+    "graph_optimization",
+    "quantization",
+    "float16",
+    "thread_tuning",
+)
+
+
 class Passes(KaliperModel):
     """The optimizations to apply, run in this order: conversion, transformers optimization, quantization,
     float16, graph optimization (last, so ONNX Runtime's fusions apply to the quantized operators too; its
@@ -212,18 +223,7 @@ class Passes(KaliperModel):
             ".exists(x, x)",
             message="list at least one pass: conversion, transformersOptimization, graphOptimization, quantization, "
             "float16, threadTuning or ggufQuantization",
-            check=lambda p: any(
-                getattr(p, n) is not None
-                for n in (
-                    "conversion",
-                    "transformers_optimization",
-                    "graph_optimization",
-                    "quantization",
-                    "float16",
-                    "thread_tuning",
-                    "gguf_quantization",
-                )
-            ),
+            check=lambda p: any(getattr(p, n) is not None for n in (*ONNX_PASSES, "gguf_quantization")),
         ),
         at_most_one_of("quantization", "float16"),
     )
@@ -455,18 +455,7 @@ class ModelOptimizationSpec(KaliperModel):
             "has(self.passes.quantization), has(self.passes.float16), has(self.passes.threadTuning)].all(x, !x)",
             message="passes.ggufQuantization is the only pass for GGUF models; remove the ONNX passes",
             check=lambda s: (
-                s.passes.gguf_quantization is None
-                or all(
-                    getattr(s.passes, n) is None
-                    for n in (
-                        "conversion",
-                        "transformers_optimization",
-                        "graph_optimization",
-                        "quantization",
-                        "float16",
-                        "thread_tuning",
-                    )
-                )
+                s.passes.gguf_quantization is None or all(getattr(s.passes, n) is None for n in ONNX_PASSES)
             ),
             field_path=".passes",
         ),
