@@ -75,14 +75,7 @@ def read_rows(path: Path, limit: int | None = None) -> list[Row]:
 def parse_row(text: str, line: int) -> Row:
     """One line of the dataset as a Row."""
     where = f"{FIELD} line {line}"
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise DatasetError(
-            f"{where}: not valid JSON ({exc.msg} at column {exc.colno}); each line holds one row like {ROW_EXAMPLE}"
-        ) from exc
-    if not isinstance(value, dict):
-        raise DatasetError(f"{where}: a row is a JSON object like {ROW_EXAMPLE}, not {_json_kind(value)}")
+    value = json_object(text, where, ROW_EXAMPLE)
     inputs = value.get("inputs")
     if not isinstance(inputs, dict):
         found = "none" if inputs is None else _json_kind(inputs)
@@ -95,6 +88,19 @@ def parse_row(text: str, line: int) -> Row:
     if isinstance(label, list | dict):
         raise DatasetError(f"{where}: label must be one number or string, not {_json_kind(label)}")
     return Row(inputs=inputs, label=label, line=line)
+
+
+def json_object(text: str, where: str, example: str) -> dict[str, Any]:
+    """One line of a JSON-lines dataset as an object; errors say where and show a row like `example`."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise DatasetError(
+            f"{where}: not valid JSON ({exc.msg} at column {exc.colno}); each line holds one row like {example}"
+        ) from exc
+    if not isinstance(value, dict):
+        raise DatasetError(f"{where}: a row is a JSON object like {example}, not {_json_kind(value)}")
+    return value
 
 
 def _json_kind(value: Any) -> str:

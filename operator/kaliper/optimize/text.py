@@ -5,7 +5,6 @@ sequence length. The result is the same Row the tensor datasets give, so batchin
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -15,7 +14,7 @@ import onnxruntime as ort
 
 from kaliper.api.common import TensorSpec
 from kaliper.api.modeloptimization import TextColumns
-from kaliper.optimize.dataset import FIELD, DatasetError, Row
+from kaliper.optimize.dataset import FIELD, DatasetError, Row, json_object
 
 TEXT_FIELD = "evaluator.accuracy.text"
 
@@ -138,14 +137,7 @@ def _pad_token(tokenizer: Any) -> str:
 def _parse(text: str, line: int, columns: TextColumns) -> tuple[tuple[str, ...], Any]:
     where = f"{FIELD} line {line}"
     example = "{" + ", ".join(f'"{c}": "..."' for c in columns.input_cols) + f', "{columns.label_col}": ...' + "}"
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise DatasetError(
-            f"{where}: not valid JSON ({exc.msg} at column {exc.colno}); each line holds one row like {example}"
-        ) from exc
-    if not isinstance(value, dict):
-        raise DatasetError(f"{where}: a row is a JSON object like {example}")
+    value = json_object(text, where, example)
     texts = []
     for column in columns.input_cols:
         found = value.get(column)
