@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -87,6 +88,44 @@ def test_rule_field_paths_point_at_real_fields() -> None:
                 for part in filter(None, rule.get("fieldPath", "").split(".")):
                     assert part in target.get("properties", {}), f"{info.kind}{path}: bad fieldPath {rule['fieldPath']}"
                     target = target["properties"][part]
+
+
+def unguarded_reads(rule: str, schema: dict[str, Any]) -> list[str]:
+    """The optional objects a CEL rule reaches into without first asking has() of them.
+
+    The API server answers such a read with "no such key" instead of the rule's message, and refuses
+    every object that leaves the field out.
+    """
+    missing = []
+    for match in re.finditer(r"(has\()?self((?:\.\w+)+)", rule):
+        parts = match.group(2).lstrip(".").split(".")
+        node = schema
+        # Inside has() the last field may be absent; outside it, every field read must be there.
+        reached = parts[:-1] if match.group(1) else parts
+        for depth, part in enumerate(reached):
+            if part not in node.get("properties", {}):
+                break
+            prefix = "self." + ".".join(parts[: depth + 1])
+            always_there = part in node.get("required", []) or prefix == "self.metadata"
+            if not always_there and f"has({prefix})" not in rule:
+                missing.append(prefix)
+            node = node["properties"][part]
+    return missing
+
+
+def test_rules_ask_has_before_reading_into_an_optional_object() -> None:
+    for info in KINDS:
+        schema = custom_resource_definition(info)["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+        for path, node in walk(schema):
+            for rule in node.get("x-kubernetes-validations", []):
+                assert not unguarded_reads(rule["rule"], node), f"{info.kind}{path}: {rule['rule']}"
+
+
+def test_an_unguarded_read_is_found() -> None:
+    schema = {"properties": {"a": {"properties": {"b": {"properties": {"c": {}}}}}, "d": {}}, "required": ["d"]}
+    assert unguarded_reads("!has(self.a.b) || self.d == 1", schema) == ["self.a"]
+    assert unguarded_reads("!has(self.a) || !has(self.a.b) || !has(self.a.b.c) || self.a.b.c == 1", schema) == []
+    assert unguarded_reads("has(self.a) && self.a.b.c == 1", schema) == ["self.a.b", "self.a.b.c"]
 
 
 def test_defaults_are_documented_not_applied_by_the_server() -> None:

@@ -13,7 +13,7 @@ import yaml
 from kaliper.api.loader import check_document, read_documents
 from kaliper.loadgen.config import LoadGenConfig
 from tests.support.controlplane import Kubectl
-from tests.support.paths import CATALOGUE, EXAMPLES, REPO
+from tests.support.paths import CATALOGUE, EXAMPLES, MINIMAL, REPO
 
 CATALOGUE_FILES = sorted(CATALOGUE.glob("*.yaml"))
 
@@ -72,6 +72,17 @@ def test_server_and_kaliper_validate_reject_the_same_manifest(crds: Kubectl, nam
     result = crds("apply", "-n", namespace, "-f", str(path), check=False)
     assert result.returncode != 0, f"the API server accepted {path.name}"
     assert field in result.stderr, f"the API server did not name {field}: {result.stderr}"
+
+
+@pytest.mark.parametrize("path", sorted(MINIMAL.glob("*.yaml")), ids=lambda p: p.stem)
+def test_server_and_kaliper_validate_accept_a_manifest_that_leaves_optional_fields_out(
+    crds: Kubectl, namespace: str, path: Path
+) -> None:
+    """The server applies no defaults: a rule that reads into a field left out fails with "no such key"."""
+    documents = [check_document(d) for d in read_documents(path)]
+    assert [str(p) for d in documents for p in d.problems] == []
+    result = crds("apply", "-n", namespace, "-f", str(path), check=False)
+    assert result.returncode == 0, result.stderr
 
 
 def _apply(kubectl: Kubectl, namespace: str, manifest: dict) -> None:

@@ -8,4 +8,5 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples"
 CATALOGUE = REPO / "tests" / "catalogue" / "invalid"
+MINIMAL = REPO / "tests" / "catalogue" / "minimal"
 KALIPER = Path(sys.executable).with_name("kaliper")  # the CLI of the environment running the tests

@@ -251,6 +251,11 @@ def _llm_has_any(names: tuple[str, ...]) -> str:
     return "(" + " || ".join(f"has(self.llm.{to_camel(n)})" for n in names) + ")"
 
 
+# resources.gpu.count in CEL, with the model's default (1) where the field is left out: the server
+# applies no defaults, and reading an absent field fails the rule with "no such key".
+_CEL_GPU_COUNT = "(has(self.resources.gpu.count) ? self.resources.gpu.count : 1)"
+
+
 def _gpu_count(spec: ModelDeploymentTemplate) -> int:
     gpu = spec.resources.gpu if spec.resources else None
     return gpu.count if gpu else 0
@@ -362,7 +367,7 @@ class ModelDeploymentTemplate(KaliperModel):
         ),
         Rule(
             cel=f"!{_runtime_is(GPU_LLM_RUNTIMES)} || "
-            "(has(self.resources) && has(self.resources.gpu) && self.resources.gpu.count >= 1)",
+            f"(has(self.resources) && has(self.resources.gpu) && {_CEL_GPU_COUNT} >= 1)",
             message="vllm, sglang and tgi serve on GPUs: set resources.gpu.count (at least 1), or serve a GGUF "
             "model on CPUs with runtime.type llamacpp",
             check=lambda s: s.runtime.type not in GPU_LLM_RUNTIMES or _gpu_count(s) >= 1,
@@ -393,7 +398,7 @@ class ModelDeploymentTemplate(KaliperModel):
         Rule(
             cel="!has(self.llm) || !has(self.llm.tensorParallel) || "
             "(has(self.resources) && has(self.resources.gpu) "
-            "&& self.resources.gpu.count % self.llm.tensorParallel == 0)",
+            f"&& {_CEL_GPU_COUNT} % self.llm.tensorParallel == 0)",
             message="llm.tensorParallel must divide resources.gpu.count (the model is split across that many GPUs "
             "and copied over the rest); pick a divisor of the GPU count",
             check=lambda s: (

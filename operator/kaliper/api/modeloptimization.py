@@ -175,13 +175,14 @@ class TransformersOptimizationPass(KaliperModel):
 
     cross_field_rules = (
         Rule(
-            cel="(self.numHeads == 0) == (self.hiddenSize == 0)",
+            cel="(has(self.numHeads) && self.numHeads != 0) == (has(self.hiddenSize) && self.hiddenSize != 0)",
             message="give both numHeads and hiddenSize, or neither (0: read from the graph)",
             check=lambda p: (p.num_heads == 0) == (p.hidden_size == 0),
             field_path=".numHeads",
         ),
         Rule(
-            cel="self.numHeads == 0 || self.hiddenSize % self.numHeads == 0",
+            cel="!has(self.numHeads) || self.numHeads == 0 || !has(self.hiddenSize) || "
+            "self.hiddenSize % self.numHeads == 0",
             message="hiddenSize must be a multiple of numHeads (each head takes hiddenSize/numHeads)",
             check=lambda p: p.num_heads == 0 or p.hidden_size % p.num_heads == 0,
             field_path=".hiddenSize",
@@ -472,7 +473,8 @@ class ModelOptimizationSpec(KaliperModel):
         ),
         Rule(
             cel="!has(self.passes.transformersOptimization) || !has(self.passes.transformersOptimization.float16) || "
-            "!self.passes.transformersOptimization.float16 || (has(self.target.device) && self.target.device == 'gpu')",
+            "!self.passes.transformersOptimization.float16 || (has(self.target) && has(self.target.device) && "
+            "self.target.device == 'gpu')",
             message="transformersOptimization.float16 makes a model for GPUs (ONNX Runtime's CPU kernels for the "
             "fused operators are float32); set target.device: gpu, or float16: false",
             check=lambda s: (
@@ -496,7 +498,8 @@ class ModelOptimizationSpec(KaliperModel):
             field_path=".passes.transformersOptimization.float16",
         ),
         Rule(
-            cel="!has(self.evaluator.accuracy) || !has(self.evaluator.accuracy.text) || has(self.model.source.pvc) "
+            cel="!has(self.evaluator) || !has(self.evaluator.accuracy) || !has(self.evaluator.accuracy.text) || "
+            "has(self.model.source.pvc) "
             "|| has(self.model.source.file)",
             message="evaluator.accuracy.text reads the tokenizer from the model's folder; give model.source as pvc or "
             "file",
