@@ -118,6 +118,41 @@ argocd_replaces() {
   echo "replace github.com/argoproj/argo-cd/gitops-engine => github.com/argoproj/argo-cd/gitops-engine $ARGOCD_GITOPS_ENGINE"
 }
 
+# module_dir MODULE@VERSION -> the module's files in Go's module cache, downloaded through the proxy
+module_dir() {
+  go mod download -json "$1" | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])' \
+    || die "could not download $1 from the module proxy"
+}
+
+# Flux's helm-controller: its go.mod replaces its API module with ./api, which the module proxy serves as a
+# module of its own (the controller's zip leaves that folder out), so the build puts the two together. The
+# CRDs it works with travel beside the binary: HelmRelease, and source-controller's ExternalArtifact (the
+# documented way for a producer other than source-controller to hand it a chart), HelmChart and
+# OCIRepository (it watches those too, and does not start without them).
+FLUX_SOURCE_CRDS=(externalartifacts helmcharts ocirepositories)
+build_helm_controller() {
+  local v=$FLUX_HELM_CONTROLLER_VERSION
+  if have helm-controller "$v" && [ -f "$bin/helm-controller-$v/source.toolkit.fluxcd.io_${FLUX_SOURCE_CRDS[-1]}.yaml" ]; then
+    log "helm-controller $v: cached"; return
+  fi
+  log "helm-controller $v: building"
+  local work; work=$(mktemp -d); trap 'rm -rf "$work"' RETURN
+  local controller api source
+  controller=$(module_dir "github.com/fluxcd/helm-controller@$v")
+  api=$(module_dir "github.com/fluxcd/helm-controller/api@$v")
+  source=$(module_dir "github.com/fluxcd/source-controller@$FLUX_SOURCE_CONTROLLER_VERSION")
+  cp -r "$controller" "$work/src" && chmod -R u+w "$work/src"
+  rm -rf "$work/src/api" && cp -r "$api" "$work/src/api" && chmod -R u+w "$work/src/api"
+  local out="$bin/helm-controller-$v.tmp"
+  mkdir -p "$out"
+  (cd "$work/src" && go build -trimpath -ldflags "-s -w" -o "$out/helm-controller" .) \
+    || die "building helm-controller $v failed (see the Go errors above)"
+  cp "$controller/config/crd/bases/helm.toolkit.fluxcd.io_helmreleases.yaml" "$out/"
+  for crd in "${FLUX_SOURCE_CRDS[@]}"; do cp "$source/config/crd/bases/source.toolkit.fluxcd.io_$crd.yaml" "$out/"; done
+  chmod u+w "$out"/*.yaml
+  rm -rf "$bin/helm-controller-$v" && mv "$out" "$bin/helm-controller-$v"
+}
+
 start=$(date +%s)
 build_etcd
 build_kubernetes
@@ -125,6 +160,7 @@ go_install kwok sigs.k8s.io/kwok/cmd/kwok "$KWOK_VERSION"
 go_install helm helm.sh/helm/v3/cmd/helm "$HELM_VERSION"
 go_install kubeconform github.com/yannh/kubeconform/cmd/kubeconform "$KUBECONFORM_VERSION"
 go_install coredns github.com/coredns/coredns "$COREDNS_VERSION"
+build_helm_controller
 build_program kstatus sigs.k8s.io/cli-utils "$CLI_UTILS_VERSION"
 build_program argocd-health github.com/argoproj/argo-cd/v3 "$ARGOCD_VERSION" argocd_replaces
 
@@ -134,7 +170,7 @@ mkdir -p "$current"
 for pair in etcd:$ETCD_VERSION kube-apiserver:$KUBERNETES_VERSION kube-controller-manager:$KUBERNETES_VERSION \
             kube-scheduler:$KUBERNETES_VERSION kubectl:$KUBERNETES_VERSION \
             kubelet:$KUBERNETES_VERSION kube-proxy:$KUBERNETES_VERSION kwok:$KWOK_VERSION \
-            helm:$HELM_VERSION kubeconform:$KUBECONFORM_VERSION coredns:$COREDNS_VERSION; do
+            helm:$HELM_VERSION helm-controller:$FLUX_HELM_CONTROLLER_VERSION kubeconform:$KUBECONFORM_VERSION coredns:$COREDNS_VERSION; do
   n=${pair%%:*}; ver=${pair#*:}
   ln -sfn "$bin/$n-$ver/$n" "$current/$n"
 done

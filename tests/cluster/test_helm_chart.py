@@ -3,12 +3,18 @@ to do its work (the operator runs here under the chart's ServiceAccount token) a
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import hashlib
+import http.server
 import json
 import os
 import shutil
 import subprocess
+import threading
 import urllib.request
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -342,21 +348,26 @@ def test_the_operator_does_its_work_under_the_charts_identity(
         kube.api_client.cache_clear()
 
 
-def test_helm_upgrade_upgrades_the_crds_and_a_field_they_gained_survives(
-    crds: Kubectl, namespace: str, tmp_path: Path
-) -> None:
-    # The chart of an earlier version: its ProfileRun CRD has no failIfNotMet yet.
-    earlier = tmp_path / "kaliper"
+def earlier_chart(directory: Path) -> Path:
+    """The chart as an earlier version shipped it: version 0.0.9, its ProfileRun CRD without failIfNotMet."""
+    earlier = directory / "kaliper"
     shutil.copytree(CHART, earlier)
+    chart_file = earlier / "Chart.yaml"
+    chart_file.write_text(yaml.safe_dump(yaml.safe_load(chart_file.read_text()) | {"version": "0.0.9"}))
     crd_file = earlier / "files" / "crds" / "kaliper.dev_profileruns.yaml"
     crd = yaml.safe_load(crd_file.read_text())
     spec_schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
     del spec_schema["properties"]["failIfNotMet"]
     crd_file.write_text(yaml.safe_dump(crd))
+    return earlier
+
+
+def stored_gate(crds: Kubectl, namespace: str, name: str, *validate: str) -> object:
+    """Apply a ProfileRun that sets failIfNotMet; what the API server stored of that field."""
     run = {
         "apiVersion": "kaliper.dev/v1alpha1",
         "kind": "ProfileRun",
-        "metadata": {"name": "gate"},
+        "metadata": {"name": name},
         "spec": {
             "target": {"url": "http://127.0.0.1:9/"},
             "payload": {"inline": "{}"},
@@ -364,12 +375,18 @@ def test_helm_upgrade_upgrades_the_crds_and_a_field_they_gained_survives(
             "failIfNotMet": True,
         },
     }
+    crds("apply", "-n", namespace, *validate, "-f", "-", input=json.dumps(run))
+    return crds.json("get", "profilerun", name, "-n", namespace)["spec"].get("failIfNotMet")
 
-    def stored_gate(name: str, *validate: str) -> object:
-        named = {**run, "metadata": {"name": name}}
-        crds("apply", "-n", namespace, *validate, "-f", "-", input=json.dumps(named))
-        return crds.json("get", "profilerun", name, "-n", namespace)["spec"].get("failIfNotMet")
 
+def crd_knows_fail_if_not_met(crds: Kubectl) -> bool:
+    return "failIfNotMet" in json.dumps(crds.json("get", "crd", "profileruns.kaliper.dev")["spec"])
+
+
+def test_helm_upgrade_upgrades_the_crds_and_a_field_they_gained_survives(
+    crds: Kubectl, namespace: str, tmp_path: Path
+) -> None:
+    earlier = earlier_chart(tmp_path)
     release = f"u{namespace[-6:]}"
     try:
         # The session's CRDs (applied with kubectl) become the release's: Helm takes them over.
@@ -378,18 +395,157 @@ def test_helm_upgrade_upgrades_the_crds_and_a_field_they_gained_survives(
         # The earlier schema refuses the field it does not know (kubectl's strict validation), or prunes it
         # silently (a client that does not ask for validation).
         with pytest.raises(ControlPlaneError, match=r'unknown field "spec\.failIfNotMet"'):
-            stored_gate("gate")
-        assert stored_gate("gate", "--validate=false") is None
+            stored_gate(crds, namespace, "gate")
+        assert stored_gate(crds, namespace, "gate", "--validate=false") is None
         upgraded = helm(crds, "upgrade", release, str(CHART), "-n", namespace)
         assert upgraded.returncode == 0, upgraded.stderr
-        crds.wait_for(
-            lambda: "failIfNotMet" in json.dumps(crds.json("get", "crd", "profileruns.kaliper.dev")["spec"]),
-            what="the upgraded CRD",
-        )
-        assert stored_gate("gate-v2") is True  # a new name: a ProfileRun's spec cannot change
+        crds.wait_for(lambda: crd_knows_fail_if_not_met(crds), what="the upgraded CRD")
+        assert stored_gate(crds, namespace, "gate-v2") is True  # a new name: a ProfileRun's spec cannot change
         # Uninstalling the release keeps the CRDs, and every run with them.
         assert helm(crds, "uninstall", release, "-n", namespace).returncode == 0
         assert crds("get", "profilerun", "gate", "-n", namespace, check=False).returncode == 0
     finally:  # whatever happened, the session's CRDs as the other tests expect them
         helm(crds, "uninstall", release, "-n", namespace)
+        crds("apply", "--server-side", "--force-conflicts", "-f", str(REPO / "crds"))
+
+
+# --- the same upgrade through Flux ------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _serve_directory(directory: Path) -> Iterator[str]:
+    """The files of a directory over HTTP on loopback, as source-controller serves its artifacts."""
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(directory))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _publish(crds: Kubectl, namespace: str, name: str, tarball: Path, base_url: str) -> None:
+    """Point the ExternalArtifact at a packaged chart, as a producer of artifacts does (its status)."""
+    digest = "sha256:" + hashlib.sha256(tarball.read_bytes()).hexdigest()
+    artifact = {
+        "path": tarball.name,
+        "url": f"{base_url}/{tarball.name}",
+        "revision": digest,
+        "digest": digest,
+        "size": tarball.stat().st_size,
+        "lastUpdateTime": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
+    patch = json.dumps({"status": {"artifact": artifact}})
+    crds("patch", "externalartifact", name, "-n", namespace, "--subresource=status", "--type=merge", "-p", patch)
+
+
+def _release_state(crds: Kubectl, namespace: str, name: str) -> tuple[str, str]:
+    """(Ready condition's status, the chart version of the latest release in the HelmRelease's history)."""
+    status = crds.json("get", "helmrelease", name, "-n", namespace).get("status", {})
+    ready = next((c["status"] for c in status.get("conditions", []) if c["type"] == "Ready"), "")
+    history = status.get("history") or [{}]
+    return ready, history[0].get("chartVersion", "")
+
+
+@contextlib.contextmanager
+def _helm_controller(crds: Kubectl, namespace: str, log: Path) -> Iterator[subprocess.Popen]:
+    """Flux's helm-controller, watching only this namespace, taking charts from ExternalArtifacts."""
+    process = subprocess.Popen(
+        [
+            str(build_binaries() / "helm-controller"),
+            "--watch-all-namespaces=false",  # only RUNTIME_NAMESPACE
+            "--feature-gates=ExternalArtifact=true",
+            "--metrics-addr=0",
+            f"--health-addr=127.0.0.1:{free_port()}",
+            "--concurrent=1",
+        ],
+        env={**os.environ, "KUBECONFIG": str(crds.kubeconfig), "RUNTIME_NAMESPACE": namespace},
+        stdout=log.open("wb"),
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        yield process
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+def test_a_flux_helmrelease_upgrades_the_crds_and_a_field_they_gained_survives(
+    crds: Kubectl, namespace: str, tmp_path: Path
+) -> None:
+    """Flux's own helm-controller installs the earlier chart and upgrades it to this one: the CRDs are templates,
+    so Flux upgrades them like the rest of the release (it applies a chart's crds/ folder only as its crds
+    policy says)."""
+    flux_crds = sorted((build_binaries() / "helm-controller").resolve().parent.glob("*.yaml"))
+    charts = tmp_path / "charts"
+    for chart in (earlier_chart(tmp_path), CHART):
+        packaged = helm(crds, "package", str(chart), "-d", str(charts))
+        assert packaged.returncode == 0, packaged.stderr
+    earlier, current = sorted(charts.glob("*.tgz"))
+    assert (earlier.name, current.name) == ("kaliper-0.0.9.tgz", "kaliper-0.1.0.tgz")
+    for path in flux_crds:
+        crds("apply", "--server-side", "-f", str(path))
+    for path in flux_crds:
+        crds("wait", "--for=condition=Established", "--timeout=60s", "-f", str(path))
+    log = tmp_path / "helm-controller.log"
+    helm_release = {
+        "apiVersion": "helm.toolkit.fluxcd.io/v2",
+        "kind": "HelmRelease",
+        "metadata": {"name": "kaliper"},
+        "spec": {
+            "interval": "10m",
+            "releaseName": f"f{namespace[-6:]}",
+            "chartRef": {"kind": "ExternalArtifact", "name": "kaliper-chart"},
+            # This tier has no kubelet: the operator's pod never starts, so nothing waits for it.
+            "install": {"disableWait": True},
+            "upgrade": {"disableWait": True},
+        },
+    }
+    artifact = {
+        "apiVersion": "source.toolkit.fluxcd.io/v1",
+        "kind": "ExternalArtifact",
+        "metadata": {"name": "kaliper-chart"},
+        "spec": {},
+    }
+    try:
+        with _serve_directory(charts) as base_url, _helm_controller(crds, namespace, log) as controller:
+
+            def released(version: str) -> bool:
+                assert controller.poll() is None, log.read_text()[-4000:]
+                ready, chart_version = _release_state(crds, namespace, "kaliper")
+                return ready == "True" and chart_version.split("+")[0] == version
+
+            try:
+                crds("apply", "-n", namespace, "-f", "-", input=json.dumps(artifact))
+                _publish(crds, namespace, "kaliper-chart", earlier, base_url)
+                crds("apply", "-n", namespace, "-f", "-", input=json.dumps(helm_release))
+                crds.wait_for(lambda: released("0.0.9"), timeout=120, what="Flux installing chart 0.0.9")
+                # The session's CRDs became the release's, at the earlier version: the field is refused.
+                assert not crd_knows_fail_if_not_met(crds)
+                with pytest.raises(ControlPlaneError, match=r'unknown field "spec\.failIfNotMet"'):
+                    stored_gate(crds, namespace, "flux-gate")
+
+                _publish(crds, namespace, "kaliper-chart", current, base_url)
+                crds.wait_for(lambda: released("0.1.0"), timeout=120, what="Flux upgrading to chart 0.1.0")
+                assert crd_knows_fail_if_not_met(crds)
+                assert stored_gate(crds, namespace, "flux-gate") is True
+                # Deleting the HelmRelease uninstalls the release; the CRDs stay, and every run with them.
+                crds("delete", "helmrelease", "kaliper", "-n", namespace, "--timeout=60s")
+                assert crds("get", "profilerun", "flux-gate", "-n", namespace, check=False).returncode == 0
+            finally:  # while the controller runs: it removes its finalizer
+                crds(
+                    "delete",
+                    "helmrelease",
+                    "kaliper",
+                    "-n",
+                    namespace,
+                    "--ignore-not-found",
+                    "--timeout=60s",
+                    check=False,
+                )
+    finally:  # the session's CRDs as the other tests expect them, and no Flux CRDs
+        for path in flux_crds:
+            crds("delete", "-f", str(path), "--ignore-not-found", "--wait=false", check=False)
         crds("apply", "--server-side", "--force-conflicts", "-f", str(REPO / "crds"))
