@@ -34,6 +34,7 @@ system-deps:
 
 test: setup lint system-deps llama
 	bash hack/testcluster/build.sh
+	bash hack/pytorch/venv.sh
 	$(BIN)/pytest
 
 crds: setup

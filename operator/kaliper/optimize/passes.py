@@ -176,7 +176,9 @@ def convert_huggingface(source: Path, inputs: list[TensorSpec], target_opset: in
                 f"{source.name}/config.json names architecture {architecture or '(none)'}, which this transformers "
                 f"{transformers.__version__} does not have; use the transformers version the model was saved with"
             )
-        module = model_class.from_pretrained(str(source), local_files_only=True)
+        # Eager attention exports as the MatMul-Softmax-MatMul pattern that ONNX Runtime fuses into Attention;
+        # the default (SDPA) exports a masked form that no fusion recognises.
+        module = model_class.from_pretrained(str(source), local_files_only=True, attn_implementation="eager")
     except ModelLoadError:
         raise
     except Exception as exc:  # missing weights, a config transformers cannot read...
