@@ -138,7 +138,7 @@ def test_the_bert_example_fuses_and_evaluates_on_tokenized_text_in_a_job(
     and the fused ones carry ONNX Runtime's counts; the follow-ups are left out here (the local test runs
     them, and the iris pipeline runs the same follow-up code on this node)."""
     kubectl = node.kubectl
-    make_tiny_bert(models_claim / "tiny-bert")
+    make_tiny_bert(models_claim / "tiny-bert", rows=64)
     rows = models_claim / "tiny-bert/rows.jsonl"
     kubectl("create", "configmap", "tiny-bert-eval", "-n", node_namespace, f"--from-file=rows.jsonl={rows}")
     manifest = yaml.safe_load((EXAMPLES / "modeloptimization-bert.yaml").read_text())
@@ -159,7 +159,7 @@ def test_the_bert_example_fuses_and_evaluates_on_tokenized_text_in_a_job(
         ("c4", ["transformersOptimization", "quantization", "threadTuning"], FUSED),
     ]
     assert [c.status for c in report.candidates] == ["Succeeded"] * 4, [c.message for c in report.candidates]
-    # 256 sentence pairs tokenized in the pod with the tokenizer.json beside the model; the original labelled
+    # 64 sentence pairs tokenized in the pod with the tokenizer.json beside the model; the original labelled
     # them, and the fused model (its outputs within float rounding) answers every one alike.
     assert (status["baseline"]["accuracy"], status["baseline"]["agreement"]) == (1.0, 1.0)
     assert (status["candidates"][2]["accuracy"], status["candidates"][2]["agreement"]) == (1.0, 1.0)
