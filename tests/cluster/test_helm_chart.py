@@ -11,7 +11,6 @@ import json
 import os
 import shutil
 import subprocess
-import threading
 import urllib.request
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -27,6 +26,7 @@ from tests.support.controlplane import ControlPlaneError, Kubectl, build_binarie
 from tests.support.groundtruth import groundtruth
 from tests.support.operator_runner import Cluster
 from tests.support.paths import REPO
+from tests.support.serving import serving
 
 CHART = REPO / "charts" / "kaliper"
 
@@ -416,14 +416,8 @@ def test_helm_upgrade_upgrades_the_crds_and_a_field_they_gained_survives(
 def _serve_directory(directory: Path) -> Iterator[str]:
     """The files of a directory over HTTP on loopback, as source-controller serves its artifacts."""
     handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(directory))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving(http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)) as url:
+        yield url
 
 
 def _publish(crds: Kubectl, namespace: str, name: str, tarball: Path, base_url: str) -> None:

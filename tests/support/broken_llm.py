@@ -17,12 +17,12 @@ Every request's chat messages are kept, in order: GET /received returns them (ch
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from kaliper.netutil import free_port
+from tests.support.serving import serving
 
 
 def _chunk(delta: dict | None = None, finish: str | None = None, **extra: object) -> bytes:
@@ -114,10 +114,5 @@ def broken_llm_server() -> Iterator[str]:
     server = ThreadingHTTPServer(("127.0.0.1", free_port()), _Handler)
     server.daemon_threads = True
     server.received = []  # type: ignore[attr-defined]
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving(server) as url:
+        yield url

@@ -499,8 +499,7 @@ class ModelOptimizationSpec(KaliperModel):
         ),
         Rule(
             cel="!has(self.evaluator) || !has(self.evaluator.accuracy) || !has(self.evaluator.accuracy.text) || "
-            "has(self.model.source.pvc) "
-            "|| has(self.model.source.file)",
+            "has(self.model.source.pvc) || has(self.model.source.file)",
             message="evaluator.accuracy.text reads the tokenizer from the model's folder; give model.source as pvc or "
             "file",
             check=lambda s: (
