@@ -5,6 +5,7 @@ extra is told."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
@@ -17,7 +18,9 @@ from kaliper.report.optimization import OptimizationReport
 from tests.support.paths import REPO
 
 
+@functools.cache
 def pytorch_python() -> Path:
+    """The pytorch environment's python, installed on first use (a no-op when cached)."""
     built = subprocess.run(["bash", str(REPO / "hack/pytorch/venv.sh")], capture_output=True, text=True)
     assert built.returncode == 0, built.stderr[-4000:]
     return Path(built.stdout.strip().splitlines()[-1])
@@ -92,4 +95,5 @@ def test_a_torchscript_model_is_converted_and_answers_as_torch_does(tmp_path: Pa
     assert checked.returncode == 0, checked.stderr[-4000:]
     result = json.loads(checked.stdout.strip().splitlines()[-1])
     assert result["inputs"] == [["x", ["batch", 4]]]
-    assert result["max_abs_difference"] < 1e-6
+    # float32 rounding apart (kernels differ between CPUs); a wrong or fixed-batch export is off by far more.
+    assert result["max_abs_difference"] < 1e-5
