@@ -5,16 +5,22 @@ answers and refusals), both on loopback."""
 from __future__ import annotations
 
 import ipaddress
+import itertools
+import os
+import signal
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from hdrh.histogram import HdrHistogram
 
 from kaliper.netutil import free_port
+from kaliper.report.schema import LoadTestResult
 from kaliper.serving.examples import make_iris
 from kaliper.serving.oip_grpc import infer_request
 from tests.support.builtin_server import serve
@@ -35,6 +41,7 @@ def percentile(figures: Any, p: float) -> float:
 
 
 def test_closed_loop_calls_agree_with_the_servers_own_records(tmp_path: Path) -> None:
+    """Two Locust worker processes, each with its gRPC client process, 16 users and 2 connections."""
     with groundtruth("-median", "50ms", "-sigma", "0.3", "-fail-every", "50") as base:
         process, result = run_loadgen(
             tmp_path,
@@ -42,7 +49,7 @@ def test_closed_loop_calls_agree_with_the_servers_own_records(tmp_path: Path) ->
                 "url": base,
                 "request": {**GRPC, "grpc": {"connections": 2}},
                 "payload": BODY,
-                "load": {"closedLoop": {"concurrency": 32}, **SHORT},
+                "load": {"closedLoop": {"concurrency": 32}, "processes": 2, **SHORT},
             },
         )
         assert process.returncode == 0, process.stderr
@@ -50,6 +57,7 @@ def test_closed_loop_calls_agree_with_the_servers_own_records(tmp_path: Path) ->
         start = stage.started_at.timestamp() + stage.warmup_s
         truth = sorted(ms for done, ms in records(base)[1] if start <= done < start + stage.measured_s)
     assert result.generator.protocol == "oip-v2-grpc" and result.generator.connections == 2
+    assert result.generator.processes == 2 and result.generator.workers == 2
     assert result.target == f"{base}/inference.GRPCInferenceService/ModelInfer"
     # The server's count of the calls it completed in the measured window: apart by at most the users in
     # flight at each edge.
@@ -62,8 +70,8 @@ def test_closed_loop_calls_agree_with_the_servers_own_records(tmp_path: Path) ->
     raw = infer_request({"inputs": [{**BODY_JSON["inputs"][0], "data": [0, 0]}]}, "truth").SerializeToString()
     assert stage.bytes_sent == stage.requests * len(raw)
     assert stage.bytes_received == (stage.requests - stage.errors) * 7
-    # Loose (a loaded CI machine), yet tight enough to catch answers waiting to be noticed: with 32 calls in
-    # flight and gevent's default 10 threads to wait on them, p10 read 17% high.
+    # Loose (a loaded CI machine), yet tight enough to catch answers waiting to be noticed: when the calls were
+    # made under gevent, with its default 10 threads to wait on 32 calls in flight, p10 read 17% high.
     recorded = HdrHistogram.decode(stage.latency.histogram)
     for p in (10, 50):
         measured_ms = recorded.get_value_at_percentile(p) / 1000
@@ -88,6 +96,92 @@ def test_open_loop_calls_keep_their_schedule_on_one_connection(tmp_path: Path) -
     assert stage.errors == 0
     for p in (50, 90, 99):  # measured from the intended send time, never below the service time
         assert percentile(stage.latency, p) >= percentile(stage.service_time, p)
+
+
+def most_in_flight(calls: list[tuple[float, float]]) -> int:
+    """The most calls the server was serving at once, from its records of (completed at, service ms)."""
+    edges = sorted([(done - ms / 1000, 1) for done, ms in calls] + [(done, -1) for done, _ in calls])
+    return max(itertools.accumulate(change for _, change in edges))
+
+
+def test_each_stage_runs_as_many_calls_at_once_as_it_has_users(tmp_path: Path) -> None:
+    """Locust's users stand in for the gRPC client process's: the server sees their number change with the
+    stages, up and down."""
+    with groundtruth("-median", "50ms", "-sigma", "0") as base:
+        process, result = run_loadgen(
+            tmp_path,
+            {
+                "url": base,
+                "request": {**GRPC, "grpc": {"connections": 2}},
+                "payload": BODY,
+                "levels": [2, 8, 3],
+                "load": {"closedLoop": {"concurrency": 1}, **SHORT, "minDuration": "2s", "maxDuration": "2s"},
+            },
+        )
+        assert process.returncode == 0, process.stderr
+        served = records(base)[1]
+    in_flight = []
+    for stage in result.stages:
+        start = stage.started_at.timestamp() + stage.warmup_s
+        within = [(done, ms) for done, ms in served if start + ms / 1000 <= done <= start + stage.measured_s]
+        in_flight.append(most_in_flight(within))
+    assert in_flight == [2, 8, 3]
+
+
+def grpc_client_processes(ancestor: int) -> list[int]:
+    """The gRPC client processes among a process's descendants (read from /proc)."""
+    parents = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # gone meanwhile
+        parents[int(stat.parent.name)] = int(fields[1])
+
+    def descends(pid: int) -> bool:
+        while pid in parents and pid != ancestor:
+            pid = parents[pid]
+        return pid == ancestor
+
+    found = []
+    for pid in parents:
+        try:
+            command = (Path("/proc") / str(pid) / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if b"kaliper.loadgen.grpc_process" in command and descends(pid):
+            found.append(pid)
+    return found
+
+
+@pytest.mark.parametrize("processes", [1, 2])
+def test_a_grpc_client_process_that_dies_ends_the_run_with_the_reason(tmp_path: Path, processes: int) -> None:
+    config = tmp_path / "config.yaml"
+    with groundtruth("-median", "5ms", "-sigma", "0") as base:
+        load = {"closedLoop": {"concurrency": 2}, "processes": processes, "warmup": "1s", "maxDuration": "2m"}
+        config.write_text(yaml.safe_dump({"url": base, "request": GRPC, "payload": BODY, "load": load}))
+        out = tmp_path / "result.json"
+        command = [sys.executable, "-m", "kaliper.loadgen", "run", str(config), "-o", str(out)]
+        loadgen = subprocess.Popen(command, stderr=subprocess.DEVNULL)
+        try:
+            deadline = time.monotonic() + 60
+            while len(records(base)[1]) < 50:  # the run's calls are flowing (the preflight makes one)
+                assert time.monotonic() < deadline and loadgen.poll() is None
+                time.sleep(0.05)
+            children = grpc_client_processes(loadgen.pid)
+            assert len(children) == processes
+            os.kill(children[0], signal.SIGKILL)
+            loadgen.wait(timeout=60)  # maxDuration was two minutes
+        finally:
+            loadgen.kill()
+    result = LoadTestResult.model_validate_json(out.read_text())
+    assert loadgen.returncode == 1
+    reason = "the gRPC client process exited with code -9; its messages are on the generator's stderr"
+    if processes == 1:
+        assert result.error == reason
+    else:
+        assert result.error is not None and result.error.startswith("load-generator worker ")
+        assert result.error.endswith(f": {reason}")
 
 
 @pytest.fixture(scope="module")

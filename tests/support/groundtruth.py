@@ -71,7 +71,7 @@ def records(base: str) -> tuple[float, list[tuple[float, float]]]:
     """(stall epoch, [(completed unix seconds, service ms)]) of every request served so far."""
     unverified = ssl._create_unverified_context()
     data = json.loads(urllib.request.urlopen(f"{base}/_truth/records", timeout=30, context=unverified).read())
-    return data["epoch"], [(ns / 1e9, us / 1000) for ns, us in data["records"]]
+    return data["epoch"], [(ns / 1e9, us / 1000) for ns, us in data["records"] or []]  # none: null
 
 
 def reset(base: str) -> None:

@@ -33,22 +33,16 @@ from locust.runners import MasterRunner, WorkerRunner
 from kaliper.api.units import parse_duration
 from kaliper.loadgen.config import LoadGenConfig, LoadGenError, request_headers
 from kaliper.loadgen.generation import ANSWERED_KINDS, GenerationSender, Session, classify
-from kaliper.loadgen.grpc_calls import (
-    GrpcConnection,
-    GrpcTarget,
-    Preflight,
-    allow_calls_in_flight,
-    grpc_requests,
-    target_is_down,
-)
+from kaliper.loadgen.grpc_calls import GrpcTarget, Preflight, grpc_requests, target_is_down
 from kaliper.loadgen.grpc_calls import preflight as grpc_preflight
+from kaliper.loadgen.grpc_process import GrpcClientProcess
 from kaliper.loadgen.histogram import LatencyHistogram
 from kaliper.loadgen.http import Connection, StreamingConnection, build_request
 from kaliper.loadgen.payloads import build_bodies
 from kaliper.loadgen.progress import StageProgress
 from kaliper.loadgen.recorder import Aggregator, Recorder, Window
 from kaliper.loadgen.results import LATE_AFTER_S, stage_result, stage_warnings
-from kaliper.loadgen.schedule import send_offsets
+from kaliper.loadgen.schedule import stage_send_times
 from kaliper.loadgen.server_metrics import Counters, scrape, server_check, server_load
 from kaliper.loadgen.statistics import estimate
 from kaliper.loadgen.stopping import Decision, StoppingParameters, WindowFigures, decide, straddling
@@ -93,36 +87,33 @@ class Generator:
         self.generation = GenerationSender.for_config(config) if config.streaming else None
         self.bodies = self.generation.bodies() if self.generation else build_bodies(config.payload, config.seed)
         # Each body becomes a complete request once, here, instead of on every send.
-        self.grpc = (
-            GrpcTarget.from_headers(self.host, self.port, self.ssl, self.headers, self.timeout_s)
-            if config.grpc
-            else None
-        )
+        self.grpc = GrpcTarget.for_config(config) if config.grpc else None
         if self.grpc is not None:
             self.requests = grpc_requests(self.bodies, config.request.model_name or "")
-            allow_calls_in_flight(int(max(config.stage_levels)) if not config.open_loop else config.connections())
         else:
             self.requests = [
                 build_request(self.method, self.host, self.port, self.path, self.headers, body) for body in self.bodies
             ]
-        self._channels: list[Any] = []
-        self._channel_cycle: Iterator[Any] | None = None
         self._request_cycle = itertools.cycle(self.requests)
         self._index_cycle = itertools.cycle(range(len(self.requests)))
         self.recorder = Recorder(config.window_s, config.open_loop, streaming=config.streaming)
+        self.grpc_clients: GrpcClientProcess | None = None
         self._slots: Iterator[float] | None = None
 
-    def next_channel(self) -> Any:
-        """gRPC: the channel (HTTP/2 connection) the next user calls on; users are spread over them evenly."""
-        assert self.grpc is not None
-        if self._channel_cycle is None:
-            self._channels = [self.grpc.channel() for _ in range(self.config.grpc_channels.connections)]
-            self._channel_cycle = itertools.cycle(self._channels)
-        return next(self._channel_cycle)
+    def start_grpc_clients(self) -> None:
+        """gRPC: the process that makes this process's calls (kaliper.loadgen.grpc_process), started and
+        connected before the first stage; the users here stand in for its users."""
+        if self.grpc is not None and self.grpc_clients is None:
+            self.grpc_clients = GrpcClientProcess(self.config, self.share)
+
+    @property
+    def windows(self) -> Recorder | GrpcClientProcess:
+        """Where this process's closed windows come from: its own recorder, or its gRPC client process."""
+        return self.grpc_clients or self.recorder
 
     def close(self) -> None:
-        for channel in self._channels:
-            channel.close()
+        if self.grpc_clients is not None:
+            self.grpc_clients.close()
 
     def next_request(self) -> bytes:
         return next(self._request_cycle)
@@ -135,13 +126,13 @@ class Generator:
         return next(self._index_cycle)
 
     def begin_stage(self, stage: int, start_wall: float, level: float) -> None:
+        if self.grpc_clients is not None:
+            self.grpc_clients.begin_stage(stage, start_wall, level)
+            return
         self.recorder.begin_stage(stage, start_wall)
         if self.config.load.open_loop is not None:
-            # Intended send times on this process's monotonic clock, from the shared wall-clock start.
-            base = time.perf_counter() + (start_wall - time.time())
-            seed = None if self.config.seed is None else self.config.seed * 1000 + stage
-            offsets = send_offsets(level * self.share, self.config.load.open_loop.arrival, seed)
-            self._slots = (base + offset for offset in offsets)
+            arrival = self.config.load.open_loop.arrival
+            self._slots = stage_send_times(level * self.share, arrival, self.config.seed, stage, start_wall)
 
     def claim_slot(self) -> float | None:
         """The next intended send time (open loop), shared by all users of this process."""
@@ -154,7 +145,8 @@ def _unused_task(user: User) -> None:  # pragma: no cover - run() replaces Locus
 
 class KaliperUser(User):
     """One connection; closed loop (send, wait for the answer, repeat) or open loop (send at the intended
-    times it claims from the process's schedule)."""
+    times it claims from the process's schedule). A gRPC user stands in for one of the gRPC client
+    process's users, which makes the calls."""
 
     tasks = [_unused_task]  # Locust insists on a task; run() below never schedules it
 
@@ -162,18 +154,13 @@ class KaliperUser(User):
         super().__init__(environment)
         self.generator: Generator = environment.kaliper_generator  # type: ignore[attr-defined]
         generator = self.generator
-        self.connection: Connection | GrpcConnection
-        if generator.grpc is not None:
-            self.connection = GrpcConnection(generator.next_channel(), generator.grpc)
-        else:
-            kind = StreamingConnection if generator.generation else Connection
-            self.connection = kind(generator.host, generator.port, generator.timeout_s, generator.ssl)
+        kind = StreamingConnection if generator.generation else Connection
+        # It connects on its first request: a gRPC stand-in's never does.
+        self.connection = kind(generator.host, generator.port, generator.timeout_s, generator.ssl)
 
     def send(self) -> tuple[str | None, int, int]:
         """One request: the error kind (None on success), bytes sent and bytes received."""
         raw = self.generator.next_request()
-        if isinstance(self.connection, GrpcConnection):
-            return self.connection.request(raw), len(raw), self.connection.last_response_bytes
         try:
             status = self.connection.request(raw)
         except gevent.GreenletExit:
@@ -183,6 +170,9 @@ class KaliperUser(User):
         return (None if status < 400 else f"HTTP {status}"), len(raw), self.connection.last_response_bytes
 
     def run(self) -> None:  # Locust calls this in the user's greenlet
+        if self.generator.grpc_clients is not None:
+            self._stand_in(self.generator.grpc_clients)
+            return
         try:
             if self.generator.generation is not None:
                 self._generation_loop(self.generator.generation)
@@ -192,6 +182,16 @@ class KaliperUser(User):
                 self._closed_loop()
         finally:
             self.connection.close()
+
+    @staticmethod
+    def _stand_in(clients: GrpcClientProcess) -> None:
+        """One user of the gRPC client process for as long as Locust runs this one."""
+        clients.user_started()
+        try:
+            while True:
+                gevent.sleep(3600)
+        finally:
+            clients.user_stopped()
 
     def _closed_loop(self) -> None:
         generator, recorder = self.generator, self.generator.recorder
@@ -311,18 +311,22 @@ class Controller:
             tolerance=stopping.tolerance if stopping else 0.1,
             max_relative_ci_width=stopping.max_relative_ci_width if stopping else 0.05,
         )
+        self.worker_failure: str | None = None
         if self.distributed:
             self.runner.register_message(MESSAGE_WINDOWS, self._on_windows)
 
     def _on_windows(self, environment: Environment, msg: Any) -> None:  # Locust passes these by keyword
         data = msg.data
+        if "error" in data:
+            self.worker_failure = f"load-generator worker {msg.node_id}: {data['error']}"
+            return
         windows = [Window.from_wire(w) for w in data["windows"]]
         self.aggregator.add(msg.node_id, data["stage"], windows, data["until"])
 
     def _collect_local(self) -> None:
         generator: Generator = self.environment.kaliper_generator  # type: ignore[attr-defined]
-        windows, until = generator.recorder.take_closed(time.time())
-        self.aggregator.add("local", generator.recorder.stage, windows, until)
+        windows, until = generator.windows.take_closed(time.time())
+        self.aggregator.add("local", generator.windows.stage, windows, until)
 
     def _begin_stage(self, stage: int, level: float) -> float:
         lead = 1.0 if self.distributed else 0.1
@@ -455,6 +459,8 @@ class Controller:
             gevent.sleep(COLLECT_INTERVAL_S)
             if not self.distributed:
                 self._collect_local()
+            elif self.worker_failure is not None:
+                raise LoadGenError(self.worker_failure)
             until = self.aggregator.complete_until(stage)
             if until > seen:
                 # The statistics run once per completed window, not on every poll: in a single-process run
@@ -577,6 +583,10 @@ def run_local(config: LoadGenConfig) -> LoadTestResult:
         return failed_result(config, checked.problem, 1, 0)
     environment = Environment(user_classes=[KaliperUser], catch_exceptions=False)
     generator = environment.kaliper_generator = Generator(config)  # type: ignore[attr-defined]
+    try:
+        generator.start_grpc_clients()
+    except LoadGenError as exc:
+        return failed_result(config, str(exc), 1, 0)
     environment.create_local_runner()
     try:
         return Controller(config, environment, processes=1, workers=0).run(checked.warning)
@@ -622,6 +632,11 @@ def run_worker(master_host: str, master_port: int) -> None:
         if state["generator"] is None:
             config = LoadGenConfig.model_validate(data["config"])
             state["generator"] = environment.kaliper_generator = Generator(config, share=data["share"])  # type: ignore[attr-defined]
+            try:
+                state["generator"].start_grpc_clients()
+            except LoadGenError as exc:
+                state["failure"] = str(exc)
+                return
         state["generator"].begin_stage(data["stage"], data["start"], data["level"])
         state["until"] = -1
 
@@ -629,13 +644,21 @@ def run_worker(master_host: str, master_port: int) -> None:
         while True:
             gevent.sleep(COLLECT_INTERVAL_S)
             generator: Generator | None = state["generator"]
+            if state.get("failure"):
+                # The master ends the run with this worker's reason rather than waiting for its windows.
+                runner.send_message(MESSAGE_WINDOWS, {"error": state["failure"]})
+                return
             if generator is None:
                 continue
-            windows, until = generator.recorder.take_closed(time.time())
+            try:
+                windows, until = generator.windows.take_closed(time.time())
+            except LoadGenError as exc:
+                state["failure"] = str(exc)
+                continue
             if windows or until != state["until"]:
                 runner.send_message(
                     MESSAGE_WINDOWS,
-                    {"stage": generator.recorder.stage, "until": until, "windows": [w.to_wire() for w in windows]},
+                    {"stage": generator.windows.stage, "until": until, "windows": [w.to_wire() for w in windows]},
                 )
                 state["until"] = until
 

@@ -1,13 +1,11 @@
 """Unary gRPC calls of the Open Inference Protocol (inference.GRPCInferenceService/ModelInfer) for the load
-generator: HTTP/2 channels, calls on them, and what a failed call is counted as.
+generator: HTTP/2 channels, one call, what a failed call is counted as, and the preflight.
 
 Requests are serialised once, up front, like the HTTP client's (kaliper.loadgen.http): each call hands grpcio
-the message's bytes and gets the answer's bytes back, undecoded (its size is all the figures need). grpcio
-runs its own I/O threads; `grpc.experimental.gevent` makes a blocking call yield to the other users' greenlets
-instead of blocking the process (Locust's users are greenlets). Each call in flight then waits for its answer
-on a thread of gevent's hub threadpool, which holds 10 threads unless told otherwise: with more calls in
-flight, answers that had arrived waited for a thread, and 64 users over a 105 ms median server read p1 87 ms
-for a true 47 ms and p50 121 ms for 106 ms (bench/grpc_fidelity.py). `allow_calls_in_flight` sizes the pool.
+the message's bytes and gets the answer's bytes back, undecoded (its size is all the figures need). The run's
+calls are made with grpc.aio in a process of their own (kaliper.loadgen.grpc_process: Locust's gevent-patched
+processes cannot run grpc.aio, and their blocking calls cost a thread hand-off each); the preflight's few
+calls are made from the Locust process, through grpcio's gevent mode.
 """
 
 from __future__ import annotations
@@ -17,10 +15,13 @@ import socket
 import ssl
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 import grpc
 from grpc.experimental import gevent as grpc_gevent
 
+from kaliper.api.units import parse_duration
+from kaliper.loadgen.config import LoadGenConfig, request_headers
 from kaliper.loadgen.payloads import PayloadError
 from kaliper.serving.oip_grpc import MODEL_INFER, MODEL_METADATA, infer_request, messages
 from kaliper.serving.protocol import ProtocolError
@@ -28,6 +29,13 @@ from kaliper.serving.protocol import ProtocolError
 # A gRPC status that answers "this request is wrong": sending it again and again measures nothing.
 REFUSALS = frozenset({"INVALID_ARGUMENT", "NOT_FOUND", "UNIMPLEMENTED", "UNAUTHENTICATED", "PERMISSION_DENIED"})
 MAX_MESSAGE_BYTES = 64 << 20
+# Every channel is one HTTP/2 connection of its own: grpcio pools connections between channels of equal
+# settings unless told not to.
+CHANNEL_OPTIONS = [
+    ("grpc.use_local_subchannel_pool", 1),
+    ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+    ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+]
 _gevent_ready = False
 
 
@@ -72,26 +80,38 @@ class GrpcTarget:
         metadata = tuple((k.lower(), v) for k, v in headers.items() if k.lower() not in framing)
         return cls(host, port, tls, metadata, timeout_s)
 
+    @classmethod
+    def for_config(cls, config: LoadGenConfig) -> GrpcTarget:
+        url = urlsplit(config.url)
+        tls = url.scheme == "https"
+        host, port = url.hostname or "localhost", url.port or (443 if tls else 80)
+        return cls.from_headers(host, port, tls, request_headers(config), parse_duration(config.request.timeout))
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
     def channel(self) -> grpc.Channel:
-        """A channel of its own: one HTTP/2 connection, not shared with the process's other channels (grpcio
-        pools connections between channels of equal settings unless told not to)."""
+        """A blocking channel for the gevent-patched Locust process (the preflight's calls)."""
         global _gevent_ready
         if not _gevent_ready:
             grpc_gevent.init_gevent()  # before the first channel; once per process
             _gevent_ready = True
-        options = [
-            ("grpc.use_local_subchannel_pool", 1),
-            ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
-            ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
-        ]
-        address = f"{self.host}:{self.port}"
         if not self.tls:
-            return grpc.insecure_channel(address, options=options)
+            return grpc.insecure_channel(self.address, options=CHANNEL_OPTIONS)
+        return grpc.secure_channel(self.address, self._credentials(), options=CHANNEL_OPTIONS)
+
+    def aio_channel(self) -> grpc.aio.Channel:
+        """A grpc.aio channel, for a process gevent has not patched (kaliper.loadgen.grpc_process)."""
+        if not self.tls:
+            return grpc.aio.insecure_channel(self.address, options=CHANNEL_OPTIONS)
+        return grpc.aio.secure_channel(self.address, self._credentials(), options=CHANNEL_OPTIONS)
+
+    def _credentials(self) -> grpc.ChannelCredentials:
         # Load testing a known target, as the HTTP client does without verifying: trust the certificate the
         # server presents, and check only that it names the host the URL gives.
         certificate = _server_certificate(self.host, self.port, self.timeout_s)
-        credentials = grpc.ssl_channel_credentials(root_certificates=certificate)
-        return grpc.secure_channel(address, credentials, options=options)
+        return grpc.ssl_channel_credentials(root_certificates=certificate)
 
 
 def _server_certificate(host: str, port: int, timeout_s: float) -> bytes:
@@ -108,37 +128,16 @@ def _server_certificate(host: str, port: int, timeout_s: float) -> bytes:
     return ssl.DER_cert_to_PEM_cert(der).encode()
 
 
-def allow_calls_in_flight(calls: int) -> None:
-    """Give gevent's hub threadpool a thread for every call this process may have in flight (and a few for
-    the hub's other work, name lookups among them), so no answer waits to be noticed."""
-    import gevent
-
-    pool = gevent.get_hub().threadpool
-    pool.maxsize = max(pool.maxsize, calls + 8)
-
-
-class GrpcConnection:
-    """One user's calls on a channel it may share with other users (streams of one HTTP/2 connection)."""
-
-    def __init__(self, channel: grpc.Channel, target: GrpcTarget) -> None:
-        # No serialiser either way: the request is already bytes, and the answer is only measured.
-        self._call = channel.unary_unary(MODEL_INFER)
-        self._metadata = target.metadata or None
-        self._timeout = target.timeout_s
-        self.last_response_bytes = 0
-
-    def request(self, raw: bytes) -> str | None:
-        """One ModelInfer call; None when it succeeded, else the failure's kind."""
-        try:
-            answer = self._call(raw, timeout=self._timeout, metadata=self._metadata)
-        except grpc.RpcError as exc:
-            self.last_response_bytes = 0
-            return error_kind(exc.code())
-        self.last_response_bytes = len(answer)
-        return None
-
-    def close(self) -> None:
-        """The channel belongs to the generator, which closes it."""
+async def infer(
+    call: Any, raw: bytes, timeout_s: float, metadata: tuple[tuple[str, str], ...]
+) -> tuple[str | None, int]:
+    """One ModelInfer call on a grpc.aio channel's method: the failure's kind (None when it succeeded) and the
+    answer's size in bytes."""
+    try:
+        answer = await call(raw, timeout=timeout_s, metadata=metadata or None)
+    except grpc.RpcError as exc:
+        return error_kind(exc.code()), 0
+    return None, len(answer)
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import time
 from collections.abc import Iterator
 from typing import Literal
 
@@ -25,3 +26,13 @@ def send_offsets(rate: float, arrival: Literal["constant", "poisson"], seed: int
     while True:
         yield t
         t += rng.expovariate(rate)
+
+
+def stage_send_times(
+    rate: float, arrival: Literal["constant", "poisson"], seed: int | None, stage: int, start_wall: float
+) -> Iterator[float]:
+    """A stage's intended send times on this process's perf_counter clock, from the stage's wall-clock start
+    (which every generator process is given). Each stage draws its own arrivals from the run's seed."""
+    base = time.perf_counter() + (start_wall - time.time())
+    stage_seed = None if seed is None else seed * 1000 + stage
+    return (base + offset for offset in send_offsets(rate, arrival, stage_seed))
