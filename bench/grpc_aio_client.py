@@ -1,6 +1,6 @@
-"""The ceiling of a gRPC client off gevent: a bare grpc.aio loop of N coroutines calling ModelInfer in a process
-that gevent has not patched, timing each call and recording nothing. bench/grpc_capacity.py runs it beside ghz
-and Kaliper's generator, as what a generator process outside Locust could reach.
+"""The ceiling of the client library: a bare grpc.aio loop of N coroutines calling ModelInfer, timing each call
+and recording nothing. bench/grpc_capacity.py runs it beside ghz and Kaliper's generator (whose gRPC client
+process makes its calls with grpc.aio too).
 
     python bench/grpc_aio_client.py HOST:PORT --concurrency 32 --duration 10   # prints one JSON line
 """

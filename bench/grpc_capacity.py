@@ -1,9 +1,10 @@
 """gRPC capacity: ModelInfer calls per second per load-generator core, Kaliper against ghz on the same core.
 
 The ground-truth server's gRPC face answers at once (no delay), pinned to CPU 1. On CPU 0, in turn: ghz,
-Kaliper's generator (closed loop, one process, every call recorded in its HDR histograms), and a bare grpc.aio
-loop without gevent (bench/grpc_aio_client.py: what a client outside Locust's patched processes could reach),
-the same concurrency over the same number of HTTP/2 connections (the aio loop: one).
+Kaliper's generator (closed loop, one Locust process and the grpc.aio process that makes its calls, every call
+recorded in its HDR histograms; the CPU of both counted), and a bare grpc.aio loop that records nothing
+(bench/grpc_aio_client.py: the ceiling of the client library), the same concurrency over the same number of
+HTTP/2 connections (the aio loop: one).
 
     .venv/bin/python bench/grpc_capacity.py [--concurrency 32] [--connections 1] [--duration 10]
 
@@ -58,8 +59,8 @@ def main() -> None:
     print("|---|---|---|---|---|")
     print(f"| ghz {GHZ_VERSION} | {ghz_rps:,.0f} | {ghz_cores:.2f} | {per_core[0]:,.0f} | 1.00 |")
     print(
-        f"| Kaliper, 1 process, HDR on | {kaliper_rps:,.0f} | {kaliper_cores:.2f} | {per_core[1]:,.0f} "
-        f"| {per_core[1] / per_core[0]:.3f} |"
+        f"| Kaliper, 1 Locust + 1 gRPC client process, HDR on | {kaliper_rps:,.0f} | {kaliper_cores:.2f} "
+        f"| {per_core[1]:,.0f} | {per_core[1] / per_core[0]:.3f} |"
     )
     print(
         f"| grpc.aio alone, no gevent, nothing recorded | {aio['rps']:,.0f} | {aio['cores']:.2f} | {per_core[2]:,.0f} "
