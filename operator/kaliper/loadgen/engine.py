@@ -625,18 +625,20 @@ def run_worker(master_host: str, master_port: int) -> None:
     """A Locust worker: gets its generator from the master's stage messages, sends closed windows back."""
     environment = Environment(user_classes=[KaliperUser], catch_exceptions=False)
     runner: WorkerRunner = environment.create_worker_runner(master_host, master_port)
-    state: dict[str, Any] = {"generator": None, "until": -1}
+    state: dict[str, Any] = {"generator": None, "until": -1, "failure": None}
 
     def on_stage(environment: Environment, msg: Any) -> None:  # Locust passes these by keyword
         data = msg.data
+        if state["failure"]:
+            return
         if state["generator"] is None:
-            config = LoadGenConfig.model_validate(data["config"])
-            state["generator"] = environment.kaliper_generator = Generator(config, share=data["share"])  # type: ignore[attr-defined]
+            generator = Generator(LoadGenConfig.model_validate(data["config"]), share=data["share"])
             try:
-                state["generator"].start_grpc_clients()
+                generator.start_grpc_clients()
             except LoadGenError as exc:
                 state["failure"] = str(exc)
                 return
+            state["generator"] = environment.kaliper_generator = generator  # type: ignore[attr-defined]
         state["generator"].begin_stage(data["stage"], data["start"], data["level"])
         state["until"] = -1
 
@@ -644,7 +646,7 @@ def run_worker(master_host: str, master_port: int) -> None:
         while True:
             gevent.sleep(COLLECT_INTERVAL_S)
             generator: Generator | None = state["generator"]
-            if state.get("failure"):
+            if state["failure"]:
                 # The master ends the run with this worker's reason rather than waiting for its windows.
                 runner.send_message(MESSAGE_WINDOWS, {"error": state["failure"]})
                 return
