@@ -36,7 +36,8 @@ from kaliper.loadgen.results import LATE_AFTER_S
 from kaliper.loadgen.schedule import stage_send_times
 
 COLLECT_INTERVAL_S = 0.25  # as often as the Locust processes collect their own windows
-READY_TIMEOUT_S = 30.0  # starting Python, importing grpcio and connecting every channel
+CONNECT_TIMEOUT_S = 20.0  # the preflight has just called the target: a connection takes milliseconds
+READY_TIMEOUT_S = CONNECT_TIMEOUT_S + 10  # and starting Python and importing grpcio, seconds at most
 
 
 # --- the parent's side (in the Locust process) -------------------------------------------------------
@@ -259,9 +260,13 @@ async def _child() -> None:
     first = json.loads(await commands.readline())
     try:
         users = GrpcUsers(LoadGenConfig.model_validate(first["config"]), first["share"])
-        await asyncio.wait_for(users.connect(), READY_TIMEOUT_S - 5)
     except Exception as exc:  # whatever stops it is reported to the parent, which says it in the run's error
         _emit({"error": f"{type(exc).__name__}: {exc}"})
+        return
+    try:
+        await asyncio.wait_for(users.connect(), CONNECT_TIMEOUT_S)
+    except TimeoutError:
+        _emit({"error": f"no HTTP/2 connection to {users.target.address} within {CONNECT_TIMEOUT_S:g}s"})
         return
     _emit({"ready": True})
     pusher = asyncio.create_task(users.push_windows(_emit))
