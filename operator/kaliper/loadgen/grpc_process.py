@@ -88,15 +88,17 @@ class GrpcClientProcess:
         self._send({"users": self._users})
 
     def take_closed(self, now_wall: float) -> tuple[list[Window], int]:
-        """The windows the child closed since the last call, and the watermark they close; this process's
-        CPU is added to theirs (the child's capacity stays theirs: it is the one that can saturate)."""
+        """The windows the child closed since the last call, and the watermark they close. This process's CPU
+        is added to theirs, as used and as available alike: the generator's CPU is both processes', while only
+        the child can run out of it, so the share of its capacity the generator used stays the child's."""
         if self._failure is not None:
             raise LoadGenError(self._failure)
         windows, self._windows = self._windows, []
         if windows:
-            cores = self._cpu.cores_since_mark(now_wall)
+            cpu_s = self._cpu.cores_since_mark(now_wall) * self._window_s
             for window in windows:
-                window.cpu_s += cores * self._window_s
+                window.cpu_s += cpu_s
+                window.capacity_s += cpu_s
         return windows, self._until
 
     def close(self) -> None:
