@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import time
+
 from kaliper.loadgen.recorder import Aggregator, Recorder, Window
 
 
@@ -51,3 +53,19 @@ def test_a_window_is_complete_only_when_every_source_closed_it() -> None:
     aggregator.add("worker-b", 0, [], closed_until=1)
     assert aggregator.complete_until(0) == 1
     assert [x.requests for x in aggregator.stage_windows(0, 1)] == [5, 0]
+
+
+def test_a_scheduled_send_is_late_by_the_connections_or_by_the_generator() -> None:
+    recorder = Recorder(window_s=3600.0, open_loop=True)
+    recorder.begin_stage(0, start_wall=time.time())  # each completes now, on the wall clock
+    # (due, claimed, sent, answered) on the perf_counter clock, in seconds
+    recorder.record_scheduled(10.0, 9.0, 10.001, 10.011, None, 5, 7)  # on time: 1 ms after it was due
+    recorder.record_scheduled(10.0, 10.005, 10.006, 10.016, None, 5, 7)  # claimed late: no connection free
+    recorder.record_scheduled(10.0, 9.0, 10.005, 10.015, "HTTP 503", 5, 0)  # claimed in time, sent late
+    (window,), _ = recorder.take_closed(time.time() + 3600)
+    assert (window.requests, window.late_no_connection, window.late_generator) == (3, 1, 1)
+    assert dict(window.errors) == {"HTTP 503": 1}
+    assert (window.bytes_sent, window.bytes_received) == (15, 14)
+    # Latency from when each was due (11, 16 and 15 ms), service time from when each left (10 ms each).
+    assert window.corrected is not None and window.corrected.count == 3
+    assert round(window.corrected.max * 1000) == 16 and round(window.service.max * 1000) == 10

@@ -40,8 +40,8 @@ from kaliper.loadgen.histogram import LatencyHistogram
 from kaliper.loadgen.http import Connection, StreamingConnection, build_request
 from kaliper.loadgen.payloads import build_bodies
 from kaliper.loadgen.progress import StageProgress
-from kaliper.loadgen.recorder import Aggregator, Recorder, Window
-from kaliper.loadgen.results import LATE_AFTER_S, stage_result, stage_warnings
+from kaliper.loadgen.recorder import LATE_AFTER_S, Aggregator, Recorder, Window
+from kaliper.loadgen.results import stage_result, stage_warnings
 from kaliper.loadgen.schedule import stage_send_times
 from kaliper.loadgen.server_metrics import Counters, scrape, server_check, server_load
 from kaliper.loadgen.statistics import estimate
@@ -207,24 +207,12 @@ class KaliperUser(User):
 
     def _open_loop(self) -> None:
         recorder = self.generator.recorder
-        clock, wall = time.perf_counter, time.time
+        clock = time.perf_counter
         while True:
             slot, claimed = self._wait_for_slot()
             start = clock()
-            late = start - slot > LATE_AFTER_S
             error, sent, received = self.send()
-            end = clock()
-            recorder.record(
-                wall(),
-                end - start,
-                end - slot,
-                error,
-                # Claimed after it was due: no connection was free when it should have left.
-                late_no_connection=late and claimed > slot + LATE_AFTER_S,
-                late_generator=late,
-                sent=sent,
-                received=received,
-            )
+            recorder.record_scheduled(slot, claimed, start, clock(), error, sent, received)
 
     def _wait_for_slot(self, precise: bool = False) -> tuple[float, float]:
         """Open loop: claim the next intended send time and sleep until it; returns it and when it was claimed

@@ -32,7 +32,6 @@ from kaliper.api.units import parse_duration
 from kaliper.loadgen.config import LoadGenConfig, LoadGenError
 from kaliper.loadgen.cpu import CpuClock
 from kaliper.loadgen.recorder import Recorder, Window
-from kaliper.loadgen.results import LATE_AFTER_S
 from kaliper.loadgen.schedule import stage_send_times
 
 COLLECT_INTERVAL_S = 0.25  # as often as the Locust processes collect their own windows
@@ -211,7 +210,7 @@ class GrpcUsers:
 
     async def _open_loop(self, call: Any) -> None:
         recorder, target = self.recorder, self.target
-        clock, wall = time.perf_counter, time.time
+        clock = time.perf_counter
         while True:
             while self._slots is None:
                 await asyncio.sleep(0.01)
@@ -221,20 +220,8 @@ class GrpcUsers:
                 await asyncio.sleep(slot - claimed)
             raw = next(self._request_cycle)
             start = clock()
-            late = start - slot > LATE_AFTER_S
             error, received = await self._infer(call, raw, target.timeout_s, target.metadata)
-            end = clock()
-            recorder.record(
-                wall(),
-                end - start,
-                end - slot,
-                error,
-                # Claimed after it was due: no connection was free when it should have left.
-                late_no_connection=late and claimed > slot + LATE_AFTER_S,
-                late_generator=late,
-                sent=len(raw),
-                received=received,
-            )
+            recorder.record_scheduled(slot, claimed, start, clock(), error, len(raw), received)
 
     async def push_windows(self, emit: Any) -> None:
         until = -1

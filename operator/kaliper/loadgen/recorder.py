@@ -8,6 +8,7 @@ encoded histograms to whoever aggregates them (the same process, or the Locust m
 from __future__ import annotations
 
 import math
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -15,6 +16,10 @@ from typing import Any
 from kaliper.loadgen.cpu import CpuClock
 from kaliper.loadgen.histogram import LatencyHistogram
 from kaliper.loadgen.tokens import RequestTokens, TokenWindow
+
+# A send is late when it leaves more than this after its intended time. gevent's timers wake up to about a
+# millisecond late on an idle machine, so a tighter bound would call every send late.
+LATE_AFTER_S = 0.002
 
 
 @dataclass
@@ -177,6 +182,31 @@ class Recorder:
             window.late_no_connection += 1
         elif late_generator:
             window.late_generator += 1
+
+    def record_scheduled(
+        self,
+        slot: float,
+        claimed: float,
+        start: float,
+        end: float,
+        error: str | None,
+        sent: int,
+        received: int,
+    ) -> None:
+        """An open-loop request on the perf_counter clock: due at `slot`, claimed by a user at `claimed`, sent at
+        `start`, answered at `end`. Its latency counts from when it was due; a late send is blamed on the
+        connections when none was free in time (claimed after it was due), else on the generator."""
+        late = start - slot > LATE_AFTER_S
+        self.record(
+            time.time(),
+            end - start,
+            end - slot,
+            error,
+            late_no_connection=late and claimed > slot + LATE_AFTER_S,
+            late_generator=late,
+            sent=sent,
+            received=received,
+        )
 
     def closed_until(self, now_wall: float) -> int:
         """Index of the last window of this stage whose end has passed (-1 if none)."""

@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 from kaliper.loadgen.config import LoadGenConfig
 from kaliper.loadgen.histogram import LatencyHistogram
-from kaliper.loadgen.recorder import Window
+from kaliper.loadgen.recorder import LATE_AFTER_S, Window
 from kaliper.loadgen.statistics import REPORTED_PERCENTILES, estimate
 from kaliper.loadgen.tokens import TokenWindow
 from kaliper.report.schema import (
@@ -19,9 +19,6 @@ from kaliper.report.schema import (
     WindowResult,
 )
 
-# A send is late when it leaves more than this after its intended time. gevent's timers wake up to about a
-# millisecond late on an idle machine, so a tighter bound would call every send late.
-LATE_AFTER_S = 0.002
 LATE_SHARE_FLAG = 0.01  # perf_analyzer's warning threshold: more than 1% of sends late
 
 
