@@ -12,9 +12,10 @@ from kaliper.api.loader import Document, check_document
 from kaliper.api.modeldeployment import ModelDeploymentSpec
 from kaliper.api.profilerun import ProfileRunSpec
 from kaliper.api.resources import ModelDeployment, ProfileRun
-from kaliper.local.servers import ServerError, check_gguf, local_problem, server_command
+from kaliper.local.servers import local_problem, server_command
 from kaliper.manifests.modeldeployment import KALIPER_IMAGE, BuildError, build_deployment
 from kaliper.profiling.plan import cluster_problem, configurations, sweep_problem
+from kaliper.runtimes import RUNTIMES
 from tests.support.paths import EXAMPLES
 
 
@@ -290,15 +291,14 @@ def test_kaliper_run_refuses_gpu_servers_and_files_that_are_not_gguf(tmp_path: P
     assert local_problem(LLAMA) is None
     onnx = tmp_path / "model.gguf"
     onnx.write_bytes(b"\x08\x07\x12\x04onnx")
-    with pytest.raises(ServerError) as error:
-        check_gguf(onnx)
-    assert str(error.value) == (
+    llamacpp = RUNTIMES["llamacpp"]
+    assert llamacpp.local_model_problem(str(onnx)) == (
         f"model {onnx} is not a GGUF file (it starts with b'\\x08\\x07\\x12\\x04', not b'GGUF'): the llamacpp "
         "runtime serves GGUF models; convert the model with llama.cpp's convert_hf_to_gguf.py or give a .gguf file"
     )
     gguf = tmp_path / "ok.gguf"
     gguf.write_bytes(b"GGUF\x03\x00\x00\x00")
-    check_gguf(gguf)
+    assert llamacpp.local_model_problem(str(gguf)) is None
 
 
 def test_the_llm_examples_plan_on_a_cluster_and_the_demo_locally() -> None:
@@ -341,7 +341,7 @@ def test_one_llama_cpp_version_is_pinned_everywhere() -> None:
     """The version the local runtime looks for is the one hack/llama/build.sh builds and the image compiles."""
     import re
 
-    from kaliper.serving.llm import LLAMA_CPP_PYTHON_VERSION
+    from kaliper.runtimes.llamacpp import LLAMA_CPP_PYTHON_VERSION
     from tests.support.paths import REPO
 
     build = re.search(r"LLAMA_CPP_PYTHON_VERSION:-([0-9.]+)", (REPO / "hack/llama/build.sh").read_text())

@@ -12,7 +12,7 @@
 set -euo pipefail
 
 # The llama-cpp-python release whose vendored llama.cpp we build (also pinned in the Dockerfile and in
-# kaliper/serving/llm.py: LLAMA_CPP_PYTHON_VERSION).
+# kaliper/runtimes/llamacpp.py: LLAMA_CPP_PYTHON_VERSION).
 LLAMA_CPP_PYTHON_VERSION=${LLAMA_CPP_PYTHON_VERSION:-0.3.36}
 cache=${KALIPER_CACHE:-$HOME/.cache/kaliper}
 dest="$cache/bin/llama.cpp-$LLAMA_CPP_PYTHON_VERSION"

@@ -2,20 +2,11 @@
 endpoint, read at the edges of the measured interval, set beside what the generator measured over the same
 interval. Parsing and comparing are pure; `scrape` is the only I/O.
 
-Known servers, by the metric names their own code exports (labels such as model_name are summed over):
-- llama.cpp's llama-server (--metrics): counters of prompt tokens (processed and cached), predicted tokens,
-  and the seconds spent on each. It counts a request's predicted tokens when it finishes, as the generator
-  counts a stream when it ends, so the two count the same answers except those ending within a hair of an
-  edge; it counts prompt tokens when it reads the prompt, so requests in flight at an edge differ there.
-- vLLM: prompt and generation token counters, and histograms of time to first token and of the gap between
-  output tokens (inter_token_latency_seconds since v0.11, time_per_output_token_seconds before). vLLM
-  counts generated tokens as it makes them, so streams in flight at the edges count there in part.
-
-How busy the server was (ServerLoad) comes from gauges read at every window edge: requests running and
-queued for a slot (llama.cpp's requests_processing and requests_deferred, vLLM's num_requests_running and
-num_requests_waiting, SGLang's num_running_reqs and num_queue_reqs, TGI's batch_current_size and
-queue_size), llama.cpp's running average of busy slots per decode call, the KV cache's share in use (vLLM's
-kv_cache_usage_perc, gpu_cache_usage_perc before v0.10; SGLang's token_usage) and vLLM's preemptions."""
+Which counters and gauges a server exports is said by its runtime module (`token_counters`, `load_gauges`
+in kaliper.runtimes), by the metric names the server's own code uses; labels such as model_name are summed
+over. How busy the server was (ServerLoad) comes from those gauges read at every window edge: requests
+running and queued, llama.cpp's running average of busy slots per decode call, the KV cache's share in use
+and preemptions."""
 
 from __future__ import annotations
 
@@ -23,42 +14,9 @@ import urllib.request
 from dataclasses import dataclass
 
 from kaliper.report.schema import ServerCheck, ServerComparison, ServerLoad, TokenFigures
+from kaliper.runtimes import LoadGauges, TokenCounters, load_gauges, token_counters
 
 Counters = dict[str, float]
-
-LLAMA_CPP = "llama.cpp"
-VLLM = "vLLM"
-SGLANG = "SGLang"
-TGI = "TGI"
-
-
-@dataclass(frozen=True)
-class LoadGauges:
-    """One server's gauges of how busy it is (first name found wins, for metrics renamed across versions)."""
-
-    marker: str  # a metric only this server exports
-    running: tuple[str, ...]
-    waiting: tuple[str, ...]
-    kv_cache: tuple[str, ...] = ()
-    preemptions: tuple[str, ...] = ()  # a counter
-
-
-LOAD_GAUGES = {
-    LLAMA_CPP: LoadGauges(
-        "llamacpp:requests_processing", ("llamacpp:requests_processing",), ("llamacpp:requests_deferred",)
-    ),
-    VLLM: LoadGauges(
-        "vllm:num_requests_running",
-        ("vllm:num_requests_running",),
-        ("vllm:num_requests_waiting",),
-        ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"),
-        ("vllm:num_preemptions_total", "vllm:num_preemptions"),
-    ),
-    SGLANG: LoadGauges(
-        "sglang:num_running_reqs", ("sglang:num_running_reqs",), ("sglang:num_queue_reqs",), ("sglang:token_usage",)
-    ),
-    TGI: LoadGauges("tgi_queue_size", ("tgi_batch_current_size",), ("tgi_queue_size",)),
-}
 
 
 def parse_exposition(text: str) -> Counters:
@@ -82,11 +40,8 @@ def parse_exposition(text: str) -> Counters:
 
 
 def dialect(counters: Counters) -> str | None:
-    if "llamacpp:tokens_predicted_total" in counters:
-        return LLAMA_CPP
-    if "vllm:generation_tokens_total" in counters:
-        return VLLM
-    return None
+    """Which server's token counters the exposition holds (its display name), or None."""
+    return next((name for name, c in token_counters().items() if c.output_tokens in counters), None)
 
 
 def scrape(url: str, timeout_s: float = 2.0) -> Counters | str:
@@ -118,36 +73,26 @@ def _histogram_mean_s(before: Counters, after: Counters, base: str) -> float | N
     return total / count if count and total is not None else None
 
 
-def _llama_cpp(before: Counters, after: Counters, tokens: TokenFigures) -> list[_Figure]:
+def _figures(counters: TokenCounters, before: Counters, after: Counters, tokens: TokenFigures) -> list[_Figure]:
     figures = []
-    if (predicted := _delta(before, after, "llamacpp:tokens_predicted_total")) is not None:
-        figures.append(_Figure("outputTokens", "output tokens", predicted, tokens.output_tokens))
-    prompt = _delta(before, after, "llamacpp:prompt_tokens_total")
-    if prompt is not None:
-        cached = _delta(before, after, "llamacpp:prompt_tokens_cached_total") or 0.0
-        definition = "input tokens (processed + cached)"
-        figures.append(_Figure("inputTokens", definition, prompt + cached, tokens.input_tokens))
-    seconds = _delta(before, after, "llamacpp:tokens_predicted_seconds_total")
+    if (output := _delta(before, after, counters.output_tokens)) is not None:
+        figures.append(_Figure("outputTokens", "output tokens", output, tokens.output_tokens))
+    first, *more = counters.input_tokens
+    if (prompt := _delta(before, after, first)) is not None:
+        prompt += sum(_delta(before, after, name) or 0.0 for name in more)
+        figures.append(_Figure("inputTokens", counters.input_definition, prompt, tokens.input_tokens))
+    seconds = _delta(before, after, counters.generation_seconds) if counters.generation_seconds else None
     if seconds is not None and tokens.itl_chunk.count and tokens.itl_chunk.mean_ms is not None:
-        # llama.cpp times generation from the first token to the last, which is the sum of the gaps between
+        # The server times generation from the first token to the last, which is the sum of the gaps between
         # content chunks the generator saw (their mean times their count).
         client_s = tokens.itl_chunk.mean_ms * tokens.itl_chunk.count / 1000
         figures.append(_Figure("generationSeconds", "seconds from first to last token, summed", seconds, client_s))
-    return figures
-
-
-def _vllm(before: Counters, after: Counters, tokens: TokenFigures) -> list[_Figure]:
-    figures = []
-    if (generated := _delta(before, after, "vllm:generation_tokens_total")) is not None:
-        figures.append(_Figure("outputTokens", "output tokens", generated, tokens.output_tokens))
-    if (prompt := _delta(before, after, "vllm:prompt_tokens_total")) is not None:
-        figures.append(_Figure("inputTokens", "input tokens", prompt, tokens.input_tokens))
-    ttft = _histogram_mean_s(before, after, "vllm:time_to_first_token_seconds")
+    ttft = _histogram_mean_s(before, after, counters.ttft_histogram) if counters.ttft_histogram else None
     if ttft is not None and tokens.ttft_service.mean_ms is not None:
         figures.append(_Figure("meanTtftMs", "mean time to first token, ms", ttft * 1000, tokens.ttft_service.mean_ms))
-    itl = _histogram_mean_s(before, after, "vllm:inter_token_latency_seconds")
-    if itl is None:
-        itl = _histogram_mean_s(before, after, "vllm:time_per_output_token_seconds")
+    itl = next(
+        (m for name in counters.itl_histograms if (m := _histogram_mean_s(before, after, name)) is not None), None
+    )
     if itl is not None and tokens.itl_token.mean_ms is not None:
         figures.append(_Figure("meanItlMs", "mean gap between output tokens, ms", itl * 1000, tokens.itl_token.mean_ms))
     return figures
@@ -159,8 +104,9 @@ def server_check(url: str, before: Counters | str, after: Counters | str, tokens
         return ServerCheck(url=url, unavailable=before if isinstance(before, str) else str(after))
     source = dialect(after)
     if source is None:
-        return ServerCheck(url=url, unavailable=f"{url} exports no llama.cpp or vLLM generation metrics")
-    figures = (_llama_cpp if source == LLAMA_CPP else _vllm)(before, after, tokens)
+        known = " or ".join(token_counters())
+        return ServerCheck(url=url, unavailable=f"{url} exports no {known} generation metrics")
+    figures = _figures(token_counters()[source], before, after, tokens)
     return ServerCheck(
         url=url,
         source=source,
@@ -188,10 +134,12 @@ def _mean_max(readings: list[Counters], names: tuple[str, ...]) -> tuple[float |
     return round(sum(values) / len(values), 4), max(values)
 
 
-def _busy_slots_per_decode(before: Counters, after: Counters) -> float | None:
+def _busy_slots_per_decode(gauges: LoadGauges, before: Counters, after: Counters) -> float | None:
     """llama.cpp exports the average since it started (busy slots summed over decode calls / decode calls):
     over the interval, the difference of the sums over the difference of the calls."""
-    name, calls = "llamacpp:n_busy_slots_per_decode", "llamacpp:n_decode_total"
+    if gauges.busy_slots is None:
+        return None
+    name, calls = gauges.busy_slots
     if name not in after or calls not in after:
         return None
     decodes = after[calls] - before.get(calls, 0.0)
@@ -207,10 +155,10 @@ def server_load(readings: list[Counters | str]) -> ServerLoad | None:
     found = [r for r in readings if not isinstance(r, str)]
     if not found:
         return None
-    source = next((name for name, gauges in LOAD_GAUGES.items() if gauges.marker in found[-1]), None)
+    source = next((name for name, gauges in load_gauges().items() if gauges.marker in found[-1]), None)
     if source is None:
         return None
-    gauges = LOAD_GAUGES[source]
+    gauges = load_gauges()[source]
     running_mean, running_max = _mean_max(found, gauges.running)
     waiting_mean, waiting_max = _mean_max(found, gauges.waiting)
     kv = [v for r in found if (v := _first(r, gauges.kv_cache)) is not None]
@@ -223,7 +171,7 @@ def server_load(readings: list[Counters | str]) -> ServerLoad | None:
         running_max=running_max,
         waiting_mean=waiting_mean,
         waiting_max=waiting_max,
-        busy_slots_per_decode=_busy_slots_per_decode(found[0], found[-1]) if source == LLAMA_CPP else None,
+        busy_slots_per_decode=_busy_slots_per_decode(gauges, found[0], found[-1]),
         kv_cache_usage_max=max(kv) if kv else None,
         preemptions=last - (first or 0.0) if last is not None else None,
     )

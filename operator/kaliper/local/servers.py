@@ -3,26 +3,22 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import httpx
 
-from kaliper.api.modeldeployment import GPU_LLM_RUNTIMES, ModelDeploymentSpec
+from kaliper.api.modeldeployment import ModelDeploymentSpec
 from kaliper.api.units import parse_cpu, parse_duration, parse_quantity
 from kaliper.local.cgroups import Cgroup, Limits, group_name
 from kaliper.local.proxy import RoundRobinProxy
 from kaliper.local.sockets import listens_on
-from kaliper.manifests.modeldeployment import readiness_path
 from kaliper.netutil import free_port
 from kaliper.processes import die_with_parent
-from kaliper.serving.flags import tuning_flags
-from kaliper.serving.llm import LLAMA_SERVER, llama_binary, llamacpp_args
+from kaliper.runtimes import RUNTIMES, Launch, readiness_path, runtime_of
 
 PROBE_TIMEOUT_S = 2.0  # one readiness probe; the deadline is the ModelDeployment's readyTimeout
 
@@ -43,101 +39,35 @@ def limits_of(spec: ModelDeploymentSpec) -> Limits:
     )
 
 
-def llama_server_binary() -> str:
-    try:
-        return llama_binary(LLAMA_SERVER)
-    except FileNotFoundError as missing:
-        raise ServerError(f"the llamacpp runtime needs {missing}") from None
-
-
 def local_problem(spec: ModelDeploymentSpec) -> str | None:
     """Why `kaliper run` cannot start this deployment's servers here, or None."""
-    runtime = spec.runtime.type
-    if runtime in GPU_LLM_RUNTIMES:
-        return (
-            f"runtime.type {runtime} runs from its upstream GPU image on Kubernetes; `kaliper run` starts servers "
-            "as local processes and cannot run it. Apply the manifests to a cluster with GPUs, or serve a GGUF "
-            "model with runtime.type llamacpp locally"
-        )
-    if runtime == "triton":
-        return (
-            "runtime.type triton runs from its upstream image on Kubernetes; `kaliper run` cannot start it. Use "
-            "onnxruntime, mlserver, llamacpp or a custom command locally"
-        )
-    return None
-
-
-LOCAL_GRPC_RUNTIMES = ("onnxruntime", "mlserver")
+    return runtime_of(spec).local_problem(spec)
 
 
 def server_command(
     spec: ModelDeploymentSpec, model_path: Path, model_name: str, port: int, workdir: Path, grpc_port: int | None = None
 ) -> list[str]:
-    """The command line of one replica; for MLServer it also writes the settings files into `workdir`. The
-    built-in server and MLServer serve the Open Inference Protocol's gRPC service on `grpc_port` (MLServer
-    always serves it: on a free port unless one is given)."""
-    runtime = spec.runtime
-    if runtime.type == "onnxruntime":
-        command = [
-            sys.executable,
-            "-m",
-            "kaliper.serving",
-            "--model",
-            str(model_path),
-            "--name",
-            model_name,
-            "--port",
-            str(port),
-        ]
-        if grpc_port is not None:
-            command += ["--grpc-port", str(grpc_port)]
-        command += tuning_flags(spec)
-        if spec.replicas > 1:
-            command.append("--reuse-port")  # the replicas share the port; the kernel spreads connections
-        return command
-    if runtime.type == "mlserver":
+    """The command line of one replica, as its runtime writes it for a local process; the settings files it
+    reads are written into `workdir`."""
+    runtime = runtime_of(spec)
+    problem = runtime.local_problem(spec)
+    if problem:
+        raise ServerError(problem)
+    launch = Launch(spec, "local", str(model_path), model_name, port, grpc_port, str(workdir))
+    try:
+        built = runtime.command(launch)
+    except FileNotFoundError as missing:
+        raise ServerError(f"the {spec.runtime.type} runtime needs {missing}") from None
+    if built.files:
         workdir.mkdir(parents=True, exist_ok=True)
-        settings = {
-            "http_port": port,
-            "grpc_port": grpc_port or free_port(),
-            "metrics_port": free_port(),
-            "parallel_workers": spec.threads.workers if spec.threads and spec.threads.workers else 0,
-            "load_models_at_startup": True,
-        }
-        model_settings = {
-            "name": model_name,
-            "implementation": runtime.implementation or "mlserver_sklearn.SKLearnModel",
-            "parameters": {"uri": str(model_path)},
-        }
-        if spec.batching:
-            model_settings["max_batch_size"] = spec.batching.max_batch_size
-            model_settings["max_batch_time"] = parse_duration(spec.batching.max_queue_delay)
-        (workdir / "settings.json").write_text(json.dumps(settings, indent=2))
-        (workdir / "model-settings.json").write_text(json.dumps(model_settings, indent=2))
-        return [str(Path(sys.executable).with_name("mlserver")), "start", str(workdir)]
-    if runtime.type == "llamacpp":
-        binary = runtime.command or [llama_server_binary()]
-        return [*binary, *llamacpp_args(spec, str(model_path), model_name, "127.0.0.1", port), *(runtime.args or [])]
-    if runtime.type == "custom":
-        assert runtime.command is not None, "validated: a local custom runtime has a command"
-        return [*runtime.command, *(runtime.args or [])]
-    raise ServerError(local_problem(spec) or f"runtime {runtime.type} has no local server")
+        for name, text in built.files.items():
+            (workdir / name).write_text(text)
+    return built.argv()
 
 
-GGUF_MAGIC = b"GGUF"  # the first four bytes of every GGUF file
-
-
-def check_gguf(path: Path) -> None:
-    """A model for llama-server must be a GGUF file; anything else is refused before a server starts."""
-    with contextlib.suppress(OSError), path.open("rb") as model:
-        head = model.read(4)
-        if head == GGUF_MAGIC:
-            return
-        raise ServerError(
-            f"model {path} is not a GGUF file (it starts with {head!r}, not {GGUF_MAGIC!r}): the llamacpp runtime "
-            "serves GGUF models; convert the model with llama.cpp's convert_hf_to_gguf.py or give a .gguf file"
-        )
-    raise ServerError(f"model {path} cannot be read")
+def _local_grpc_runtimes() -> str:
+    names = [name for name, runtime in RUNTIMES.items() if runtime.serves_grpc_locally]
+    return ", ".join(names[:-1]) + " and " + names[-1]
 
 
 class ServerGroup:
@@ -162,7 +92,8 @@ class ServerGroup:
         self.grpc_proxy: RoundRobinProxy | None = None
         self.ports: list[int] = [port]
         # The protocol's gRPC service, for the runtimes that serve it here.
-        self.grpc_port = free_port() if spec.runtime.type in LOCAL_GRPC_RUNTIMES else None
+        self.runtime = runtime_of(spec)
+        self.grpc_port = free_port() if self.runtime.serves_grpc_locally else None
 
     def _preexec(self, group: Cgroup | None) -> Callable[[], None]:
         def prepare() -> None:
@@ -176,10 +107,11 @@ class ServerGroup:
         return prepare
 
     def start(self) -> ServerGroup:
-        if self.spec.runtime.type == "llamacpp":
-            check_gguf(self.model_path)
+        problem = self.runtime.local_model_problem(str(self.model_path))
+        if problem:
+            raise ServerError(problem)
         # Built-in servers share the port (SO_REUSEPORT); other replicas get ports of their own behind a proxy.
-        shared = self.spec.runtime.type == "onnxruntime" or self.spec.replicas == 1
+        shared = self.runtime.replicas_share_port or self.spec.replicas == 1
         ports = [self.port] * self.spec.replicas if shared else [free_port() for _ in range(self.spec.replicas)]
         self.ports = sorted(set(ports))
         grpc_ports: list[int | None] = [self.grpc_port] * self.spec.replicas
@@ -245,7 +177,7 @@ class ServerGroup:
             return self.url
         if self.grpc_port is None:
             raise ServerError(
-                f"runtime {self.spec.runtime.type} serves no gRPC service here (onnxruntime and mlserver do)"
+                f"runtime {self.spec.runtime.type} serves no gRPC service here ({_local_grpc_runtimes()} do)"
             )
         return f"http://127.0.0.1:{self.grpc_port}"
 

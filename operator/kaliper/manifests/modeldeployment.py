@@ -11,26 +11,16 @@ from typing import Any
 
 from kaliper import __version__
 from kaliper.api.common import API_VERSION, ResourceRequirements
-from kaliper.api.modeldeployment import GPU_LLM_RUNTIMES, LLM_RUNTIMES, ModelDeploymentSpec, ModelDeploymentTemplate
+from kaliper.api.modeldeployment import ModelDeploymentSpec, ModelDeploymentTemplate
 from kaliper.api.units import parse_duration
-from kaliper.serving import llm as llm_servers
-from kaliper.serving.flags import tuning_flags
+from kaliper.runtimes import Launch, grpc_port_of, port_of, readiness_path, runtime_of
+from kaliper.runtimes.base import MODEL_DIR, BuildError
 
 # Kaliper's own image: the built-in server and the model fetcher. The operator passes the image it is
 # configured with (the chart's image values), so one setting reaches every pod it creates.
 KALIPER_IMAGE = f"ghcr.io/kaliper-dev/kaliper:{__version__}"
-RUNTIME_IMAGES = {
-    "mlserver": "docker.io/seldonio/mlserver:1.7.1-sklearn",
-    "triton": "nvcr.io/nvidia/tritonserver:24.10-py3",
-    **llm_servers.UPSTREAM_IMAGES,
-}
-KALIPER_IMAGE_RUNTIMES = ("onnxruntime", "llamacpp")  # servers Kaliper's own image carries
-DEFAULT_PORTS = {"onnxruntime": 8080, "mlserver": 8080, "triton": 8000, **llm_servers.DEFAULT_PORTS}
-# The Open Inference Protocol's gRPC service, where the runtime has one (MLServer's and Triton's defaults).
-GRPC_PORTS = {"onnxruntime": 8081, "mlserver": 8081, "triton": 8001}
 # vLLM and SGLang share tensors between their GPU workers through /dev/shm, which a container gets 64 MiB of.
 SHARED_MEMORY = {"name": "shm", "emptyDir": {"medium": "Memory"}}
-MODEL_DIR = "/models/source"
 # The restricted Pod Security Standard, container by container: no privilege escalation, no capabilities.
 # Kaliper's own image also runs as its non-root user; other images keep the user they were built with.
 CONFINED = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
@@ -42,10 +32,6 @@ LABEL_DEPLOYMENT = "kaliper.dev/modeldeployment"
 # On the pods of servers with their own Prometheus metrics (the LLM runtimes): the chart's PodMonitor selects
 # this label; Prometheus's annotation-based pod discovery reads the prometheus.io annotations.
 LABEL_SERVER_METRICS = "kaliper.dev/server-metrics"
-
-
-class BuildError(ValueError):
-    """A spec that cannot become Kubernetes objects (a local-only field, say); the message says which."""
 
 
 def owner_reference(kind: str, name: str, uid: str) -> dict[str, Any]:
@@ -61,15 +47,6 @@ def owner_reference(kind: str, name: str, uid: str) -> dict[str, Any]:
 
 def selector_labels(name: str) -> dict[str, str]:
     return {LABEL_NAME: "kaliper-model", LABEL_INSTANCE: name, LABEL_DEPLOYMENT: name}
-
-
-def port_of(spec: ModelDeploymentSpec) -> int:
-    return spec.runtime.port or DEFAULT_PORTS.get(spec.runtime.type, 8080)
-
-
-def grpc_port_of(spec: ModelDeploymentTemplate) -> int | None:
-    """The serving container's gRPC port, or None for a runtime without the protocol's gRPC service."""
-    return spec.runtime.grpc_port or GRPC_PORTS.get(spec.runtime.type)
 
 
 def model_path(spec: ModelDeploymentSpec) -> str:
@@ -115,90 +92,16 @@ def _volumes(spec: ModelDeploymentSpec, kaliper_image: str) -> tuple[list[dict],
 
 
 def _command(spec: ModelDeploymentSpec, name: str) -> tuple[list[str] | None, list[str] | None, list[dict]]:
-    """(command, args, extra env) of the serving container."""
-    runtime, port, served = spec.runtime, port_of(spec), spec.model.name or name
-    if runtime.type == "custom":
-        return runtime.command, runtime.args, []
-    if runtime.type == "llamacpp":
-        args = llm_servers.llamacpp_args(spec, model_path(spec), served, "0.0.0.0", port)
-        return runtime.command or [llm_servers.LLAMA_SERVER], [*args, *(runtime.args or [])], []
-    if runtime.type in GPU_LLM_RUNTIMES:
-        if spec.model.pvc is None and spec.model.image is None:
-            raise BuildError(
-                f"spec.model: {runtime.type} loads a model directory (config.json, the weights, the tokenizer); give "
-                "it as model.pvc or model.image, whose path names that directory"
-            )
-        try:
-            command, args = llm_servers.gpu_server_command(spec, model_path(spec), served, port)
-        except llm_servers.ServingProblem as problem:
-            raise BuildError(f"spec: {problem}") from None
-        # The model is on a volume: never reach for a model hub.
-        offline = [{"name": "HF_HUB_OFFLINE", "value": "1"}]
-        return runtime.command or command, [*args, *(runtime.args or [])], offline
-    if runtime.type == "onnxruntime":
-        args = [
-            "--model",
-            model_path(spec),
-            "--name",
-            served,
-            "--host",
-            "0.0.0.0",
-            "--port",
-            str(port),
-            "--grpc-port",
-            str(grpc_port_of(spec)),
-            *tuning_flags(spec),
-        ]
-        return runtime.command or ["python", "-m", "kaliper.serving"], [*args, *(runtime.args or [])], []
-    if runtime.type == "mlserver":
-        env = [
-            {"name": "MLSERVER_HTTP_PORT", "value": str(port)},
-            {"name": "MLSERVER_GRPC_PORT", "value": str(grpc_port_of(spec))},
-            {"name": "MLSERVER_MODEL_NAME", "value": served},
-            {
-                "name": "MLSERVER_MODEL_IMPLEMENTATION",
-                "value": runtime.implementation or "mlserver_sklearn.SKLearnModel",
-            },
-            {"name": "MLSERVER_MODEL_URI", "value": model_path(spec)},
-        ]
-        if spec.threads and spec.threads.workers:
-            env.append({"name": "MLSERVER_PARALLEL_WORKERS", "value": str(spec.threads.workers)})
-        if spec.batching:
-            env += [
-                {"name": "MLSERVER_MODEL_MAX_BATCH_SIZE", "value": str(spec.batching.max_batch_size)},
-                {"name": "MLSERVER_MODEL_MAX_BATCH_TIME", "value": str(parse_duration(spec.batching.max_queue_delay))},
-            ]
-        return runtime.command or ["mlserver", "start", MODEL_DIR], runtime.args, env
-    # Triton: the source is one model's directory (config.pbtxt and version folders); the repository is the
-    # folder holding it, and only this model is loaded from it (a PVC may hold others).
-    repository, directory = triton_model_directory(spec, name)
-    args = [
-        f"--model-repository={repository}",
-        f"--http-port={port}",
-        f"--grpc-port={grpc_port_of(spec)}",
-        "--model-control-mode=explicit",
-        f"--load-model={directory}",
-    ]
-    return runtime.command or ["tritonserver"], [*args, *(runtime.args or [])], []
-
-
-def triton_model_directory(spec: ModelDeploymentSpec, name: str) -> tuple[str, str]:
-    """(repository, model directory name) for Triton, which serves a model under its directory's name."""
-    source = spec.model
-    if source.pvc is None and source.image is None:
-        raise BuildError(
-            "spec.model: Triton serves a model directory (config.pbtxt and version folders such as 1/model.onnx); "
-            "give it as model.pvc or model.image, whose path names that directory"
-        )
-    repository, _, directory = model_path(spec).rstrip("/").rpartition("/")
-    if not directory:
-        raise BuildError("spec.model: the path must name the model's directory inside the volume or image, not /")
-    if (source.name or name) != directory:
-        raise BuildError(
-            f"spec.model.name: Triton serves the model under its directory's name, {directory!r}; set model.name "
-            f"to {directory!r} (or rename the directory)"
-        )
-    return repository, directory
+    """(command, args, extra env) of the serving container, as its runtime writes them for a pod."""
+    runtime = runtime_of(spec)
+    problem = runtime.cluster_problem(spec, name)
+    if problem:
+        raise BuildError(problem)
+    grpc_port = grpc_port_of(spec)
+    launch = Launch(spec, "pod", model_path(spec), spec.model.name or name, port_of(spec), grpc_port)
+    built = runtime.command(launch)
+    env = [{"name": k, "value": v} for k, v in built.env.items()]
+    return built.program, built.args, env
 
 
 def container_resources(resources: ResourceRequirements | None) -> dict[str, Any]:
@@ -214,16 +117,6 @@ def container_resources(resources: ResourceRequirements | None) -> dict[str, Any
         # Extended resources: requests must equal limits; setting the limit is enough (Kubernetes copies it).
         out.setdefault("limits", {})[resources.gpu.resource_name] = str(resources.gpu.count)
     return {k: v for k, v in out.items() if v}
-
-
-def readiness_path(spec: ModelDeploymentSpec) -> str:
-    """The readiness probe's path: the spec's, else the runtime's health endpoint."""
-    if spec.readiness.path:
-        return spec.readiness.path
-    if spec.runtime.type in LLM_RUNTIMES:
-        return llm_servers.HEALTH_PATH
-    protocol = spec.runtime.protocol or ("http-json" if spec.runtime.type == "custom" else "oip-v2")
-    return "/v2/health/ready" if protocol == "oip-v2" else "/"
 
 
 def _readiness(spec: ModelDeploymentSpec) -> dict[str, Any]:
@@ -243,10 +136,9 @@ def build_deployment(
 ) -> dict[str, Any]:
     volumes, init_containers = _volumes(spec, kaliper_image)
     command, args, runtime_env = _command(spec, name)
-    builtin = kaliper_image if spec.runtime.type in KALIPER_IMAGE_RUNTIMES else None
-    image = spec.runtime.image or builtin or RUNTIME_IMAGES.get(spec.runtime.type)
-    if image is None:
-        raise BuildError("a custom runtime on Kubernetes needs spec.runtime.image")
+    runtime = runtime_of(spec)
+    image = spec.runtime.image or (kaliper_image if runtime.in_kaliper_image else runtime.image)
+    assert image is not None, "a runtime without an image of its own refuses a spec without one"
     env = runtime_env + [e.to_manifest() for e in spec.env or []]
     container: dict[str, Any] = {
         "name": "server",
@@ -263,16 +155,16 @@ def build_deployment(
     for key, value in (("command", command), ("args", args), ("env", env), ("resources", resources)):
         if value:
             container[key] = value
-    if spec.runtime.type in ("vllm", "sglang"):
+    if runtime.shared_memory:
         volumes = [*volumes, SHARED_MEMORY]
         container["volumeMounts"].append({"name": "shm", "mountPath": "/dev/shm"})
     labels = selector_labels(name)
     pod_labels = {**labels, **(spec.pod_labels or {})}
     annotations = dict(spec.pod_annotations or {})
-    if spec.runtime.type in LLM_RUNTIMES:
+    if runtime.metrics_path is not None:
         pod_labels[LABEL_SERVER_METRICS] = "true"
         scrape = {"prometheus.io/scrape": "true", "prometheus.io/port": str(port_of(spec))}
-        annotations = {**scrape, "prometheus.io/path": llm_servers.METRICS_PATH, **annotations}
+        annotations = {**scrape, "prometheus.io/path": runtime.metrics_path, **annotations}
     pod_spec: dict[str, Any] = {
         "containers": [container],
         "volumes": volumes,

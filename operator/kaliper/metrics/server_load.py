@@ -5,7 +5,7 @@ would reach one replica): Prometheus sees them all. Prometheus finds the pods by
 and the prometheus.io/scrape, port and path annotations); either way each series must carry the `namespace`
 and `pod` labels, as both name them.
 
-The figures are those of kaliper.loadgen.server_metrics.server_load, from the same gauges (LOAD_GAUGES),
+The figures are those of kaliper.loadgen.server_metrics.server_load, from the same gauges (each runtime's load_gauges),
 taken from the raw samples stored inside the window, never from a sample before it:
 - running and queued requests: each pod's average over the window, summed (the mean), and each pod's
   highest reading, summed (the peak; for one replica, its highest);
@@ -18,9 +18,9 @@ from __future__ import annotations
 import math
 from itertools import pairwise
 
-from kaliper.loadgen.server_metrics import LLAMA_CPP, LOAD_GAUGES, LoadGauges
 from kaliper.metrics.prometheus import PrometheusMetrics, Window, selector
 from kaliper.report.schema import ServerLoad
+from kaliper.runtimes import LoadGauges, load_gauges
 
 Samples = dict[str, list[tuple[float, float]]]  # pod -> (unix seconds, value), oldest first
 
@@ -74,17 +74,17 @@ def busy_slots_per_decode(average: Samples, decodes: Samples) -> float | None:
 
 def scraped_past(client: PrometheusMetrics, source: str, window: Window, now: float) -> bool:
     """Whether a scrape of the server pods newer than the window's end is stored: the window is complete."""
-    latest = client.scalar(f"max(timestamp({LOAD_GAUGES[source].marker}{{{selector(window)}}}))", now)
+    latest = client.scalar(f"max(timestamp({load_gauges()[source].marker}{{{selector(window)}}}))", now)
     return latest is not None and latest >= window.end
 
 
 def server_source(client: PrometheusMetrics, window: Window) -> str | None:
     """Which server the pods run, by a metric only it exports (None: Prometheus has none of their series)."""
-    return next((name for name, gauges in LOAD_GAUGES.items() if client.has_series(gauges.marker, window)), None)
+    return next((name for name, gauges in load_gauges().items() if client.has_series(gauges.marker, window)), None)
 
 
 def missing_series(window: Window) -> str:
-    markers = ", ".join(gauges.marker for gauges in LOAD_GAUGES.values())
+    markers = ", ".join(gauges.marker for gauges in load_gauges().values())
     return (
         f"server load: Prometheus holds none of {markers} for pods {window.pod_regex} in {window.namespace}: "
         "let it scrape the server pods (the chart's serverPodMonitor.enabled, or pod discovery by the "
@@ -94,7 +94,7 @@ def missing_series(window: Window) -> str:
 
 def server_load(client: PrometheusMetrics, source: str, window: Window) -> ServerLoad | str:
     """The window's server load, or why Prometheus cannot give it (too few scrapes inside the window)."""
-    gauges: LoadGauges = LOAD_GAUGES[source]
+    gauges: LoadGauges = load_gauges()[source]
     running = first_present(client, gauges.running, window)
     if not running:
         return (
@@ -107,9 +107,9 @@ def server_load(client: PrometheusMetrics, source: str, window: Window) -> Serve
     kv_cache = first_present(client, gauges.kv_cache, window)
     kv_peaks = [v for points in kv_cache.values() for _, v in points if not math.isnan(v)]
     slots = None
-    if source == LLAMA_CPP:
-        average = raw_samples(client, "llamacpp:n_busy_slots_per_decode", window)
-        slots = busy_slots_per_decode(average, raw_samples(client, "llamacpp:n_decode_total", window))
+    if gauges.busy_slots is not None:
+        average, calls = (raw_samples(client, name, window) for name in gauges.busy_slots)
+        slots = busy_slots_per_decode(average, calls)
     return ServerLoad(
         source=source,
         read_from="prometheus",

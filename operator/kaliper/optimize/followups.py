@@ -16,6 +16,7 @@ from kaliper.api.modeloptimization import (
     ModelOptimizationSpec,
 )
 from kaliper.api.profilerun import ProfileRunSpec
+from kaliper.runtimes import runtime_of
 
 CHOSEN_FILE = "best/model.onnx"  # under the output folder: where the engine puts the chosen model
 CHOSEN_GGUF = "best/model.gguf"  # the same for a GGUF model (a llama.cpp quantization)
@@ -44,7 +45,7 @@ def deployment_spec(follow: FollowUpDeployment, source: ModelSource, chosen: Cho
     is what a candidate with interOp was measured in)."""
     template = follow.template.model_dump(by_alias=True, exclude_none=True)
     threads = dict(template.get("threads") or {})
-    if follow.template.runtime.type == "onnxruntime":
+    if runtime_of(follow.template).onnx_session_threads:
         if "intraOp" in chosen.settings:
             threads.setdefault("intraOp", int(chosen.settings["intraOp"]))
         if "interOp" in chosen.settings:

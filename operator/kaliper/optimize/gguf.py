@@ -30,9 +30,8 @@ from kaliper.optimize import evaluate, frontier
 from kaliper.optimize.context import Inputs, OptimizationFailed, Progress
 from kaliper.optimize.followups import CHOSEN_GGUF
 from kaliper.report.optimization import CandidateResult, LatencyMeasurement, OptimizationReport
-from kaliper.serving.llm import LLAMA_QUANTIZE, LLAMA_SERVER, llama_binary
+from kaliper.runtimes.llamacpp import GGUF_MAGIC, LLAMA_QUANTIZE, LLAMA_SERVER, llama_binary
 
-GGUF_MAGIC = b"GGUF"
 AGREEMENT = "greedyAgreement"
 READY_TIMEOUT_S = 120.0
 

@@ -10,9 +10,6 @@ from pydantic import ValidationError
 
 from kaliper.api.common import GpuRequest, ResourceList, ResourceRequirements
 from kaliper.api.modeldeployment import (
-    GPU_LLM_RUNTIMES,
-    LLM_RUNTIMES,
-    Batching,
     LlmServing,
     ModelDeploymentSpec,
     ModelDeploymentTemplate,
@@ -20,7 +17,8 @@ from kaliper.api.modeldeployment import (
     Threads,
 )
 from kaliper.api.profilerun import DEPLOYMENT_SWEEP_FIELDS, LengthDistribution, ProfileRunSpec
-from kaliper.manifests.modeldeployment import BuildError, build_deployment, grpc_port_of
+from kaliper.manifests.modeldeployment import BuildError, build_deployment
+from kaliper.runtimes import grpc_port_of, runtime_of
 
 
 @dataclass(frozen=True)
@@ -101,22 +99,11 @@ def apply(base: ModelDeploymentTemplate, chosen: dict[str, Any]) -> ModelDeploym
         spec.replicas = chosen["replicas"]
     if "runtime" in chosen:
         spec.runtime = (spec.runtime or ServingRuntime()).model_copy(update={"type": chosen["runtime"]})
-    llm = {
-        "slots": chosen.get("slots"),
-        "context_size": chosen.get("context_size"),
-        # A batch size means tokens per batch to an LLM server.
-        "batch_size": chosen.get("batch_size") if spec.runtime.type == "llamacpp" else None,
-        "max_batched_tokens": chosen.get("batch_size") if spec.runtime.type in GPU_LLM_RUNTIMES else None,
-    }
-    if any(v is not None for v in llm.values()):
-        spec.llm = (spec.llm or LlmServing()).model_copy(update={k: v for k, v in llm.items() if v is not None})
-    if "batch_size" in chosen and spec.runtime.type not in LLM_RUNTIMES:
-        size = chosen["batch_size"]
-        spec.batching = (
-            None
-            if size <= 1
-            else (spec.batching or Batching(max_batch_size=size)).model_copy(update={"max_batch_size": size})
-        )
+    llm = {k: chosen[k] for k in ("slots", "context_size") if k in chosen}
+    if llm:
+        spec.llm = (spec.llm or LlmServing()).model_copy(update=llm)
+    if "batch_size" in chosen:
+        spec = runtime_of(spec).with_batch_size(spec, chosen["batch_size"])  # what a batch is, the runtime says
     if "threads" in chosen:
         spec.threads = (spec.threads or Threads()).model_copy(update={"intra_op": chosen["threads"]})
     if "model_variant" in chosen:
@@ -152,23 +139,12 @@ def _largest(lengths: LengthDistribution) -> int:
 
 
 def context_problem(spec: ProfileRunSpec, deployment: ModelDeploymentTemplate) -> str | None:
-    """llama.cpp splits its context evenly among its slots: a request longer than its slot's share fails.
-    Why the run's longest request cannot fit, or None."""
-    llm = deployment.llm
+    """Why the run's longest request cannot fit the server as configured (its runtime says), or None."""
     request = longest_request(spec)
-    if deployment.runtime.type != "llamacpp" or llm is None or llm.context_size is None or request is None:
+    if request is None:
         return None
-    slots = llm.slots or 1
-    per_slot = llm.context_size // slots
     prompt, output, source = request
-    needed = prompt + output
-    if per_slot >= needed:
-        return None
-    return (
-        f"llm.contextSize {llm.context_size} split among {slots} slots leaves {per_slot} tokens per request, but a "
-        f"request needs at least {needed} ({source}; the chat template adds more): raise llm.contextSize to at "
-        f"least {needed * slots}, lower llm.slots, or ask for fewer tokens"
-    )
+    return runtime_of(deployment).request_fit_problem(deployment, prompt + output, source)
 
 
 def sweep_problem(spec: ProfileRunSpec, configs: list[Configuration]) -> str | None:

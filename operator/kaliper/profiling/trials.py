@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections import defaultdict
 from datetime import datetime
 
-from kaliper.api.modeldeployment import LLM_RUNTIMES, ModelDeploymentSpec, ModelDeploymentTemplate
+from kaliper.api.modeldeployment import ModelDeploymentSpec, ModelDeploymentTemplate
 from kaliper.api.profilerun import ProfileRunSpec, SloSpec
 from kaliper.api.units import parse_cpu, parse_quantity
 from kaliper.profiling import decisions
@@ -22,6 +22,7 @@ from kaliper.report.schema import (
     TrialReport,
     TrialResources,
 )
+from kaliper.runtimes import runtime_of
 
 # A generator using this share of the CPU it can use is saturated: it sets the pace, not the target.
 GENERATOR_SATURATED = 0.9
@@ -104,7 +105,7 @@ def needs_server_load_from_prometheus(trial: TrialReport, deployment: ModelDeplo
         tokens is not None
         and tokens.server_load is None
         and deployment is not None
-        and deployment.runtime.type in LLM_RUNTIMES
+        and runtime_of(deployment).generative
     )
 
 

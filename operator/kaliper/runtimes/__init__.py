@@ -1,0 +1,64 @@
+"""The serving runtimes: one module each, one record in `RUNTIMES` keyed by the API's RuntimeType.
+
+A new runtime is a module here with a `Runtime` subclass, its name in `RuntimeType` (api/modeldeployment.py)
+and one test file; the builders in `manifests/`, the local runtime and the sweep ask it what they need."""
+
+from __future__ import annotations
+
+from typing import get_args
+
+from kaliper.api.modeldeployment import ModelDeploymentTemplate, RuntimeType
+from kaliper.runtimes import custom, llamacpp, mlserver, onnxruntime, sglang, tgi, triton, vllm
+from kaliper.runtimes.base import BuildError, Launch, LoadGauges, Runtime, ServerCommand, TokenCounters
+
+RUNTIMES: dict[str, Runtime] = {
+    module.RUNTIME.type: module.RUNTIME
+    for module in (onnxruntime, mlserver, triton, llamacpp, vllm, sglang, tgi, custom)
+}
+assert set(RUNTIMES) == set(get_args(RuntimeType)), "every RuntimeType has its module"
+
+
+def runtime_of(spec: ModelDeploymentTemplate) -> Runtime:
+    return RUNTIMES[spec.runtime.type]
+
+
+def port_of(spec: ModelDeploymentTemplate) -> int:
+    """The serving container's HTTP port: the spec's, else the runtime's."""
+    return spec.runtime.port or runtime_of(spec).http_port
+
+
+def grpc_port_of(spec: ModelDeploymentTemplate) -> int | None:
+    """The serving container's gRPC port, or None for a runtime without the protocol's gRPC service."""
+    return spec.runtime.grpc_port or runtime_of(spec).grpc_port
+
+
+def readiness_path(spec: ModelDeploymentTemplate) -> str:
+    """The readiness probe's path: the spec's, else the runtime's health endpoint."""
+    return spec.readiness.path or runtime_of(spec).health_path(spec)
+
+
+def load_gauges() -> dict[str, LoadGauges]:
+    """The servers whose gauges say how busy they are, by display name."""
+    return {r.display_name: r.load_gauges for r in RUNTIMES.values() if r.load_gauges is not None}
+
+
+def token_counters() -> dict[str, TokenCounters]:
+    """The servers whose counters say how many tokens they served, by display name."""
+    return {r.display_name: r.token_counters for r in RUNTIMES.values() if r.token_counters is not None}
+
+
+__all__ = [
+    "RUNTIMES",
+    "BuildError",
+    "Launch",
+    "LoadGauges",
+    "Runtime",
+    "ServerCommand",
+    "TokenCounters",
+    "grpc_port_of",
+    "load_gauges",
+    "port_of",
+    "readiness_path",
+    "runtime_of",
+    "token_counters",
+]
