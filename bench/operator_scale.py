@@ -33,7 +33,7 @@ sys.path.insert(0, str(REPO))
 from tests.support.controlplane import ControlPlane, build_binaries  # noqa: E402
 from tests.support.reports import make_stage  # noqa: E402
 
-from kaliper.loadgen.publish import publish  # noqa: E402
+from kaliper.report.publish import publish  # noqa: E402
 from kaliper.report.schema import GeneratorInfo, LatencyFigures, LoadTestResult, PercentileFigure  # noqa: E402
 
 NAMESPACE = "bench"

@@ -14,7 +14,6 @@ from kaliper.api.modeldeployment import ModelDeploymentSpec
 from kaliper.api.profilerun import ProfileRunSpec
 from kaliper.controllers.diagnosis import job_problem, pod_problem, restarts_and_oom_kills
 from kaliper.loadgen.config import LoadGenConfig
-from kaliper.loadgen.publish import results_configmap
 from kaliper.manifests.profilerun import (
     LoadgenPod,
     build_loadgen,
@@ -22,6 +21,7 @@ from kaliper.manifests.profilerun import (
     loadgen_rbac,
     trial_objects,
 )
+from kaliper.report.publish import results_configmap
 from kaliper.report.store import PLAIN_LIMIT, DocumentTooLarge, configmap_content, read_document
 
 RUN = {"metadata": {"name": "r", "namespace": "ml", "uid": "u-1"}}

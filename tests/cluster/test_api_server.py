@@ -234,8 +234,8 @@ def test_committed_crds_are_what_is_installed(crds: Kubectl) -> None:
 def test_a_status_built_from_a_report_is_accepted_by_the_server(crds: Kubectl, namespace: str) -> None:
     from datetime import UTC, datetime
 
-    from kaliper.loadgen.histogram import LatencyHistogram
     from kaliper.loadgen.results import latency_figures
+    from kaliper.measure.histogram import LatencyHistogram
     from kaliper.report.schema import (
         ProfileReport,
         RecommendationReport,

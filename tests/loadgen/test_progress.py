@@ -16,9 +16,9 @@ import pytest
 import yaml
 
 from kaliper.loadgen import progress
-from kaliper.loadgen.histogram import LatencyHistogram
 from kaliper.loadgen.progress import StageProgress
 from kaliper.loadgen.recorder import Window
+from kaliper.measure.histogram import LatencyHistogram
 from kaliper.report.schema import LoadTestResult
 from tests.support.groundtruth import groundtruth
 

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
-from kaliper.loadgen.statistics import PercentileEstimate
 from kaliper.loadgen.stopping import Decision, StoppingParameters, WindowFigures, decide, spread, straddling
+from kaliper.measure.statistics import PercentileEstimate
 
 RULE = StoppingParameters(
     min_duration_s=10, max_duration_s=60, stable_windows=3, tolerance=0.1, max_relative_ci_width=0.05

@@ -9,7 +9,7 @@ import json
 import time
 from datetime import datetime
 
-from kaliper.loadgen.publish import RESULT_KEY
+from kaliper.report.publish import RESULT_KEY
 from kaliper.report.store import read_document
 from tests.support.node import IMAGE, Node
 from tests.support.node_operator import (

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from kaliper.api.profilerun import CostModel, RecommendationSpec, SloSpec
-from kaliper.loadgen.histogram import LatencyHistogram
+from kaliper.measure.histogram import LatencyHistogram
 from kaliper.pareto import pareto_front
 from kaliper.profiling import decisions
 from kaliper.report.schema import (

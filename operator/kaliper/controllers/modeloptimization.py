@@ -23,7 +23,6 @@ from kaliper.controllers.diagnosis import job_ended, job_failure
 from kaliper.controllers.settings import SETTINGS
 from kaliper.controllers.stepper import StatusStep, Stepper, finished
 from kaliper.controllers.store import STORE
-from kaliper.loadgen.publish import RESULT_KEY
 from kaliper.manifests.modeldeployment import BuildError
 from kaliper.manifests.modeloptimization import (
     LABEL_OPTIMIZATION,
@@ -34,6 +33,7 @@ from kaliper.manifests.modeloptimization import (
 )
 from kaliper.optimize.followups import follow_ups
 from kaliper.report.optimization import OptimizationReport
+from kaliper.report.publish import RESULT_KEY
 from kaliper.report.status import optimization_status
 from kaliper.report.store import read_document
 

@@ -15,9 +15,9 @@ from kaliper.api.profilerun import TrialSummary
 from kaliper.api.units import parse_duration
 from kaliper.controllers import kube
 from kaliper.lifecycle.gc import FINISHED
-from kaliper.loadgen.publish import RESULT_KEY
 from kaliper.manifests.profilerun import build_report_configmap, report_name, trial_objects
 from kaliper.profiling.trials import median_stage
+from kaliper.report.publish import RESULT_KEY
 from kaliper.report.schema import LoadTestResult, ProfileReport, TrialReport, TrialResources
 from kaliper.report.store import DocumentTooLarge, configmap_content, read_document
 

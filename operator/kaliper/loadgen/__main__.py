@@ -56,7 +56,7 @@ def emit(result, output: str, publish_template: Path | None = None) -> None:  # 
         Path(output).write_text(text + "\n")
     click.echo(summarize(result), err=True)
     if publish_template is not None:
-        from kaliper.loadgen.publish import publish
+        from kaliper.report.publish import publish
 
         click.echo(f"results written to ConfigMap {publish(text, publish_template)}", err=True)
     sys.exit(0 if result.ok else 1)

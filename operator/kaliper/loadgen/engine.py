@@ -36,7 +36,6 @@ from kaliper.loadgen.generation import ANSWERED_KINDS, GenerationSender, Session
 from kaliper.loadgen.grpc_calls import GrpcTarget, Preflight, grpc_requests, target_is_down
 from kaliper.loadgen.grpc_calls import preflight as grpc_preflight
 from kaliper.loadgen.grpc_process import GrpcClientProcess
-from kaliper.loadgen.histogram import LatencyHistogram
 from kaliper.loadgen.http import Connection, StreamingConnection, build_request
 from kaliper.loadgen.payloads import build_bodies
 from kaliper.loadgen.progress import StageProgress
@@ -44,9 +43,10 @@ from kaliper.loadgen.recorder import LATE_AFTER_S, Aggregator, Recorder, Window
 from kaliper.loadgen.results import stage_result, stage_warnings
 from kaliper.loadgen.schedule import stage_send_times
 from kaliper.loadgen.server_metrics import Counters, scrape, server_check, server_load
-from kaliper.loadgen.statistics import estimate
 from kaliper.loadgen.stopping import Decision, StoppingParameters, WindowFigures, decide, straddling
 from kaliper.log import get_logger
+from kaliper.measure.histogram import LatencyHistogram
+from kaliper.measure.statistics import estimate
 from kaliper.netutil import free_port
 from kaliper.processes import die_with_parent
 from kaliper.report.schema import (

@@ -30,9 +30,9 @@ from typing import IO, Any
 
 from kaliper.api.units import parse_duration
 from kaliper.loadgen.config import LoadGenConfig, LoadGenError
-from kaliper.loadgen.cpu import CpuClock
 from kaliper.loadgen.recorder import Recorder, Window
 from kaliper.loadgen.schedule import stage_send_times
+from kaliper.measure.cpu import CpuClock
 
 COLLECT_INTERVAL_S = 0.25  # as often as the Locust processes collect their own windows
 CONNECT_TIMEOUT_S = 20.0  # the preflight has just called the target: a connection takes milliseconds

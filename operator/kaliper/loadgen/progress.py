@@ -12,9 +12,9 @@ import sys
 from collections.abc import Sequence
 from typing import TextIO
 
-from kaliper.loadgen.histogram import LatencyHistogram
 from kaliper.loadgen.recorder import Window
-from kaliper.loadgen.statistics import estimate
+from kaliper.measure.histogram import LatencyHistogram
+from kaliper.measure.statistics import estimate
 
 _enabled = True
 

@@ -13,9 +13,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from kaliper.loadgen.cpu import CpuClock
-from kaliper.loadgen.histogram import LatencyHistogram
 from kaliper.loadgen.tokens import RequestTokens, TokenWindow
+from kaliper.measure.cpu import CpuClock
+from kaliper.measure.histogram import LatencyHistogram
 
 # A send is late when it leaves more than this after its intended time. gevent's timers wake up to about a
 # millisecond late on an idle machine, so a tighter bound would call every send late.

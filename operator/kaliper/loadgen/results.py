@@ -5,10 +5,10 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from kaliper.loadgen.config import LoadGenConfig
-from kaliper.loadgen.histogram import LatencyHistogram
 from kaliper.loadgen.recorder import LATE_AFTER_S, Window
-from kaliper.loadgen.statistics import REPORTED_PERCENTILES, estimate
 from kaliper.loadgen.tokens import TokenWindow
+from kaliper.measure.histogram import LatencyHistogram
+from kaliper.measure.statistics import REPORTED_PERCENTILES, estimate
 from kaliper.report.schema import (
     GeneratorUsage,
     LatencyFigures,

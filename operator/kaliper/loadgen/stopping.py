@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kaliper.loadgen.statistics import PercentileEstimate
+from kaliper.measure.statistics import PercentileEstimate
 
 
 @dataclass(frozen=True)

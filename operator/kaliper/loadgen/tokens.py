@@ -19,8 +19,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from kaliper.loadgen.histogram import LatencyHistogram
 from kaliper.loadgen.sse import StreamRead
+from kaliper.measure.histogram import LatencyHistogram
 
 TOKEN_SOURCES = ("usage", "tokenizer", "chunks")
 

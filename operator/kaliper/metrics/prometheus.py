@@ -23,7 +23,7 @@ from itertools import pairwise
 from typing import Any
 
 from kaliper.api.profilerun import CustomQuery
-from kaliper.loadgen.statistics import nearest_rank
+from kaliper.measure.statistics import nearest_rank
 from kaliper.metrics.prometheus_api import PrometheusAPI
 from kaliper.report.schema import CustomFigure, ResourceSeriesPoint, TrialResources
 

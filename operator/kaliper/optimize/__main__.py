@@ -35,7 +35,7 @@ def _say(line: str) -> None:
 def cpus_available() -> tuple[float, bool]:
     """The CPU limit of this process's cgroup (the pod's, or the local run's), else the CPUs it may run on;
     and whether it is a limit."""
-    from kaliper.loadgen.cpu import quota_cores
+    from kaliper.measure.cpu import quota_cores
 
     quota = quota_cores()
     return (quota, True) if quota is not None else (float(len(os.sched_getaffinity(0))), False)
@@ -100,7 +100,7 @@ def main(
     )
     _say(f"{report.phase}: {report.message}")
     if publish is not None:
-        from kaliper.loadgen.publish import publish as publish_configmap
+        from kaliper.report.publish import publish as publish_configmap
 
         text = status_document(report)
         _say(f"published the report in ConfigMap {publish_configmap(text, publish)}")

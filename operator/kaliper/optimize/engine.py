@@ -17,8 +17,8 @@ import numpy as np
 import onnxruntime as ort
 
 from kaliper.api.modeloptimization import ChosenModel, ModelOptimizationSpec
-from kaliper.loadgen.cpu import throttling
 from kaliper.log import get_logger
+from kaliper.measure.cpu import throttling
 from kaliper.optimize import dataset as data
 from kaliper.optimize import evaluate, frontier, gguf, layout, passes, text
 from kaliper.optimize.context import Inputs, OptimizationFailed, Progress

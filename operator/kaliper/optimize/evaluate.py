@@ -11,7 +11,7 @@ from typing import Literal
 import numpy as np
 import onnxruntime as ort
 
-from kaliper.loadgen.statistics import percentile_rank, rank_interval
+from kaliper.measure.statistics import percentile_rank, rank_interval
 from kaliper.report.optimization import LatencyMeasurement
 
 LatencyMetric = Literal["avg", "p50", "p90", "p95", "p99"]

@@ -24,7 +24,7 @@ from pathlib import Path
 import httpx
 
 from kaliper.api.modeloptimization import ChosenModel, GenerationEvaluator, ModelOptimizationSpec
-from kaliper.loadgen.cpu import throttling
+from kaliper.measure.cpu import throttling
 from kaliper.netutil import free_port
 from kaliper.optimize import evaluate, frontier
 from kaliper.optimize.context import Inputs, OptimizationFailed, Progress

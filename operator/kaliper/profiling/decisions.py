@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 from kaliper.api.profilerun import CostModel, LatencyObjective, RecommendationSpec, SloSpec, SloVerdict
 from kaliper.api.units import format_cpu, format_memory, parse_cpu, parse_duration, parse_quantity
-from kaliper.loadgen.histogram import LatencyHistogram
-from kaliper.loadgen.statistics import estimate, nearest_rank
+from kaliper.measure.histogram import LatencyHistogram
+from kaliper.measure.statistics import estimate, nearest_rank
 from kaliper.pareto import pareto_front
 from kaliper.report.schema import (
     BestChoice,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from kaliper.loadgen.histogram import LatencyHistogram
+from kaliper.measure.histogram import LatencyHistogram
 
 REPORTED_PERCENTILES = (50.0, 90.0, 95.0, 99.0, 99.9)
 _Z = {0.90: 1.6449, 0.95: 1.9600, 0.99: 2.5758}

@@ -7,8 +7,8 @@ import random
 
 import pytest
 
-from kaliper.loadgen.histogram import LatencyHistogram
-from kaliper.loadgen.statistics import estimate, percentile_rank, rank_interval
+from kaliper.measure.histogram import LatencyHistogram
+from kaliper.measure.statistics import estimate, percentile_rank, rank_interval
 
 RESOLUTION = 1e-3  # 3 significant digits
 

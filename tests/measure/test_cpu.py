@@ -6,8 +6,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from kaliper.loadgen.cpu import quota_cores
 from kaliper.loadgen.recorder import Recorder
+from kaliper.measure.cpu import quota_cores
 
 
 def write(path: Path, text: str) -> None:
