@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.table import Table
 
 from kaliper.api.modeloptimization import ChosenModel
-from kaliper.report import optimization_render as render
+from kaliper.report import optimization_html, optimization_plots, optimization_terminal, optimization_text
 from kaliper.report.optimization import (
     CandidateResult,
     LatencyMeasurement,
@@ -196,24 +196,24 @@ def cells(table: Table, header: str) -> list[str]:
 
 
 def test_figures_as_text() -> None:
-    assert render.format_flops(950) == "950 FLOPs"
-    assert render.format_flops(1_200_000) == "1.2 MFLOPs"
-    assert render.format_flops(999_950) == "1.0 MFLOPs"
-    assert render.format_flops(3_400_000_000) == "3.4 GFLOPs"
-    assert render.format_size(512) == "512 B"
-    assert render.format_size(10000) == "9.8 KiB"
-    assert render.format_size(3 * 2**20 // 2) == "1.5 MiB"
-    assert render.format_size(None) == "—"
+    assert optimization_text.format_flops(950) == "950 FLOPs"
+    assert optimization_text.format_flops(1_200_000) == "1.2 MFLOPs"
+    assert optimization_text.format_flops(999_950) == "1.0 MFLOPs"
+    assert optimization_text.format_flops(3_400_000_000) == "3.4 GFLOPs"
+    assert optimization_text.format_size(512) == "512 B"
+    assert optimization_text.format_size(10000) == "9.8 KiB"
+    assert optimization_text.format_size(3 * 2**20 // 2) == "1.5 MiB"
+    assert optimization_text.format_size(None) == "—"
     tiny = CandidateResult(id="t", latency=latency(0.0234, 0.0229, None))
-    assert render.format_latency(tiny) == "0.0234 ms (0.0229–?)"
-    assert render.format_latency(CandidateResult(id="f", latency_ms=3.0)) == "3.00 ms"
+    assert optimization_text.format_latency(tiny) == "0.0234 ms (0.0229–?)"
+    assert optimization_text.format_latency(CandidateResult(id="f", latency_ms=3.0)) == "3.00 ms"
 
 
 # --- the terminal --------------------------------------------------------------------------------------
 
 
 def test_candidates_table_has_a_row_per_model() -> None:
-    table = render.candidates_table(demo_report())
+    table = optimization_terminal.candidates_table(demo_report())
     assert table.title == "ModelOptimization demo: 3 candidates (exhaustive search)"
     assert cells(table, "id") == ["unoptimized", "ortDefaults", "original", "c1", "c2 *", "c3"]
     assert cells(table, "passes") == [
@@ -260,7 +260,7 @@ def test_candidates_table_has_a_row_per_model() -> None:
 
 def test_profile_table_lists_the_slowest_operator_types() -> None:
     original = demo_report().profiles[0]
-    table = render.profile_table(original)
+    table = optimization_terminal.profile_table(original)
     assert table.title == "Profile of original: time per operator type"
     assert cells(table, "op type") == ["Conv", "Gemm", "Relu"]
     assert cells(table, "nodes") == ["2", "1", "2"]
@@ -272,13 +272,13 @@ def test_profile_table_lists_the_slowest_operator_types() -> None:
         "kernel time 1,400.0 µs per inference over 100 runs; ran in NCHWc, 16-channel blocks (operator FLOPs "
         "include the padding to whole blocks)"
     )
-    top = render.profile_table(original, top=2)
+    top = optimization_terminal.profile_table(original, top=2)
     assert top.title == "Profile of original: time per operator type (top 2 of 3)"
     assert cells(top, "op type") == ["Conv", "Gemm"]
 
 
 def test_summary_lines() -> None:
-    assert render.summary_lines(demo_report()) == [
+    assert optimization_text.summary_lines(demo_report()) == [
         "Succeeded: chose c2, 40.0% faster than the original",
         "exhaustive search, 3 of 3 candidates evaluated (1 failed)",
         "target: device=cpu, cpus=4",
@@ -302,19 +302,19 @@ def test_summary_of_failed_runs_says_failed_first() -> None:
         candidates=candidates(),
         planned=4,
     )
-    assert render.summary_lines(no_goal) == [
+    assert optimization_text.summary_lines(no_goal) == [
         "FAILED (NoCandidateMeetsGoals): no candidate met the goals: c2 lost 0.02 of accuracy (at most 0.01)",
         "exhaustive search, 3 of 4 candidates evaluated (1 failed)",
         "chosen: none",
     ]
     no_model = failed_report("ModelDidNotLoad", "could not load /models/m.onnx: [Errno 2] No such file")
-    assert render.summary_lines(no_model) == [
+    assert optimization_text.summary_lines(no_model) == [
         "FAILED (ModelDidNotLoad): could not load /models/m.onnx: [Errno 2] No such file",
         "exhaustive search, 0 of 0 candidates evaluated",
         "chosen: none",
     ]
     interrupted = failed_report("Interrupted", "stopped", candidates=candidates(), planned=8, interrupted=True)
-    assert render.headline(interrupted) == [
+    assert optimization_text.headline(interrupted) == [
         "FAILED (Interrupted): stopped",
         "INTERRUPTED: the optimization was stopped after 3 of 8 candidates; the choice covers only those",
     ]
@@ -322,7 +322,7 @@ def test_summary_of_failed_runs_says_failed_first() -> None:
 
 def recorded(report: OptimizationReport) -> str:
     console = Console(record=True, width=200)
-    render.print_optimization(report, console)
+    optimization_terminal.print_optimization(report, console)
     return console.export_text()
 
 
@@ -345,7 +345,7 @@ def test_terminal_prints_summary_candidates_and_profiles() -> None:
 
 def test_every_model_keeps_its_colour() -> None:
     report = demo_report()
-    assert render.candidate_colours(report) == {
+    assert optimization_text.candidate_colours(report) == {
         "unoptimized": "#636EFA",
         "ortDefaults": "#EF553B",
         "original": "#00CC96",
@@ -353,19 +353,19 @@ def test_every_model_keeps_its_colour() -> None:
         "c2": "#FFA15A",
         "c3": "#19D3F3",
     }
-    for figure in (render.latency_accuracy_figure(report), render.latency_size_figure(report)):
+    for figure in (optimization_plots.latency_accuracy_figure(report), optimization_plots.latency_size_figure(report)):
         assert figure is not None
         by_name = {trace.name: trace for trace in figure.data}
         assert list(by_name["references"].marker.color) == ["#636EFA", "#EF553B"]
         assert list(by_name["original"].marker.color) == ["#00CC96"]
         assert list(by_name["candidates"].marker.color) == ["#AB63FA", "#FFA15A"]
-    operators = render.operator_time_figure(report)
+    operators = optimization_plots.operator_time_figure(report)
     assert operators is not None
     assert [trace.marker.color for trace in operators.data] == ["#00CC96", "#FFA15A"]
 
 
 def test_latency_accuracy_chart() -> None:
-    figure = render.latency_accuracy_figure(demo_report())
+    figure = optimization_plots.latency_accuracy_figure(demo_report())
     assert figure is not None
     assert figure.layout.title.text == "Latency vs accuracy (frontier in crimson; the chosen candidate is a star)"
     assert figure.layout.xaxis.title.text == "latency, avg (ms)"
@@ -395,7 +395,7 @@ def test_latency_accuracy_chart() -> None:
 
 
 def test_latency_size_chart() -> None:
-    figure = render.latency_size_figure(demo_report())
+    figure = optimization_plots.latency_size_figure(demo_report())
     assert figure is not None
     assert figure.layout.title.text == "Latency vs model size (frontier in crimson; the chosen candidate is a star)"
     assert figure.layout.yaxis.title.text == "model size (KiB)"
@@ -410,9 +410,9 @@ def test_latency_size_chart() -> None:
 
 def test_latency_bars_when_no_accuracy_was_measured() -> None:
     report = demo_report()
-    for _, result in render.rows(report):
+    for _, result in optimization_text.rows(report):
         result.accuracy = None
-    figure = render.latency_accuracy_figure(report)
+    figure = optimization_plots.latency_accuracy_figure(report)
     assert figure is not None
     assert figure.layout.title.text.startswith("Latency per candidate (no accuracy was measured;")
     (bars,) = figure.data
@@ -424,7 +424,7 @@ def test_latency_bars_when_no_accuracy_was_measured() -> None:
 
 
 def test_operator_time_chart_groups_the_profiles() -> None:
-    figure = render.operator_time_figure(demo_report())
+    figure = optimization_plots.operator_time_figure(demo_report())
     assert figure is not None
     assert figure.layout.title.text == "Kernel time per operator type (µs per inference)"
     assert figure.layout.barmode == "group"
@@ -439,7 +439,7 @@ def test_operator_time_chart_groups_the_profiles() -> None:
 
 
 def test_page_has_charts_tables_and_whole_escaped_messages() -> None:
-    page = render.optimization_html(demo_report())
+    page = optimization_html.optimization_html(demo_report())
     assert page.count("plotly-graph-div") >= 3
     for title in (
         "Latency vs accuracy (frontier in crimson; the chosen candidate is a star)",
@@ -474,8 +474,8 @@ def test_page_says_so_when_no_candidate_succeeded() -> None:
         candidates=[candidates()[2]],
         planned=1,
     )
-    assert render.optimization_figures(report) == []
-    page = render.optimization_html(report)
+    assert optimization_plots.optimization_figures(report) == []
+    page = optimization_html.optimization_html(report)
     assert (
         '<body><p class="alert">FAILED (NoCandidateMeetsGoals): every candidate failed; the first: float16 '
         "conversion failed</p>"
@@ -486,7 +486,7 @@ def test_page_says_so_when_no_candidate_succeeded() -> None:
 
 
 def test_write_page(tmp_path: Path) -> None:
-    written = render.write_optimization_html(demo_report(), tmp_path / "out" / "report.html")
+    written = optimization_html.write_optimization_html(demo_report(), tmp_path / "out" / "report.html")
     assert written == tmp_path / "out" / "report.html"
     assert "<h1>ModelOptimization demo</h1>" in written.read_text(encoding="utf-8")
 
@@ -496,7 +496,7 @@ def test_chosen_line_falls_back_on_the_candidate_and_says_gain() -> None:
     report.chosen = ChosenModel(candidate_id="c2")
     report.chosen_settings = {}
     report.candidates[1].accuracy_degradation = -0.002
-    lines = render.summary_lines(report)
+    lines = optimization_text.summary_lines(report)
     assert lines[5:7] == [
         "chosen: c2 (graph_optimization + quantization), 40.0% faster than the original, accuracy gain 0.002; "
         "1.20 ms (1.18–1.23), accuracy 0.953, 3.9 KiB",

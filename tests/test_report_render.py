@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 
 from rich.console import Console
 
-from kaliper.report import render
+from kaliper.report import profile_html, profile_plots, profile_terminal, profile_text
 from kaliper.report.schema import (
     BestChoice,
     GeneratorUsage,
@@ -106,25 +106,25 @@ def seven_trials() -> ProfileReport:
 
 
 def test_parse_latency_objective() -> None:
-    assert render.parse_latency_objective("p99 <= 25ms") == (99.0, 25.0)
-    assert render.parse_latency_objective("p99.9 <= 1.5s") == (99.9, 1500.0)
-    assert render.parse_latency_objective("error rate <= 1.00%") is None
-    assert render.parse_latency_objective("throughput >= 100/s") is None
-    assert render.parse_latency_objective("p99 <= soon") is None
+    assert profile_text.parse_latency_objective("p99 <= 25ms") == (99.0, 25.0)
+    assert profile_text.parse_latency_objective("p99.9 <= 1.5s") == (99.9, 1500.0)
+    assert profile_text.parse_latency_objective("error rate <= 1.00%") is None
+    assert profile_text.parse_latency_objective("throughput >= 100/s") is None
+    assert profile_text.parse_latency_objective("p99 <= soon") is None
 
 
 def test_slo_bounds_and_cpu_limits_come_from_the_report() -> None:
     report = seven_trials()
-    assert render.slo_bounds_ms(report) == {99.0: 25.0}
-    assert render.slo_bounds_ms(report_with([failed(0, "x")])) == {}
-    assert render.cpu_limit_cores(report.trials[0]) == 0.25
-    assert render.cpu_limit_cores(report.trials[0].model_copy(update={"replicas": 3})) == 0.75
+    assert profile_text.slo_bounds_ms(report) == {99.0: 25.0}
+    assert profile_text.slo_bounds_ms(report_with([failed(0, "x")])) == {}
+    assert profile_text.cpu_limit_cores(report.trials[0]) == 0.25
+    assert profile_text.cpu_limit_cores(report.trials[0].model_copy(update={"replicas": 3})) == 0.75
     no_cpu = report.trials[0].model_copy(update={"parameters": {"concurrency": "4"}})
-    assert render.cpu_limit_cores(no_cpu) is None
+    assert profile_text.cpu_limit_cores(no_cpu) is None
 
 
 def test_html_table_shows_every_field_whole() -> None:
-    page = render.html_report(seven_trials())
+    page = profile_html.html_report(seven_trials())
     # The whole message, escaped (it has <, >, & and quotes), never cut.
     assert html.escape(LONG_MESSAGE) in page
     assert LONG_MESSAGE not in page  # ... and never raw
@@ -141,7 +141,7 @@ def test_html_table_shows_every_field_whole() -> None:
 
 
 def test_charts_draw_the_slo_bound_and_the_cpu_limits() -> None:
-    latency, usage, cost = render.figures(seven_trials())
+    latency, usage, cost = profile_plots.figures(seven_trials())
     assert latency.layout.title.text.startswith("Latency percentiles")
     for figure in (latency, cost):
         lines = [(s.y0, s.y1) for s in figure.layout.shapes]
@@ -161,7 +161,7 @@ def test_charts_draw_the_slo_bound_and_the_cpu_limits() -> None:
 def test_the_cost_chart_draws_the_frontier_the_report_holds() -> None:
     report = seven_trials()
     report.frontier = [0, 3]  # conclude's decision; the chart only draws it
-    cost = render.figures(report)[2]
+    cost = profile_plots.figures(report)[2]
     (frontier,) = [trace for trace in cost.data if trace.name == "Pareto frontier"]
     assert (list(frontier.x), list(frontier.y)) == ([0.01, 0.04], [20.0, 23.0])
 
@@ -169,7 +169,7 @@ def test_the_cost_chart_draws_the_frontier_the_report_holds() -> None:
 def test_every_trial_has_its_own_colour() -> None:
     report = seven_trials()
     report.trials[6] = succeeded(6, "3", 26.0)
-    latency, usage, cost = render.figures(report)
+    latency, usage, cost = profile_plots.figures(report)
     cpu = {trace.name: trace.line.color for trace in usage.data if trace.name.endswith("CPU (cores)")}
     # plotly's qualitative palette, in order of the report's trials.
     assert cpu == {
@@ -188,17 +188,17 @@ def test_every_trial_has_its_own_colour() -> None:
     p99 = {trace.name: trace.line.color for trace in latency.data if trace.name.endswith("p99")}
     assert p99["cpu=250m p99"] == cpu["t0 CPU (cores)"] and p99["cpu=3 p99"] == cpu["t6 CPU (cores)"]
     # Past the 34 named colours, hues 137.5 degrees (the golden angle) apart; none reused however long.
-    assert [render.colour(i) for i in (33, 34, 35, 36)] == [
+    assert [profile_text.colour(i) for i in (33, 34, 35, 36)] == [
         "#AF0038",
         "hsl(0.0, 70%, 42%)",
         "hsl(137.5, 70%, 42%)",
         "hsl(275.0, 70%, 42%)",
     ]
-    assert len({render.colour(i) for i in range(200)}) == 200
+    assert len({profile_text.colour(i) for i in range(200)}) == 200
 
 
 def test_axes_start_at_zero() -> None:
-    latency, usage, cost = render.figures(seven_trials())
+    latency, usage, cost = profile_plots.figures(seven_trials())
     assert usage.layout.yaxis2.rangemode == "tozero"  # memory: 99.8-100.2 MiB is no mountain
     assert usage.layout.yaxis.rangemode == "tozero"  # CPU
     assert latency.layout.yaxis.rangemode == "tozero"
@@ -210,13 +210,13 @@ def test_a_run_where_every_trial_failed_has_no_charts() -> None:
         [failed(0, "OOMKilled"), failed(1, "timed out")],
         error="no trial succeeded; the first failure: OOMKilled",
     )
-    assert render.figures(report) == []
-    page = render.html_report(report)
+    assert profile_plots.figures(report) == []
+    page = profile_html.html_report(report)
     assert '<body><p class="alert">FAILED: no trial succeeded; the first failure: OOMKilled</p>' in page
     assert "No charts: no trial succeeded, so nothing was measured to plot." in page
     assert "plotly-graph-div" not in page
     # Without report.error (an older report), the headline says so all the same.
-    assert render.headline(report_with([failed(0, "OOMKilled")])) == [
+    assert profile_text.headline(report_with([failed(0, "OOMKilled")])) == [
         "FAILED: no trial succeeded; the first failure: OOMKilled"
     ]
 
@@ -227,15 +227,15 @@ def test_an_interrupted_run_says_so() -> None:
     report.trials[5] = report.trials[5].model_copy(
         update={"status": "Skipped", "message": "not run: the run was interrupted", "stage": None}
     )
-    assert render.headline(report) == [
+    assert profile_text.headline(report) == [
         "INTERRUPTED: the run was stopped after 6 of 7 trials; the verdict and the best configuration cover only those"
     ]
-    assert '<p class="alert">INTERRUPTED: the run was stopped after 6 of 7 trials;' in render.html_report(report)
+    assert '<p class="alert">INTERRUPTED: the run was stopped after 6 of 7 trials;' in profile_html.html_report(report)
 
 
 def recorded(report: ProfileReport) -> str:
     console = Console(record=True, width=120)
-    render.print_report(report, console)
+    profile_terminal.print_report(report, console)
     return console.export_text()
 
 
@@ -277,5 +277,5 @@ def test_repetitions_are_listed_with_their_spread() -> None:
         for i, (rps, v) in enumerate([(400.0, "Met"), (500.0, "Met"), (450.0, "NotMet")])
     ]
     trial.spread = 0.2222
-    lines = render.summary_lines(report_with([trial]))
+    lines = profile_text.summary_lines(report_with([trial]))
     assert "trial 0 repetitions: 400.0, 500.0, 450.0 ok/s (spread 22.2%); SLO Met, Met, NotMet" in lines

@@ -266,7 +266,7 @@ def _run_optimization(resource: Any, base_dir: Path, claims: dict[str, Path], li
     from kaliper.api.resources import ModelDeployment, ProfileRun
     from kaliper.local.optimization import run_optimization
     from kaliper.optimize.followups import follow_ups
-    from kaliper.report.optimization_render import print_optimization
+    from kaliper.report.optimization_terminal import print_optimization
     from kaliper.report.status import optimization_status
 
     name = resource.metadata.name or "modeloptimization"
@@ -328,7 +328,8 @@ def _run_profile(
     from kaliper.local.runtime import LocalRuntime, RunOptions, write_report
     from kaliper.local.servers import ServerError
     from kaliper.profiling.trials import OTHER_WORK_CORES
-    from kaliper.report.render import print_report, write_html
+    from kaliper.report.profile_html import write_html
+    from kaliper.report.profile_terminal import print_report
 
     name = run.metadata.name or "profilerun"
     directory = output_dir or Path(run.spec.report.directory or Path("kaliper-reports") / name)
@@ -459,7 +460,8 @@ def report_command(source: str, namespace: str, as_json: bool, html_path: Path |
     cluster of $KUBECONFIG (or ~/.kube/config), read from its ConfigMap whether stored plain or gzipped."""
     from pydantic import ValidationError
 
-    from kaliper.report.render import print_report, write_html
+    from kaliper.report.profile_html import write_html
+    from kaliper.report.profile_terminal import print_report
     from kaliper.report.schema import ProfileReport
 
     path = Path(source)

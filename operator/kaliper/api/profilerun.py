@@ -30,6 +30,7 @@ from kaliper.api.common import (
 )
 from kaliper.api.modeldeployment import ModelSource, RuntimeType
 from kaliper.api.units import parse_duration
+from kaliper.measure.figures import OBJECTIVE_NAMES, figure, token_names_text
 
 # --- target and request ------------------------------------------------------------------------------
 
@@ -64,7 +65,8 @@ class ProfileTarget(KaliperModel):
     cross_field_rules = (exactly_one_of("deployment_ref", "workload_ref", "url"),)
 
 
-StreamingMetric = Literal["latency", "ttft", "itl", "tpot"]
+# The figures an objective or a stopping rule may watch: latency, ttft, itl, tpot (kaliper.measure.figures).
+StreamingMetric = Literal[OBJECTIVE_NAMES]  # type: ignore[valid-type]
 
 
 class SecretHeader(KaliperModel):
@@ -681,7 +683,8 @@ class TtlSpec(KaliperModel):
 def streaming_metrics_used(spec: ProfileRunTemplate) -> bool:
     objectives = spec.slo.latency if spec.slo and spec.slo.latency else []
     stopping = spec.load.stopping
-    return any(o.metric != "latency" for o in objectives) or (stopping is not None and stopping.metric != "latency")
+    metrics = [o.metric for o in objectives] + ([stopping.metric] if stopping is not None else [])
+    return any(figure(m).token for m in metrics)
 
 
 class ProfileRunTemplate(KaliperModel):
@@ -820,8 +823,8 @@ class ProfileRunTemplate(KaliperModel):
             "o.metric == 'latency')) && (!has(self.load.stopping) || !has(self.load.stopping.metric) || "
             "self.load.stopping.metric == 'latency') || (has(self.request) && has(self.request.protocol) && "
             "self.request.protocol in ['openai-chat', 'openai-completions'])",
-            message="ttft, itl and tpot are measured on streamed generation; set request.protocol to openai-chat "
-            "or openai-completions, or use metric latency",
+            message=f"{token_names_text()} are measured on streamed generation; set request.protocol to "
+            "openai-chat or openai-completions, or use metric latency",
             check=lambda s: s.request.protocol in LLM_PROTOCOLS or not streaming_metrics_used(s),
             field_path=".request.protocol",
         ),

@@ -24,6 +24,7 @@ from kaliper.api.profilerun import (
     StoppingRule,
 )
 from kaliper.api.units import parse_duration
+from kaliper.measure.figures import figure, token_names_text
 
 OIP_INFER_PATH = "/v2/models/{model}/infer"
 DEFAULT_PATHS = {"openai-chat": "/v1/chat/completions", "openai-completions": "/v1/completions"}
@@ -69,9 +70,9 @@ class LoadGenConfig(KaliperModel):
             raise ValueError("payload.prompts.turns > 1 (chat sessions) needs request.protocol openai-chat")
         streamed = generation and (self.request.generation is None or self.request.generation.stream)
         metrics = [o.metric for o in self.objectives] + ([self.stopping.metric] if self.stopping else [])
-        if not streamed and any(m != "latency" for m in metrics):
+        if not streamed and any(figure(m).token for m in metrics):
             raise ValueError(
-                "ttft, itl and tpot are measured on streamed generation requests "
+                f"{token_names_text()} are measured on streamed generation requests "
                 "(openai-chat or openai-completions with generation.stream true); use metric latency"
             )
         return self

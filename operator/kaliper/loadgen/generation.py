@@ -32,6 +32,7 @@ from kaliper.loadgen.http import BodySink, StreamingConnection
 from kaliper.loadgen.prompts import GenerationRequest, Prompt, generation_requests, load_tokenizer, request_body
 from kaliper.loadgen.sse import StreamParser, StreamRead, read_whole
 from kaliper.loadgen.tokens import RequestTokens, request_tokens
+from kaliper.measure.figures import figure
 
 
 @dataclass(frozen=True)
@@ -264,17 +265,15 @@ class GenerationSender:
 
     def _good(self, tokens: RequestTokens, sent: float, intended: float | None, ended: float) -> bool:
         for objective in self.objectives:
-            if objective.metric == "latency":
+            row = figure(objective.metric)
+            if row.request is None:  # the whole request
                 value = ended - (intended if objective.corrected and intended is not None else sent)
-            elif objective.metric == "ttft":
-                if tokens.ttft_s is None:
-                    return False
-                corrected = tokens.ttft_corrected_s
-                value = corrected if objective.corrected and corrected is not None else tokens.ttft_s
-            elif objective.metric == "itl":
-                value = max(tokens.gaps_s, default=0.0)
             else:
-                value = tokens.tpot_s or 0.0
+                own = getattr(tokens, row.request)
+                corrected = getattr(tokens, row.request_corrected) if row.request_corrected else None
+                if own is None and row.absent_fails:
+                    return False
+                value = corrected if objective.corrected and corrected is not None else (own or 0.0)
             if value > objective.bound_s:
                 return False
         return True

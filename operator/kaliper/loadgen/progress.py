@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import TextIO
 
 from kaliper.loadgen.recorder import Window
+from kaliper.measure.figures import figure
 from kaliper.measure.histogram import LatencyHistogram
 from kaliper.measure.statistics import estimate
 
@@ -57,7 +58,8 @@ def measuring_line(
     watched metric's percentile over the measured windows (and, for token streams, output tokens per
     second); the stopping rule's current reason."""
     latency = "-" if latency_ms is None else f"{latency_ms:.2f}ms"
-    label = f"p{percentile:g}" if metric == "latency" else f"{metric} p{percentile:g}"
+    row = figure(metric)
+    label = f"{row.label} p{percentile:g}" if row.token else f"p{percentile:g}"
     rate = "" if tokens_per_s is None else f", {tokens_per_s:.0f} tok/s"
     return (
         f"stage {stage}: {elapsed_s:.0f}s, measured {measured_s:g}s, {requests} requests, "

@@ -15,6 +15,7 @@ from typing import Any
 
 from kaliper.loadgen.tokens import RequestTokens, TokenWindow
 from kaliper.measure.cpu import CpuClock
+from kaliper.measure.figures import figure
 from kaliper.measure.histogram import LatencyHistogram
 
 # A send is late when it leaves more than this after its intended time. gevent's timers wake up to about a
@@ -69,14 +70,13 @@ class Window:
         return self.corrected if self.corrected is not None else self.service
 
     def histogram(self, metric: str, corrected: bool = True) -> LatencyHistogram:
-        """The distribution a stopping rule or an objective watches: latency, ttft, itl or tpot; corrected for
-        coordinated omission (latency, ttft under open loop) unless `corrected` is False."""
-        if metric == "latency":
-            return self.latency if corrected else self.service
-        tokens = self.tokens or TokenWindow()
-        if metric == "ttft":
-            return tokens.ttft_corrected if corrected and tokens.ttft_corrected is not None else tokens.ttft
-        return tokens.itl_chunk if metric == "itl" else tokens.tpot
+        """The distribution a stopping rule or an objective watches (a figure of kaliper.measure.figures);
+        corrected for coordinated omission, where the figure has a corrected form under open loop, unless
+        `corrected` is False."""
+        row = figure(metric)
+        holder = (self.tokens or TokenWindow()) if row.token else self
+        found = getattr(holder, row.window_corrected) if corrected and row.window_corrected else None
+        return found if found is not None else getattr(holder, row.window)
 
     def to_wire(self) -> dict[str, Any]:
         return {
@@ -145,7 +145,7 @@ class Recorder:
         if window is None:
             window = Window(self.stage, index, corrected=LatencyHistogram() if self.open_loop else None)
             if self.streaming:
-                window.tokens = TokenWindow(ttft_corrected=LatencyHistogram() if self.open_loop else None)
+                window.tokens = TokenWindow.for_load(self.open_loop)
             self._windows[index] = window
         self._current, self._current_end = window, self.stage_start + (index + 1) * self.window_s
         return window

@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from kaliper.loadgen.config import LoadGenConfig
 from kaliper.loadgen.recorder import LATE_AFTER_S, Window
 from kaliper.loadgen.tokens import TokenWindow
+from kaliper.measure.figures import TOKEN_FIGURES
 from kaliper.measure.histogram import LatencyHistogram
 from kaliper.measure.statistics import REPORTED_PERCENTILES, estimate
 from kaliper.report.schema import (
@@ -54,12 +55,15 @@ def _ms(seconds: float | None) -> float | None:
 
 def token_figures(tokens: TokenWindow, measured_s: float, requests: int, with_objectives: bool) -> TokenFigures:
     per_s = (lambda n: round(n / measured_s, 3)) if measured_s else (lambda n: 0.0)
+    distributions = {}
+    for row in TOKEN_FIGURES:
+        measured = getattr(tokens, row.window)
+        corrected = getattr(tokens, row.window_corrected) if row.window_corrected else None
+        distributions[row.report] = latency_figures(corrected if corrected is not None else measured)
+        if row.report_service:
+            distributions[row.report_service] = latency_figures(measured)
     return TokenFigures(
-        ttft=latency_figures(tokens.ttft_corrected if tokens.ttft_corrected is not None else tokens.ttft),
-        ttft_service=latency_figures(tokens.ttft),
-        itl_chunk=latency_figures(tokens.itl_chunk),
-        itl_token=latency_figures(tokens.itl_token),
-        tpot=latency_figures(tokens.tpot),
+        **distributions,
         streams=tokens.streams,
         chunks=tokens.chunks,
         input_tokens=tokens.input_tokens,

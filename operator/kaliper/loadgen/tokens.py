@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kaliper.loadgen.sse import StreamRead
+from kaliper.measure.figures import TOKEN_FIGURES
 from kaliper.measure.histogram import LatencyHistogram
 
 TOKEN_SOURCES = ("usage", "tokenizer", "chunks")
@@ -42,6 +43,11 @@ class RequestTokens:
     over_max_tokens: bool
     tokenizer_difference: int | None = None
     """|server's count - tokenizer's count| of the output, where both exist."""
+
+    @property
+    def largest_gap_s(self) -> float:
+        """The request's own inter-token latency, as an objective judges it: its largest gap."""
+        return max(self.gaps_s, default=0.0)
 
 
 def request_tokens(
@@ -133,6 +139,14 @@ class TokenWindow:
     resent: int = 0
     """Requests sent again on a fresh connection after a kept-alive one was found dead before any answer."""
 
+    @classmethod
+    def for_load(cls, open_loop: bool) -> TokenWindow:
+        """An empty window; under open loop it also holds the figures corrected for coordinated omission."""
+        window = cls()
+        for name in _CORRECTED:
+            setattr(window, name, LatencyHistogram() if open_loop else None)
+        return window
+
     def record(self, figures: RequestTokens, good: bool) -> None:
         if figures.ttft_s is not None:
             self.streams += 1
@@ -173,8 +187,9 @@ class TokenWindow:
     def merge(self, other: TokenWindow) -> TokenWindow:
         for name in _HISTOGRAMS:
             getattr(self, name).add(getattr(other, name))
-        if other.ttft_corrected is not None:
-            self.ttft_corrected = (self.ttft_corrected or LatencyHistogram()).add(other.ttft_corrected)
+        for name in _CORRECTED:
+            if (theirs := getattr(other, name)) is not None:
+                setattr(self, name, (getattr(self, name) or LatencyHistogram()).add(theirs))
         for name in _COUNTS:
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.token_sources.update(other.token_sources)
@@ -182,27 +197,26 @@ class TokenWindow:
 
     def to_wire(self) -> dict[str, Any]:
         wire: dict[str, Any] = {name: getattr(self, name).encode() for name in _HISTOGRAMS}
-        wire["ttft_corrected"] = self.ttft_corrected.encode() if self.ttft_corrected is not None else None
+        wire |= {name: h.encode() if (h := getattr(self, name)) is not None else None for name in _CORRECTED}
         wire.update({name: getattr(self, name) for name in _COUNTS})
         wire["token_sources"] = dict(self.token_sources)
         return wire
 
     @classmethod
     def from_wire(cls, data: dict[str, Any]) -> TokenWindow:
-        window = cls(
-            ttft=LatencyHistogram.decode(data["ttft"]),
-            ttft_corrected=_histogram_or_none(data["ttft_corrected"]),
-            itl_chunk=LatencyHistogram.decode(data["itl_chunk"]),
-            itl_token=LatencyHistogram.decode(data["itl_token"]),
-            tpot=LatencyHistogram.decode(data["tpot"]),
-            token_sources=Counter(data["token_sources"]),
-        )
+        window = cls(token_sources=Counter(data["token_sources"]))
+        for name in _HISTOGRAMS:
+            setattr(window, name, LatencyHistogram.decode(data[name]))
+        for name in _CORRECTED:
+            setattr(window, name, _histogram_or_none(data[name]))
         for name in _COUNTS:
             setattr(window, name, data[name])
         return window
 
 
-_HISTOGRAMS = ("ttft", "itl_chunk", "itl_token", "tpot")
+# Which histograms a window holds: the catalogue's token figures, as measured and, under open loop, corrected.
+_HISTOGRAMS = tuple(f.window for f in TOKEN_FIGURES)
+_CORRECTED = tuple(f.window_corrected for f in TOKEN_FIGURES if f.window_corrected)
 _COUNTS = (
     "streams",
     "chunks",

@@ -558,7 +558,7 @@ def runtime_settings(candidate: CandidateResult) -> dict[str, str]:
 
 
 def _write(report: OptimizationReport, output: Path) -> None:
-    from kaliper.report.optimization_render import write_optimization_html
+    from kaliper.report.optimization_html import write_optimization_html
 
     output.mkdir(parents=True, exist_ok=True)
     text = report.model_dump_json(by_alias=True, exclude_none=True, indent=2)

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from kaliper.api.profilerun import CostModel, LatencyObjective, RecommendationSpec, SloSpec, SloVerdict
 from kaliper.api.units import format_cpu, format_memory, parse_cpu, parse_duration, parse_quantity
+from kaliper.measure.figures import figure
 from kaliper.measure.histogram import LatencyHistogram
 from kaliper.measure.statistics import estimate, nearest_rank
 from kaliper.pareto import pareto_front
@@ -41,20 +42,19 @@ class Interval:
 
 
 def metric_figures(stage: StageResult, measure: str = "corrected", metric: str = "latency") -> LatencyFigures | None:
-    """The distribution an objective is about: the whole request's latency, or a token stream's ttft, itl
-    (per chunk) or tpot. None where the stage has no token figures."""
-    if metric == "latency":
-        return stage.latency if measure == "corrected" else stage.service_time
-    if stage.tokens is None:
+    """The distribution an objective is about (a figure of kaliper.measure.figures), as users see it or, with
+    measure "service", from the actual send. None where the stage has no token figures."""
+    row = figure(metric)
+    holder = stage.tokens if row.token else stage
+    if holder is None:
         return None
-    if metric == "ttft":
-        return stage.tokens.ttft if measure == "corrected" else stage.tokens.ttft_service
-    return stage.tokens.itl_chunk if metric == "itl" else stage.tokens.tpot
+    return getattr(holder, row.report_service if measure != "corrected" and row.report_service else row.report)
 
 
 def objective_text(objective: LatencyObjective) -> str:
     """Such as "p99 <= 50ms", or "ttft p90 <= 200ms"."""
-    prefix = "" if objective.metric == "latency" else f"{objective.metric} "
+    row = figure(objective.metric)
+    prefix = f"{row.label} " if row.token else ""
     return f"{prefix}p{objective.percentile:g} <= {objective.max}"
 
 

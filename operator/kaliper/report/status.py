@@ -20,6 +20,7 @@ from kaliper.api.profilerun import (
     TokenSummary,
     TrialSummary,
 )
+from kaliper.measure.figures import STATUS_FIGURES, STATUS_PERCENTILES
 from kaliper.report.optimization import CandidateResult, ModelProfile, OptimizationReport
 from kaliper.report.recommend import NoRecommendation, patch_text, target_of, target_patch
 from kaliper.report.schema import LatencyFigures, ProfileReport, TokenFigures, TrialReport
@@ -37,13 +38,11 @@ def token_headline(tokens: TokenFigures) -> TokenSummary:
         found = figures.at(percentile)
         return found.value_ms if found is not None else None
 
+    columns = {
+        f"{row.name}_p{p}_ms": at(getattr(tokens, row.report), p) for row in STATUS_FIGURES for p in STATUS_PERCENTILES
+    }
     return TokenSummary(
-        ttft_p50_ms=at(tokens.ttft, 50),
-        ttft_p99_ms=at(tokens.ttft, 99),
-        itl_p50_ms=at(tokens.itl_chunk, 50),
-        itl_p99_ms=at(tokens.itl_chunk, 99),
-        tpot_p50_ms=at(tokens.tpot, 50),
-        tpot_p99_ms=at(tokens.tpot, 99),
+        **columns,
         input_tokens=tokens.input_tokens,
         output_tokens=tokens.output_tokens,
         output_tokens_per_s=tokens.output_tokens_per_s,

@@ -2,20 +2,21 @@
 
 from __future__ import annotations
 
+from kaliper.measure.figures import STATUS_FIGURES
 from kaliper.report.schema import LatencyFigures, ServerCheck, ServerLoad, TokenFigures
 
 
 def token_summary(tokens: TokenFigures) -> str:
-    """One line: ttft, itl per chunk and tpot at p50/p99, output tokens per second, and goodput."""
+    """One line: the status figures (ttft, itl per chunk, tpot) at p50/p99, output tokens per second, and
+    goodput."""
 
     def pair(figures: LatencyFigures) -> str:
         values = [figures.at(p) for p in (50, 99)]
         return "/".join("-" if v is None or v.value_ms is None else f"{v.value_ms:.2f}" for v in values) + "ms"
 
-    text = (
-        f"ttft p50/p99 {pair(tokens.ttft)}  itl {pair(tokens.itl_chunk)}  tpot {pair(tokens.tpot)}  "
-        f"{tokens.output_tokens_per_s:.0f} output tok/s"
-    )
+    shown = [f"{row.label} {pair(getattr(tokens, row.report))}" for row in STATUS_FIGURES]
+    shown[0] = shown[0].replace(" ", " p50/p99 ", 1)
+    text = "  ".join(shown) + f"  {tokens.output_tokens_per_s:.0f} output tok/s"
     if tokens.goodput_rps is not None and tokens.goodput_share is not None:
         text += f"  goodput {tokens.goodput_rps:.1f}/s ({tokens.goodput_share:.0%})"
     if (check := tokens.server_check) is not None:

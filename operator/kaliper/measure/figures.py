@@ -1,0 +1,123 @@
+"""The catalogue of latency figures: each figure named once, with what it measures and where it lives.
+
+Every part that handles a figure reads its row here: the recorder (which histogram a metric name means, as
+measured and as corrected for coordinated omission), the goodput judgement (one request's own value), the
+results document (its fields), the decisions (which distribution an objective or a stopping rule watches),
+the status (its p50/p99 columns), the API (which names an objective may use) and the reports (its label).
+A new figure is a row here, the measurement that makes it (kaliper.loadgen.tokens) and its fields in the
+results and status schemas (tests/test_figures.py names any that are missing).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Figure:
+    name: str
+    """As the API names it (an objective's or a stopping rule's metric) and as status columns start."""
+    label: str
+    """As reports print it."""
+    meaning: str
+    """What it measures, in a line."""
+    window: str
+    """The per-window histogram measured from the actual send (the Window's for latency, else the TokenWindow's)."""
+    window_corrected: str | None
+    """The per-window histogram measured from the intended send under open loop; None: it does not depend on
+    when a request was meant to leave."""
+    report: str
+    """The results field users read: corrected where a corrected form exists."""
+    report_service: str | None
+    """The results field measured from the actual send, where it differs from `report`."""
+    request: str | None
+    """One request's own value (a RequestTokens attribute, seconds), by which goodput judges it; None for
+    latency, which the request's send and end times give."""
+    request_corrected: str | None = None
+    absent_fails: bool = False
+    """A request without its own value (no first token) did not meet an objective on this figure."""
+    objective: bool = True
+    """May be an SLO's or a stopping rule's metric."""
+    status: bool = True
+    """Has p50 and p99 columns in the status."""
+    token: bool = True
+    """A token-stream figure (streamed generation only)."""
+
+
+LATENCY = Figure(
+    "latency",
+    "latency",
+    "the whole request, from its send (from its intended send under open loop) until the answer ended",
+    window="service",
+    window_corrected="corrected",
+    report="latency",
+    report_service="service_time",
+    request=None,
+    status=False,  # the status has its own latency summary, with every listed percentile
+    token=False,
+)
+TTFT = Figure(
+    "ttft",
+    "ttft",
+    "time to first token: until the first chunk carrying generated content arrived",
+    window="ttft",
+    window_corrected="ttft_corrected",
+    report="ttft",
+    report_service="ttft_service",
+    request="ttft_s",
+    request_corrected="ttft_corrected_s",
+    absent_fails=True,
+)
+ITL = Figure(
+    "itl",
+    "itl",
+    "every gap between successive content chunks, as they arrived (a request's own: its largest gap)",
+    window="itl_chunk",
+    window_corrected=None,
+    report="itl_chunk",
+    report_service=None,
+    request="largest_gap_s",
+)
+ITL_PER_TOKEN = Figure(
+    "itl_token",
+    "itl per token",
+    "the gaps between content chunks per token, where each chunk's tokens are known",
+    window="itl_token",
+    window_corrected=None,
+    report="itl_token",
+    report_service=None,
+    request=None,
+    objective=False,
+    status=False,
+)
+TPOT = Figure(
+    "tpot",
+    "tpot",
+    "time per output token after the first: (end-to-end - ttft) / (output tokens - 1)",
+    window="tpot",
+    window_corrected=None,
+    report="tpot",
+    report_service=None,
+    request="tpot_s",
+)
+
+FIGURES: dict[str, Figure] = {f.name: f for f in (LATENCY, TTFT, ITL, ITL_PER_TOKEN, TPOT)}
+TOKEN_FIGURES = tuple(f for f in FIGURES.values() if f.token)
+OBJECTIVE_NAMES = tuple(f.name for f in FIGURES.values() if f.objective)
+STATUS_FIGURES = tuple(f for f in FIGURES.values() if f.status)
+STATUS_PERCENTILES = (50, 99)
+
+
+def figure(name: str) -> Figure:
+    return FIGURES[name]
+
+
+def token_histograms() -> tuple[str, ...]:
+    """The TokenWindow's histograms from the actual send (the corrected ones exist only under open loop)."""
+    return tuple(f.window for f in TOKEN_FIGURES)
+
+
+def token_names_text() -> str:
+    """The token figures an objective may name, in words: "ttft, itl and tpot"."""
+    names = [f.name for f in TOKEN_FIGURES if f.objective]
+    return ", ".join(names[:-1]) + " and " + names[-1]

@@ -1,0 +1,247 @@
+"""A profile report's charts (plotly): latency or token figures against load, CPU and memory over time,
+cost against p99.
+"""
+
+from __future__ import annotations
+
+import html
+from collections import defaultdict
+from typing import TYPE_CHECKING
+
+from kaliper.measure.figures import ITL, TTFT
+from kaliper.report.profile_text import (
+    SLO_COLOUR,
+    configuration_label,
+    cost_unit,
+    cpu_limit_cores,
+    figure_at,
+    generates,
+    latency_at,
+    slo_bounds_ms,
+    trial_colours,
+)
+from kaliper.report.schema import ProfileReport, TrialReport
+
+if TYPE_CHECKING:
+    import plotly.graph_objects as go
+
+
+def _slo_line(figure: go.Figure, percentile: float, bound_ms: float) -> None:
+    figure.add_hline(
+        y=bound_ms,
+        line={"color": SLO_COLOUR, "dash": "dot", "width": 2},
+        annotation_text=html.escape(f"SLO p{percentile:g} <= {bound_ms:g} ms"),
+        annotation_position="top left",
+        annotation_font_color=SLO_COLOUR,
+    )
+
+
+def _latency_figure(report: ProfileReport, colours: dict[int, str], bounds: dict[float, float]) -> go.Figure | None:
+    import plotly.graph_objects as go
+
+    by_config: dict[str, list[TrialReport]] = defaultdict(list)
+    for trial in report.trials:
+        if trial.stage is not None and trial.stage.latency.percentiles:
+            by_config[configuration_label(trial)].append(trial)
+    if not by_config:
+        return None
+    percentiles = sorted({50.0, 99.0, *bounds})
+    dashes = {50.0: "solid", 99.0: "dash"}
+    figure = go.Figure()
+    for label, trials in by_config.items():
+        line_colour = colours[trials[0].index]  # a configuration takes the colour of its first trial
+        trials.sort(key=lambda t: t.stage.throughput_rps)  # type: ignore[union-attr]
+        x = [t.stage.throughput_rps for t in trials]  # type: ignore[union-attr]
+        for percentile in percentiles:
+            y = [latency_at(t, percentile) for t in trials]
+            if all(v is None for v in y):
+                continue
+            figure.add_trace(
+                go.Scatter(
+                    x=x,
+                    y=y,
+                    mode="lines+markers",
+                    name=html.escape(f"{label} p{percentile:g}"),
+                    text=[f"t{t.index}" for t in trials],
+                    legendgroup=html.escape(label),
+                    line={"color": line_colour, "dash": dashes.get(percentile, "dot")},
+                )
+            )
+    for percentile, bound in bounds.items():
+        _slo_line(figure, percentile, bound)
+    figure.update_layout(
+        title="Latency percentiles vs throughput, per configuration",
+        xaxis={"title": "successful requests/s", "rangemode": "tozero"},
+        yaxis={"title": "latency (ms)", "rangemode": "tozero"},
+    )
+    return figure
+
+
+def _token_figures(report: ProfileReport, colours: dict[int, str]) -> list[go.Figure]:
+    """Generation runs: time to first token and the gaps between tokens against the load level, and output
+    tokens per second against it, a line per configuration."""
+    import plotly.graph_objects as go
+
+    by_config: dict[str, list[TrialReport]] = defaultdict(list)
+    for trial in report.trials:
+        if trial.stage is not None and trial.stage.tokens is not None:
+            by_config[configuration_label(trial)].append(trial)
+    if not by_config:
+        return []
+    level_name = "rate" if any("rate" in t.parameters for t in report.trials) else "concurrency"
+    latency, rates = go.Figure(), go.Figure()
+    for label, trials in by_config.items():
+        line_colour = colours[trials[0].index]
+        trials.sort(key=lambda t: t.stage.level)  # type: ignore[union-attr]
+        x = [t.stage.level for t in trials]  # type: ignore[union-attr]
+        for row, percentile, dash in ((TTFT, 50, "solid"), (TTFT, 99, "dash"), (ITL, 99, "dot")):
+            name = f"{row.label} p{percentile}"
+            y = [figure_at(t, row, percentile) for t in trials]
+            latency.add_trace(
+                go.Scatter(
+                    x=x,
+                    y=y,
+                    mode="lines+markers",
+                    name=html.escape(f"{label} {name}"),
+                    legendgroup=html.escape(label),
+                    line={"color": line_colour, "dash": dash},
+                )
+            )
+        rates.add_trace(
+            go.Scatter(
+                x=x,
+                y=[t.stage.tokens.output_tokens_per_s for t in trials],  # type: ignore[union-attr]
+                mode="lines+markers",
+                name=html.escape(label),
+                line={"color": line_colour},
+            )
+        )
+    latency.update_layout(
+        title=f"Time to first token and gaps between tokens vs {level_name}, per configuration",
+        xaxis={"title": level_name, "rangemode": "tozero"},
+        yaxis={"title": "ms", "rangemode": "tozero"},
+    )
+    rates.update_layout(
+        title=f"Output tokens/s vs {level_name}, per configuration",
+        xaxis={"title": level_name, "rangemode": "tozero"},
+        yaxis={"title": "output tokens/s", "rangemode": "tozero"},
+    )
+    return [latency, rates]
+
+
+def _usage_figure(report: ProfileReport, colours: dict[int, str]) -> go.Figure | None:
+    import plotly.graph_objects as go
+
+    figure = go.Figure()
+    for trial in report.trials:
+        if not (trial.resources and trial.resources.series):
+            continue
+        series, group, trial_colour = trial.resources.series, f"t{trial.index}", colours[trial.index]
+        t = [p.t_s for p in series]
+        figure.add_trace(
+            go.Scatter(
+                x=t,
+                y=[p.cpu_cores for p in series],
+                mode="lines",
+                name=f"t{trial.index} CPU (cores)",
+                legendgroup=group,
+                line={"color": trial_colour},
+            )
+        )
+        figure.add_trace(
+            go.Scatter(
+                x=t,
+                y=[p.memory_bytes / 2**20 for p in series],
+                mode="lines",
+                name=f"t{trial.index} memory (MiB)",
+                legendgroup=group,
+                yaxis="y2",
+                line={"color": trial_colour, "dash": "dot"},
+            )
+        )
+        limit = cpu_limit_cores(trial)
+        if limit is not None:
+            replicas = f" x {trial.replicas}" if trial.replicas > 1 else ""
+            figure.add_trace(
+                go.Scatter(
+                    x=[min(t), max(t)],
+                    y=[limit, limit],
+                    mode="lines",
+                    name=html.escape(f"t{trial.index} CPU limit ({trial.parameters['cpu']}{replicas})"),
+                    legendgroup=group,
+                    line={"color": trial_colour, "dash": "longdash", "width": 1},
+                )
+            )
+    if not figure.data:
+        return None
+    # Both axes from zero: a memory series that wobbles by a few hundred KiB around 100 MiB is flat, not a
+    # mountain range.
+    figure.update_layout(
+        title="CPU and memory over each trial's load (dashed: the trial's CPU limit)",
+        xaxis={"title": "seconds into the trial", "rangemode": "tozero"},
+        yaxis={"title": "CPU (cores)", "rangemode": "tozero"},
+        yaxis2={"title": "memory working set (MiB)", "overlaying": "y", "side": "right", "rangemode": "tozero"},
+        legend={"orientation": "h", "y": -0.25},
+    )
+    return figure
+
+
+def _cost_figure(report: ProfileReport, colours: dict[int, str], bounds: dict[float, float]) -> go.Figure | None:
+    import plotly.graph_objects as go
+
+    points = [
+        (cost, p99, t.index)
+        for t in report.trials
+        if (cost := t.unit_cost()) is not None and (p99 := t.frontier_p99_ms()) is not None
+    ]
+    if not points:
+        return None
+    front = set(report.frontier)
+    figure = go.Figure()
+    figure.add_trace(
+        go.Scatter(
+            x=[p[0] for p in points],
+            y=[p[1] for p in points],
+            mode="markers+text",
+            name="trials",
+            text=[f"t{p[2]}" for p in points],
+            textposition="top center",
+            marker={
+                "size": [16 if p[2] in front else 10 for p in points],
+                "color": [colours[p[2]] for p in points],
+                "symbol": ["star" if p[2] == report.best_trial else "circle" for p in points],
+                "line": {"color": [SLO_COLOUR if p[2] in front else "white" for p in points], "width": 2},
+            },
+        )
+    )
+    frontier = sorted((p for p in points if p[2] in front), key=lambda p: p[0])
+    figure.add_trace(
+        go.Scatter(
+            x=[p[0] for p in frontier],
+            y=[p[1] for p in frontier],
+            mode="lines",
+            name="Pareto frontier",
+            line={"color": SLO_COLOUR},
+        )
+    )
+    tokens = generates(report)
+    if 99.0 in bounds and not tokens:  # the latency objective's line; a generation run's y axis is TTFT
+        _slo_line(figure, 99.0, bounds[99.0])
+    figure.update_layout(
+        title=f"Cost vs p99{' time to first token' if tokens else ''} (Pareto frontier in red; the best trial is a "
+        "star)",
+        xaxis={"title": f"{html.escape(report.currency)} per million {cost_unit(report)}", "rangemode": "tozero"},
+        yaxis={"title": "p99 time to first token (ms)" if tokens else "p99 latency (ms)", "rangemode": "tozero"},
+    )
+    return figure
+
+
+def figures(report: ProfileReport) -> list[go.Figure]:
+    """The report's charts: latency vs throughput (for generation runs, time to first token and gaps
+    between tokens vs load, and output tokens/s vs load), CPU and memory over time, cost vs p99. A chart with
+    nothing to show is left out (none at all when every trial failed)."""
+    colours = trial_colours(report)
+    bounds = slo_bounds_ms(report)
+    load = _token_figures(report, colours) if generates(report) else [_latency_figure(report, colours, bounds)]
+    found = (*load, _usage_figure(report, colours), _cost_figure(report, colours, bounds))
+    return [f for f in found if f is not None]

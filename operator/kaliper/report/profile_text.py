@@ -1,0 +1,226 @@
+"""A profile report in words (pure): the figures each trial is shown with, its colour, the headline,
+the summary lines and the messages; the terminal, the plots and the HTML page all read them from here.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+
+from kaliper.api.units import UnitError, format_memory, parse_cpu, parse_duration
+from kaliper.measure.figures import LATENCY, TPOT, TTFT, Figure
+from kaliper.report.schema import ProfileReport, TrialReport
+from kaliper.report.token_text import token_summary
+
+# One colour per trial, never reused within a report: plotly's ten, then its 24 darker ones, then hues spaced
+# by the golden angle (distinct however many trials there are).
+PALETTE = (
+    "#636EFA", "#EF553B", "#00CC96", "#AB63FA", "#FFA15A", "#19D3F3", "#FF6692", "#B6E880", "#FF97FF", "#FECB52",
+    "#2E91E5", "#E15F99", "#1CA71C", "#FB0D0D", "#DA16FF", "#222A2A", "#B68100", "#750D86", "#EB663B", "#511CFB",
+    "#00A08B", "#FB00D1", "#FC0080", "#B2828D", "#6C7C32", "#778AAE", "#862A16", "#A777F1", "#620042", "#1616A7",
+    "#DA60CA", "#6C4516", "#0D2A63", "#AF0038",
+)  # fmt: skip
+
+
+SLO_COLOUR = "crimson"
+
+
+_LATENCY_OBJECTIVE = re.compile(r"^\s*p(\d+(?:\.\d+)?)\s*<=\s*(\S+)\s*$")
+
+
+# What a generation run's tables lead with (its headline latency figure), beside output tokens per second.
+HEADLINE_TOKEN_FIGURE = TTFT
+
+
+def figure_at(trial: TrialReport, row: Figure, percentile: float) -> float | None:
+    """A trial's percentile of a catalogue figure, in ms (None: not measured)."""
+    holder = (trial.stage.tokens if row.token else trial.stage) if trial.stage is not None else None
+    found = getattr(holder, row.report).at(percentile) if holder is not None else None
+    return found.value_ms if found else None
+
+
+def latency_at(trial: TrialReport, percentile: float) -> float | None:
+    return figure_at(trial, LATENCY, percentile)
+
+
+def headline_figures(trial: TrialReport, tokens: bool) -> tuple[float | None, float | None, float | None]:
+    """(throughput, p50, p99) the tables show: output tokens per second and time to first token for a
+    generation run, requests per second and latency otherwise."""
+    if tokens:
+        figures = trial.stage.tokens if trial.stage is not None else None
+        rate = figures.output_tokens_per_s if figures is not None else None
+        return rate, figure_at(trial, HEADLINE_TOKEN_FIGURE, 50), figure_at(trial, HEADLINE_TOKEN_FIGURE, 99)
+    return trial.stage.throughput_rps if trial.stage else None, latency_at(trial, 50), latency_at(trial, 99)
+
+
+def fmt(value: float | None, pattern: str = "{:.2f}") -> str:
+    return "-" if value is None else pattern.format(value)
+
+
+def parameters_text(trial: TrialReport) -> str:
+    return ", ".join(f"{k}={v}" for k, v in trial.parameters.items())
+
+
+def configuration_label(trial: TrialReport, level_keys: tuple[str, ...] = ("concurrency", "rate")) -> str:
+    return ", ".join(f"{k}={v}" for k, v in trial.parameters.items() if k not in level_keys) or "as deployed"
+
+
+def colour(position: int) -> str:
+    """The colour of the position-th trial of a report."""
+    if position < len(PALETTE):
+        return PALETTE[position]
+    return f"hsl({(position - len(PALETTE)) * 137.508 % 360:.1f}, 70%, 42%)"
+
+
+def trial_colours(report: ProfileReport) -> dict[int, str]:
+    """Trial index -> its colour, the same in every chart and in the table."""
+    return {trial.index: colour(position) for position, trial in enumerate(report.trials)}
+
+
+def parse_latency_objective(objective: str) -> tuple[float, float] | None:
+    """(percentile, bound in ms) of a latency SLO check's objective such as "p99 <= 25ms"; None for other
+    objectives (error rate, throughput) and anything unreadable."""
+    found = _LATENCY_OBJECTIVE.match(objective)
+    if found is None:
+        return None
+    try:
+        return float(found.group(1)), parse_duration(found.group(2)) * 1000
+    except UnitError:
+        return None
+
+
+def slo_bounds_ms(report: ProfileReport) -> dict[float, float]:
+    """The latency bounds of the run's SLO, percentile -> ms, read from its trials' checks (the report does
+    not carry the spec)."""
+    bounds: dict[float, float] = {}
+    for trial in report.trials:
+        for check in trial.slo:
+            parsed = parse_latency_objective(check.objective)
+            if parsed is not None:
+                bounds.setdefault(*parsed)
+    return dict(sorted(bounds.items()))
+
+
+def cpu_limit_cores(trial: TrialReport) -> float | None:
+    """The trial's CPU limit summed over its replicas, when CPU is one of the swept parameters; None when it
+    is not known from the report."""
+    value = trial.parameters.get("cpu")
+    if value is None:
+        return None
+    try:
+        return float(parse_cpu(value)) * max(trial.replicas, 1)
+    except UnitError:
+        return None
+
+
+def all_failed(report: ProfileReport) -> bool:
+    return bool(report.trials) and not any(t.status == "Succeeded" for t in report.trials)
+
+
+def headline(report: ProfileReport) -> list[str]:
+    """What must be read first: a run that failed, a run that was interrupted (one line each)."""
+    lines = []
+    if report.error:
+        lines.append(f"FAILED: {report.error}")
+    elif all_failed(report):
+        first = next((t.message for t in report.trials if t.status == "Failed" and t.message), None)
+        lines.append("FAILED: no trial succeeded" + (f"; the first failure: {first}" if first else ""))
+    if report.interrupted:
+        finished = sum(t.status != "Skipped" for t in report.trials)
+        lines.append(
+            f"INTERRUPTED: the run was stopped after {finished} of {len(report.trials)} trials; the verdict "
+            "and the best configuration cover only those"
+        )
+    return lines
+
+
+def slo_detail(trial: TrialReport) -> list[str]:
+    return [f"{c.objective}: {c.observed} ({c.verdict})" for c in trial.slo]
+
+
+def generator_text(trial: TrialReport) -> str:
+    usage = trial.stage.generator_usage if trial.stage else None
+    if usage is None:
+        return "-"
+    return f"{usage.cpu_cores:.2f} of {usage.capacity_cores:g} cores ({usage.saturation:.0%})"
+
+
+def throttled_text(trial: TrialReport) -> str:
+    r = trial.resources
+    return fmt(r.cpu_throttled_ratio * 100 if r and r.cpu_throttled_ratio is not None else None, "{:.0f}%")
+
+
+def memory_peak_text(trial: TrialReport) -> str:
+    r = trial.resources
+    return format_memory(r.memory_peak_bytes) if r and r.memory_peak_bytes else "-"
+
+
+def generates(report: ProfileReport) -> bool:
+    """A generation run: its costs are per million output tokens."""
+    return any(t.generates for t in report.trials)
+
+
+def cost_unit(report: ProfileReport) -> str:
+    return "output tokens" if generates(report) else "requests"
+
+
+def trial_messages(report: ProfileReport) -> list[str]:
+    """The whole message of every trial that did not succeed (trials skipped for the same reason together)."""
+    lines = []
+    skipped: dict[str, list[int]] = defaultdict(list)
+    for trial in report.trials:
+        if trial.status == "Succeeded" or not trial.message:
+            continue
+        if trial.status == "Skipped":
+            skipped[trial.message].append(trial.index)
+        else:
+            lines.append(f"trial {trial.index} {trial.status}: {trial.message}")
+    for message, indices in skipped.items():
+        which = f"trial {indices[0]}" if len(indices) == 1 else "trials " + ", ".join(map(str, indices))
+        lines.append(f"{which} Skipped: {message}")
+    return lines
+
+
+def summary_lines(report: ProfileReport) -> list[str]:
+    lines = [f"verdict: {report.verdict}"]
+    if report.best_trial is not None:
+        best = next(t for t in report.trials if t.index == report.best_trial)
+        throughput = f"{best.stage.throughput_rps:.1f}" if best.stage else "-"
+        tokens = best.stage.tokens if best.stage else None
+        if tokens is not None:
+            tails = ", ".join(f"{row.label} p99 {fmt(figure_at(best, row, 99))} ms" for row in (TTFT, TPOT))
+            figures = f"{tokens.output_tokens_per_s:.0f} output tok/s ({throughput} ok/s), {tails}"
+            cost = (
+                f"{fmt(best.cost_per_million_output_tokens, '{:.4f}')} {report.currency} per million output tokens "
+                f"({fmt(best.cost_per_million_tokens, '{:.4f}')} per million tokens in and out)"
+            )
+        else:
+            figures = f"{throughput} ok/s, p99 {fmt(latency_at(best, 99))} ms"
+            cost = f"{fmt(best.cost_per_million_requests, '{:.4f}')} {report.currency} per million requests"
+        lines.append(f"best: trial {best.index} ({parameters_text(best)}), {figures}, {cost}")
+        for detail in slo_detail(best):
+            lines.append(f"  SLO {detail}")
+        if report.choice is not None:
+            lines.append(f"  choice {report.choice.certainty.lower()}: {report.choice.explanation}")
+    r = report.recommendation
+    if r is not None:
+        lines.append(
+            f"recommendation: requests cpu={r.cpu_request} memory={r.memory_request}; limits cpu={r.cpu_limit} "
+            f"memory={r.memory_limit}; replicas={r.replicas}"
+        )
+        lines.append(f"  ({r.rationale})")
+    for trial in report.trials:
+        if trial.stage is not None and trial.stage.tokens is not None:
+            lines.append(f"trial {trial.index} tokens: {token_summary(trial.stage.tokens)}")
+        for flag in trial.limited_by:
+            lines.append(f"trial {trial.index} limited: {flag}")
+        if trial.repetitions:
+            verdicts = ", ".join(r.slo_verdict or "-" for r in trial.repetitions)
+            rates = ", ".join(f"{r.throughput_rps:.1f}" for r in trial.repetitions)
+            lines.append(
+                f"trial {trial.index} repetitions: {rates} ok/s (spread {fmt(trial.spread, '{:.1%}')}); SLO {verdicts}"
+            )
+    for warning in report.warnings:
+        lines.append(f"warning: {warning}")
+    lines.append(f"load generation: {report.load_generation_s:.0f} s over {len(report.trials)} trials")
+    return lines
