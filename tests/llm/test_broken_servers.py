@@ -156,4 +156,8 @@ def test_sessions_need_the_chat_protocol(tmp_path: Path, server: str) -> None:
     }
     process, result = run_loadgen(tmp_path, config)
     assert process.returncode == 2 and result is None
-    assert "payload.prompts.turns > 1 (chat sessions) needs request.protocol openai-chat" in process.stderr
+    # The ProfileRun's own rule, stated once (kaliper.api.profilerun.rules.SESSIONS_NEED_CHAT).
+    assert (
+        "multi-turn sessions carry earlier answers as chat messages; set request.protocol to openai-chat or "
+        "payload.prompts.turns to 1" in process.stderr
+    )

@@ -59,9 +59,9 @@ def test_a_scheduled_send_is_late_by_the_connections_or_by_the_generator() -> No
     recorder = Recorder(window_s=3600.0, open_loop=True)
     recorder.begin_stage(0, start_wall=time.time())  # each completes now, on the wall clock
     # (due, claimed, sent, answered) on the perf_counter clock, in seconds
-    recorder.record_scheduled(10.0, 9.0, 10.001, 10.011, None, 5, 7)  # on time: 1 ms after it was due
-    recorder.record_scheduled(10.0, 10.005, 10.006, 10.016, None, 5, 7)  # claimed late: no connection free
-    recorder.record_scheduled(10.0, 9.0, 10.005, 10.015, "HTTP 503", 5, 0)  # claimed in time, sent late
+    recorder.record_send(10.0, 9.0, 10.001, 10.011, None, 5, 7)  # on time: 1 ms after it was due
+    recorder.record_send(10.0, 10.005, 10.006, 10.016, None, 5, 7)  # claimed late: no connection free
+    recorder.record_send(10.0, 9.0, 10.005, 10.015, "HTTP 503", 5, 0)  # claimed in time, sent late
     (window,), _ = recorder.take_closed(time.time() + 3600)
     assert (window.requests, window.late_no_connection, window.late_generator) == (3, 1, 1)
     assert dict(window.errors) == {"HTTP 503": 1}

@@ -47,7 +47,7 @@ def load_config(path: Path) -> LoadGenConfig:
 
 
 def emit(result, output: str, publish_template: Path | None = None) -> None:  # type: ignore[no-untyped-def]
-    from kaliper.loadgen.engine import summarize
+    from kaliper.loadgen.results import summarize
 
     text = result.model_dump_json(by_alias=True, indent=2)
     if output == "-":
@@ -88,7 +88,7 @@ def main(log_level: str, quiet: bool) -> None:
 def run(config_path: Path, output: str, publish_template: Path | None) -> None:
     """Run a load test here (load.processes > 1 starts local worker processes)."""
     from kaliper.loadgen.config import LoadGenError
-    from kaliper.loadgen.engine import run as run_load
+    from kaliper.loadgen.topology import run as run_load
 
     config = load_config(config_path)
     try:
@@ -109,7 +109,7 @@ def master(
     config_path: Path, workers: int, bind: str, join_timeout: float, output: str, publish_template: Path | None
 ) -> None:
     """Drive N Locust workers and merge their histograms exactly."""
-    from kaliper.loadgen.engine import run_master
+    from kaliper.loadgen.topology import run_master
 
     config = load_config(config_path)
     host, _, port = bind.rpartition(":")
@@ -120,7 +120,7 @@ def master(
 @click.option("--master", "master_address", required=True, help="HOST:PORT of the master.")
 def worker(master_address: str) -> None:
     """A Locust worker that takes its instructions from the master."""
-    from kaliper.loadgen.engine import run_worker
+    from kaliper.loadgen.topology import run_worker
 
     host, _, port = master_address.rpartition(":")
     run_worker(host, int(port))

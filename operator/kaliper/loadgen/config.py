@@ -21,10 +21,18 @@ from kaliper.api.profilerun import (
     LoadSpec,
     Payload,
     RequestSpec,
+    SloSpec,
     StoppingRule,
 )
+from kaliper.api.profilerun.rules import (
+    GENERATION_NEEDS_PROMPTS,
+    PROMPTS_NEED_GENERATION,
+    SESSIONS_NEED_CHAT,
+    TOKEN_FIGURES_NEED_GENERATION,
+    streaming_metrics_used,
+)
 from kaliper.api.units import parse_duration
-from kaliper.measure.figures import figure, token_names_text
+from kaliper.measure.figures import token_names_text
 
 OIP_INFER_PATH = "/v2/models/{model}/infer"
 DEFAULT_PATHS = {"openai-chat": "/v1/chat/completions", "openai-completions": "/v1/completions"}
@@ -32,6 +40,14 @@ DEFAULT_PATHS = {"openai-chat": "/v1/chat/completions", "openai-completions": "/
 
 class LoadGenConfig(KaliperModel):
     """One load test: a target URL and a ProfileRun's request, payload and load settings."""
+
+    # The ProfileRun's own rules about its requests and payload, stated once (kaliper.api.profilerun.rules).
+    cross_field_rules = (
+        GENERATION_NEEDS_PROMPTS,
+        PROMPTS_NEED_GENERATION,
+        SESSIONS_NEED_CHAT,
+        TOKEN_FIGURES_NEED_GENERATION,
+    )
 
     url: HttpUrl
     """Base URL of the target, such as http://127.0.0.1:8080."""
@@ -61,21 +77,20 @@ class LoadGenConfig(KaliperModel):
         generation = self.request.protocol in LLM_PROTOCOLS
         if generation and not self.request.model_name:
             raise ValueError(f"{self.request.protocol} requests need request.modelName (the body's model field)")
-        if generation and self.payload.prompts is None:
-            raise ValueError(f"{self.request.protocol} requests are built from payload.prompts; set it")
-        if not generation and self.payload.prompts is not None:
-            raise ValueError("payload.prompts are for request.protocol openai-chat or openai-completions")
-        sessions = self.payload.prompts is not None and self.payload.prompts.turns > 1
-        if sessions and self.request.protocol != "openai-chat":
-            raise ValueError("payload.prompts.turns > 1 (chat sessions) needs request.protocol openai-chat")
-        streamed = generation and (self.request.generation is None or self.request.generation.stream)
-        metrics = [o.metric for o in self.objectives] + ([self.stopping.metric] if self.stopping else [])
-        if not streamed and any(figure(m).token for m in metrics):
+        # The rules a ProfileRun's spec states (cross_field_rules) ask for generation; token figures also need
+        # its answers streamed.
+        unstreamed = generation and self.request.generation is not None and not self.request.generation.stream
+        if unstreamed and streaming_metrics_used(self):
             raise ValueError(
-                f"{token_names_text()} are measured on streamed generation requests "
-                "(openai-chat or openai-completions with generation.stream true); use metric latency"
+                f"{token_names_text()} are measured on streamed answers: set request.generation.stream true, or "
+                "use metric latency"
             )
         return self
+
+    @property
+    def slo(self) -> SloSpec | None:
+        """The objectives the generator watches, as the ProfileRun's rules read an SLO."""
+        return SloSpec(latency=self.objectives) if self.objectives else None
 
     @property
     def streaming(self) -> bool:

@@ -28,6 +28,7 @@ import gevent
 from kaliper.api.profilerun import GenerationSpec
 from kaliper.api.units import parse_duration
 from kaliper.loadgen.config import LoadGenConfig
+from kaliper.loadgen.grpc_calls import target_is_down
 from kaliper.loadgen.http import BodySink, StreamingConnection
 from kaliper.loadgen.prompts import GenerationRequest, Prompt, generation_requests, load_tokenizer, request_body
 from kaliper.loadgen.sse import StreamParser, StreamRead, read_whole
@@ -84,6 +85,16 @@ ANSWERED_KINDS = frozenset(
         "error answer",
     }
 )
+
+
+def unanswered(kind: str) -> bool:
+    """A failure in which the target did not answer at all (refused or lost connections, a gRPC target that
+    is down): a whole window of them ends the run."""
+    if kind.startswith("gRPC "):
+        return target_is_down(kind)
+    return not kind.startswith("HTTP") and kind != "timeout" and kind not in ANSWERED_KINDS
+
+
 
 
 def classify(exc: BaseException) -> str:

@@ -221,7 +221,7 @@ class GrpcUsers:
             raw = next(self._request_cycle)
             start = clock()
             error, received = await self._infer(call, raw, target.timeout_s, target.metadata)
-            recorder.record_scheduled(slot, claimed, start, clock(), error, len(raw), received)
+            recorder.record_send(slot, claimed, start, clock(), error, len(raw), received)
 
     async def push_windows(self, emit: Any) -> None:
         until = -1

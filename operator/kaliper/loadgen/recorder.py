@@ -183,29 +183,36 @@ class Recorder:
         elif late_generator:
             window.late_generator += 1
 
-    def record_scheduled(
+    def record_send(
         self,
-        slot: float,
-        claimed: float,
+        slot: float | None,
+        claimed: float | None,
         start: float,
         end: float,
         error: str | None,
         sent: int,
         received: int,
+        resent: int = 0,
+        tokens: RequestTokens | None = None,
+        good: bool = False,
     ) -> None:
-        """An open-loop request on the perf_counter clock: due at `slot`, claimed by a user at `claimed`, sent at
-        `start`, answered at `end`. Its latency counts from when it was due; a late send is blamed on the
-        connections when none was free in time (claimed after it was due), else on the generator."""
-        late = start - slot > LATE_AFTER_S
+        """One request on the perf_counter clock, whatever its protocol: sent at `start`, answered at `end`.
+        Open loop: due at `slot`, claimed by a user at `claimed`; its latency counts from when it was due, and
+        a late send is blamed on the connections when none was free in time (claimed after it was due), else
+        on the generator. Closed loop (no slot): its latency is its service time."""
+        late = slot is not None and start - slot > LATE_AFTER_S
         self.record(
             time.time(),
             end - start,
-            end - slot,
+            end - slot if slot is not None else None,
             error,
-            late_no_connection=late and claimed > slot + LATE_AFTER_S,
+            late_no_connection=late and claimed is not None and slot is not None and claimed > slot + LATE_AFTER_S,
             late_generator=late,
             sent=sent,
             received=received,
+            resent=resent,
+            tokens=tokens,
+            good=good,
         )
 
     def closed_until(self, now_wall: float) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from datetime import UTC, datetime
 
 from kaliper.loadgen.config import LoadGenConfig
@@ -14,11 +15,13 @@ from kaliper.report.schema import (
     GeneratorUsage,
     LatencyFigures,
     LateSends,
+    LoadTestResult,
     PercentileFigure,
     StageResult,
     TokenFigures,
     WindowResult,
 )
+from kaliper.report.token_text import token_summary
 
 LATE_SHARE_FLAG = 0.01  # perf_analyzer's warning threshold: more than 1% of sends late
 
@@ -181,3 +184,28 @@ def stage_warnings(stage: StageResult) -> list[str]:
             "given: their output tokens are the number of chunks (a lower bound); set payload.prompts.tokenizer"
         )
     return warnings
+
+
+def summarize(result: LoadTestResult) -> str:
+    """A short human summary of a results document."""
+    lines = [f"target {result.target}"]
+    if result.error:
+        lines.append(f"ERROR: {result.error}")
+    for stage in result.stages:
+        unit = "users" if stage.load_model == "closed" else "req/s"
+        p = {f.percentile: f for f in stage.latency.percentiles}
+        figures = "  ".join(
+            f"p{k:g} {p[k].value_ms:.2f}ms" for k in (50, 90, 99) if k in p and p[k].value_ms is not None
+        )
+        lines.append(
+            f"stage {stage.index}: {stage.level:g} {unit}  {stage.requests} requests in {stage.measured_s:g}s  "
+            f"{stage.throughput_rps:.1f} ok/s  errors {stage.error_rate:.2%}  {figures}"
+        )
+        if stage.tokens is not None:
+            lines.append("  " + token_summary(stage.tokens))
+        lines.append(f"  stopped: {stage.stop_reason}")
+        if stage.errors_by_kind:
+            lines.append("  errors: " + ", ".join(f"{k} x{n}" for k, n in Counter(stage.errors_by_kind).most_common()))
+        if stage.late_sends and stage.late_sends.flagged:
+            lines.append(f"  WARNING: {stage.late_sends.reason}")
+    return "\n".join(lines)

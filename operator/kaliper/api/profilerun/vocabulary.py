@@ -1,9 +1,9 @@
-"""ProfileRun: load-test a target, measure it, sweep configurations, recommend the cheapest one that meets the SLO."""
+"""A ProfileRun's vocabulary: what each part of its spec says (target, request, payload, load, sweep, search,
+SLO, metrics, cost, recommendation, report, TTL). Rules between parts are in rules.py.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field
@@ -11,28 +11,22 @@ from pydantic import AfterValidator, Field
 from kaliper.api.base import KaliperModel, Rule, exactly_one_of
 from kaliper.api.common import (
     RESOURCE_NAME_PATTERN,
-    Condition,
     ConfigMapKeyReference,
     CpuQuantity,
     Duration,
-    GpuRequest,
     HttpUrl,
     LocalObjectReference,
     MemoryQuantity,
     Name,
     PositiveDuration,
-    ResourceList,
     SecretKeyReference,
     StringMap,
     TensorSpec,
-    conditions_field,
     unique_items,
 )
 from kaliper.api.modeldeployment import ModelSource, RuntimeType
 from kaliper.api.units import parse_duration
-from kaliper.measure.figures import OBJECTIVE_NAMES, figure, token_names_text
-
-# --- target and request ------------------------------------------------------------------------------
+from kaliper.measure.figures import OBJECTIVE_NAMES
 
 
 class WorkloadReference(KaliperModel):
@@ -79,9 +73,17 @@ class SecretHeader(KaliperModel):
 
 
 Protocol = Literal["oip-v2", "oip-v2-grpc", "http-json", "openai-chat", "openai-completions"]
+
+
 LLM_PROTOCOLS = ("openai-chat", "openai-completions")
+
+
 OIP_PROTOCOLS = ("oip-v2", "oip-v2-grpc")  # REST and gRPC faces of the Open Inference Protocol v2
+
+
 GRPC_PROTOCOLS = ("oip-v2-grpc",)
+
+
 FreeFormObject = Annotated[
     dict[str, Any], Field(json_schema_extra={"type": "object", "x-kubernetes-preserve-unknown-fields": True})
 ]
@@ -173,9 +175,6 @@ class RequestSpec(KaliperModel):
     generation: GenerationSpec | None = None
     """openai-chat and openai-completions: what each request asks the model to generate. Default: 128
     tokens, streamed, with usage."""
-
-
-# --- payload -----------------------------------------------------------------------------------------
 
 
 class DatasetSource(KaliperModel):
@@ -306,9 +305,6 @@ class Payload(KaliperModel):
     cross_field_rules = (exactly_one_of("inline", "dataset", "tensors", "prompts"),)
 
 
-# --- load --------------------------------------------------------------------------------------------
-
-
 class ClosedLoop(KaliperModel):
     """A fixed number of users, each sending its next request when the previous answer arrives."""
 
@@ -385,9 +381,6 @@ class LoadSpec(KaliperModel):
     )
 
 
-# --- sweep and search --------------------------------------------------------------------------------
-
-
 def _sweep_list(item: Any) -> Any:
     return Annotated[
         list[item],
@@ -408,6 +401,8 @@ class ModelVariant(KaliperModel):
 # A copy of a workload's pod template varies what Kubernetes sets on any pod; the rest configures Kaliper's
 # own serving runtimes.
 WORKLOAD_SWEEP_FIELDS = ("cpu", "memory", "gpu", "gpu_resource", "replicas")
+
+
 # In the order a trial's parameters are listed.
 DEPLOYMENT_SWEEP_FIELDS = (
     "cpu",
@@ -489,9 +484,6 @@ class SearchSpec(KaliperModel):
     """Trials run at the same time (Kubernetes only; the local runtime runs one at a time)."""
     seed: Annotated[int, Field(ge=0)] | None = None
     """Random seed for optuna."""
-
-
-# --- SLOs, metrics, cost, report ---------------------------------------------------------------------
 
 
 class LatencyObjective(KaliperModel):
@@ -678,480 +670,3 @@ class TtlSpec(KaliperModel):
     """Whether the ttl also deletes a run that Argo CD or Flux manages (their tracking annotation or labels).
     Default false: such a run is kept, with a Retained condition saying why, since the tool would create it
     again and its load test would run again."""
-
-
-def streaming_metrics_used(spec: ProfileRunTemplate) -> bool:
-    objectives = spec.slo.latency if spec.slo and spec.slo.latency else []
-    stopping = spec.load.stopping
-    metrics = [o.metric for o in objectives] + ([stopping.metric] if stopping is not None else [])
-    return any(figure(m).token for m in metrics)
-
-
-class ProfileRunTemplate(KaliperModel):
-    """A ProfileRun spec without its target (ModelOptimization follow-ups fill the target in)."""
-
-    request: RequestSpec = Field(default_factory=RequestSpec)
-    """How each request is sent."""
-    payload: Payload
-    """What each request carries."""
-    load: LoadSpec
-    """The load each trial applies."""
-    sweep: SweepSpec | None = None
-    """The configurations to try. Default: just the target as it is."""
-    search: SearchSpec = Field(default_factory=SearchSpec)
-    """How configurations are chosen from the sweep."""
-    slo: SloSpec | None = None
-    """What a configuration must achieve. Without one, the report has figures but no verdict."""
-    metrics: MetricsSpec = Field(default_factory=MetricsSpec)
-    """Where resource figures come from."""
-    cost: CostModel = Field(default_factory=CostModel)
-    """Prices for the cost figures."""
-    recommendation: RecommendationSpec = Field(default_factory=RecommendationSpec)
-    """How requests and limits are recommended."""
-    report: ReportSpec = Field(default_factory=ReportSpec)
-    """Which report files to write."""
-    ready_timeout: PositiveDuration = "10m"
-    """Longest a trial's deployment (or the run's target ModelDeployment) may take to become ready before
-    the trial is marked Failed, with the reason (image pull, crash loop, unschedulable, OOM)."""
-    trial_timeout: PositiveDuration = "20m"
-    """Longest one trial (deploy, become ready, load, collect) may take before it is marked Failed."""
-    ttl: TtlSpec | None = None
-    """When the finished run is deleted."""
-    fail_if_not_met: bool = False
-    """Whether a finished run whose verdict is not Met (NotMet, Inconclusive or Unknown) counts as failed:
-    Stalled instead of Ready, which Flux and `kubectl wait` read as failed and Argo CD as Degraded; its phase
-    stays Succeeded and its report is kept. The cluster twin of `kaliper run --fail-if-not-met`, which this
-    field also turns on. Default false: a run that measured is Ready whatever its verdict."""
-
-    cross_field_rules = (
-        Rule(
-            cel="!has(self.sweep) || !has(self.sweep.concurrency) || has(self.load.closedLoop)",
-            message="sweep.concurrency sets closed-loop load levels; "
-            "use load.closedLoop, or sweep.rate with load.openLoop",
-            check=lambda s: s.sweep is None or s.sweep.concurrency is None or s.load.closed_loop is not None,
-            field_path=".sweep.concurrency",
-        ),
-        Rule(
-            cel="!has(self.sweep) || !has(self.sweep.rate) || has(self.load.openLoop)",
-            message="sweep.rate sets open-loop load levels; "
-            "use load.openLoop, or sweep.concurrency with load.closedLoop",
-            check=lambda s: s.sweep is None or s.sweep.rate is None or s.load.open_loop is not None,
-            field_path=".sweep.rate",
-        ),
-        Rule(
-            cel="!has(self.payload.tensors) || !has(self.request) || !has(self.request.protocol) || "
-            "self.request.protocol in ['oip-v2', 'oip-v2-grpc']",
-            message="payload.tensors generates Open Inference Protocol v2 requests; set request.protocol to oip-v2 "
-            "or oip-v2-grpc, or use payload.inline or payload.dataset",
-            check=lambda s: s.payload.tensors is None or s.request.protocol in OIP_PROTOCOLS,
-            field_path=".payload.tensors",
-        ),
-        Rule(
-            cel="!has(self.sweep) || !has(self.sweep.protocol) || ((!has(self.request) || "
-            "!has(self.request.protocol) || self.request.protocol in ['oip-v2', 'oip-v2-grpc']) && "
-            "!has(self.payload.prompts))",
-            message="sweep.protocol compares the Open Inference Protocol's REST and gRPC faces; the requests must "
-            "be oip-v2 (request.protocol oip-v2 or oip-v2-grpc, payload tensors, inline or dataset)",
-            check=lambda s: (
-                s.sweep is None
-                or s.sweep.protocol is None
-                or (s.request.protocol in OIP_PROTOCOLS and s.payload.prompts is None)
-            ),
-            field_path=".sweep.protocol",
-        ),
-        Rule(
-            cel="!has(self.request) || !has(self.request.protocol) || self.request.protocol != 'oip-v2-grpc' || "
-            "!has(self.request.path)",
-            message="request.path is an HTTP path; oip-v2-grpc calls inference.GRPCInferenceService/ModelInfer on "
-            "the target's gRPC port: remove request.path",
-            check=lambda s: s.request.protocol != "oip-v2-grpc" or s.request.path is None,
-            field_path=".request.path",
-        ),
-        Rule(
-            cel="!has(self.request) || !has(self.request.grpc) || (has(self.request.protocol) && "
-            "self.request.protocol == 'oip-v2-grpc') || (has(self.sweep) && has(self.sweep.protocol) && "
-            "'oip-v2-grpc' in self.sweep.protocol)",
-            message="request.grpc sets the connections of gRPC calls; set request.protocol to oip-v2-grpc (or "
-            "sweep.protocol) or remove request.grpc",
-            check=lambda s: (
-                s.request.grpc is None
-                or s.request.protocol == "oip-v2-grpc"
-                or (s.sweep is not None and s.sweep.protocol is not None and "oip-v2-grpc" in s.sweep.protocol)
-            ),
-            field_path=".request.grpc",
-        ),
-        Rule(
-            cel="!has(self.load.openLoop) || !has(self.load.openLoop.maxConnections) || !has(self.request) || "
-            "!has(self.request.protocol) || self.request.protocol != 'oip-v2-grpc'",
-            message="gRPC calls share HTTP/2 connections: bound them with request.grpc.connections and "
-            "streamsPerConnection instead of load.openLoop.maxConnections",
-            check=lambda s: (
-                s.load.open_loop is None
-                or s.load.open_loop.max_connections is None
-                or s.request.protocol != "oip-v2-grpc"
-            ),
-            field_path=".load.openLoop.maxConnections",
-        ),
-        Rule(
-            cel="!has(self.payload.prompts) || (has(self.request) && has(self.request.protocol) && "
-            "self.request.protocol in ['openai-chat', 'openai-completions'])",
-            message="payload.prompts are for generation requests; set request.protocol to openai-chat or "
-            "openai-completions",
-            check=lambda s: s.payload.prompts is None or s.request.protocol in LLM_PROTOCOLS,
-            field_path=".payload.prompts",
-        ),
-        Rule(
-            cel="!has(self.payload.prompts) || !has(self.payload.prompts.turns) || self.payload.prompts.turns == 1 "
-            "|| (has(self.request) && has(self.request.protocol) && self.request.protocol == 'openai-chat')",
-            message="multi-turn sessions carry earlier answers as chat messages; set request.protocol to "
-            "openai-chat or payload.prompts.turns to 1",
-            check=lambda s: (
-                s.payload.prompts is None or s.payload.prompts.turns == 1 or s.request.protocol == "openai-chat"
-            ),
-            field_path=".payload.prompts.turns",
-        ),
-        Rule(
-            cel="!has(self.request) || !has(self.request.protocol) || "
-            "!(self.request.protocol in ['openai-chat', 'openai-completions']) || has(self.payload.prompts)",
-            message="openai-chat and openai-completions requests are built from payload.prompts (synthetic or a "
-            "dataset of prompts or messages); set payload.prompts",
-            check=lambda s: s.request.protocol not in LLM_PROTOCOLS or s.payload.prompts is not None,
-            field_path=".payload",
-        ),
-        Rule(
-            cel="(!has(self.slo) || !has(self.slo.latency) || self.slo.latency.all(o, !has(o.metric) || "
-            "o.metric == 'latency')) && (!has(self.load.stopping) || !has(self.load.stopping.metric) || "
-            "self.load.stopping.metric == 'latency') || (has(self.request) && has(self.request.protocol) && "
-            "self.request.protocol in ['openai-chat', 'openai-completions'])",
-            message=f"{token_names_text()} are measured on streamed generation; set request.protocol to "
-            "openai-chat or openai-completions, or use metric latency",
-            check=lambda s: s.request.protocol in LLM_PROTOCOLS or not streaming_metrics_used(s),
-            field_path=".request.protocol",
-        ),
-        Rule(
-            cel="!has(self.search) || !has(self.search.strategy) || self.search.strategy != 'knee' || "
-            "(has(self.sweep) && (has(self.sweep.concurrency) || has(self.sweep.rate)))",
-            message="the knee search climbs load levels; list them in sweep.concurrency or sweep.rate",
-            check=lambda s: (
-                s.search.strategy != "knee"
-                or (s.sweep is not None and (s.sweep.concurrency is not None or s.sweep.rate is not None))
-            ),
-            field_path=".search.strategy",
-        ),
-    )
-
-
-class ProfileRunSpec(ProfileRunTemplate):
-    """A load test of a target over a sweep of configurations, judged against an SLO."""
-
-    target: ProfileTarget
-    """What to load."""
-
-    cross_field_rules = (
-        *ProfileRunTemplate.cross_field_rules,
-        Rule(
-            cel="has(self.target.deploymentRef) || has(self.target.workloadRef) || !has(self.sweep) || "
-            "[has(self.sweep.cpu), has(self.sweep.memory), has(self.sweep.gpu), has(self.sweep.gpuResource), "
-            "has(self.sweep.replicas), has(self.sweep.batchSize), has(self.sweep.threads), has(self.sweep.slots), "
-            "has(self.sweep.contextSize), has(self.sweep.runtime), has(self.sweep.modelVariants), "
-            "has(self.sweep.protocol)].all(x, !x)",
-            message="sweeping deployment parameters or the protocol needs target.deploymentRef (or "
-            "target.workloadRef); a target url can only sweep load levels (concurrency or rate)",
-            check=lambda s: (
-                s.target.deployment_ref is not None
-                or s.target.workload_ref is not None
-                or s.sweep is None
-                or not s.sweep.deployment_parameters()
-            ),
-            field_path=".sweep",
-        ),
-        Rule(
-            cel="!has(self.target.workloadRef) || !has(self.sweep) || "
-            "[has(self.sweep.batchSize), has(self.sweep.threads), has(self.sweep.slots), "
-            "has(self.sweep.contextSize), has(self.sweep.runtime), has(self.sweep.modelVariants), "
-            "has(self.sweep.protocol)].all(x, !x)",
-            message="a target.workloadRef sweeps what Kubernetes sets on its pods (cpu, memory, gpu, gpuResource, "
-            "replicas); batchSize, threads, slots, contextSize, runtime, modelVariants and protocol need Kaliper's "
-            "own serving runtimes: serve the model with a ModelDeployment and use target.deploymentRef",
-            check=lambda s: (
-                s.target.workload_ref is None
-                or s.sweep is None
-                or set(s.sweep.deployment_parameters()) <= set(WORKLOAD_SWEEP_FIELDS)
-            ),
-            field_path=".sweep",
-        ),
-    )
-    # Enforced by the API server only: every trial of a run is measured against the spec it started with.
-    server_only_validations = (
-        {"rule": "self == oldSelf", "message": "a ProfileRun's spec cannot change; create a new ProfileRun"},
-    )
-
-
-# --- status ------------------------------------------------------------------------------------------
-
-ProfileRunPhase = Literal["Pending", "Running", "Succeeded", "Failed"]
-TrialPhase = Literal["Pending", "Deploying", "Running", "Collecting", "Succeeded", "Failed", "Skipped"]
-SloVerdict = Literal["Met", "NotMet", "Inconclusive"]
-RunVerdict = Literal["Met", "NotMet", "Inconclusive", "Unknown"]
-Ms = Annotated[float, Field(ge=0)]
-
-
-class LatencySummary(KaliperModel):
-    """Latency percentiles in milliseconds, with the number of samples behind them."""
-
-    count: Annotated[int, Field(ge=0)] = 0
-    """Requests measured."""
-    p50_ms: Ms | None = None
-    """Median latency."""
-    p90_ms: Ms | None = None
-    """90th percentile latency."""
-    p95_ms: Ms | None = None
-    """95th percentile latency."""
-    p99_ms: Ms | None = None
-    """99th percentile latency."""
-    p999_ms: Ms | None = None
-    """99.9th percentile latency."""
-    mean_ms: Ms | None = None
-    """Mean latency."""
-    max_ms: Ms | None = None
-    """Largest latency seen."""
-
-
-class ResourceUsage(KaliperModel):
-    """Resource figures of one trial, summed over its replicas. Absent means not available (see conditions);
-    the full report (and its HTML) uses the same fields, plus time series."""
-
-    cpu_avg_cores: Annotated[float, Field(ge=0)] | None = None
-    """Average CPU use, in cores."""
-    cpu_p90_cores: Annotated[float, Field(ge=0)] | None = None
-    """90th percentile of CPU use over the samples, in cores (what the CPU recommendation starts from)."""
-    cpu_peak_cores: Annotated[float, Field(ge=0)] | None = None
-    """Peak CPU use, in cores."""
-    cpu_throttled_ratio: Annotated[float, Field(ge=0, le=1)] | None = None
-    """Share of CFS periods in which the CPU limit throttled the server."""
-    memory_avg_bytes: Annotated[float, Field(ge=0)] | None = None
-    """Average memory working set."""
-    memory_peak_bytes: Annotated[float, Field(ge=0)] | None = None
-    """Peak memory working set."""
-    oom_kills: Annotated[int, Field(ge=0)] = 0
-    """Containers killed for exceeding their memory limit."""
-    restarts: Annotated[int, Field(ge=0)] | None = None
-    """Container restarts during the trial."""
-    io_read_bytes: Annotated[int, Field(ge=0)] | None = None
-    """Bytes read from block devices."""
-    io_write_bytes: Annotated[int, Field(ge=0)] | None = None
-    """Bytes written to block devices."""
-    network_receive_bytes: Annotated[int, Field(ge=0)] | None = None
-    """Bytes the server received (the load generator's requests, counted by it)."""
-    network_transmit_bytes: Annotated[int, Field(ge=0)] | None = None
-    """Bytes the server sent (the responses, counted by the load generator)."""
-    gpu_utilization_percent: Annotated[float, Field(ge=0, le=100)] | None = None
-    """Average GPU utilisation (DCGM_FI_DEV_GPU_UTIL or NVML)."""
-    gpu_memory_peak_mib: Annotated[float, Field(ge=0)] | None = None
-    """Peak GPU framebuffer memory used."""
-    gpu_power_avg_watts: Annotated[float, Field(ge=0)] | None = None
-    """Average GPU power draw."""
-
-
-class TokenSummary(KaliperModel):
-    """Generation requests: the token stream's headline figures (the full report has every percentile with
-    its interval, the definitions and the server self-check)."""
-
-    ttft_p50_ms: Ms | None = None
-    """Time to first token, median (from the intended send under open loop)."""
-    ttft_p99_ms: Ms | None = None
-    """Time to first token, 99th percentile."""
-    itl_p50_ms: Ms | None = None
-    """Gap between successive content chunks, median."""
-    itl_p99_ms: Ms | None = None
-    """Gap between successive content chunks, 99th percentile."""
-    tpot_p50_ms: Ms | None = None
-    """Time per output token after the first, median over requests."""
-    tpot_p99_ms: Ms | None = None
-    """Time per output token after the first, 99th percentile over requests."""
-    input_tokens: Annotated[int, Field(ge=0)] = 0
-    """Prompt tokens of the measured requests."""
-    output_tokens: Annotated[int, Field(ge=0)] = 0
-    """Generated tokens of the measured requests."""
-    output_tokens_per_s: Annotated[float, Field(ge=0)] = 0
-    """Generated tokens per second of complete answers."""
-    goodput_share: Annotated[float, Field(ge=0, le=1)] | None = None
-    """Share of requests that met every latency objective."""
-
-
-class TrialSummary(KaliperModel):
-    """One configuration at one load level: the headline figures (the full report has the rest)."""
-
-    index: Annotated[int, Field(ge=0)]
-    """Position in the run, from 0."""
-    name: Annotated[str, Field(max_length=253)]
-    """Name of the trial (and of its ModelDeployment on Kubernetes)."""
-    parameters: dict[str, str] = Field(default_factory=dict)
-    """The swept values of this trial, such as cpu=500m, concurrency=8."""
-    phase: TrialPhase = "Pending"
-    """Where the trial is."""
-    requests: Annotated[int, Field(ge=0)] | None = None
-    """Requests measured (warm-up excluded)."""
-    throughput_rps: Annotated[float, Field(ge=0)] | None = None
-    """Successful requests per second."""
-    error_rate: Annotated[float, Field(ge=0, le=1)] | None = None
-    """Share of failed requests."""
-    latency: LatencySummary | None = None
-    """Latency percentiles (corrected for coordinated omission under open-loop load)."""
-    tokens: TokenSummary | None = None
-    """Generation requests (openai-chat, openai-completions): time to first token, gaps, tokens per second."""
-    resources: ResourceUsage | None = None
-    """CPU, memory and GPU use."""
-    slo_verdict: SloVerdict | None = None
-    """Met: every objective held, latency percentiles with their whole 95% confidence interval; NotMet: one
-    failed (a percentile's whole interval above its bound); Inconclusive: an interval straddles a bound even
-    after measuring up to maxDuration. Absent without an SLO."""
-    slo_violations: Annotated[list[Annotated[str, Field(max_length=512)]], Field(max_length=16)] | None = None
-    """Objectives that failed or could not be decided, with the observed figure."""
-    limited_by: Annotated[list[Annotated[str, Field(max_length=512)]], Field(max_length=8)] | None = None
-    """Something other than the configuration under test limited this trial (the load generator's own CPU,
-    late sends, a server below its CPU limit while latency rose): its figures say less about the
-    configuration than they seem to."""
-    core_hours_per_million_requests: Annotated[float, Field(ge=0)] | None = None
-    """CPU core-hours spent per million requests (as the Azure ML profiler reports)."""
-    cost_per_million_requests: Annotated[float, Field(ge=0)] | None = None
-    """Money per million requests, from the spec's price table."""
-    cost_per_million_output_tokens: Annotated[float, Field(ge=0)] | None = None
-    """Generation: money per million generated tokens, from the spec's price table."""
-    stop_reason: Annotated[str, Field(max_length=512)] | None = None
-    """Why measuring stopped (stable, max duration, error)."""
-    message: Annotated[str, Field(max_length=2048)] | None = None
-    """What went wrong, for a failed trial (or why it was skipped)."""
-    failed_in: TrialPhase | None = None
-    """The phase a failed trial failed in; Deploying means its deployment never became ready."""
-    start_time: datetime | None = None
-    """When work started."""
-    completion_time: datetime | None = None
-    """When work finished (succeeded or failed)."""
-
-
-class Progress(KaliperModel):
-    """How far the run is."""
-
-    completed_trials: Annotated[int, Field(ge=0)] = 0
-    """Trials finished (succeeded, failed or skipped)."""
-    total_trials: Annotated[int, Field(ge=0)] = 0
-    """Trials planned."""
-    current_trial: Annotated[str, Field(max_length=253)] | None = None
-    """Name of the trial in progress."""
-    summary: Annotated[str, Field(max_length=32)] | None = None
-    """"completed/total", for `kubectl get`."""
-
-    @classmethod
-    def of(cls, trials: Sequence[object], total: int, current: str | None = None) -> Progress:
-        """Trials finished (succeeded, failed or skipped) of those planned: one rule, during the run and at its
-        end. `trials` holds reports or status summaries (anything with a status or phase)."""
-        done = sum(_trial_state(t) in ("Succeeded", "Failed", "Skipped") for t in trials)
-        return cls(completed_trials=done, total_trials=total, current_trial=current, summary=f"{done}/{total}")
-
-
-def _trial_state(trial: object) -> str:
-    return getattr(trial, "status", None) or getattr(trial, "phase", "")
-
-
-class BestConfiguration(KaliperModel):
-    """The cheapest trial that met the SLO (or the fastest, without an SLO); trials whose costs differ by less
-    than the measurement noise tie, and the one with more latency headroom wins."""
-
-    trial: Annotated[int, Field(ge=0)]
-    """Index of the trial."""
-    parameters: dict[str, str] = Field(default_factory=dict)
-    """The swept values of that trial."""
-    p99_ms: Ms | None = None
-    """99th percentile latency."""
-    throughput_rps: Annotated[float, Field(ge=0)] | None = None
-    """Successful requests per second."""
-    cost_per_million_requests: Annotated[float, Field(ge=0)] | None = None
-    """Money per million requests, from the spec's price table."""
-    output_tokens_per_s: Annotated[float, Field(ge=0)] | None = None
-    """Generation: generated tokens per second."""
-    cost_per_million_output_tokens: Annotated[float, Field(ge=0)] | None = None
-    """Generation: money per million generated tokens (what generation runs are ranked on)."""
-    certainty: Literal["Clear", "Tie", "Disturbed"] | None = None
-    """Clear: cheaper than every other trial that met the SLO by more than the noise; Tie: another trial's
-    cost is within the noise, and this one has more headroom; Disturbed: this trial was limited by something
-    other than its configuration (see its limitedBy)."""
-    explanation: Annotated[str, Field(max_length=1024)] | None = None
-    """Why this trial was chosen, against the runner-up."""
-
-
-class Recommendation(KaliperModel):
-    """Requests, limits and replicas to deploy with."""
-
-    requests: ResourceList | None = None
-    """Recommended requests."""
-    limits: ResourceList | None = None
-    """Recommended limits."""
-    gpu: GpuRequest | None = None
-    """Recommended accelerators per replica."""
-    replicas: Annotated[int, Field(ge=0)] | None = None
-    """Recommended replica count for the target throughput."""
-    target_throughput_rps: Annotated[float, Field(ge=0)] | None = None
-    """The throughput the recommendation is sized for."""
-    rationale: Annotated[str, Field(max_length=4096)] | None = None
-    """How the figures were derived, in words."""
-    merge_patch: Annotated[str, Field(max_length=1024)] | None = None
-    """The recommendation as a JSON merge patch of the target ModelDeployment, ready to paste:
-    `kubectl patch modeldeployment NAME --type merge -p '<this>'` (or `kaliper recommend RUN` for a kustomize
-    patch or the whole manifest)."""
-    strategic_merge_patch: Annotated[str, Field(max_length=1024)] | None = None
-    """A workloadRef target's: the recommendation as a strategic merge patch of the Deployment (its serving
-    container by name, and its replicas): `kubectl patch deployment NAME -p '<this>'`."""
-
-
-class CostSummary(KaliperModel):
-    """Cost of the best configuration."""
-
-    currency: Annotated[str, Field(max_length=3)] = "USD"
-    """ISO 4217 currency of the money figures."""
-    core_hours_per_million_requests: Annotated[float, Field(ge=0)] | None = None
-    """CPU core-hours spent per million requests (as the Azure ML profiler reports)."""
-    currency_per_million_requests: Annotated[float, Field(ge=0)] | None = None
-    """Money per million requests, from the spec's price table."""
-    core_hours_per_million_output_tokens: Annotated[float, Field(ge=0)] | None = None
-    """Generation: CPU core-hours per million generated tokens."""
-    currency_per_million_output_tokens: Annotated[float, Field(ge=0)] | None = None
-    """Generation: money per million generated tokens."""
-    currency_per_million_tokens: Annotated[float, Field(ge=0)] | None = None
-    """Generation: money per million tokens, prompt and output together."""
-
-
-class ReportReference(KaliperModel):
-    """Where the full report is."""
-
-    config_map: ConfigMapKeyReference | None = None
-    """A ConfigMap owned by the run (Kubernetes)."""
-    path: Annotated[str, Field(max_length=1024)] | None = None
-    """A file path (local runtime)."""
-
-
-class ProfileRunStatus(KaliperModel):
-    """Progress, per-trial figures, the best configuration and the recommendation."""
-
-    phase: ProfileRunPhase | None = None
-    """One word for where the object is; see conditions for details."""
-    observed_generation: Annotated[int, Field(ge=0)] | None = None
-    """The metadata.generation this status describes."""
-    conditions: list[Condition] = conditions_field()
-    """Kubernetes-style conditions with reasons and messages."""
-    start_time: datetime | None = None
-    """When work started."""
-    completion_time: datetime | None = None
-    """When work finished (succeeded or failed)."""
-    progress: Progress | None = None
-    trials: Annotated[list[TrialSummary], Field(max_length=1000)] | None = None
-    """One summary per trial, in order."""
-    best: BestConfiguration | None = None
-    recommendation: Recommendation | None = None
-    cost: CostSummary | None = None
-    verdict: RunVerdict | None = None
-    """Met when at least one trial met the SLO; Inconclusive when none did but at least one could not be
-    decided; NotMet when every measured trial missed it."""
-    report_ref: ReportReference | None = None
-    message: Annotated[str, Field(max_length=4096)] | None = None
-    """What a person should know: what happened and what to do."""

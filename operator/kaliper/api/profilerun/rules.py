@@ -1,0 +1,187 @@
+"""The cross-field rules of a ProfileRun's spec, each stated once: its CEL for the API server and its check
+for `kaliper validate`, the local runtime and the operator (kaliper.api.base.Rule). The load generator's
+config applies the ones about requests and payloads to itself (kaliper.loadgen.config).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kaliper.api.base import Rule
+from kaliper.api.profilerun.vocabulary import LLM_PROTOCOLS, OIP_PROTOCOLS, WORKLOAD_SWEEP_FIELDS
+from kaliper.measure.figures import figure, token_names_text
+
+
+def streaming_metrics_used(spec: Any) -> bool:
+    """Whether an objective or the stopping rule watches a token figure (spec: a ProfileRun's, or a
+    load-generator config's, with .slo and .load)."""
+    objectives = spec.slo.latency if spec.slo and spec.slo.latency else []
+    stopping = spec.load.stopping
+    metrics = [o.metric for o in objectives] + ([stopping.metric] if stopping is not None else [])
+    return any(figure(m).token for m in metrics)
+
+
+SWEPT_CONCURRENCY_NEEDS_CLOSED_LOOP = Rule(
+    cel="!has(self.sweep) || !has(self.sweep.concurrency) || has(self.load.closedLoop)",
+    message="sweep.concurrency sets closed-loop load levels; use load.closedLoop, or sweep.rate with load.openLoop",
+    check=lambda s: s.sweep is None or s.sweep.concurrency is None or s.load.closed_loop is not None,
+    field_path=".sweep.concurrency",
+)
+
+
+SWEPT_RATE_NEEDS_OPEN_LOOP = Rule(
+    cel="!has(self.sweep) || !has(self.sweep.rate) || has(self.load.openLoop)",
+    message="sweep.rate sets open-loop load levels; use load.openLoop, or sweep.concurrency with load.closedLoop",
+    check=lambda s: s.sweep is None or s.sweep.rate is None or s.load.open_loop is not None,
+    field_path=".sweep.rate",
+)
+
+
+TENSORS_NEED_OIP = Rule(
+    cel="!has(self.payload.tensors) || !has(self.request) || !has(self.request.protocol) || "
+    "self.request.protocol in ['oip-v2', 'oip-v2-grpc']",
+    message="payload.tensors generates Open Inference Protocol v2 requests; set request.protocol to oip-v2 "
+    "or oip-v2-grpc, or use payload.inline or payload.dataset",
+    check=lambda s: s.payload.tensors is None or s.request.protocol in OIP_PROTOCOLS,
+    field_path=".payload.tensors",
+)
+
+
+SWEPT_PROTOCOL_NEEDS_OIP = Rule(
+    cel="!has(self.sweep) || !has(self.sweep.protocol) || ((!has(self.request) || "
+    "!has(self.request.protocol) || self.request.protocol in ['oip-v2', 'oip-v2-grpc']) && "
+    "!has(self.payload.prompts))",
+    message="sweep.protocol compares the Open Inference Protocol's REST and gRPC faces; the requests must "
+    "be oip-v2 (request.protocol oip-v2 or oip-v2-grpc, payload tensors, inline or dataset)",
+    check=lambda s: (
+        s.sweep is None
+        or s.sweep.protocol is None
+        or (s.request.protocol in OIP_PROTOCOLS and s.payload.prompts is None)
+    ),
+    field_path=".sweep.protocol",
+)
+
+
+GRPC_HAS_NO_PATH = Rule(
+    cel="!has(self.request) || !has(self.request.protocol) || self.request.protocol != 'oip-v2-grpc' || "
+    "!has(self.request.path)",
+    message="request.path is an HTTP path; oip-v2-grpc calls inference.GRPCInferenceService/ModelInfer on "
+    "the target's gRPC port: remove request.path",
+    check=lambda s: s.request.protocol != "oip-v2-grpc" or s.request.path is None,
+    field_path=".request.path",
+)
+
+
+GRPC_CHANNELS_NEED_GRPC = Rule(
+    cel="!has(self.request) || !has(self.request.grpc) || (has(self.request.protocol) && "
+    "self.request.protocol == 'oip-v2-grpc') || (has(self.sweep) && has(self.sweep.protocol) && "
+    "'oip-v2-grpc' in self.sweep.protocol)",
+    message="request.grpc sets the connections of gRPC calls; set request.protocol to oip-v2-grpc (or "
+    "sweep.protocol) or remove request.grpc",
+    check=lambda s: (
+        s.request.grpc is None
+        or s.request.protocol == "oip-v2-grpc"
+        or (s.sweep is not None and s.sweep.protocol is not None and "oip-v2-grpc" in s.sweep.protocol)
+    ),
+    field_path=".request.grpc",
+)
+
+
+GRPC_HAS_NO_MAX_CONNECTIONS = Rule(
+    cel="!has(self.load.openLoop) || !has(self.load.openLoop.maxConnections) || !has(self.request) || "
+    "!has(self.request.protocol) || self.request.protocol != 'oip-v2-grpc'",
+    message="gRPC calls share HTTP/2 connections: bound them with request.grpc.connections and "
+    "streamsPerConnection instead of load.openLoop.maxConnections",
+    check=lambda s: (
+        s.load.open_loop is None or s.load.open_loop.max_connections is None or s.request.protocol != "oip-v2-grpc"
+    ),
+    field_path=".load.openLoop.maxConnections",
+)
+
+
+PROMPTS_NEED_GENERATION = Rule(
+    cel="!has(self.payload.prompts) || (has(self.request) && has(self.request.protocol) && "
+    "self.request.protocol in ['openai-chat', 'openai-completions'])",
+    message="payload.prompts are for generation requests; set request.protocol to openai-chat or openai-completions",
+    check=lambda s: s.payload.prompts is None or s.request.protocol in LLM_PROTOCOLS,
+    field_path=".payload.prompts",
+)
+
+
+SESSIONS_NEED_CHAT = Rule(
+    cel="!has(self.payload.prompts) || !has(self.payload.prompts.turns) || self.payload.prompts.turns == 1 "
+    "|| (has(self.request) && has(self.request.protocol) && self.request.protocol == 'openai-chat')",
+    message="multi-turn sessions carry earlier answers as chat messages; set request.protocol to "
+    "openai-chat or payload.prompts.turns to 1",
+    check=lambda s: s.payload.prompts is None or s.payload.prompts.turns == 1 or s.request.protocol == "openai-chat",
+    field_path=".payload.prompts.turns",
+)
+
+
+GENERATION_NEEDS_PROMPTS = Rule(
+    cel="!has(self.request) || !has(self.request.protocol) || "
+    "!(self.request.protocol in ['openai-chat', 'openai-completions']) || has(self.payload.prompts)",
+    message="openai-chat and openai-completions requests are built from payload.prompts (synthetic or a "
+    "dataset of prompts or messages); set payload.prompts",
+    check=lambda s: s.request.protocol not in LLM_PROTOCOLS or s.payload.prompts is not None,
+    field_path=".payload",
+)
+
+
+TOKEN_FIGURES_NEED_GENERATION = Rule(
+    cel="(!has(self.slo) || !has(self.slo.latency) || self.slo.latency.all(o, !has(o.metric) || "
+    "o.metric == 'latency')) && (!has(self.load.stopping) || !has(self.load.stopping.metric) || "
+    "self.load.stopping.metric == 'latency') || (has(self.request) && has(self.request.protocol) && "
+    "self.request.protocol in ['openai-chat', 'openai-completions'])",
+    message=f"{token_names_text()} are measured on streamed generation; set request.protocol to "
+    "openai-chat or openai-completions, or use metric latency",
+    check=lambda s: s.request.protocol in LLM_PROTOCOLS or not streaming_metrics_used(s),
+    field_path=".request.protocol",
+)
+
+
+KNEE_NEEDS_LEVELS = Rule(
+    cel="!has(self.search) || !has(self.search.strategy) || self.search.strategy != 'knee' || "
+    "(has(self.sweep) && (has(self.sweep.concurrency) || has(self.sweep.rate)))",
+    message="the knee search climbs load levels; list them in sweep.concurrency or sweep.rate",
+    check=lambda s: (
+        s.search.strategy != "knee"
+        or (s.sweep is not None and (s.sweep.concurrency is not None or s.sweep.rate is not None))
+    ),
+    field_path=".search.strategy",
+)
+
+
+URL_TARGET_SWEEPS_ONLY_LOAD = Rule(
+    cel="has(self.target.deploymentRef) || has(self.target.workloadRef) || !has(self.sweep) || "
+    "[has(self.sweep.cpu), has(self.sweep.memory), has(self.sweep.gpu), has(self.sweep.gpuResource), "
+    "has(self.sweep.replicas), has(self.sweep.batchSize), has(self.sweep.threads), has(self.sweep.slots), "
+    "has(self.sweep.contextSize), has(self.sweep.runtime), has(self.sweep.modelVariants), "
+    "has(self.sweep.protocol)].all(x, !x)",
+    message="sweeping deployment parameters or the protocol needs target.deploymentRef (or "
+    "target.workloadRef); a target url can only sweep load levels (concurrency or rate)",
+    check=lambda s: (
+        s.target.deployment_ref is not None
+        or s.target.workload_ref is not None
+        or s.sweep is None
+        or not s.sweep.deployment_parameters()
+    ),
+    field_path=".sweep",
+)
+
+
+WORKLOAD_SWEEPS_ONLY_POD_SETTINGS = Rule(
+    cel="!has(self.target.workloadRef) || !has(self.sweep) || "
+    "[has(self.sweep.batchSize), has(self.sweep.threads), has(self.sweep.slots), "
+    "has(self.sweep.contextSize), has(self.sweep.runtime), has(self.sweep.modelVariants), "
+    "has(self.sweep.protocol)].all(x, !x)",
+    message="a target.workloadRef sweeps what Kubernetes sets on its pods (cpu, memory, gpu, gpuResource, "
+    "replicas); batchSize, threads, slots, contextSize, runtime, modelVariants and protocol need Kaliper's "
+    "own serving runtimes: serve the model with a ModelDeployment and use target.deploymentRef",
+    check=lambda s: (
+        s.target.workload_ref is None
+        or s.sweep is None
+        or set(s.sweep.deployment_parameters()) <= set(WORKLOAD_SWEEP_FIELDS)
+    ),
+    field_path=".sweep",
+)

@@ -1,0 +1,111 @@
+"""The ProfileRun spec (and its template, without a target, for ModelOptimization follow-ups): the parts
+of the vocabulary put together under the rules.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from kaliper.api.base import KaliperModel
+from kaliper.api.common import (
+    PositiveDuration,
+)
+from kaliper.api.profilerun.rules import (
+    GENERATION_NEEDS_PROMPTS,
+    GRPC_CHANNELS_NEED_GRPC,
+    GRPC_HAS_NO_MAX_CONNECTIONS,
+    GRPC_HAS_NO_PATH,
+    KNEE_NEEDS_LEVELS,
+    PROMPTS_NEED_GENERATION,
+    SESSIONS_NEED_CHAT,
+    SWEPT_CONCURRENCY_NEEDS_CLOSED_LOOP,
+    SWEPT_PROTOCOL_NEEDS_OIP,
+    SWEPT_RATE_NEEDS_OPEN_LOOP,
+    TENSORS_NEED_OIP,
+    TOKEN_FIGURES_NEED_GENERATION,
+    URL_TARGET_SWEEPS_ONLY_LOAD,
+    WORKLOAD_SWEEPS_ONLY_POD_SETTINGS,
+)
+from kaliper.api.profilerun.vocabulary import (
+    CostModel,
+    LoadSpec,
+    MetricsSpec,
+    Payload,
+    ProfileTarget,
+    RecommendationSpec,
+    ReportSpec,
+    RequestSpec,
+    SearchSpec,
+    SloSpec,
+    SweepSpec,
+    TtlSpec,
+)
+
+
+class ProfileRunTemplate(KaliperModel):
+    """A ProfileRun spec without its target (ModelOptimization follow-ups fill the target in)."""
+
+    request: RequestSpec = Field(default_factory=RequestSpec)
+    """How each request is sent."""
+    payload: Payload
+    """What each request carries."""
+    load: LoadSpec
+    """The load each trial applies."""
+    sweep: SweepSpec | None = None
+    """The configurations to try. Default: just the target as it is."""
+    search: SearchSpec = Field(default_factory=SearchSpec)
+    """How configurations are chosen from the sweep."""
+    slo: SloSpec | None = None
+    """What a configuration must achieve. Without one, the report has figures but no verdict."""
+    metrics: MetricsSpec = Field(default_factory=MetricsSpec)
+    """Where resource figures come from."""
+    cost: CostModel = Field(default_factory=CostModel)
+    """Prices for the cost figures."""
+    recommendation: RecommendationSpec = Field(default_factory=RecommendationSpec)
+    """How requests and limits are recommended."""
+    report: ReportSpec = Field(default_factory=ReportSpec)
+    """Which report files to write."""
+    ready_timeout: PositiveDuration = "10m"
+    """Longest a trial's deployment (or the run's target ModelDeployment) may take to become ready before
+    the trial is marked Failed, with the reason (image pull, crash loop, unschedulable, OOM)."""
+    trial_timeout: PositiveDuration = "20m"
+    """Longest one trial (deploy, become ready, load, collect) may take before it is marked Failed."""
+    ttl: TtlSpec | None = None
+    """When the finished run is deleted."""
+    fail_if_not_met: bool = False
+    """Whether a finished run whose verdict is not Met (NotMet, Inconclusive or Unknown) counts as failed:
+    Stalled instead of Ready, which Flux and `kubectl wait` read as failed and Argo CD as Degraded; its phase
+    stays Succeeded and its report is kept. The cluster twin of `kaliper run --fail-if-not-met`, which this
+    field also turns on. Default false: a run that measured is Ready whatever its verdict."""
+
+    cross_field_rules = (
+        SWEPT_CONCURRENCY_NEEDS_CLOSED_LOOP,
+        SWEPT_RATE_NEEDS_OPEN_LOOP,
+        TENSORS_NEED_OIP,
+        SWEPT_PROTOCOL_NEEDS_OIP,
+        GRPC_HAS_NO_PATH,
+        GRPC_CHANNELS_NEED_GRPC,
+        GRPC_HAS_NO_MAX_CONNECTIONS,
+        PROMPTS_NEED_GENERATION,
+        SESSIONS_NEED_CHAT,
+        GENERATION_NEEDS_PROMPTS,
+        TOKEN_FIGURES_NEED_GENERATION,
+        KNEE_NEEDS_LEVELS,
+    )
+
+
+class ProfileRunSpec(ProfileRunTemplate):
+    """A load test of a target over a sweep of configurations, judged against an SLO."""
+
+    target: ProfileTarget
+    """What to load."""
+
+    cross_field_rules = (
+        *ProfileRunTemplate.cross_field_rules,
+        URL_TARGET_SWEEPS_ONLY_LOAD,
+        WORKLOAD_SWEEPS_ONLY_POD_SETTINGS,
+    )
+    # Enforced by the API server only: every trial of a run is measured against the spec it started with.
+    server_only_validations = (
+        {"rule": "self == oldSelf", "message": "a ProfileRun's spec cannot change; create a new ProfileRun"},
+    )

@@ -1,0 +1,272 @@
+"""The controller: drives a run's stages from the process that owns the Locust runner (the local runner, or
+the master of a distributed run), merges the closed windows of every generator process, decides when a
+stage has measured enough, and writes its results. Nothing here depends on the protocol."""
+
+from __future__ import annotations
+
+import math
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+import gevent
+import locust
+from locust.env import Environment
+from locust.runners import MasterRunner
+
+from kaliper.api.units import parse_duration
+from kaliper.loadgen.config import LoadGenConfig, LoadGenError
+from kaliper.loadgen.generation import unanswered
+from kaliper.loadgen.generator import Generator
+from kaliper.loadgen.progress import StageProgress
+from kaliper.loadgen.recorder import Aggregator, Window
+from kaliper.loadgen.results import stage_result, stage_warnings
+from kaliper.loadgen.server_metrics import Counters, scrape, server_check, server_load
+from kaliper.loadgen.stopping import Decision, StoppingParameters, WindowFigures, decide, straddling
+from kaliper.loadgen.users import user_class_for
+from kaliper.log import get_logger
+from kaliper.measure.histogram import LatencyHistogram
+from kaliper.measure.statistics import estimate
+from kaliper.report.schema import GeneratorInfo, LoadTestResult, StageResult
+
+log = get_logger("kaliper.loadgen")
+
+COLLECT_INTERVAL_S = 0.25
+MESSAGE_WINDOWS = "kaliper_windows"
+MESSAGE_STAGE = "kaliper_stage"
+
+
+class Controller:
+    """Drives the stages of a run from the process that owns the runner (local or Locust master)."""
+
+    def __init__(self, config: LoadGenConfig, environment: Environment, processes: int, workers: int) -> None:
+        self.config = config
+        self.environment = environment
+        self.runner = environment.runner
+        self.distributed = isinstance(self.runner, MasterRunner)
+        self.sources = max(processes, 1) if self.distributed else 1
+        self.aggregator = Aggregator(self.sources)
+        self.processes, self.workers = processes, workers
+        self.window_s = config.window_s
+        self.warmup_windows = math.ceil(parse_duration(config.load.warmup) / self.window_s)
+        stopping = config.stopping
+        self.params = StoppingParameters(
+            min_duration_s=parse_duration(config.load.min_duration),
+            max_duration_s=parse_duration(config.load.max_duration),
+            stable_windows=stopping.stable_windows if stopping else None,
+            tolerance=stopping.tolerance if stopping else 0.1,
+            max_relative_ci_width=stopping.max_relative_ci_width if stopping else 0.05,
+        )
+        self.worker_failure: str | None = None
+        if self.distributed:
+            self.runner.register_message(MESSAGE_WINDOWS, self._on_windows)
+
+    def _on_windows(self, environment: Environment, msg: Any) -> None:  # Locust passes these by keyword
+        data = msg.data
+        if "error" in data:
+            self.worker_failure = f"load-generator worker {msg.node_id}: {data['error']}"
+            return
+        windows = [Window.from_wire(w) for w in data["windows"]]
+        self.aggregator.add(msg.node_id, data["stage"], windows, data["until"])
+
+    def _collect_local(self) -> None:
+        generator: Generator = self.environment.kaliper_generator  # type: ignore[attr-defined]
+        windows, until = generator.windows.take_closed(time.time())
+        self.aggregator.add("local", generator.windows.stage, windows, until)
+
+    def _begin_stage(self, stage: int, level: float) -> float:
+        lead = 1.0 if self.distributed else 0.1
+        start_wall = time.time() + lead
+        if self.distributed:
+            self.runner.send_message(
+                MESSAGE_STAGE,
+                {
+                    "stage": stage,
+                    "start": start_wall,
+                    "level": level,
+                    "share": 1.0 / self.sources,
+                    "config": self.config.to_wire(),
+                },
+            )
+        else:
+            self.environment.kaliper_generator.begin_stage(stage, start_wall, level)  # type: ignore[attr-defined]
+        users = int(level) if not self.config.open_loop else self.config.connections()
+        if stage == 0 or not self.config.open_loop:
+            self.runner.start(users, spawn_rate=max(users, 1) * 10)
+        return start_wall
+
+    def run(self, first_warning: str | None = None) -> LoadTestResult:
+        """Every stage in turn; `first_warning` (what the preflight's first request met) leads the warnings."""
+        started = datetime.now(UTC)
+        stages: list[StageResult] = []
+        error = None
+        # Progress lines on stderr (stdout may carry the results document), from whichever process drives the
+        # stages: `run` here, or the master of a distributed run.
+        self.progress = StageProgress()
+        try:
+            for index, level in enumerate(self.config.stage_levels):
+                log.info(
+                    "stage starting", stage=index, level=level, model="open" if self.config.open_loop else "closed"
+                )
+                self.progress.started(
+                    index,
+                    level,
+                    self.config.open_loop,
+                    self.warmup_windows * self.window_s,
+                    self.params.min_duration_s,
+                    self.params.max_duration_s,
+                )
+                start_wall = self._begin_stage(index, level)
+                stages.append(self._measure(index, level, start_wall))
+                log.info("stage done", stage=index, reason=stages[-1].stop_reason)
+                self.progress.done(index, stages[-1].stop_reason)
+        except LoadGenError as exc:
+            error = str(exc)
+            self.progress.stopped(error)
+        finally:
+            self.runner.stop()
+        return LoadTestResult(
+            target=self.config.url + self.config.path,
+            started_at=started,
+            finished_at=datetime.now(UTC),
+            generator=GeneratorInfo(
+                processes=self.processes,
+                workers=self.workers,
+                connections=self._connections(),
+                protocol=self.config.request.protocol,
+                locust_version=locust.__version__,
+            ),
+            stages=stages,
+            error=error,
+            warnings=[
+                *([first_warning] if first_warning else []),
+                *(w for stage in stages for w in stage_warnings(stage)),
+            ],
+        )
+
+    def _connections(self) -> int | None:
+        """Connections each generator process kept, as its protocol keeps them."""
+        return user_class_for(self.config).connections(self.config)
+
+    def _measure(self, stage: int, level: float, start_wall: float) -> StageResult:
+        deadline = start_wall + (self.warmup_windows * self.window_s) + self.params.max_duration_s + 30
+        watched = (self.config.watched_metric, True)
+        # The SLO's latency objectives: (metric, corrected or not, percentile, bound in seconds).
+        bounds = [
+            (o.metric, o.measure == "corrected", o.percentile, parse_duration(o.max)) for o in self.config.objectives
+        ]
+        # One cumulative histogram per distribution watched (by the stopping rule or an objective).
+        cumulative = {key: LatencyHistogram() for key in [watched, *((m, c) for m, c, _, _ in bounds)]}
+        server_readings: dict[int, Counters | str] = {}
+        reader = gevent.spawn(self._read_server_at_edges, start_wall, server_readings)
+        try:
+            windows, decision = self._measure_windows(stage, start_wall, deadline, bounds, cumulative, watched)
+        finally:
+            reader.kill()
+        result = stage_result(self.config, stage, level, start_wall, windows, self.warmup_windows, decision.reason)
+        url = self.config.server_metrics_url
+        if url and result.tokens is not None:
+            first, last = self.warmup_windows, len(windows)
+            before = server_readings.get(first, f"{url}: not read when measuring began")
+            after = server_readings.get(last) or scrape(url)
+            result.tokens.server_check = server_check(url, before, after, result.tokens)
+            edges = [server_readings.get(edge, "not read") for edge in range(first, last)] + [after]
+            result.tokens.server_load = server_load(edges)
+        return result
+
+    def _read_server_at_edges(self, start_wall: float, readings: dict[int, Counters | str]) -> None:
+        """The server's counters at every window edge from the end of the warm-up on, so that the
+        self-check covers exactly the measured windows, whichever the last one turns out to be."""
+        url = self.config.server_metrics_url
+        if url is None:
+            return
+        edge = self.warmup_windows
+        while True:
+            gevent.sleep(max(0.0, start_wall + edge * self.window_s - time.time()))
+            readings[edge] = scrape(url)
+            edge += 1
+
+    def _measure_windows(
+        self,
+        stage: int,
+        start_wall: float,
+        deadline: float,
+        bounds: list[tuple[str, bool, float, float]],
+        cumulative: dict[tuple[str, bool], LatencyHistogram],
+        watched: tuple[str, bool],
+    ) -> tuple[list[Window], Decision]:
+        decision = Decision(False, "measuring")
+        figures: list[WindowFigures] = []
+        windows: list[Window] = []
+        seen = -1
+        while True:
+            gevent.sleep(COLLECT_INTERVAL_S)
+            if not self.distributed:
+                self._collect_local()
+            elif self.worker_failure is not None:
+                raise LoadGenError(self.worker_failure)
+            until = self.aggregator.complete_until(stage)
+            if until > seen:
+                # The statistics run once per completed window, not on every poll: in a single-process run
+                # this loop shares the event loop with the users, and every millisecond here delays responses.
+                windows = self.aggregator.stage_windows(stage, until)
+                for window in windows[max(seen + 1, self.warmup_windows) :]:
+                    for (metric, corrected), histogram in cumulative.items():
+                        histogram.add(window.histogram(metric, corrected))
+                    figures.append(self._figures(window))
+                self._fail_fast(windows[self.warmup_windows :])
+                seen = until
+                if figures:
+                    measured_s = len(figures) * self.window_s
+                    objectives = [
+                        (estimate(cumulative[(metric, corrected)], percentile), bound_s)
+                        for metric, corrected, percentile, bound_s in bounds
+                    ]
+                    decision = decide(
+                        measured_s,
+                        figures,
+                        estimate(cumulative[watched], self.config.percentile),
+                        self.params,
+                        straddling(objectives),
+                    )
+                self._progress_window(stage, start_wall, windows, cumulative[watched], decision.reason)
+                if decision.stop:
+                    break
+            if time.time() > deadline:
+                raise LoadGenError(
+                    f"stage {stage}: windows stopped arriving from the load generators "
+                    f"(have {until + 1}, {self.sources} source(s)); a worker may have died"
+                )
+        return windows, decision
+
+    def _progress_window(
+        self, stage: int, start_wall: float, windows: list[Window], cumulative: LatencyHistogram, reason: str
+    ) -> None:
+        measured = windows[self.warmup_windows :]
+        self.progress.window(
+            stage,
+            time.time() - start_wall,
+            measured,
+            self.window_s,
+            cumulative,
+            self.config.percentile,
+            reason,
+            self.config.watched_metric,
+        )
+
+    def _figures(self, window: Window) -> WindowFigures:
+        errors = sum(window.errors.values())
+        watched = window.histogram(self.config.watched_metric)
+        latency = watched.value_at_percentile(self.config.percentile) if watched.count else None
+        return WindowFigures((window.requests - errors) / self.window_s, latency)
+
+    def _fail_fast(self, measured: list[Window]) -> None:
+        """A target that refuses every request of a whole window is down: stop now, not at maxDuration.
+        (Timeouts and HTTP errors are answers of a kind; the stage measures them.)"""
+        if not measured:
+            return
+        window = measured[-1]
+        connection_errors = sum(n for kind, n in window.errors.items() if unanswered(kind))
+        if window.requests and connection_errors == window.requests:
+            kinds = ", ".join(f"{k} x{n}" for k, n in window.errors.most_common(3))
+            raise LoadGenError(f"every request of a measured window failed ({kinds}); is the target down?")

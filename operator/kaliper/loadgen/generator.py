@@ -1,0 +1,106 @@
+"""One generator process's state, shared by its users whatever their protocol: the target's address, the
+stages it runs (its own recorder and open-loop schedule, or a child process that makes the calls), and what
+the protocol's user class prepared once (`prepared`). Imports neither Locust nor gevent."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any, Protocol
+from urllib.parse import urlsplit
+
+from kaliper.api.units import parse_duration
+from kaliper.loadgen.config import LoadGenConfig, request_headers
+from kaliper.loadgen.http import build_request
+from kaliper.loadgen.recorder import Recorder, Window
+from kaliper.loadgen.schedule import stage_send_times
+
+
+class StageWindows(Protocol):
+    """Where a generator process's stages run and its closed windows come from."""
+
+    stage: int
+
+    def begin_stage(self, stage: int, start_wall: float, level: float) -> None: ...
+
+    def take_closed(self, now_wall: float) -> tuple[list[Window], int]: ...
+
+    def close(self) -> None: ...
+
+
+class UserClass(Protocol):
+    """What a protocol's user class (kaliper.loadgen.pacing.KaliperUser) does once per generator process."""
+
+    def prepare(self, generator: Generator) -> Any: ...
+
+    def stage_windows(self, generator: Generator) -> StageWindows: ...
+
+
+class InProcess:
+    """Stages run by this process's own users: the recorder they record into and the open-loop schedule
+    whose intended send times they claim."""
+
+    def __init__(self, config: LoadGenConfig, share: float) -> None:
+        self.config, self.share = config, share
+        self.recorder = Recorder(config.window_s, config.open_loop, streaming=config.streaming)
+        self._slots: Iterator[float] | None = None
+
+    @property
+    def stage(self) -> int:
+        return self.recorder.stage
+
+    def begin_stage(self, stage: int, start_wall: float, level: float) -> None:
+        self.recorder.begin_stage(stage, start_wall)
+        if self.config.load.open_loop is not None:
+            arrival = self.config.load.open_loop.arrival
+            self._slots = stage_send_times(level * self.share, arrival, self.config.seed, stage, start_wall)
+
+    def claim_slot(self) -> float | None:
+        """The next intended send time (open loop), shared by all users of this process."""
+        return next(self._slots) if self._slots is not None else None
+
+    def take_closed(self, now_wall: float) -> tuple[list[Window], int]:
+        return self.recorder.take_closed(now_wall)
+
+    def close(self) -> None:
+        pass
+
+
+class Generator:
+    """A generator process: its target, its stages, and its protocol's user class with what it prepared."""
+
+    def __init__(self, config: LoadGenConfig, user_class: UserClass, share: float = 1.0) -> None:
+        self.config = config
+        self.share = share  # this process's part of an open-loop rate
+        url = urlsplit(config.url)
+        self.ssl = url.scheme == "https"
+        self.host = url.hostname or "localhost"
+        self.port = url.port or (443 if self.ssl else 80)
+        self.path = url.path.rstrip("/") + config.path
+        self.timeout_s = parse_duration(config.request.timeout)
+        self.think_s = parse_duration(config.load.closed_loop.think_time) if config.load.closed_loop else 0.0
+        self.headers = request_headers(config)
+        self.in_process = InProcess(config, share)
+        self.windows: StageWindows = self.in_process
+        self.user_class = user_class
+        self.prepared: Any = user_class.prepare(self)
+
+    @property
+    def recorder(self) -> Recorder:
+        return self.in_process.recorder
+
+    def start(self) -> None:
+        """Start what the protocol runs beside this process before the first stage (LoadGenError: it could not)."""
+        self.windows = self.user_class.stage_windows(self)
+
+    def close(self) -> None:
+        self.windows.close()
+
+    def http_request(self, body: bytes) -> bytes:
+        """A complete HTTP request for a body, ready to send again and again."""
+        return build_request(self.config.request.method, self.host, self.port, self.path, self.headers, body)
+
+    def begin_stage(self, stage: int, start_wall: float, level: float) -> None:
+        self.windows.begin_stage(stage, start_wall, level)
+
+    def claim_slot(self) -> float | None:
+        return self.in_process.claim_slot()

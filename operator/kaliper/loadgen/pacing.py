@@ -1,0 +1,115 @@
+"""What every protocol's Locust user shares: the pace (closed loop: send, wait for the answer, think, repeat;
+open loop: claim the process's next intended send time and sleep until it), and the once-per-process hooks a
+protocol's user class fills in (what it prepares, what it starts beside the process, how it checks the
+target before the run). A protocol is one subclass, which sends one request and records it
+(Recorder.record_send decides how its lateness counts).
+
+Importing this module imports Locust, which monkey-patches the standard library for gevent: import it only
+in a process that generates load.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+from typing import Any
+
+import gevent
+from locust import User
+from locust.env import Environment
+
+from kaliper.loadgen.config import LoadGenConfig
+from kaliper.loadgen.generation import classify
+from kaliper.loadgen.generator import Generator, StageWindows
+from kaliper.loadgen.grpc_calls import Preflight
+
+SPIN_S = 0.0015  # libev rounds its waits up to whole milliseconds: wake this early, then yield until due
+
+
+def _unused_task(user: User) -> None:  # pragma: no cover - run() replaces Locust's task loop
+    raise NotImplementedError
+
+
+class KaliperUser(User):
+    """One user of a generator process: a tight loop instead of Locust's task scheduler, every request
+    recorded into HDR histograms by completion window (Locust's own rounded statistics are not used)."""
+
+    abstract = True
+    tasks = [_unused_task]  # Locust insists on a task; run() below never schedules it
+    # Spin to the intended send time instead of trusting gevent's timer (about 0.6 ms late): for requests
+    # whose first answer comes within tens of milliseconds (generation), 1-2% of it.
+    precise = False
+
+    def __init__(self, environment: Environment) -> None:
+        super().__init__(environment)
+        self.generator: Generator = environment.kaliper_generator  # type: ignore[attr-defined]
+
+    # --- once per generator process ---------------------------------------------------------------------
+
+    @classmethod
+    def prepare(cls, generator: Generator) -> Any:
+        """What every user of the process shares (requests made once, say); kept as generator.prepared."""
+        return None
+
+    @classmethod
+    def stage_windows(cls, generator: Generator) -> StageWindows:
+        """Where the process's stages run: by its own users unless the protocol starts a process beside it."""
+        return generator.in_process
+
+    @classmethod
+    def preflight(cls, generator: Generator) -> Preflight:
+        """An unreachable target fails in seconds, not after maxDuration: connect once with a short timeout,
+        then ask the protocol's own question (`check`)."""
+        config = generator.config
+        try:
+            address = (generator.host, generator.port)
+            socket.create_connection(address, timeout=min(generator.timeout_s, 3.0)).close()
+        except OSError as exc:
+            return Preflight(f"target {config.url} is unreachable: {classify(exc)}: {exc}")
+        return cls.check(generator)
+
+    @classmethod
+    def check(cls, generator: Generator) -> Preflight:
+        return Preflight()
+
+    @classmethod
+    def connections(cls, config: LoadGenConfig) -> int | None:
+        """Connections each generator process keeps open (None: one per user, closed loop)."""
+        return config.connections() if config.open_loop else None
+
+    # --- each user ----------------------------------------------------------------------------------------
+
+    def run(self) -> None:  # Locust calls this in the user's greenlet
+        generator = self.generator
+        open_loop = generator.config.open_loop
+        try:
+            while True:
+                slot, claimed = self._wait_for_slot() if open_loop else (None, None)
+                failed = self.send_one(slot, claimed)
+                if generator.think_s:
+                    gevent.sleep(generator.think_s)
+                elif failed and not open_loop:
+                    gevent.sleep(0.001)  # do not spin on a refusing target
+        finally:
+            self.close()
+
+    def send_one(self, slot: float | None, claimed: float | None) -> bool:
+        """Send one request (due at `slot` under open loop, claimed at `claimed`) and record it; True when
+        it failed."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        pass
+
+    def _wait_for_slot(self) -> tuple[float, float]:
+        """Claim the next intended send time and sleep until it; returns it and when it was claimed (a claim
+        after the slot was due means no connection was free in time)."""
+        clock = time.perf_counter
+        while (slot := self.generator.claim_slot()) is None:
+            gevent.sleep(0.01)
+        claimed = clock()
+        if slot > claimed:
+            gevent.sleep(max(0.0, slot - claimed - SPIN_S) if self.precise else slot - claimed)
+            while self.precise and clock() < slot:
+                gevent.sleep(0)
+        return slot, claimed
