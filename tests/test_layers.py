@@ -148,3 +148,43 @@ def test_a_test_module_imports_no_other_test_module() -> None:
                 if node.module.startswith("tests.") and (last.startswith("test_") or last == "conftest"):
                     borrowed.append(f"{path.relative_to(tests)}: {node.module}")
     assert borrowed == []
+
+
+def _string_constants(node: ast.AST) -> set[str]:
+    return {n.value for n in ast.walk(node) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
+
+
+def _branches_on(path: Path, names: set[str], attributes: set[str] = frozenset()) -> list[str]:
+    """Lines of a module whose if, conditional expression or comparison tests one of `names` (string
+    constants) or reads one of `attributes`."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        tests = [node.test] if isinstance(node, ast.If | ast.IfExp | ast.While) else []
+        tests += [node] if isinstance(node, ast.Compare) else []
+        for test in tests:
+            read = {n.attr for n in ast.walk(test) if isinstance(n, ast.Attribute)}
+            if _string_constants(test) & names or read & attributes:
+                found.append(f"{path.name}:{test.lineno}")
+    return sorted(set(found))
+
+
+def test_no_module_asks_for_a_runtime_by_name_outside_runtimes_and_the_api() -> None:
+    # A runtime is asked what it does (kaliper.runtimes); only the API's own rules name runtimes.
+    runtimes = {"onnxruntime", "mlserver", "triton", "llamacpp", "vllm", "sglang", "tgi", "custom"}
+    outside = [p for p in PACKAGE.rglob("*.py") if component(module_name(p)) not in ("runtimes", "api")]
+    assert [line for path in outside for line in _branches_on(path, runtimes)] == []
+
+
+def test_the_load_generators_stages_and_runners_never_branch_on_the_protocol() -> None:
+    # The protocol's user class is chosen once (kaliper.loadgen.users); the rest never asks which it is.
+    protocols = {"oip-v2", "oip-v2-grpc", "http-json", "openai-chat", "openai-completions"}
+    modules = ("controller", "topology", "generator", "pacing", "recorder", "stopping", "results")
+    paths = [PACKAGE / "loadgen" / f"{name}.py" for name in modules]
+    assert [line for p in paths for line in _branches_on(p, protocols, {"grpc", "streaming", "protocol"})] == []
+
+
+def test_the_branch_finder_sees_a_branch_on_a_name_and_on_an_attribute(tmp_path: Path) -> None:
+    module = tmp_path / "m.py"
+    module.write_text('if spec.type == "vllm":\n    pass\nx = 1 if config.grpc else 2\ny = config.grpc\n')
+    found = _branches_on(module, {"vllm"}, {"grpc"})
+    assert [line.rpartition(":")[2] for line in found] == ["1", "3"]

@@ -74,7 +74,7 @@ def test_a_stream_without_finish_or_done_is_incomplete() -> None:
 
 
 def test_windows_count_cut_streams_apart_and_merge_exactly_over_the_wire() -> None:
-    recorder = Recorder(window_s=1.0, open_loop=True, streaming=True)
+    recorder = Recorder(window_s=1.0, open_loop=True, tokens=True)
     recorder.begin_stage(0, start_wall=100.0)
     whole = request_tokens(read([1.1, 1.2, 1.4], completion=3), 1.0, 0.9, 1.5, 3, None, None)
     cut = request_tokens(StreamRead(content_times=[1.1, 1.3]), 1.0, 1.0, 1.3, 3, None, None)

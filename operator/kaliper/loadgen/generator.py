@@ -30,6 +30,8 @@ class StageWindows(Protocol):
 class UserClass(Protocol):
     """What a protocol's user class (kaliper.loadgen.pacing.KaliperUser) does once per generator process."""
 
+    records_tokens: bool
+
     def prepare(self, generator: Generator) -> Any: ...
 
     def stage_windows(self, generator: Generator) -> StageWindows: ...
@@ -39,9 +41,9 @@ class InProcess:
     """Stages run by this process's own users: the recorder they record into and the open-loop schedule
     whose intended send times they claim."""
 
-    def __init__(self, config: LoadGenConfig, share: float) -> None:
+    def __init__(self, config: LoadGenConfig, share: float, tokens: bool) -> None:
         self.config, self.share = config, share
-        self.recorder = Recorder(config.window_s, config.open_loop, streaming=config.streaming)
+        self.recorder = Recorder(config.window_s, config.open_loop, tokens=tokens)
         self._slots: Iterator[float] | None = None
 
     @property
@@ -79,7 +81,7 @@ class Generator:
         self.timeout_s = parse_duration(config.request.timeout)
         self.think_s = parse_duration(config.load.closed_loop.think_time) if config.load.closed_loop else 0.0
         self.headers = request_headers(config)
-        self.in_process = InProcess(config, share)
+        self.in_process = InProcess(config, share, tokens=user_class.records_tokens)
         self.windows: StageWindows = self.in_process
         self.user_class = user_class
         self.prepared: Any = user_class.prepare(self)

@@ -39,6 +39,7 @@ class KaliperUser(User):
     # Spin to the intended send time instead of trusting gevent's timer (about 0.6 ms late): for requests
     # whose first answer comes within tens of milliseconds (generation), 1-2% of it.
     precise = False
+    records_tokens = False  # its requests' token-stream figures are kept per window
 
     def __init__(self, environment: Environment) -> None:
         super().__init__(environment)

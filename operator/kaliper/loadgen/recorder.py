@@ -119,10 +119,10 @@ class Window:
 class Recorder:
     """Records requests of the current stage into windows; hands out the windows that have closed."""
 
-    def __init__(self, window_s: float, open_loop: bool, streaming: bool = False) -> None:
+    def __init__(self, window_s: float, open_loop: bool, tokens: bool = False) -> None:
         self.window_s = window_s
         self.open_loop = open_loop
-        self.streaming = streaming
+        self.tokens = tokens  # its windows keep token-stream figures
         self.stage = -1
         self.stage_start = 0.0
         self._windows: dict[int, Window] = {}
@@ -144,7 +144,7 @@ class Recorder:
         window = self._windows.get(index)
         if window is None:
             window = Window(self.stage, index, corrected=LatencyHistogram() if self.open_loop else None)
-            if self.streaming:
+            if self.tokens:
                 window.tokens = TokenWindow.for_load(self.open_loop)
             self._windows[index] = window
         self._current, self._current_end = window, self.stage_start + (index + 1) * self.window_s

@@ -23,6 +23,7 @@ class Generation:
 
 class GenerationUser(KaliperUser):
     precise = True  # a time to first token of tens of milliseconds would read 1-2% high from gevent's timer
+    records_tokens = True
 
     @classmethod
     def prepare(cls, generator: Generator) -> Generation:
