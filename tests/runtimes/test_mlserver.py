@@ -21,10 +21,10 @@ def test_the_pod_runs_mlserver_from_its_image_set_by_environment() -> None:
         "env": [
             {"name": "MLSERVER_HTTP_PORT", "value": "8080"},
             {"name": "MLSERVER_GRPC_PORT", "value": "8081"},
+            {"name": "MLSERVER_PARALLEL_WORKERS", "value": "2"},
             {"name": "MLSERVER_MODEL_NAME", "value": "iris"},
             {"name": "MLSERVER_MODEL_IMPLEMENTATION", "value": "mlserver_sklearn.SKLearnModel"},
             {"name": "MLSERVER_MODEL_URI", "value": "/models/source/iris/model.joblib"},
-            {"name": "MLSERVER_PARALLEL_WORKERS", "value": "2"},
             {"name": "MLSERVER_MODEL_MAX_BATCH_SIZE", "value": "8"},
             {"name": "MLSERVER_MODEL_MAX_BATCH_TIME", "value": "0.005"},
         ],

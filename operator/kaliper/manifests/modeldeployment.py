@@ -19,7 +19,8 @@ from kaliper.runtimes.base import MODEL_DIR, BuildError
 # Kaliper's own image: the built-in server and the model fetcher. The operator passes the image it is
 # configured with (the chart's image values), so one setting reaches every pod it creates.
 KALIPER_IMAGE = f"ghcr.io/kaliper-dev/kaliper:{__version__}"
-# vLLM and SGLang share tensors between their GPU workers through /dev/shm, which a container gets 64 MiB of.
+# For servers that share tensors between their GPU workers through /dev/shm (runtime.shared_memory): a
+# container gets 64 MiB of it.
 SHARED_MEMORY = {"name": "shm", "emptyDir": {"medium": "Memory"}}
 # The restricted Pod Security Standard, container by container: no privilege escalation, no capabilities.
 # Kaliper's own image also runs as its non-root user; other images keep the user they were built with.

@@ -45,20 +45,20 @@ class MlServer(Runtime):
     def server_command(self, launch: Launch) -> ServerCommand:
         server, model = settings(launch)
         if launch.place == "pod":
-            workers = server.pop("parallel_workers", None)
-            batching = {k: model.pop(k) for k in ("max_batch_size", "max_batch_time") if k in model}
             env = {f"MLSERVER_{k.upper()}": str(v) for k, v in server.items()}
             env |= {f"MLSERVER_MODEL_{k.upper()}": str(v) for k, v in model.items()}
-            if workers is not None:
-                env["MLSERVER_PARALLEL_WORKERS"] = str(workers)
-            env |= {f"MLSERVER_MODEL_{k.upper()}": str(v) for k, v in batching.items()}
             return ServerCommand(["mlserver", "start", MODEL_DIR], env=env)
-        assert launch.workdir is not None and launch.grpc_port is not None, (
-            "a local MLServer has a folder and gRPC port"
-        )
-        # Locally every replica needs a metrics port of its own (MLServer's default, 8082, would collide), and
-        # no worker processes unless asked (MLServer's default is one per core of the machine).
-        server = {"parallel_workers": 0, **server, "metrics_port": free_port(), "load_models_at_startup": True}
+        assert launch.workdir is not None, "a local MLServer has a folder for its settings"
+        # Locally MLServer always serves gRPC (on a free port unless given one), every replica needs a metrics
+        # port of its own (MLServer's default, 8082, would collide), and it runs no worker processes unless
+        # asked (MLServer's default is one per core of the machine).
+        server = {
+            "parallel_workers": 0,
+            **server,
+            "grpc_port": launch.grpc_port or free_port(),
+            "metrics_port": free_port(),
+            "load_models_at_startup": True,
+        }
         model_settings = {k: v for k, v in model.items() if k != "uri"} | {"parameters": {"uri": model["uri"]}}
         files = {
             "settings.json": json.dumps(server, indent=2),
