@@ -32,14 +32,16 @@ def tokenizer(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return directory / "tokenizer.json"
 
 
-def run(tmp_path: Path, base: str, mode: str, tokenizer: Path | None = None) -> LoadTestResult:
+def run(
+    tmp_path: Path, base: str, mode: str, tokenizer: Path | None = None, protocol: str = "openai-chat"
+) -> LoadTestResult:
     prompts: dict[str, Any] = {"dataset": {"file": str(tmp_path / "prompts.jsonl")}}
     (tmp_path / "prompts.jsonl").write_text('{"prompt": "hello"}\n')
     if tokenizer is not None:
         prompts["tokenizer"] = {"file": str(tokenizer)}
     config = {
         "url": base,
-        "request": {"protocol": "openai-chat", "modelName": mode, "generation": {"maxTokens": 4}},
+        "request": {"protocol": protocol, "modelName": mode, "generation": {"maxTokens": 4}},
         "payload": {"prompts": prompts},
         "load": LOAD,
     }
@@ -72,6 +74,43 @@ def test_each_defect_is_its_own_error_kind_with_its_tokens_counted(
     assert tokens.cut_short_tokens == cut_tokens_per_request * n
     assert tokens.cut_short == (n if cut_tokens_per_request else 0)
     assert tokens.streams == n  # every answer delivered content, even the broken ones
+
+
+@pytest.mark.parametrize(
+    ("mode", "protocol", "errors"),
+    [
+        ("error-object", "openai-chat", "error event mid-stream"),
+        ("empty", "openai-chat", "no tokens generated"),
+        ("well", "openai-completions", "protocol mismatch"),
+    ],
+)
+def test_an_answer_that_generated_nothing_is_a_failure_never_a_success(
+    tmp_path: Path, server: str, mode: str, protocol: str, errors: str
+) -> None:
+    """A 200 stream whose only event is an engine's error object, an answer with no content, and a chat-shaped
+    stream to a completions request each fail every request: no success, no goodput, no tokens per second."""
+    stage = run(tmp_path, server, mode, protocol=protocol).stages[0]
+    assert stage.errors_by_kind == {errors: stage.requests}
+    assert stage.error_rate == 1.0 and stage.throughput_rps == 0.0
+    assert stage.tokens is not None and stage.tokens.streams == 0 and stage.tokens.output_tokens_per_s == 0.0
+
+
+def test_error_null_in_ordinary_chunks_is_no_error(tmp_path: Path, server: str) -> None:
+    stage = run(tmp_path, server, "error-null").stages[0]
+    assert stage.errors_by_kind == {}
+    assert stage.tokens is not None and stage.tokens.output_tokens == 4 * stage.requests
+
+
+def test_chunks_after_done_are_ignored_and_named(tmp_path: Path, server: str) -> None:
+    result = run(tmp_path, server, "after-done")
+    stage = result.stages[0]
+    n = stage.requests
+    assert stage.errors_by_kind == {}
+    assert stage.tokens is not None and (stage.tokens.chunks, stage.tokens.events_after_done) == (4 * n, 3 * n)
+    assert result.warnings == [
+        f"stage 0: {3 * n} events arrived after [DONE] and were ignored; the server goes on after saying its "
+        "answer is over"
+    ]
 
 
 def test_a_server_that_ignores_max_tokens_is_named_in_the_warnings(tmp_path: Path, server: str) -> None:

@@ -94,6 +94,41 @@ def test_an_error_event_mid_stream_ends_the_read_with_the_servers_message() -> N
     assert read.content_times == [1.0]
 
 
+def test_an_error_object_in_vllms_older_shape_is_an_error_and_error_null_is_not() -> None:
+    died = StreamParser(chat=True)
+    died.feed(event({"object": "error", "message": "engine dead", "type": "InternalServerError", "code": 500}), 1.0)
+    died.feed(event("[DONE]"), 1.1)
+    assert died.finish().error == "error event mid-stream: engine dead"
+    fine = StreamParser(chat=True)
+    fine.feed(chat_chunk("a", error=None), 1.0)
+    fine.feed(event("[DONE]"), 1.1)
+    read = fine.finish()
+    assert (read.error, read.content_times, read.done) == (None, [1.0], True)
+
+
+def test_events_after_done_are_ignored_and_counted() -> None:
+    parser = StreamParser(chat=True)
+    for arrived, piece in ((1.0, chat_chunk("a")), (1.1, event("[DONE]")), (1.2, chat_chunk("b")), (1.3, USAGE)):
+        parser.feed(piece if isinstance(piece, bytes) else event(piece), arrived)
+    read = parser.finish()
+    assert (read.content_times, read.events_after_done, read.usage) == ([1.0], 2, None)
+
+
+def test_the_other_apis_shape_is_a_protocol_mismatch() -> None:
+    completions = StreamParser(chat=False)
+    completions.feed(chat_chunk("a"), 1.0)
+    assert completions.finish().error == (
+        "protocol mismatch: a chat-shaped answer (choices[].delta) to a completions request; set request.protocol "
+        "openai-chat"
+    )
+    chat = StreamParser(chat=True)
+    chat.feed(event({"choices": [{"index": 0, "text": "a", "finish_reason": None}]}), 1.0)
+    assert chat.finish().error == (
+        "protocol mismatch: a completions-shaped answer (choices[].text) to a chat request; set request.protocol "
+        "openai-completions"
+    )
+
+
 def test_malformed_events_are_named() -> None:
     parser = StreamParser(chat=True)
     parser.feed(b"data: {not json\n\n", 1.0)

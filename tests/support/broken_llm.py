@@ -11,6 +11,12 @@ request's `model` says:
   ignore-max    four tokens more than max_tokens, counted in usage
   no-usage      every chunk carries two words and no usage is ever sent
   http-503      refuses with 503 and a JSON error
+  error-object  200, then an error object in vLLM's ErrorResponse shape before it nested it under "error"
+                ({"object": "error", "message", "type", "param", "code"}), then [DONE]: an engine that died
+  empty         200, the role, the finish and usage of 0 tokens, then [DONE]: an answer that says nothing
+  error-null    every chunk carries "error": null beside its choices, as some servers' chunks do
+  after-done    the whole answer and [DONE], then three more content chunks
+A completions request (no `messages`) is answered in the chat shape all the same: the protocol mismatch.
 Every request's chat messages are kept, in order: GET /received returns them (chat sessions' tests).
 """
 
@@ -88,11 +94,18 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
         send = self._send_chunked
-        send(_chunk({"role": "assistant", "content": None}))
-        tokens = {"cut": 3, "malformed": 1, "error-mid": 2, "ignore-max": wanted + 4}.get(mode, wanted)
+        if mode == "error-object":
+            died = {"object": "error", "message": "engine dead", "type": "InternalServerError", "param": None}
+            send(b"data: " + json.dumps({**died, "code": 500}).encode() + b"\n\n")
+            send(b"data: [DONE]\n\n")
+            send(b"")
+            return
+        extra = {"error": None} if mode == "error-null" else {}
+        send(_chunk({"role": "assistant", "content": None}, **extra))
+        tokens = {"cut": 3, "malformed": 1, "error-mid": 2, "ignore-max": wanted + 4, "empty": 0}.get(mode, wanted)
         word = " no ka" if mode == "no-usage" else " no"
         for _ in range(tokens):
-            send(_chunk({"content": word}))
+            send(_chunk({"content": word}, **extra))
         if mode == "cut":
             self.close_connection = True
             return  # the chunked body never ends: the connection closes under it
@@ -102,10 +115,13 @@ class _Handler(BaseHTTPRequestHandler):
             send(b"data: " + json.dumps({"error": {"message": "out of memory"}}).encode() + b"\n\n")
             self.close_connection = True
             return
-        send(_chunk({}, finish="length"))
+        send(_chunk({}, finish="length", **extra))
         if mode != "no-usage":
-            send(_chunk(usage={**usage, "completion_tokens": tokens}))
+            send(_chunk(usage={**usage, "completion_tokens": tokens}, **extra))
         send(b"data: [DONE]\n\n")
+        if mode == "after-done":
+            for _ in range(3):
+                send(_chunk({"content": word}))
         send(b"")  # the last chunk of the chunked body
 
 

@@ -83,6 +83,8 @@ ANSWERED_KINDS = frozenset(
         "error event mid-stream",
         "the answer is not JSON",
         "error answer",
+        "protocol mismatch",
+        "no tokens generated",
     }
 )
 
@@ -238,6 +240,8 @@ class GenerationSender:
             error = "not streamed"
         elif not (read.done or read.finish_reason is not None):
             error = "stream cut short"
+        elif not read.content_times:
+            error = "no tokens generated"  # a whole answer that says nothing is not a generation
         request = self.requests[index]
         prompt_tokens = None if in_session else request.prompt_tokens
         count, count_source = self._count(read)

@@ -83,6 +83,7 @@ def token_figures(tokens: TokenWindow, measured_s: float, requests: int, with_ob
         cut_short=tokens.cut_short,
         cut_short_tokens=tokens.cut_short_tokens,
         over_max_tokens=tokens.over_max_tokens,
+        events_after_done=tokens.events_after_done,
         goodput_rps=per_s(tokens.good) if with_objectives else None,
         goodput_share=(round(tokens.good / requests, 6) if requests else 0.0) if with_objectives else None,
     )
@@ -177,6 +178,11 @@ def stage_warnings(stage: StageResult) -> list[str]:
         warnings.append(
             f"stage {stage.index}: {tokens.over_max_tokens} answers were longer than the max_tokens they asked for; "
             "the server ignores max_tokens"
+        )
+    if tokens is not None and tokens.events_after_done:
+        warnings.append(
+            f"stage {stage.index}: {tokens.events_after_done} events arrived after [DONE] and were ignored; the "
+            "server goes on after saying its answer is over"
         )
     if tokens is not None and tokens.token_sources.get("chunks"):
         warnings.append(

@@ -43,7 +43,10 @@ class StreamRead:
     done: bool = False
     """`data: [DONE]` arrived."""
     error: str | None = None
-    """Why the response is not a complete answer (an error event, malformed SSE, not a stream)."""
+    """Why the response is not a complete answer (an error event, malformed SSE, not a stream, the other
+    API's shape)."""
+    events_after_done: int = 0
+    """Events that arrived after `data: [DONE]`: ignored (the stream said it was over)."""
     text_chars: int = 0
     text: list[str] | None = None
     """The generated text, piece by piece, when the parser was asked to keep it (to count its tokens)."""
@@ -92,6 +95,9 @@ class StreamParser:
                 return
         if not payload:
             return
+        if self.read.done:
+            self.read.events_after_done += 1
+            return
         if payload == _DONE:
             self.read.done = True
             return
@@ -103,8 +109,8 @@ class StreamParser:
         if not isinstance(message, dict):
             self.read.error = f"malformed SSE: an event whose data is not a JSON object: {payload[:60]!r}"
             return
-        if kind == b"error" or "error" in message:
-            self.read.error = "error event mid-stream: " + _error_text(message.get("error", message))
+        if kind == b"error" or is_error_object(message):
+            self.read.error = "error event mid-stream: " + _error_text(message.get("error") or message)
             return
         self.message(message, arrived)
 
@@ -120,6 +126,10 @@ class StreamParser:
         if cumulative is None and isinstance(timings, dict) and "predicted_n" in timings:
             cumulative = timings.get("predicted_n")
         for choice in message.get("choices") or ():
+            mismatch = _shape_mismatch(choice, self.chat)
+            if mismatch:
+                read.error = f"protocol mismatch: {mismatch}"
+                return
             if choice.get("finish_reason"):
                 read.finish_reason = choice["finish_reason"]
             content = _content(choice, self.chat)
@@ -153,13 +163,30 @@ def read_whole(body: bytes, chat: bool, arrived: float) -> StreamRead:
         return parser.read
     if not isinstance(message, dict):
         parser.read.error = f"the answer is not a JSON object: {body[:60]!r}"
-    elif "error" in message:
-        parser.read.error = "error answer: " + _error_text(message["error"])
+    elif is_error_object(message):
+        parser.read.error = "error answer: " + _error_text(message.get("error") or message)
     else:
         parser.message(message, arrived)
         if parser.read.finish_reason is not None:
             parser.read.done = True
     return parser.read
+
+
+def is_error_object(message: dict[str, Any]) -> bool:
+    """An error in an answer's body, in either shape servers send: {"error": {...}} (OpenAI, llama.cpp, vLLM
+    since it nested its ErrorResponse), or {"object": "error", "message": ...} (vLLM's ErrorResponse before).
+    An ordinary chunk that carries "error": null is no error."""
+    return message.get("error") is not None or message.get("object") == "error"
+
+
+def _shape_mismatch(choice: dict[str, Any], chat: bool) -> str | None:
+    """A choice in the other API's shape: chat answers carry delta (or message), completions answers text."""
+    chat_shaped = "delta" in choice or "message" in choice
+    if chat and not chat_shaped and "text" in choice:
+        return "a completions-shaped answer (choices[].text) to a chat request; set request.protocol openai-completions"
+    if not chat and chat_shaped and "text" not in choice:
+        return "a chat-shaped answer (choices[].delta) to a completions request; set request.protocol openai-chat"
+    return None
 
 
 def _content(choice: dict[str, Any], chat: bool) -> str:

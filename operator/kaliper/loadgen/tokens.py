@@ -43,6 +43,8 @@ class RequestTokens:
     over_max_tokens: bool
     tokenizer_difference: int | None = None
     """|server's count - tokenizer's count| of the output, where both exist."""
+    events_after_done: int = 0
+    """Events the server sent after `data: [DONE]` (ignored)."""
 
     @property
     def largest_gap_s(self) -> float:
@@ -101,6 +103,7 @@ def request_tokens(
         source=source,
         complete=read.error is None and (read.done or read.finish_reason is not None),
         over_max_tokens=output > max_tokens,
+        events_after_done=read.events_after_done,
         tokenizer_difference=difference,
     )
 
@@ -132,6 +135,7 @@ class TokenWindow:
     cut_short: int = 0
     cut_short_tokens: int = 0
     over_max_tokens: int = 0
+    events_after_done: int = 0
     tokenizer_compared: int = 0
     tokenizer_difference: int = 0
     good: int = 0
@@ -179,6 +183,7 @@ class TokenWindow:
             self.cut_short += 1
             self.cut_short_tokens += figures.output_tokens
         self.over_max_tokens += figures.over_max_tokens
+        self.events_after_done += figures.events_after_done
         if figures.tokenizer_difference is not None:
             self.tokenizer_compared += 1
             self.tokenizer_difference += figures.tokenizer_difference
@@ -229,6 +234,7 @@ _COUNTS = (
     "cut_short",
     "cut_short_tokens",
     "over_max_tokens",
+    "events_after_done",
     "tokenizer_compared",
     "tokenizer_difference",
     "good",

@@ -184,6 +184,9 @@ class TokenFigures(KaliperModel):
     cut_short_tokens: int = 0
     """Tokens those answers delivered before they ended."""
     over_max_tokens: int = 0
+    events_after_done: int = 0
+    """Events the server sent after `data: [DONE]`: ignored, never counted as content (a server that goes on
+    after saying its answer is over)."""
     """Answers longer than the max_tokens they asked for (a server that ignores max_tokens)."""
     goodput_rps: float | None = None
     """Requests per second that met every latency objective (each objective's bound applied to the
