@@ -97,8 +97,6 @@ def unanswered(kind: str) -> bool:
     return not kind.startswith("HTTP") and kind != "timeout" and kind not in ANSWERED_KINDS
 
 
-
-
 def classify(exc: BaseException) -> str:
     if isinstance(exc, TimeoutError | socket.timeout | gevent.Timeout):
         return "timeout"
