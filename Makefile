@@ -32,10 +32,13 @@ system-deps:
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
 	fi
 
+# Two phases. First two pytest-xdist workers: the tiers that wait (the real node, the control plane) beside
+# the tiers that compute, grouped by tests/support/tiers.py; the Go binaries and the pytorch environment are
+# built (or found cached) by the first test that needs them, so on a cold machine the other worker's tests run
+# while they build. Then the tests marked quiet (CPU quotas, latency fidelity), alone.
 test: setup lint system-deps llama
-	bash hack/testcluster/build.sh
-	bash hack/pytorch/venv.sh
-	$(BIN)/pytest --durations=15
+	$(BIN)/pytest -n 2 --dist loadgroup -m "not quiet" --durations=15
+	$(BIN)/pytest -m quiet --durations=15
 
 # The inner loop while developing (about 4 minutes on this project's 2-core machine): lint, the unit tests,
 # the runtimes and decisions, and the load generator against real servers on loopback. `make test` stays the

@@ -20,6 +20,7 @@ from tests.support.controlplane import (
 )
 from tests.support.node import Node, start_node
 from tests.support.paths import REPO
+from tests.support.tiers import group_of, is_quiet, over_ceiling, queue_position
 
 # The operator steps each ProfileRun every second in tests (5 s by default), read when its module is imported.
 os.environ.setdefault("KALIPER_STEP_INTERVAL", "1")
@@ -27,6 +28,38 @@ os.environ.setdefault("KALIPER_STEP_INTERVAL", "1")
 os.environ.setdefault("KALIPER_EXPIRY_INTERVAL", "2")
 # The operator's own namespace, as the chart sets it from its pod: only Cleanups there reach other namespaces.
 os.environ.setdefault("KALIPER_NAMESPACE", "kaliper-system")
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Each test's xdist group and quiet mark (tests/support/tiers.py), the node tier queued first."""
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(group_of(item.nodeid)))
+        if is_quiet(item.nodeid):
+            item.add_marker(pytest.mark.quiet)
+    items.sort(key=lambda item: queue_position(item.nodeid))  # stable: the order inside a group stays
+
+
+_call_seconds: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if report.when == "call":
+        _call_seconds[report.nodeid] = report.duration
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Fail the run, loudly, when a test took longer than its ceiling without a stated reason."""
+    if hasattr(session.config, "workerinput"):
+        return  # an xdist worker: its controller sees every report and decides
+    slow = over_ceiling(_call_seconds)
+    if slow:
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.section("tests over their time ceiling (tests/support/tiers.py)", red=True)
+            for line in slow:
+                reporter.line(line, red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 @pytest.fixture(scope="session")

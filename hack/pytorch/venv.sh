@@ -19,6 +19,10 @@ key="torch-$TORCH_VERSION-transformers-$TRANSFORMERS_VERSION-$(sha256sum "$repo/
 root="$cache/pytorch"
 venv="$root/$key"
 log() { echo "[$(date +%H:%M:%S)] $*" >&2; }
+# One install at a time (tests may ask from two pytest workers).
+mkdir -p "$cache"
+exec 9>"$cache/pytorch.lock"
+flock 9
 
 if [ -f "$venv/.installed" ]; then
   log "pytorch environment $key: cached"

@@ -14,6 +14,10 @@ source "$here/versions.env"
 cache=${KALIPER_CACHE:-$HOME/.cache/kaliper}
 bin="$cache/bin"
 mkdir -p "$bin"
+# One build at a time: make test's two pytest workers may both ask for the binaries (the second waits, then
+# finds them cached).
+exec 9>"$cache/testcluster-build.lock"
+flock 9
 
 export CGO_ENABLED=0
 export GOFLAGS=-mod=mod

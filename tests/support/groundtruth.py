@@ -4,6 +4,7 @@ bench/streamtruth (an OpenAI-compatible token stream of known timing, recording 
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -26,14 +27,16 @@ CACHE = Path(os.environ.get("KALIPER_CACHE", Path.home() / ".cache" / "kaliper")
 def binary(source: Path = SOURCE) -> Path:
     digest = hashlib.sha256((source / "main.go").read_bytes() + (source / "go.mod").read_bytes()).hexdigest()
     target = CACHE / f"{source.name}-{digest[:12]}"
-    if not target.exists():
-        CACHE.mkdir(parents=True, exist_ok=True)
-        subprocess.run(
-            ["go", "build", "-o", str(target), "."],
-            cwd=source,
-            check=True,
-            env={**os.environ, "CGO_ENABLED": "0", "GOTOOLCHAIN": "local"},
-        )
+    CACHE.mkdir(parents=True, exist_ok=True)
+    with open(CACHE / f"{source.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # make test's two pytest workers may both ask for it
+        if not target.exists():
+            subprocess.run(
+                ["go", "build", "-o", str(target), "."],
+                cwd=source,
+                check=True,
+                env={**os.environ, "CGO_ENABLED": "0", "GOTOOLCHAIN": "local"},
+            )
     return target
 
 

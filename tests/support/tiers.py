@@ -1,0 +1,71 @@
+"""How `make test` spreads the suite over two pytest-xdist workers, which tests it runs alone afterwards, and
+how long one test may take.
+
+Half of the suite's time is waiting (the real node tier for cAdvisor's scrapes, the control-plane tier for
+the operator's steps and minute-scheduled Cleanups), so the tiers that wait run beside the tiers that compute:
+each waiting tier is one xdist group (one worker starts its node or control plane, once), every other module
+is a group of its own (its module fixtures start once), and the node tier is queued first because it is the
+longest. Tests that measure a CPU quota or compare latencies with a server's own records are marked `quiet`
+and run after the parallel phase, with nothing beside them that they did not start.
+"""
+
+from __future__ import annotations
+
+# Path prefix -> xdist group. One real node per machine (fixed addresses, veth and iptables chains).
+WAITING_TIERS = {"tests/node/": "node", "tests/cluster/": "cluster"}
+
+# Modules whose figures a neighbour's load would move, and why.
+QUIET = {
+    "tests/local/test_cgroups.py": "measures what a CPU quota lets a busy loop use",
+    "tests/loadgen/test_end_to_end.py": "compares latencies and schedules with a ground-truth server's own records",
+    "tests/loadgen/test_grpc_end_to_end.py": "compares gRPC latencies with a ground-truth server's own records",
+}
+
+# Seconds a test's own body may take (fixtures' set-up and teardown not counted) unless it is listed below.
+CEILING_S = 150.0
+
+# Test id (module path and test name, parameters left off) -> (its ceiling, why it needs that long).
+LONG_TESTS: dict[str, tuple[float, str]] = {
+    "tests/node/test_walkthrough.py::test_the_readme_walkthrough_on_a_real_node": (
+        330.0,
+        "the README's walkthrough end to end at the 30 s scrape users run: two trials whose windows each wait "
+        "for two cAdvisor samples and a final scrape",
+    ),
+}
+
+
+def module_of(nodeid: str) -> str:
+    return nodeid.split("::", 1)[0]
+
+
+def group_of(nodeid: str) -> str:
+    """The xdist group a test runs in: its waiting tier, or else its own module."""
+    for prefix, group in WAITING_TIERS.items():
+        if nodeid.startswith(prefix):
+            return group
+    return module_of(nodeid)
+
+
+def queue_position(nodeid: str) -> int:
+    """The node tier first (the longest single group), the control-plane tier last, the rest between."""
+    group = group_of(nodeid)
+    return {"node": 0, "cluster": 2}.get(group, 1)
+
+
+def is_quiet(nodeid: str) -> bool:
+    return module_of(nodeid) in QUIET
+
+
+def plain_id(nodeid: str) -> str:
+    """A report's node id without xdist's @group suffix and without parameters."""
+    return nodeid.split("@", 1)[0].split("[", 1)[0]
+
+
+def over_ceiling(durations: dict[str, float]) -> list[str]:
+    """The tests that took longer than their ceiling, each as a line saying by how much."""
+    lines = []
+    for nodeid, seconds in sorted(durations.items()):
+        ceiling, _ = LONG_TESTS.get(plain_id(nodeid), (CEILING_S, ""))
+        if seconds > ceiling:
+            lines.append(f"{plain_id(nodeid)}: {seconds:.0f} s, over its ceiling of {ceiling:.0f} s")
+    return lines
