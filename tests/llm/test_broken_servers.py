@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from kaliper.loadgen.results import summarize
 from kaliper.report.schema import LoadTestResult
 from kaliper.serving.tiny_llm import make_tiny_llm
 from tests.support.broken_llm import broken_llm_server
@@ -52,28 +53,29 @@ def run(
 
 
 @pytest.mark.parametrize(
-    ("mode", "errors", "output_per_request", "cut_tokens_per_request"),
+    ("mode", "errors", "output_per_request", "failed_tokens_per_request"),
     [
         ("well", None, 4, 0),
-        ("no-stream", "not streamed", 4, 0),
-        ("cut", "stream cut short", 3, 3),
-        ("malformed", "malformed SSE", 1, 1),
-        ("error-mid", "error event mid-stream", 2, 2),
+        ("no-stream", "not streamed", 0, 4),
+        ("cut", "stream cut short", 0, 3),
+        ("malformed", "malformed SSE", 0, 1),
+        ("error-mid", "error event mid-stream", 0, 2),
         ("ignore-max", None, 8, 0),
     ],
 )
-def test_each_defect_is_its_own_error_kind_with_its_tokens_counted(
-    tmp_path: Path, server: str, mode: str, errors: str | None, output_per_request: int, cut_tokens_per_request: int
+def test_each_defect_is_its_own_error_kind_with_its_tokens_counted_apart(
+    tmp_path: Path, server: str, mode: str, errors: str | None, output_per_request: int, failed_tokens_per_request: int
 ) -> None:
     stage = run(tmp_path, server, mode).stages[0]
     n = stage.requests
     assert stage.errors_by_kind == ({errors: n} if errors else {})
     tokens = stage.tokens
     assert tokens is not None
+    # A failed answer feeds no token figure: what it delivered is counted apart.
     assert tokens.output_tokens == output_per_request * n
-    assert tokens.cut_short_tokens == cut_tokens_per_request * n
-    assert tokens.cut_short == (n if cut_tokens_per_request else 0)
-    assert tokens.streams == n  # every answer delivered content, even the broken ones
+    assert tokens.cut_short_tokens == failed_tokens_per_request * n
+    assert tokens.cut_short == (n if errors else 0)
+    assert tokens.streams == (0 if errors else n)
 
 
 @pytest.mark.parametrize(
@@ -147,6 +149,22 @@ def test_a_refusing_server_counts_http_errors_and_no_tokens(tmp_path: Path, serv
     stage = run(tmp_path, server, "http-503").stages[0]
     assert stage.errors_by_kind == {"HTTP 503": stage.requests}
     assert stage.tokens is not None and stage.tokens.streams == 0 and stage.tokens.output_tokens == 0
+    # The server's words are kept: once, however many requests said them.
+    assert stage.error_messages == {"HTTP 503": ['{"error": {"message": "overloaded", "code": 503}}']}
+
+
+@pytest.mark.parametrize(
+    ("mode", "said"),
+    [
+        ("error-mid", {"error event mid-stream": ["error event mid-stream: out of memory"]}),
+        ("error-object", {"error event mid-stream": ["error event mid-stream: engine dead"]}),
+    ],
+)
+def test_an_error_event_keeps_the_servers_message(tmp_path: Path, server: str, mode: str, said: dict) -> None:
+    result = run(tmp_path, server, mode)
+    assert result.stages[0].error_messages == said
+    kind, (text,) = next(iter(said.items()))
+    assert f"    {kind}: {text}" in summarize(result).splitlines()
 
 
 def test_chat_sessions_carry_every_earlier_turn_and_answer_then_start_over(tmp_path: Path, server: str) -> None:
@@ -200,3 +218,21 @@ def test_sessions_need_the_chat_protocol(tmp_path: Path, server: str) -> None:
         "multi-turn sessions carry earlier answers as chat messages; set request.protocol to openai-chat or "
         "payload.prompts.turns to 1" in process.stderr
     )
+
+
+def test_a_base_url_ending_in_v1_is_refused_before_the_load_naming_the_url_called(tmp_path: Path, server: str) -> None:
+    (tmp_path / "prompts.jsonl").write_text(json.dumps({"prompt": "hi"}) + "\n")
+    config = {
+        "url": f"{server}/v1",  # as OpenAI SDKs take it
+        "request": {"protocol": "openai-chat", "modelName": "well", "generation": {"maxTokens": 4}},
+        "payload": {"prompts": {"dataset": {"file": str(tmp_path / "prompts.jsonl")}}},
+        "load": LOAD,
+    }
+    process, result = run_loadgen(tmp_path, config)
+    assert process.returncode == 1 and result is not None and result.stages == []
+    assert result.error == (
+        f'{server}/v1/v1/chat/completions answered HTTP 404 to the first request: {{"detail":"Not Found"}}; url '
+        f"ends in /v1 and the request path /v1/chat/completions starts with it again: give url without /v1 (such "
+        f"as {server})"
+    )
+    assert result.target == f"{server}/v1/v1/chat/completions"

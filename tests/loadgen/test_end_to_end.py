@@ -57,7 +57,9 @@ def test_closed_loop_with_two_levels(tmp_path: Path, server: str) -> None:
         served = [done for done, _ in records(server)[1] if start <= done < start + stage.measured_s]
         assert len(served) > 50 and abs(len(served) - stage.requests) <= 2 * stage.level
         assert sum(w.requests for w in stage.windows if not w.warmup) == stage.requests
-        assert stage.latency.count == stage.requests  # every request is in the histogram, errors too
+        # The answered requests are in the latency histogram, the failures in their own: none dropped.
+        assert stage.failure_time is not None
+        assert (stage.latency.count, stage.failure_time.count) == (stage.requests - stage.errors, stage.errors)
         # Every 50th request is a 503: counted by kind, never dropped.
         assert stage.errors_by_kind.keys() == {"HTTP 503"}
         assert stage.errors == pytest.approx(stage.requests / 50, abs=3)
@@ -156,10 +158,11 @@ def test_several_processes_merge_into_one_result(tmp_path: Path, server: str) ->
     stage = result.stages[0]
     assert result.generator.processes == 2
     assert stage.requests == pytest.approx(360, abs=20)  # each process sent half of the schedule
-    assert stage.latency.count == stage.requests
+    failed = stage.failure_time.count if stage.failure_time else 0
+    assert (stage.latency.count, failed) == (stage.requests - stage.errors, stage.errors)
 
 
-def test_timeouts_are_errors_with_their_latency(tmp_path: Path) -> None:
+def test_timeouts_are_errors_with_their_time_to_failure(tmp_path: Path) -> None:
     with groundtruth("-median", "2s", "-sigma", "0.01") as base:
         process, result = run_loadgen(
             tmp_path,
@@ -174,7 +177,9 @@ def test_timeouts_are_errors_with_their_latency(tmp_path: Path) -> None:
     stage = result.stages[0] if result and result.stages else None
     assert stage is not None, process.stderr
     assert set(stage.errors_by_kind) == {"timeout"} and stage.error_rate == 1
-    assert percentile(stage.service_time, 50) >= 300
+    # A timeout is no answer: no latency figure, and its time to failure is the timeout.
+    assert stage.latency.count == 0 and stage.service_time.count == 0
+    assert percentile(stage.failure_time, 50) >= 300
 
 
 def test_unreachable_target_fails_fast_with_a_clear_error(tmp_path: Path) -> None:

@@ -62,7 +62,8 @@ def test_closed_loop_calls_agree_with_the_servers_own_records(tmp_path: Path) ->
     # The server's count of the calls it completed in the measured window: apart by at most the users in
     # flight at each edge.
     assert len(truth) > 1000 and abs(len(truth) - stage.requests) <= 2 * 32
-    assert stage.latency.count == stage.requests
+    assert stage.failure_time is not None
+    assert (stage.latency.count, stage.failure_time.count) == (stage.requests - stage.errors, stage.errors)
     # Every 50th call fails with UNAVAILABLE in its trailers: counted by its status, never dropped.
     assert stage.errors_by_kind.keys() == {"gRPC UNAVAILABLE"}
     assert stage.errors == pytest.approx(stage.requests / 50, abs=3)

@@ -4,12 +4,18 @@ from __future__ import annotations
 
 import socket
 import socketserver
+import struct
 import threading
+import time
+from collections import Counter
 from collections.abc import Iterator
 
 import pytest
 
-from kaliper.loadgen.http import Connection, HttpError, build_request
+from kaliper.loadgen.http import Connection, DeadlinePassed, HttpError, StreamingConnection, build_request
+
+SEEN: Counter[bytes] = Counter()  # requests the server read, by path
+PARTIAL_READ = threading.Event()  # the client has read the partial answer of /reset-mid-answer
 
 RESPONSES = {
     b"/length": [b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello"],
@@ -50,8 +56,21 @@ class Handler(socketserver.BaseRequestHandler):
             while len(buffer) < length:
                 buffer += self.request.recv(65536)
             buffer = buffer[length:]
+            SEEN[path] += 1
             if path == b"/slow":
                 threading.Event().wait(2)
+            if path == b"/trickle":  # a byte every 0.1 s of a 40-byte body: each read is quick, the whole is not
+                self.request.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 40\r\n\r\n")
+                for _ in range(40):
+                    time.sleep(0.1)
+                    self.request.sendall(b"x")
+                continue
+            if path == b"/reset-mid-answer":  # part of an answer, then, once it was read, a reset (RST, not FIN)
+                self.request.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\npartial")
+                PARTIAL_READ.wait(5)
+                self.request.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                self.request.close()
+                return
             for part in RESPONSES.get(path, RESPONSES[b"/length"]):
                 self.request.sendall(part)
             served += 1
@@ -133,3 +152,35 @@ def test_refused_connection() -> None:
         port = sock.getsockname()[1]  # bound, never listening: connections are refused
         with pytest.raises(ConnectionRefusedError):
             Connection("127.0.0.1", port, timeout=2).request(request(port, "/"))
+
+
+def test_the_timeout_bounds_the_whole_request_not_each_read(server: int) -> None:
+    # Every byte arrives 0.1 s after the last, well inside 0.5 s; the whole answer would take 4 s.
+    connection = Connection("127.0.0.1", server, timeout=0.5)
+    with pytest.raises(DeadlinePassed, match=r"no whole answer within the request's timeout \(0\.5 s\)"):
+        connection.request(request(server, "/trickle"))
+
+
+def test_a_request_whose_answer_had_begun_is_never_sent_again(server: int) -> None:
+    connection = StreamingConnection("127.0.0.1", server, timeout=5)
+    received: list[bytes] = []
+    assert connection.stream(request(server, "/length"), lambda *_: lambda piece, _: None).status == 200
+    before = SEEN[b"/reset-mid-answer"]
+
+    # A reused connection reset after answer bytes: the request's failure, not a dead kept-alive connection.
+    def sink(piece: bytes, _arrived: float) -> None:
+        received.append(piece)
+        PARTIAL_READ.set()
+
+    with pytest.raises(ConnectionResetError):
+        connection.stream(request(server, "/reset-mid-answer"), lambda *_: sink)
+    assert (SEEN[b"/reset-mid-answer"] - before, connection.resent, received) == (1, 0, [b"partial"])
+
+
+def test_the_streaming_client_reads_past_an_interim_answer(server: int) -> None:
+    connection = StreamingConnection("127.0.0.1", server, timeout=5)
+    heads: list[tuple[int, str]] = []
+    answer = connection.stream(
+        request(server, "/interim"), lambda status, kind: heads.append((status, kind)) or (lambda *_: None)
+    )
+    assert (answer.status, heads) == (201, [(201, "")])

@@ -34,12 +34,13 @@ def test_open_loop_records_corrected_latency_and_late_sends() -> None:
 
 def test_wire_round_trip_and_merge() -> None:
     a, b = Window(0, 3), Window(0, 3)
-    a.service.record(0.01)
+    a.failed.record(0.01)
     a.requests, a.errors["timeout"] = 1, 1
     b.service.record(0.02)
     b.requests = 1
     merged = Window.from_wire(a.to_wire()).merge(Window.from_wire(b.to_wire()))
-    assert merged.requests == 2 and merged.service.count == 2 and merged.errors == {"timeout": 1}
+    assert merged.requests == 2 and merged.errors == {"timeout": 1}
+    assert (merged.service.count, merged.failed.count) == (1, 1)
 
 
 def test_a_window_is_complete_only_when_every_source_closed_it() -> None:
@@ -66,6 +67,8 @@ def test_a_scheduled_send_is_late_by_the_connections_or_by_the_generator() -> No
     assert (window.requests, window.late_no_connection, window.late_generator) == (3, 1, 1)
     assert dict(window.errors) == {"HTTP 503": 1}
     assert (window.bytes_sent, window.bytes_received) == (15, 14)
-    # Latency from when each was due (11, 16 and 15 ms), service time from when each left (10 ms each).
-    assert window.corrected is not None and window.corrected.count == 3
+    # Latency of the answered two from when each was due (11 and 16 ms), service time from when each left
+    # (10 ms each); the failure is no answer: its 10 ms are time to failure, in no latency figure.
+    assert window.corrected is not None and (window.corrected.count, window.service.count) == (2, 2)
     assert round(window.corrected.max * 1000) == 16 and round(window.service.max * 1000) == 10
+    assert window.failed.count == 1 and round(window.failed.max * 1000) == 10

@@ -73,7 +73,7 @@ def test_a_stream_without_finish_or_done_is_incomplete() -> None:
     assert request_tokens(cut, 1.0, None, 1.2, 8, None, None).complete is False
 
 
-def test_windows_count_cut_streams_apart_and_merge_exactly_over_the_wire() -> None:
+def test_windows_count_failed_answers_apart_and_merge_exactly_over_the_wire() -> None:
     recorder = Recorder(window_s=1.0, open_loop=True, tokens=True)
     recorder.begin_stage(0, start_wall=100.0)
     whole = request_tokens(read([1.1, 1.2, 1.4], completion=3), 1.0, 0.9, 1.5, 3, None, None)
@@ -84,11 +84,14 @@ def test_windows_count_cut_streams_apart_and_merge_exactly_over_the_wire() -> No
     merged = Window.from_wire(window.to_wire()).merge(Window.from_wire(window.to_wire()))
     tokens = merged.tokens
     assert isinstance(tokens, TokenWindow)
-    assert (tokens.streams, tokens.chunks, tokens.output_tokens, tokens.good_output_tokens) == (4, 10, 10, 6)
+    # The cut streams feed no figure: only their count and the tokens they delivered.
+    assert (tokens.streams, tokens.chunks, tokens.output_tokens) == (2, 6, 6)
     assert (tokens.cut_short, tokens.cut_short_tokens, tokens.good, merged.resent) == (2, 4, 2, 2)
-    assert (tokens.per_token_exact, tokens.per_token_unknown) == (2, 2)
-    assert dict(tokens.token_sources) == {"usage": 2, "chunks": 2}
-    assert tokens.ttft.count == 4 and tokens.itl_chunk.count == 6
+    assert (tokens.per_token_exact, tokens.per_token_unknown) == (2, 0)
+    assert dict(tokens.token_sources) == {"usage": 2}
+    assert tokens.ttft.count == 2 and tokens.itl_chunk.count == 4
+    # Nor does a failure feed the request latency: it has its own histogram.
+    assert (merged.service.count, merged.failed.count) == (2, 2)
     # Corrected ttft: 0.2 s after the intended 0.9; from the send it was 0.1.
     assert merged.histogram("ttft").max == pytest.approx(0.2, rel=1e-3)
     assert merged.histogram("ttft", corrected=False).max == pytest.approx(0.1, rel=1e-3)

@@ -52,10 +52,33 @@ def test_slo_checks_each_objective() -> None:
     checks, verdict = decisions.slo_checks(stage(40, 500), SLO)
     assert verdict == "Met"
     assert [c.objective for c in checks] == ["p99 <= 50ms", "error rate <= 1.00%", "throughput >= 100/s"]
-    checks, verdict = decisions.slo_checks(stage(60, 500, error_rate=0.02), SLO)
-    assert verdict == "NotMet" and [c.verdict for c in checks] == ["NotMet", "NotMet", "Met"]
+    checks, verdict = decisions.slo_checks(stage(60, 500), SLO)
+    assert verdict == "NotMet" and [c.verdict for c in checks] == ["NotMet", "Met", "Met"]
     assert checks[0].observed == "60.00ms (95% CI 57.00-63.00ms)"
     assert decisions.slo_checks(stage(60, 500), None) == ([], None)
+
+
+def test_failed_requests_count_as_over_every_latency_bound() -> None:
+    latency_only = SloSpec.model_validate({"latency": [{"percentile": 99, "max": "50ms"}]})
+    # 2% failed: more than the 1% p99 leaves, whatever the answered requests took (40 ms here).
+    checks, verdict = decisions.slo_checks(stage(40, 500, error_rate=0.02), latency_only)
+    assert verdict == "NotMet"
+    assert checks[0].observed == "20 of 1000 requests failed (2.00%), more than the 1% that p99 leaves"
+    # Every request failed (a server that answers nothing but errors, fast): never Met.
+    checks, verdict = decisions.slo_checks(stage(1, 0, error_rate=1.0), latency_only)
+    assert (verdict, checks[0].observed) == ("NotMet", "every one of the 1000 requests failed")
+    # 0.5% failed: p99 of every request is p99.5 of the answered ones, read from their histogram (40 ms each).
+    histogram = LatencyHistogram()
+    for _ in range(10_000):
+        histogram.record(0.040)
+    figures = LatencyFigures(count=10_000, histogram=histogram.encode())
+    few_failed = make_stage(figures, 500, error_rate=0.005, requests=10_000)
+    assert decisions.answered_percentile(few_failed, 99) == pytest.approx(99.4975, abs=1e-4)
+    checks, verdict = decisions.slo_checks(few_failed, latency_only)
+    assert verdict == "Met"
+    assert checks[0].observed.endswith(
+        " at p99.5 of the answered requests: 50 of 10000 failed, counted as over the bound"
+    ), checks[0].observed
 
 
 def test_a_percentile_is_met_only_when_its_whole_interval_is_within_the_bound() -> None:

@@ -59,6 +59,14 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        if self.path not in ("/v1/chat/completions", "/v1/completions"):
+            answer = b'{"detail":"Not Found"}'  # what vLLM's FastAPI app answers on a path it lacks
+            self.send_response(404)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(answer)))
+            self.end_headers()
+            self.wfile.write(answer)
+            return
         self.server.received.append(body.get("messages"))  # type: ignore[attr-defined]
         mode, wanted = body["model"], body["max_tokens"]
         if mode == "http-503":

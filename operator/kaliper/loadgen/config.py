@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 from typing import Annotated, Any
+from urllib.parse import urlsplit
 
 from pydantic import Field, model_validator
 
@@ -133,6 +134,12 @@ class LoadGenConfig(KaliperModel):
             assert self.load.open_loop is not None
             levels = [self.load.open_loop.rate]
         return [level for level in levels for _ in range(self.load.repetitions)]
+
+    @property
+    def target(self) -> str:
+        """The URL each request goes to: the base URL's own path, then the request's path."""
+        url = urlsplit(self.url)
+        return f"{url.scheme}://{url.netloc}{url.path.rstrip('/')}{self.path}"
 
     @property
     def path(self) -> str:

@@ -126,7 +126,7 @@ class Controller:
         finally:
             self.runner.stop()
         return LoadTestResult(
-            target=self.config.url + self.config.path,
+            target=self.config.target,
             started_at=started,
             finished_at=datetime.now(UTC),
             generator=GeneratorInfo(

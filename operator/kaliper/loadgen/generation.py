@@ -29,7 +29,7 @@ from kaliper.api.profilerun import GenerationSpec
 from kaliper.api.units import parse_duration
 from kaliper.loadgen.config import LoadGenConfig
 from kaliper.loadgen.grpc_calls import target_is_down
-from kaliper.loadgen.http import BodySink, StreamingConnection
+from kaliper.loadgen.http import ERROR_WORDS, BodySink, StreamingConnection
 from kaliper.loadgen.prompts import GenerationRequest, Prompt, generation_requests, load_tokenizer, request_body
 from kaliper.loadgen.sse import StreamParser, StreamRead, read_whole
 from kaliper.loadgen.tokens import RequestTokens, request_tokens
@@ -45,6 +45,8 @@ class Outcome:
     good: bool
     answer: str | None = None
     """The answer's text, for a chat session's next turn (payload.prompts.turns > 1)."""
+    message: str | None = None
+    """A failure in the server's (or the connection's) own words."""
 
 
 @dataclass
@@ -216,21 +218,23 @@ class GenerationSender:
 
         sent = clock()
         error: str | None = None
+        message: str | None = None
         try:
             connection.stream(raw, open_body)
         except gevent.GreenletExit:
             raise
-        except Exception as exc:  # every failure is counted, with its kind
-            error = classify(exc)
+        except Exception as exc:  # every failure is counted, with its kind and its words
+            error, message = classify(exc), str(exc)
         ended = clock()
         status = answer.get("status")
         if status is None:  # nothing answered: no tokens to count
-            return Outcome(sent, ended, error, None, False)
+            return Outcome(sent, ended, error, None, False, message=message)
         if status >= 400:
-            return Outcome(sent, ended, error or f"HTTP {status}", None, False)
+            said = b"".join(whole)[:ERROR_WORDS].decode("utf-8", errors="replace")
+            return Outcome(sent, ended, error or f"HTTP {status}", None, False, message=message or said)
         read = parser.finish() if answer["streamed"] else read_whole(b"".join(whole), self.chat, ended)
         if read.error is not None:  # what the answer itself said went wrong comes first
-            error = error_kind(read.error)
+            error, message = error_kind(read.error), read.error
         elif error is not None:
             if read.content_times:
                 error = "stream cut short"  # the connection failed after tokens had arrived
@@ -246,7 +250,7 @@ class GenerationSender:
         tokens = request_tokens(read, sent, intended, ended, request.max_tokens, prompt_tokens, count, count_source)
         good = error is None and self._good(tokens, sent, intended, ended)
         answer = "".join(read.text) if self.turns > 1 and read.text is not None else None  # a session's memory
-        return Outcome(sent, ended, error, tokens, good, answer)
+        return Outcome(sent, ended, error, tokens, good, answer, message)
 
     def _count(self, read: StreamRead) -> tuple[int | None, str]:
         """The answer's tokens counted here: with the local tokenizer, or, where there is none and the server

@@ -130,14 +130,14 @@ def _server_certificate(host: str, port: int, timeout_s: float) -> bytes:
 
 async def infer(
     call: Any, raw: bytes, timeout_s: float, metadata: tuple[tuple[str, str], ...]
-) -> tuple[str | None, int]:
-    """One ModelInfer call on a grpc.aio channel's method: the failure's kind (None when it succeeded) and the
-    answer's size in bytes."""
+) -> tuple[str | None, int, str | None]:
+    """One ModelInfer call on a grpc.aio channel's method: the failure's kind (None when it succeeded), the
+    answer's size in bytes, and the failure's details in the server's words."""
     try:
         answer = await call(raw, timeout=timeout_s, metadata=metadata or None)
     except grpc.RpcError as exc:
-        return error_kind(exc.code()), 0
-    return None, len(answer)
+        return error_kind(exc.code()), 0, exc.details() if hasattr(exc, "details") else None
+    return None, len(answer), None
 
 
 @dataclass(frozen=True)

@@ -201,8 +201,8 @@ class GrpcUsers:
         while True:
             raw = next(self._request_cycle)
             start = clock()
-            error, received = await self._infer(call, raw, target.timeout_s, target.metadata)
-            recorder.record(wall(), clock() - start, None, error, sent=len(raw), received=received)
+            error, received, message = await self._infer(call, raw, target.timeout_s, target.metadata)
+            recorder.record(wall(), clock() - start, None, error, sent=len(raw), received=received, message=message)
             if think_s:
                 await asyncio.sleep(think_s)
             elif error is not None:
@@ -220,8 +220,8 @@ class GrpcUsers:
                 await asyncio.sleep(slot - claimed)
             raw = next(self._request_cycle)
             start = clock()
-            error, received = await self._infer(call, raw, target.timeout_s, target.metadata)
-            recorder.record_send(slot, claimed, start, clock(), error, len(raw), received)
+            error, received, message = await self._infer(call, raw, target.timeout_s, target.metadata)
+            recorder.record_send(slot, claimed, start, clock(), error, len(raw), received, message=message)
 
     async def push_windows(self, emit: Any) -> None:
         until = -1

@@ -18,6 +18,7 @@ from typing import TypeVar
 _CRLF = b"\r\n"
 _T = TypeVar("_T")
 _HEADER_END = b"\r\n\r\n"
+ERROR_WORDS = 300  # bytes kept of a failing answer's body
 
 
 class HttpError(Exception):
@@ -26,6 +27,11 @@ class HttpError(Exception):
 
 class ClosedBeforeResponse(HttpError):
     """The server closed the connection before answering (an idle keep-alive connection, usually)."""
+
+
+class DeadlinePassed(TimeoutError):
+    """The request's whole time (request.timeout) ran out: a server that trickles bytes or keep-alive
+    comments never makes a request last longer than that."""
 
 
 def build_request(method: str, host: str, port: int, path: str, headers: dict[str, str], body: bytes) -> bytes:
@@ -38,13 +44,17 @@ def build_request(method: str, host: str, port: int, path: str, headers: dict[st
 
 
 class Connection:
-    """One keep-alive connection; reconnects when the server closes it."""
+    """One keep-alive connection; reconnects when the server closes it. `timeout` is each request's deadline,
+    from its send to its answer's last byte (not a bound on each read)."""
 
     def __init__(self, host: str, port: int, timeout: float, use_tls: bool = False) -> None:
         self.host, self.port, self.timeout, self.use_tls = host, port, timeout, use_tls
         self._sock: socket.socket | None = None
         self._buffer = b""
+        self._deadline = 0.0  # perf_counter time by which the current request must be answered
+        self._answer_bytes = 0  # bytes of the current exchange's answer received so far
         self.last_response_bytes = 0  # size of the last response (head and body), for network accounting
+        self.error_words = ""  # the start of the last failing answer's body (status >= 400): what the server said
         self.resent = 0  # requests sent again on a new connection after a kept-alive one turned out dead
 
     def _connect(self) -> socket.socket:
@@ -70,14 +80,17 @@ class Connection:
         return self._once_more_if_stale(lambda: self._exchange(raw))
 
     def _once_more_if_stale(self, exchange: Callable[[], _T]) -> _T:
-        """Run `exchange`; if a reused connection turns out closed by the server before any answer (an idle
-        kept-alive connection), run it once more on a new connection and count it in `resent`."""
+        """Run `exchange` within the request's deadline; if a reused connection turns out closed by the server
+        before any answer (an idle kept-alive connection), run it once more on a new connection and count it
+        in `resent`. Once any byte of an answer has arrived the request is never sent again (a generation is
+        not idempotent): the failure is the request's."""
         reused = self._sock is not None
+        self._deadline, self._answer_bytes = time.perf_counter() + self.timeout, 0
         try:
             return exchange()
         except (ConnectionResetError, BrokenPipeError, ClosedBeforeResponse):
             self.close()
-            if not reused:
+            if not reused or self._answer_bytes:
                 raise
             self.resent += 1
             try:
@@ -91,12 +104,26 @@ class Connection:
 
     def _exchange(self, raw: bytes) -> int:
         sock = self._sock or self._connect()
-        sock.sendall(raw)
+        self._send(sock, raw)
         return self._read_response(sock)
 
-    def _recv(self, sock: socket.socket) -> bytes:
-        data = sock.recv(65536)
-        if not data:
+    def _send(self, sock: socket.socket, raw: bytes) -> None:
+        sock.settimeout(max(self._deadline - time.perf_counter(), 0.001))
+        sock.sendall(raw)
+
+    def _recv(self, sock: socket.socket, until_close: bool = False) -> bytes:
+        """The next bytes of the answer, waiting no later than the request's deadline. An empty result only
+        with `until_close` (a body that runs until the server closes); else a close is an error."""
+        remaining = self._deadline - time.perf_counter()
+        if remaining <= 0:
+            raise DeadlinePassed(f"no whole answer within the request's timeout ({self.timeout:g} s)")
+        sock.settimeout(remaining)
+        try:
+            data = sock.recv(65536)
+        except TimeoutError:
+            raise DeadlinePassed(f"no whole answer within the request's timeout ({self.timeout:g} s)") from None
+        self._answer_bytes += len(data)
+        if not data and not until_close:
             if not self._buffer:
                 raise ClosedBeforeResponse("connection closed by the server before it answered")
             raise HttpError("connection closed by the server mid-response")
@@ -133,13 +160,18 @@ class Connection:
         else:
             # No length: the body runs until the server closes the connection.
             received = len(buffer)
-            while data := sock.recv(65536):
+            while data := self._recv(sock, until_close=True):
                 received += len(data)
             self.last_response_bytes = received
             self.close()
             return status
         self._buffer = buffer[consumed:]
         self.last_response_bytes = consumed
+        if status >= 400:
+            body = buffer[body_start:consumed]
+            if b"\r\ntransfer-encoding: chunked" in lower:
+                body = body.partition(_CRLF)[2]  # past the first chunk's size line
+            self.error_words = body[:ERROR_WORDS].decode("utf-8", errors="replace")
         if close:
             self.close()
         elif 100 <= status < 200:
@@ -205,16 +237,20 @@ class StreamingConnection(Connection):
 
     def _stream_exchange(self, sock: socket.socket, raw: bytes, open_body: BodyOpener) -> StreamedResponse:
         clock = time.perf_counter
-        sock.sendall(raw)
+        self._send(sock, raw)
         buffer = self._buffer
-        while (end := buffer.find(_HEADER_END)) < 0:
-            buffer += self._recv(sock)
-            self._buffer = buffer
+        while True:
+            while (end := buffer.find(_HEADER_END)) < 0:
+                buffer += self._recv(sock)
+                self._buffer = buffer
+            head = buffer[:end]
+            if not head.startswith(b"HTTP/1."):
+                raise HttpError(f"not an HTTP/1.x response: {head[:40]!r}")
+            status = int(head[9:12])
+            if not 100 <= status < 200:
+                break
+            buffer = self._buffer = buffer[end + 4 :]  # an interim answer (100 Continue): the real one follows
         arrived = clock()
-        head = buffer[:end]
-        if not head.startswith(b"HTTP/1."):
-            raise HttpError(f"not an HTTP/1.x response: {head[:40]!r}")
-        status = int(head[9:12])
         lower = head.lower()
         content_type = (_header_value(lower, b"content-type") or b"").decode("latin-1")
         sink = open_body(status, content_type)
@@ -241,7 +277,7 @@ class StreamingConnection(Connection):
             if rest:
                 sink(rest, arrived)
             total += len(rest)
-            while data := sock.recv(65536):
+            while data := self._recv(sock, until_close=True):
                 sink(data, clock())
                 total += len(data)
             leftover, close = b"", True

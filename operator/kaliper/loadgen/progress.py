@@ -126,7 +126,7 @@ class StageProgress:
         found = estimate(cumulative, percentile).value_s  # the nearest-rank figure the results report
         latency_ms = None if found is None else found * 1000
         tokens = [w.tokens for w in measured if w.tokens is not None]
-        tokens_per_s = sum(t.good_output_tokens for t in tokens) / measured_s if tokens else None
+        tokens_per_s = sum(t.output_tokens for t in tokens) / measured_s if tokens else None
         self.emit(
             measuring_line(
                 stage,

@@ -22,6 +22,18 @@ from kaliper.measure.histogram import LatencyHistogram
 # millisecond late on an idle machine, so a tighter bound would call every send late.
 LATE_AFTER_S = 0.002
 
+# The server's own words kept for each error kind: the first few distinct messages, each cut to a length.
+MESSAGES_PER_KIND = 3
+MESSAGE_CHARS = 200
+
+
+def keep_message(messages: dict[str, list[str]], kind: str, message: str) -> None:
+    """Keep `message` under `kind` if it is new and the kind has room (bounded in count and length)."""
+    kept = messages.setdefault(kind, [])
+    text = " ".join(message.split())[:MESSAGE_CHARS]
+    if text and len(kept) < MESSAGES_PER_KIND and text not in kept:
+        kept.append(text)
+
 
 @dataclass
 class Window:
@@ -30,8 +42,12 @@ class Window:
     stage: int
     index: int
     service: LatencyHistogram = field(default_factory=LatencyHistogram)
+    """Answered requests only: from the send to the answer's last byte. A failure is no answer, however fast;
+    the SLO verdicts count failures as beyond every latency bound (kaliper.profiling.decisions)."""
     # Latency from the intended send time (open loop only; equal to `service` under closed loop).
     corrected: LatencyHistogram | None = None
+    failed: LatencyHistogram = field(default_factory=LatencyHistogram)
+    """Failed requests: from the send to the failure."""
     requests: int = 0
     errors: Counter[str] = field(default_factory=Counter)
     late_no_connection: int = 0  # sends that waited because every connection was busy
@@ -46,9 +62,12 @@ class Window:
     resent: int = 0
     """Requests sent again on a new connection after a kept-alive one was found dead before any answer (not
     counted as errors: the server had closed it)."""
+    messages: dict[str, list[str]] = field(default_factory=dict)
+    """Error kind -> the first few distinct messages the server (or the connection) gave."""
 
     def merge(self, other: Window) -> Window:
         self.service.add(other.service)
+        self.failed.add(other.failed)
         if other.corrected is not None:
             self.corrected = (self.corrected or LatencyHistogram()).add(other.corrected)
         self.requests += other.requests
@@ -60,6 +79,9 @@ class Window:
         self.cpu_s += other.cpu_s
         self.capacity_s += other.capacity_s
         self.resent += other.resent
+        for kind, texts in other.messages.items():
+            for text in texts:
+                keep_message(self.messages, kind, text)
         if other.tokens is not None:
             self.tokens = (self.tokens or TokenWindow()).merge(other.tokens)
         return self
@@ -84,6 +106,7 @@ class Window:
             "index": self.index,
             "service": self.service.encode(),
             "corrected": self.corrected.encode() if self.corrected is not None else None,
+            "failed": self.failed.encode(),
             "requests": self.requests,
             "errors": dict(self.errors),
             "late_no_connection": self.late_no_connection,
@@ -93,6 +116,7 @@ class Window:
             "cpu_s": self.cpu_s,
             "capacity_s": self.capacity_s,
             "resent": self.resent,
+            "messages": self.messages,
             "tokens": self.tokens.to_wire() if self.tokens is not None else None,
         }
 
@@ -103,6 +127,7 @@ class Window:
             index=data["index"],
             service=LatencyHistogram.decode(data["service"]),
             corrected=LatencyHistogram.decode(data["corrected"]) if data["corrected"] else None,
+            failed=LatencyHistogram.decode(data["failed"]),
             requests=data["requests"],
             errors=Counter(data["errors"]),
             late_no_connection=data["late_no_connection"],
@@ -112,6 +137,7 @@ class Window:
             cpu_s=data.get("cpu_s", 0.0),
             capacity_s=data.get("capacity_s", 0.0),
             resent=data.get("resent", 0),
+            messages=data.get("messages", {}),
             tokens=TokenWindow.from_wire(data["tokens"]) if data.get("tokens") else None,
         )
 
@@ -163,21 +189,26 @@ class Recorder:
         resent: int = 0,
         tokens: RequestTokens | None = None,
         good: bool = False,
+        message: str | None = None,
     ) -> None:
         window = self._window_for(completed_wall)
         if window is None:
             return
         window.resent += resent
         if tokens is not None and window.tokens is not None:
-            window.tokens.record(tokens, good)
+            window.tokens.record(tokens, good, failed=error is not None)
         window.bytes_sent += sent
         window.bytes_received += received
-        window.service.record(service_s)
-        if window.corrected is not None:
-            window.corrected.record(corrected_s if corrected_s is not None else service_s)
         window.requests += 1
         if error is not None:
             window.errors[error] += 1
+            window.failed.record(service_s)
+            if message:
+                keep_message(window.messages, error, message)
+        else:
+            window.service.record(service_s)
+            if window.corrected is not None:
+                window.corrected.record(corrected_s if corrected_s is not None else service_s)
         if late_no_connection:
             window.late_no_connection += 1
         elif late_generator:
@@ -195,6 +226,7 @@ class Recorder:
         resent: int = 0,
         tokens: RequestTokens | None = None,
         good: bool = False,
+        message: str | None = None,
     ) -> None:
         """One request on the perf_counter clock, whatever its protocol: sent at `start`, answered at `end`.
         Open loop: due at `slot`, claimed by a user at `claimed`; its latency counts from when it was due, and
@@ -213,6 +245,7 @@ class Recorder:
             resent=resent,
             tokens=tokens,
             good=good,
+            message=message,
         )
 
     def closed_until(self, now_wall: float) -> int:

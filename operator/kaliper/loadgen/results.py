@@ -71,8 +71,8 @@ def token_figures(tokens: TokenWindow, measured_s: float, requests: int, with_ob
         chunks=tokens.chunks,
         input_tokens=tokens.input_tokens,
         output_tokens=tokens.output_tokens,
-        output_tokens_per_s=per_s(tokens.good_output_tokens),
-        total_tokens_per_s=per_s(tokens.good_output_tokens + tokens.input_tokens),
+        output_tokens_per_s=per_s(tokens.output_tokens),
+        total_tokens_per_s=per_s(tokens.output_tokens + tokens.input_tokens),
         token_sources=dict(tokens.token_sources),
         tokenizer_mean_difference=round(tokens.tokenizer_difference / tokens.tokenizer_compared, 4)
         if tokens.tokenizer_compared
@@ -136,11 +136,13 @@ def stage_result(
         errors=errors,
         error_rate=round(errors / total.requests, 6) if total.requests else 0.0,
         errors_by_kind=dict(total.errors),
+        error_messages={kind: texts for kind, texts in total.messages.items() if texts},
         throughput_rps=round((total.requests - errors) / measured_s, 3) if measured_s else 0.0,
         bytes_sent=total.bytes_sent,
         bytes_received=total.bytes_received,
         latency=latency_figures(total.latency),
         service_time=latency_figures(total.service),
+        failure_time=latency_figures(total.failed) if total.failed.count else None,
         late_sends=late,
         resent=total.resent,
         tokens=token_figures(total.tokens, measured_s, total.requests, bool(config.objectives))
@@ -212,6 +214,8 @@ def summarize(result: LoadTestResult) -> str:
         lines.append(f"  stopped: {stage.stop_reason}")
         if stage.errors_by_kind:
             lines.append("  errors: " + ", ".join(f"{k} x{n}" for k, n in Counter(stage.errors_by_kind).most_common()))
+            for kind, texts in stage.error_messages.items():
+                lines += [f"    {kind}: {text}" for text in texts]
         if stage.late_sends and stage.late_sends.flagged:
             lines.append(f"  WARNING: {stage.late_sends.reason}")
     return "\n".join(lines)

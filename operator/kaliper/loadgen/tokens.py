@@ -126,8 +126,7 @@ class TokenWindow:
     chunks: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
-    good_output_tokens: int = 0
-    """Output tokens of complete answers (cut streams' tokens are counted apart)."""
+    """Output tokens of complete answers (failed answers' tokens are counted apart)."""
     token_sources: Counter[str] = field(default_factory=Counter)
     per_token_exact: int = 0
     per_token_divided: int = 0
@@ -151,7 +150,16 @@ class TokenWindow:
             setattr(window, name, LatencyHistogram() if open_loop else None)
         return window
 
-    def record(self, figures: RequestTokens, good: bool) -> None:
+    def record(self, figures: RequestTokens, good: bool, failed: bool = False) -> None:
+        """One answer's figures. A failed answer (an error of any kind: cut short, an error event, no tokens,
+        not streamed) feeds no latency figure, token count or rate: it is counted apart, with the tokens it
+        delivered."""
+        self.over_max_tokens += figures.over_max_tokens
+        self.events_after_done += figures.events_after_done
+        if failed or not figures.complete:
+            self.cut_short += 1
+            self.cut_short_tokens += figures.output_tokens
+            return
         if figures.ttft_s is not None:
             self.streams += 1
             self.ttft.record(figures.ttft_s)
@@ -177,13 +185,6 @@ class TokenWindow:
         self.input_tokens += figures.input_tokens or 0
         self.output_tokens += figures.output_tokens
         self.token_sources[figures.source] += 1
-        if figures.complete:
-            self.good_output_tokens += figures.output_tokens
-        else:
-            self.cut_short += 1
-            self.cut_short_tokens += figures.output_tokens
-        self.over_max_tokens += figures.over_max_tokens
-        self.events_after_done += figures.events_after_done
         if figures.tokenizer_difference is not None:
             self.tokenizer_compared += 1
             self.tokenizer_difference += figures.tokenizer_difference
@@ -227,7 +228,6 @@ _COUNTS = (
     "chunks",
     "input_tokens",
     "output_tokens",
-    "good_output_tokens",
     "per_token_exact",
     "per_token_divided",
     "per_token_unknown",

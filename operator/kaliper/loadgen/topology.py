@@ -34,7 +34,7 @@ def preflight(config: LoadGenConfig) -> Preflight:
 def failed_result(config: LoadGenConfig, error: str, processes: int, workers: int) -> LoadTestResult:
     now = datetime.now(UTC)
     return LoadTestResult(
-        target=config.url + config.path,
+        target=config.target,
         started_at=now,
         finished_at=now,
         generator=GeneratorInfo(processes=processes, workers=workers, locust_version=locust.__version__),

@@ -77,6 +77,7 @@ class GenerationUser(KaliperUser):
             resent=connection.resent - resent_before,
             tokens=outcome.tokens,
             good=outcome.good,
+            message=outcome.message,
         )
         return outcome.error is not None
 

@@ -7,13 +7,14 @@ import itertools
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from urllib.parse import urlsplit
 
 import gevent
 
 from kaliper.loadgen.generation import classify
 from kaliper.loadgen.generator import Generator
 from kaliper.loadgen.grpc_calls import Preflight
-from kaliper.loadgen.http import Connection
+from kaliper.loadgen.http import BodySink, Connection, StreamingConnection
 from kaliper.loadgen.pacing import KaliperUser
 from kaliper.loadgen.payloads import build_bodies
 from kaliper.log import get_logger
@@ -35,19 +36,46 @@ class Requests:
         return next(self._cycle)
 
 
+FIRST_WORDS = 300  # bytes of the first answer kept to say what the server said
+
+
 def first_request_check(generator: Generator, raw: bytes) -> Preflight:
-    """Send one request: a slow or failing answer only warns (the run measures exactly that)."""
-    connection = Connection(generator.host, generator.port, generator.timeout_s, generator.ssl)
-    url = generator.config.url + generator.path
+    """Send one request, within the request's deadline. A path the server does not have (404, 405) is refused
+    before the load, naming the URL called and what the server said; any other failing or slow answer only
+    warns (the run measures exactly that)."""
+    url = generator.config.target
+    connection = StreamingConnection(generator.host, generator.port, generator.timeout_s, generator.ssl)
+    said = bytearray()
+
+    def keep_first_words(status: int, content_type: str) -> BodySink:
+        return lambda piece, _arrived: said.extend(piece[: max(0, FIRST_WORDS - len(said))])
+
     try:
-        status = connection.request(raw)
-        if status >= 400:
-            log.warning("the first request failed", status=status, url=url)
+        status = connection.stream(raw, keep_first_words).status
     except Exception as exc:
-        log.warning("the first request failed", error=classify(exc), url=url)
+        log.warning("the first request failed", error=f"{classify(exc)}: {exc}", url=url)
+        return Preflight()
     finally:
         connection.close()
+    words = said.decode("utf-8", errors="replace").strip()
+    if status in (404, 405):
+        return Preflight(
+            f"{url} answered HTTP {status} to the first request{': ' + words if words else ''}; {path_hint(generator)}"
+        )
+    if status >= 400:
+        log.warning("the first request failed", status=status, answer=words, url=url)
     return Preflight()
+
+
+def path_hint(generator: Generator) -> str:
+    config = generator.config
+    base_path = urlsplit(config.url).path.rstrip("/")
+    if base_path and config.path.startswith(base_path + "/"):
+        return (
+            f"url ends in {base_path} and the request path {config.path} starts with it again: give url without "
+            f"{base_path} (such as {config.url.rstrip('/')[: -len(base_path)]})"
+        )
+    return "the server has no such path: check url and request.path (or request.protocol, which sets the path)"
 
 
 class HttpUser(KaliperUser):
@@ -69,14 +97,19 @@ class HttpUser(KaliperUser):
     def send_one(self, slot: float | None, claimed: float | None) -> bool:
         raw = self.requests.raw[self.requests.next_index()]
         start = time.perf_counter()
+        message = None
         try:
             status = self.connection.request(raw)
             error, received = (None if status < 400 else f"HTTP {status}"), self.connection.last_response_bytes
+            if error:
+                message = self.connection.error_words
         except gevent.GreenletExit:
             raise
-        except Exception as exc:  # every failure is counted, with its kind
-            error, received = classify(exc), 0
-        self.generator.recorder.record_send(slot, claimed, start, time.perf_counter(), error, len(raw), received)
+        except Exception as exc:  # every failure is counted, with its kind and its words
+            error, received, message = classify(exc), 0, str(exc)
+        self.generator.recorder.record_send(
+            slot, claimed, start, time.perf_counter(), error, len(raw), received, message=message
+        )
         return error is not None
 
     def close(self) -> None:

@@ -118,20 +118,58 @@ def goodput_check(stage: StageResult, bound: float) -> SloCheck:
     return SloCheck(objective=objective, verdict=verdict, observed=observed)
 
 
+def answered_percentile(stage: StageResult, percentile: float) -> float | None:
+    """Which percentile of the answered requests an objective's percentile of every request is, a failed
+    request counted as slower than any answer (it never answered in time): p / (1 - failed share). None where
+    more requests failed than the percentile leaves (p99 with over 1% failed): the objective is missed
+    whatever the answered requests took."""
+    if not stage.requests:
+        return percentile
+    answered = 1 - stage.errors / stage.requests
+    if answered <= 0 or percentile / answered > 100:
+        return None
+    return min(100.0, percentile / answered)
+
+
+def objective_interval(stage: StageResult, objective: LatencyObjective) -> Interval | None:
+    """The objective's percentile over every request (failures beyond the bound); None where the failures
+    alone exceed it."""
+    found = answered_percentile(stage, objective.percentile)
+    if found is None:
+        return None
+    return latency_interval(stage, found, objective.measure, objective.metric)
+
+
+def latency_check(stage: StageResult, objective: LatencyObjective) -> SloCheck:
+    """A latency objective over every request of the stage. Failed requests are in no latency figure; here
+    they count as over the bound, so a server that fails fast never meets a latency objective by failing."""
+    text, failed = objective_text(objective), stage.errors
+    found = objective_interval(stage, objective)
+    if found is None:
+        observed = (
+            f"every one of the {failed} requests failed"
+            if failed == stage.requests
+            else f"{failed} of {stage.requests} requests failed ({failed / stage.requests:.2%}), more than the "
+            f"{100 - objective.percentile:g}% that p{objective.percentile:g} leaves"
+        )
+        return SloCheck(objective=text, verdict="NotMet", observed=observed)
+    observed = interval_text(found)
+    if failed:
+        answered = answered_percentile(stage, objective.percentile)
+        observed += (
+            f" at p{answered:.4g} of the answered requests: {failed} of {stage.requests} failed, counted as over "
+            "the bound"
+        )
+    return SloCheck(
+        objective=text, verdict=latency_verdict(found, parse_duration(objective.max) * 1000), observed=observed
+    )
+
+
 def slo_checks(stage: StageResult, slo: SloSpec | None) -> tuple[list[SloCheck], SloVerdict | None]:
     """Each objective's verdict, and the trial's: NotMet if any is, else Inconclusive if any is, else Met."""
     if slo is None:
         return [], None
-    checks = []
-    for objective in slo.latency or []:
-        found = latency_interval(stage, objective.percentile, objective.measure, objective.metric)
-        checks.append(
-            SloCheck(
-                objective=objective_text(objective),
-                verdict=latency_verdict(found, parse_duration(objective.max) * 1000),
-                observed=interval_text(found),
-            )
-        )
+    checks = [latency_check(stage, objective) for objective in slo.latency or []]
     if slo.max_error_rate is not None:
         checks.append(
             SloCheck(
@@ -216,7 +254,10 @@ def headroom(trial: TrialReport, slo: SloSpec | None) -> float:
         return -(latency_at(trial.stage, 99) or 0.0) / 1000
     margins = []
     for objective in objectives:
-        found = latency_interval(trial.stage, objective.percentile, objective.measure, objective.metric)
+        found = objective_interval(trial.stage, objective)
+        if found is None:
+            margins.append(-1.0)  # the failures alone miss it
+            continue
         upper = found.high_ms if found.high_ms is not None else found.value_ms
         bound = parse_duration(objective.max) * 1000
         margins.append((bound - (upper or bound)) / bound)

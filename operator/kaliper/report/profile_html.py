@@ -38,7 +38,11 @@ def _trial_row(report: ProfileReport, trial: TrialReport, trial_colour: str) -> 
         message += f"<details><summary>server log</summary><pre>{html.escape(trial.server_log_tail)}</pre></details>"
     errors = fmt(stage.error_rate * 100 if stage else None, "{:.2f}%")
     if stage and stage.errors_by_kind:
-        errors += " (" + ", ".join(f"{k} x{n}" for k, n in stage.errors_by_kind.items()) + ")"
+        errors += html.escape(" (" + ", ".join(f"{k} x{n}" for k, n in stage.errors_by_kind.items()) + ")")
+        said = [f"{kind}: {text}" for kind, texts in stage.error_messages.items() for text in texts]
+        if said:
+            errors += "<details><summary>in the server's words</summary>" + "<br>".join(map(html.escape, said))
+            errors += "</details>"
     slo = html.escape(trial.slo_verdict or "-")
     if trial.slo:
         slo = f"<b>{slo}</b><br>" + "<br>".join(html.escape(detail) for detail in slo_detail(trial))

@@ -178,6 +178,19 @@ def trial_messages(report: ProfileReport) -> list[str]:
     for message, indices in skipped.items():
         which = f"trial {indices[0]}" if len(indices) == 1 else "trials " + ", ".join(map(str, indices))
         lines.append(f"{which} Skipped: {message}")
+    return lines + error_lines(report)
+
+
+def error_lines(report: ProfileReport) -> list[str]:
+    """Each measured trial's errors by kind, with the server's own words for each kind."""
+    lines = []
+    for trial in report.trials:
+        stage = trial.stage
+        if stage is None or not stage.errors_by_kind:
+            continue
+        kinds = ", ".join(f"{kind} x{count}" for kind, count in stage.errors_by_kind.items())
+        lines.append(f"trial {trial.index} errors: {kinds}")
+        lines += [f"  {kind}: {text}" for kind, texts in stage.error_messages.items() for text in texts]
     return lines
 
 

@@ -157,12 +157,14 @@ class TokenFigures(KaliperModel):
     """Time per output token: (end-to-end - time to first token) / (output tokens - 1), one sample per request
     of two tokens or more."""
     streams: int
-    """Requests that delivered at least one content chunk."""
+    """Successful requests that delivered at least one content chunk. Failed answers feed none of these
+    figures, token counts or rates (cutShort counts them)."""
     chunks: int
-    """Content chunks received."""
+    """Content chunks of successful answers."""
     input_tokens: int
+    """Prompt tokens of successful requests."""
     output_tokens: int
-    """Output tokens of every request, cut streams included."""
+    """Output tokens of successful answers."""
     output_tokens_per_s: float
     """Output tokens of complete answers per second over the measured windows."""
     total_tokens_per_s: float
@@ -179,8 +181,9 @@ class TokenFigures(KaliperModel):
     per_token_divided: int = 0
     per_token_unknown: int = 0
     cut_short: int = 0
-    """Answers that did not arrive whole: cut short (no finish reason, no [DONE]), malformed, or ended by an
-    error event; each is also an error by its kind."""
+    """Answers that began but failed: cut short (no finish reason, no [DONE]), malformed, ended by an error
+    event, without a generated token, or not streamed when a stream was asked; each is also an error by its
+    kind."""
     cut_short_tokens: int = 0
     """Tokens those answers delivered before they ended."""
     over_max_tokens: int = 0
@@ -216,6 +219,9 @@ class StageResult(KaliperModel):
     error_rate: float
     errors_by_kind: dict[str, int] = Field(default_factory=dict)
     """Failures by HTTP status (such as "HTTP 503") or exception (such as "timeout", "ConnectionRefusedError")."""
+    error_messages: dict[str, list[str]] = Field(default_factory=dict)
+    """For each error kind, the first few distinct messages in the server's (or the connection's) own words:
+    an error event's text, a failing answer's body, a gRPC status's details (up to 3, 200 characters each)."""
     throughput_rps: float
     """Successful requests per second over the measured windows."""
     bytes_sent: int = 0
@@ -223,10 +229,13 @@ class StageResult(KaliperModel):
     bytes_received: int = 0
     """Bytes of responses received (what the target sent)."""
     latency: LatencyFigures
-    """What users see: from the intended send time under open loop (corrected for coordinated omission),
-    from the actual send under closed loop."""
+    """What users see of the answered requests: from the intended send time under open loop (corrected for
+    coordinated omission), from the actual send under closed loop. A failed request is in no latency figure
+    (however fast it failed); the SLO verdicts count it as beyond every latency bound."""
     service_time: LatencyFigures
-    """From the actual send to the last byte of the response."""
+    """Answered requests, from the actual send to the last byte of the response."""
+    failure_time: LatencyFigures | None = None
+    """Failed requests, from the send to the failure (absent when none failed)."""
     late_sends: LateSends | None = None
     resent: int = 0
     """Requests sent again on a new connection because a kept-alive one was found closed before any answer
