@@ -34,7 +34,12 @@ def tokenizer(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def run(
-    tmp_path: Path, base: str, mode: str, tokenizer: Path | None = None, protocol: str = "openai-chat"
+    tmp_path: Path,
+    base: str,
+    mode: str,
+    tokenizer: Path | None = None,
+    protocol: str = "openai-chat",
+    load: dict[str, Any] = LOAD,
 ) -> LoadTestResult:
     prompts: dict[str, Any] = {"dataset": {"file": str(tmp_path / "prompts.jsonl")}}
     (tmp_path / "prompts.jsonl").write_text('{"prompt": "hello"}\n')
@@ -44,11 +49,11 @@ def run(
         "url": base,
         "request": {"protocol": protocol, "modelName": mode, "generation": {"maxTokens": 4}},
         "payload": {"prompts": prompts},
-        "load": LOAD,
+        "load": load,
     }
     process, result = run_loadgen(tmp_path, config)
     assert process.returncode == 0, process.stderr
-    assert result is not None and result.ok and len(result.stages) == 1 and result.stages[0].requests > 3
+    assert result is not None and result.ok and len(result.stages) == 1 and result.stages[0].requests > 0
     return result
 
 
@@ -236,3 +241,13 @@ def test_a_base_url_ending_in_v1_is_refused_before_the_load_naming_the_url_calle
         f"as {server})"
     )
     assert result.target == f"{server}/v1/v1/chat/completions"
+
+
+def test_a_rate_limit_is_honoured_as_its_retry_after_asks_and_reported_by_name(tmp_path: Path, server: str) -> None:
+    """One user, two seconds, a server that answers 429 with Retry-After: 1: the user waits a second after each
+    refusal (a handful of requests, not thousands) and says so."""
+    stage = run(tmp_path, server, "http-429", load={**LOAD, "minDuration": "2s", "maxDuration": "2s"}).stages[0]
+    assert stage.errors_by_kind == {"HTTP 429": stage.requests} and stage.requests <= 3
+    assert stage.backoffs is not None and stage.backoffs.retry_after == stage.backoffs.waits >= 1
+    assert stage.backoffs.seconds == float(stage.backoffs.waits)
+    assert stage.error_messages == {"HTTP 429": ['{"error": {"message": "rate limit reached", "code": 429}}']}

@@ -278,8 +278,65 @@ def test_a_target_that_goes_down_mid_run_ends_it_early(tmp_path: Path) -> None:
     )
     target.wait()
     assert time.monotonic() - started < 60  # a hang guard: maxDuration was two minutes
-    assert process.returncode == 1
-    assert "every request of a measured window failed (ConnectionRefusedError" in result.error
+    assert process.returncode == 1 and result is not None
+    # Stopped once it had answered nothing for 10 s, with what the stage measured before kept.
+    assert result.error.startswith(
+        "stage 0 stopped early: the target answered nothing for 10 s: every request of the last 10 windows failed "
+        "(ConnectionRefusedError x"
+    ), result.error
+    (stage,) = result.stages
+    assert stage.stop_reason.startswith("the target answered nothing for 10 s")
+    assert stage.requests - stage.errors > 50 and set(stage.errors_by_kind) == {"ConnectionRefusedError"}
+
+
+def test_a_target_that_comes_back_is_measured_on(tmp_path: Path) -> None:
+    """Down for 3 s of an 8 s stage: measured through, the outage counted as the errors it is."""
+    port = free_port()
+    command = [str(binary()), "-addr", f"127.0.0.1:{port}", "-median", "5ms"]
+    target = subprocess.Popen(command, stderr=subprocess.DEVNULL)
+    wait_http(f"http://127.0.0.1:{port}/_truth/records")
+    back: list[subprocess.Popen] = []
+
+    def outage() -> None:
+        target.kill()
+        target.wait()
+        time.sleep(3)  # the outage the test is about: three seconds without a server
+        back.append(subprocess.Popen(command, stderr=subprocess.DEVNULL))
+
+    timer = threading.Timer(3, outage)
+    timer.start()
+    try:
+        process, result = run_loadgen(
+            tmp_path,
+            {
+                "url": f"http://127.0.0.1:{port}",
+                "request": OIP,
+                "payload": BODY,
+                "load": {
+                    "closedLoop": {"concurrency": 2},
+                    "warmup": "1s",
+                    "minDuration": "9s",
+                    "maxDuration": "9s",
+                    "stopping": {"window": "1s"},
+                },
+            },
+        )
+    finally:
+        timer.join()
+        for server in back:
+            server.kill()
+            server.wait()
+    assert process.returncode == 0, process.stderr
+    (stage,) = result.stages
+    assert stage.stop_reason == "reached maxDuration (9s)"
+    assert set(stage.errors_by_kind) == {"ConnectionRefusedError"}
+    answered = [w.requests - w.errors for w in stage.windows if not w.warmup]
+    assert answered[0] > 50 and answered[-1] > 50  # before the outage and after it
+    # About a third of the time failed (3 of 9 s, to a window's edge either side), and because the users
+    # backed off as real clients do, about as large a share of the requests: not the flood of instant
+    # refusals that resending at once makes (over 90% of the requests).
+    assert 2 / 9 <= stage.error_time_share <= 4 / 9
+    assert stage.error_rate < 0.5 and stage.backoffs is not None and stage.backoffs.retry_after == 0
 
 
 def test_master_without_workers_gives_up_with_a_reason(tmp_path: Path, server: str) -> None:

@@ -11,6 +11,7 @@ request's `model` says:
   ignore-max    four tokens more than max_tokens, counted in usage
   no-usage      every chunk carries two words and no usage is ever sent
   http-503      refuses with 503 and a JSON error
+  http-429      refuses with 429, Retry-After: 1 and a JSON error
   error-object  200, then an error object in vLLM's ErrorResponse shape before it nested it under "error"
                 ({"object": "error", "message", "type", "param", "code"}), then [DONE]: an engine that died
   empty         200, the role, the finish and usage of 0 tokens, then [DONE]: an answer that says nothing
@@ -69,6 +70,15 @@ class _Handler(BaseHTTPRequestHandler):
             return
         self.server.received.append(body.get("messages"))  # type: ignore[attr-defined]
         mode, wanted = body["model"], body["max_tokens"]
+        if mode == "http-429":  # a rate limit that says when to come back
+            answer = json.dumps({"error": {"message": "rate limit reached", "code": 429}}).encode()
+            self.send_response(429)
+            self.send_header("Retry-After", "1")
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(answer)))
+            self.end_headers()
+            self.wfile.write(answer)
+            return
         if mode == "http-503":
             answer = json.dumps({"error": {"message": "overloaded", "code": 503}}).encode()
             self.send_response(503)

@@ -16,13 +16,12 @@ from locust.runners import MasterRunner
 
 from kaliper.api.units import parse_duration
 from kaliper.loadgen.config import LoadGenConfig, LoadGenError
-from kaliper.loadgen.generation import unanswered
 from kaliper.loadgen.generator import Generator
 from kaliper.loadgen.progress import StageProgress
 from kaliper.loadgen.recorder import Aggregator, Window
 from kaliper.loadgen.results import stage_result, stage_warnings
 from kaliper.loadgen.server_metrics import Counters, scrape, server_check, server_load
-from kaliper.loadgen.stopping import Decision, StoppingParameters, WindowFigures, decide, straddling
+from kaliper.loadgen.stopping import Decision, StoppingParameters, WindowFigures, decide, straddling, target_down
 from kaliper.loadgen.users import user_class_for
 from kaliper.log import get_logger
 from kaliper.measure.histogram import LatencyHistogram
@@ -58,6 +57,7 @@ class Controller:
             max_relative_ci_width=stopping.max_relative_ci_width if stopping else 0.05,
         )
         self.worker_failure: str | None = None
+        self.target_down: str | None = None  # why the last stage stopped early: the target answered nothing
         if self.distributed:
             self.runner.register_message(MESSAGE_WINDOWS, self._on_windows)
 
@@ -120,6 +120,8 @@ class Controller:
                 stages.append(self._measure(index, level, start_wall))
                 log.info("stage done", stage=index, reason=stages[-1].stop_reason)
                 self.progress.done(index, stages[-1].stop_reason)
+                if self.target_down:
+                    raise LoadGenError(f"stage {index} stopped early: {self.target_down}")
         except LoadGenError as exc:
             error = str(exc)
             self.progress.stopped(error)
@@ -214,8 +216,11 @@ class Controller:
                     for (metric, corrected), histogram in cumulative.items():
                         histogram.add(window.histogram(metric, corrected))
                     figures.append(self._figures(window))
-                self._fail_fast(windows[self.warmup_windows :])
                 seen = until
+                self.target_down = target_down(windows[self.warmup_windows :], self.window_s)
+                if self.target_down:
+                    decision = Decision(True, self.target_down)
+                    break
                 if figures:
                     measured_s = len(figures) * self.window_s
                     objectives = [
@@ -259,14 +264,3 @@ class Controller:
         watched = window.histogram(self.config.watched_metric)
         latency = watched.value_at_percentile(self.config.percentile) if watched.count else None
         return WindowFigures((window.requests - errors) / self.window_s, latency)
-
-    def _fail_fast(self, measured: list[Window]) -> None:
-        """A target that refuses every request of a whole window is down: stop now, not at maxDuration.
-        (Timeouts and HTTP errors are answers of a kind; the stage measures them.)"""
-        if not measured:
-            return
-        window = measured[-1]
-        connection_errors = sum(n for kind, n in window.errors.items() if unanswered(kind))
-        if window.requests and connection_errors == window.requests:
-            kinds = ", ".join(f"{k} x{n}" for k, n in window.errors.most_common(3))
-            raise LoadGenError(f"every request of a measured window failed ({kinds}); is the target down?")

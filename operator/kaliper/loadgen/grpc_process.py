@@ -29,6 +29,7 @@ from collections.abc import Iterator
 from typing import IO, Any
 
 from kaliper.api.units import parse_duration
+from kaliper.loadgen.backoff import Backoff
 from kaliper.loadgen.config import LoadGenConfig, LoadGenError
 from kaliper.loadgen.recorder import Recorder, Window
 from kaliper.loadgen.schedule import stage_send_times
@@ -198,15 +199,17 @@ class GrpcUsers:
         closed_loop = self.config.load.closed_loop
         think_s = parse_duration(closed_loop.think_time) if closed_loop else 0.0
         clock, wall = time.perf_counter, time.time
+        backoff = Backoff()
         while True:
             raw = next(self._request_cycle)
             start = clock()
             error, received, message = await self._infer(call, raw, target.timeout_s, target.metadata)
             recorder.record(wall(), clock() - start, None, error, sent=len(raw), received=received, message=message)
-            if think_s:
-                await asyncio.sleep(think_s)
-            elif error is not None:
-                await asyncio.sleep(0.001)  # do not spin on a refusing target
+            wait_s = backoff.wait_s(error is not None)
+            if wait_s:
+                recorder.record_wait(wait_s, retry_after=False)
+            if max(wait_s, think_s):
+                await asyncio.sleep(max(wait_s, think_s))
 
     async def _open_loop(self, call: Any) -> None:
         recorder, target = self.recorder, self.target

@@ -15,6 +15,8 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
+from kaliper.loadgen.backoff import parse_retry_after
+
 _CRLF = b"\r\n"
 _T = TypeVar("_T")
 _HEADER_END = b"\r\n\r\n"
@@ -55,6 +57,7 @@ class Connection:
         self._answer_bytes = 0  # bytes of the current exchange's answer received so far
         self.last_response_bytes = 0  # size of the last response (head and body), for network accounting
         self.error_words = ""  # the start of the last failing answer's body (status >= 400): what the server said
+        self.retry_after_s: float | None = None  # the last answer's Retry-After, in seconds
         self.resent = 0  # requests sent again on a new connection after a kept-alive one turned out dead
 
     def _connect(self) -> socket.socket:
@@ -85,7 +88,7 @@ class Connection:
         in `resent`. Once any byte of an answer has arrived the request is never sent again (a generation is
         not idempotent): the failure is the request's."""
         reused = self._sock is not None
-        self._deadline, self._answer_bytes = time.perf_counter() + self.timeout, 0
+        self._deadline, self._answer_bytes, self.retry_after_s = time.perf_counter() + self.timeout, 0, None
         try:
             return exchange()
         except (ConnectionResetError, BrokenPipeError, ClosedBeforeResponse):
@@ -142,6 +145,7 @@ class Connection:
             raise HttpError(f"not an HTTP/1.x response: {head[:40]!r}")
         status = int(head[9:12])
         lower = head.lower()
+        self.retry_after_s = _retry_after(lower) if status >= 400 else None
         body_start = end + 4
         close = b"\r\nconnection: close" in lower or head.startswith(b"HTTP/1.0")
         if status in (204, 304) or 100 <= status < 200:
@@ -252,6 +256,7 @@ class StreamingConnection(Connection):
             buffer = self._buffer = buffer[end + 4 :]  # an interim answer (100 Continue): the real one follows
         arrived = clock()
         lower = head.lower()
+        self.retry_after_s = _retry_after(lower) if status >= 400 else None
         content_type = (_header_value(lower, b"content-type") or b"").decode("latin-1")
         sink = open_body(status, content_type)
         close = b"\r\nconnection: close" in lower or head.startswith(b"HTTP/1.0")
@@ -335,6 +340,11 @@ def _peer_closed(sock: socket.socket) -> bool:
     except (OSError, ValueError):
         return True
     return bool(readable)
+
+
+def _retry_after(lower_head: bytes) -> float | None:
+    value = _header_value(lower_head, b"retry-after")
+    return parse_retry_after(value.decode("latin-1")) if value is not None else None
 
 
 def _header_value(lower_head: bytes, name: bytes) -> bytes | None:

@@ -18,6 +18,7 @@ import gevent
 from locust import User
 from locust.env import Environment
 
+from kaliper.loadgen.backoff import Backoff
 from kaliper.loadgen.config import LoadGenConfig
 from kaliper.loadgen.generation import classify
 from kaliper.loadgen.generator import Generator, StageWindows
@@ -44,6 +45,8 @@ class KaliperUser(User):
     def __init__(self, environment: Environment) -> None:
         super().__init__(environment)
         self.generator: Generator = environment.kaliper_generator  # type: ignore[attr-defined]
+        self.retry_after_s: float | None = None
+        """What the server's last failing answer asked, in seconds (Retry-After); set by send_one."""
 
     # --- once per generator process ---------------------------------------------------------------------
 
@@ -83,14 +86,16 @@ class KaliperUser(User):
     def run(self) -> None:  # Locust calls this in the user's greenlet
         generator = self.generator
         open_loop = generator.config.open_loop
+        backoff = Backoff()
         try:
             while True:
                 slot, claimed = self._wait_for_slot() if open_loop else (None, None)
                 failed = self.send_one(slot, claimed)
-                if generator.think_s:
-                    gevent.sleep(generator.think_s)
-                elif failed and not open_loop:
-                    gevent.sleep(0.001)  # do not spin on a refusing target
+                wait_s = 0.0 if open_loop else backoff.wait_s(failed, self.retry_after_s)
+                if wait_s:
+                    generator.recorder.record_wait(wait_s, self.retry_after_s is not None)
+                if max(wait_s, generator.think_s):
+                    gevent.sleep(max(wait_s, generator.think_s))
         finally:
             self.close()
 

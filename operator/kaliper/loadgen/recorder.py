@@ -64,6 +64,11 @@ class Window:
     counted as errors: the server had closed it)."""
     messages: dict[str, list[str]] = field(default_factory=dict)
     """Error kind -> the first few distinct messages the server (or the connection) gave."""
+    waits: int = 0
+    """Closed loop: times a user waited after a failure before sending again (kaliper.loadgen.backoff)."""
+    waited_s: float = 0.0
+    retry_after_waits: int = 0
+    """Of those, the waits the server asked for with Retry-After."""
 
     def merge(self, other: Window) -> Window:
         self.service.add(other.service)
@@ -79,6 +84,9 @@ class Window:
         self.cpu_s += other.cpu_s
         self.capacity_s += other.capacity_s
         self.resent += other.resent
+        self.waits += other.waits
+        self.waited_s += other.waited_s
+        self.retry_after_waits += other.retry_after_waits
         for kind, texts in other.messages.items():
             for text in texts:
                 keep_message(self.messages, kind, text)
@@ -117,6 +125,7 @@ class Window:
             "capacity_s": self.capacity_s,
             "resent": self.resent,
             "messages": self.messages,
+            "waits": [self.waits, self.waited_s, self.retry_after_waits],
             "tokens": self.tokens.to_wire() if self.tokens is not None else None,
         }
 
@@ -138,6 +147,9 @@ class Window:
             capacity_s=data.get("capacity_s", 0.0),
             resent=data.get("resent", 0),
             messages=data.get("messages", {}),
+            waits=data["waits"][0],
+            waited_s=data["waits"][1],
+            retry_after_waits=data["waits"][2],
             tokens=TokenWindow.from_wire(data["tokens"]) if data.get("tokens") else None,
         )
 
@@ -247,6 +259,14 @@ class Recorder:
             good=good,
             message=message,
         )
+
+    def record_wait(self, seconds: float, retry_after: bool) -> None:
+        """A user backing off after a failure (closed loop), in the window of the failure it follows."""
+        window = self._window_for(time.time())
+        if window is not None:
+            window.waits += 1
+            window.waited_s += seconds
+            window.retry_after_waits += retry_after
 
     def closed_until(self, now_wall: float) -> int:
         """Index of the last window of this stage whose end has passed (-1 if none)."""

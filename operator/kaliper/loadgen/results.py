@@ -12,6 +12,7 @@ from kaliper.measure.figures import TOKEN_FIGURES
 from kaliper.measure.histogram import LatencyHistogram
 from kaliper.measure.statistics import REPORTED_PERCENTILES, estimate
 from kaliper.report.schema import (
+    Backoffs,
     GeneratorUsage,
     LatencyFigures,
     LateSends,
@@ -89,6 +90,12 @@ def token_figures(tokens: TokenWindow, measured_s: float, requests: int, with_ob
     )
 
 
+def error_time_share(measured: list[Window]) -> float:
+    """The mean of the measured windows' error rates (windows without requests left out)."""
+    rates = [sum(w.errors.values()) / w.requests for w in measured if w.requests]
+    return round(sum(rates) / len(rates), 6) if rates else 0.0
+
+
 def stage_result(
     config: LoadGenConfig,
     index: int,
@@ -135,6 +142,10 @@ def stage_result(
         requests=total.requests,
         errors=errors,
         error_rate=round(errors / total.requests, 6) if total.requests else 0.0,
+        error_time_share=error_time_share(measured),
+        backoffs=Backoffs(waits=total.waits, seconds=round(total.waited_s, 3), retry_after=total.retry_after_waits)
+        if total.waits
+        else None,
         errors_by_kind=dict(total.errors),
         error_messages={kind: texts for kind, texts in total.messages.items() if texts},
         throughput_rps=round((total.requests - errors) / measured_s, 3) if measured_s else 0.0,
@@ -207,11 +218,18 @@ def summarize(result: LoadTestResult) -> str:
         )
         lines.append(
             f"stage {stage.index}: {stage.level:g} {unit}  {stage.requests} requests in {stage.measured_s:g}s  "
-            f"{stage.throughput_rps:.1f} ok/s  errors {stage.error_rate:.2%}  {figures}"
+            f"{stage.throughput_rps:.1f} ok/s  errors {stage.error_rate:.2%} ({stage.error_time_share:.1%} of the time)"
+            f"  {figures}"
         )
         if stage.tokens is not None:
             lines.append("  " + token_summary(stage.tokens))
         lines.append(f"  stopped: {stage.stop_reason}")
+        if stage.backoffs:
+            b = stage.backoffs
+            lines.append(
+                f"  users backed off {b.waits} times after failures ({b.seconds:.1f} s in all"
+                + (f", {b.retry_after} as the server's Retry-After asked)" if b.retry_after else ")")
+            )
         if stage.errors_by_kind:
             lines.append("  errors: " + ", ".join(f"{k} x{n}" for k, n in Counter(stage.errors_by_kind).most_common()))
             for kind, texts in stage.error_messages.items():

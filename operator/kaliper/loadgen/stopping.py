@@ -8,9 +8,17 @@ its bound (so the SLO verdict can be decided). The minimum and maximum durations
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 
+from kaliper.loadgen.generation import unanswered
+from kaliper.loadgen.recorder import Window
 from kaliper.measure.statistics import PercentileEstimate
+
+# A target that answered no request at all for this long (refused or lost connections, every request of the
+# windows in a row) is down: its stage stops there, kept with what it measured, and the run ends. An outage
+# shorter than this is measured through, as the errors it is.
+DOWN_AFTER_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -99,4 +107,26 @@ def decide(
         f"stable: last {k} windows within {params.tolerance:.0%} (throughput {throughput_spread:.1%}, "
         f"p{cumulative.percentile:g} {latency_spread:.1%}) and the p{cumulative.percentile:g} "
         f"{cumulative.confidence:.0%} confidence interval is {width:.1%} wide",
+    )
+
+
+def target_down(measured: list[Window], window_s: float) -> str | None:
+    """Why the target counts as down, if it answered no request for DOWN_AFTER_S: every request of the last
+    windows refused or lost (timeouts and HTTP errors are answers of a kind; the stage measures them).
+    Windows in which no request ended (users backing off, long requests) neither break nor make the span."""
+    silent: Counter[str] = Counter()
+    failing = span = 0
+    for offset, window in enumerate(reversed(measured)):
+        if not window.requests:
+            continue
+        if sum(n for kind, n in window.errors.items() if unanswered(kind)) < window.requests:
+            break
+        silent.update(window.errors)
+        failing, span = failing + 1, offset + 1
+    if failing < 2 or span * window_s < DOWN_AFTER_S:
+        return None
+    kinds = ", ".join(f"{k} x{n}" for k, n in silent.most_common(3))
+    return (
+        f"the target answered nothing for {span * window_s:g} s: every request of the last {span} windows "
+        f"failed ({kinds}); is it down?"
     )

@@ -79,6 +79,7 @@ class GenerationUser(KaliperUser):
             good=outcome.good,
             message=outcome.message,
         )
+        self.retry_after_s = connection.retry_after_s if outcome.error else None
         return outcome.error is not None
 
     def close(self) -> None:

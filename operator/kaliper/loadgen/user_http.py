@@ -110,6 +110,7 @@ class HttpUser(KaliperUser):
         self.generator.recorder.record_send(
             slot, claimed, start, time.perf_counter(), error, len(raw), received, message=message
         )
+        self.retry_after_s = self.connection.retry_after_s if error else None
         return error is not None
 
     def close(self) -> None:

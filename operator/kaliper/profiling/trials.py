@@ -61,7 +61,11 @@ def from_load_test(
     throughput stands for the trial."""
     if result.error or not result.stages:
         message = result.error or "the load generator measured nothing"
-        return TrialReport(index=index, name=name, parameters=parameters, status="Failed", message=message)
+        # What a run stopped early measured (a target that went down mid-stage) is kept for the report.
+        measured = result.stages[-1] if result.stages else None
+        return TrialReport(
+            index=index, name=name, parameters=parameters, status="Failed", message=message, stage=measured
+        )
     stages = result.stages
     median = median_stage(stages)
     trial = TrialReport(index=index, name=name, parameters=parameters, status="Succeeded", stage=median)

@@ -70,6 +70,17 @@ class GeneratorUsage(KaliperModel):
         return self.cpu_cores / self.capacity_cores if self.capacity_cores > 0 else 0.0
 
 
+class Backoffs(KaliperModel):
+    """Closed loop: users waiting after failures before sending again (50 ms doubling to 2 s, or the server's
+    Retry-After up to 30 s), as real clients do."""
+
+    waits: int
+    seconds: float
+    """Their waits added up (over every user)."""
+    retry_after: int = 0
+    """Waits the server asked for with Retry-After."""
+
+
 class LateSends(KaliperModel):
     """Open loop only: sends that left more than 1 ms after their intended time."""
 
@@ -217,6 +228,12 @@ class StageResult(KaliperModel):
     requests: int
     errors: int
     error_rate: float
+    """Failed requests over all requests."""
+    error_time_share: float = 0.0
+    """The share of the measured time that failed: the mean over measured windows of each window's error rate
+    (windows without requests left out). An outage of 3 s in 15 s is about 0.2 whatever the load model, where
+    the share of requests depends on how many requests the users sent while it lasted."""
+    backoffs: Backoffs | None = None
     errors_by_kind: dict[str, int] = Field(default_factory=dict)
     """Failures by HTTP status (such as "HTTP 503") or exception (such as "timeout", "ConnectionRefusedError")."""
     error_messages: dict[str, list[str]] = Field(default_factory=dict)

@@ -1,0 +1,46 @@
+"""The closed loop's waits after failures, and when a target counts as down (pure)."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from kaliper.loadgen.backoff import Backoff, parse_retry_after
+from kaliper.loadgen.recorder import Window
+from kaliper.loadgen.stopping import target_down
+
+
+def test_waits_double_after_failures_in_a_row_up_to_two_seconds_and_reset_on_success() -> None:
+    backoff = Backoff()
+    waits = [backoff.wait_s(True) for _ in range(7)]
+    assert waits == [0.05, 0.1, 0.2, 0.4, 0.8, 1.6, 2.0]
+    assert backoff.wait_s(False) == 0.0
+    assert backoff.wait_s(True) == 0.05
+
+
+def test_retry_after_is_honoured_up_to_thirty_seconds() -> None:
+    backoff = Backoff()
+    assert backoff.wait_s(True, retry_after_s=3.0) == 3.0
+    assert backoff.wait_s(True, retry_after_s=600.0) == 30.0
+    assert parse_retry_after("120") == 120.0
+    # An HTTP-date, 90 s after "now".
+    assert parse_retry_after("Wed, 25 Nov 2026 12:01:30 GMT", now=1795608000.0) == 90.0
+    assert parse_retry_after("soon") is None and parse_retry_after(None) is None
+
+
+def window(index: int, requests: int, **errors: int) -> Window:
+    return Window(0, index, requests=requests, errors=Counter({k.replace("_", " "): n for k, n in errors.items()}))
+
+
+def test_a_target_is_down_after_ten_seconds_of_nothing_but_refused_connections() -> None:
+    answered = [window(i, 50) for i in range(5)]
+    refused = [window(5 + i, 3, ConnectionRefusedError=3) for i in range(10)]
+    assert target_down(answered + refused[:9], 1.0) is None  # nine seconds: an outage, measured through
+    assert target_down(answered + refused, 1.0) == (
+        "the target answered nothing for 10 s: every request of the last 10 windows failed "
+        "(ConnectionRefusedError x30); is it down?"
+    )
+    # Windows where no request ended (users backing off) neither break the span nor start one.
+    gappy = [window(5 + i, 0) if i % 2 else window(5 + i, 2, ConnectionRefusedError=2) for i in range(10)]
+    assert target_down(answered + gappy, 1.0) is not None
+    # HTTP errors and timeouts are answers: a server that answers 503 to everything is measured, not down.
+    assert target_down([window(i, 4, HTTP_503=4) for i in range(20)], 1.0) is None
