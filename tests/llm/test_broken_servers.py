@@ -4,18 +4,21 @@ plays the defects; one user, so every request of the stage met the same one)."""
 from __future__ import annotations
 
 import json
+import subprocess
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from kaliper.loadgen.results import summarize
-from kaliper.report.schema import LoadTestResult
+from kaliper.report.schema import LoadTestResult, ProfileReport
 from kaliper.serving.tiny_llm import make_tiny_llm
 from tests.support.broken_llm import broken_llm_server
 from tests.support.loadgen_run import run_loadgen
+from tests.support.paths import KALIPER
 
 LOAD = {"closedLoop": {"concurrency": 1}, "warmup": "0s", "minDuration": "1s", "maxDuration": "1s"}
 
@@ -251,3 +254,46 @@ def test_a_rate_limit_is_honoured_as_its_retry_after_asks_and_reported_by_name(t
     assert stage.backoffs is not None and stage.backoffs.retry_after == stage.backoffs.waits >= 1
     assert stage.backoffs.seconds == float(stage.backoffs.waits)
     assert stage.error_messages == {"HTTP 429": ['{"error": {"message": "rate limit reached", "code": 429}}']}
+
+
+@pytest.mark.parametrize(
+    ("mode", "observed"),
+    [
+        # Every answer is a 200 stream with no token: fast, and every one of them a failure.
+        ("empty", "every one of the {n} requests failed"),
+        # Every answer is a 200 stream whose only event is the engine's error object.
+        ("error-object", "every one of the {n} requests failed"),
+    ],
+)
+def test_a_profilerun_against_answers_without_tokens_is_never_met(
+    tmp_path: Path, server: str, mode: str, observed: str
+) -> None:
+    """Through `kaliper run`, with a latency-only SLO the failures alone could once meet: NotMet, with the
+    deciding trial's reason, and no best trial."""
+    (tmp_path / "prompts.jsonl").write_text('{"prompt": "hello"}\n')
+    run = {
+        "apiVersion": "kaliper.dev/v1alpha1",
+        "kind": "ProfileRun",
+        "metadata": {"name": "broken"},
+        "spec": {
+            "target": {"url": server},
+            "request": {"protocol": "openai-chat", "modelName": mode, "generation": {"maxTokens": 4}},
+            "payload": {"prompts": {"dataset": {"file": str(tmp_path / "prompts.jsonl")}}},
+            "load": {**LOAD, "minDuration": "2s", "maxDuration": "2s"},
+            "slo": {"latency": [{"percentile": 99, "max": "500ms"}]},
+        },
+    }
+    manifest = tmp_path / "run.yaml"
+    manifest.write_text(yaml.safe_dump(run))
+    out = tmp_path / "reports"
+    process = subprocess.run(
+        [str(KALIPER), "run", str(manifest), "--output-dir", str(out)], capture_output=True, text=True, timeout=300
+    )
+    assert process.returncode == 0, process.stderr
+    report = ProfileReport.model_validate_json((out / "report.json").read_text())
+    (trial,) = report.trials
+    assert trial.stage is not None and trial.stage.requests == trial.stage.errors > 0
+    n = trial.stage.requests
+    assert (trial.slo_verdict, report.verdict, report.best_trial) == ("NotMet", "NotMet", None)
+    assert [(c.objective, c.observed) for c in trial.slo] == [("p99 <= 500ms", observed.format(n=n))]
+    assert report.verdict_reason == f"trial {trial.name}: p99 <= 500ms: {observed.format(n=n)} (NotMet)"

@@ -191,6 +191,22 @@ def slo_checks(stage: StageResult, slo: SloSpec | None) -> tuple[list[SloCheck],
     return checks, overall([c.verdict for c in checks])
 
 
+def verdict_reason(trials: Sequence[TrialReport], verdict: str, best: int | None, slo: SloSpec | None) -> str | None:
+    """The run verdict's reason, from the trial that decided it: the best trial when Met; else, of the
+    measured trials with the run's verdict, the one closest to its latency objectives."""
+    measured = [t for t in trials if t.status == "Succeeded" and t.stage is not None and t.slo]
+    if verdict == "Met":
+        deciding = next((t for t in measured if t.index == best), None)
+    else:
+        candidates = [t for t in measured if t.slo_verdict == verdict]
+        deciding = max(candidates, key=lambda t: headroom(t, slo), default=None)
+    if deciding is None:
+        return None
+    shown = deciding.slo if verdict == "Met" else [c for c in deciding.slo if c.verdict != "Met"]
+    checks = "; ".join(f"{c.objective}: {c.observed} ({c.verdict})" for c in shown)
+    return f"trial {deciding.name}: {checks}"
+
+
 def overall(verdicts: list[SloVerdict]) -> SloVerdict:
     if "NotMet" in verdicts:
         return "NotMet"

@@ -303,6 +303,8 @@ def conclude(spec: ProfileRunSpec, report: ProfileReport, configurations: list[C
     if have_slo:
         verdicts = {t.slo_verdict for t in report.trials if t.status == "Succeeded"}
         report.verdict = "Met" if choice else ("Inconclusive" if "Inconclusive" in verdicts else "NotMet")
+        best_index = choice.best if choice else None
+        report.verdict_reason = decisions.verdict_reason(report.trials, report.verdict, best_index, spec.slo)
     if choice is not None:
         best = next(t for t in report.trials if t.index == choice.best)
         report.best_trial, report.choice = best.index, choice.report

@@ -195,7 +195,7 @@ def error_lines(report: ProfileReport) -> list[str]:
 
 
 def summary_lines(report: ProfileReport) -> list[str]:
-    lines = [f"verdict: {report.verdict}"]
+    lines = [f"verdict: {report.verdict}" + (f" ({report.verdict_reason})" if report.verdict_reason else "")]
     if report.best_trial is not None:
         best = next(t for t in report.trials if t.index == report.best_trial)
         throughput = f"{best.stage.throughput_rps:.1f}" if best.stage else "-"

@@ -456,6 +456,9 @@ class ProfileReport(KaliperModel):
     """Indexes of the trials on the Pareto frontier of cost per million requests against p99: no other trial
     is both cheaper and faster."""
     verdict: RunVerdict = "Unknown"
+    verdict_reason: str | None = None
+    """Why the verdict is what it is, in the words of the trial that decided it: the best trial's checks when
+    Met, else the closest trial's missed or undecided objectives."""
     recommendation: RecommendationReport | None = None
     load_generation_s: float = 0.0
     """Seconds spent generating load across trials (the cost of the search)."""

@@ -88,7 +88,7 @@ def status_from_report(report: ProfileReport, report_ref: ReportReference | None
         trials=[trial_summary(t) for t in report.trials],
         verdict=report.verdict,
         report_ref=report_ref,
-        message=report.error,
+        message=(report.error or report.verdict_reason or "")[:4096] or None,
     )
     if best is not None and best.stage is not None:
         p99 = best.stage.latency.at(99)
