@@ -50,6 +50,25 @@ def test_an_event_split_across_reads_counts_when_its_end_arrives() -> None:
     assert parser.read.content_times == [1.4]
 
 
+def test_a_stream_fed_one_byte_at_a_time_reads_as_the_whole() -> None:
+    """Separators split across reads, and a large event arriving in many pieces."""
+    body = (
+        chat_chunk(role="assistant")
+        + chat_chunk("x" * 200_000)
+        + chat_chunk(" li")
+        + chat_chunk(finish="stop")
+        + b"data: [DONE]\n\n"
+    )
+    parser = StreamParser(chat=True, keep_text=True)
+    for at, byte in enumerate(body[:2000]):
+        parser.feed(bytes([byte]), float(at))
+    for start in range(2000, len(body), 4096):
+        parser.feed(body[start : start + 4096], 5000.0)
+    read = parser.finish()
+    assert (read.done, read.error, read.finish_reason, len(read.content_times)) == (True, None, "stop", 2)
+    assert read.text is not None and [len(piece) for piece in read.text] == [200_000, 3]
+
+
 def test_crlf_separated_events_and_comments() -> None:
     parser = StreamParser(chat=False)
     parser.feed(b": keep-alive\r\n\r\n", 0.5)
@@ -161,3 +180,13 @@ def test_a_whole_answer_is_one_arrival() -> None:
     read = read_whole(body, chat=True, arrived=7.0)
     assert (read.content_times, read.done, read.usage.completion_tokens, read.error) == ([7.0], True, 2, None)
     assert read_whole(b"<html>", chat=True, arrived=1.0).error == "the answer is not JSON: b'<html>'"
+
+
+def test_crlf_events_fed_one_byte_at_a_time() -> None:
+    body = b'data: {"choices":[{"text":"ka","finish_reason":"length"}]}\r\n\r\ndata: [DONE]\r\n\r\n'
+    parser = StreamParser(chat=False)
+    for at, byte in enumerate(body):
+        parser.feed(bytes([byte]), float(at))
+    read = parser.finish()
+    # The content event ended with its separator's last byte, the 62nd (index 61).
+    assert (read.content_times, read.done, read.error) == ([61.0], True, None)

@@ -55,17 +55,27 @@ class StreamRead:
 class StreamParser:
     """Feed it the response body as it arrives; `finish()` says what the response delivered."""
 
-    __slots__ = ("_buffer", "_counts_complete", "_cumulative", "chat", "read")
+    __slots__ = ("_counts_complete", "_cumulative", "_pending", "chat", "read")
 
     def __init__(self, chat: bool, keep_text: bool = False) -> None:
         self.chat = chat
         self.read = StreamRead(text=[] if keep_text else None)
-        self._buffer = b""
+        self._pending: list[bytes] = []  # the pieces of an event not yet ended
         self._cumulative = 0
         self._counts_complete = True
 
     def feed(self, data: bytes, arrived: float) -> None:
-        buffer = self._buffer + data if self._buffer else data
+        pending = self._pending
+        if pending:
+            # An event still open: look for its end in the new piece only (and the 3 bytes before it, where a
+            # separator may begin), so that a huge event costs its size once, not once per piece.
+            probe = b"".join(pending[-3:])[-3:] + data  # the last three pieces hold the last three bytes
+            if b"\n\n" not in probe and b"\r\n\r\n" not in probe:
+                pending.append(data)
+                return
+            buffer = b"".join(pending) + data
+        else:
+            buffer = data
         start = 0
         while True:
             end = buffer.find(b"\n\n", start)
@@ -77,7 +87,8 @@ class StreamParser:
                     break
             self._event(buffer[start:end], arrived)
             start = end + separator
-        self._buffer = buffer[start:]
+        rest = buffer[start:]
+        self._pending = [rest] if rest else []
 
     def _event(self, raw: bytes, arrived: float) -> None:
         if self.read.error is not None:
@@ -147,7 +158,7 @@ class StreamParser:
                     read.chunk_tokens = None
 
     def finish(self) -> StreamRead:
-        if self._buffer.strip() and self.read.error is None:
+        if b"".join(self._pending).strip() and self.read.error is None:
             # An event without its closing blank line: the stream was cut while the event was being written.
             self.read.error = "stream cut short mid-event"
         return self.read
