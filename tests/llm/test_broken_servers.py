@@ -297,3 +297,16 @@ def test_a_profilerun_against_answers_without_tokens_is_never_met(
     assert (trial.slo_verdict, report.verdict, report.best_trial) == ("NotMet", "NotMet", None)
     assert [(c.objective, c.observed) for c in trial.slo] == [("p99 <= 500ms", observed.format(n=n))]
     assert report.verdict_reason == f"trial {trial.name}: p99 <= 500ms: {observed.format(n=n)} (NotMet)"
+
+
+def test_a_usage_the_stream_contradicts_is_named_and_the_chunks_count_instead(tmp_path: Path, server: str) -> None:
+    result = run(tmp_path, server, "usage-zero")
+    stage = result.stages[0]
+    n = stage.requests
+    assert stage.errors_by_kind == {}
+    assert stage.tokens is not None and (stage.tokens.output_tokens, stage.tokens.usage_below_chunks) == (4 * n, n)
+    assert stage.tokens.output_tokens_per_s > 0
+    assert result.warnings == [
+        f"stage 0: {n} answers' usage counted fewer output tokens than the content chunks they carried; their "
+        "tokens are the chunks' count instead (a lower bound)"
+    ]

@@ -11,6 +11,7 @@ request's `model` says:
   ignore-max    four tokens more than max_tokens, counted in usage
   no-usage      every chunk carries two words and no usage is ever sent
   http-503      refuses with 503 and a JSON error
+  usage-zero    four content chunks, then a usage that says completion_tokens 0
   http-429      refuses with 429, Retry-After: 1 and a JSON error
   error-object  200, then an error object in vLLM's ErrorResponse shape before it nested it under "error"
                 ({"object": "error", "message", "type", "param", "code"}), then [DONE]: an engine that died
@@ -134,7 +135,9 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             return
         send(_chunk({}, finish="length", **extra))
-        if mode != "no-usage":
+        if mode == "usage-zero":  # a usage that contradicts the 4 content chunks just sent
+            send(_chunk(usage={**usage, "completion_tokens": 0}))
+        elif mode != "no-usage":
             send(_chunk(usage={**usage, "completion_tokens": tokens}, **extra))
         send(b"data: [DONE]\n\n")
         if mode == "after-done":

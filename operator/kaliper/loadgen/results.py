@@ -85,6 +85,8 @@ def token_figures(tokens: TokenWindow, measured_s: float, requests: int, with_ob
         cut_short_tokens=tokens.cut_short_tokens,
         over_max_tokens=tokens.over_max_tokens,
         events_after_done=tokens.events_after_done,
+        usage_below_chunks=tokens.usage_below_chunks,
+        usage_off_tokenizer=tokens.usage_off_tokenizer,
         goodput_rps=per_s(tokens.good) if with_objectives else None,
         goodput_share=(round(tokens.good / requests, 6) if requests else 0.0) if with_objectives else None,
     )
@@ -197,10 +199,21 @@ def stage_warnings(stage: StageResult) -> list[str]:
             f"stage {stage.index}: {tokens.events_after_done} events arrived after [DONE] and were ignored; the "
             "server goes on after saying its answer is over"
         )
-    if tokens is not None and tokens.token_sources.get("chunks"):
+    if tokens is not None and tokens.usage_below_chunks:
         warnings.append(
-            f"stage {stage.index}: {tokens.token_sources['chunks']} answers came without usage and no tokenizer was "
-            "given: their output tokens are the number of chunks (a lower bound); set payload.prompts.tokenizer"
+            f"stage {stage.index}: {tokens.usage_below_chunks} answers' usage counted fewer output tokens than the "
+            "content chunks they carried; their tokens are the chunks' count instead (a lower bound)"
+        )
+    if tokens is not None and tokens.usage_off_tokenizer:
+        warnings.append(
+            f"stage {stage.index}: {tokens.usage_off_tokenizer} answers' usage differs from the tokenizer's count by "
+            "more than 10%; is payload.prompts.tokenizer the served model's?"
+        )
+    without_usage = (tokens.token_sources.get("chunks", 0) - tokens.usage_below_chunks) if tokens is not None else 0
+    if without_usage:
+        warnings.append(
+            f"stage {stage.index}: {without_usage} answers came without usage and no tokenizer was given: their "
+            "output tokens are the number of chunks (a lower bound); set payload.prompts.tokenizer"
         )
     return warnings
 

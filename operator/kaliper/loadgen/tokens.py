@@ -45,11 +45,22 @@ class RequestTokens:
     """|server's count - tokenizer's count| of the output, where both exist."""
     events_after_done: int = 0
     """Events the server sent after `data: [DONE]` (ignored)."""
+    usage_below_chunks: bool = False
+    """The server's usage counted fewer output tokens than the content chunks it sent (each carries at least
+    one): the chunks' count stands instead."""
+    usage_off_tokenizer: bool = False
+    """The server's usage and the tokenizer's count differ by more than USAGE_TOLERANCE."""
 
     @property
     def largest_gap_s(self) -> float:
         """The request's own inter-token latency, as an objective judges it: its largest gap."""
         return max(self.gaps_s, default=0.0)
+
+
+# How far the server's usage may differ from the tokenizer's count of the same answer before it is named:
+# detokenizing and re-tokenizing text need not give back the same tokens (a word split differently), rarely
+# by more than a token or two.
+USAGE_TOLERANCE = 0.1
 
 
 def request_tokens(
@@ -67,7 +78,10 @@ def request_tokens(
     tokenize endpoint), used where the server sent no usage."""
     times = read.content_times
     usage = read.usage
-    if usage is not None and usage.completion_tokens is not None:
+    below_chunks = False
+    if usage is not None and usage.completion_tokens is not None and usage.completion_tokens < len(times):
+        output, source, below_chunks = len(times), "chunks", True  # a count the stream itself contradicts
+    elif usage is not None and usage.completion_tokens is not None:
         output, source = usage.completion_tokens, "usage"
     elif tokenizer_count is not None:
         output, source = tokenizer_count, count_source
@@ -76,6 +90,7 @@ def request_tokens(
     difference = None
     if source == "usage" and tokenizer_count is not None:
         difference = abs(output - tokenizer_count)
+    off_tokenizer = difference is not None and difference > max(2, USAGE_TOLERANCE * (tokenizer_count or 0))
     input_tokens = usage.prompt_tokens if usage is not None and usage.prompt_tokens is not None else prompt_tokens
     gaps = [later - earlier for earlier, later in itertools.pairwise(times)]
     per_token: list[float] | None = None
@@ -105,6 +120,8 @@ def request_tokens(
         over_max_tokens=output > max_tokens,
         events_after_done=read.events_after_done,
         tokenizer_difference=difference,
+        usage_below_chunks=below_chunks,
+        usage_off_tokenizer=off_tokenizer,
     )
 
 
@@ -135,6 +152,8 @@ class TokenWindow:
     cut_short_tokens: int = 0
     over_max_tokens: int = 0
     events_after_done: int = 0
+    usage_below_chunks: int = 0
+    usage_off_tokenizer: int = 0
     tokenizer_compared: int = 0
     tokenizer_difference: int = 0
     good: int = 0
@@ -156,6 +175,8 @@ class TokenWindow:
         delivered."""
         self.over_max_tokens += figures.over_max_tokens
         self.events_after_done += figures.events_after_done
+        self.usage_below_chunks += figures.usage_below_chunks
+        self.usage_off_tokenizer += figures.usage_off_tokenizer
         if failed or not figures.complete:
             self.cut_short += 1
             self.cut_short_tokens += figures.output_tokens
@@ -235,6 +256,8 @@ _COUNTS = (
     "cut_short_tokens",
     "over_max_tokens",
     "events_after_done",
+    "usage_below_chunks",
+    "usage_off_tokenizer",
     "tokenizer_compared",
     "tokenizer_difference",
     "good",

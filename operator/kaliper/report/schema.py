@@ -197,6 +197,11 @@ class TokenFigures(KaliperModel):
     kind."""
     cut_short_tokens: int = 0
     """Tokens those answers delivered before they ended."""
+    usage_below_chunks: int = 0
+    """Answers whose usage counted fewer output tokens than the content chunks they carried: counted by their
+    chunks instead (a lower bound), and named in the warnings."""
+    usage_off_tokenizer: int = 0
+    """Answers whose usage differs from payload.prompts.tokenizer's count by more than 10% (and 2 tokens)."""
     over_max_tokens: int = 0
     events_after_done: int = 0
     """Events the server sent after `data: [DONE]`: ignored, never counted as content (a server that goes on
