@@ -30,14 +30,23 @@ os.environ.setdefault("KALIPER_EXPIRY_INTERVAL", "2")
 os.environ.setdefault("KALIPER_NAMESPACE", "kaliper-system")
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Each test's xdist group and quiet mark (tests/support/tiers.py), the node tier queued first."""
+    """Each test's quiet mark (tests/support/tiers.py), and the node tier queued first."""
     for item in items:
-        item.add_marker(pytest.mark.xdist_group(group_of(item.nodeid)))
         if is_quiet(item.nodeid):
             item.add_marker(pytest.mark.quiet)
     items.sort(key=lambda item: queue_position(item.nodeid))  # stable: the order inside a group stays
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    """Under `pytest -n`: each group of tests/support/tiers.py goes whole to one worker, in queue order."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class TierScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return group_of(nodeid)
+
+    return TierScheduling(config, log)
 
 
 _call_seconds: dict[str, float] = {}

@@ -3,15 +3,17 @@ how long one test may take.
 
 Half of the suite's time is waiting (the real node tier for cAdvisor's scrapes, the control-plane tier for
 the operator's steps and minute-scheduled Cleanups), so the tiers that wait run beside the tiers that compute:
-each waiting tier is one xdist group (one worker starts its node or control plane, once), every other module
-is a group of its own (its module fixtures start once), and the node tier is queued first because it is the
-longest. Tests that measure a CPU quota or compare latencies with a server's own records are marked `quiet`
-and run after the parallel phase, with nothing beside them that they did not start.
+each waiting tier is one group that a single worker runs whole (it starts its node or control plane once),
+every other module is a group of its own (its module fixtures start once), and the node tier is queued first
+because it is the longest. tests/conftest.py hands these groups to pytest-xdist's scheduler (xdist's own
+xdist_group marks no longer take effect under pytest 9.2, whose node ids cannot be rewritten). Tests that
+measure a CPU quota or compare latencies with a server's own records are marked `quiet` and run after the
+parallel phase, with nothing beside them that they did not start.
 """
 
 from __future__ import annotations
 
-# Path prefix -> xdist group. One real node per machine (fixed addresses, veth and iptables chains).
+# Path prefix -> group. One real node per machine (fixed addresses, veth and iptables chains).
 WAITING_TIERS = {"tests/node/": "node", "tests/cluster/": "cluster"}
 
 # Modules whose figures a neighbour's load would move, and why.
@@ -39,7 +41,7 @@ def module_of(nodeid: str) -> str:
 
 
 def group_of(nodeid: str) -> str:
-    """The xdist group a test runs in: its waiting tier, or else its own module."""
+    """The group a test runs in: its waiting tier, or else its own module."""
     for prefix, group in WAITING_TIERS.items():
         if nodeid.startswith(prefix):
             return group
@@ -57,8 +59,8 @@ def is_quiet(nodeid: str) -> bool:
 
 
 def plain_id(nodeid: str) -> str:
-    """A report's node id without xdist's @group suffix and without parameters."""
-    return nodeid.split("@", 1)[0].split("[", 1)[0]
+    """A report's node id without its parameters."""
+    return nodeid.split("[", 1)[0]
 
 
 def over_ceiling(durations: dict[str, float]) -> list[str]:
