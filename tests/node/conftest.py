@@ -37,7 +37,7 @@ def node_prometheus(node: Node, interval: str) -> Iterator[str]:
     carry the prometheus.io annotations (the LLM servers' metrics), found every 5 s."""
     assert node.plane is not None
     pki = node.plane.root / "pki"
-    pods_file = node.root / "prometheus-pods.json"
+    pods_file = node.root / f"prometheus-pods-{interval}.json"
     pods_file.write_text("[]")
     stop = threading.Event()
 
@@ -69,6 +69,16 @@ def prometheus_url(node: Node) -> Iterator[str]:
     """Scraping every 30 s, as kube-prometheus-stack does (the operator's figures must hold at that pace)."""
     with node_prometheus(node, "30s") as url:
         yield url
+
+
+@pytest.fixture(scope="session")
+def fast_prometheus(node: Node) -> Iterator[dict[str, str]]:
+    """A second Prometheus, scraping every 5 s, for the tests about something other than the 30 s scrape: their
+    ProfileRuns name it in spec.metrics.prometheus (this dict), and the operator sizes its windows and waits
+    for the final scrape from that interval, as it does at 30 s (which the walkthrough and the window-sizing
+    tests keep testing end to end)."""
+    with node_prometheus(node, "5s") as url:
+        yield {"url": url, "scrapeInterval": "5s"}
 
 
 @pytest.fixture(scope="session")

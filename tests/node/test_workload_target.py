@@ -50,9 +50,11 @@ SIZING = {
         "target": {"workloadRef": {"name": "scorer"}},
         "request": {"modelName": "iris"},
         "payload": {"tensors": {"inputs": [{"name": "float_input", "shape": [-1, 4], "datatype": "FP32"}]}},
-        # CPU and memory figures need two samples of each pod in the window: Prometheus scrapes every 30 s, and
-        # each sample carries cAdvisor's own timestamp, up to 15 s older (examples/kind/profilerun.yaml).
-        "load": {"closedLoop": {"concurrency": 2}, "warmup": "1s", "minDuration": "75s", "maxDuration": "75s"},
+        # CPU and memory figures need two samples of each pod in the window: the test's second Prometheus
+        # scrapes every 5 s (fast_prometheus), and each sample carries cAdvisor's own timestamp, up to 15 s
+        # older: 2 x (5 + 15) = 40 s at least (at kube-prometheus-stack's 30 s it is 90 s, as
+        # examples/kind/profilerun.yaml says).
+        "load": {"closedLoop": {"concurrency": 2}, "warmup": "1s", "minDuration": "45s", "maxDuration": "45s"},
         "sweep": {"cpu": ["200m", "400m"]},
         "search": {"parallelism": 2},
         "slo": {"latency": [{"percentile": 99, "max": "500ms"}]},
@@ -63,7 +65,7 @@ SIZING = {
 
 
 def test_trials_run_copies_of_a_deployment_and_leave_it_alone(
-    node: Node, operator: Operator, node_namespace: str, iris_model
+    node: Node, operator: Operator, node_namespace: str, iris_model, fast_prometheus: dict[str, str]
 ) -> None:  # type: ignore[no-untyped-def]
     kubectl, ns = node.kubectl, node_namespace
     deployment, service = scorer()
@@ -72,7 +74,8 @@ def test_trials_run_copies_of_a_deployment_and_leave_it_alone(
     before = kubectl.json("get", "deployment", "scorer", "-n", ns)
     original_pods = {p["status"]["podIP"] for p in kubectl.json("get", "pods", "-n", ns, "-l", "app=scorer")["items"]}
 
-    kubectl("apply", "-n", ns, "-f", "-", input=json.dumps(SIZING))
+    sizing = {**SIZING, "spec": {**SIZING["spec"], "metrics": {"prometheus": fast_prometheus}}}
+    kubectl("apply", "-n", ns, "-f", "-", input=json.dumps(sizing))
     behind_original: set[str] = set()  # every address the original Service's EndpointSlices listed
     copies: dict[str, tuple[str, str]] = {}  # trial pod IP -> (its trial, its CPU limit)
 

@@ -28,10 +28,21 @@ CEILING_S = 150.0
 
 # Test id (module path and test name, parameters left off) -> (its ceiling, why it needs that long).
 LONG_TESTS: dict[str, tuple[float, str]] = {
-    "tests/node/test_walkthrough.py::test_the_readme_walkthrough_on_a_real_node": (
+    "tests/node/test_walkthrough.py::test_the_kind_walkthrough_runs_to_succeeded_with_real_pods": (
         330.0,
-        "the README's walkthrough end to end at the 30 s scrape users run: two trials whose windows each wait "
-        "for two cAdvisor samples and a final scrape",
+        "the README's walkthrough end to end at the 30 s scrape users run: trials whose windows each need two "
+        "cAdvisor samples (90 s at 30 s) and wait for a final scrape",
+    ),
+    "tests/node/test_llm_pipeline.py::"
+    "test_the_follow_up_profile_reads_both_replicas_load_from_prometheus_and_decides_as_kaliper_run": (
+        300.0,
+        "a GGUF quantization Job, then two llama-server replicas profiled at two CPU limits, each trial's "
+        "server load read from Prometheus's 30 s scrapes of both replicas, then the same run under kaliper run",
+    ),
+    "tests/node/test_optimization.py::test_the_pipeline_example_runs_end_to_end": (
+        240.0,
+        "examples/pipeline.yaml whole: an optimization Job, then its ModelDeployment and a four-trial ProfileRun "
+        "on the node",
     ),
 }
 

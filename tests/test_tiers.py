@@ -1,0 +1,39 @@
+"""How make test spreads the suite (tests/support/tiers.py): groups, quiet tests and time ceilings."""
+
+from __future__ import annotations
+
+import ast
+
+from tests.support.paths import REPO
+from tests.support.tiers import LONG_TESTS, QUIET, group_of, is_quiet, over_ceiling, queue_position
+
+
+def test_each_waiting_tier_is_one_group_and_every_other_module_its_own() -> None:
+    assert group_of("tests/node/test_trials.py::test_a") == group_of("tests/node/test_node.py::test_b") == "node"
+    assert group_of("tests/cluster/test_gc.py::test_c[x]") == "cluster"
+    assert group_of("tests/loadgen/test_sse.py::test_d") == "tests/loadgen/test_sse.py"
+    assert [queue_position(f"tests/{t}/test_x.py::t") for t in ("node", "loadgen", "cluster")] == [0, 1, 2]
+
+
+def test_quiet_modules_are_named_with_why() -> None:
+    assert is_quiet("tests/local/test_cgroups.py::test_cpu_limit_is_enforced_and_accounted")
+    assert not is_quiet("tests/local/test_kaliper_run.py::test_report_json_is_versioned")
+    assert all(reason for reason in QUIET.values())
+
+
+def test_a_test_over_its_ceiling_is_named_unless_it_says_why() -> None:
+    walkthrough = "tests/node/test_walkthrough.py::test_the_kind_walkthrough_runs_to_succeeded_with_real_pods"
+    assert over_ceiling({"tests/test_units.py::test_a[1]": 151.0, "tests/test_units.py::test_b": 149.0}) == [
+        "tests/test_units.py::test_a: 151 s, over its ceiling of 150 s"
+    ]
+    assert over_ceiling({walkthrough: 300.0}) == []
+    assert over_ceiling({walkthrough: 331.0}) == [f"{walkthrough}: 331 s, over its ceiling of 330 s"]
+
+
+def test_every_long_test_and_quiet_module_exists() -> None:
+    """A renamed test must not keep a ceiling it no longer needs (or lose one silently)."""
+    for test_id in LONG_TESTS:
+        path, name = test_id.split("::")
+        functions = {n.name for n in ast.walk(ast.parse((REPO / path).read_text())) if isinstance(n, ast.FunctionDef)}
+        assert name in functions, test_id
+    assert all((REPO / module).exists() for module in QUIET)
