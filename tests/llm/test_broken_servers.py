@@ -142,6 +142,8 @@ def test_without_usage_tokens_are_counted_with_the_tokenizer_or_flagged_as_chunk
     assert counted.tokens.token_sources == {"tokenizer": counted.requests}
     assert counted.tokens.per_token_unknown == counted.requests  # two tokens a chunk, no per-chunk counts
     assert counted.tokens.itl_token.count == 0
+    # The dataset's prompt "hello" is five tokens by the tiny model's tokenizer (one per letter).
+    assert counted.tokens.input_tokens == 5 * counted.requests
 
     guessed = run(tmp_path, server, "no-usage")
     stage = guessed.stages[0]
@@ -310,3 +312,10 @@ def test_a_usage_the_stream_contradicts_is_named_and_the_chunks_count_instead(tm
         f"stage 0: {n} answers' usage counted fewer output tokens than the content chunks they carried; their "
         "tokens are the chunks' count instead (a lower bound)"
     ]
+
+
+def test_an_answer_that_is_not_a_stream_names_its_content_type(tmp_path: Path, server: str) -> None:
+    stage = run(tmp_path, server, "no-stream").stages[0]
+    assert stage.error_messages == {
+        "not streamed": ["the answer's Content-Type is application/json, not text/event-stream"]
+    }

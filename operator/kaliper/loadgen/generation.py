@@ -212,6 +212,7 @@ class GenerationSender:
 
         def open_body(status: int, content_type: str) -> BodySink:
             answer["status"], answer["streamed"] = status, content_type.startswith("text/event-stream")
+            answer["content_type"] = content_type
             if answer["streamed"] and status < 400:
                 return parser.feed
             return lambda piece, _arrived: whole.append(piece)
@@ -235,11 +236,14 @@ class GenerationSender:
         read = parser.finish() if answer["streamed"] else read_whole(b"".join(whole), self.chat, ended)
         if read.error is not None:  # what the answer itself said went wrong comes first
             error, message = error_kind(read.error), read.error
+            if not answer["streamed"]:
+                message += f" (Content-Type {answer['content_type'] or 'absent'})"
         elif error is not None:
             if read.content_times:
                 error = "stream cut short"  # the connection failed after tokens had arrived
         elif self.stream and not answer["streamed"]:
             error = "not streamed"
+            message = f"the answer's Content-Type is {answer['content_type'] or 'absent'}, not text/event-stream"
         elif not (read.done or read.finish_reason is not None):
             error = "stream cut short"
         elif not read.content_times:

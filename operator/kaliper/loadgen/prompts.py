@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import math
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +32,8 @@ class Prompt:
     text: str | None
     max_tokens: int
     prompt_tokens: int | None = None
-    """Tokens of the prompt text as the tokenizer counts them (synthetic prompts)."""
+    """Tokens of the prompt as the tokenizer counts them (synthetic prompts; dataset prompts when a tokenizer
+    is given)."""
 
 
 @dataclass(frozen=True)
@@ -156,6 +157,16 @@ def dataset_prompts(path: Path, generation: GenerationSpec, chat: bool) -> list[
     return prompts
 
 
+def dataset_prompt_tokens(prompt: Prompt, tokenizer: Any) -> int:
+    """A dataset prompt's tokens by the tokenizer, for answers whose server sends no usage: the text, or the
+    chat messages' contents (the chat template's own tokens are the server's to add: a lower bound)."""
+    if prompt.messages is not None:
+        texts = [m["content"] for m in prompt.messages if isinstance(m.get("content"), str)]
+    else:
+        texts = [prompt.text or ""]
+    return sum(len(tokenizer.encode(text, add_special_tokens=False).ids) for text in texts)
+
+
 def request_body(prompt: Prompt, request: RequestSpec, model: str) -> bytes:
     """The JSON body of one generation request."""
     generation = request.generation or GenerationSpec()
@@ -193,6 +204,8 @@ def generation_requests(
         if root is not None and not path.is_absolute():
             path = root / path
         prompts = dataset_prompts(path, generation, chat)
+        if tokenizer is not None:
+            prompts = [replace(p, prompt_tokens=dataset_prompt_tokens(p, tokenizer)) for p in prompts]
         if prompts_spec.dataset.order == "random":
             random.Random(0).shuffle(prompts)
     return [
