@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
+from kaliper.loadgen.results import summarize
 from kaliper.netutil import free_port
 from tests.support.groundtruth import binary, groundtruth, records, wait_http
 from tests.support.loadgen_run import run_loadgen
@@ -364,3 +365,23 @@ def test_master_without_workers_gives_up_with_a_reason(tmp_path: Path, server: s
     )
     assert process.returncode == 1
     assert "only 0 of 2 load-generator workers connected within 2s" in process.stdout
+
+
+def test_requests_still_in_flight_when_the_stage_ends_are_counted(tmp_path: Path) -> None:
+    """Every answer takes 4 s, the stage measures 2 s: nothing completes in it, and the two users' requests
+    are counted as in flight at its end, never as a stage of zero requests and zero errors."""
+    with groundtruth("-median", "4s", "-sigma", "0.01") as base:
+        process, result = run_loadgen(
+            tmp_path,
+            {
+                "url": base,
+                "request": {**OIP, "timeout": "10s"},
+                "payload": BODY,
+                "load": {"closedLoop": {"concurrency": 2}, "warmup": "0s", "minDuration": "2s", "maxDuration": "2s"},
+            },
+        )
+    assert process.returncode == 0, process.stderr
+    (stage,) = result.stages
+    assert (stage.requests, stage.errors, stage.in_flight_at_end) == (0, 0, 2)
+    assert 1.0 <= stage.in_flight_oldest_s <= 6.0  # sent at the stage's start (or in the check before it)
+    assert "  2 requests still in flight when the stage ended (the oldest for" in summarize(result)

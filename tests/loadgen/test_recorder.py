@@ -72,3 +72,22 @@ def test_a_scheduled_send_is_late_by_the_connections_or_by_the_generator() -> No
     assert window.corrected is not None and (window.corrected.count, window.service.count) == (2, 2)
     assert round(window.corrected.max * 1000) == 16 and round(window.service.max * 1000) == 10
     assert window.failed.count == 1 and round(window.failed.max * 1000) == 10
+
+
+def test_requests_unanswered_at_a_windows_end_are_counted_in_flight() -> None:
+    recorder = Recorder(window_s=1.0, open_loop=False)
+    start = time.time() - 2.5  # windows 0 and 1 have ended, and no request was answered in either
+    recorder.begin_stage(0, start)
+    early, late, done = object(), object(), object()
+    recorder.sending(early, at_wall=start + 0.25)
+    recorder.sending(late, at_wall=start + 1.5)
+    recorder.sending(done, at_wall=start + 0.5)
+    recorder.answered(done)
+    windows, until = recorder.take_closed(time.time())
+    assert until == 1
+    assert [(w.index, w.requests, w.in_flight, round(w.in_flight_oldest_s, 6)) for w in windows] == [
+        (0, 0, 1, 0.75),
+        (1, 0, 2, 1.75),
+    ]
+    merged = Window.from_wire(windows[1].to_wire()).merge(Window.from_wire(windows[0].to_wire()))
+    assert (merged.in_flight, round(merged.in_flight_oldest_s, 6)) == (3, 1.75)

@@ -58,6 +58,24 @@ def test_slo_checks_each_objective() -> None:
     assert decisions.slo_checks(stage(60, 500), None) == ([], None)
 
 
+def test_a_stage_whose_requests_did_not_complete_is_never_met() -> None:
+    slo = SloSpec.model_validate({"latency": [{"percentile": 99, "max": "50ms"}], "maxErrorRate": 0.01})
+    hung = make_stage(LatencyFigures(), 0, requests=0)
+    hung.in_flight_at_end, hung.in_flight_oldest_s = 4, 31.0
+    checks, verdict = decisions.slo_checks(hung, slo)
+    assert verdict == "NotMet"
+    assert [(c.verdict, c.observed) for c in checks] == [
+        (
+            "NotMet",
+            "no request completed: 4 were still in flight when the stage ended (the oldest for 31.0 s) (100.00%), "
+            "more than the 1% that p99 leaves",
+        ),
+        ("Inconclusive", "no request completed"),
+    ]
+    # Nothing sent at all: no samples, and nothing to decide.
+    assert decisions.slo_checks(make_stage(LatencyFigures(), 0, requests=0), slo)[1] == "Inconclusive"
+
+
 def test_failed_requests_count_as_over_every_latency_bound() -> None:
     latency_only = SloSpec.model_validate({"latency": [{"percentile": 99, "max": "50ms"}]})
     # 2% failed: more than the 1% p99 leaves, whatever the answered requests took (40 ms here).
@@ -74,10 +92,15 @@ def test_failed_requests_count_as_over_every_latency_bound() -> None:
     figures = LatencyFigures(count=10_000, histogram=histogram.encode())
     few_failed = make_stage(figures, 500, error_rate=0.005, requests=10_000)
     assert decisions.answered_percentile(few_failed, 99) == pytest.approx(99.4975, abs=1e-4)
+    # Requests still in flight when the stage ended count with the failures: 50 failed and 50 in flight of
+    # 10,050 make 100 unanswered, 0.995%, just inside what p99 leaves.
+    pending = make_stage(figures, 500, error_rate=0.005, requests=10_000)
+    pending.in_flight_at_end, pending.in_flight_oldest_s = 50, 12.5
+    assert decisions.answered_percentile(pending, 99) == pytest.approx(99 / (1 - 100 / 10_050), abs=1e-6)
     checks, verdict = decisions.slo_checks(few_failed, latency_only)
     assert verdict == "Met"
     assert checks[0].observed.endswith(
-        " at p99.5 of the answered requests: 50 of 10000 failed, counted as over the bound"
+        " at p99.5 of the answered requests: 50 of 10000 requests failed, counted as over the bound"
     ), checks[0].observed
 
 

@@ -199,12 +199,14 @@ class GrpcUsers:
         closed_loop = self.config.load.closed_loop
         think_s = parse_duration(closed_loop.think_time) if closed_loop else 0.0
         clock, wall = time.perf_counter, time.time
-        backoff = Backoff()
+        backoff, me = Backoff(), object()
         while True:
             raw = next(self._request_cycle)
             start = clock()
+            recorder.sending(me)
             error, received, message = await self._infer(call, raw, target.timeout_s, target.metadata)
             recorder.record(wall(), clock() - start, None, error, sent=len(raw), received=received, message=message)
+            recorder.answered(me)
             wait_s = backoff.wait_s(error is not None)
             if wait_s:
                 recorder.record_wait(wait_s, retry_after=False)
@@ -213,7 +215,7 @@ class GrpcUsers:
 
     async def _open_loop(self, call: Any) -> None:
         recorder, target = self.recorder, self.target
-        clock = time.perf_counter
+        clock, me = time.perf_counter, object()
         while True:
             while self._slots is None:
                 await asyncio.sleep(0.01)
@@ -223,8 +225,10 @@ class GrpcUsers:
                 await asyncio.sleep(slot - claimed)
             raw = next(self._request_cycle)
             start = clock()
+            recorder.sending(me)
             error, received, message = await self._infer(call, raw, target.timeout_s, target.metadata)
             recorder.record_send(slot, claimed, start, clock(), error, len(raw), received, message=message)
+            recorder.answered(me)
 
     async def push_windows(self, emit: Any) -> None:
         until = -1

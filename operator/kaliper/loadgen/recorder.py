@@ -69,6 +69,10 @@ class Window:
     waited_s: float = 0.0
     retry_after_waits: int = 0
     """Of those, the waits the server asked for with Retry-After."""
+    in_flight: int = 0
+    """Requests sent before the window's end and not answered by it (summed over processes)."""
+    in_flight_oldest_s: float = 0.0
+    """How long the oldest of them had run at the window's end."""
 
     def merge(self, other: Window) -> Window:
         self.service.add(other.service)
@@ -87,6 +91,8 @@ class Window:
         self.waits += other.waits
         self.waited_s += other.waited_s
         self.retry_after_waits += other.retry_after_waits
+        self.in_flight += other.in_flight
+        self.in_flight_oldest_s = max(self.in_flight_oldest_s, other.in_flight_oldest_s)
         for kind, texts in other.messages.items():
             for text in texts:
                 keep_message(self.messages, kind, text)
@@ -126,6 +132,7 @@ class Window:
             "resent": self.resent,
             "messages": self.messages,
             "waits": [self.waits, self.waited_s, self.retry_after_waits],
+            "in_flight": [self.in_flight, self.in_flight_oldest_s],
             "tokens": self.tokens.to_wire() if self.tokens is not None else None,
         }
 
@@ -150,6 +157,8 @@ class Window:
             waits=data["waits"][0],
             waited_s=data["waits"][1],
             retry_after_waits=data["waits"][2],
+            in_flight=data["in_flight"][0],
+            in_flight_oldest_s=data["in_flight"][1],
             tokens=TokenWindow.from_wire(data["tokens"]) if data.get("tokens") else None,
         )
 
@@ -167,10 +176,20 @@ class Recorder:
         self._current: Window | None = None
         self._current_end = -math.inf
         self._cpu = CpuClock()
+        self._in_flight: dict[object, float] = {}  # each sender -> when (wall clock) its request left
+        self._taken_until = -1  # the last window of this stage handed out
+
+    def sending(self, sender: object, at_wall: float | None = None) -> None:
+        """`sender` (a user) sends a request now (or at `at_wall`); `answered` when it has its answer, or failure."""
+        self._in_flight[sender] = time.time() if at_wall is None else at_wall
+
+    def answered(self, sender: object) -> None:
+        self._in_flight.pop(sender, None)
 
     def begin_stage(self, stage: int, start_wall: float) -> None:
         self.stage, self.stage_start = stage, start_wall
         self._windows, self._current, self._current_end = {}, None, -math.inf
+        self._taken_until = -1
 
     def _window_for(self, completed_wall: float) -> Window | None:
         if self._current is not None and self._current_end - self.window_s <= completed_wall < self._current_end:
@@ -277,12 +296,27 @@ class Recorder:
     def take_closed(self, now_wall: float) -> tuple[list[Window], int]:
         """The closed windows recorded so far (removed from the recorder) and the watermark they close."""
         until = self.closed_until(now_wall)
+        for index in range(self._taken_until + 1, until + 1):  # a window without an answer still has its edge
+            if index not in self._windows:
+                self._windows[index] = Window(
+                    self.stage, index, corrected=LatencyHistogram() if self.open_loop else None
+                )
+                if self.tokens:
+                    self._windows[index].tokens = TokenWindow.for_load(self.open_loop)
+        self._taken_until = max(self._taken_until, until)
         done = [w for i, w in sorted(self._windows.items()) if i <= until]
         if done:
             # The CPU used since the last windows closed is spread over the ones closing now.
             cores = self._cpu.cores_since_mark(now_wall)
             for window in done:
                 window.cpu_s, window.capacity_s = cores * self.window_s, self._cpu.capacity * self.window_s
+        for window in done:
+            end = self.stage_start + (window.index + 1) * self.window_s
+            # Sent before the window's end and still unanswered now: in flight at its end. (One answered
+            # between the end and now is in a later window, as every request is in the window it ended in.)
+            started = [at for at in self._in_flight.values() if at < end]
+            window.in_flight = len(started)
+            window.in_flight_oldest_s = end - min(started) if started else 0.0
         for window in done:
             del self._windows[window.index]
             if window is self._current:

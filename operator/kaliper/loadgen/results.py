@@ -145,6 +145,8 @@ def stage_result(
         errors=errors,
         error_rate=round(errors / total.requests, 6) if total.requests else 0.0,
         error_time_share=error_time_share(measured),
+        in_flight_at_end=measured[-1].in_flight if measured else 0,
+        in_flight_oldest_s=round(measured[-1].in_flight_oldest_s, 3) if measured else 0.0,
         backoffs=Backoffs(waits=total.waits, seconds=round(total.waited_s, 3), retry_after=total.retry_after_waits)
         if total.waits
         else None,
@@ -237,6 +239,11 @@ def summarize(result: LoadTestResult) -> str:
         if stage.tokens is not None:
             lines.append("  " + token_summary(stage.tokens))
         lines.append(f"  stopped: {stage.stop_reason}")
+        if stage.in_flight_at_end:
+            lines.append(
+                f"  {stage.in_flight_at_end} requests still in flight when the stage ended (the oldest for "
+                f"{stage.in_flight_oldest_s:.1f} s): in no figure"
+            )
         if stage.backoffs:
             b = stage.backoffs
             lines.append(

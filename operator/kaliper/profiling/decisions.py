@@ -120,12 +120,13 @@ def goodput_check(stage: StageResult, bound: float) -> SloCheck:
 
 def answered_percentile(stage: StageResult, percentile: float) -> float | None:
     """Which percentile of the answered requests an objective's percentile of every request is, a failed
-    request counted as slower than any answer (it never answered in time): p / (1 - failed share). None where
-    more requests failed than the percentile leaves (p99 with over 1% failed): the objective is missed
-    whatever the answered requests took."""
-    if not stage.requests:
+    request, or one still in flight when the stage ended, counted as slower than any answer (it was not
+    answered in time): p / (1 - unanswered share). None where more requests went unanswered than the
+    percentile leaves (p99 with over 1%): the objective is missed whatever the answered requests took."""
+    total = stage.requests + stage.in_flight_at_end
+    if not total:
         return percentile
-    answered = 1 - stage.errors / stage.requests
+    answered = 1 - (stage.errors + stage.in_flight_at_end) / total
     if answered <= 0 or percentile / answered > 100:
         return None
     return min(100.0, percentile / answered)
@@ -140,26 +141,38 @@ def objective_interval(stage: StageResult, objective: LatencyObjective) -> Inter
     return latency_interval(stage, found, objective.measure, objective.metric)
 
 
+def unanswered_text(stage: StageResult) -> str:
+    """How many requests went unanswered, in words: failed, and still in flight at the stage's end."""
+    failed, pending = stage.errors, stage.in_flight_at_end
+    if not pending:
+        return f"{failed} of {stage.requests} requests failed"
+    waited = f"{pending} were still in flight when the stage ended (the oldest for {stage.in_flight_oldest_s:.1f} s)"
+    if not stage.requests:
+        return f"no request completed: {waited}"
+    return f"{failed} of {stage.requests} requests failed and {waited}"
+
+
 def latency_check(stage: StageResult, objective: LatencyObjective) -> SloCheck:
-    """A latency objective over every request of the stage. Failed requests are in no latency figure; here
-    they count as over the bound, so a server that fails fast never meets a latency objective by failing."""
-    text, failed = objective_text(objective), stage.errors
+    """A latency objective over every request of the stage. Failed requests, and those still in flight at its
+    end, are in no latency figure; here they count as over the bound, so a server that fails fast (or not at
+    all) never meets a latency objective by failing."""
+    text = objective_text(objective)
     found = objective_interval(stage, objective)
+    unanswered = stage.errors + stage.in_flight_at_end
     if found is None:
-        observed = (
-            f"every one of the {failed} requests failed"
-            if failed == stage.requests
-            else f"{failed} of {stage.requests} requests failed ({failed / stage.requests:.2%}), more than the "
-            f"{100 - objective.percentile:g}% that p{objective.percentile:g} leaves"
-        )
+        total = stage.requests + stage.in_flight_at_end
+        if not stage.in_flight_at_end and stage.errors == stage.requests:
+            observed = f"every one of the {stage.errors} requests failed"
+        else:
+            observed = (
+                f"{unanswered_text(stage)} ({unanswered / total:.2%}), more than the "
+                f"{100 - objective.percentile:g}% that p{objective.percentile:g} leaves"
+            )
         return SloCheck(objective=text, verdict="NotMet", observed=observed)
     observed = interval_text(found)
-    if failed:
+    if unanswered:
         answered = answered_percentile(stage, objective.percentile)
-        observed += (
-            f" at p{answered:.4g} of the answered requests: {failed} of {stage.requests} failed, counted as over "
-            "the bound"
-        )
+        observed += f" at p{answered:.4g} of the answered requests: {unanswered_text(stage)}, counted as over the bound"
     return SloCheck(
         objective=text, verdict=latency_verdict(found, parse_duration(objective.max) * 1000), observed=observed
     )
@@ -171,13 +184,17 @@ def slo_checks(stage: StageResult, slo: SloSpec | None) -> tuple[list[SloCheck],
         return [], None
     checks = [latency_check(stage, objective) for objective in slo.latency or []]
     if slo.max_error_rate is not None:
-        checks.append(
-            SloCheck(
-                objective=f"error rate <= {slo.max_error_rate:.2%}",
-                verdict="Met" if stage.error_rate <= slo.max_error_rate else "NotMet",
-                observed=f"{stage.error_rate:.2%}",
+        objective = f"error rate <= {slo.max_error_rate:.2%}"
+        if not stage.requests:  # nothing completed: no rate to judge, and never Met
+            checks.append(SloCheck(objective=objective, verdict="Inconclusive", observed="no request completed"))
+        else:
+            checks.append(
+                SloCheck(
+                    objective=objective,
+                    verdict="Met" if stage.error_rate <= slo.max_error_rate else "NotMet",
+                    observed=f"{stage.error_rate:.2%}",
+                )
             )
-        )
     if slo.min_goodput_share is not None:
         checks.append(goodput_check(stage, slo.min_goodput_share))
     if slo.min_throughput is not None:

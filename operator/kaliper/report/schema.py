@@ -239,6 +239,11 @@ class StageResult(KaliperModel):
     (windows without requests left out). An outage of 3 s in 15 s is about 0.2 whatever the load model, where
     the share of requests depends on how many requests the users sent while it lasted."""
     backoffs: Backoffs | None = None
+    in_flight_at_end: int = 0
+    """Requests sent in the stage and still unanswered when its last measured window ended: in no figure;
+    the SLO verdicts count them with the failures (not answered in time)."""
+    in_flight_oldest_s: float = 0.0
+    """How long the oldest of them had run by then."""
     errors_by_kind: dict[str, int] = Field(default_factory=dict)
     """Failures by HTTP status (such as "HTTP 503") or exception (such as "timeout", "ConnectionRefusedError")."""
     error_messages: dict[str, list[str]] = Field(default_factory=dict)
