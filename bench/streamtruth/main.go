@@ -5,7 +5,7 @@
 // compare with what load generators report.
 //
 //	streamtruth -addr 127.0.0.1:18091 -ttft 40ms -ttft-sigma 0.3 -gap 8ms -gap-sigma 0.5 \
-//	            [-stall-every 10s -stall-for 2s] [-word " the"] [-no-records]
+//	            [-stall-every 10s -stall-for 2s] [-word " the"] [-no-records] [-fault-every 4 -fault empty]
 //
 // Every token is the text of -word: pick one the client's tokenizer encodes as one token, so that clients
 // which count tokens themselves count one per chunk, as the server does.
@@ -15,6 +15,11 @@
 // GET /v1/models lists the model. GET /_truth/records returns {"epoch": <unix s of the stall clock>,
 // "records": [{"arrived": unix_ns, "chunks": [unix_ns, ...]}, ...]}; POST /_truth/reset clears them.
 // A delay of 0 sends without sleeping (the capacity benchmark's zero-delay server).
+// With -fault-every N, every Nth streamed answer (counted over the server's life) misbehaves on purpose as
+// -fault says, the way real servers do: "error-object" (a 200 stream whose only event after the role is an
+// engine's error object, as vLLM sends when its engine dies, then [DONE]), "empty" (the role, a finish
+// reason, [DONE]: no token), or "cut" (two tokens, then the connection closed mid-stream). Such answers are
+// not recorded as served.
 package main
 
 import (
@@ -28,6 +33,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -45,6 +51,9 @@ type server struct {
 	keepRecords          bool
 	word                 string
 	epoch                time.Time
+	faultEvery           int64
+	fault                string
+	answered             atomic.Int64
 
 	mu      sync.Mutex
 	rng     *rand.Rand
@@ -170,6 +179,26 @@ func (s *server) serve(w http.ResponseWriter, r *http.Request) {
 		object = "chat.completion.chunk"
 		send(fmt.Sprintf(`{"id":%q,"object":%q,"model":%q,"choices":[{"index":0,"delta":{"role":"assistant","content":null},"finish_reason":null}]}`, id, object, req.Model))
 	}
+	fault := ""
+	if n := s.answered.Add(1); s.faultEvery > 0 && n%s.faultEvery == 0 {
+		fault = s.fault
+	}
+	switch fault {
+	case "error-object":
+		onTime(next)
+		send(`{"error":{"message":"EngineCore encountered an issue","type":"InternalServerError","code":500}}`)
+		send("[DONE]")
+		return
+	case "empty":
+		onTime(next)
+		send(fmt.Sprintf(`{"id":%q,"object":%q,"model":%q,"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`, id, object, req.Model))
+		send("[DONE]")
+		return
+	case "cut":
+		if tokens > 2 {
+			tokens = 2
+		}
+	}
 	for i := 0; i < tokens; i++ {
 		if i == 0 {
 			onTime(next)
@@ -184,6 +213,9 @@ func (s *server) serve(w http.ResponseWriter, r *http.Request) {
 		sent := time.Now()
 		rec.Chunks = append(rec.Chunks, sent.UnixNano())
 		next = sent.Add(s.draw(s.gap, s.gapSigma))
+	}
+	if fault == "cut" {
+		panic(http.ErrAbortHandler) // net/http closes the connection without ending the chunked body
 	}
 	if chat {
 		send(fmt.Sprintf(`{"id":%q,"object":%q,"model":%q,"choices":[{"index":0,"delta":{},"finish_reason":"length"}]}`, id, object, req.Model))
@@ -234,12 +266,17 @@ func main() {
 	word := flag.String("word", " tok", "the text of every token")
 	noRecords := flag.Bool("no-records", false, "keep no records (long capacity runs)")
 	seed := flag.Int64("seed", 1, "random seed")
+	faultEvery := flag.Int64("fault-every", 0, "every Nth streamed answer misbehaves as -fault says (0: none)")
+	fault := flag.String("fault", "error-object", "error-object, empty or cut")
 	flag.Parse()
+	if *fault != "error-object" && *fault != "empty" && *fault != "cut" {
+		log.Fatalf("-fault %q: use error-object, empty or cut", *fault)
+	}
 
 	s := &server{
 		ttft: *ttft, ttftSigma: *ttftSigma, gap: *gap, gapSigma: *gapSigma,
 		stallEvery: *stallEvery, stallFor: *stallFor, keepRecords: !*noRecords, word: *word,
-		epoch: time.Now(), rng: rand.New(rand.NewSource(*seed)),
+		epoch: time.Now(), rng: rand.New(rand.NewSource(*seed)), faultEvery: *faultEvery, fault: *fault,
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/_truth/records", s.truth)

@@ -17,6 +17,7 @@ from kaliper.loadgen.results import summarize
 from kaliper.report.schema import LoadTestResult, ProfileReport
 from kaliper.serving.tiny_llm import make_tiny_llm
 from tests.support.broken_llm import broken_llm_server
+from tests.support.groundtruth import STREAM_SOURCE, groundtruth
 from tests.support.loadgen_run import run_loadgen
 from tests.support.paths import KALIPER
 
@@ -319,3 +320,41 @@ def test_an_answer_that_is_not_a_stream_names_its_content_type(tmp_path: Path, s
     assert stage.error_messages == {
         "not streamed": ["the answer's Content-Type is application/json, not text/event-stream"]
     }
+
+
+@pytest.mark.parametrize(
+    ("fault", "kind", "tokens_each"),
+    [
+        ("error-object", "error event mid-stream", 0),
+        ("empty", "no tokens generated", 0),
+        ("cut", "stream cut short", 2),
+    ],
+)
+def test_the_streaming_ground_truth_server_misbehaving_one_answer_in_four(
+    tmp_path: Path, fault: str, kind: str, tokens_each: int
+) -> None:
+    """bench/streamtruth with a fault mode: a quarter of its answers fail as `fault` says, each counted by its
+    kind, and only the other three quarters feed the token figures."""
+    (tmp_path / "prompts.jsonl").write_text('{"prompt": "hello"}\n')
+    flags = ("-ttft", "5ms", "-gap", "1ms", "-fault-every", "4", "-fault", fault)
+    with groundtruth(*flags, source=STREAM_SOURCE) as base:
+        config = {
+            "url": base,
+            "request": {"protocol": "openai-chat", "modelName": "truth", "generation": {"maxTokens": 4}},
+            "payload": {"prompts": {"dataset": {"file": str(tmp_path / "prompts.jsonl")}}},
+            "load": LOAD,
+        }
+        process, result = run_loadgen(tmp_path, config)
+    assert process.returncode == 0, process.stderr
+    stage = result.stages[0]
+    failed = stage.errors_by_kind.get(kind, 0)
+    assert set(stage.errors_by_kind) == {kind} and abs(failed - stage.requests / 4) <= 1
+    tokens = stage.tokens
+    assert tokens is not None and tokens.streams == tokens.ttft.count == stage.requests - failed
+    assert (tokens.output_tokens, tokens.cut_short, tokens.cut_short_tokens) == (
+        4 * (stage.requests - failed),
+        failed,
+        tokens_each * failed,
+    )
+    if fault == "error-object":
+        assert stage.error_messages == {kind: ["error event mid-stream: EngineCore encountered an issue"]}
