@@ -52,9 +52,12 @@ class _Handler(BaseHTTPRequestHandler):
         if self.path != "/received":  # no /metrics, /tokenize or anything else
             self.send_error(404)
             return
-        answer = json.dumps(self.server.received).encode()  # type: ignore[attr-defined]
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
+        self._json(200, json.dumps(self.server.received).encode())  # type: ignore[attr-defined]
+
+    def _json(self, status: int, answer: bytes, **headers: str) -> None:
+        self.send_response(status)
+        for name, value in {**headers, "Content-Type": "application/json"}.items():
+            self.send_header(name, value)
         self.send_header("Content-Length", str(len(answer)))
         self.end_headers()
         self.wfile.write(answer)
@@ -62,31 +65,16 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         if self.path not in ("/v1/chat/completions", "/v1/completions"):
-            answer = b'{"detail":"Not Found"}'  # what vLLM's FastAPI app answers on a path it lacks
-            self.send_response(404)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(answer)))
-            self.end_headers()
-            self.wfile.write(answer)
+            self._json(404, b'{"detail":"Not Found"}')  # what vLLM's FastAPI app answers on a path it lacks
             return
         self.server.received.append(body.get("messages"))  # type: ignore[attr-defined]
         mode, wanted = body["model"], body["max_tokens"]
         if mode == "http-429":  # a rate limit that says when to come back
-            answer = json.dumps({"error": {"message": "rate limit reached", "code": 429}}).encode()
-            self.send_response(429)
-            self.send_header("Retry-After", "1")
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(answer)))
-            self.end_headers()
-            self.wfile.write(answer)
+            error = {"error": {"message": "rate limit reached", "code": 429}}
+            self._json(429, json.dumps(error).encode(), **{"Retry-After": "1"})
             return
         if mode == "http-503":
-            answer = json.dumps({"error": {"message": "overloaded", "code": 503}}).encode()
-            self.send_response(503)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(answer)))
-            self.end_headers()
-            self.wfile.write(answer)
+            self._json(503, json.dumps({"error": {"message": "overloaded", "code": 503}}).encode())
             return
         usage = {"prompt_tokens": 7, "completion_tokens": wanted}
         if mode == "no-stream":
@@ -102,11 +90,7 @@ class _Handler(BaseHTTPRequestHandler):
                     "usage": usage,
                 }
             ).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(answer)))
-            self.end_headers()
-            self.wfile.write(answer)
+            self._json(200, answer)
             return
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")

@@ -132,23 +132,29 @@ class Connection:
             raise HttpError("connection closed by the server mid-response")
         return data
 
-    def _read_response(self, sock: socket.socket) -> int:
+    def _read_head(self, sock: socket.socket) -> tuple[bytes, int, int]:
+        """The final answer's head (interim 1xx answers, such as 100 Continue, read past), its status, and
+        where its body starts in the buffer."""
         buffer = self._buffer
         while True:
-            end = buffer.find(_HEADER_END)
-            if end >= 0:
-                break
-            buffer += self._recv(sock)
-            self._buffer = buffer
-        head = buffer[:end]
-        if not head.startswith(b"HTTP/1."):
-            raise HttpError(f"not an HTTP/1.x response: {head[:40]!r}")
-        status = int(head[9:12])
+            while (end := buffer.find(_HEADER_END)) < 0:
+                buffer += self._recv(sock)
+                self._buffer = buffer
+            head = buffer[:end]
+            if not head.startswith(b"HTTP/1."):
+                raise HttpError(f"not an HTTP/1.x response: {head[:40]!r}")
+            status = int(head[9:12])
+            if not 100 <= status < 200:
+                self.retry_after_s = _retry_after(head.lower()) if status >= 400 else None
+                return head, status, end + 4
+            buffer = self._buffer = buffer[end + 4 :]
+
+    def _read_response(self, sock: socket.socket) -> int:
+        head, status, body_start = self._read_head(sock)
+        buffer = self._buffer
         lower = head.lower()
-        self.retry_after_s = _retry_after(lower) if status >= 400 else None
-        body_start = end + 4
         close = b"\r\nconnection: close" in lower or head.startswith(b"HTTP/1.0")
-        if status in (204, 304) or 100 <= status < 200:
+        if status in (204, 304):
             consumed = body_start
         elif b"\r\ntransfer-encoding: chunked" in lower:
             consumed = self._read_chunked(sock, buffer, body_start)
@@ -178,8 +184,6 @@ class Connection:
             self.error_words = body[:ERROR_WORDS].decode("utf-8", errors="replace")
         if close:
             self.close()
-        elif 100 <= status < 200:
-            return self._read_response(sock)  # an interim answer; the real one follows
         return status
 
     def _read_chunked(self, sock: socket.socket, buffer: bytes, position: int) -> int:
@@ -242,26 +246,15 @@ class StreamingConnection(Connection):
     def _stream_exchange(self, sock: socket.socket, raw: bytes, open_body: BodyOpener) -> StreamedResponse:
         clock = time.perf_counter
         self._send(sock, raw)
+        head, status, body_start = self._read_head(sock)
         buffer = self._buffer
-        while True:
-            while (end := buffer.find(_HEADER_END)) < 0:
-                buffer += self._recv(sock)
-                self._buffer = buffer
-            head = buffer[:end]
-            if not head.startswith(b"HTTP/1."):
-                raise HttpError(f"not an HTTP/1.x response: {head[:40]!r}")
-            status = int(head[9:12])
-            if not 100 <= status < 200:
-                break
-            buffer = self._buffer = buffer[end + 4 :]  # an interim answer (100 Continue): the real one follows
         arrived = clock()
         lower = head.lower()
-        self.retry_after_s = _retry_after(lower) if status >= 400 else None
         content_type = (_header_value(lower, b"content-type") or b"").decode("latin-1")
         sink = open_body(status, content_type)
         close = b"\r\nconnection: close" in lower or head.startswith(b"HTTP/1.0")
-        rest = buffer[end + 4 :]
-        total = end + 4
+        rest = buffer[body_start:]
+        total = body_start
         if b"\r\ntransfer-encoding: chunked" in lower:
             leftover, body_bytes = self._dechunk(sock, rest, sink, arrived)
             total += body_bytes
