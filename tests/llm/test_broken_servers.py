@@ -65,7 +65,6 @@ def run(
     ("mode", "errors", "output_per_request", "failed_tokens_per_request"),
     [
         ("well", None, 4, 0),
-        ("no-stream", "not streamed", 0, 4),
         ("cut", "stream cut short", 0, 3),
         ("malformed", "malformed SSE", 0, 1),
         ("error-mid", "error event mid-stream", 0, 2),
@@ -92,7 +91,6 @@ def test_each_defect_is_its_own_error_kind_with_its_tokens_counted_apart(
     [
         ("error-object", "openai-chat", "error event mid-stream"),
         ("empty", "openai-chat", "no tokens generated"),
-        ("well", "openai-completions", "protocol mismatch"),
     ],
 )
 def test_an_answer_that_generated_nothing_is_a_failure_never_a_success(
@@ -315,11 +313,39 @@ def test_a_usage_the_stream_contradicts_is_named_and_the_chunks_count_instead(tm
     ]
 
 
-def test_an_answer_that_is_not_a_stream_names_its_content_type(tmp_path: Path, server: str) -> None:
-    stage = run(tmp_path, server, "no-stream").stages[0]
-    assert stage.error_messages == {
-        "not streamed": ["the answer's Content-Type is application/json, not text/event-stream"]
+@pytest.mark.parametrize(
+    ("mode", "protocol", "said"),
+    [
+        (
+            "well",
+            "openai-completions",
+            "protocol mismatch: a chat-shaped answer (choices[].delta) to a completions request; set "
+            "request.protocol openai-chat",
+        ),
+        (
+            "no-stream",
+            "openai-chat",
+            "the answer's Content-Type is application/json, not text/event-stream; the server ignores stream: "
+            "true: set request.generation.stream to false",
+        ),
+    ],
+)
+def test_an_answer_of_the_wrong_shape_is_refused_before_the_load(
+    tmp_path: Path, server: str, mode: str, protocol: str, said: str
+) -> None:
+    """The other API's stream, or a whole JSON answer where a stream was asked: every answer would be the same,
+    so the first check refuses the run, naming what the server sent."""
+    (tmp_path / "prompts.jsonl").write_text('{"prompt": "hello"}\n')
+    config = {
+        "url": server,
+        "request": {"protocol": protocol, "modelName": mode, "generation": {"maxTokens": 4}},
+        "payload": {"prompts": {"dataset": {"file": str(tmp_path / "prompts.jsonl")}}},
+        "load": LOAD,
     }
+    process, result = run_loadgen(tmp_path, config)
+    assert process.returncode == 1 and result is not None and result.stages == []
+    path = "/v1/completions" if protocol == "openai-completions" else "/v1/chat/completions"
+    assert result.error == f"{server}{path}: every answer would fail as the first did: {said}"
 
 
 @pytest.mark.parametrize(

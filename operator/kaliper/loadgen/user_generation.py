@@ -12,13 +12,45 @@ from kaliper.loadgen.generator import Generator
 from kaliper.loadgen.grpc_calls import Preflight
 from kaliper.loadgen.http import StreamingConnection
 from kaliper.loadgen.pacing import KaliperUser
-from kaliper.loadgen.user_http import Requests, first_request_check
+from kaliper.loadgen.user_http import Requests, path_refusal
+from kaliper.log import get_logger
+
+log = get_logger("kaliper.loadgen")
+# What the first answer can show about the whole run (every later request would meet the same), with what to
+# change where the server's words do not say it.
+REFUSED_FIRST = {
+    "protocol mismatch": "",
+    "not streamed": "; the server ignores stream: true: set request.generation.stream to false",
+    "the answer is not JSON": "; is it a stream? set request.generation.stream to true",
+}
 
 
 @dataclass
 class Generation:
     sender: GenerationSender
     requests: Requests
+
+
+def first_generation_check(generator: Generator) -> Preflight:
+    """Send the first request as the load will, within its deadline, and judge its answer as the load would.
+    A path the server lacks (404, 405) or an answer of the other API's shape, or not the stream asked, is
+    refused before the load; any other failure only warns (the run measures exactly that)."""
+    prepared: Generation = generator.prepared
+    target = generator.config.target
+    connection = StreamingConnection(generator.host, generator.port, generator.timeout_s, generator.ssl)
+    try:
+        outcome = prepared.sender.send(connection, prepared.requests.raw[0], 0, None, time.perf_counter)
+    finally:
+        connection.close()
+    error, words = outcome.error, outcome.message or ""
+    if error is None:
+        return Preflight()
+    if error in ("HTTP 404", "HTTP 405"):
+        return Preflight(path_refusal(generator, int(error[5:]), words))
+    if error in REFUSED_FIRST:
+        return Preflight(f"{target}: every answer would fail as the first did: {words}{REFUSED_FIRST[error]}")
+    log.warning("the first request failed", error=f"{error}: {words}", url=target)
+    return Preflight()
 
 
 class GenerationUser(KaliperUser):
@@ -37,7 +69,7 @@ class GenerationUser(KaliperUser):
         mismatch = prepared.sender.tokenizer_mismatch(config.url, config.request.model_name or "")
         if mismatch:
             return Preflight(mismatch)
-        return first_request_check(generator, prepared.requests.raw[0])
+        return first_generation_check(generator)
 
     def __init__(self, environment: object) -> None:
         super().__init__(environment)  # type: ignore[arg-type]

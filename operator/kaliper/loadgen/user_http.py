@@ -59,12 +59,16 @@ def first_request_check(generator: Generator, raw: bytes) -> Preflight:
         connection.close()
     words = said.decode("utf-8", errors="replace").strip()
     if status in (404, 405):
-        return Preflight(
-            f"{url} answered HTTP {status} to the first request{': ' + words if words else ''}; {path_hint(generator)}"
-        )
+        return Preflight(path_refusal(generator, status, words))
     if status >= 400:
         log.warning("the first request failed", status=status, answer=words, url=url)
     return Preflight()
+
+
+def path_refusal(generator: Generator, status: int, words: str) -> str:
+    """Why a first answer of 404 or 405 stops the run before the load: the URL called, the server's words."""
+    said = f": {words.strip()}" if words.strip() else ""
+    return f"{generator.config.target} answered HTTP {status} to the first request{said}; {path_hint(generator)}"
 
 
 def path_hint(generator: Generator) -> str:
