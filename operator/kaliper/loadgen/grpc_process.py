@@ -204,9 +204,11 @@ class GrpcUsers:
             raw = next(self._request_cycle)
             start = clock()
             recorder.sending(me)
-            error, received, message = await self._infer(call, raw, target.timeout_s, target.metadata)
+            try:
+                error, received, message = await self._infer(call, raw, target.timeout_s, target.metadata)
+            finally:  # answered, failed, or the user was cancelled mid-call: no longer in flight
+                recorder.answered(me)
             recorder.record(wall(), clock() - start, None, error, sent=len(raw), received=received, message=message)
-            recorder.answered(me)
             wait_s = backoff.wait_s(error is not None)
             if wait_s:
                 recorder.record_wait(wait_s, retry_after=False)
@@ -226,9 +228,11 @@ class GrpcUsers:
             raw = next(self._request_cycle)
             start = clock()
             recorder.sending(me)
-            error, received, message = await self._infer(call, raw, target.timeout_s, target.metadata)
+            try:
+                error, received, message = await self._infer(call, raw, target.timeout_s, target.metadata)
+            finally:
+                recorder.answered(me)
             recorder.record_send(slot, claimed, start, clock(), error, len(raw), received, message=message)
-            recorder.answered(me)
 
     async def push_windows(self, emit: Any) -> None:
         until = -1

@@ -91,8 +91,10 @@ class KaliperUser(User):
             while True:
                 slot, claimed = self._wait_for_slot() if open_loop else (None, None)
                 generator.recorder.sending(self)
-                failed = self.send_one(slot, claimed)
-                generator.recorder.answered(self)
+                try:
+                    failed = self.send_one(slot, claimed)
+                finally:  # answered, failed, or the user stopped mid-request: no longer in flight
+                    generator.recorder.answered(self)
                 wait_s = 0.0 if open_loop else backoff.wait_s(failed, self.retry_after_s)
                 if wait_s:
                     generator.recorder.record_wait(wait_s, self.retry_after_s is not None)
