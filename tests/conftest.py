@@ -39,7 +39,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
-    """Under `pytest -n`: each group of tests/support/tiers.py goes whole to one worker, in queue order."""
+    """Under `pytest -n`: each group of tests/support/tiers.py goes whole to one worker, in queue order (with
+    --no-loadscope-reorder, as make test runs it; xdist would otherwise hand out the largest groups first)."""
     from xdist.scheduler import LoadScopeScheduling
 
     class TierScheduling(LoadScopeScheduling):
