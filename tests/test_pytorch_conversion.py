@@ -5,12 +5,12 @@ extra is told."""
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import subprocess
 from pathlib import Path
 
+import pytest
 import yaml
 
 from kaliper.optimize.tiny_bert import make_tiny_bert
@@ -18,26 +18,26 @@ from kaliper.report.optimization import OptimizationReport
 from tests.support.paths import REPO
 
 
-@functools.cache
+@pytest.fixture(scope="module")
 def pytorch_python() -> Path:
-    """The pytorch environment's python, installed on first use (a no-op when cached)."""
+    """The pytorch environment's python, installed on first use (a no-op when cached: minutes otherwise, set-up
+    and not the tests' own time)."""
     built = subprocess.run(["bash", str(REPO / "hack/pytorch/venv.sh")], capture_output=True, text=True)
     assert built.returncode == 0, built.stderr[-4000:]
     return Path(built.stdout.strip().splitlines()[-1])
 
 
-def with_pytorch(*args: str, cwd: Path, timeout: float) -> subprocess.CompletedProcess:
+def with_pytorch(python: Path, *args: str, cwd: Path, timeout: float) -> subprocess.CompletedProcess:
     """Run the pytorch environment's python with this checkout's code first on its path."""
     env = {**os.environ, "PYTHONPATH": f"{REPO / 'operator'}{os.pathsep}{REPO}"}
-    return subprocess.run(
-        [str(pytorch_python()), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
-    )
+    return subprocess.run([str(python), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
 
 
-def test_a_hugging_face_bert_is_converted_and_gains_every_bert_fusion(tmp_path: Path) -> None:
+def test_a_hugging_face_bert_is_converted_and_gains_every_bert_fusion(tmp_path: Path, pytorch_python: Path) -> None:
     make_tiny_bert(tmp_path / "rows", rows=64)  # the tokenizer and the sentence pairs
     tokenizer = tmp_path / "rows/tokenizer.json"
     made = with_pytorch(
+        pytorch_python,
         "-m",
         "tests.support.pytorch_models",
         "hf-bert",
@@ -73,7 +73,9 @@ def test_a_hugging_face_bert_is_converted_and_gains_every_bert_fusion(tmp_path: 
         },
     }
     (tmp_path / "hf-bert.yaml").write_text(yaml.safe_dump(manifest))
-    ran = with_pytorch("-c", "from kaliper.cli import main; main()", "run", "hf-bert.yaml", cwd=tmp_path, timeout=600)
+    ran = with_pytorch(
+        pytorch_python, "-c", "from kaliper.cli import main; main()", "run", "hf-bert.yaml", cwd=tmp_path, timeout=600
+    )
     # Whether the fused model met the latency goal is a timing on a shared machine: not asserted here (the
     # exit code says it), only what the conversion and the fusions made.
     assert "exporting the Hugging Face model to ONNX" in ran.stdout + ran.stderr, ran.stderr[-4000:]
@@ -88,9 +90,9 @@ def test_a_hugging_face_bert_is_converted_and_gains_every_bert_fusion(tmp_path: 
     assert report.candidates[0].agreement == 1.0
 
 
-def test_a_torchscript_model_is_converted_and_answers_as_torch_does(tmp_path: Path) -> None:
+def test_a_torchscript_model_is_converted_and_answers_as_torch_does(tmp_path: Path, pytorch_python: Path) -> None:
     checked = with_pytorch(
-        "-m", "tests.support.pytorch_models", "torchscript-check", str(tmp_path), cwd=REPO, timeout=300
+        pytorch_python, "-m", "tests.support.pytorch_models", "torchscript-check", str(tmp_path), cwd=REPO, timeout=300
     )
     assert checked.returncode == 0, checked.stderr[-4000:]
     result = json.loads(checked.stdout.strip().splitlines()[-1])
