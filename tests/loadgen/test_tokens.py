@@ -96,3 +96,16 @@ def test_windows_count_failed_answers_apart_and_merge_exactly_over_the_wire() ->
     assert merged.histogram("ttft").max == pytest.approx(0.2, rel=1e-3)
     assert merged.histogram("ttft", corrected=False).max == pytest.approx(0.1, rel=1e-3)
     assert merged.histogram("itl").max == pytest.approx(0.2, rel=1e-3)
+
+
+def test_a_usage_the_stream_or_the_tokenizer_contradicts_is_named() -> None:
+    times = [1.1, 1.2, 1.3, 1.4]
+    # Usage says 0 tokens for four content chunks: the chunks count instead, and it is named.
+    below = request_tokens(read(times, completion=0), 1.0, None, 1.5, 8, None, None)
+    assert (below.output_tokens, below.source, below.usage_below_chunks) == (4, "chunks", True)
+    # Usage 20 against the tokenizer's 10: beyond 10% and 2 tokens.
+    off = request_tokens(read(times, completion=20), 1.0, None, 1.5, 32, None, 10)
+    assert (off.output_tokens, off.source, off.usage_off_tokenizer, off.tokenizer_difference) == (20, "usage", True, 10)
+    # Usage 11 against 10: a re-tokenized word, within the tolerance.
+    near = request_tokens(read(times, completion=11), 1.0, None, 1.5, 32, None, 10)
+    assert (near.usage_below_chunks, near.usage_off_tokenizer) == (False, False)
