@@ -255,6 +255,12 @@ def test_stopping_rule_ends_a_stable_measurement_early(tmp_path: Path, server: s
     assert 3 <= stage.measured_s < 60
 
 
+def two_users_of(port: int, **durations: str) -> dict:
+    """Two closed-loop users against the ground-truth server on `port`, in 1 s windows after a 1 s warm-up."""
+    load = {"closedLoop": {"concurrency": 2}, "warmup": "1s", **durations, "stopping": {"window": "1s"}}
+    return {"url": f"http://127.0.0.1:{port}", "request": OIP, "payload": BODY, "load": load}
+
+
 def test_a_target_that_goes_down_mid_run_ends_it_early(tmp_path: Path) -> None:
     port = free_port()
     target = subprocess.Popen(
@@ -263,20 +269,7 @@ def test_a_target_that_goes_down_mid_run_ends_it_early(tmp_path: Path) -> None:
     wait_http(f"http://127.0.0.1:{port}/_truth/records")
     threading.Timer(3, target.kill).start()
     started = time.monotonic()
-    process, result = run_loadgen(
-        tmp_path,
-        {
-            "url": f"http://127.0.0.1:{port}",
-            "request": OIP,
-            "payload": BODY,
-            "load": {
-                "closedLoop": {"concurrency": 2},
-                "warmup": "1s",
-                "maxDuration": "2m",
-                "stopping": {"window": "1s"},
-            },
-        },
-    )
+    process, result = run_loadgen(tmp_path, two_users_of(port, maxDuration="2m"))
     target.wait()
     assert time.monotonic() - started < 60  # a hang guard: maxDuration was two minutes
     assert process.returncode == 1 and result is not None
@@ -291,7 +284,7 @@ def test_a_target_that_goes_down_mid_run_ends_it_early(tmp_path: Path) -> None:
 
 
 def test_a_target_that_comes_back_is_measured_on(tmp_path: Path) -> None:
-    """Down for 3 s of an 8 s stage: measured through, the outage counted as the errors it is."""
+    """Down for 3 s of a 9 s stage: measured through, the outage counted as the errors it is."""
     port = free_port()
     command = [str(binary()), "-addr", f"127.0.0.1:{port}", "-median", "5ms"]
     target = subprocess.Popen(command, stderr=subprocess.DEVNULL)
@@ -307,21 +300,7 @@ def test_a_target_that_comes_back_is_measured_on(tmp_path: Path) -> None:
     timer = threading.Timer(3, outage)
     timer.start()
     try:
-        process, result = run_loadgen(
-            tmp_path,
-            {
-                "url": f"http://127.0.0.1:{port}",
-                "request": OIP,
-                "payload": BODY,
-                "load": {
-                    "closedLoop": {"concurrency": 2},
-                    "warmup": "1s",
-                    "minDuration": "9s",
-                    "maxDuration": "9s",
-                    "stopping": {"window": "1s"},
-                },
-            },
-        )
+        process, result = run_loadgen(tmp_path, two_users_of(port, minDuration="9s", maxDuration="9s"))
     finally:
         timer.join()
         for server in back:
