@@ -296,8 +296,10 @@ def test_a_profilerun_against_answers_without_tokens_is_never_met(
     assert trial.stage is not None and trial.stage.requests == trial.stage.errors > 0
     n = trial.stage.requests
     assert (trial.slo_verdict, report.verdict, report.best_trial) == ("NotMet", "NotMet", None)
-    assert [(c.objective, c.observed) for c in trial.slo] == [("p99 <= 500ms", observed.format(n=n))]
-    assert report.verdict_reason == f"trial {trial.name}: p99 <= 500ms: {observed.format(n=n)} (NotMet)"
+    # (A request still in flight when the stage ended, if one was, is named after the failures.)
+    ((objective, said),) = [(c.objective, c.observed) for c in trial.slo]
+    assert objective == "p99 <= 500ms" and said.startswith(observed.format(n=n)), said
+    assert report.verdict_reason == f"trial {trial.name}: p99 <= 500ms: {said} (NotMet)"
 
 
 def test_a_usage_the_stream_contradicts_is_named_and_the_chunks_count_instead(tmp_path: Path, server: str) -> None:

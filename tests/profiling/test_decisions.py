@@ -72,6 +72,12 @@ def test_a_stage_whose_requests_did_not_complete_is_never_met() -> None:
         ),
         ("Inconclusive", "no request completed"),
     ]
+    # Every completed request failed, one more still in flight: named after the failures.
+    failing = make_stage(LatencyFigures(), 0, error_rate=1.0, requests=10)
+    failing.in_flight_at_end, failing.in_flight_oldest_s = 1, 0.5
+    assert decisions.slo_checks(failing, slo)[0][0].observed == (
+        "every one of the 10 requests failed and 1 were still in flight when the stage ended (the oldest for 0.5 s)"
+    )
     # Nothing sent at all: no samples, and nothing to decide.
     assert decisions.slo_checks(make_stage(LatencyFigures(), 0, requests=0), slo)[1] == "Inconclusive"
 

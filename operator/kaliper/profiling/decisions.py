@@ -141,15 +141,19 @@ def objective_interval(stage: StageResult, objective: LatencyObjective) -> Inter
     return latency_interval(stage, found, objective.measure, objective.metric)
 
 
+def in_flight_text(stage: StageResult) -> str:
+    pending, oldest = stage.in_flight_at_end, stage.in_flight_oldest_s
+    return f"{pending} were still in flight when the stage ended (the oldest for {oldest:.1f} s)"
+
+
 def unanswered_text(stage: StageResult) -> str:
     """How many requests went unanswered, in words: failed, and still in flight at the stage's end."""
-    failed, pending = stage.errors, stage.in_flight_at_end
-    if not pending:
+    failed = stage.errors
+    if not stage.in_flight_at_end:
         return f"{failed} of {stage.requests} requests failed"
-    waited = f"{pending} were still in flight when the stage ended (the oldest for {stage.in_flight_oldest_s:.1f} s)"
     if not stage.requests:
-        return f"no request completed: {waited}"
-    return f"{failed} of {stage.requests} requests failed and {waited}"
+        return f"no request completed: {in_flight_text(stage)}"
+    return f"{failed} of {stage.requests} requests failed and {in_flight_text(stage)}"
 
 
 def latency_check(stage: StageResult, objective: LatencyObjective) -> SloCheck:
@@ -161,8 +165,10 @@ def latency_check(stage: StageResult, objective: LatencyObjective) -> SloCheck:
     unanswered = stage.errors + stage.in_flight_at_end
     if found is None:
         total = stage.requests + stage.in_flight_at_end
-        if not stage.in_flight_at_end and stage.errors == stage.requests:
+        if stage.requests and stage.errors == stage.requests:
             observed = f"every one of the {stage.errors} requests failed"
+            if stage.in_flight_at_end:
+                observed += f" and {in_flight_text(stage)}"
         else:
             observed = (
                 f"{unanswered_text(stage)} ({unanswered / total:.2%}), more than the "
