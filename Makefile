@@ -40,7 +40,7 @@ test: setup lint system-deps llama
 	$(BIN)/pytest -n 2 --no-loadscope-reorder -m "not quiet" --durations=15
 	$(BIN)/pytest -m quiet --durations=15
 
-# The inner loop while developing (about 4 minutes on this project's 2-core machine): lint, the unit tests,
+# The inner loop while developing (about 5 minutes on this project's 2-core machine): lint, the unit tests,
 # the runtimes and decisions, and the load generator against real servers on loopback. `make test` stays the
 # whole suite and CI's gate.
 CHECK_TESTS := $(filter-out tests/test_pytorch_conversion.py tests/test_other_cpu.py,$(wildcard tests/test_*.py)) \
