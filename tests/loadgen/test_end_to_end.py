@@ -163,17 +163,17 @@ def test_several_processes_merge_into_one_result(tmp_path: Path, server: str) ->
     assert (stage.latency.count, failed) == (stage.requests - stage.errors, stage.errors)
 
 
-def test_timeouts_are_errors_with_their_time_to_failure(tmp_path: Path) -> None:
-    with groundtruth("-median", "2s", "-sigma", "0.01") as base:
-        process, result = run_loadgen(
-            tmp_path,
-            {
-                "url": base,
-                "request": {**OIP, "timeout": "300ms"},
-                "payload": BODY,
-                "load": {"closedLoop": {"concurrency": 2}, "warmup": "0s", "minDuration": "2s", "maxDuration": "2s"},
-            },
+def two_seconds_against_a_slow_server(tmp_path: Path, median: str, timeout: str):  # type: ignore[no-untyped-def]
+    """Two closed-loop users for 2 s (no warm-up) against a ground-truth server answering in about `median`."""
+    with groundtruth("-median", median, "-sigma", "0.01") as base:
+        load = {"closedLoop": {"concurrency": 2}, "warmup": "0s", "minDuration": "2s", "maxDuration": "2s"}
+        return run_loadgen(
+            tmp_path, {"url": base, "request": {**OIP, "timeout": timeout}, "payload": BODY, "load": load}
         )
+
+
+def test_timeouts_are_errors_with_their_time_to_failure(tmp_path: Path) -> None:
+    process, result = two_seconds_against_a_slow_server(tmp_path, "2s", "300ms")
     # The preflight request timed out too, but a timeout is not "unreachable": the run goes on.
     stage = result.stages[0] if result and result.stages else None
     assert stage is not None, process.stderr
@@ -349,16 +349,7 @@ def test_master_without_workers_gives_up_with_a_reason(tmp_path: Path, server: s
 def test_requests_still_in_flight_when_the_stage_ends_are_counted(tmp_path: Path) -> None:
     """Every answer takes 4 s, the stage measures 2 s: nothing completes in it, and the two users' requests
     are counted as in flight at its end, never as a stage of zero requests and zero errors."""
-    with groundtruth("-median", "4s", "-sigma", "0.01") as base:
-        process, result = run_loadgen(
-            tmp_path,
-            {
-                "url": base,
-                "request": {**OIP, "timeout": "10s"},
-                "payload": BODY,
-                "load": {"closedLoop": {"concurrency": 2}, "warmup": "0s", "minDuration": "2s", "maxDuration": "2s"},
-            },
-        )
+    process, result = two_seconds_against_a_slow_server(tmp_path, "4s", "10s")
     assert process.returncode == 0, process.stderr
     (stage,) = result.stages
     assert (stage.requests, stage.errors, stage.in_flight_at_end) == (0, 0, 2)
