@@ -268,7 +268,7 @@ def test_chat_sessions_need_the_chat_protocol() -> None:
 def test_streaming_metrics_need_a_generation_protocol() -> None:
     manifest = with_spec(PROFILE_RUN, slo={"latency": [{"metric": "ttft", "percentile": 90, "max": "200ms"}]})
     assert problems(manifest) == [
-        "spec.request.protocol: ttft, itl and tpot are measured on streamed generation; set request.protocol to "
+        "spec.request.protocol: ttft, ttfot, itl and tpot are measured on streamed generation; set request.protocol to "
         "openai-chat or openai-completions, or use metric latency"
     ]
 

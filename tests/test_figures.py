@@ -14,12 +14,18 @@ from kaliper.report.schema import StageResult, TokenFigures
 
 
 def test_the_catalogue_names_the_figures_users_know() -> None:
-    assert list(FIGURES) == ["latency", "ttft", "itl", "itl_token", "tpot"]
-    assert OBJECTIVE_NAMES == ("latency", "ttft", "itl", "tpot")
-    assert get_args(StreamingMetric) == ("latency", "ttft", "itl", "tpot")
-    assert [row.name for row in STATUS_FIGURES] == ["ttft", "itl", "tpot"]
-    assert token_names_text() == "ttft, itl and tpot"
-    assert LatencyObjective.model_json_schema()["properties"]["metric"]["enum"] == ["latency", "ttft", "itl", "tpot"]
+    assert list(FIGURES) == ["latency", "ttft", "ttfot", "itl", "itl_token", "tpot"]
+    assert OBJECTIVE_NAMES == ("latency", "ttft", "ttfot", "itl", "tpot")
+    assert get_args(StreamingMetric) == ("latency", "ttft", "ttfot", "itl", "tpot")
+    assert [row.name for row in STATUS_FIGURES] == ["ttft", "ttfot", "itl", "tpot"]
+    assert token_names_text() == "ttft, ttfot, itl and tpot"
+    assert LatencyObjective.model_json_schema()["properties"]["metric"]["enum"] == [
+        "latency",
+        "ttft",
+        "ttfot",
+        "itl",
+        "tpot",
+    ]
 
 
 def test_every_row_has_its_fields_wherever_the_figure_is_handled() -> None:

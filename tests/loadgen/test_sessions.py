@@ -28,3 +28,12 @@ def test_a_failed_turn_ends_its_session() -> None:
     session.advance(Q1, "a1")
     session.advance(Q2, None)
     assert (session.messages, session.taken) == ([], 0)
+
+
+def test_the_history_carries_the_answer_without_its_thinking_unless_the_session_keeps_it() -> None:
+    session = Session(turns=3)
+    session.advance(Q1, " ti ser", " ka li")
+    assert session.messages == [*Q1, {"role": "assistant", "content": " ti ser"}]
+    keeping = Session(turns=3, keeps_reasoning=True)
+    keeping.advance(Q1, " ti ser", " ka li")
+    assert keeping.messages == [*Q1, {"role": "assistant", "content": " ti ser", "reasoning": " ka li"}]

@@ -190,3 +190,61 @@ def test_crlf_events_fed_one_byte_at_a_time() -> None:
     read = parser.finish()
     # The content event ended with its separator's last byte, the 62nd (index 61).
     assert (read.content_times, read.done, read.error) == ([61.0], True, None)
+
+
+def thinking_chunk(text: str, field: str = "reasoning", **more: str) -> bytes:
+    return event({"choices": [{"index": 0, "delta": {field: text, **more}, "finish_reason": None}]})
+
+
+def test_thinking_in_delta_reasoning_is_generated_output_and_the_answer_starts_after_it() -> None:
+    """vLLM 0.32's stream with --reasoning-parser (captured here): the thinking in delta.reasoning, then
+    content; <think> and </think> themselves send no chunk."""
+    parser = StreamParser(chat=True, keep_text=True)
+    parser.feed(chat_chunk("", role="assistant"), 1.0)
+    parser.feed(thinking_chunk(" ka"), 1.1)
+    parser.feed(thinking_chunk(" li"), 1.2)
+    parser.feed(chat_chunk(" ti"), 1.3)
+    parser.feed(chat_chunk(" ser", finish="length"), 1.4)
+    usage = {"prompt_tokens": 24, "completion_tokens": 16, "completion_tokens_details": {"reasoning_tokens": 6}}
+    parser.feed(event({"choices": [], "usage": usage}) + b"data: [DONE]\n\n", 1.5)
+    read = parser.finish()
+    assert read.content_times == [1.1, 1.2, 1.3, 1.4]
+    assert read.reasoning_chunks == [True, True, False, False]
+    assert read.first_answer == 2
+    assert (read.text, read.reasoning_text) == ([" ti", " ser"], [" ka", " li"])
+    assert (read.usage.completion_tokens, read.usage.reasoning_tokens) == (16, 6)
+
+
+def test_reasoning_content_counts_the_same_and_a_chunk_carrying_both_names_is_read_once() -> None:
+    parser = StreamParser(chat=True, keep_text=True)
+    parser.feed(thinking_chunk(" ka", "reasoning_content"), 1.0)
+    parser.feed(thinking_chunk(" li", "reasoning", reasoning_content=" li"), 1.1)  # both, one text
+    parser.feed(thinking_chunk(" mo", "reasoning", content=" ti"), 1.2)  # the turn: thinking and answer at once
+    read = parser.finish()
+    assert read.reasoning_text == [" ka", " li", " mo"]
+    assert read.text == [" ti"]
+    assert read.reasoning_chunks == [True, True, False]
+    assert (read.first_answer, read.text_chars) == (2, 12)
+
+
+def test_a_stream_that_only_thinks_has_no_first_answer_and_one_that_never_thinks_answers_first() -> None:
+    thinking = StreamParser(chat=True)
+    thinking.feed(thinking_chunk(" ka") + thinking_chunk(" li"), 1.0)
+    assert thinking.finish().first_answer is None
+    plain = StreamParser(chat=True)
+    plain.feed(chat_chunk("ka") + chat_chunk(" li"), 1.0)
+    assert (plain.finish().reasoning_chunks, plain.read.first_answer) == (None, 0)
+
+
+def test_an_unstreamed_answer_with_message_reasoning() -> None:
+    body = json.dumps(
+        {
+            "choices": [
+                {"message": {"role": "assistant", "content": " ti ser", "reasoning": " ka li"}, "finish_reason": "stop"}
+            ],
+            "usage": {"prompt_tokens": 5, "completion_tokens": 6, "completion_tokens_details": {"reasoning_tokens": 3}},
+        }
+    ).encode()
+    read = read_whole(body, chat=True, arrived=2.0)
+    assert (read.text, read.reasoning_text, read.reasoning_chunks) == ([" ti ser"], [" ka li"], None)
+    assert read.usage.reasoning_tokens == 3

@@ -109,3 +109,53 @@ def test_a_usage_the_stream_or_the_tokenizer_contradicts_is_named() -> None:
     # Usage 11 against 10: a re-tokenized word, within the tolerance.
     near = request_tokens(read(times, completion=11), 1.0, None, 1.5, 32, None, 10)
     assert (near.usage_below_chunks, near.usage_off_tokenizer) == (False, False)
+
+
+def thinking_read(
+    flags: list[bool], completion: int | None, reasoning: int | None, chunk_tokens: list[int] | None = None
+) -> StreamRead:
+    times = [1.0 + 0.1 * (i + 1) for i in range(len(flags))]
+    usage = Usage(prompt_tokens=10, completion_tokens=completion, reasoning_tokens=reasoning)
+    return StreamRead(
+        content_times=times,
+        reasoning_chunks=flags,
+        chunk_tokens=chunk_tokens,
+        usage=usage if completion is not None else None,
+        finish_reason="length",
+        done=True,
+    )
+
+
+def test_ttft_ends_at_the_first_thought_and_ttfot_at_the_first_answer() -> None:
+    figures = request_tokens(thinking_read([True, True, True, False, False], 5, 3), 1.0, 0.9, 1.6, 8, None, None)
+    assert figures.ttft_s == pytest.approx(0.1)
+    assert figures.ttfot_s == pytest.approx(0.4)
+    assert figures.ttfot_corrected_s == pytest.approx(0.5)
+    assert figures.gaps_s == pytest.approx([0.1] * 4)  # the thinking's gaps are gaps between tokens too
+    assert figures.tpot_s == pytest.approx((1.6 - 1.1) / 4)
+    assert (figures.output_tokens, figures.reasoning_tokens, figures.reasoning_source) == (5, 3, "usage")
+
+
+def test_reasoning_tokens_come_from_the_best_count_there_is() -> None:
+    flags = [True, True, False]
+    # A usage of 0 while thinking streamed is contradicted by the stream: per-chunk counts stand instead.
+    per_chunk = request_tokens(thinking_read(flags, 5, 0, [2, 2, 1]), 1.0, None, 1.4, 8, None, None)
+    assert (per_chunk.reasoning_tokens, per_chunk.reasoning_source) == (4, "usage per chunk")
+    counted = request_tokens(thinking_read(flags, None, None), 1.0, None, 1.4, 8, None, 7, "tokenizer", 5)
+    assert (counted.output_tokens, counted.reasoning_tokens, counted.reasoning_source) == (7, 5, "tokenizer")
+    chunks = request_tokens(thinking_read(flags, 3, None), 1.0, None, 1.4, 8, None, None)
+    assert (chunks.reasoning_tokens, chunks.reasoning_source) == (2, "chunks")
+    plain = request_tokens(read([1.1, 1.2], completion=2), 1.0, None, 1.3, 8, None, None)
+    assert (plain.ttfot_s, plain.reasoning_tokens, plain.reasoning_source) == (pytest.approx(0.1), 0, None)
+    only_thinking = request_tokens(thinking_read([True, True], 2, 2), 1.0, None, 1.3, 8, None, None)
+    assert (only_thinking.ttft_s, only_thinking.ttfot_s) == (pytest.approx(0.1), None)
+
+
+def test_windows_hold_ttfot_and_the_reasoning_counts_and_merge_them() -> None:
+    window = TokenWindow.for_load(open_loop=False)
+    window.record(request_tokens(thinking_read([True, True, False], 3, 2), 1.0, None, 1.4, 8, None, None), True)
+    window.record(request_tokens(read([1.1, 1.2], completion=2), 1.0, None, 1.3, 8, None, None), True)
+    merged = TokenWindow.from_wire(window.to_wire()).merge(TokenWindow.from_wire(window.to_wire()))
+    assert (merged.ttfot.count, merged.reasoning_requests, merged.reasoning_tokens) == (4, 2, 4)
+    assert dict(merged.reasoning_sources) == {"usage": 2}
+    assert merged.ttfot.max == pytest.approx(0.3, rel=1e-3)

@@ -45,6 +45,8 @@ class Outcome:
     good: bool
     answer: str | None = None
     """The answer's text, for a chat session's next turn (payload.prompts.turns > 1)."""
+    thinking: str | None = None
+    """A reasoning model's thinking before that answer, for a session that keeps it."""
     message: str | None = None
     """A failure in the server's (or the connection's) own words."""
 
@@ -54,16 +56,21 @@ class Session:
     """One user's chat session (payload.prompts.turns > 1): the messages so far, answers included."""
 
     turns: int
+    keeps_reasoning: bool = False
     messages: list[dict[str, Any]] = field(default_factory=list)
     taken: int = 0
 
-    def advance(self, asked: list[dict[str, Any]], answer: str | None) -> None:
-        """After a turn: keep what was asked and answered, or start over after a failed turn or the last."""
+    def advance(self, asked: list[dict[str, Any]], answer: str | None, thinking: str | None = None) -> None:
+        """After a turn: keep what was asked and answered (the thinking too where the session keeps it), or
+        start over after a failed turn or the last."""
         self.taken += 1
         if answer is None or self.taken >= self.turns:
             self.messages, self.taken = [], 0
-        else:
-            self.messages = [*self.messages, *asked, {"role": "assistant", "content": answer}]
+            return
+        message: dict[str, Any] = {"role": "assistant", "content": answer}
+        if self.keeps_reasoning and thinking:
+            message["reasoning"] = thinking  # vLLM's field for it (reasoning_content before)
+        self.messages = [*self.messages, *asked, message]
 
 
 @dataclass(frozen=True)
@@ -121,6 +128,7 @@ class GenerationSender:
         tokenizer: Any | None,
         objectives: list[Objective],
         turns: int = 1,
+        keeps_reasoning: bool = False,
         session_body: Callable[[list[dict[str, Any]], int], bytes] | None = None,
         tokenize_url: str | None = None,
         model: str = "",
@@ -128,7 +136,7 @@ class GenerationSender:
         self.requests, self.chat, self.stream = requests, chat, stream
         self.tokenizer = tokenizer
         self.objectives = objectives
-        self.turns = turns
+        self.turns, self.keeps_reasoning = turns, keeps_reasoning
         self.session_body = session_body
         """A later turn's body: the session's messages, then request `index`'s own."""
         self.tokenize_url, self.model = tokenize_url, model
@@ -158,7 +166,16 @@ class GenerationSender:
         chat = config.request.protocol == "openai-chat"
         tokenize_url = f"{str(config.url).rstrip('/')}/tokenize"
         return cls(
-            requests, chat, generation.stream, tokenizer, objectives, prompts.turns, session_body, tokenize_url, model
+            requests,
+            chat,
+            generation.stream,
+            tokenizer,
+            objectives,
+            prompts.turns,
+            prompts.history_keeps_reasoning,
+            session_body,
+            tokenize_url,
+            model,
         )
 
     def tokenizer_mismatch(self, base_url: str, model: str) -> str | None:
@@ -250,22 +267,37 @@ class GenerationSender:
             error = "no tokens generated"  # a whole answer that says nothing is not a generation
         request = self.requests[index]
         prompt_tokens = None if in_session else request.prompt_tokens
-        count, count_source = self._count(read)
-        tokens = request_tokens(read, sent, intended, ended, request.max_tokens, prompt_tokens, count, count_source)
+        (count, thinking_count), count_source = self._count(read)
+        tokens = request_tokens(
+            read, sent, intended, ended, request.max_tokens, prompt_tokens, count, count_source, thinking_count
+        )
         good = error is None and self._good(tokens, sent, intended, ended)
-        answer = "".join(read.text) if self.turns > 1 and read.text is not None else None  # a session's memory
-        return Outcome(sent, ended, error, tokens, good, answer, message)
+        answer = thinking = None
+        if self.turns > 1 and read.text is not None:  # a session's memory
+            answer, thinking = "".join(read.text), "".join(read.reasoning_text or [])
+        return Outcome(sent, ended, error, tokens, good, answer, message, thinking)
 
-    def _count(self, read: StreamRead) -> tuple[int | None, str]:
-        """The answer's tokens counted here: with the local tokenizer, or, where there is none and the server
-        sent no usage, with the server's own tokenize endpoint (llama.cpp, vLLM)."""
+    def _count(self, read: StreamRead) -> tuple[tuple[int | None, int | None], str]:
+        """((output tokens, of them thinking), how) counted here: with the local tokenizer, or, where there is
+        none and the server sent no usage, with the server's own tokenize endpoint (llama.cpp, vLLM). The
+        thinking and the answer are counted each on its own, as they were generated."""
         if read.text is None:
-            return None, "tokenizer"
+            return (None, None), "tokenizer"
         if self.tokenizer is not None:
-            return len(self.tokenizer.encode("".join(read.text), add_special_tokens=False).ids), "tokenizer"
-        if read.usage is not None and read.usage.completion_tokens is not None:
-            return None, "tokenizer"
-        return self._server_count("".join(read.text)), "server tokenize"
+            count, how = self._tokenizer_count, "tokenizer"
+        elif read.usage is not None and read.usage.completion_tokens is not None:
+            return (None, None), "tokenizer"  # the server counted; no request to its tokenize endpoint
+        else:
+            count, how = self._server_count, "server tokenize"
+        thinking = "".join(read.reasoning_text or [])
+        thinking_tokens = count(thinking) if thinking else None
+        answer_tokens = count("".join(read.text))
+        if answer_tokens is None or (thinking and thinking_tokens is None):
+            return (None, None), how
+        return (answer_tokens + (thinking_tokens or 0), thinking_tokens), how
+
+    def _tokenizer_count(self, text: str) -> int:
+        return len(self.tokenizer.encode(text, add_special_tokens=False).ids)
 
     def _server_count(self, text: str) -> int | None:
         if self.tokenize_url is None:

@@ -75,6 +75,9 @@ def token_figures(tokens: TokenWindow, measured_s: float, requests: int, with_ob
         output_tokens_per_s=per_s(tokens.output_tokens),
         total_tokens_per_s=per_s(tokens.output_tokens + tokens.input_tokens),
         token_sources=dict(tokens.token_sources),
+        reasoning_requests=tokens.reasoning_requests,
+        reasoning_tokens=tokens.reasoning_tokens,
+        reasoning_sources=dict(tokens.reasoning_sources),
         tokenizer_mean_difference=round(tokens.tokenizer_difference / tokens.tokenizer_compared, 4)
         if tokens.tokenizer_compared
         else None,

@@ -5,10 +5,14 @@ hot path (every chunk of every stream passes through `feed`), so it does the lea
 figure exact: one `bytes.find` per event boundary and one `json.loads` per event.
 
 Definitions (the report repeats them):
-- a *content chunk* carries generated output: non-empty `delta.content`, `delta.reasoning_content` or
-  `delta.tool_calls` (chat), or non-empty `text` (completions). The first chunk of a chat stream usually
+- a *content chunk* carries generated output: non-empty `delta.content`, `delta.tool_calls`, or a reasoning
+  model's thinking (chat), or non-empty `text` (completions). The first chunk of a chat stream usually
   carries only the role; it is not a token.
-- time to first token ends when the first content chunk has fully arrived;
+- thinking is `delta.reasoning` (vLLM since it renamed the field, SGLang, Ollama's OpenAI API) or
+  `delta.reasoning_content` (DeepSeek's API, llama.cpp, vLLM before); some servers send both with the same
+  text, so the first non-empty one is read, never both. A *reasoning chunk* carries thinking and no answer;
+- time to first token ends when the first content chunk of any kind has fully arrived, time to first output
+  token when the first chunk carrying answer (content or a tool call) has;
 - the inter-chunk gaps are the times between successive content chunks' arrivals;
 - per-chunk token counts come only from the server (a cumulative `usage.completion_tokens` in every chunk,
   as vLLM's continuous usage stats give, or llama.cpp's `timings.predicted_n` with timings_per_token).
@@ -28,6 +32,8 @@ class Usage:
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     cached_tokens: int | None = None
+    reasoning_tokens: int | None = None
+    """usage.completion_tokens_details.reasoning_tokens: of completion_tokens, those spent thinking."""
 
 
 @dataclass
@@ -36,6 +42,8 @@ class StreamRead:
 
     content_times: list[float] = field(default_factory=list)
     """Arrival time of every content chunk (perf_counter seconds)."""
+    reasoning_chunks: list[bool] | None = None
+    """Beside content_times, once a reasoning chunk arrived: whether each chunk carried thinking only."""
     chunk_tokens: list[int] | None = None
     """Tokens each content chunk carried, where the server said so for every chunk."""
     usage: Usage | None = None
@@ -49,7 +57,17 @@ class StreamRead:
     """Events that arrived after `data: [DONE]`: ignored (the stream said it was over)."""
     text_chars: int = 0
     text: list[str] | None = None
-    """The generated text, piece by piece, when the parser was asked to keep it (to count its tokens)."""
+    """The answer's text (content, tool-call arguments), piece by piece, when the parser was asked to keep
+    it (to count its tokens, and for a chat session's next turn)."""
+    reasoning_text: list[str] | None = None
+    """The thinking's text, piece by piece, kept likewise."""
+
+    @property
+    def first_answer(self) -> int | None:
+        """The index of the first content chunk that carried answer, not thinking only."""
+        if self.reasoning_chunks is None:
+            return 0 if self.content_times else None
+        return next((i for i, thinking in enumerate(self.reasoning_chunks) if not thinking), None)
 
 
 class StreamParser:
@@ -59,7 +77,7 @@ class StreamParser:
 
     def __init__(self, chat: bool, keep_text: bool = False) -> None:
         self.chat = chat
-        self.read = StreamRead(text=[] if keep_text else None)
+        self.read = StreamRead(text=[] if keep_text else None, reasoning_text=[] if keep_text else None)
         self._pending: list[bytes] = []  # the pieces of an event not yet ended
         self._cumulative = 0
         self._counts_complete = True
@@ -143,11 +161,17 @@ class StreamParser:
                 return
             if choice.get("finish_reason"):
                 read.finish_reason = choice["finish_reason"]
-            content = _content(choice, self.chat)
-            if content:
-                read.text_chars += len(content)
-                if read.text is not None:
+            thinking, content = _pieces(choice, self.chat)
+            if content or thinking:
+                read.text_chars += len(content) + len(thinking)
+                if read.text is not None and content:
                     read.text.append(content)
+                if read.reasoning_text is not None and thinking:
+                    read.reasoning_text.append(thinking)
+                if thinking and not content and read.reasoning_chunks is None:
+                    read.reasoning_chunks = [False] * len(read.content_times)
+                if read.reasoning_chunks is not None:
+                    read.reasoning_chunks.append(not content)
                 read.content_times.append(arrived)
                 if isinstance(cumulative, int) and self._counts_complete:
                     read.chunk_tokens = read.chunk_tokens if read.chunk_tokens is not None else []
@@ -200,28 +224,35 @@ def _shape_mismatch(choice: dict[str, Any], chat: bool) -> str | None:
     return None
 
 
-def _content(choice: dict[str, Any], chat: bool) -> str:
-    """The generated text a choice carries ("" for none: a role-only chunk, or the finish)."""
+def _pieces(choice: dict[str, Any], chat: bool) -> tuple[str, str]:
+    """(thinking, answer): the generated text a choice carries ("" for none: a role-only chunk, the finish)."""
     if not chat:
         text = choice.get("text")
-        return text if isinstance(text, str) else ""
+        return "", text if isinstance(text, str) else ""
     delta = choice.get("delta") or choice.get("message")
     if not isinstance(delta, dict):
-        return ""
-    pieces = [value for key in ("reasoning_content", "content") if isinstance(value := delta.get(key), str)]
+        return "", ""
+    thinking = delta.get("reasoning") or delta.get("reasoning_content") or ""  # the first that says something
+    if not isinstance(thinking, str):
+        thinking = ""
+    content = delta.get("content")
+    pieces = [content] if isinstance(content, str) else []
     for call in delta.get("tool_calls") or ():
         arguments = (call.get("function") or {}).get("arguments") if isinstance(call, dict) else None
         pieces.append(arguments if isinstance(arguments, str) and arguments else "\u2026")
-    return "".join(pieces)
+    return thinking, "".join(pieces)
 
 
 def _usage(usage: dict[str, Any]) -> Usage:
     details = usage.get("prompt_tokens_details")
     cached = details.get("cached_tokens") if isinstance(details, dict) else None
+    completion = usage.get("completion_tokens_details")
+    reasoning = completion.get("reasoning_tokens") if isinstance(completion, dict) else None
     return Usage(
         prompt_tokens=_int(usage.get("prompt_tokens")),
         completion_tokens=_int(usage.get("completion_tokens")),
         cached_tokens=_int(cached),
+        reasoning_tokens=_int(reasoning),
     )
 
 

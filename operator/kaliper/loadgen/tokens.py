@@ -1,7 +1,10 @@
 """Per-request token-stream figures, and the per-window record of them that merges exactly across processes.
 
 Definitions (each figure in the report names its own):
-- ttft: from the send (or, open loop, from the intended send time) until the first content chunk arrived;
+- ttft: from the send (or, open loop, from the intended send time) until the first content chunk arrived,
+  thinking included;
+- ttfot (time to first output token): the same until the first chunk carrying answer, after the thinking
+  (ttft itself where the model did not think);
 - itl per chunk: every gap between successive content chunks, exactly as they arrived;
 - itl per token: the same gaps where each chunk carried one token (the server's count equals the number of
   content chunks), or, where the server counted every chunk's tokens, each gap divided evenly among its
@@ -10,6 +13,10 @@ Definitions (each figure in the report names its own):
 - tpot: (end-to-end - ttft) / (output tokens - 1), for requests of two tokens or more;
 - token counts: the server's `usage`; where it sent none, the tokenizer's count of the text (prompt
   tokens from the synthetic prompt's own count); failing both, the number of content chunks (a lower bound).
+  Output tokens include the thinking's (as `usage.completion_tokens` does); reasoning tokens are counted
+  apart: the server's `completion_tokens_details.reasoning_tokens` where it is at least the reasoning chunks
+  (some servers send 0 while they stream thinking), else the server's per-chunk counts, else the tokenizer's
+  count of the thinking's text, else the reasoning chunks.
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ from kaliper.measure.figures import TOKEN_FIGURES
 from kaliper.measure.histogram import LatencyHistogram
 
 TOKEN_SOURCES = ("usage", "tokenizer", "chunks")
+REASONING_SOURCES = ("usage", "usage per chunk", "tokenizer", "server tokenize", "chunks")
 
 
 @dataclass
@@ -32,6 +40,8 @@ class RequestTokens:
 
     ttft_s: float | None
     ttft_corrected_s: float | None
+    ttfot_s: float | None
+    ttfot_corrected_s: float | None
     gaps_s: list[float]
     per_token_gaps_s: list[float] | None
     divided: bool
@@ -50,6 +60,9 @@ class RequestTokens:
     one): the chunks' count stands instead."""
     usage_off_tokenizer: bool = False
     """The server's usage and the tokenizer's count differ by more than USAGE_TOLERANCE."""
+    reasoning_tokens: int = 0
+    reasoning_source: str | None = None
+    """Where reasoning_tokens came from (REASONING_SOURCES); None: the answer did not think."""
 
     @property
     def largest_gap_s(self) -> float:
@@ -72,10 +85,12 @@ def request_tokens(
     prompt_tokens: int | None,
     tokenizer_count: int | None,
     count_source: str = "tokenizer",
+    reasoning_count: int | None = None,
 ) -> RequestTokens:
     """The figures of one request from what its stream delivered (times on one perf_counter clock).
-    `tokenizer_count`: the answer's tokens as `count_source` counted them (the local tokenizer, or the server's
-    tokenize endpoint), used where the server sent no usage."""
+    `tokenizer_count`: the output's tokens (thinking and answer) as `count_source` counted them (the local
+    tokenizer, or the server's tokenize endpoint), used where the server sent no usage; `reasoning_count`: the
+    thinking's alone, counted likewise."""
     times = read.content_times
     usage = read.usage
     below_chunks = False
@@ -106,9 +121,16 @@ def request_tokens(
         per_token = gaps
     ttft = times[0] - sent if times else None
     tpot = (ended - times[0]) / (output - 1) if times and output >= 2 else None
+    first_answer = read.first_answer
+    answered_at = times[first_answer] if first_answer is not None else None
+    reasoning, reasoning_source = _reasoning_tokens(read, reasoning_count, count_source)
     return RequestTokens(
         ttft_s=ttft,
         ttft_corrected_s=times[0] - intended if times and intended is not None else None,
+        ttfot_s=answered_at - sent if answered_at is not None else None,
+        ttfot_corrected_s=answered_at - intended if answered_at is not None and intended is not None else None,
+        reasoning_tokens=reasoning,
+        reasoning_source=reasoning_source,
         gaps_s=gaps,
         per_token_gaps_s=per_token,
         divided=divided,
@@ -125,6 +147,22 @@ def request_tokens(
     )
 
 
+def _reasoning_tokens(read: StreamRead, counted: int | None, count_source: str) -> tuple[int, str | None]:
+    """The answer's reasoning tokens and where the count came from (the module's docstring gives the order)."""
+    flags = read.reasoning_chunks or []
+    thinking_chunks = sum(flags)
+    reported = read.usage.reasoning_tokens if read.usage is not None else None
+    if reported is not None and reported >= thinking_chunks and (reported > 0 or not thinking_chunks):
+        return reported, ("usage" if reported else None)
+    if not thinking_chunks:
+        return 0, None
+    if read.chunk_tokens is not None and len(read.chunk_tokens) == len(flags):
+        return sum(k for k, thinking in zip(read.chunk_tokens, flags, strict=True) if thinking), "usage per chunk"
+    if counted is not None:
+        return counted, count_source
+    return thinking_chunks, "chunks"
+
+
 def _histogram_or_none(encoded: str | None) -> LatencyHistogram | None:
     return LatencyHistogram.decode(encoded) if encoded else None
 
@@ -135,6 +173,8 @@ class TokenWindow:
 
     ttft: LatencyHistogram = field(default_factory=LatencyHistogram)
     ttft_corrected: LatencyHistogram | None = None
+    ttfot: LatencyHistogram = field(default_factory=LatencyHistogram)
+    ttfot_corrected: LatencyHistogram | None = None
     itl_chunk: LatencyHistogram = field(default_factory=LatencyHistogram)
     itl_token: LatencyHistogram = field(default_factory=LatencyHistogram)
     tpot: LatencyHistogram = field(default_factory=LatencyHistogram)
@@ -145,6 +185,10 @@ class TokenWindow:
     output_tokens: int = 0
     """Output tokens of complete answers (failed answers' tokens are counted apart)."""
     token_sources: Counter[str] = field(default_factory=Counter)
+    reasoning_requests: int = 0
+    """Successful answers that thought (reasoning tokens above 0)."""
+    reasoning_tokens: int = 0
+    reasoning_sources: Counter[str] = field(default_factory=Counter)
     per_token_exact: int = 0
     per_token_divided: int = 0
     per_token_unknown: int = 0
@@ -187,6 +231,15 @@ class TokenWindow:
             if self.ttft_corrected is not None:
                 corrected = figures.ttft_corrected_s
                 self.ttft_corrected.record(corrected if corrected is not None else figures.ttft_s)
+        if figures.ttfot_s is not None:
+            self.ttfot.record(figures.ttfot_s)
+            if self.ttfot_corrected is not None:
+                corrected = figures.ttfot_corrected_s
+                self.ttfot_corrected.record(corrected if corrected is not None else figures.ttfot_s)
+        if figures.reasoning_source is not None:
+            self.reasoning_requests += figures.reasoning_tokens > 0
+            self.reasoning_tokens += figures.reasoning_tokens
+            self.reasoning_sources[figures.reasoning_source] += 1
         record_gap = self.itl_chunk.record
         for gap in figures.gaps_s:
             record_gap(gap)
@@ -220,6 +273,7 @@ class TokenWindow:
         for name in _COUNTS:
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.token_sources.update(other.token_sources)
+        self.reasoning_sources.update(other.reasoning_sources)
         return self
 
     def to_wire(self) -> dict[str, Any]:
@@ -227,11 +281,12 @@ class TokenWindow:
         wire |= {name: h.encode() if (h := getattr(self, name)) is not None else None for name in _CORRECTED}
         wire.update({name: getattr(self, name) for name in _COUNTS})
         wire["token_sources"] = dict(self.token_sources)
+        wire["reasoning_sources"] = dict(self.reasoning_sources)
         return wire
 
     @classmethod
     def from_wire(cls, data: dict[str, Any]) -> TokenWindow:
-        window = cls(token_sources=Counter(data["token_sources"]))
+        window = cls(token_sources=Counter(data["token_sources"]), reasoning_sources=Counter(data["reasoning_sources"]))
         for name in _HISTOGRAMS:
             setattr(window, name, LatencyHistogram.decode(data[name]))
         for name in _CORRECTED:
@@ -249,6 +304,8 @@ _COUNTS = (
     "chunks",
     "input_tokens",
     "output_tokens",
+    "reasoning_requests",
+    "reasoning_tokens",
     "per_token_exact",
     "per_token_divided",
     "per_token_unknown",

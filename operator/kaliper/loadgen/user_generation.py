@@ -77,7 +77,8 @@ class GenerationUser(KaliperUser):
         self.prepared: Generation = generator.prepared
         self.connection = StreamingConnection(generator.host, generator.port, generator.timeout_s, generator.ssl)
         sender = self.prepared.sender
-        self.session = Session(sender.turns) if sender.turns > 1 and sender.session_body else None
+        in_sessions = sender.turns > 1 and sender.session_body is not None
+        self.session = Session(sender.turns, sender.keeps_reasoning) if in_sessions else None
 
     def send_one(self, slot: float | None, claimed: float | None) -> bool:
         sender, requests, session, connection = (
@@ -97,7 +98,7 @@ class GenerationUser(KaliperUser):
         outcome = sender.send(connection, raw, index, slot, time.perf_counter, in_session)
         if session is not None:
             answer = outcome.answer if outcome.error is None else None
-            session.advance(sender.requests[index].messages or [], answer)
+            session.advance(sender.requests[index].messages or [], answer, outcome.thinking)
         self.generator.recorder.record_send(
             slot,
             claimed,

@@ -42,6 +42,8 @@ class Figure:
     """Has p50 and p99 columns in the status."""
     token: bool = True
     """A token-stream figure (streamed generation only)."""
+    reasoning: bool = False
+    """Differs from ttft only where the model thinks: the one-line summaries show it only then."""
 
 
 LATENCY = Figure(
@@ -59,7 +61,7 @@ LATENCY = Figure(
 TTFT = Figure(
     "ttft",
     "ttft",
-    "time to first token: until the first chunk carrying generated content arrived",
+    "time to first token: until the first chunk carrying generated content (thinking included) arrived",
     window="ttft",
     window_corrected="ttft_corrected",
     report="ttft",
@@ -67,6 +69,20 @@ TTFT = Figure(
     request="ttft_s",
     request_corrected="ttft_corrected_s",
     absent_fails=True,
+)
+TTFOT = Figure(
+    "ttfot",
+    "ttfot",
+    "time to first output token: until the first chunk carrying answer arrived, after a reasoning model's "
+    "thinking (ttft where the model does not think)",
+    window="ttfot",
+    window_corrected="ttfot_corrected",
+    report="ttfot",
+    report_service="ttfot_service",
+    request="ttfot_s",
+    request_corrected="ttfot_corrected_s",
+    absent_fails=True,
+    reasoning=True,
 )
 ITL = Figure(
     "itl",
@@ -101,7 +117,7 @@ TPOT = Figure(
     request="tpot_s",
 )
 
-FIGURES: dict[str, Figure] = {f.name: f for f in (LATENCY, TTFT, ITL, ITL_PER_TOKEN, TPOT)}
+FIGURES: dict[str, Figure] = {f.name: f for f in (LATENCY, TTFT, TTFOT, ITL, ITL_PER_TOKEN, TPOT)}
 TOKEN_FIGURES = tuple(f for f in FIGURES.values() if f.token)
 OBJECTIVE_NAMES = tuple(f.name for f in FIGURES.values() if f.objective)
 STATUS_FIGURES = tuple(f for f in FIGURES.values() if f.status)

@@ -157,6 +157,12 @@ class TokenFigures(KaliperModel):
     omission); under closed loop, from the send."""
     ttft_service: LatencyFigures
     """Time to first token from the actual send."""
+    ttfot: LatencyFigures
+    """Time to first output token: until the first chunk carrying answer (content or a tool call) arrived,
+    after a reasoning model's thinking (delta.reasoning or delta.reasoning_content); the same as ttft where
+    the model did not think. Corrected under open loop like ttft."""
+    ttfot_service: LatencyFigures
+    """Time to first output token from the actual send."""
     itl_chunk: LatencyFigures
     """Inter-token latency per chunk: every gap between successive content chunks, as they arrived."""
     itl_token: LatencyFigures
@@ -185,6 +191,14 @@ class TokenFigures(KaliperModel):
     payload.prompts.tokenizer), server tokenize (the server's tokenize endpoint, for answers without usage
     when no tokenizer was given), chunks (the number of content chunks: a lower bound where a chunk carries
     several tokens)."""
+    reasoning_requests: int = 0
+    """Successful answers in which the model thought before it answered."""
+    reasoning_tokens: int = 0
+    """Of outputTokens, the tokens spent thinking."""
+    reasoning_sources: dict[str, int] = Field(default_factory=dict)
+    """Answers by where their reasoning-token counts came from: usage (completion_tokens_details), usage per
+    chunk (the server's running count in every chunk), tokenizer or server tokenize (the thinking's text
+    counted), chunks (the reasoning chunks: a lower bound)."""
     tokenizer_mean_difference: float | None = None
     """Where the server's usage and the local tokenizer both counted the output: their mean absolute
     difference in tokens per request."""

@@ -45,6 +45,7 @@ def token_headline(tokens: TokenFigures) -> TokenSummary:
         **columns,
         input_tokens=tokens.input_tokens,
         output_tokens=tokens.output_tokens,
+        reasoning_tokens=tokens.reasoning_tokens,
         output_tokens_per_s=tokens.output_tokens_per_s,
         goodput_share=tokens.goodput_share,
     )

@@ -7,16 +7,22 @@ from kaliper.report.schema import LatencyFigures, ServerCheck, ServerLoad, Token
 
 
 def token_summary(tokens: TokenFigures) -> str:
-    """One line: the status figures (ttft, itl per chunk, tpot) at p50/p99, output tokens per second, and
-    goodput."""
+    """One line: the status figures (ttft, itl per chunk, tpot; ttfot and the reasoning tokens where the
+    model thought) at p50/p99, output tokens per second, and goodput."""
 
     def pair(figures: LatencyFigures) -> str:
         values = [figures.at(p) for p in (50, 99)]
         return "/".join("-" if v is None or v.value_ms is None else f"{v.value_ms:.2f}" for v in values) + "ms"
 
-    shown = [f"{row.label} {pair(getattr(tokens, row.report))}" for row in STATUS_FIGURES]
+    thought = tokens.reasoning_requests > 0
+    rows = [row for row in STATUS_FIGURES if thought or not row.reasoning]
+    shown = [f"{row.label} {pair(getattr(tokens, row.report))}" for row in rows]
     shown[0] = shown[0].replace(" ", " p50/p99 ", 1)
     text = "  ".join(shown) + f"  {tokens.output_tokens_per_s:.0f} output tok/s"
+    if thought:
+        per_answer = tokens.reasoning_tokens / tokens.reasoning_requests
+        sources = ", ".join(sorted(tokens.reasoning_sources))
+        text += f"  reasoning {per_answer:.1f} tok/answer ({sources})"
     if tokens.goodput_rps is not None and tokens.goodput_share is not None:
         text += f"  goodput {tokens.goodput_rps:.1f}/s ({tokens.goodput_share:.0%})"
     if (check := tokens.server_check) is not None:

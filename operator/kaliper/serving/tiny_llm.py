@@ -134,7 +134,7 @@ def train_tokenizer(vocab: int, seed: int = 7):  # -> tokenizers.Tokenizer
     return tokenizer
 
 
-def _printable(token_bytes: bytes) -> bool:
+def printable(token_bytes: bytes) -> bool:
     return bool(token_bytes) and all(0x20 <= b < 0x7F for b in token_bytes)
 
 
@@ -165,7 +165,7 @@ def make_tiny_llm(directory: Path, shape: TinyLlmShape | None = None, name: str 
     embeddings[:, 0] = 8.0
     output = weights(size, dim, scale=0.5)
     decoded = [tokenizer.decode([i], skip_special_tokens=False).encode() for i in range(size)]
-    output[:, 0] = [(-40.0 if i in special_ids or not _printable(decoded[i]) else 0.0) for i in range(size)]
+    output[:, 0] = [(-40.0 if i in special_ids or not printable(decoded[i]) else 0.0) for i in range(size)]
 
     writer = gguf.GGUFWriter(str(directory / f"{name}.gguf"), "llama")
     writer.add_name(name)

@@ -97,6 +97,10 @@ class TokenSummary(KaliperModel):
     """Time to first token, median (from the intended send under open loop)."""
     ttft_p99_ms: Ms | None = None
     """Time to first token, 99th percentile."""
+    ttfot_p50_ms: Ms | None = None
+    """Time to first output token (the first answer token, after a reasoning model's thinking), median."""
+    ttfot_p99_ms: Ms | None = None
+    """Time to first output token, 99th percentile."""
     itl_p50_ms: Ms | None = None
     """Gap between successive content chunks, median."""
     itl_p99_ms: Ms | None = None
@@ -108,7 +112,9 @@ class TokenSummary(KaliperModel):
     input_tokens: Annotated[int, Field(ge=0)] = 0
     """Prompt tokens of the measured requests."""
     output_tokens: Annotated[int, Field(ge=0)] = 0
-    """Generated tokens of the measured requests."""
+    """Generated tokens of the measured requests (thinking included)."""
+    reasoning_tokens: Annotated[int, Field(ge=0)] = 0
+    """Of those, the tokens a reasoning model spent thinking."""
     output_tokens_per_s: Annotated[float, Field(ge=0)] = 0
     """Generated tokens per second of complete answers."""
     goodput_share: Annotated[float, Field(ge=0, le=1)] | None = None

@@ -275,6 +275,9 @@ class PromptSource(KaliperModel):
     """Chat sessions (openai-chat): each user sends this many requests in a row, each carrying the session's
     earlier messages and the server's answers to them, then starts a new session; a failed turn ends its
     session. 1: every request stands alone."""
+    history_keeps_reasoning: bool = False
+    """Chat sessions with a reasoning model: whether the earlier answers a turn carries keep their thinking
+    (as the assistant message's `reasoning`). Default false: only the answer, as chat clients send it."""
 
     cross_field_rules = (
         exactly_one_of("synthetic", "dataset"),
