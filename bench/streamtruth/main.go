@@ -6,12 +6,17 @@
 //
 //	streamtruth -addr 127.0.0.1:18091 -ttft 40ms -ttft-sigma 0.3 -gap 8ms -gap-sigma 0.5 \
 //	            [-stall-every 10s -stall-for 2s] [-word " the"] [-no-records] [-fault-every 4 -fault empty]
+//	            [-reasoning 6 -reasoning-field reasoning]
 //
 // Every token is the text of -word: pick one the client's tokenizer encodes as one token, so that clients
 // which count tokens themselves count one per chunk, as the server does.
 // POST /v1/chat/completions and /v1/completions answer max_tokens tokens (16 when absent), streamed as
 // Server-Sent Events when "stream" is true (a role-only chunk first for chat, one chunk per token, a
 // finish_reason chunk, a usage chunk when stream_options.include_usage, then [DONE]), or as one JSON body.
+// With -reasoning N, a chat answer thinks first, as a reasoning model served with a reasoning parser does:
+// its first N tokens (of the max_tokens) stream in delta.<-reasoning-field> ("reasoning" as vLLM sends it,
+// or "reasoning_content"), the rest in delta.content, and usage counts them in
+// completion_tokens_details.reasoning_tokens; each record says how many of its chunks were thinking.
 // GET /v1/models lists the model. GET /_truth/records returns {"epoch": <unix s of the stall clock>,
 // "records": [{"arrived": unix_ns, "chunks": [unix_ns, ...]}, ...]}; POST /_truth/reset clears them.
 // A delay of 0 sends without sleeping (the capacity benchmark's zero-delay server).
@@ -40,8 +45,9 @@ import (
 const spinMargin = 2 * time.Millisecond
 
 type record struct {
-	Arrived int64   `json:"arrived"`
-	Chunks  []int64 `json:"chunks"`
+	Arrived   int64   `json:"arrived"`
+	Chunks    []int64 `json:"chunks"`
+	Reasoning int     `json:"reasoning"` // the first Reasoning chunks carried thinking
 }
 
 type server struct {
@@ -53,6 +59,8 @@ type server struct {
 	epoch                time.Time
 	faultEvery           int64
 	fault                string
+	reasoning            int
+	reasoningField       string
 	answered             atomic.Int64
 
 	mu      sync.Mutex
@@ -143,8 +151,17 @@ func (s *server) serve(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	next := arrived.Add(s.stallRemaining(arrived) + s.draw(s.ttft, s.ttftSigma))
-	usage := fmt.Sprintf(`{"prompt_tokens":%d,"completion_tokens":%d,"total_tokens":%d}`,
+	thinking := 0
+	if chat {
+		thinking = min(s.reasoning, tokens)
+	}
+	rec.Reasoning = thinking
+	usage := fmt.Sprintf(`{"prompt_tokens":%d,"completion_tokens":%d,"total_tokens":%d`,
 		req.promptWords(), tokens, req.promptWords()+tokens)
+	if thinking > 0 {
+		usage += fmt.Sprintf(`,"completion_tokens_details":{"reasoning_tokens":%d}`, thinking)
+	}
+	usage += "}"
 	id := fmt.Sprintf("truth-%d", arrived.UnixNano())
 
 	if !req.Stream {
@@ -206,7 +223,11 @@ func (s *server) serve(w http.ResponseWriter, r *http.Request) {
 			sleepUntil(next)
 		}
 		if chat {
-			send(fmt.Sprintf(`{"id":%q,"object":%q,"model":%q,"choices":[{"index":0,"delta":{"content":%q},"finish_reason":null}]}`, id, object, req.Model, s.word))
+			field := "content"
+			if i < thinking {
+				field = s.reasoningField
+			}
+			send(fmt.Sprintf(`{"id":%q,"object":%q,"model":%q,"choices":[{"index":0,"delta":{%q:%q},"finish_reason":null}]}`, id, object, req.Model, field, s.word))
 		} else {
 			send(fmt.Sprintf(`{"id":%q,"object":%q,"model":%q,"choices":[{"index":0,"text":%q,"finish_reason":null}]}`, id, object, req.Model, s.word))
 		}
@@ -268,7 +289,12 @@ func main() {
 	seed := flag.Int64("seed", 1, "random seed")
 	faultEvery := flag.Int64("fault-every", 0, "every Nth streamed answer misbehaves as -fault says (0: none)")
 	fault := flag.String("fault", "error-object", "error-object, empty or cut")
+	reasoning := flag.Int("reasoning", 0, "chat answers think first: their first N tokens are reasoning")
+	reasoningField := flag.String("reasoning-field", "reasoning", "the delta field of the thinking: reasoning or reasoning_content")
 	flag.Parse()
+	if *reasoningField != "reasoning" && *reasoningField != "reasoning_content" {
+		log.Fatalf("-reasoning-field %q: use reasoning or reasoning_content", *reasoningField)
+	}
 	if *fault != "error-object" && *fault != "empty" && *fault != "cut" {
 		log.Fatalf("-fault %q: use error-object, empty or cut", *fault)
 	}
@@ -277,6 +303,7 @@ func main() {
 		ttft: *ttft, ttftSigma: *ttftSigma, gap: *gap, gapSigma: *gapSigma,
 		stallEvery: *stallEvery, stallFor: *stallFor, keepRecords: !*noRecords, word: *word,
 		epoch: time.Now(), rng: rand.New(rand.NewSource(*seed)), faultEvery: *faultEvery, fault: *fault,
+		reasoning: *reasoning, reasoningField: *reasoningField,
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/_truth/records", s.truth)

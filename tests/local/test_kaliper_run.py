@@ -265,9 +265,7 @@ def test_mlserver_serves_a_scikit_learn_model_under_limits(tmp_path: Path) -> No
         assert 0 < trial.resources.cpu_avg_cores <= 1.15
     # The gRPC trial called MLServer's gRPC port, the REST one its HTTP port.
     for index, port_key in ((0, "http_port"), (1, "grpc_port")):
-        settings = json.loads(
-            (tmp_path / "reports" / "work" / f"t{index}" / "mlserver-0" / "settings.json").read_text()
-        )
+        settings = json.loads((tmp_path / "reports" / "work" / f"t{index}" / "workdir-0" / "settings.json").read_text())
         (config,) = (tmp_path / "reports" / "work").rglob(f"loadgen-{index}.yaml")
         assert yaml.safe_load(config.read_text())["url"] == f"http://127.0.0.1:{settings[port_key]}"
 
@@ -428,7 +426,7 @@ def test_mlserver_replicas_sit_behind_a_round_robin_proxy(tmp_path: Path) -> Non
     runs: list[int] = []
     proxy: set[int] = set()
     spread: list[list[int]] = []  # connections open to each replica once all four users are connected
-    http = [tmp_path / "reports" / "work" / "t0" / f"mlserver-{r}" / "settings.json" for r in range(2)]
+    http = [tmp_path / "reports" / "work" / "t0" / f"workdir-{r}" / "settings.json" for r in range(2)]
 
     def watch(run: int) -> None:
         runs[:] = [run]

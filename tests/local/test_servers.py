@@ -35,7 +35,7 @@ def send_on_new_connections(url: str, body: dict, count: int) -> None:
 
 def mlserver_ports(log_dir: Path, replicas: int) -> list[int]:
     """The port each MLServer replica listens on, by replica, from the settings file it was started with."""
-    return [json.loads((log_dir / f"mlserver-{r}" / "settings.json").read_text())["http_port"] for r in range(replicas)]
+    return [json.loads((log_dir / f"workdir-{r}" / "settings.json").read_text())["http_port"] for r in range(replicas)]
 
 
 @pytest.mark.parametrize("runtime", ["onnxruntime", "mlserver"])

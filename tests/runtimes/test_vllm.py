@@ -4,7 +4,9 @@ from pathlib import Path
 
 import pytest
 
-from kaliper.local.servers import ServerError
+from kaliper.api.modeldeployment import ModelDeploymentSpec
+from kaliper.local.servers import ServerError, server_command
+from kaliper.runtimes.vllm import kv_cache_gib, thread_binding
 from tests.support.runtimes import deployment, local_argv, pod_container
 
 SPEC = deployment(
@@ -28,11 +30,70 @@ def test_the_pod_runs_vllm_from_its_image_split_over_the_gpus() -> None:
     }
 
 
-def test_kaliper_run_refuses_it(tmp_path: Path) -> None:
+CPU_SPEC = deployment(
+    model={"file": "models/reasoning", "name": "reasoning"},
+    runtime={"type": "vllm"},
+    resources={"limits": {"cpu": "1", "memory": "6Gi"}},
+    llm={"slots": 4, "maxModelLength": 1024, "prefixCaching": False, "reasoningParser": "deepseek_r1"},
+)
+
+
+@pytest.fixture
+def installed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A `vllm` program where KALIPER_VLLM says (only its path is read here; the real server runs in
+    tests/llm/test_vllm_server.py)."""
+    program = tmp_path / "bin" / "vllm"
+    program.parent.mkdir()
+    program.write_text("#!/bin/sh\n")
+    program.chmod(0o755)
+    monkeypatch.setenv("KALIPER_VLLM", str(program))
+    return program
+
+
+def test_kaliper_run_serves_it_on_the_cpus_with_settings_from_the_limits(tmp_path: Path, installed: Path) -> None:
+    command = server_command(CPU_SPEC, Path("/models/reasoning"), "reasoning", 9000, tmp_path / "w", cpus={1})
+    assert command.argv() == [
+        *(str(installed), "serve", "/models/reasoning", "--served-model-name", "reasoning"),
+        *("--host", "127.0.0.1", "--port", "9000", "--enforce-eager", "--enable-prompt-tokens-details"),
+        *("--no-enable-prefix-caching", "--max-num-seqs", "4", "--max-model-len", "1024"),
+        *("--reasoning-parser", "deepseek_r1"),
+    ]
+    assert command.env == {
+        "VLLM_CPU_KVCACHE_SPACE": "3",  # 6 GiB less the 3 GiB the server holds besides
+        "VLLM_CPU_OMP_THREADS_BIND": "1",
+        "HF_HUB_OFFLINE": "1",
+        "VLLM_NO_USAGE_STATS": "1",
+        "TMPDIR": str(tmp_path / "w" / "tmp"),
+    }
+    assert command.derived == {"kvCacheSpace": "3GiB", "ompThreadsBind": "1"}
+    assert (tmp_path / "w" / "tmp").is_dir()
+
+
+def test_the_kv_cache_and_the_thread_binding_follow_the_limits() -> None:
+    def limited(cpu: str | None, memory: str | None) -> ModelDeploymentSpec:
+        limits = {k: v for k, v in (("cpu", cpu), ("memory", memory)) if v}
+        return deployment(model={"file": "m"}, runtime={"type": "vllm"}, resources={"limits": limits})
+
+    assert [kv_cache_gib(limited(None, m)) for m in (None, "2Gi", "4Gi", "5500Mi", "16Gi")] == [1, 1, 1, 2, 13]
+    assert thread_binding(limited("2", None), (0, 1, 2, 3)) == "0,1"
+    assert thread_binding(limited("1500m", None), (2, 3)) == "2,3"
+    assert thread_binding(limited("1", None), None) == "auto"  # not pinned: vLLM's own binding
+    assert thread_binding(limited(None, None), (1,)) == "1"
+
+
+def test_kaliper_run_refuses_gpus_and_says_how_to_install_vllm(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(ServerError) as error:
         local_argv(SPEC, tmp_path)
     assert str(error.value) == (
-        "runtime.type vllm runs from its upstream GPU image on Kubernetes; `kaliper run` starts servers as local "
-        "processes and cannot run it. Apply the manifests to a cluster with GPUs, or serve a GGUF model with "
-        "runtime.type llamacpp locally"
+        "spec.resources.gpu: `kaliper run` serves vllm on this machine's CPUs (the vllm-cpu build); remove "
+        "resources.gpu for a local run, or apply the manifests to a cluster with GPUs"
+    )
+    monkeypatch.delenv("KALIPER_VLLM", raising=False)
+    monkeypatch.setenv("KALIPER_CACHE", str(tmp_path / "empty"))
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(ServerError) as missing:
+        local_argv(CPU_SPEC, tmp_path)
+    assert str(missing.value) == (
+        "runtime.type vllm needs vLLM, which is not installed on this machine: run `make vllm` (hack/vllm/venv.sh: "
+        "the CPU build, about 2 minutes and 6 GiB once), or set KALIPER_VLLM to a `vllm` program"
     )

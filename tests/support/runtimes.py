@@ -22,4 +22,4 @@ def pod_container(spec: ModelDeploymentSpec, name: str = "m") -> dict[str, Any]:
 
 
 def local_argv(spec: ModelDeploymentSpec, workdir: Path, grpc_port: int | None = None) -> list[str]:
-    return server_command(spec, Path("/models/m.file"), "m", 9000, workdir, grpc_port)
+    return server_command(spec, Path("/models/m.file"), "m", 9000, workdir, grpc_port).argv()

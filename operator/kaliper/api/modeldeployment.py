@@ -29,6 +29,7 @@ RuntimeType = Literal["onnxruntime", "mlserver", "triton", "llamacpp", "vllm", "
 # Servers of generative models (OpenAI-compatible, streaming): llama.cpp on CPUs, the others on GPUs.
 LLM_RUNTIMES = ("llamacpp", "vllm", "sglang", "tgi")
 GPU_LLM_RUNTIMES = ("vllm", "sglang", "tgi")
+GPU_ONLY_RUNTIMES = ("sglang", "tgi")  # vllm also runs on CPUs, its CPU build under `kaliper run`
 ExecutionProvider = Literal[
     "CPUExecutionProvider",
     "CUDAExecutionProvider",
@@ -186,7 +187,7 @@ class LlmServing(KaliperModel):
     context_size: TokenCount | None = None
     """llamacpp: context tokens of the whole server (--ctx-size), split evenly among its slots, so one
     request's prompt and output must fit in contextSize / slots. Default: the context the model was trained
-    with, split among the slots."""
+    with, split among the slots. (A swept contextSize sets maxModelLength for vllm, sglang and tgi.)"""
     batch_size: TokenCount | None = None
     """llamacpp: the logical batch, prompt tokens submitted per decode call (--batch-size)."""
     ubatch_size: TokenCount | None = None
@@ -210,6 +211,13 @@ class LlmServing(KaliperModel):
     quantization: Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[a-z0-9][-_a-z0-9]*$")] | None = None
     """vllm, sglang, tgi: the quantization method as the server names it (--quantization; TGI's --quantize),
     such as awq, gptq or fp8."""
+    prefix_caching: bool | None = None
+    """vllm, sglang: reuse the KV cache of prompt prefixes seen before (vLLM's --enable-prefix-caching or
+    --no-enable-prefix-caching, SGLang's radix cache; TGI: its PREFIX_CACHING setting). Default: the
+    server's (on in vLLM and SGLang)."""
+    reasoning_parser: Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[a-z0-9][-_a-z0-9]*$")] | None = None
+    """vllm, sglang: the parser that streams a reasoning model's thinking apart from its answer
+    (--reasoning-parser), such as deepseek_r1 or qwen3. Without it the thinking arrives as answer text."""
 
     cross_field_rules = (
         Rule(
@@ -236,6 +244,8 @@ GPU_LLM_ONLY = (
     "gpu_memory_utilization",
     "dtype",
     "quantization",
+    "prefix_caching",
+    "reasoning_parser",
 )
 
 
@@ -366,11 +376,11 @@ class ModelDeploymentTemplate(KaliperModel):
             field_path=".llm",
         ),
         Rule(
-            cel=f"!{_runtime_is(GPU_LLM_RUNTIMES)} || "
+            cel=f"!{_runtime_is(GPU_ONLY_RUNTIMES)} || "
             f"(has(self.resources) && has(self.resources.gpu) && {_CEL_GPU_COUNT} >= 1)",
-            message="vllm, sglang and tgi serve on GPUs: set resources.gpu.count (at least 1), or serve a GGUF "
-            "model on CPUs with runtime.type llamacpp",
-            check=lambda s: s.runtime.type not in GPU_LLM_RUNTIMES or _gpu_count(s) >= 1,
+            message="sglang and tgi serve on GPUs: set resources.gpu.count (at least 1), or serve on CPUs with "
+            "runtime.type vllm (under kaliper run) or llamacpp (a GGUF model)",
+            check=lambda s: s.runtime.type not in GPU_ONLY_RUNTIMES or _gpu_count(s) >= 1,
             field_path=".resources",
         ),
         Rule(
@@ -426,11 +436,16 @@ class ModelDeploymentSpec(ModelDeploymentTemplate):
             field_path=".model.format",
         ),
         Rule(
-            cel=f"!{_runtime_is(GPU_LLM_RUNTIMES)} || has(self.model.pvc) || has(self.model.image)",
+            cel=f"!{_runtime_is(GPU_LLM_RUNTIMES)} || has(self.model.pvc) || has(self.model.image) || "
+            "(has(self.model.file) && self.runtime.type == 'vllm')",
             message="vllm, sglang and tgi load a model directory (config.json, the weights, the tokenizer); give it "
-            "as model.pvc or model.image, whose path names that directory",
+            "as model.pvc or model.image, whose path names that directory (or, for vllm under kaliper run, as "
+            "model.file)",
             check=lambda s: (
-                s.runtime.type not in GPU_LLM_RUNTIMES or s.model.pvc is not None or s.model.image is not None
+                s.runtime.type not in GPU_LLM_RUNTIMES
+                or s.model.pvc is not None
+                or s.model.image is not None
+                or (s.model.file is not None and s.runtime.type == "vllm")
             ),
             field_path=".model",
         ),

@@ -75,6 +75,7 @@ def token_figures(tokens: TokenWindow, measured_s: float, requests: int, with_ob
         output_tokens_per_s=per_s(tokens.output_tokens),
         total_tokens_per_s=per_s(tokens.output_tokens + tokens.input_tokens),
         token_sources=dict(tokens.token_sources),
+        cached_input_tokens=tokens.cached_input_tokens if tokens.cached_reported else None,
         reasoning_requests=tokens.reasoning_requests,
         reasoning_tokens=tokens.reasoning_tokens,
         reasoning_sources=dict(tokens.reasoning_sources),

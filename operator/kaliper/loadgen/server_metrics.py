@@ -5,8 +5,8 @@ interval. Parsing and comparing are pure; `scrape` is the only I/O.
 Which counters and gauges a server exports is said by its runtime module (`token_counters`, `load_gauges`
 in kaliper.runtimes), by the metric names the server's own code uses; labels such as model_name are summed
 over. How busy the server was (ServerLoad) comes from those gauges read at every window edge: requests
-running and queued, llama.cpp's running average of busy slots per decode call, the KV cache's share in use
-and preemptions."""
+running and queued, llama.cpp's running average of busy slots per decode call, the KV cache's share in use,
+preemptions and the prefix cache's hit rate."""
 
 from __future__ import annotations
 
@@ -149,6 +149,13 @@ def _busy_slots_per_decode(gauges: LoadGauges, before: Counters, after: Counters
     return round(busy / decodes, 4)
 
 
+def _prefix_cache_hit_rate(gauges: LoadGauges, before: Counters, after: Counters) -> float | None:
+    if gauges.prefix_cache is None:
+        return None
+    queries, hits = (_delta(before, after, name) for name in gauges.prefix_cache)
+    return round(hits / queries, 4) if queries and hits is not None else None
+
+
 def server_load(readings: list[Counters | str]) -> ServerLoad | None:
     """How busy the server was over the measured interval, from its metrics read at every window edge (the
     first and last are the interval's edges); None when no reading has gauges this module knows."""
@@ -174,4 +181,5 @@ def server_load(readings: list[Counters | str]) -> ServerLoad | None:
         busy_slots_per_decode=_busy_slots_per_decode(gauges, found[0], found[-1]),
         kv_cache_usage_max=max(kv) if kv else None,
         preemptions=last - (first or 0.0) if last is not None else None,
+        prefix_cache_hit_rate=_prefix_cache_hit_rate(gauges, found[0], found[-1]),
     )

@@ -60,6 +60,8 @@ class RequestTokens:
     one): the chunks' count stands instead."""
     usage_off_tokenizer: bool = False
     """The server's usage and the tokenizer's count differ by more than USAGE_TOLERANCE."""
+    cached_input_tokens: int | None = None
+    """Prompt tokens the server took from its prefix cache, where its usage said."""
     reasoning_tokens: int = 0
     reasoning_source: str | None = None
     """Where reasoning_tokens came from (REASONING_SOURCES); None: the answer did not think."""
@@ -129,6 +131,7 @@ def request_tokens(
         ttft_corrected_s=times[0] - intended if times and intended is not None else None,
         ttfot_s=answered_at - sent if answered_at is not None else None,
         ttfot_corrected_s=answered_at - intended if answered_at is not None and intended is not None else None,
+        cached_input_tokens=usage.cached_tokens if usage is not None else None,
         reasoning_tokens=reasoning,
         reasoning_source=reasoning_source,
         gaps_s=gaps,
@@ -185,6 +188,9 @@ class TokenWindow:
     output_tokens: int = 0
     """Output tokens of complete answers (failed answers' tokens are counted apart)."""
     token_sources: Counter[str] = field(default_factory=Counter)
+    cached_reported: int = 0
+    """Successful answers whose usage said how many prompt tokens came from the prefix cache."""
+    cached_input_tokens: int = 0
     reasoning_requests: int = 0
     """Successful answers that thought (reasoning tokens above 0)."""
     reasoning_tokens: int = 0
@@ -236,6 +242,9 @@ class TokenWindow:
             if self.ttfot_corrected is not None:
                 corrected = figures.ttfot_corrected_s
                 self.ttfot_corrected.record(corrected if corrected is not None else figures.ttfot_s)
+        if figures.cached_input_tokens is not None:
+            self.cached_reported += 1
+            self.cached_input_tokens += figures.cached_input_tokens
         if figures.reasoning_source is not None:
             self.reasoning_requests += figures.reasoning_tokens > 0
             self.reasoning_tokens += figures.reasoning_tokens
@@ -304,6 +313,8 @@ _COUNTS = (
     "chunks",
     "input_tokens",
     "output_tokens",
+    "cached_reported",
+    "cached_input_tokens",
     "reasoning_requests",
     "reasoning_tokens",
     "per_token_exact",

@@ -249,6 +249,8 @@ class LocalRuntime:
                 url = str(spec.target.url)
             up = True
             trial = self._run_level(spec, url, model_name, planned, servers, workdir, loadgen_cpus)
+            if servers is not None and servers.derived:
+                trial = trial.model_copy(update={"server_settings": servers.derived})
             if servers is not None and trial.status == "Succeeded":
                 try:
                     servers.check_alive()
@@ -267,6 +269,7 @@ class LocalRuntime:
                 status="Failed",
                 message=str(error),
                 server_log_tail=error.log_tail if isinstance(error, ServerError) else None,
+                server_settings=servers.derived if servers is not None else {},
                 resources=TrialResources(source="cgroup", oom_kills=oom, unavailable=["the server was OOM-killed"])
                 if oom
                 else None,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import subprocess
 import time
 from collections.abc import Callable
@@ -18,7 +19,7 @@ from kaliper.local.proxy import RoundRobinProxy
 from kaliper.local.sockets import listens_on
 from kaliper.netutil import free_port
 from kaliper.processes import die_with_parent
-from kaliper.runtimes import RUNTIMES, Launch, readiness_path, runtime_of
+from kaliper.runtimes import RUNTIMES, Launch, ServerCommand, readiness_path, runtime_of
 
 PROBE_TIMEOUT_S = 2.0  # one readiness probe; the deadline is the ModelDeployment's readyTimeout
 
@@ -45,24 +46,33 @@ def local_problem(spec: ModelDeploymentSpec) -> str | None:
 
 
 def server_command(
-    spec: ModelDeploymentSpec, model_path: Path, model_name: str, port: int, workdir: Path, grpc_port: int | None = None
-) -> list[str]:
-    """The command line of one replica, as its runtime writes it for a local process; the settings files it
-    reads are written into `workdir`."""
+    spec: ModelDeploymentSpec,
+    model_path: Path,
+    model_name: str,
+    port: int,
+    workdir: Path,
+    grpc_port: int | None = None,
+    cpus: set[int] | None = None,
+) -> ServerCommand:
+    """The command of one replica, as its runtime writes it for a local process; the settings files it reads
+    are written into `workdir` (and its TMPDIR, where it names one, made)."""
     runtime = runtime_of(spec)
     problem = runtime.local_problem(spec)
     if problem:
         raise ServerError(problem)
-    launch = Launch(spec, "local", str(model_path), model_name, port, grpc_port, str(workdir))
+    pinned = tuple(sorted(cpus)) if cpus else None
+    launch = Launch(spec, "local", str(model_path), model_name, port, grpc_port, str(workdir), pinned)
     try:
         built = runtime.command(launch)
     except FileNotFoundError as missing:
         raise ServerError(f"the {spec.runtime.type} runtime needs {missing}") from None
-    if built.files:
+    if built.files or built.env.get("TMPDIR"):
         workdir.mkdir(parents=True, exist_ok=True)
         for name, text in built.files.items():
             (workdir / name).write_text(text)
-    return built.argv()
+        if "TMPDIR" in built.env:
+            Path(built.env["TMPDIR"]).mkdir(parents=True, exist_ok=True)
+    return built
 
 
 def _local_grpc_runtimes() -> str:
@@ -91,6 +101,8 @@ class ServerGroup:
         self.proxy: RoundRobinProxy | None = None
         self.grpc_proxy: RoundRobinProxy | None = None
         self.ports: list[int] = [port]
+        self.derived: dict[str, str] = {}
+        """Settings the runtime derived from the limits (the first replica's; every replica's are alike)."""
         # The protocol's gRPC service, for the runtimes that serve it here.
         self.runtime = runtime_of(spec)
         self.grpc_port = free_port() if self.runtime.serves_grpc_locally else None
@@ -136,9 +148,11 @@ class ServerGroup:
                 self.model_path,
                 self.model_name,
                 port,
-                self.log_dir / f"mlserver-{replica}",
+                self.log_dir / f"workdir-{replica}",
                 grpc_ports[replica],
+                self.cpus,
             )
+            self.derived = self.derived or command.derived
             group = None
             if self.use_limits:
                 group = Cgroup(group_name(self.model_name, replica), limits_of(self.spec)).create()
@@ -148,11 +162,11 @@ class ServerGroup:
             with log.open("wb") as out:
                 self.processes.append(
                     subprocess.Popen(
-                        command,
+                        command.argv(),
                         stdout=out,
                         stderr=subprocess.STDOUT,
                         stdin=subprocess.DEVNULL,
-                        env={**env, "KALIPER_PORT": str(port)},
+                        env={**env, **command.env, "KALIPER_PORT": str(port)},
                         preexec_fn=self._preexec(group),
                     )
                 )
@@ -225,15 +239,20 @@ class ServerGroup:
         return ""
 
     def stop(self) -> None:
+        # Each replica leads its own process group (setsid): the signal reaches the processes it started too
+        # (vLLM's engine and workers, MLServer's), as a container's stop does.
         for process in self.processes:
             if process.poll() is None:
-                process.terminate()
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGTERM)
         for process in self.processes:
             try:
                 process.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)  # whatever it started and left behind
         for group in self.groups:
             group.remove()
         for proxy in (self.proxy, self.grpc_proxy):

@@ -73,10 +73,16 @@ def configurations(spec: ProfileRunSpec, base: ModelDeploymentTemplate | None) -
     result = []
     for index, combo in enumerate(combos):
         chosen = dict(zip((name for name, _ in axes), combo, strict=True))
-        parameters = {name: (value.name if name == "model_variant" else str(value)) for name, value in chosen.items()}
+        parameters = {name: _parameter_text(name, value) for name, value in chosen.items()}
         deployment = apply(base, chosen) if base is not None else None
         result.append(Configuration(index, parameters, deployment, levels, level_name))
     return result
+
+
+def _parameter_text(name: str, value: Any) -> str:
+    if name == "model_variant":
+        return value.name
+    return str(value).lower() if isinstance(value, bool) else str(value)  # as YAML writes it
 
 
 def apply(base: ModelDeploymentTemplate, chosen: dict[str, Any]) -> ModelDeploymentTemplate:
@@ -99,9 +105,12 @@ def apply(base: ModelDeploymentTemplate, chosen: dict[str, Any]) -> ModelDeploym
         spec.replicas = chosen["replicas"]
     if "runtime" in chosen:
         spec.runtime = (spec.runtime or ServingRuntime()).model_copy(update={"type": chosen["runtime"]})
-    llm = {k: chosen[k] for k in ("slots", "context_size") if k in chosen}
-    if llm:
-        spec.llm = (spec.llm or LlmServing()).model_copy(update=llm)
+    if "slots" in chosen:
+        spec.llm = (spec.llm or LlmServing()).model_copy(update={"slots": chosen["slots"]})
+    if "context_size" in chosen:
+        spec = runtime_of(spec).with_context_size(spec, chosen["context_size"])  # the runtime says what it is
+    if "prefix_caching" in chosen:
+        spec.llm = (spec.llm or LlmServing()).model_copy(update={"prefix_caching": chosen["prefix_caching"]})
     if "batch_size" in chosen:
         spec = runtime_of(spec).with_batch_size(spec, chosen["batch_size"])  # what a batch is, the runtime says
     if "threads" in chosen:
@@ -206,5 +215,6 @@ def cluster_problem(spec: ProfileRunSpec, configs: list[Configuration], namespac
             try:
                 build_deployment("check", namespace, "", config.deployment, image)
             except BuildError as exc:
-                return f"the target cannot be deployed on Kubernetes: {exc}"
+                where = f" in configuration {describe(config.parameters)}" if config.parameters else ""
+                return f"the target cannot be deployed on Kubernetes{where}: {exc}"
     return None

@@ -145,6 +145,9 @@ class ServerLoad(KaliperModel):
     """Highest share of the KV cache in use (vLLM: kv_cache_usage_perc; SGLang: token_usage), 0-1."""
     preemptions: float | None = None
     """vLLM: sequences preempted (their KV cache evicted) over the interval."""
+    prefix_cache_hit_rate: float | None = None
+    """vLLM: of the prompt tokens looked up in its prefix cache over the interval, the share found there
+    (prefix_cache_hits / prefix_cache_queries), 0-1."""
 
 
 class TokenFigures(KaliperModel):
@@ -157,11 +160,11 @@ class TokenFigures(KaliperModel):
     omission); under closed loop, from the send."""
     ttft_service: LatencyFigures
     """Time to first token from the actual send."""
-    ttfot: LatencyFigures
+    ttfot: LatencyFigures = Field(default_factory=LatencyFigures)
     """Time to first output token: until the first chunk carrying answer (content or a tool call) arrived,
     after a reasoning model's thinking (delta.reasoning or delta.reasoning_content); the same as ttft where
     the model did not think. Corrected under open loop like ttft."""
-    ttfot_service: LatencyFigures
+    ttfot_service: LatencyFigures = Field(default_factory=LatencyFigures)
     """Time to first output token from the actual send."""
     itl_chunk: LatencyFigures
     """Inter-token latency per chunk: every gap between successive content chunks, as they arrived."""
@@ -191,6 +194,10 @@ class TokenFigures(KaliperModel):
     payload.prompts.tokenizer), server tokenize (the server's tokenize endpoint, for answers without usage
     when no tokenizer was given), chunks (the number of content chunks: a lower bound where a chunk carries
     several tokens)."""
+    cached_input_tokens: int | None = None
+    """Of inputTokens, those the server took from its prefix cache, where its usage says so
+    (prompt_tokens_details.cached_tokens; vLLM with --enable-prompt-tokens-details); absent where no answer
+    said."""
     reasoning_requests: int = 0
     """Successful answers in which the model thought before it answered."""
     reasoning_tokens: int = 0
@@ -414,6 +421,9 @@ class TrialReport(KaliperModel):
     cost_per_million_tokens: float | None = None
     """Generation: money per million tokens, prompt and output together."""
     server_log_tail: str | None = None
+    server_settings: dict[str, str] = Field(default_factory=dict)
+    """Settings the runtime derived from the trial's limits for its servers, by name (vLLM on CPUs:
+    kvCacheSpace from the memory limit, ompThreadsBind from the CPUs it was given)."""
 
     @property
     def generates(self) -> bool:

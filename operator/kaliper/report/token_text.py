@@ -19,6 +19,8 @@ def token_summary(tokens: TokenFigures) -> str:
     shown = [f"{row.label} {pair(getattr(tokens, row.report))}" for row in rows]
     shown[0] = shown[0].replace(" ", " p50/p99 ", 1)
     text = "  ".join(shown) + f"  {tokens.output_tokens_per_s:.0f} output tok/s"
+    if tokens.cached_input_tokens is not None and tokens.input_tokens:
+        text += f"  cached prompt {tokens.cached_input_tokens / tokens.input_tokens:.0%}"
     if thought:
         per_answer = tokens.reasoning_tokens / tokens.reasoning_requests
         sources = ", ".join(sorted(tokens.reasoning_sources))
@@ -47,6 +49,8 @@ def server_load_line(load: ServerLoad) -> str:
         parts.append(f"KV cache up to {load.kv_cache_usage_max:.0%}")
     if load.preemptions is not None:
         parts.append(f"{load.preemptions:g} preemptions")
+    if load.prefix_cache_hit_rate is not None:
+        parts.append(f"prefix cache hits {load.prefix_cache_hit_rate:.0%} of prompt tokens looked up")
     where = "Prometheus's scrapes" if load.read_from == "prometheus" else "readings"
     return f"server load ({load.source}, {load.samples} {where}): " + ", ".join(parts)
 

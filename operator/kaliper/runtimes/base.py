@@ -11,7 +11,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from kaliper.api.modeldeployment import Batching, ModelDeploymentSpec, ModelDeploymentTemplate, RuntimeType
+from kaliper.api.modeldeployment import (
+    Batching,
+    LlmServing,
+    ModelDeploymentSpec,
+    ModelDeploymentTemplate,
+    RuntimeType,
+)
 
 Place = Literal["pod", "local"]
 OIP_HEALTH_PATH = "/v2/health/ready"
@@ -34,6 +40,7 @@ class Launch:
     port: int
     grpc_port: int | None = None
     workdir: str | None = None  # local: where a runtime's settings files go
+    cpus: tuple[int, ...] | None = None  # local: the CPUs the replica is pinned to, if it is
 
     @property
     def host(self) -> str:
@@ -43,12 +50,14 @@ class Launch:
 @dataclass(frozen=True)
 class ServerCommand:
     """A server's command line: the program (None: the image's entrypoint), its arguments, its environment and,
-    locally, the settings files it reads from its working folder (name -> text)."""
+    locally, the settings files it reads from its working folder (name -> text) and the settings the runtime
+    derived from the replica's limits (name -> value, said in the trial's report)."""
 
     program: list[str] | None
     args: list[str] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)
     files: dict[str, str] = field(default_factory=dict)
+    derived: dict[str, str] = field(default_factory=dict)
 
     def argv(self) -> list[str]:
         """The whole command line of a local process."""
@@ -66,6 +75,8 @@ class LoadGauges:
     preemptions: tuple[str, ...] = ()  # a counter
     # (running average of busy slots per decode call, decode calls): llama.cpp's, averaged since it started.
     busy_slots: tuple[str, str] | None = None
+    # (prompt tokens looked up in the prefix cache, of them found there): counters, vLLM's.
+    prefix_cache: tuple[str, str] | None = None
 
 
 @dataclass(frozen=True)
@@ -108,7 +119,7 @@ class Runtime:
         built = self.server_command(launch)
         runtime = launch.spec.runtime
         program = runtime.command or built.program
-        return ServerCommand(program, [*built.args, *(runtime.args or [])], built.env, built.files)
+        return ServerCommand(program, [*built.args, *(runtime.args or [])], built.env, built.files, built.derived)
 
     def server_command(self, launch: Launch) -> ServerCommand:
         raise NotImplementedError
@@ -129,6 +140,11 @@ class Runtime:
         """Why a generation request of `needed_tokens` (prompt and output; `source` says where that comes from)
         cannot fit the server as configured, or None."""
         return None
+
+    def with_context_size(self, spec: ModelDeploymentTemplate, size: int) -> ModelDeploymentTemplate:
+        """The spec with a swept context size (llm.contextSize; the GPU servers' longest sequence)."""
+        llm = (spec.llm or LlmServing()).model_copy(update={"context_size": size})
+        return spec.model_copy(update={"llm": llm})
 
     def with_batch_size(self, spec: ModelDeploymentTemplate, size: int) -> ModelDeploymentTemplate:
         """The spec with a swept batch size: requests batched together (1: no batching)."""

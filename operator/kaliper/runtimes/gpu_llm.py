@@ -80,6 +80,11 @@ class GpuLlmServer(Runtime):
         """(program, the model and address arguments, the settings as options)."""
         raise NotImplementedError
 
+    def with_context_size(self, spec: ModelDeploymentTemplate, size: int) -> ModelDeploymentTemplate:
+        # To these servers a context is one sequence's longest length, prompt and output.
+        llm = (spec.llm or LlmServing()).model_copy(update={"max_model_length": size})
+        return spec.model_copy(update={"llm": llm})
+
     def with_batch_size(self, spec: ModelDeploymentTemplate, size: int) -> ModelDeploymentTemplate:
         # To a GPU server a batch is prompt tokens scheduled in one step.
         llm = (spec.llm or LlmServing()).model_copy(update={"max_batched_tokens": size})

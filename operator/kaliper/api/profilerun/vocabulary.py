@@ -417,6 +417,7 @@ DEPLOYMENT_SWEEP_FIELDS = (
     "threads",
     "slots",
     "context_size",
+    "prefix_caching",
     "runtime",
     "model_variants",
     "protocol",
@@ -445,7 +446,10 @@ class SweepSpec(KaliperModel):
     slots: _sweep_list(Annotated[int, Field(ge=1, le=4096)]) | None = None
     """LLM runtimes: sequences served at once (llm.slots: llama.cpp's slots, vLLM's max-num-seqs, ...)."""
     context_size: _sweep_list(Annotated[int, Field(ge=1, le=4194304)]) | None = None
-    """llamacpp: context tokens of the server, split among its slots (llm.contextSize)."""
+    """llamacpp: context tokens of the server, split among its slots (llm.contextSize); vllm, sglang and
+    tgi: the longest sequence (llm.maxModelLength)."""
+    prefix_caching: _sweep_list(bool) | None = None
+    """vllm, sglang, tgi: prefix caching on and off (llm.prefixCaching), such as [true, false]."""
     runtime: _sweep_list(RuntimeType) | None = None
     """Serving runtimes."""
     model_variants: (
