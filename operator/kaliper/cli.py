@@ -581,10 +581,13 @@ def make_example_models(directory: Path) -> None:
     whose `models` volume this folder stands in for (kaliper run --volume models=DIRECTORY), tiny-bert/
     (a small BERT-style text classifier as PyTorch exports one, its tokenizer.json, sentence-pair rows and
     request bodies) for the transformer optimization examples, tiny-llm/ (tiny.gguf for llama.cpp's
-    llama-server, and its tokenizer.json) for the LLM examples, and small-llm/ (small.gguf, 35 MB, a few
-    milliseconds a token) for the LLM demo."""
+    llama-server, and its tokenizer.json) for the LLM examples, small-llm/ (small.gguf, 35 MB, a few
+    milliseconds a token) for the LLM demo, and two chat models in the Hugging Face format that vLLM serves:
+    chat-hf/ (random weights, for load) and reasoning-hf/ (fixed output: a known thinking part, then a known
+    answer)."""
     from kaliper.optimize.tiny_bert import make_tiny_bert
     from kaliper.serving.examples import make_cpu_heavy, make_iris, make_iris_pipeline
+    from kaliper.serving.hf_llm import make_hf_chat_model, make_reasoning_model
     from kaliper.serving.tiny_llm import demo_shape, make_tiny_llm
 
     made = [make_iris(directory / "iris.onnx"), make_cpu_heavy(directory / "mlp.onnx"), *make_iris_pipeline(directory)]
@@ -593,6 +596,7 @@ def make_example_models(directory: Path) -> None:
     made += [make_tiny_llm(directory / "tiny-llm", name="tiny"), directory / "tiny-llm" / "tokenizer.json"]
     # The LLM demo's model: the same random-weight recipe at a size whose tokens take milliseconds on a core.
     made += [make_tiny_llm(directory / "small-llm", demo_shape(), name="small")]
+    made += [make_hf_chat_model(directory / "chat-hf"), make_reasoning_model(directory / "reasoning-hf")]
     for path in made:
         click.echo(f"wrote {path}")
 

@@ -59,13 +59,13 @@ def test_kaliper_run_serves_it_on_the_cpus_with_settings_from_the_limits(tmp_pat
         *("--reasoning-parser", "deepseek_r1"),
     ]
     assert command.env == {
-        "VLLM_CPU_KVCACHE_SPACE": "3",  # 6 GiB less the 3 GiB the server holds besides
+        "VLLM_CPU_KVCACHE_SPACE": "2",  # 6 GiB less the 3.5 GiB the server holds besides, in whole GiB
         "VLLM_CPU_OMP_THREADS_BIND": "1",
         "HF_HUB_OFFLINE": "1",
         "VLLM_NO_USAGE_STATS": "1",
         "TMPDIR": str(tmp_path / "w" / "tmp"),
     }
-    assert command.derived == {"kvCacheSpace": "3GiB", "ompThreadsBind": "1"}
+    assert command.derived == {"kvCacheSpace": "2GiB", "ompThreadsBind": "1"}
     assert (tmp_path / "w" / "tmp").is_dir()
 
 
@@ -74,7 +74,7 @@ def test_the_kv_cache_and_the_thread_binding_follow_the_limits() -> None:
         limits = {k: v for k, v in (("cpu", cpu), ("memory", memory)) if v}
         return deployment(model={"file": "m"}, runtime={"type": "vllm"}, resources={"limits": limits})
 
-    assert [kv_cache_gib(limited(None, m)) for m in (None, "2Gi", "4Gi", "5500Mi", "16Gi")] == [1, 1, 1, 2, 13]
+    assert [kv_cache_gib(limited(None, m)) for m in (None, "2Gi", "4Gi", "5Gi", "6Gi", "16Gi")] == [1, 1, 1, 1, 2, 12]
     assert thread_binding(limited("2", None), (0, 1, 2, 3)) == "0,1"
     assert thread_binding(limited("1500m", None), (2, 3)) == "2,3"
     assert thread_binding(limited("1", None), None) == "auto"  # not pinned: vLLM's own binding

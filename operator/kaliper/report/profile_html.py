@@ -18,6 +18,7 @@ from kaliper.report.profile_text import (
     headline_figures,
     memory_peak_text,
     parameters_text,
+    settings_text,
     slo_detail,
     summary_lines,
     throttled_text,
@@ -34,6 +35,8 @@ def _trial_row(report: ProfileReport, trial: TrialReport, trial_colour: str) -> 
         f"{trial.index}{html.escape(marker)}</td>"
     )
     message = html.escape(trial.message or "")
+    if trial.server_settings:
+        message += ("<br>" if message else "") + html.escape("server: " + settings_text(trial))
     if trial.server_log_tail:
         message += f"<details><summary>server log</summary><pre>{html.escape(trial.server_log_tail)}</pre></details>"
     errors = fmt(stage.error_rate * 100 if stage else None, "{:.2f}%")

@@ -43,6 +43,11 @@ def latency_at(trial: TrialReport, percentile: float) -> float | None:
     return figure_at(trial, LATENCY, percentile)
 
 
+def settings_text(trial: TrialReport) -> str:
+    """The settings the runtime derived from the trial's limits, in a line."""
+    return ", ".join(f"{name} {value}" for name, value in trial.server_settings.items()) + " (from the limits)"
+
+
 def headline_figures(trial: TrialReport, tokens: bool) -> tuple[float | None, float | None, float | None]:
     """(throughput, p50, p99) the tables show: output tokens per second and time to first token for a
     generation run, requests per second and latency otherwise."""
@@ -223,6 +228,8 @@ def summary_lines(report: ProfileReport) -> list[str]:
         )
         lines.append(f"  ({r.rationale})")
     for trial in report.trials:
+        if trial.server_settings:
+            lines.append(f"trial {trial.index} server: {settings_text(trial)}")
         if trial.stage is not None and trial.stage.tokens is not None:
             lines.append(f"trial {trial.index} tokens: {token_summary(trial.stage.tokens)}")
         for flag in trial.limited_by:

@@ -1,0 +1,127 @@
+"""The vllm runtime under `kaliper run`: a ModelDeployment serving the random-weight chat model made here
+with a real vLLM (its CPU build) under cgroup limits, a fresh server per configuration, and a ProfileRun
+sweeping max-num-seqs (slots) that is checked against the servers' own counters and gauges, priced per
+million output tokens, and chosen."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from kaliper.report.schema import ProfileReport
+from kaliper.serving.hf_llm import make_hf_chat_model
+from tests.support.paths import KALIPER
+from tests.support.vllm import vllm_installed
+
+MAX_TOKENS = 16
+
+
+def manifests(model: Path) -> list[dict]:
+    deployment = {
+        "apiVersion": "kaliper.dev/v1alpha1",
+        "kind": "ModelDeployment",
+        "metadata": {"name": "chat"},
+        "spec": {
+            "model": {"file": str(model), "name": "chat"},
+            "runtime": {"type": "vllm"},
+            "resources": {"limits": {"cpu": "1", "memory": "5Gi"}},
+            "llm": {"maxModelLength": 512, "prefixCaching": False},
+        },
+    }
+    run = {
+        "apiVersion": "kaliper.dev/v1alpha1",
+        "kind": "ProfileRun",
+        "metadata": {"name": "chat-slots"},
+        "spec": {
+            "target": {"deploymentRef": {"name": "chat"}},
+            "request": {
+                "protocol": "openai-chat",
+                "modelName": "chat",
+                "generation": {"maxTokens": MAX_TOKENS, "ignoreEos": True},
+            },
+            "payload": {
+                "prompts": {
+                    "synthetic": {"inputTokens": {"mean": 200}, "count": 16, "sharedPrefixRatio": 0.5},
+                    "tokenizer": {"file": str(model / "tokenizer.json")},
+                }
+            },
+            "load": {
+                "closedLoop": {"concurrency": 4},
+                "warmup": "1s",
+                "minDuration": "4s",
+                "maxDuration": "4s",
+                "stopping": {"window": "1s"},
+            },
+            "sweep": {"slots": [1, 4]},
+            "readyTimeout": "4m",
+            "slo": {"latency": [{"metric": "ttft", "percentile": 90, "max": "10s"}]},
+            "cost": {"perCoreHour": 0.04, "perGibHour": 0.004},
+            "report": {"formats": ["json", "table"]},
+        },
+    }
+    return [deployment, run]
+
+
+@pytest.fixture(scope="module")
+def swept(tmp_path_factory: pytest.TempPathFactory) -> tuple[ProfileReport, str]:
+    directory = tmp_path_factory.mktemp("vllm-run")
+    model = make_hf_chat_model(directory / "chat-hf")
+    path = directory / "run.yaml"
+    path.write_text("\n---\n".join(json.dumps(m) for m in manifests(model)))
+    # --ignore-other-work: this is about serving, slots and prices, not the busy-machine check
+    # (tests/local/test_kaliper_run.py), and make test runs another worker beside it.
+    process = subprocess.run(
+        [str(KALIPER), "run", str(path), "--output-dir", str(directory / "reports"), "--ignore-other-work"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "KALIPER_VLLM": str(vllm_installed())},
+    )
+    assert process.returncode == 0, process.stderr
+    return ProfileReport.model_validate_json((directory / "reports" / "report.json").read_text()), process.stdout
+
+
+def test_each_configuration_is_served_by_its_own_vllm_with_settings_from_its_limits(
+    swept: tuple[ProfileReport, str],
+) -> None:
+    report, stdout = swept
+    assert [(t.parameters, t.status) for t in report.trials] == [
+        ({"slots": "1", "concurrency": "4"}, "Succeeded"),
+        ({"slots": "4", "concurrency": "4"}, "Succeeded"),
+    ]
+    for trial in report.trials:
+        # 5 GiB less the 3.5 GiB the server holds besides; the one CPU it was pinned to (of two).
+        assert trial.server_settings == {"kvCacheSpace": "1GiB", "ompThreadsBind": "1"}
+        tokens = trial.stage.tokens
+        assert tokens is not None and trial.stage.errors_by_kind == {}
+        assert tokens.output_tokens == MAX_TOKENS * trial.stage.requests
+        assert tokens.token_sources == {"usage": trial.stage.requests}
+        assert trial.resources is not None and trial.resources.source == "cgroup"
+        assert trial.resources.memory_peak_bytes is not None and trial.resources.memory_peak_bytes > 2**30
+        # The server's own counters over the measured interval, and its gauges.
+        check = tokens.server_check
+        assert check is not None and check.source == "vLLM"
+        counted = {c.figure: c for c in check.comparisons}
+        assert counted["outputTokens"].generator == tokens.output_tokens
+        # Prefix caching was off: nothing came from the cache, by the server's usage or its counters.
+        assert tokens.cached_input_tokens == 0
+        assert tokens.server_load is not None and tokens.server_load.prefix_cache_hit_rate is None
+    one, four = report.trials
+    # max-num-seqs held: one sequence at a time with three users waiting, then four at once.
+    assert (one.stage.tokens.server_load.running_max, four.stage.tokens.server_load.running_max) == (1, 4)
+    assert one.stage.tokens.server_load.waiting_max == 3
+    assert "trial 0 server: kvCacheSpace 1GiB, ompThreadsBind 1 (from the limits)" in stdout
+
+
+def test_the_run_is_priced_per_million_output_tokens_and_chooses_more_slots(swept: tuple[ProfileReport, str]) -> None:
+    report, _ = swept
+    one, four = report.trials
+    assert one.cost_per_million_output_tokens is not None and four.cost_per_million_output_tokens is not None
+    # One CPU either way: four sequences batched make about three times the tokens per second of one (measured
+    # here: 1075 against 371 output tokens per second), so the choice is the four slots.
+    assert four.cost_per_million_output_tokens < one.cost_per_million_output_tokens
+    assert report.best_trial == 1 and report.verdict == "Met"

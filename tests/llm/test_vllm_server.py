@@ -1,0 +1,135 @@
+"""A real vLLM (its CPU build) serving the deterministic reasoning model made here, started once for this
+module with the command line Kaliper's vllm runtime writes: the server's own record of its settings, its
+reasoning parser's streams measured exactly (every answer is <think>, six thinking words, </think>, then
+the answer's words), and its own counters and gauges beside the generator's figures."""
+
+from __future__ import annotations
+
+import ast
+import re
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from kaliper.report.schema import StageResult
+from kaliper.serving.hf_llm import ANSWER_WORDS, REASONING_WORDS, make_reasoning_model
+from tests.support.loadgen_run import run_loadgen
+from tests.support.vllm import vllm_server, vllm_spec
+
+SHORT = {"warmup": "1s", "minDuration": "3s", "maxDuration": "3s", "stopping": {"window": "1s"}}
+SETTINGS = {"slots": 2, "maxModelLength": 512, "maxBatchedTokens": 1024, "prefixCaching": True}
+SETTINGS |= {"reasoningParser": "deepseek_r1", "dtype": "float32"}
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_reasoning_model(tmp_path_factory.mktemp("models") / "reasoning-hf")
+
+
+@pytest.fixture(scope="module")
+def served(model: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
+    workdir = tmp_path_factory.mktemp("vllm")
+    with vllm_server(vllm_spec(model, "reasoning", **SETTINGS), workdir) as base:
+        yield base, workdir / "vllm.log"
+
+
+def stage_of(tmp_path: Path, base: str, request: dict, payload: dict, concurrency: int = 4) -> StageResult:
+    config = {"url": base, "request": request, "payload": payload, "load": {"closedLoop": {"concurrency": concurrency}}}
+    config["load"] |= SHORT
+    process, result = run_loadgen(tmp_path, config)
+    assert process.returncode == 0, process.stderr
+    assert result is not None and result.ok and len(result.stages) == 1
+    return result.stages[0]
+
+
+def test_every_setting_the_runtime_writes_is_one_the_server_took(served: tuple[str, Path], model: Path) -> None:
+    base, log = served
+    said = re.search(r"non-default args: (\{.*\})", log.read_text(errors="replace"))
+    assert said is not None, "vLLM logs the arguments it was given at start"
+    taken = ast.literal_eval(said.group(1))
+    for varying in ("host", "port", "model", "model_tag"):
+        taken.pop(varying)
+    assert taken == {
+        "enable_prompt_tokens_details": True,
+        "dtype": "float32",
+        "max_model_len": 512,
+        "enforce_eager": True,
+        "served_model_name": ["reasoning"],
+        "reasoning_parser": "deepseek_r1",
+        "enable_prefix_caching": True,
+        "max_num_batched_tokens": 1024,
+        "max_num_seqs": 2,
+    }
+    models = urllib.request.urlopen(f"{base}/v1/models", timeout=10).read().decode()
+    assert '"id":"reasoning"' in models and '"max_model_len":512' in models
+    metrics = urllib.request.urlopen(f"{base}/metrics", timeout=10).read().decode()
+    info = re.search(r"^vllm:cache_config_info\{(.*)\} 1\.0$", metrics, re.MULTILINE)
+    assert info is not None
+    assert 'enable_prefix_caching="True"' in info.group(1)
+    assert 'kv_cache_memory_bytes="1073741824"' in info.group(1)  # VLLM_CPU_KVCACHE_SPACE=1 without a limit
+
+
+def test_the_thinking_is_measured_as_tokens_and_the_answer_after_it(
+    tmp_path: Path, served: tuple[str, Path], model: Path
+) -> None:
+    base, _ = served
+    stage = stage_of(
+        tmp_path,
+        base,
+        {"protocol": "openai-chat", "modelName": "reasoning", "generation": {"maxTokens": 16}},
+        {
+            "prompts": {
+                "synthetic": {"inputTokens": {"mean": 300}, "count": 8, "sharedPrefixRatio": 0.5},
+                "tokenizer": {"file": str(model / "tokenizer.json")},
+            }
+        },
+    )
+    tokens = stage.tokens
+    assert tokens is not None and stage.requests > 4 and stage.errors_by_kind == {}
+    answers = stage.requests
+    # Every answer: 16 tokens by the server's usage, of them 6 thinking. <think> and </think> stream no chunk,
+    # so an answer is at most 6 thinking chunks and 8 answer chunks (fewer where the server, behind, sent two
+    # tokens' text in one chunk).
+    assert len(REASONING_WORDS) == 6 and len(ANSWER_WORDS) == 4
+    assert (tokens.output_tokens, tokens.reasoning_tokens) == (16 * answers, 6 * answers)
+    assert (tokens.reasoning_requests, tokens.reasoning_sources) == (answers, {"usage": answers})
+    assert 0 < tokens.chunks <= 14 * answers
+    # One time to first token and one time to first output token (the answer's) per answer.
+    assert tokens.ttft.count == tokens.ttfot.count == answers
+    # The server's own counters over the same interval, and its gauges: two slots (max-num-seqs) for four users.
+    check = tokens.server_check
+    assert check is not None and check.source == "vLLM"
+    # No mean gap per token: <think> and </think> are tokens without a chunk, so chunks and tokens differ and
+    # no gap is split among tokens on a guess.
+    assert [c.figure for c in check.comparisons] == ["outputTokens", "inputTokens", "meanTtftMs"]
+    assert (tokens.per_token_exact, tokens.per_token_unknown) == (0, answers)
+    load = tokens.server_load
+    assert load is not None and load.source == "vLLM" and load.running_max == 2
+    # Half of every prompt is shared: at least one 128-token block of it comes from the prefix cache, which the
+    # server's counters and its usage both say.
+    assert load.prefix_cache_hit_rate is not None and load.prefix_cache_hit_rate > 0
+    assert tokens.cached_input_tokens is not None and tokens.cached_input_tokens >= 128 * answers
+
+
+def test_completions_carry_the_thinking_as_text_and_nothing_is_reasoning(
+    tmp_path: Path, served: tuple[str, Path], model: Path
+) -> None:
+    """The reasoning parser works on chat completions only: a completions answer streams <think>, the thinking
+    and </think> as text, so there the first token is the first output token."""
+    base, _ = served
+    (tmp_path / "prompts.jsonl").write_text('{"prompt": "ka li per"}\n')
+    stage = stage_of(
+        tmp_path,
+        base,
+        {"protocol": "openai-completions", "modelName": "reasoning", "generation": {"maxTokens": 16}},
+        {"prompts": {"dataset": {"file": str(tmp_path / "prompts.jsonl")}}},
+        concurrency=2,
+    )
+    tokens = stage.tokens
+    assert tokens is not None and stage.errors_by_kind == {}
+    assert (tokens.output_tokens, tokens.reasoning_requests, tokens.reasoning_tokens) == (16 * stage.requests, 0, 0)
+    assert tokens.reasoning_sources == {}
+    # The first output token is the first token: the same distribution.
+    assert tokens.ttfot.histogram == tokens.ttft.histogram and tokens.ttft.count == stage.requests
