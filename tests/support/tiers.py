@@ -21,6 +21,7 @@ QUIET = {
     "tests/local/test_cgroups.py": "measures what a CPU quota lets a busy loop use",
     "tests/loadgen/test_end_to_end.py": "compares latencies and schedules with a ground-truth server's own records",
     "tests/loadgen/test_grpc_end_to_end.py": "compares gRPC latencies with a ground-truth server's own records",
+    "tests/llm/test_reasoning_truth.py": "compares reasoning streams' latencies with a ground-truth server's records",
 }
 
 # Seconds a test's own body may take (fixtures' set-up and teardown not counted) unless it is listed below.

@@ -1,0 +1,59 @@
+"""Reasoning streams against bench/streamtruth, whose answers think first for a known number of tokens and
+whose records say when it sent every chunk: Kaliper's time to first token ends at the first thinking token
+and its time to first output token at the first answer token, each within 2% of the server's own record.
+Quiet (tests/support/tiers.py): it compares latencies with a server's records."""
+
+from __future__ import annotations
+
+import json
+import statistics
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from tests.support.groundtruth import STREAM_SOURCE, groundtruth
+from tests.support.loadgen_run import run_loadgen
+
+THINKING = 8  # the first 8 of every answer's 16 tokens are thinking
+
+
+def truth(base: str) -> tuple[list[float], list[float]]:
+    """Per answer, as the server sent it: (ms to the first token, ms to the first answer token)."""
+    records = json.loads(urllib.request.urlopen(f"{base}/_truth/records", timeout=30).read())["records"]
+    first = [(r["chunks"][0] - r["arrived"]) / 1e6 for r in records]
+    answer = [(r["chunks"][r["reasoning"]] - r["arrived"]) / 1e6 for r in records]
+    assert {r["reasoning"] for r in records} == {THINKING}
+    return first, answer
+
+
+@pytest.mark.parametrize("field", ["reasoning", "reasoning_content"])
+def test_ttft_ends_at_the_first_thought_and_ttfot_at_the_first_answer_token(tmp_path: Path, field: str) -> None:
+    (tmp_path / "prompts.jsonl").write_text('{"prompt": "hello"}\n')
+    flags = ("-ttft", "60ms", "-gap", "10ms", "-gap-sigma", "0.2", "-reasoning", str(THINKING))
+    with groundtruth(*flags, "-reasoning-field", field, source=STREAM_SOURCE) as base:
+        config = {
+            "url": base,
+            "request": {"protocol": "openai-chat", "modelName": "truth", "generation": {"maxTokens": 16}},
+            "payload": {"prompts": {"dataset": {"file": str(tmp_path / "prompts.jsonl")}}},
+            # No warm-up: every answer the server recorded is one the generator measured.
+            "load": {"closedLoop": {"concurrency": 4}, "warmup": "0s", "minDuration": "4s", "maxDuration": "4s"},
+        }
+        process, result = run_loadgen(tmp_path, config)
+        first, answer = truth(base)
+    assert process.returncode == 0, process.stderr
+    tokens = result.stages[0].tokens
+    assert tokens is not None and result.stages[0].errors_by_kind == {}
+    answers = result.stages[0].requests
+    assert (tokens.reasoning_requests, tokens.reasoning_tokens, tokens.reasoning_sources) == (
+        answers,
+        THINKING * answers,
+        {"usage": answers},
+    )
+    assert tokens.output_tokens == 16 * answers and tokens.chunks == 16 * answers
+    # The server also served the requests in flight at the stage's end, which the generator did not count:
+    # compare medians, each within 2% of the server's.
+    measured_first, measured_answer = tokens.ttft.at(50), tokens.ttfot.at(50)
+    assert measured_first is not None and measured_answer is not None
+    assert measured_first.value_ms == pytest.approx(statistics.median(first), rel=0.02)
+    assert measured_answer.value_ms == pytest.approx(statistics.median(answer), rel=0.02)
