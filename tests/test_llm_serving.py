@@ -80,10 +80,10 @@ def test_vllm_pod_splits_four_gpus_into_two_tensor_parallel_stages_with_shared_m
     )
     manifest = build_deployment("llama3", "ml", "u", spec)
     container = container_of(manifest)
-    assert container["image"] == "docker.io/vllm/vllm-openai:v0.11.0"
-    assert container["command"] == ["python3", "-m", "vllm.entrypoints.openai.api_server"]
+    assert container["image"] == "docker.io/vllm/vllm-openai:v0.32.0"
+    assert container["command"] == ["vllm", "serve"]
     assert container["args"] == [
-        *("--model", "/models/source/llama-3-8b", "--served-model-name", "llama3", "--host", "0.0.0.0"),
+        *("/models/source/llama-3-8b", "--served-model-name", "llama3", "--host", "0.0.0.0"),
         *("--port", "8000", "--tensor-parallel-size", "2", "--pipeline-parallel-size", "2", "--max-num-seqs", "64"),
         *("--max-model-len", "8192", "--max-num-batched-tokens", "4096", "--gpu-memory-utilization", "0.85"),
         *("--dtype", "bfloat16", "--quantization", "fp8"),

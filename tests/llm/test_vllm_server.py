@@ -6,17 +6,21 @@ the answer's words), and its own counters and gauges beside the generator's figu
 from __future__ import annotations
 
 import ast
+import json
 import re
+import subprocess
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from kaliper.api.modeldeployment import ModelDeploymentSpec
+from kaliper.manifests.modeldeployment import build_deployment
 from kaliper.report.schema import StageResult
 from kaliper.serving.hf_llm import ANSWER_WORDS, REASONING_WORDS, make_reasoning_model
 from tests.support.loadgen_run import run_loadgen
-from tests.support.vllm import vllm_server, vllm_spec
+from tests.support.vllm import vllm_installed, vllm_server, vllm_spec
 
 SHORT = {"warmup": "1s", "minDuration": "3s", "maxDuration": "3s", "stopping": {"window": "1s"}}
 SETTINGS = {"slots": 2, "maxModelLength": 512, "maxBatchedTokens": 1024, "prefixCaching": True}
@@ -133,3 +137,57 @@ def test_completions_carry_the_thinking_as_text_and_nothing_is_reasoning(
     assert tokens.reasoning_sources == {}
     # The first output token is the first token: the same distribution.
     assert tokens.ttfot.histogram == tokens.ttft.histogram and tokens.ttft.count == stage.requests
+
+
+PARSE = """
+import json, sys
+from vllm.entrypoints.cli.serve import ServeSubcommand
+from vllm.utils.argparse_utils import FlexibleArgumentParser
+
+root = FlexibleArgumentParser()
+ServeSubcommand().subparser_init(root.add_subparsers(dest="subcommand"))
+parsed = vars(root.parse_args(["serve", *json.loads(sys.argv[1])]))
+print(json.dumps({name: parsed[name] for name in json.loads(sys.argv[2])}))
+"""
+
+
+def test_a_pods_command_line_is_one_the_real_vllm_parses_to_the_settings_asked() -> None:
+    """On a cluster vLLM runs from its upstream GPU image, which cannot run here: the pod's command line (for
+    the same version) goes through that version's own argument parser instead."""
+    spec = ModelDeploymentSpec.model_validate(
+        {
+            "model": {"pvc": {"claimName": "models", "path": "qwen"}, "name": "qwen"},
+            "runtime": {"type": "vllm"},
+            "resources": {"gpu": {"count": 4}},
+            "llm": {"slots": 64, "maxModelLength": 8192, "maxBatchedTokens": 4096, "tensorParallel": 2}
+            | {"gpuMemoryUtilization": 0.85, "dtype": "bfloat16", "prefixCaching": False, "reasoningParser": "qwen3"},
+        }
+    )
+    container = build_deployment("qwen", "ml", "u", spec, "kaliper:test")["spec"]["template"]["spec"]["containers"][0]
+    assert container["command"] == ["vllm", "serve"]
+    names = ["model_tag", "served_model_name", "host", "port", "tensor_parallel_size", "pipeline_parallel_size"]
+    names += ["max_num_seqs", "max_model_len", "max_num_batched_tokens", "gpu_memory_utilization", "dtype"]
+    names += ["enable_prefix_caching", "reasoning_parser"]
+    python = vllm_installed().parent / "python"
+    parsed = subprocess.run(
+        [str(python), "-c", PARSE, json.dumps(container["args"]), json.dumps(names)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert parsed.returncode == 0, parsed.stderr[-2000:]
+    assert json.loads(parsed.stdout.strip().splitlines()[-1]) == {
+        "model_tag": "/models/source/qwen",
+        "served_model_name": ["qwen"],
+        "host": "0.0.0.0",
+        "port": 8000,
+        "tensor_parallel_size": 2,
+        "pipeline_parallel_size": 2,
+        "max_num_seqs": 64,
+        "max_model_len": 8192,
+        "max_num_batched_tokens": 4096,
+        "gpu_memory_utilization": 0.85,
+        "dtype": "bfloat16",
+        "enable_prefix_caching": False,
+        "reasoning_parser": "qwen3",
+    }

@@ -19,10 +19,10 @@ SPEC = deployment(
 
 def test_the_pod_runs_vllm_from_its_image_split_over_the_gpus() -> None:
     assert pod_container(SPEC) == {
-        "image": "docker.io/vllm/vllm-openai:v0.11.0",
-        "command": ["python3", "-m", "vllm.entrypoints.openai.api_server"],
+        "image": "docker.io/vllm/vllm-openai:v0.32.0",
+        "command": ["vllm", "serve"],
         "args": [
-            *("--model", "/models/source/qwen", "--served-model-name", "qwen", "--host", "0.0.0.0", "--port", "8000"),
+            *("/models/source/qwen", "--served-model-name", "qwen", "--host", "0.0.0.0", "--port", "8000"),
             *("--tensor-parallel-size", "2", "--pipeline-parallel-size", "2", "--max-num-seqs", "64"),
             *("--max-model-len", "8192", "--gpu-memory-utilization", "0.85", "--dtype", "bfloat16"),
         ],

@@ -5,8 +5,9 @@ place needs. `vllm_program` is the one function here that looks at the machine (
 On CPUs vLLM takes its KV cache from host memory in whole GiB (VLLM_CPU_KVCACHE_SPACE: without it the
 worker asks for most of the machine's memory and refuses to start) and binds its OpenMP threads to CPUs
 (VLLM_CPU_OMP_THREADS_BIND). Both are derived from the replica's limits, and the report says what was
-chosen (`ServerCommand.derived`). Facts measured here: a server of the example models holds up to 3.5 GiB
-besides its KV cache (a cgroup's peak 3.7-4.6 GiB with 2 GiB of cache, RSS 3.8-4.6 GiB with 1 GiB), and is ready in 25-50 s
+chosen (`ServerCommand.derived`). Facts measured here: a server of the example models held 1.7-2.6 GiB
+besides its KV cache (its cgroup peaked at 2.7 GiB with 1 GiB of cache, 3.7-4.6 GiB with 2 GiB); 3.5 GiB
+leaves room for larger models' weights, and is ready in 25-50 s
 with --enforce-eager (torch.compile takes 60-75 s and is no faster for a small model)."""
 
 from __future__ import annotations
@@ -89,7 +90,9 @@ def _prefix_caching(llm: LlmServing) -> list[str]:
 class Vllm(GpuLlmServer):
     type = "vllm"
     display_name = "vLLM"
-    image = "docker.io/vllm/vllm-openai:v0.11.0"
+    # The upstream image of the version whose CPU build the suite runs: the flags below are the ones that
+    # version's own parser accepts (tests/llm/test_vllm_server.py parses a pod's command line with it).
+    image = f"docker.io/vllm/vllm-openai:v{VLLM_CPU_VERSION}"
     http_port = 8000
     shared_memory = True  # tensors between its GPU workers go through /dev/shm
     load_gauges = LoadGauges(
@@ -113,8 +116,9 @@ class Vllm(GpuLlmServer):
     def command_line(
         self, launch: Launch, tensor: int, copies: int, llm: LlmServing
     ) -> tuple[list[str], list[str], Options]:
-        program = ["python3", "-m", "vllm.entrypoints.openai.api_server"]
-        args = ["--model", launch.model_path, "--served-model-name", launch.served_name]
+        # `vllm serve`: python -m vllm.entrypoints.openai.api_server is deprecated since 0.2x.
+        program = ["vllm", "serve"]
+        args = [launch.model_path, "--served-model-name", launch.served_name]
         args += ["--host", launch.host, "--port", str(launch.port), *_prefix_caching(llm)]
         options: Options = [
             ("--tensor-parallel-size", tensor),
