@@ -6,9 +6,9 @@ On CPUs vLLM takes its KV cache from host memory in whole GiB (VLLM_CPU_KVCACHE_
 worker asks for most of the machine's memory and refuses to start) and binds its OpenMP threads to CPUs
 (VLLM_CPU_OMP_THREADS_BIND). Both are derived from the replica's limits, and the report says what was
 chosen (`ServerCommand.derived`). Facts measured here: a server of the example models held 1.7-2.6 GiB
-besides its KV cache (its cgroup peaked at 2.7 GiB with 1 GiB of cache, 3.7-4.6 GiB with 2 GiB); 3.5 GiB
-leaves room for larger models' weights, and is ready in 25-50 s
-with --enforce-eager (torch.compile takes 60-75 s and is no faster for a small model)."""
+besides its KV cache (its cgroup peaked at 2.7 GiB with 1 GiB of cache, 3.7-4.6 GiB with 2 GiB), so 3.5 GiB
+leaves room for larger weights; it is ready in 25-50 s with --enforce-eager (torch.compile takes 60-75 s and
+is no faster for a small model)."""
 
 from __future__ import annotations
 
