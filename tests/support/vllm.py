@@ -35,13 +35,14 @@ def vllm_spec(model: Path, name: str, **llm: Any) -> ModelDeploymentSpec:
 
 
 @contextmanager
-def vllm_server(spec: ModelDeploymentSpec, workdir: Path) -> Iterator[str]:
-    """Serve the spec's model on loopback with the runtime's own command line; yields the base URL. Stopped
-    with everything it started (its process group), its temporary folder removed with `workdir`."""
+def vllm_server(spec: ModelDeploymentSpec, workdir: Path, cpus: set[int] | None = None) -> Iterator[str]:
+    """Serve the spec's model on loopback with the runtime's own command line (pinned to `cpus`, as `kaliper
+    run` pins a trial's server, where given); yields the base URL. Stopped with everything it started (its
+    process group), its temporary folder removed with `workdir`."""
     os.environ["KALIPER_VLLM"] = str(vllm_installed())
     assert spec.model.file is not None and spec.model.name is not None
     port = free_port()
-    command = server_command(spec, Path(spec.model.file), spec.model.name, port, workdir)
+    command = server_command(spec, Path(spec.model.file), spec.model.name, port, workdir, cpus=cpus)
     log = workdir / "vllm.log"
     with log.open("wb") as out:
         process = subprocess.Popen(
@@ -51,6 +52,7 @@ def vllm_server(spec: ModelDeploymentSpec, workdir: Path) -> Iterator[str]:
             stdin=subprocess.DEVNULL,
             env={**os.environ, **command.env},
             start_new_session=True,
+            preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None,
         )
     try:
         try:
