@@ -125,3 +125,45 @@ def test_the_run_is_priced_per_million_output_tokens_and_chooses_more_slots(swep
     # here: 1075 against 371 output tokens per second), so the choice is the four slots.
     assert four.cost_per_million_output_tokens < one.cost_per_million_output_tokens
     assert report.best_trial == 1 and report.verdict == "Met"
+
+
+def test_its_own_failures_are_named_in_the_trials_reason(tmp_path: Path) -> None:
+    """A model folder vLLM cannot load, and a memory limit its start does not fit in."""
+    model = make_hf_chat_model(tmp_path / "chat-hf")
+    broken = tmp_path / "no-model-type"
+    broken.mkdir()
+    (broken / "config.json").write_text("{}")
+    documents = []
+    for name, folder, memory in (("broken", broken, "5Gi"), ("small", model, "600Mi")):
+        deployment, run = manifests(model)
+        deployment["metadata"]["name"] = name
+        deployment["spec"] |= {"model": {"file": str(folder), "name": name}}
+        deployment["spec"]["resources"]["limits"]["memory"] = memory
+        run["metadata"]["name"] = f"{name}-run"
+        run["spec"] |= {"target": {"deploymentRef": {"name": name}}, "report": {"formats": ["json"]}}
+        run["spec"]["request"]["modelName"] = name
+        del run["spec"]["sweep"]
+        documents += [deployment, run]
+        path = tmp_path / f"{name}.yaml"
+        path.write_text("\n---\n".join(json.dumps(m) for m in documents[-2:]))
+    reasons = {}
+    for name in ("broken", "small"):
+        process = subprocess.run(
+            [str(KALIPER), "run", str(tmp_path / f"{name}.yaml"), "--output-dir", str(tmp_path / name)],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env={**os.environ, "KALIPER_VLLM": str(vllm_installed())},
+        )
+        assert process.returncode == 1, process.stderr
+        (trial,) = ProfileReport.model_validate_json((tmp_path / name / "report.json").read_text()).trials
+        assert trial.status == "Failed" and trial.server_log_tail
+        reasons[name] = trial.message
+    assert reasons == {
+        "broken": (
+            "server replica 0 exited with code 1: Value error, Unrecognized model in "
+            f"{broken}. Should have a `model_type` key in its config.json. [type=value_error, input_value="
+            "ArgsKwargs((), {'model': ...nderer_num_workers': 1}), input_type=ArgsKwargs]"
+        ),
+        "small": "server replica 0 OOMKilled: the memory limit is too small for the model",
+    }

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from kaliper.api.modeldeployment import ModelDeploymentSpec
-from kaliper.local.servers import ServerError, server_command
+from kaliper.local.servers import ServerError, server_command, telling_line
 from kaliper.runtimes.vllm import kv_cache_gib, thread_binding
 from tests.support.runtimes import deployment, local_argv, pod_container
 
@@ -51,7 +51,9 @@ def installed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def test_kaliper_run_serves_it_on_the_cpus_with_settings_from_the_limits(tmp_path: Path, installed: Path) -> None:
-    command = server_command(CPU_SPEC, Path("/models/reasoning"), "reasoning", 9000, tmp_path / "w", cpus={1})
+    command = server_command(
+        CPU_SPEC, Path("/models/reasoning"), "reasoning", 9000, tmp_path / "w", cpus={1}, tmpdir=tmp_path / "t"
+    )
     assert command.argv() == [
         *(str(installed), "serve", "/models/reasoning", "--served-model-name", "reasoning"),
         *("--host", "127.0.0.1", "--port", "9000", "--enforce-eager", "--enable-prompt-tokens-details"),
@@ -63,10 +65,9 @@ def test_kaliper_run_serves_it_on_the_cpus_with_settings_from_the_limits(tmp_pat
         "VLLM_CPU_OMP_THREADS_BIND": "1",
         "HF_HUB_OFFLINE": "1",
         "VLLM_NO_USAGE_STATS": "1",
-        "TMPDIR": str(tmp_path / "w" / "tmp"),
+        "TMPDIR": str(tmp_path / "t"),
     }
     assert command.derived == {"kvCacheSpace": "2GiB", "ompThreadsBind": "1"}
-    assert (tmp_path / "w" / "tmp").is_dir()
 
 
 def test_the_kv_cache_and_the_thread_binding_follow_the_limits() -> None:
@@ -97,3 +98,19 @@ def test_kaliper_run_refuses_gpus_and_says_how_to_install_vllm(tmp_path: Path, m
         "runtime.type vllm needs vLLM, which is not installed on this machine: run `make vllm` (hack/vllm/venv.sh: "
         "the CPU build, about 2 minutes and 6 GiB once), or set KALIPER_VLLM to a `vllm` program"
     )
+
+
+def test_a_dead_servers_reason_is_the_line_of_its_log_that_names_the_error() -> None:
+    """The end of vLLM's log when its model folder has no model_type (captured here)."""
+    tail = (
+        "(APIServer pid=1795) ERROR 11-26 05:00:07 [repo_utils.py:124] Error parsing config for empty-model\n"
+        "    raise ValueError(msg)\n"
+        "pydantic_core._pydantic_core.ValidationError: 1 validation error for ModelConfig\n"
+        "  Value error, Unrecognized model in empty-model. Should have a `model_type` key in its config.json.\n"
+        "    For further information visit https://errors.pydantic.dev/2.14/v/value_error\n"
+    )
+    assert telling_line(tail) == (
+        "Value error, Unrecognized model in empty-model. Should have a `model_type` key in its config.json."
+    )
+    assert telling_line("starting\nlistening on 8080\n") == "listening on 8080"
+    assert telling_line("") == ""

@@ -42,7 +42,9 @@ def vllm_server(spec: ModelDeploymentSpec, workdir: Path, cpus: set[int] | None 
     os.environ["KALIPER_VLLM"] = str(vllm_installed())
     assert spec.model.file is not None and spec.model.name is not None
     port = free_port()
-    command = server_command(spec, Path(spec.model.file), spec.model.name, port, workdir, cpus=cpus)
+    tmpdir = workdir / "tmp"  # the caller's folder: removed with it
+    tmpdir.mkdir()
+    command = server_command(spec, Path(spec.model.file), spec.model.name, port, workdir, cpus=cpus, tmpdir=tmpdir)
     log = workdir / "vllm.log"
     with log.open("wb") as out:
         process = subprocess.Popen(

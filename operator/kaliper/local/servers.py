@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
+import shutil
 import signal
 import subprocess
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -32,6 +35,21 @@ class ServerError(RuntimeError):
         self.log_tail = log_tail
 
 
+_TELLING = re.compile(r"error|exception|killed|fatal|refus", re.IGNORECASE)
+
+
+def telling_line(log_tail: str) -> str:
+    """The line of a dead server's log that says why: the last that names an error (a Python traceback ends
+    with its exception; pydantic's with a link to its documentation, skipped), else the last line."""
+    lines = [line.strip() for line in log_tail.splitlines() if line.strip()]
+    for line in reversed(lines):
+        if line.startswith("For further information visit"):
+            continue
+        if _TELLING.search(line):
+            return line
+    return lines[-1] if lines else ""
+
+
 def limits_of(spec: ModelDeploymentSpec) -> Limits:
     limits = spec.resources.limits if spec.resources and spec.resources.limits else None
     return Limits(
@@ -53,25 +71,25 @@ def server_command(
     workdir: Path,
     grpc_port: int | None = None,
     cpus: set[int] | None = None,
+    tmpdir: Path | None = None,
 ) -> ServerCommand:
     """The command of one replica, as its runtime writes it for a local process; the settings files it reads
-    are written into `workdir` (and its TMPDIR, where it names one, made)."""
+    are written into `workdir`."""
     runtime = runtime_of(spec)
     problem = runtime.local_problem(spec)
     if problem:
         raise ServerError(problem)
     pinned = tuple(sorted(cpus)) if cpus else None
-    launch = Launch(spec, "local", str(model_path), model_name, port, grpc_port, str(workdir), pinned)
+    temporary = str(tmpdir) if tmpdir else None
+    launch = Launch(spec, "local", str(model_path), model_name, port, grpc_port, str(workdir), pinned, temporary)
     try:
         built = runtime.command(launch)
     except FileNotFoundError as missing:
         raise ServerError(f"the {spec.runtime.type} runtime needs {missing}") from None
-    if built.files or built.env.get("TMPDIR"):
+    if built.files:
         workdir.mkdir(parents=True, exist_ok=True)
         for name, text in built.files.items():
             (workdir / name).write_text(text)
-        if "TMPDIR" in built.env:
-            Path(built.env["TMPDIR"]).mkdir(parents=True, exist_ok=True)
     return built
 
 
@@ -101,6 +119,8 @@ class ServerGroup:
         self.proxy: RoundRobinProxy | None = None
         self.grpc_proxy: RoundRobinProxy | None = None
         self.ports: list[int] = [port]
+        self.tmpdirs: list[Path] = []
+        """Each replica's temporary folder (short paths under the system's), removed when it stops."""
         self.derived: dict[str, str] = {}
         """Settings the runtime derived from the limits (the first replica's; every replica's are alike)."""
         # The protocol's gRPC service, for the runtimes that serve it here.
@@ -143,6 +163,7 @@ class ServerGroup:
         env.update({e.name: e.value for e in self.spec.env or [] if e.value is not None})
         self.log_dir.mkdir(parents=True, exist_ok=True)
         for replica, port in enumerate(ports):
+            self.tmpdirs.append(Path(tempfile.mkdtemp(prefix=f"kaliper-{replica}-")))
             command = server_command(
                 self.spec,
                 self.model_path,
@@ -151,6 +172,7 @@ class ServerGroup:
                 self.log_dir / f"workdir-{replica}",
                 grpc_ports[replica],
                 self.cpus,
+                self.tmpdirs[-1],
             )
             self.derived = self.derived or command.derived
             group = None
@@ -225,7 +247,7 @@ class ServerGroup:
         for replica, process in enumerate(self.processes):
             code = process.poll()
             if code is not None:
-                last_line = (self.log_tail(replica, lines=1) or "").strip()[-400:]
+                last_line = telling_line(self.log_tail(replica, lines=20))[:400]
                 reason = (
                     "OOMKilled: the memory limit is too small for the model"
                     if self.oom_kills()
@@ -255,6 +277,8 @@ class ServerGroup:
                 os.killpg(process.pid, signal.SIGKILL)  # whatever it started and left behind
         for group in self.groups:
             group.remove()
+        for folder in self.tmpdirs:
+            shutil.rmtree(folder, ignore_errors=True)  # what the servers left there (vLLM's sockets)
         for proxy in (self.proxy, self.grpc_proxy):
             if proxy is not None:
                 proxy.stop()

@@ -41,6 +41,7 @@ class Launch:
     grpc_port: int | None = None
     workdir: str | None = None  # local: where a runtime's settings files go
     cpus: tuple[int, ...] | None = None  # local: the CPUs the replica is pinned to, if it is
+    tmpdir: str | None = None  # local: a temporary folder of its own, short enough for unix sockets' paths
 
     @property
     def host(self) -> str:

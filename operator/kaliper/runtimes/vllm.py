@@ -153,7 +153,9 @@ class Vllm(GpuLlmServer):
         spec = launch.spec
         llm = spec.llm or LlmServing()
         program = [] if spec.runtime.command else [vllm_program(), "serve"]
-        args = [*program[1:], launch.model_path, "--served-model-name", launch.served_name]
+        # An absolute folder: a relative one that does not resolve is taken for a model hub's repository name.
+        model = os.path.abspath(launch.model_path)
+        args = [*program[1:], model, "--served-model-name", launch.served_name]
         args += ["--host", launch.host, "--port", str(launch.port)]
         # Eager mode: ready in half the time of torch.compile's, and as fast for small models on CPUs.
         # Prompt-token details: usage then says how many prompt tokens came from the prefix cache.
@@ -166,9 +168,10 @@ class Vllm(GpuLlmServer):
             "HF_HUB_OFFLINE": "1",  # the model is a folder here: never reach for a model hub
             "VLLM_NO_USAGE_STATS": "1",
         }
-        if launch.workdir:
-            # Its own temporary folder: vLLM leaves sockets and vllm_dist_* files there when stopped.
-            env["TMPDIR"] = str(Path(launch.workdir) / "tmp")
+        if launch.tmpdir:
+            # Its own temporary folder: vLLM puts its zmq sockets there (a unix socket's path holds at most 107
+            # bytes) and leaves them, with vllm_dist_* files, when stopped.
+            env["TMPDIR"] = launch.tmpdir
         derived = {"kvCacheSpace": f"{kv}GiB", "ompThreadsBind": binding}
         return ServerCommand(program[:1] or None, args, env, derived=derived)
 
