@@ -1,5 +1,6 @@
 """Shared pieces of the LLM benchmarks: the streaming ground-truth server (bench/streamtruth), its records
-as true TTFTs and gaps, and runs of Kaliper, AIPerf and inference-perf against one OpenAI-compatible URL.
+as true TTFTs and gaps, and runs of Kaliper, AIPerf, inference-perf and GuideLLM against one
+OpenAI-compatible URL.
 
 The peers are installed by bench/llm_peers.sh into their own environments under the cache; the tiny LLM's
 tokenizer (kaliper.serving.tiny_llm) is every tool's tokenizer, so no tool downloads anything."""
@@ -23,6 +24,7 @@ from tests.support.groundtruth import CACHE, STREAM_SOURCE
 PEERS = CACHE / "peers"
 AIPERF = PEERS / "aiperf-0.13.0" / "bin" / "aiperf"
 INFERENCE_PERF = PEERS / "inference-perf-0.7.0" / "bin" / "inference-perf"
+GUIDELLM = PEERS / "guidellm-0.8.1" / "bin" / "guidellm"
 MODEL = "truth"
 
 
@@ -146,3 +148,38 @@ def run_inference_perf(base: str, load: dict[str, Any], max_tokens: int, input_t
             env={**os.environ, "HF_HUB_OFFLINE": "1"},
         )
         return json.loads((Path(tmp) / "out" / "stage_0_lifecycle_metrics.json").read_text())
+
+
+def run_guidellm(
+    base: str, streams: int, seconds: int, max_tokens: int, input_tokens: int = 128, cpus: str | None = None
+) -> dict[str, Any]:
+    """GuideLLM's benchmark (its JSON report's first benchmark): `streams` concurrent streams for `seconds`.
+    Its backend's check of the server (GET /health) is off: the ground-truth servers have no such path."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "guidellm.json"
+        command = [
+            str(GUIDELLM), "run",
+            "--backend", f"kind=openai_http,target={base},model={MODEL},request_format=/v1/completions,"
+            "validate_backend=false",
+            "--profile", f"kind=concurrent,streams={streams}",
+            "--constraint", f"kind=max_duration,seconds={seconds}",
+            "--data", f"kind=synthetic_text,prompt_tokens={input_tokens},output_tokens={max_tokens}",
+            "--tokenizer", f"kind=huggingface_auto,model={tokenizer_dir()}",
+            "--output", f"kind=json,path={out}", "--disable-console",
+        ]  # fmt: skip
+        if cpus:
+            command = ["taskset", "-c", cpus, *command]
+        subprocess.run(
+            command,
+            check=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env={**os.environ, "HF_HUB_OFFLINE": "1"},
+        )
+        return json.loads(out.read_text())["benchmarks"][0]
+
+
+def guidellm_interval(benchmark: dict[str, Any]) -> tuple[float, float]:
+    """Wall-clock interval of GuideLLM's successful requests: the first send to the last answer."""
+    done = benchmark["requests"]["successful"]
+    return min(r["request_start_time"] for r in done), max(r["request_end_time"] for r in done)

@@ -5,7 +5,7 @@ A streaming ground-truth server sends each answer's first token after a lognorma
 chunk, and records when every request arrived and when it sent every chunk: bench/streamtruth (Go, the
 default) or, with --server aiohttp, bench/streamtruth_aiohttp.py (Python's aiohttp, each event its own
 chunk of a chunked body). Kaliper, a bare asyncio client (bench/sse_bare_client.py: the floor, what is left
-when a client does nothing but read and time), AIPerf and inference-perf each load it in turn (closed loop,
+when a client does nothing but read and time), AIPerf, inference-perf and GuideLLM each load it in turn (closed loop,
 the same concurrency, 128-token prompts, 64-token answers, the completions API streamed); each one's TTFT and
 ITL percentiles are compared with the exact (nearest-rank) percentiles of the server's records over its own
 measured interval.
@@ -30,10 +30,12 @@ from pathlib import Path
 from _common import measured_interval, nearest_rank, percent_error, reset, run_kaliper
 from _llm import (
     aiperf_interval,
+    guidellm_interval,
     install_peers,
     kaliper_config,
     one_token_word,
     run_aiperf,
+    run_guidellm,
     run_inference_perf,
     stream_records,
     streamtruth,
@@ -112,6 +114,11 @@ def main() -> None:
             )
             _, ip_served = stream_records(base)
 
+            reset(base)
+            guide = run_guidellm(base, args.concurrency, args.duration, MAX_TOKENS)
+            _, served = stream_records(base)
+            g_served = in_interval(served, *guidellm_interval(guide))
+
     tokens = stage["tokens"]
     kaliper = {
         "ttft": {p["percentile"]: p["valueMs"] for p in tokens["ttft"]["percentiles"]},
@@ -159,9 +166,23 @@ def main() -> None:
         "ttft": {p: lat["time_to_first_token"][key[p]] * 1000 for p in PERCENTILES},
         "itl": {p: lat["inter_token_latency"][key[p]] * 1000 for p in PERCENTILES},
     }
-    truths |= {name: true_ttfts_and_gaps(s) for name, s in (("a", a_served), ("i", ip_served))}
+    g_ttft = guide["metrics"]["time_to_first_token_ms"]["successful"]["percentiles"]
+    g_itl = guide["metrics"]["inter_token_latency_ms"]["successful"]["percentiles"]
+    gl = {
+        "ttft": {p: g_ttft[f"p{p:g}"] for p in PERCENTILES},
+        "itl_mean": {p: g_itl[f"p{p:g}"] for p in PERCENTILES},
+    }
+    truths |= {name: true_ttfts_and_gaps(s) for name, s in (("a", a_served), ("i", ip_served), ("g", g_served))}
     print(f"AIPerf: {len(profiling)} requests in its profiling phase, the server answered {len(a_served)} then.")
-    print(f"inference-perf: {stage_ip['successes']['count']} requests, the server answered {len(ip_served)}.\n")
+    print(f"inference-perf: {stage_ip['successes']['count']} requests, the server answered {len(ip_served)}.")
+    print(f"GuideLLM: {len(guide['requests']['successful'])} requests, the server answered {len(g_served)} then.\n")
+    print("**Time to first token, GuideLLM** (it reports no gap between tokens: each request's mean gap, below)\n")
+    print("| percentile | truth | GuideLLM | error |")
+    print("|---|---|---|---|")
+    for p in PERCENTILES:
+        t = nearest_rank(truths["g"][0], p)
+        print(f"| p{p:g} | {t:.3f} ms | {gl['ttft'][p]:.3f} ms | {percent_error(gl['ttft'][p], t)} |")
+    print()
     for figure, index, title in (("ttft", 0, "Time to first token"), ("itl", 1, "Gaps between tokens (ITL)")):
         print(f"**{title}** (truth: the server's records over each tool's interval; error against it)\n")
         print("| percentile | truth | Kaliper | error | truth | AIPerf | error | truth | inference-perf | error |")
@@ -174,13 +195,17 @@ def main() -> None:
                 cells.append(f"{t:.3f} ms | {v:.3f} ms | {percent_error(v, t)}")
             print(f"| p{p:g} | " + " | ".join(cells) + " |")
         print()
-    print("AIPerf's own \"inter token latency\" (percentiles of each request's mean gap) against the true gaps:\n")
-    print("| percentile | truth (gaps) | AIPerf ITL | error |")
-    print("|---|---|---|---|")
+    print("AIPerf's and GuideLLM's own \"inter token latency\" (percentiles of each request's mean gap) against")
+    print("the true gaps:\n")
+    print("| percentile | truth (gaps) | AIPerf ITL | error | truth (gaps) | GuideLLM ITL | error |")
+    print("|---|---|---|---|---|---|---|")
     for p in PERCENTILES:
-        t = nearest_rank(truths["a"][1], p)
-        v = aip["itl_mean"][p]
-        print(f"| p{p:g} | {t:.3f} ms | {v:.3f} ms | {percent_error(v, t)} |")
+        t_a, t_g = nearest_rank(truths["a"][1], p), nearest_rank(truths["g"][1], p)
+        v_a, v_g = aip["itl_mean"][p], gl["itl_mean"][p]
+        print(
+            f"| p{p:g} | {t_a:.3f} ms | {v_a:.3f} ms | {percent_error(v_a, t_a)} | {t_g:.3f} ms | {v_g:.3f} ms | "
+            f"{percent_error(v_g, t_g)} |"
+        )
 
 
 if __name__ == "__main__":

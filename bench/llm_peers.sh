@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Installs the LLM load generators Kaliper is compared with, each into its own virtual environment under
-# the cache (never into the project's .venv): AIPerf on Python 3.11, inference-perf on Python >= 3.12.
-# Prints nothing when both are already there.
+# the cache (never into the project's .venv): AIPerf and GuideLLM on Python 3.11, inference-perf on Python
+# >= 3.12. Prints nothing when all three are already there. GuideLLM brings torch with CUDA's libraries:
+# about 6 GB and 3 minutes.
 set -euo pipefail
 
 AIPERF_VERSION=0.13.0
 INFERENCE_PERF_VERSION=0.7.0
+GUIDELLM_VERSION=0.8.1
 PEERS="${KALIPER_CACHE:-$HOME/.cache/kaliper}/bench/peers"
 
 # The first interpreter >= 3.12 that runs: $PYTHON312, pyenv's versions, then the PATH (pyenv's shims on
@@ -32,3 +34,4 @@ install() { # name version python package
 
 install aiperf "$AIPERF_VERSION" python3.11 aiperf
 install inference-perf "$INFERENCE_PERF_VERSION" "$(python312)" inference-perf
+install guidellm "$GUIDELLM_VERSION" python3.11 guidellm
