@@ -46,7 +46,9 @@ def versus(check: dict, figure: str) -> str:
     return f"{c['server']:,.4g} vs {c['generator']:,.4g} ({c['difference']:+.2%})"
 
 
-def config(base: str, tokenizer: str, levels: list[int], duration: int, shared: float = 0.0, prompt: int = 256) -> dict:
+def config(
+    base: str, tokenizer: str, levels: list[int], duration: int, shared: float = 0.0, prompt: int = 256, turns: int = 1
+) -> dict:
     synthetic = {"inputTokens": {"distribution": "fixed", "mean": prompt}, "count": 512, "sharedPrefixRatio": shared}
     return {
         "url": base,
@@ -56,7 +58,7 @@ def config(base: str, tokenizer: str, levels: list[int], duration: int, shared: 
             "timeout": "60s",
             "generation": {"maxTokens": 32, "ignoreEos": True},
         },
-        "payload": {"prompts": {"synthetic": synthetic, "tokenizer": {"file": tokenizer}}},
+        "payload": {"prompts": {"synthetic": synthetic, "tokenizer": {"file": tokenizer}, "turns": turns}},
         "load": {
             "closedLoop": {"concurrency": levels[0]},
             "warmup": "2s",
@@ -72,34 +74,38 @@ def main() -> None:
     parser.add_argument("--duration", type=int, default=6)
     parser.add_argument("--slots", default="1,2,4,8")
     parser.add_argument("--streams", default="1,2,4,8,16")
+    parser.add_argument("--prefix-only", action="store_true", help="only the prefix-cache table")
     args = parser.parse_args()
     folder = model()
     tokenizer = str(folder / "tokenizer.json")
     levels = [int(n) for n in args.streams.split(",")]
 
     rows = []
-    for slots in (int(n) for n in args.slots.split(",")):
+    for slots in [] if args.prefix_only else (int(n) for n in args.slots.split(",")):
         spec = vllm_spec(folder, "chat", slots=slots, maxModelLength=1024, prefixCaching=False)
         with tempfile.TemporaryDirectory() as work, vllm_server(spec, Path(work), SERVER_CPUS) as base:
             stages = run_kaliper(config(base, tokenizer, levels, args.duration), cpus=GENERATOR_CPUS)["stages"]
             rows += [(slots, stage) for stage in stages]
 
-    print(f"# vLLM (CPU build) on CPU 1, the generator on CPU 0, prefix caching off, {args.duration} s a stage\n")
-    print(
-        "| slots | streams | answers/s | TTFT p50 | TTFT p99 | ITL p50 | ITL p99 | output tok/s | "
-        "server's output tokens vs Kaliper's | server's mean TTFT vs Kaliper's (ms) | running (max) | queued (max) |"
-    )
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
-    for slots, stage in rows:
-        tokens = stage["tokens"]
-        check = {c["figure"]: c for c in (tokens.get("serverCheck") or {}).get("comparisons", [])}
-        load = tokens.get("serverLoad") or {}
+    if not args.prefix_only:
+        print(f"# vLLM (CPU build) on CPU 1, the generator on CPU 0, prefix caching off, {args.duration} s a stage\n")
         print(
-            f"| {slots} | {stage['level']:g} | {stage['throughputRps']:.2f} | {at(tokens['ttft'], 50)} | "
-            f"{at(tokens['ttft'], 99)} | {at(tokens['itlChunk'], 50)} | {at(tokens['itlChunk'], 99)} | "
-            f"{tokens['outputTokensPerS']:,.0f} | {versus(check, 'outputTokens')} | {versus(check, 'meanTtftMs')} | "
-            f"{load.get('runningMax', '-')} | {load.get('waitingMax', '-')} |"
+            "| slots | streams | answers/s | TTFT p50 | TTFT p99 | ITL p50 | ITL p99 | output tok/s | "
+            "server's output tokens vs Kaliper's | server's mean TTFT vs Kaliper's (ms) | running (max) | "
+            "queued (max) |"
         )
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+        for slots, stage in rows:
+            tokens = stage["tokens"]
+            check = {c["figure"]: c for c in (tokens.get("serverCheck") or {}).get("comparisons", [])}
+            load = tokens.get("serverLoad") or {}
+            print(
+                f"| {slots} | {stage['level']:g} | {stage['throughputRps']:.2f} | {at(tokens['ttft'], 50)} | "
+                f"{at(tokens['ttft'], 99)} | {at(tokens['itlChunk'], 50)} | {at(tokens['itlChunk'], 99)} | "
+                f"{tokens['outputTokensPerS']:,.0f} | {versus(check, 'outputTokens')} | "
+                f"{versus(check, 'meanTtftMs')} | "
+                f"{load.get('runningMax', '-')} | {load.get('waitingMax', '-')} |"
+            )
 
     print("\n# the prefix cache: 4 slots, 4 streams, 512-token prompts, prefix caching on (128-token blocks)\n")
     print(
@@ -107,16 +113,18 @@ def main() -> None:
         "(usage) |"
     )
     print("|---|---|---|---|")
-    spec = vllm_spec(folder, "chat", slots=4, maxModelLength=1024, prefixCaching=True)
+    spec = vllm_spec(folder, "chat", slots=4, maxModelLength=2048, prefixCaching=True)
     with tempfile.TemporaryDirectory() as work, vllm_server(spec, Path(work), SERVER_CPUS) as base:
-        for shared in (0.0, 0.5, 0.9):
-            workload = config(base, tokenizer, [4], args.duration, shared, prompt=512)
+        # Three-turn sessions of 512-token questions, nothing shared between them: each later turn carries the
+        # session's earlier questions and answers, which the cache holds.
+        for shared, turns, label in ((0.0, 1, "0%"), (0.5, 1, "50%"), (0.9, 1, "90%"), (0.0, 3, "0%, 3-turn sessions")):
+            workload = config(base, tokenizer, [4], args.duration, shared, prompt=512, turns=turns)
             (stage,) = run_kaliper(workload, cpus=GENERATOR_CPUS)["stages"]
             tokens = stage["tokens"]
             rate = (tokens.get("serverLoad") or {}).get("prefixCacheHitRate")
             cached = tokens.get("cachedInputTokens")
             share = f"{cached / tokens['inputTokens']:.1%}" if cached is not None and tokens["inputTokens"] else "-"
-            print(f"| {shared:.0%} | {at(tokens['ttft'], 50)} | {'-' if rate is None else f'{rate:.1%}'} | {share} |")
+            print(f"| {label} | {at(tokens['ttft'], 50)} | {'-' if rate is None else f'{rate:.1%}'} | {share} |")
 
 
 if __name__ == "__main__":
