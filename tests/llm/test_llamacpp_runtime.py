@@ -5,15 +5,13 @@ server's own counters and gauges."""
 
 from __future__ import annotations
 
-import json
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from kaliper.report.schema import ProfileReport
 from tests.support.llama import chat_request, synthetic_payload, tiny_model
-from tests.support.paths import KALIPER
+from tests.support.local_run import run_manifests
 
 MAX_TOKENS = 16
 SHORT = {"warmup": "1s", "minDuration": "3s", "maxDuration": "3s", "stopping": {"window": "1s"}}
@@ -52,20 +50,10 @@ def manifests(model: Path) -> list[dict]:
 @pytest.fixture(scope="module")
 def swept(tmp_path_factory: pytest.TempPathFactory) -> tuple[ProfileReport, str]:
     directory = tmp_path_factory.mktemp("llamacpp-run")
-    model = tiny_model(directory / "model")
-    path = directory / "run.yaml"
-    path.write_text("\n---\n".join(json.dumps(m) for m in manifests(model)))
-    # --ignore-other-work: these tests are about serving, slots and prices, not the busy-machine check
-    # (tests/local/test_kaliper_run.py); beside a cold build of Go binaries on both cores every trial would be
-    # flagged busy, and the choice "Disturbed".
-    process = subprocess.run(
-        [str(KALIPER), "run", str(path), "--output-dir", str(directory / "reports"), "--ignore-other-work"],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert process.returncode == 0, process.stderr
-    return ProfileReport.model_validate_json((directory / "reports" / "report.json").read_text()), process.stdout
+    # --ignore-other-work (run_manifests): beside a cold build of Go binaries on both cores every trial would be
+    # flagged busy, and the choice "Disturbed"; these tests are about serving, slots and prices.
+    report, process = run_manifests(directory, manifests(tiny_model(directory / "model")))
+    return report, process.stdout
 
 
 def test_every_configuration_is_served_by_its_own_llama_server_and_agrees_with_its_counters(

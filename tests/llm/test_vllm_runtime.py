@@ -5,16 +5,13 @@ million output tokens, and chosen."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from kaliper.report.schema import ProfileReport
 from kaliper.serving.hf_llm import make_hf_chat_model
-from tests.support.paths import KALIPER
+from tests.support.local_run import run_manifests
 from tests.support.vllm import vllm_installed
 
 MAX_TOKENS = 16
@@ -70,19 +67,8 @@ def manifests(model: Path) -> list[dict]:
 def swept(tmp_path_factory: pytest.TempPathFactory) -> tuple[ProfileReport, str]:
     directory = tmp_path_factory.mktemp("vllm-run")
     model = make_hf_chat_model(directory / "chat-hf")
-    path = directory / "run.yaml"
-    path.write_text("\n---\n".join(json.dumps(m) for m in manifests(model)))
-    # --ignore-other-work: this is about serving, slots and prices, not the busy-machine check
-    # (tests/local/test_kaliper_run.py), and make test runs another worker beside it.
-    process = subprocess.run(
-        [str(KALIPER), "run", str(path), "--output-dir", str(directory / "reports"), "--ignore-other-work"],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env={**os.environ, "KALIPER_VLLM": str(vllm_installed())},
-    )
-    assert process.returncode == 0, process.stderr
-    return ProfileReport.model_validate_json((directory / "reports" / "report.json").read_text()), process.stdout
+    report, process = run_manifests(directory, manifests(model), {"KALIPER_VLLM": str(vllm_installed())})
+    return report, process.stdout
 
 
 def test_each_configuration_is_served_by_its_own_vllm_with_settings_from_its_limits(
@@ -133,30 +119,18 @@ def test_its_own_failures_are_named_in_the_trials_reason(tmp_path: Path) -> None
     broken = tmp_path / "no-model-type"
     broken.mkdir()
     (broken / "config.json").write_text("{}")
-    documents = []
+    reasons = {}
     for name, folder, memory in (("broken", broken, "5Gi"), ("small", model, "600Mi")):
         deployment, run = manifests(model)
         deployment["metadata"]["name"] = name
         deployment["spec"] |= {"model": {"file": str(folder), "name": name}}
         deployment["spec"]["resources"]["limits"]["memory"] = memory
-        run["metadata"]["name"] = f"{name}-run"
         run["spec"] |= {"target": {"deploymentRef": {"name": name}}, "report": {"formats": ["json"]}}
         run["spec"]["request"]["modelName"] = name
         del run["spec"]["sweep"]
-        documents += [deployment, run]
-        path = tmp_path / f"{name}.yaml"
-        path.write_text("\n---\n".join(json.dumps(m) for m in documents[-2:]))
-    reasons = {}
-    for name in ("broken", "small"):
-        process = subprocess.run(
-            [str(KALIPER), "run", str(tmp_path / f"{name}.yaml"), "--output-dir", str(tmp_path / name)],
-            capture_output=True,
-            text=True,
-            timeout=300,
-            env={**os.environ, "KALIPER_VLLM": str(vllm_installed())},
-        )
-        assert process.returncode == 1, process.stderr
-        (trial,) = ProfileReport.model_validate_json((tmp_path / name / "report.json").read_text()).trials
+        env = {"KALIPER_VLLM": str(vllm_installed())}
+        report, _ = run_manifests(tmp_path / name, [deployment, run], env, expect=1)
+        (trial,) = report.trials
         assert trial.status == "Failed" and trial.server_log_tail
         reasons[name] = trial.message
     assert reasons == {

@@ -1,9 +1,16 @@
-"""The manifests of a small local profiling run (the `kaliper` command is tests.support.paths.KALIPER)."""
+"""The manifests of a small local profiling run (the `kaliper` command is tests.support.paths.KALIPER), and
+`kaliper run` of manifests written to a folder."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
 from pathlib import Path
 from typing import Any
+
+from kaliper.report.schema import ProfileReport
+from tests.support.paths import KALIPER
 
 
 def deployment(model: Path, **spec: Any) -> dict:
@@ -34,3 +41,23 @@ def profile_run(**spec: Any) -> dict:
             **spec,
         },
     }
+
+
+def run_manifests(
+    directory: Path, manifests: list[dict], env: dict[str, str] | None = None, expect: int = 0
+) -> tuple[ProfileReport, subprocess.CompletedProcess]:
+    """`kaliper run --ignore-other-work` of `manifests` (written to DIRECTORY/run.yaml) into DIRECTORY/reports:
+    its report and the finished process, whose exit status must be `expect`. The busy-machine check is off:
+    make test runs another pytest worker beside these runs (tests/local/test_kaliper_run.py tests the check)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / "run.yaml"
+    path.write_text("\n---\n".join(json.dumps(m) for m in manifests))
+    process = subprocess.run(
+        [str(KALIPER), "run", str(path), "--output-dir", str(directory / "reports"), "--ignore-other-work"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, **(env or {})},
+    )
+    assert process.returncode == expect, process.stderr
+    return ProfileReport.model_validate_json((directory / "reports" / "report.json").read_text()), process
