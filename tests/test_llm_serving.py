@@ -251,6 +251,32 @@ def test_a_batch_size_sweep_means_tokens_per_batch_to_llm_servers() -> None:
     assert gpu.deployment.llm.max_batched_tokens == 2048 and gpu.deployment.batching is None
 
 
+def test_a_vllm_sweep_of_context_and_prefix_caching_reaches_its_command_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """To vLLM a swept contextSize is its longest sequence (--max-model-len); prefixCaching turns its cache on
+    or off, the parameters written as YAML writes booleans."""
+    program = tmp_path / "vllm"
+    program.write_text("#!/bin/sh\n")
+    program.chmod(0o755)
+    monkeypatch.setenv("KALIPER_VLLM", str(program))
+    local = deployment(model={"file": "chat-hf"}, runtime={"type": "vllm"}, llm={"slots": 2})
+    planned = configurations(profile({"contextSize": [512], "prefixCaching": [True, False]}), local)
+    assert [c.parameters for c in planned] == [
+        {"context_size": "512", "prefix_caching": "true"},
+        {"context_size": "512", "prefix_caching": "false"},
+    ]
+    lines = []
+    for configuration in planned:
+        assert configuration.deployment is not None and configuration.deployment.llm is not None
+        assert configuration.deployment.llm.context_size is None  # llama.cpp's setting stays unset
+        lines.append(server_command(configuration.deployment, Path("/m"), "m", 9000, tmp_path).argv()[11:])
+    assert lines == [
+        ["--enable-prefix-caching", "--max-num-seqs", "2", "--max-model-len", "512"],
+        ["--no-enable-prefix-caching", "--max-num-seqs", "2", "--max-model-len", "512"],
+    ]
+
+
 def test_a_context_too_small_for_prompt_and_output_is_refused_before_anything_starts() -> None:
     configs = configurations(profile({"slots": [1, 16]}), LLAMA)
     assert sweep_problem(profile({"slots": [1, 16]}), configs) == (
