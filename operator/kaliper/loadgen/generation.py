@@ -275,7 +275,7 @@ class GenerationSender:
         answer = thinking = None
         if self.turns > 1 and read.text is not None:  # a session's memory
             answer, thinking = "".join(read.text), "".join(read.reasoning_text or [])
-        return Outcome(sent, ended, error, tokens, good, answer, message, thinking)
+        return Outcome(sent, ended, error, tokens, good, answer=answer, message=message, thinking=thinking)
 
     def _count(self, read: StreamRead) -> tuple[tuple[int | None, int | None], str]:
         """((output tokens, of them thinking), how) counted here: with the local tokenizer, or, where there is
