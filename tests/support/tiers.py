@@ -22,6 +22,8 @@ QUIET = {
     "tests/loadgen/test_end_to_end.py": "compares latencies and schedules with a ground-truth server's own records",
     "tests/loadgen/test_grpc_end_to_end.py": "compares gRPC latencies with a ground-truth server's own records",
     "tests/llm/test_reasoning_truth.py": "compares reasoning streams' latencies with a ground-truth server's records",
+    "tests/llm/test_vllm_runtime.py": "chooses between two vLLM configurations on one pinned CPU by their throughput, "
+    "which a neighbour's load on that CPU evens out (seen: 58 and 56 answers, the choice Inconclusive)",
 }
 
 # Seconds a test's own body may take (fixtures' set-up and teardown not counted) unless it is listed below.
