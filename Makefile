@@ -33,10 +33,10 @@ system-deps:
 	fi
 
 # Two phases. First two pytest-xdist workers: the tiers that wait (the real node, the control plane) beside
-# the tiers that compute, grouped by tests/support/tiers.py; the Go binaries, the pytorch environment and the
-# vLLM environment are built (or found cached) by the first test that needs them, so on a cold machine the
-# other worker's tests run while they build. Then the tests marked quiet (CPU quotas, latency fidelity), alone.
-test: setup lint system-deps llama
+# the tiers that compute, grouped by tests/support/tiers.py; the Go binaries, llama.cpp, the pytorch environment
+# and the vLLM environment are built (or found cached) by the first test that needs them, so on a cold machine
+# the other worker's tests run while they build. Then the tests marked quiet (CPU quotas, latency fidelity), alone.
+test: setup lint system-deps
 	$(BIN)/pytest -n 2 --no-loadscope-reorder -m "not quiet" --durations=15
 	$(BIN)/pytest -m quiet --durations=15
 

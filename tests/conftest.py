@@ -18,9 +18,10 @@ from tests.support.controlplane import (
     fresh_namespace,
     interrupt,
 )
+from tests.support.llama import llama_server_binary
 from tests.support.node import Node, start_node
 from tests.support.paths import REPO
-from tests.support.tiers import group_of, is_quiet, over_ceiling, queue_position
+from tests.support.tiers import NEEDS_LLAMA_CPP, group_of, is_quiet, over_ceiling, queue_position
 
 # The operator steps each ProfileRun every second in tests (5 s by default), read when its module is imported.
 os.environ.setdefault("KALIPER_STEP_INTERVAL", "1")
@@ -48,6 +49,13 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
             return group_of(nodeid)
 
     return TierScheduling(config, log)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _llama_cpp_built(request: pytest.FixtureRequest) -> None:
+    """llama.cpp built before the module fixtures of the modules that run it (NEEDS_LLAMA_CPP)."""
+    if request.node.nodeid in NEEDS_LLAMA_CPP:
+        llama_server_binary()
 
 
 _call_seconds: dict[str, float] = {}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 
 from tests.support.paths import REPO
-from tests.support.tiers import LONG_TESTS, QUIET, group_of, is_quiet, over_ceiling, queue_position
+from tests.support.tiers import LONG_TESTS, NEEDS_LLAMA_CPP, QUIET, group_of, is_quiet, over_ceiling, queue_position
 
 
 def test_each_waiting_tier_is_one_group_and_every_other_module_its_own() -> None:
@@ -30,10 +30,11 @@ def test_a_test_over_its_ceiling_is_named_unless_it_says_why() -> None:
     assert over_ceiling({walkthrough: 331.0}) == [f"{walkthrough}: 331 s, over its ceiling of 330 s"]
 
 
-def test_every_long_test_and_quiet_module_exists() -> None:
+def test_every_long_test_quiet_module_and_llama_cpp_module_exists() -> None:
     """A renamed test must not keep a ceiling it no longer needs (or lose one silently)."""
     for test_id in LONG_TESTS:
         path, name = test_id.split("::")
         functions = {n.name for n in ast.walk(ast.parse((REPO / path).read_text())) if isinstance(n, ast.FunctionDef)}
         assert name in functions, test_id
     assert all((REPO / module).exists() for module in QUIET)
+    assert all((REPO / module).exists() for module in NEEDS_LLAMA_CPP)

@@ -19,6 +19,11 @@ dest="$cache/bin/llama.cpp-$LLAMA_CPP_PYTHON_VERSION"
 log() { echo "[$(date +%H:%M:%S)] $*" >&2; }
 die() { echo "llama/build.sh: $*" >&2; exit 1; }
 
+# One build at a time: make test's two pytest workers and the image build may all ask for it (the others wait,
+# then find it cached).
+mkdir -p "$cache/bin"
+exec 9>"$cache/llama.lock"
+flock 9
 if [ -x "$dest/llama-server" ] && [ -x "$dest/llama-quantize" ]; then
   log "llama.cpp $LLAMA_CPP_PYTHON_VERSION: cached"
   echo "$dest/llama-server"

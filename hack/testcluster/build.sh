@@ -2,6 +2,7 @@
 # Builds (or reuses) the control-plane and node binaries the cluster tests need, from the Go module proxy.
 #
 #   hack/testcluster/build.sh            # prints the bin directory on its last line
+#   hack/testcluster/build.sh node       # only what the real node tier starts with (etcd, Kubernetes, CoreDNS)
 #
 # Binaries land in $KALIPER_CACHE (default ~/.cache/kaliper) under bin/<name>-<version>/, so a second
 # run is a no-op and a version bump builds only what changed. The Go build cache is kept by Go itself
@@ -157,16 +158,22 @@ build_helm_controller() {
   rm -rf "$bin/helm-controller-$v" && mv "$out" "$bin/helm-controller-$v"
 }
 
+what=${1:-all}
+case "$what" in all|node) ;; *) die "unknown set '$what': use 'all' (the default) or 'node'" ;; esac
 start=$(date +%s)
 build_etcd
 build_kubernetes
-go_install kwok sigs.k8s.io/kwok/cmd/kwok "$KWOK_VERSION"
-go_install helm helm.sh/helm/v3/cmd/helm "$HELM_VERSION"
-go_install kubeconform github.com/yannh/kubeconform/cmd/kubeconform "$KUBECONFORM_VERSION"
 go_install coredns github.com/coredns/coredns "$COREDNS_VERSION"
-build_helm_controller
-build_program kstatus sigs.k8s.io/cli-utils "$CLI_UTILS_VERSION"
-build_program argocd-health github.com/argoproj/argo-cd/v3 "$ARGOCD_VERSION" argocd_replaces
+# The node tier starts with the binaries above and asks for the rest (helm, kstatus, ...) once its node is up,
+# so on a cold machine those build while its first tests wait for scrapes.
+if [ "$what" = all ]; then
+  go_install kwok sigs.k8s.io/kwok/cmd/kwok "$KWOK_VERSION"
+  go_install helm helm.sh/helm/v3/cmd/helm "$HELM_VERSION"
+  go_install kubeconform github.com/yannh/kubeconform/cmd/kubeconform "$KUBECONFORM_VERSION"
+  build_helm_controller
+  build_program kstatus sigs.k8s.io/cli-utils "$CLI_UTILS_VERSION"
+  build_program argocd-health github.com/argoproj/argo-cd/v3 "$ARGOCD_VERSION" argocd_replaces
+fi
 
 # A stable directory of links to the pinned versions, for PATH.
 current="$cache/current"
@@ -176,6 +183,7 @@ for pair in etcd:$ETCD_VERSION kube-apiserver:$KUBERNETES_VERSION kube-controlle
             kubelet:$KUBERNETES_VERSION kube-proxy:$KUBERNETES_VERSION kwok:$KWOK_VERSION \
             helm:$HELM_VERSION helm-controller:$FLUX_HELM_CONTROLLER_VERSION kubeconform:$KUBECONFORM_VERSION coredns:$COREDNS_VERSION; do
   n=${pair%%:*}; ver=${pair#*:}
+  have "$n" "$ver" || continue
   ln -sfn "$bin/$n-$ver/$n" "$current/$n"
 done
 log "done in $(( $(date +%s) - start ))s"

@@ -58,9 +58,10 @@ def wait_for(predicate, timeout: float = 60, what: str = "condition", interval: 
     raise ControlPlaneError(f"timed out after {timeout}s waiting for {what}")
 
 
-def build_binaries() -> Path:
-    """Run the build script (a no-op when everything is cached) and return the directory of binaries."""
-    result = subprocess.run(["bash", str(BUILD_SCRIPT)], capture_output=True, text=True)
+def build_binaries(which: str = "all") -> Path:
+    """Run the build script for `which` set ("all", or "node": what the node tier starts with), a no-op when
+    it is cached, and return the directory of binaries."""
+    result = subprocess.run(["bash", str(BUILD_SCRIPT), which], capture_output=True, text=True)
     if result.returncode != 0:
         raise ControlPlaneError(
             f"{BUILD_SCRIPT.relative_to(REPO)} failed (exit {result.returncode}):\n{result.stderr[-4000:]}"

@@ -8,9 +8,8 @@ from __future__ import annotations
 import json
 import shlex
 import subprocess
-from pathlib import Path
 
-from tests.support.controlplane import Kubectl
+from tests.support.controlplane import Kubectl, build_binaries
 from tests.support.paths import REPO
 
 RECIPES_MARKER = "<!-- kubectl-wait recipes:"
@@ -20,7 +19,7 @@ ARGOCD_CHECKS = REPO / "charts" / "kaliper" / "argocd" / "resource_customization
 def _assess(kubectl: Kubectl, namespace: str, kind: str, name: str, *program: str) -> tuple[str, str]:
     listed = kubectl("get", kind, name, "-n", namespace, "-o", "json").stdout
     answer = subprocess.run(
-        [str(Path(kubectl.binary).parent / program[0]), *program[1:]],
+        [str(build_binaries() / program[0]), *program[1:]],
         input=json.dumps({"apiVersion": "v1", "kind": "List", "items": [json.loads(listed)]}),
         capture_output=True,
         text=True,

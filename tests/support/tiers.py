@@ -26,6 +26,17 @@ QUIET = {
     "which a neighbour's load on that CPU evens out (seen: 58 and 56 answers, the choice Inconclusive)",
 }
 
+# Modules that run llama.cpp's programs through Kaliper's own code (which only looks for them), so the build
+# (hack/llama/build.sh, about 5 minutes cold, one at a time) runs before their module fixtures. Tests that start
+# a llama-server themselves (tests/support/llama.py) and the image build ask for it on their own. Built when
+# first needed, not before pytest, so on a cold machine the other worker's tests run meanwhile.
+NEEDS_LLAMA_CPP = {
+    "tests/runtimes/test_llamacpp.py",
+    "tests/test_llm_serving.py",
+    "tests/llm/test_llamacpp_runtime.py",
+    "tests/llm/test_gguf_pipeline.py",
+}
+
 # Seconds a test's own body may take (fixtures' set-up and teardown not counted) unless it is listed below.
 CEILING_S = 150.0
 
