@@ -51,7 +51,13 @@ from kaliper.profiling.plan import (
     machine_paths_problem,
     trial_protocol,
 )
-from kaliper.profiling.schedule import PlannedTrial, planned_trials, room_to_start, schedule_from_status
+from kaliper.profiling.schedule import (
+    PlannedTrial,
+    planned_trials,
+    probe_trial,
+    room_to_start,
+    schedule_from_status,
+)
 from kaliper.report.schema import LoadTestResult
 from kaliper.report.status import degraded_condition, final_status, gated_readiness, trial_summary
 
@@ -134,6 +140,9 @@ class RunStep(StatusStep[ProfileRunStatus]):
             self.configurations = configurations(self.spec, self.base())
             self.planned = {p.index: p for p in planned_trials(self.configurations)}
             self.trials = {t.index: t for t in self.status.trials or []}
+            probes = self.spec.search.capacity_probes()
+            for index in self.trials.keys() - self.planned.keys():  # capacity probes already started
+                self.planned[index] = probe_trial(self.configurations, index, self.trials[index].parameters, probes)
             self.move_trials()
             self.start_trials()
             if not any(t.phase in IN_FLIGHT or t.phase == "Pending" for t in self.trials.values()):
@@ -295,6 +304,12 @@ class RunStep(StatusStep[ProfileRunStatus]):
 
     def start_trials(self) -> None:
         decided = schedule_from_status(self.spec, self.configurations, list(self.trials.values()))
+        for index, probe in decided.probes.items():  # a capacity probe joins the list when the search reaches it
+            if index not in self.trials:
+                self.planned[index] = probe
+                self.trials[index] = TrialSummary(
+                    index=index, name=trial_name(self.name, index), parameters=probe.parameters
+                )
         for index, reason in decided.skipped.items():
             if self.trials[index].phase == "Pending":
                 self.trials[index].phase, self.trials[index].message = "Skipped", reason

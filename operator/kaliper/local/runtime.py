@@ -176,7 +176,7 @@ class LocalRuntime:
         if problem:
             raise ValueError(problem)
         by_index = {p.index: p for p in planned_trials(configs)}
-        problem = trial_count_problem(spec, len(by_index))
+        problem = trial_count_problem(spec, configs)
         if problem:
             raise ValueError(problem)
         measured: dict[int, TrialReport] = {}
@@ -186,6 +186,7 @@ class LocalRuntime:
             while True:
                 outcomes = {i: Outcome.of(t) for i, t in measured.items()}
                 plan = schedule(spec, configs, outcomes, lambda c: configuration_cost_per_hour(spec, c), never_ready)
+                by_index.update(plan.probes)
                 for index, reason in plan.failed.items():
                     measured.setdefault(index, failed(index, f"t{index}", by_index[index].parameters, reason))
                 if plan.finished:

@@ -37,8 +37,9 @@ class Configuration:
 MAX_TRIALS_PER_RUN = 1000  # a ProfileRun's status lists every trial
 
 
-def trial_count_problem(spec: ProfileRunSpec, count: int) -> str | None:
-    """Why a sweep of `count` trials cannot run, or None."""
+def trial_count_problem(spec: ProfileRunSpec, configs: list[Configuration]) -> str | None:
+    """Why a sweep of these configurations cannot run (counting its capacity probes), or None."""
+    count = sum(len(c.levels) + spec.search.capacity_probes() for c in configs)
     if count > MAX_TRIALS_PER_RUN:
         return f"the sweep has {count} trials; a ProfileRun holds at most {MAX_TRIALS_PER_RUN}"
     if spec.search.strategy == "grid" and count > spec.search.max_trials:
@@ -207,7 +208,7 @@ def machine_paths_problem(spec: ProfileRunSpec) -> str | None:
 def cluster_problem(spec: ProfileRunSpec, configs: list[Configuration], namespace: str, image: str) -> str | None:
     """Why the sweep cannot run on Kubernetes, or None: too many trials, or a configuration the cluster
     cannot deploy."""
-    problem = trial_count_problem(spec, sum(len(c.levels) for c in configs)) or sweep_problem(spec, configs)
+    problem = trial_count_problem(spec, configs) or sweep_problem(spec, configs)
     if problem:
         return problem
     for config in configs:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from kaliper.api.profilerun import ProfileRunSpec, TrialSummary
 from kaliper.lifecycle.gc import FINISHED
 from kaliper.profiling.plan import Configuration
-from kaliper.profiling.search import Outcome, order_for_search
+from kaliper.profiling.search import ConfigurationSearch, Outcome, order_for_search
 from kaliper.profiling.trials import configuration_cost_per_hour
 
 
@@ -36,8 +36,22 @@ def trial_index(config: Configuration, level: float) -> int:
 
 
 def planned_trials(configurations: list[Configuration]) -> list[PlannedTrial]:
-    """Every trial the sweep could run, by index."""
+    """Every trial at a listed load level, by index."""
     return [PlannedTrial(trial_index(c, level), c, level) for c in configurations for level in c.levels]
+
+
+def probe_index(configurations: list[Configuration], config: Configuration, probe: int, probes: int) -> int:
+    """A capacity probe's index: after every listed trial, `probes` indexes reserved per configuration."""
+    return len(configurations) * len(config.levels) + config.index * probes + probe
+
+
+def probe_trial(
+    configurations: list[Configuration], index: int, parameters: dict[str, str], probes: int
+) -> PlannedTrial:
+    """A capacity probe from its index and the parameters recorded for it (a run's status lists probes only
+    once they start)."""
+    config = configurations[(index - len(configurations) * len(configurations[0].levels)) // probes]
+    return PlannedTrial(index, config, float(parameters[config.level_name]))
 
 
 @dataclass
@@ -48,6 +62,8 @@ class Schedule:
     """Trials the search will not run, with the reason."""
     failed: dict[int, str] = field(default_factory=dict)
     """Trials failed without running: their configuration's deployment never came up at another level."""
+    probes: dict[int, PlannedTrial] = field(default_factory=dict)
+    """The capacity probes the search has reached so far (to start, finished or failed), by index."""
 
     @property
     def finished(self) -> bool:
@@ -105,6 +121,10 @@ def schedule(
                 continue
             seen.append(outcome)
             verdicts[level] = outcome.passed
+        if not waiting:
+            waiting = _probe(search, configurations, verdicts, seen, outcomes, never_ready, result)
+            if waiting and sequential:
+                return result
         if waiting:
             continue
         for level in search.levels:
@@ -122,6 +142,33 @@ def schedule(
     return result
 
 
+def _probe(
+    search: ConfigurationSearch,
+    configurations: list[Configuration],
+    verdicts: dict[float, bool],
+    seen: list[Outcome],
+    outcomes: dict[int, Outcome],
+    never_ready: dict[int, str],
+    result: Schedule,
+) -> bool:
+    """Walk a configuration's capacity probes (each depends on the last): True when one is to start now."""
+    config = search.configuration
+    while (level := search.next_probe(verdicts)) is not None:
+        probe = sum(lv not in search.levels for lv in verdicts)
+        index = probe_index(configurations, config, probe, search.probes)
+        result.probes[index] = PlannedTrial(index, config, level)
+        outcome = outcomes.get(index)
+        if outcome is None and config.index in never_ready:
+            result.failed[index] = never_ready[config.index]
+            outcome = Outcome("Failed")
+        if outcome is None:
+            result.start.append(result.probes[index])
+            return True
+        seen.append(outcome)
+        verdicts[level] = outcome.passed
+    return False
+
+
 def schedule_from_status(
     spec: ProfileRunSpec, configurations: list[Configuration], trials: list[TrialSummary]
 ) -> Schedule:
@@ -133,6 +180,10 @@ def schedule_from_status(
         if t.phase in FINISHED
     }
     configuration_of = {p.index: p.configuration.index for p in planned_trials(configurations)}
+    probes = spec.search.capacity_probes()
+    for t in trials:
+        if t.index not in configuration_of:
+            configuration_of[t.index] = probe_trial(configurations, t.index, t.parameters, probes).configuration.index
     never_ready = {
         configuration_of[t.index]: t.message or "not ready"
         for t in trials

@@ -11,6 +11,11 @@ the SLO, above one that missed it, and at or below the knee of a cheaper configu
 (at least as much CPU, memory, GPU and replicas, the rest equal). Once a configuration meets the SLO at the
 top level, every configuration that costs more per hour is skipped: at the same load it cannot be cheaper
 per request. Every skipped trial is reported, with its reason.
+
+Capacity probes (knee by default, grid when asked): once a configuration's listed levels are decided, its
+capacity lies between the highest level that met the SLO and the lowest above it that did not. Probes bisect
+that gap (whole numbers for concurrency), each a trial judged like any other, until it is no wider than the
+resolution or the probes run out. An Inconclusive probe counts as not met: the search narrows below it.
 """
 
 from __future__ import annotations
@@ -61,6 +66,8 @@ class ConfigurationSearch:
     knee_search: bool = False
     floor: float | None = None  # levels up to here are known to meet the SLO (from a dominated configuration)
     only_level: float | None = None  # optuna: measure just this level
+    probes: int = 0  # capacity probes allowed after the listed levels
+    resolution: float | None = None  # None: 1 for whole-number levels, 5% of the met level otherwise
     on_done: Callable[[dict[float, bool], list[Outcome]], None] = field(default=lambda verdicts, trials: None)
 
     @property
@@ -71,11 +78,40 @@ class ConfigurationSearch:
         levels = self.levels
         if not self.knee_search:
             return next((level for level in levels if level not in verdicts), None)
-        passing = [lv for lv in levels if verdicts.get(lv) is True or (self.floor is not None and lv <= self.floor)]
+        passing = [lv for lv in levels if self.passing(lv, verdicts)]
         failing = [lv for lv in levels if verdicts.get(lv) is False]
         low, high = max(passing, default=None), min(failing, default=None)
         candidates = [lv for lv in levels if (low is None or lv > low) and (high is None or lv < high)]
         return candidates[len(candidates) // 2] if candidates else None
+
+    def passing(self, level: float, verdicts: dict[float, bool]) -> bool:
+        return verdicts.get(level) is True or (self.floor is not None and level <= self.floor)
+
+    def bracket(self, verdicts: dict[float, bool]) -> tuple[float | None, float | None]:
+        """(highest level known to meet the SLO, measured or implied by a dominated configuration, and the
+        lowest level above it measured not to)."""
+        implied = [self.floor] if self.floor is not None else []
+        low = max([lv for lv, ok in verdicts.items() if ok] + implied, default=None)
+        high = min((lv for lv, ok in verdicts.items() if not ok and (low is None or lv > low)), default=None)
+        return low, high
+
+    def next_probe(self, verdicts: dict[float, bool]) -> float | None:
+        """The next capacity probe, once every listed level this search wants is decided: the middle of the
+        gap between met and not met, or None when it is narrow enough, open-ended, or the probes are spent."""
+        if len([lv for lv in verdicts if lv not in self.levels]) >= self.probes:
+            return None
+        low, high = self.bracket(verdicts)
+        if low is None or high is None:
+            return None
+        if self.configuration.level_name == "concurrency":
+            middle: float = (low + high) // 2
+            resolution = self.resolution or 1
+        else:
+            middle = float(f"{(low + high) / 2:.3g}")  # a level a person can read back
+            resolution = self.resolution or 0.05 * low
+        if high - low <= resolution or not low < middle < high:
+            return None
+        return middle
 
     def skip_reason(self, level: float, verdicts: dict[float, bool]) -> str:
         if any(met is False and lv < level for lv, met in verdicts.items()):
@@ -101,8 +137,9 @@ def order_for_search(
     spec: ProfileRunSpec, configurations: list[Configuration], hourly_cost: Callable[[Configuration], float]
 ) -> Iterator[ConfigurationSearch]:
     strategy = spec.search.strategy
+    probes, resolution = spec.search.capacity_probes(), spec.search.capacity.resolution
     if strategy == "grid":
-        yield from (ConfigurationSearch(c) for c in configurations)
+        yield from (ConfigurationSearch(c, probes=probes, resolution=resolution) for c in configurations)
         return
     if strategy == "optuna":
         yield from _optuna_searches(spec, configurations)
@@ -126,7 +163,14 @@ def order_for_search(
             if not winner and config.levels[-1] in met:
                 winner.append(config)
 
-        yield ConfigurationSearch(config, knee_search=True, floor=max(implied, default=None), on_done=done)
+        yield ConfigurationSearch(
+            config,
+            knee_search=True,
+            floor=max(implied, default=None),
+            on_done=done,
+            probes=probes,
+            resolution=resolution,
+        )
 
 
 INFEASIBLE = float("inf")

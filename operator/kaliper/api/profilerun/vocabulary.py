@@ -478,6 +478,21 @@ class SweepSpec(KaliperModel):
         return [name for name in DEPLOYMENT_SWEEP_FIELDS if getattr(self, name) is not None]
 
 
+class CapacitySearch(KaliperModel):
+    """How closely each configuration's capacity (the highest load at which it meets the SLO) is narrowed
+    beyond the listed load levels: between the highest level that met the SLO and the next one that did not,
+    probes bisect the gap, each judged by the same stopping rule, until it is no wider than `resolution`."""
+
+    probes: Annotated[int, Field(ge=0, le=8)] | None = None
+    """Extra trials per configuration (default: 2 for the knee search, 0 for a grid; optuna does not probe)."""
+    resolution: Annotated[float, Field(gt=0)] | None = None
+    """Stop when the gap between met and not met is at most this, in the level's own unit (default: 1 for
+    concurrency, which probes whole numbers; 5% of the met level for rates)."""
+
+
+DEFAULT_CAPACITY_PROBES = {"knee": 2, "grid": 0, "optuna": 0}
+
+
 class SearchSpec(KaliperModel):
     """How configurations are chosen from the sweep."""
 
@@ -491,6 +506,14 @@ class SearchSpec(KaliperModel):
     """Trials run at the same time (Kubernetes only; the local runtime runs one at a time)."""
     seed: Annotated[int, Field(ge=0)] | None = None
     """Random seed for optuna."""
+    capacity: CapacitySearch = Field(default_factory=CapacitySearch)
+    """Narrowing each configuration's capacity between the listed load levels (knee and grid)."""
+
+    def capacity_probes(self) -> int:
+        """Probes per configuration: the spec's, else the strategy's default (optuna samples, it never probes)."""
+        if self.strategy == "optuna":
+            return 0
+        return self.capacity.probes if self.capacity.probes is not None else DEFAULT_CAPACITY_PROBES[self.strategy]
 
 
 class LatencyObjective(KaliperModel):
