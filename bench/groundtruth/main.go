@@ -39,6 +39,9 @@ type server struct {
 	stallFor     time.Duration
 	failEvery    int64
 	epoch        time.Time
+	// -slots: requests served at once (nil: no limit); the others wait for a slot, and their delay starts
+	// when they get one, so a known capacity: latency doubles once the load exceeds the slots.
+	slots chan struct{}
 
 	mu      sync.Mutex
 	rng     *rand.Rand
@@ -79,8 +82,16 @@ func grpcFrame(message []byte) []byte {
 func (s *server) serve(w http.ResponseWriter, r *http.Request) {
 	arrived := time.Now()
 	_, _ = io.Copy(io.Discard, r.Body)
-	delay := s.stallRemaining(arrived) + s.draw()
-	time.Sleep(time.Until(arrived.Add(delay)))
+	start := arrived
+	if s.slots != nil {
+		s.slots <- struct{}{}
+		start = time.Now()
+	}
+	delay := s.stallRemaining(start) + s.draw()
+	time.Sleep(time.Until(start.Add(delay)))
+	if s.slots != nil {
+		<-s.slots
+	}
 	s.mu.Lock()
 	s.served++
 	fail := s.failEvery > 0 && s.served%s.failEvery == 0
@@ -139,12 +150,16 @@ func main() {
 	failEvery := flag.Int64("fail-every", 0, "answer every Nth request with 503 (0: never)")
 	tlsCert := flag.String("tls-cert", "", "serve TLS (HTTP/2 by ALPN) with this certificate (PEM)")
 	tlsKey := flag.String("tls-key", "", "the certificate's private key (PEM)")
+	slots := flag.Int("slots", 0, "requests served at once, the others queued (0: no limit)")
 	require := flag.String("require-header", "", "'name: value' every request must carry, else 401 (gRPC: UNAUTHENTICATED)")
 	flag.Parse()
 
 	s := &server{
 		median: *median, sigma: *sigma, stallEvery: *stallEvery, stallFor: *stallFor, failEvery: *failEvery,
 		epoch: time.Now(), rng: rand.New(rand.NewSource(*seed)),
+	}
+	if *slots > 0 {
+		s.slots = make(chan struct{}, *slots)
 	}
 	if *require != "" {
 		name, value, _ := strings.Cut(*require, ":")

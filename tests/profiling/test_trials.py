@@ -202,8 +202,10 @@ def test_generation_is_priced_and_chosen_per_million_output_tokens() -> None:
     assert report.choice.explanation == "the runner-up t0 costs 25.0% more per output token, beyond the 5.0% noise"
     assert report.recommendation is not None and report.recommendation.replicas == 4  # 1000 / 250 tokens/s
     assert report.recommendation.rationale.endswith(
-        "replicas: 1000 output tokens/s target / 250.0 tokens/s per replica"
+        "replicas: 1000 output tokens/s target / 250.0 tokens/s per replica; "
+        "4 replicas, 95% interval 4-4 (throughput uncertain by 0.0%)"  # the stages have no windows
     )
+    assert (report.recommendation.replicas_low, report.recommendation.replicas_high) == (4, 4)
     assert report.frontier == [1]  # the same p99 time to first token (80 ms), t1 cheaper
 
 

@@ -54,7 +54,7 @@ from kaliper.profiling.plan import (
 from kaliper.profiling.schedule import (
     PlannedTrial,
     planned_trials,
-    probe_trial,
+    planned_with_probes,
     room_to_start,
     schedule_from_status,
 )
@@ -138,11 +138,8 @@ class RunStep(StatusStep[ProfileRunStatus]):
             if not self.status.trials and not self.plan():
                 return self.write()
             self.configurations = configurations(self.spec, self.base())
-            self.planned = {p.index: p for p in planned_trials(self.configurations)}
             self.trials = {t.index: t for t in self.status.trials or []}
-            probes = self.spec.search.capacity_probes()
-            for index in self.trials.keys() - self.planned.keys():  # capacity probes already started
-                self.planned[index] = probe_trial(self.configurations, index, self.trials[index].parameters, probes)
+            self.planned = planned_with_probes(self.spec, self.configurations, list(self.trials.values()))
             self.move_trials()
             self.start_trials()
             if not any(t.phase in IN_FLIGHT or t.phase == "Pending" for t in self.trials.values()):
@@ -304,12 +301,9 @@ class RunStep(StatusStep[ProfileRunStatus]):
 
     def start_trials(self) -> None:
         decided = schedule_from_status(self.spec, self.configurations, list(self.trials.values()))
-        for index, probe in decided.probes.items():  # a capacity probe joins the list when the search reaches it
-            if index not in self.trials:
-                self.planned[index] = probe
-                self.trials[index] = TrialSummary(
-                    index=index, name=trial_name(self.name, index), parameters=probe.parameters
-                )
+        for i in decided.probes.keys() - self.planned.keys():  # a capacity probe is listed once the search reaches it
+            self.planned[i], name = decided.probes[i], trial_name(self.name, i)
+            self.trials[i] = TrialSummary(index=i, name=name, parameters=decided.probes[i].parameters)
         for index, reason in decided.skipped.items():
             if self.trials[index].phase == "Pending":
                 self.trials[index].phase, self.trials[index].message = "Skipped", reason

@@ -394,6 +394,15 @@ def _headroom_text(trial: TrialReport, slo: SloSpec | None) -> str:
     return f"p99 {-room * 1000:.2f}ms"
 
 
+def replicas_for(target: float, per_replica: float, noise: float) -> tuple[int, int, int | None]:
+    """Replicas to serve `target` at `per_replica` each: the count, and its 95% interval from the relative
+    uncertainty of the throughput (the high end None when the uncertainty reaches 100%)."""
+    needed = max(1, math.ceil(target / per_replica))
+    low = max(1, math.ceil(target / (per_replica * (1 + noise))))
+    high = max(1, math.ceil(target / (per_replica * (1 - noise)))) if noise < 1 else None
+    return needed, low, high
+
+
 def recommend(
     best: TrialReport,
     trials: list[TrialReport],
@@ -427,24 +436,33 @@ def recommend(
         memory_request = format_memory(memory)
         memory_limit = format_memory(memory * (1 + settings.memory_limit_headroom))
         notes.append(f"memory request: peak working set per replica + {settings.safety_margin:.0%}")
-    needed = replicas
+    sizes: list[tuple[int, int, int | None]] = []
+    noise = relative_noise(best) if best.stage else 0.0
     if target_throughput and best.stage and best.stage.throughput_rps > 0:
         per_replica = best.stage.throughput_rps / replicas
-        needed = max(1, math.ceil(target_throughput / per_replica))
+        sizes.append(replicas_for(target_throughput, per_replica, noise))
         notes.append(f"replicas: {target_throughput:g} req/s target / {per_replica:.1f} req/s per replica")
     tokens = best.stage.tokens if best.stage else None
     if target_output_tokens_per_s and tokens is not None and tokens.output_tokens_per_s > 0:
         per_replica = tokens.output_tokens_per_s / replicas
-        needed = max(needed, math.ceil(target_output_tokens_per_s / per_replica))
+        sizes.append(replicas_for(target_output_tokens_per_s, per_replica, noise))
         notes.append(
             f"replicas: {target_output_tokens_per_s:g} output tokens/s target / {per_replica:.1f} tokens/s per replica"
         )
+    needed, low, high = replicas, None, None
+    if sizes:
+        needed, low = max(s[0] for s in sizes), max(s[1] for s in sizes)
+        high = None if any(s[2] is None for s in sizes) else max(s[2] or 0 for s in sizes)
+        upper = f"{high}" if high is not None else "unbounded"
+        notes.append(f"{needed} replicas, 95% interval {low}-{upper} (throughput uncertain by {noise:.1%})")
     return RecommendationReport(
         cpu_request=cpu_request,
         cpu_limit=cpu_limit,
         memory_request=memory_request,
         memory_limit=memory_limit,
         replicas=needed,
+        replicas_low=low,
+        replicas_high=high,
         based_on_trial=best.index,
         rationale="; ".join(notes) or "no resource figures were available",
     )

@@ -45,6 +45,18 @@ def probe_index(configurations: list[Configuration], config: Configuration, prob
     return len(configurations) * len(config.levels) + config.index * probes + probe
 
 
+def planned_with_probes(
+    spec: ProfileRunSpec, configurations: list[Configuration], trials: list[TrialSummary]
+) -> dict[int, PlannedTrial]:
+    """Every listed trial and every capacity probe a run's status lists, by index."""
+    planned = {p.index: p for p in planned_trials(configurations)}
+    probes = spec.search.capacity_probes()
+    for t in trials:
+        if t.index not in planned:
+            planned[t.index] = probe_trial(configurations, t.index, t.parameters, probes)
+    return planned
+
+
 def probe_trial(
     configurations: list[Configuration], index: int, parameters: dict[str, str], probes: int
 ) -> PlannedTrial:
@@ -179,11 +191,7 @@ def schedule_from_status(
         for t in trials
         if t.phase in FINISHED
     }
-    configuration_of = {p.index: p.configuration.index for p in planned_trials(configurations)}
-    probes = spec.search.capacity_probes()
-    for t in trials:
-        if t.index not in configuration_of:
-            configuration_of[t.index] = probe_trial(configurations, t.index, t.parameters, probes).configuration.index
+    configuration_of = {i: p.configuration.index for i, p in planned_with_probes(spec, configurations, trials).items()}
     never_ready = {
         configuration_of[t.index]: t.message or "not ready"
         for t in trials

@@ -11,6 +11,7 @@ from kaliper.api.modeldeployment import ModelDeploymentSpec, ModelDeploymentTemp
 from kaliper.api.profilerun import ProfileRunSpec, SloSpec
 from kaliper.api.units import parse_cpu, parse_quantity
 from kaliper.profiling import decisions
+from kaliper.profiling.capacity import capacities
 from kaliper.profiling.plan import Configuration, load_levels
 from kaliper.report.schema import (
     LoadTestResult,
@@ -299,6 +300,15 @@ def conclude(spec: ProfileRunSpec, report: ProfileReport, configurations: list[C
         report.error = f"no trial succeeded; the first failure: {first}"
     report.frontier = decisions.cost_latency_frontier(report.trials)
     have_slo = spec.slo is not None
+    if spec.slo is not None and configurations:
+        first_probe = len(configurations) * len(configurations[0].levels)
+        report.capacities = capacities(
+            report.trials,
+            configurations[0].level_name,
+            first_probe,
+            spec.slo.target_throughput,
+            spec.slo.target_output_tokens_per_second,
+        )
     choice = decisions.best_trial(report.trials, spec.slo, spec.recommendation.tie_tolerance)
     if have_slo:
         verdicts = {t.slo_verdict for t in report.trials if t.status == "Succeeded"}
@@ -318,5 +328,11 @@ def conclude(spec: ProfileRunSpec, report: ProfileReport, configurations: list[C
             spec.slo.target_throughput if spec.slo else None,
             spec.slo.target_output_tokens_per_second if spec.slo else None,
         )
+        probes = sum(c.probes for c in report.capacities)
+        if probes:
+            seconds = sum(c.probe_seconds for c in report.capacities)
+            report.recommendation.rationale += (
+                f"; the capacity search added {probes} probes between the listed load levels ({seconds:.0f} s of load)"
+            )
     if not spec.report.include_time_series:  # after the choice and the recommendation, which use them
         report.drop_time_series()

@@ -199,6 +199,33 @@ def error_lines(report: ProfileReport) -> list[str]:
     return lines
 
 
+def replicas_interval(low: int | None, high: int | None) -> str:
+    """ " (95%: 3-4)", or nothing without an interval."""
+    if low is None:
+        return ""
+    return f" (95%: {low}-{high if high is not None else 'unbounded'})"
+
+
+def capacity_lines(report: ProfileReport) -> list[str]:
+    """One line per configuration: where its capacity lies, and its cost and replicas there."""
+    lines = []
+    for capacity in report.capacities:
+        where = "".join(f" {k}={v}" for k, v in capacity.parameters.items())
+        line = f"capacity{where}: {capacity.level_name} {capacity.interval_text()}"
+        if capacity.unit_cost is not None:
+            high = fmt(capacity.unit_cost_high, "{:.4f}")
+            line += (
+                f"; {capacity.unit_cost:.4f} {report.currency} per million {cost_unit(report)} there "
+                f"(95%: {fmt(capacity.unit_cost_low, '{:.4f}')}-{high})"
+            )
+        if capacity.replicas is not None:
+            line += f"; {capacity.replicas} replicas{replicas_interval(capacity.replicas_low, capacity.replicas_high)}"
+        if capacity.probes:
+            line += f"; {capacity.probes} probes"
+        lines.append(line)
+    return lines
+
+
 def summary_lines(report: ProfileReport) -> list[str]:
     lines = [f"verdict: {report.verdict}" + (f" ({report.verdict_reason})" if report.verdict_reason else "")]
     if report.best_trial is not None:
@@ -224,9 +251,10 @@ def summary_lines(report: ProfileReport) -> list[str]:
     if r is not None:
         lines.append(
             f"recommendation: requests cpu={r.cpu_request} memory={r.memory_request}; limits cpu={r.cpu_limit} "
-            f"memory={r.memory_limit}; replicas={r.replicas}"
+            f"memory={r.memory_limit}; replicas={r.replicas}{replicas_interval(r.replicas_low, r.replicas_high)}"
         )
         lines.append(f"  ({r.rationale})")
+    lines += capacity_lines(report)
     for trial in report.trials:
         if trial.server_settings:
             lines.append(f"trial {trial.index} server: {settings_text(trial)}")

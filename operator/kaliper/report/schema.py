@@ -8,7 +8,7 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 from kaliper.api.base import KaliperModel
-from kaliper.api.profilerun import ResourceUsage, RunVerdict, SloVerdict
+from kaliper.api.profilerun import Capacity, ResourceUsage, RunVerdict, SloVerdict
 
 # v2 added a stage's `tokens` (generation requests) and `resent`; a v1 document is read as it is.
 LOADTEST_SCHEMA = "kaliper.dev/loadtest/v2"
@@ -451,6 +451,9 @@ class RecommendationReport(KaliperModel):
     memory_request: str | None = None
     memory_limit: str | None = None
     replicas: int | None = None
+    replicas_low: int | None = None
+    replicas_high: int | None = None
+    """The 95% interval of the replica count, from the uncertainty of the throughput per replica."""
     gpu: int | None = None
     based_on_trial: int | None = None
     rationale: str
@@ -487,6 +490,8 @@ class ProfileReport(KaliperModel):
     best_trial: int | None = None
     choice: BestChoice | None = None
     frontier: list[int] = Field(default_factory=list)
+    capacities: list[Capacity] = Field(default_factory=list)
+    """Each configuration's capacity under the SLO (runs with an SLO and load levels)."""
     """Indexes of the trials on the Pareto frontier of cost per million requests against p99: no other trial
     is both cheaper and faster."""
     verdict: RunVerdict = "Unknown"

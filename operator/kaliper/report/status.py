@@ -112,12 +112,15 @@ def status_from_report(report: ProfileReport, report_ref: ReportReference | None
             currency_per_million_output_tokens=best.cost_per_million_output_tokens,
             currency_per_million_tokens=best.cost_per_million_tokens,
         )
+    status.capacity = report.capacities or None
     if report.recommendation is not None:
         r = report.recommendation
         status.recommendation = Recommendation(
             requests=ResourceList(cpu=r.cpu_request, memory=r.memory_request),
             limits=ResourceList(cpu=r.cpu_limit, memory=r.memory_limit),
             replicas=r.replicas,
+            replicas_low=r.replicas_low,
+            replicas_high=r.replicas_high,
             rationale=r.rationale[:4096],
         )
         with contextlib.suppress(NoRecommendation):  # a URL target: nothing to patch

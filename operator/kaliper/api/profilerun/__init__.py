@@ -29,6 +29,7 @@ from kaliper.api.profilerun.spec import (
 )
 from kaliper.api.profilerun.status import (
     BestConfiguration,
+    Capacity,
     CostSummary,
     LatencySummary,
     Ms,
@@ -111,6 +112,7 @@ __all__ = [
     "WORKLOAD_SWEEPS_ONLY_POD_SETTINGS",
     "WORKLOAD_SWEEP_FIELDS",
     "BestConfiguration",
+    "Capacity",
     "CapacitySearch",
     "ClosedLoop",
     "CostModel",

@@ -222,6 +222,55 @@ class BestConfiguration(KaliperModel):
     """Why this trial was chosen, against the runner-up."""
 
 
+class Capacity(KaliperModel):
+    """One configuration's capacity under the SLO: the highest load at which it meets every objective,
+    bracketed by measured trials (each judged Met or NotMet with 95% confidence by the stopping rule), and
+    what it costs there."""
+
+    parameters: dict[str, str]
+    """The configuration's swept values, without the load level."""
+    level_name: str
+    """concurrency or rate."""
+    met: float | None = None
+    """The highest load measured to meet the SLO; None: not even the lowest did."""
+    not_met: float | None = None
+    """The lowest load above `met` measured not to (NotMet, or a trial that failed); None: every load up to
+    the highest measured met it, so the capacity is at least `met`."""
+    inconclusive: list[float] = Field(default_factory=list)
+    """Loads between the two where the measurement could not tell (the stopping rule's budget ran out)."""
+    trial: int | None = None
+    """The trial at `met`: the throughput, cost and replicas below are measured there."""
+    probes: int = 0
+    """Trials the capacity search added between the listed levels."""
+    probe_seconds: float = 0.0
+    """Seconds of load those probes took."""
+    throughput: float | None = None
+    """At `met`: requests per second, or output tokens per second for generation (what the cost is per)."""
+    noise: float | None = None
+    """The 95% relative uncertainty of that throughput (and so of the cost and replicas)."""
+    unit_cost: float | None = None
+    """At `met`: money per million requests, or per million output tokens for generation."""
+    unit_cost_low: float | None = None
+    """The low end of that cost's 95% interval."""
+    unit_cost_high: float | None = None
+    """The high end of that cost's 95% interval (unset when the uncertainty leaves it unbounded)."""
+    replicas: int | None = None
+    """Replicas for the run's target (slo.targetThroughput / targetOutputTokensPerSecond) at this capacity."""
+    replicas_low: int | None = None
+    """The low end of the replica count's 95% interval."""
+    replicas_high: int | None = None
+    """The high end of that interval (unset when unbounded)."""
+
+    def interval_text(self) -> str:
+        """Such as "met at 5, not met at 6", "met at 16 (the highest measured)", "not met at 1 (the lowest)"."""
+        if self.met is None:
+            return f"not met at {self.not_met:g} (the lowest measured)" if self.not_met is not None else "unmeasured"
+        between = f", inconclusive at {', '.join(f'{v:g}' for v in self.inconclusive)}" if self.inconclusive else ""
+        if self.not_met is None:
+            return f"met at {self.met:g} (the highest measured){between}"
+        return f"met at {self.met:g}{between}, not met at {self.not_met:g}"
+
+
 class Recommendation(KaliperModel):
     """Requests, limits and replicas to deploy with."""
 
@@ -233,6 +282,10 @@ class Recommendation(KaliperModel):
     """Recommended accelerators per replica."""
     replicas: Annotated[int, Field(ge=0)] | None = None
     """Recommended replica count for the target throughput."""
+    replicas_low: Annotated[int, Field(ge=0)] | None = None
+    """The low end of the replica count's 95% interval (from the throughput's uncertainty)."""
+    replicas_high: Annotated[int, Field(ge=0)] | None = None
+    """The high end of that interval; unset when the uncertainty leaves it unbounded."""
     target_throughput_rps: Annotated[float, Field(ge=0)] | None = None
     """The throughput the recommendation is sized for."""
     rationale: Annotated[str, Field(max_length=4096)] | None = None
@@ -291,6 +344,9 @@ class ProfileRunStatus(KaliperModel):
     best: BestConfiguration | None = None
     recommendation: Recommendation | None = None
     cost: CostSummary | None = None
+    capacity: Annotated[list[Capacity], Field(max_length=1000)] | None = None
+    """Each configuration's capacity under the SLO: the loads measured to meet and not to meet it, and its
+    cost and replicas at the highest load met."""
     verdict: RunVerdict | None = None
     """Met when at least one trial met the SLO; Inconclusive when none did but at least one could not be
     decided; NotMet when every measured trial missed it."""

@@ -1,0 +1,60 @@
+"""The capacity search under `kaliper run`, against a server of known capacity: the ground-truth server with
+four slots and a 50 ms service time (lognormal, sigma 0.05) serves up to four users in about 50 ms; a fifth
+waits for a slot, so from five users on a fifth of the requests take about twice that. Under a p90 objective
+of 80 ms its capacity is exactly 4 users. (A p99 needs too many requests at these rates: 457 at two users in
+12 s left its interval open.) It runs beside the other pytest worker: the bound is 25 ms above the server's
+own p90, and beside a cold build on both cores the load generator's tail added about 10 ms."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.support import groundtruth
+from tests.support.local_run import deployment, profile_run, run_manifests
+
+
+@pytest.fixture(scope="module")
+def searched(tmp_path_factory: pytest.TempPathFactory, model: Path):  # type: ignore[no-untyped-def]
+    serve = f"exec {groundtruth.binary()} -addr 127.0.0.1:$KALIPER_PORT -median 50ms -sigma 0.05 -slots 4"
+    runtime = {"type": "custom", "command": ["sh", "-c", serve], "port": 8080, "protocol": "oip-v2"}
+    return run_manifests(
+        tmp_path_factory.mktemp("capacity"),
+        [
+            deployment(model, runtime=runtime, resources={"limits": {"cpu": "500m", "memory": "256Mi"}}),
+            profile_run(
+                # Measured until every objective is decided (its interval clear of the bound), up to 8 s.
+                load={
+                    "closedLoop": {"concurrency": 2},
+                    "warmup": "1s",
+                    "minDuration": "3s",
+                    "maxDuration": "8s",
+                    "stopping": {"window": "1s", "percentile": 90},
+                },
+                sweep={"concurrency": [2, 8]},
+                search={"strategy": "knee", "capacity": {"probes": 3}},
+                slo={"latency": [{"percentile": 90, "max": "80ms"}], "targetThroughput": 200},
+                cost={"perCoreHour": 0.04, "perGibHour": 0.0},
+            ),
+        ],
+    )
+
+
+def test_the_knee_search_probes_to_the_capacity_of_a_server_of_known_slots(searched) -> None:  # type: ignore[no-untyped-def]
+    report, process = searched
+    # The listed levels first (8, then 2), then the probes: 5 (not met), 3 (met), 4 (met).
+    ran = [(t.index, t.parameters["concurrency"], t.slo_verdict) for t in report.trials]
+    assert ran == [(0, "2", "Met"), (1, "8", "NotMet"), (2, "5", "NotMet"), (3, "3", "Met"), (4, "4", "Met")]
+    (capacity,) = report.capacities
+    assert (capacity.met, capacity.not_met, capacity.inconclusive, capacity.trial, capacity.probes) == (4, 5, [], 4, 3)
+    assert capacity.interval_text() == "met at 4, not met at 5"
+    # Priced at 4 users, where it held the SLO: about 80 requests per second for 0.02 per hour.
+    best = report.trials[4]
+    assert report.best_trial == 4 and best.stage is not None and 68 < best.stage.throughput_rps < 81
+    assert capacity.unit_cost == best.cost_per_million_requests
+    assert capacity.unit_cost_low <= capacity.unit_cost <= capacity.unit_cost_high  # type: ignore[operator]
+    # 200 requests per second at about 80 per replica: 3 replicas.
+    assert capacity.replicas == 3 and report.recommendation is not None and report.recommendation.replicas == 3
+    assert "capacity search added 3 probes" in report.recommendation.rationale
+    assert "capacity: concurrency met at 4, not met at 5;" in process.stdout
