@@ -1,9 +1,10 @@
 """The capacity search under `kaliper run`, against a server of known capacity: the ground-truth server with
 four slots and a 50 ms service time (lognormal, sigma 0.05) serves up to four users in about 50 ms; a fifth
-waits for a slot, so from five users on a fifth of the requests take about twice that. Under a p90 objective
-of 80 ms its capacity is exactly 4 users. (A p99 needs too many requests at these rates: 457 at two users in
-12 s left its interval open.) It runs beside the other pytest worker: the bound is 25 ms above the server's
-own p90, and beside a cold build on both cores the load generator's tail added about 10 ms."""
+waits for a slot, so from five users on a fifth of the requests take up to twice that. Under a p95 objective
+of 80 ms its capacity is exactly 4 users. (A p90 sits too near that slow fifth: seen Inconclusive at five
+users. A p99 needs too many requests at these rates: 457 at two users in 12 s left its interval open.) It runs
+beside the other pytest worker: the bound is about 25 ms above the server's own p95, and beside a cold build on
+both cores the load generator's tail added about 10 ms."""
 
 from __future__ import annotations
 
@@ -30,11 +31,11 @@ def searched(tmp_path_factory: pytest.TempPathFactory, model: Path):  # type: ig
                     "warmup": "1s",
                     "minDuration": "3s",
                     "maxDuration": "8s",
-                    "stopping": {"window": "1s", "percentile": 90},
+                    "stopping": {"window": "1s", "percentile": 95},
                 },
                 sweep={"concurrency": [2, 8]},
                 search={"strategy": "knee", "capacity": {"probes": 3}},
-                slo={"latency": [{"percentile": 90, "max": "80ms"}], "targetThroughput": 200},
+                slo={"latency": [{"percentile": 95, "max": "80ms"}], "targetThroughput": 200},
                 cost={"perCoreHour": 0.04, "perGibHour": 0.0},
             ),
         ],
