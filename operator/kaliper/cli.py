@@ -458,24 +458,65 @@ def gc_command(remove: bool, as_json: bool, reports: Path, cluster: bool | None,
 def report_command(source: str, namespace: str, as_json: bool, html_path: Path | None) -> None:
     """Show a profile report: SOURCE is a saved report.json, or the name of a finished ProfileRun in the
     cluster of $KUBECONFIG (or ~/.kube/config), read from its ConfigMap whether stored plain or gzipped."""
-    from pydantic import ValidationError
-
     from kaliper.report.profile_html import write_html
     from kaliper.report.profile_terminal import print_report
-    from kaliper.report.schema import ProfileReport
 
-    path = Path(source)
-    text = path.read_text() if path.is_file() else _cluster_report(source, namespace)
-    try:
-        report = ProfileReport.model_validate_json(text)
-    except ValidationError as exc:
-        raise click.ClickException(f"{source} is not a Kaliper profile report: {exc.errors()[0]['msg']}") from exc
+    report = _load_report(source, namespace)
     if as_json:
         click.echo(report.model_dump_json(by_alias=True, exclude_none=True, indent=2))
     else:
         print_report(report)
     if html_path:
         click.echo(f"html report: {write_html(report, html_path)}", err=as_json)
+
+
+def _load_report(source: str, namespace: str):  # type: ignore[no-untyped-def]
+    """A profile report: a saved report.json, or a finished ProfileRun's in the cluster of $KUBECONFIG."""
+    from pydantic import ValidationError
+
+    from kaliper.report.schema import ProfileReport
+
+    path = Path(source)
+    text = path.read_text() if path.is_file() else _cluster_report(source, namespace)
+    try:
+        return ProfileReport.model_validate_json(text)
+    except ValidationError as exc:
+        raise click.ClickException(f"{source} is not a Kaliper profile report: {exc.errors()[0]['msg']}") from exc
+
+
+@main.command("compare")
+@click.argument("baseline")
+@click.argument("new")
+@click.option("--namespace", "-n", default="default", show_default=True, help="The runs' namespace (cluster).")
+@click.option(
+    "--tolerance",
+    type=click.FloatRange(min=0),
+    default=0.05,
+    show_default=True,
+    help="A figure worse beyond the noise by more than this fraction of the baseline is a regression.",
+)
+@click.option("--fail-if-regressed", is_flag=True, help="Exit 1 when any figure regressed (a CI gate).")
+@click.option("--json", "as_json", is_flag=True, help="Print the comparisons as JSON.")
+def compare_command(
+    baseline: str, new: str, namespace: str, tolerance: float, fail_if_regressed: bool, as_json: bool
+) -> None:
+    """Compare a run with a baseline run: for each configuration both measured at the same load, each figure
+    (throughput, latency and token percentiles, error rate, cost) better, worse or within the noise, from the
+    95% intervals both runs measured. BASELINE and NEW are saved report.json files or names of finished
+    ProfileRuns in the cluster."""
+    from kaliper.profiling.comparison import compare_runs, regressions, unmatched
+    from kaliper.report.comparison_text import comparison_lines
+
+    a, b = _load_report(baseline, namespace), _load_report(new, namespace)
+    found = compare_runs(a.trials, b.trials)
+    regressed = regressions(found, tolerance)
+    if as_json:
+        click.echo(json.dumps([c.model_dump(by_alias=True) for c in found], indent=2))
+    else:
+        for line in comparison_lines(found, unmatched(a.trials, b.trials), regressed):
+            click.echo(line)
+    if fail_if_regressed and regressed:
+        raise SystemExit(1)
 
 
 @main.command("recommend")
@@ -503,18 +544,12 @@ def recommend_command(source: str, namespace: str, output_format: str, target_fi
     of a workloadRef), to commit to Git or apply. SOURCE is a saved report.json or the name of a ProfileRun in
     the cluster of $KUBECONFIG."""
     import yaml
-    from pydantic import ValidationError
 
     from kaliper.report import recommend
-    from kaliper.report.schema import ProfileReport
 
-    path = Path(source)
-    text = path.read_text() if path.is_file() else _cluster_report(source, namespace)
+    report = _load_report(source, namespace)
     try:
-        report = ProfileReport.model_validate_json(text)
         target = recommend.target_of(report)
-    except ValidationError as exc:
-        raise click.ClickException(f"{source} is not a Kaliper profile report: {exc.errors()[0]['msg']}") from exc
     except recommend.NoRecommendation as exc:
         raise click.ClickException(str(exc)) from exc
     if output_format == "merge-patch" and target.patch_type != "merge":

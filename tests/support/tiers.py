@@ -21,6 +21,8 @@ QUIET = {
     "tests/local/test_cgroups.py": "measures what a CPU quota lets a busy loop use",
     "tests/loadgen/test_end_to_end.py": "compares latencies and schedules with a ground-truth server's own records",
     "tests/loadgen/test_grpc_end_to_end.py": "compares gRPC latencies with a ground-truth server's own records",
+    "tests/local/test_compare_runs.py": "compares two runs' latencies, whose intervals are a few percent wide, "
+    "and a neighbour's load in one run and not the other would move them apart",
     "tests/llm/test_reasoning_truth.py": "compares reasoning streams' latencies with a ground-truth server's records",
     "tests/llm/test_vllm_runtime.py": "chooses between two vLLM configurations on one pinned CPU by their throughput, "
     "which a neighbour's load on that CPU evens out (seen: 58 and 56 answers, the choice Inconclusive)",

@@ -459,6 +459,29 @@ class RecommendationReport(KaliperModel):
     rationale: str
 
 
+class FigureComparison(KaliperModel):
+    """One figure of one configuration at one load, in a run and in its baseline, with their 95% intervals."""
+
+    parameters: dict[str, str]
+    """The trial's swept values, load level included (the same in both runs)."""
+    figure: str
+    """throughput, output tokens/s, latency p50 / p99, ttft p50 / p99, tpot p50 / p99, error rate, or cost per
+    million (requests; output tokens for generation)."""
+    unit: str
+    """ms, req/s, tok/s, share (the error rate, a fraction), or empty (money)."""
+    baseline: float | None
+    """None: beyond every answer (more requests failed than the percentile leaves)."""
+    baseline_low: float | None = None
+    baseline_high: float | None = None
+    value: float | None
+    low: float | None = None
+    high: float | None = None
+    change: float | None = None
+    """(value - baseline) / baseline; None where that means nothing."""
+    verdict: Literal["better", "worse", "within the noise"]
+    """better or worse when the two intervals do not overlap; within the noise when they do."""
+
+
 class BestChoice(KaliperModel):
     """How certain the choice of the best trial is."""
 

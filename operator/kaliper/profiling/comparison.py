@@ -1,0 +1,171 @@
+"""A run against a baseline run: for each configuration both measured at the same load, each figure better,
+worse or within the noise, judged from the 95% intervals both runs measured. Pure functions.
+
+A figure is worse when the two intervals do not overlap and the new one lies on the bad side; within the noise
+when they overlap. Failures count against every figure, as in the SLO verdicts: a latency percentile is read
+among every request sent (a failed or unanswered one slower than any answer), so a server that fails more
+cannot look faster; and the error rate is compared with its own interval.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from kaliper.profiling.decisions import answered_percentile, latency_interval, relative_noise, share_interval
+from kaliper.report.schema import FigureComparison, StageResult, TrialReport
+
+INFINITE = float("inf")
+
+
+@dataclass(frozen=True)
+class Reading:
+    """A figure with its 95% interval (high may be infinite: too many failures to read it at all)."""
+
+    value: float
+    low: float
+    high: float
+
+
+def _latency(metric: str, percentile: float) -> Callable[[TrialReport], Reading | None]:
+    def read(trial: TrialReport) -> Reading | None:
+        stage = trial.stage
+        assert stage is not None
+        if metric != "latency" and stage.tokens is None:
+            return None
+        among_all = answered_percentile(stage, percentile)
+        if among_all is None:  # more requests failed than the percentile leaves: it is beyond any answer
+            return Reading(INFINITE, INFINITE, INFINITE)
+        found = latency_interval(stage, among_all, "corrected", metric)
+        if found.value_ms is None:
+            return None
+        low = found.low_ms if found.low_ms is not None else 0.0
+        high = found.high_ms if found.high_ms is not None else INFINITE
+        return Reading(found.value_ms, low, high)
+
+    return read
+
+
+def _with_noise(value: Callable[[TrialReport], float | None]) -> Callable[[TrialReport], Reading | None]:
+    """A rate (or a cost per unit of it), its interval from the trial's throughput uncertainty."""
+
+    def read(trial: TrialReport) -> Reading | None:
+        found = value(trial)
+        if found is None:
+            return None
+        noise = relative_noise(trial)
+        return Reading(found, found * (1 - noise), found * (1 + noise))
+
+    return read
+
+
+def _error_rate(trial: TrialReport) -> Reading | None:
+    stage: StageResult = trial.stage  # type: ignore[assignment]
+    sent = stage.requests + stage.in_flight_at_end
+    if not sent:
+        return None
+    share = (stage.errors + stage.in_flight_at_end) / sent
+    low, high = share_interval(share, sent)
+    return Reading(share, low, high)
+
+
+def _output_tokens(trial: TrialReport) -> float | None:
+    return trial.stage.tokens.output_tokens_per_s if trial.stage and trial.stage.tokens else None
+
+
+# (figure, unit, higher is better, reader)
+FIGURES: list[tuple[str, str, bool, Callable[[TrialReport], Reading | None]]] = [
+    ("throughput", "req/s", True, _with_noise(lambda t: t.stage.throughput_rps if t.stage else None)),
+    ("output tokens/s", "tok/s", True, _with_noise(_output_tokens)),
+    ("latency p50", "ms", False, _latency("latency", 50)),
+    ("latency p99", "ms", False, _latency("latency", 99)),
+    ("ttft p50", "ms", False, _latency("ttft", 50)),
+    ("ttft p99", "ms", False, _latency("ttft", 99)),
+    ("tpot p50", "ms", False, _latency("tpot", 50)),
+    ("tpot p99", "ms", False, _latency("tpot", 99)),
+    ("error rate", "share", False, _error_rate),
+    ("cost per million", "", False, _with_noise(lambda t: t.unit_cost())),
+]
+
+
+def verdict(baseline: Reading, new: Reading, higher_is_better: bool) -> str:
+    if new.low > baseline.high:
+        return "better" if higher_is_better else "worse"
+    if new.high < baseline.low:
+        return "worse" if higher_is_better else "better"
+    return "within the noise"
+
+
+def change(baseline: float, new: float) -> float | None:
+    """(new - baseline) / baseline; None where that means nothing (a zero or infinite baseline)."""
+    if baseline in (0, INFINITE) or new == INFINITE:
+        return None
+    return (new - baseline) / baseline
+
+
+def compare_trials(baseline: TrialReport, new: TrialReport) -> list[FigureComparison]:
+    """Every figure both trials measured."""
+    found = []
+    for name, unit, higher_is_better, read in FIGURES:
+        a, b = read(baseline), read(new)
+        if a is None or b is None:
+            continue
+        found.append(
+            FigureComparison(
+                parameters=new.parameters,
+                figure=name,
+                unit=unit,
+                baseline=_finite(a.value),
+                baseline_low=_finite(a.low),
+                baseline_high=_finite(a.high),
+                value=_finite(b.value),
+                low=_finite(b.low),
+                high=_finite(b.high),
+                change=change(a.value, b.value),
+                verdict=verdict(a, b, higher_is_better),  # type: ignore[arg-type]
+            )
+        )
+    return found
+
+
+def _finite(value: float) -> float | None:
+    return None if value == INFINITE else value
+
+
+def compare_runs(baseline: Sequence[TrialReport], new: Sequence[TrialReport]) -> list[FigureComparison]:
+    """Every figure of every trial that both runs measured with the same parameters (configuration and load)."""
+    measured = {_key(t): t for t in baseline if t.status == "Succeeded" and t.stage is not None}
+    found = []
+    for trial in new:
+        match = measured.get(_key(trial))
+        if trial.status == "Succeeded" and trial.stage is not None and match is not None:
+            found += compare_trials(match, trial)
+    return found
+
+
+def unmatched(baseline: Sequence[TrialReport], new: Sequence[TrialReport]) -> list[str]:
+    """Configurations one run measured and the other did not (or failed), in words."""
+    lines = []
+    ok_a = {_key(t) for t in baseline if t.status == "Succeeded"}
+    ok_b = {_key(t) for t in new if t.status == "Succeeded"}
+    for trial in new:
+        if _key(trial) in ok_a and _key(trial) not in ok_b:
+            lines.append(f"{_words(trial.parameters)}: measured in the baseline, {trial.status} now")
+    for trial in baseline:
+        if _key(trial) in ok_b and _key(trial) not in ok_a:
+            lines.append(f"{_words(trial.parameters)}: {trial.status} in the baseline, measured now")
+    return lines
+
+
+def regressions(found: Sequence[FigureComparison], tolerance: float) -> list[FigureComparison]:
+    """The figures that got worse beyond the noise and by more than `tolerance` (a fraction of the baseline;
+    a worsening whose size cannot be stated, such as a percentile beyond every answer, always counts)."""
+    return [c for c in found if c.verdict == "worse" and (c.change is None or abs(c.change) > tolerance)]
+
+
+def _key(trial: TrialReport) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted(trial.parameters.items()))
+
+
+def _words(parameters: dict[str, str]) -> str:
+    return " ".join(f"{k}={v}" for k, v in parameters.items()) or "the target"

@@ -1,0 +1,66 @@
+"""`kaliper compare` of real runs: the same ground-truth server measured twice is within the noise; a
+regression injected on purpose, the server slower by half (a median of 30 ms instead of 20), is caught on
+the figures it moves, with their sizes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.support.groundtruth import groundtruth
+from tests.support.local_run import profile_run, run_manifests
+from tests.support.paths import KALIPER
+
+
+def measured(directory: Path, url: str) -> Path:
+    run = profile_run(
+        load={"closedLoop": {"concurrency": 4}, "warmup": "1s", "minDuration": "4s", "maxDuration": "4s"},
+    )
+    run["spec"]["target"] = {"url": url}
+    run["spec"]["payload"] = {"inline": "{}"}
+    del run["spec"]["metrics"]
+    run_manifests(directory, [run])
+    return directory / "reports" / "report.json"
+
+
+@pytest.fixture(scope="module")
+def reports(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
+    root = tmp_path_factory.mktemp("compare")
+    with groundtruth("-median", "20ms", "-sigma", "0.1") as url:
+        baseline, again = measured(root / "a", url), measured(root / "b", url)
+    with groundtruth("-median", "30ms", "-sigma", "0.1") as url:
+        slower = measured(root / "c", url)
+    return baseline, again, slower
+
+
+def compare(*arguments: str | Path) -> subprocess.CompletedProcess:
+    return subprocess.run([str(KALIPER), "compare", *map(str, arguments)], capture_output=True, text=True, timeout=60)
+
+
+def test_an_identical_rerun_is_within_the_noise(reports: tuple[Path, Path, Path]) -> None:
+    baseline, again, _ = reports
+    done = compare(baseline, again, "--fail-if-regressed")
+    assert done.returncode == 0, done.stdout + done.stderr
+    found = json.loads(compare(baseline, again, "--json").stdout)
+    assert {c["figure"]: c["verdict"] for c in found} == {
+        "throughput": "within the noise",
+        "latency p50": "within the noise",
+        "latency p99": "within the noise",
+        "error rate": "within the noise",
+    }
+
+
+def test_a_server_slower_by_half_is_caught_as_a_regression(reports: tuple[Path, Path, Path]) -> None:
+    baseline, _, slower = reports
+    done = compare(baseline, slower, "--fail-if-regressed")
+    assert done.returncode == 1, done.stdout + done.stderr
+    found = {c["figure"]: c for c in json.loads(compare(baseline, slower, "--json").stdout)}
+    assert found["latency p50"]["verdict"] == "worse" and 0.4 < found["latency p50"]["change"] < 0.6
+    # Four users at 20 ms, then at 30 ms: a third fewer requests per second.
+    assert found["throughput"]["verdict"] == "worse" and -0.4 < found["throughput"]["change"] < -0.27
+    assert found["error rate"]["verdict"] == "within the noise"
+    assert "concurrency=4: latency p50 " in done.stdout and ": worse (95%: " in done.stdout
+    assert done.stdout.splitlines()[-1].startswith("4 figures: ")
