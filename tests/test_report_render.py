@@ -8,7 +8,9 @@ from datetime import UTC, datetime
 
 from rich.console import Console
 
+from kaliper.api.profilerun import Capacity
 from kaliper.report import profile_html, profile_plots, profile_terminal, profile_text
+from kaliper.report.profile_text import summary_lines
 from kaliper.report.schema import (
     BestChoice,
     GeneratorUsage,
@@ -279,3 +281,19 @@ def test_repetitions_are_listed_with_their_spread() -> None:
     trial.spread = 0.2222
     lines = profile_text.summary_lines(report_with([trial]))
     assert "trial 0 repetitions: 400.0, 500.0, 450.0 ok/s (spread 22.2%); SLO Met, Met, NotMet" in lines
+
+
+def test_each_configurations_capacity_is_starred_on_the_latency_chart_and_listed_in_the_summary() -> None:
+    report = seven_trials()
+    report.capacities = [
+        Capacity(parameters={"cpu": "500m"}, level_name="concurrency", met=4, not_met=5, trial=1, probes=2),
+        Capacity(parameters={"cpu": "3"}, level_name="concurrency", not_met=2),  # nothing met: no star
+    ]
+    latency = profile_plots.figures(report)[0]
+    (star,) = [trace for trace in latency.data if trace.name.startswith("capacity")]
+    assert star.name == "capacity cpu=500m: met at 4, not met at 5"
+    assert (list(star.x), list(star.y), star.marker.symbol) == ([report.trials[1].stage.throughput_rps], [21.0], "star")
+    assert [line for line in summary_lines(report) if line.startswith("capacity")] == [
+        "capacity cpu=500m: concurrency met at 4, not met at 5; 2 probes",
+        "capacity cpu=3: concurrency not met at 2 (the lowest measured)",
+    ]

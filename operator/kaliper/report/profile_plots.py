@@ -69,12 +69,33 @@ def _latency_figure(report: ProfileReport, colours: dict[int, str], bounds: dict
             )
     for percentile, bound in bounds.items():
         _slo_line(figure, percentile, bound)
+    _capacity_marks(report, figure, max(bounds) if bounds else 99.0)
     figure.update_layout(
         title="Latency percentiles vs throughput, per configuration",
         xaxis={"title": "successful requests/s", "rangemode": "tozero"},
         yaxis={"title": "latency (ms)", "rangemode": "tozero"},
     )
     return figure
+
+
+def _capacity_marks(report: ProfileReport, figure: go.Figure, percentile: float) -> None:
+    """A star on each configuration's highest load that met the SLO: its capacity, as far as measured."""
+    import plotly.graph_objects as go
+
+    by_index = {t.index: t for t in report.trials}
+    for capacity in report.capacities:
+        trial = by_index.get(capacity.trial) if capacity.trial is not None else None
+        if trial is None or trial.stage is None:
+            continue
+        figure.add_trace(
+            go.Scatter(
+                x=[trial.stage.throughput_rps],
+                y=[latency_at(trial, percentile)],
+                mode="markers",
+                marker={"symbol": "star", "size": 16, "color": SLO_COLOUR},
+                name=html.escape(f"capacity {configuration_label(trial)}: {capacity.interval_text()}"),
+            )
+        )
 
 
 def _token_figures(report: ProfileReport, colours: dict[int, str]) -> list[go.Figure]:
