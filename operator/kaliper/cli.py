@@ -373,7 +373,10 @@ def _run_profile(
         kept = sum(t.status != "Skipped" for t in report.trials)
         click.echo(f"interrupted: the {kept} finished trials are in the report; later runs were not started")
         sys.exit(130)
-    return bool(report.error) or ((fail_if_not_met or run.spec.fail_if_not_met) and report.verdict != "Met")
+    gated = run.spec.slo is not None and run.spec.slo.fail_if_regressed is not None
+    regressed = gated and report.baseline is not None and bool(report.baseline.regressions)
+    not_met = (fail_if_not_met or run.spec.fail_if_not_met) and report.verdict != "Met"
+    return bool(report.error) or regressed or not_met
 
 
 def _interrupt(signum: int, frame: object) -> None:
@@ -509,7 +512,7 @@ def compare_command(
 
     a, b = _load_report(baseline, namespace), _load_report(new, namespace)
     found = compare_runs(a.trials, b.trials)
-    regressed = regressions(found, tolerance)
+    regressed = regressions(found, lambda figure: tolerance)
     if as_json:
         click.echo(json.dumps([c.model_dump(by_alias=True) for c in found], indent=2))
     else:

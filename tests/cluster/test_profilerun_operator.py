@@ -411,7 +411,7 @@ def test_knee_probes_bracket_a_known_capacity_in_the_status(operator, crds: Kube
         "closedLoop": {"concurrency": 2},
         "warmup": "1s",
         "minDuration": "3s",
-        "maxDuration": "8s",
+        "maxDuration": "6s",
         "stopping": {"window": "1s", "percentile": 95},
     }
     run = profile_run(

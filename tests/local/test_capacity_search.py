@@ -25,12 +25,12 @@ def searched(tmp_path_factory: pytest.TempPathFactory, model: Path):  # type: ig
         [
             deployment(model, runtime=runtime, resources={"limits": {"cpu": "500m", "memory": "256Mi"}}),
             profile_run(
-                # Measured until every objective is decided (its interval clear of the bound), up to 8 s.
+                # Measured until every objective is decided (its interval clear of the bound), up to 6 s.
                 load={
                     "closedLoop": {"concurrency": 2},
                     "warmup": "1s",
                     "minDuration": "3s",
-                    "maxDuration": "8s",
+                    "maxDuration": "6s",
                     "stopping": {"window": "1s", "percentile": 95},
                 },
                 sweep={"concurrency": [2, 8]},

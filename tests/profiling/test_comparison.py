@@ -42,7 +42,7 @@ def test_the_same_figures_are_within_the_noise_and_nothing_regressed() -> None:
         "latency p99": "within the noise",
         "error rate": "within the noise",
     }
-    assert regressions(found, 0.05) == []
+    assert regressions(found, lambda figure: 0.05) == []
 
 
 def test_a_slower_tail_beyond_both_intervals_is_worse_by_its_size() -> None:
@@ -52,7 +52,7 @@ def test_a_slower_tail_beyond_both_intervals_is_worse_by_its_size() -> None:
     assert comparison_line(p99) == (
         "cpu=1 concurrency=4: latency p99 30.00 ms -> 45.00 ms (+50.0%): worse (95%: 28-32 vs 42-48)"
     )
-    assert regressions(found, 0.05) == [p99] and regressions(found, 0.6) == []
+    assert regressions(found, lambda figure: 0.05) == [p99] and regressions(found, lambda figure: 0.6) == []
 
 
 def test_a_server_that_fails_more_cannot_look_faster() -> None:
@@ -66,7 +66,7 @@ def test_a_server_that_fails_more_cannot_look_faster() -> None:
         None,
     )
     assert by_figure["error rate"].verdict == "worse" and by_figure["error rate"].value == 0.02
-    assert {c.figure for c in regressions(found, 0.05)} == {"latency p99", "error rate"}
+    assert {c.figure for c in regressions(found, lambda figure: 0.05)} == {"latency p99", "error rate"}
 
 
 def test_only_the_same_configuration_at_the_same_load_is_compared() -> None:

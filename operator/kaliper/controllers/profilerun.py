@@ -27,7 +27,7 @@ from kaliper.controllers import kube, metrics, run_records
 from kaliper.controllers import trial_moves as moves
 from kaliper.controllers.diagnosis import restarts_and_oom_kills, template_hashes
 from kaliper.controllers.recommendation import apply_recommendation
-from kaliper.controllers.run_records import REPORT_KEY, RunFailed, RunRecords
+from kaliper.controllers.run_records import REPORT_KEY, RunFailed, RunRecords, baseline_problem, baseline_report
 from kaliper.controllers.run_target import RunTarget
 from kaliper.controllers.settings import SETTINGS, Settings
 from kaliper.controllers.stepper import StatusStep, Stepper, finished
@@ -163,7 +163,7 @@ class RunStep(StatusStep[ProfileRunStatus]):
         """Check what the run needs, snapshot its target and list its trials. False: not yet (the target
         does not exist yet)."""
         spec = self.spec
-        problem = machine_paths_problem(spec)
+        problem = machine_paths_problem(spec) or baseline_problem(spec, self.namespace)
         if problem:
             raise RunFailed(problem)
         base, waiting = self.target.snapshot(self.now)
@@ -330,7 +330,7 @@ class RunStep(StatusStep[ProfileRunStatus]):
         report = run_trials.new_report(self.spec, self.name, self.namespace, self.status.start_time or self.now)
         report.finished_at, report.target_container = self.now, self.target.container()
         report.trials = [self.records.trial_report(t) for t in self.status.trials or []]
-        run_trials.conclude(self.spec, report, self.configurations)
+        run_trials.conclude(self.spec, report, self.configurations, baseline_report(self.spec, self.namespace))
         self.records.save_report(report)
         apply_recommendation(self.spec, self.namespace, report, self.event)
         reference = ReportReference(config_map={"name": report_name(self.name), "key": REPORT_KEY})

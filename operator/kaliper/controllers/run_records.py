@@ -10,8 +10,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from pydantic import ValidationError
+
 from kaliper.api.modeldeployment import ModelDeploymentSpec
-from kaliper.api.profilerun import TrialSummary
+from kaliper.api.profilerun import ProfileRunSpec, TrialSummary
 from kaliper.api.units import parse_duration
 from kaliper.controllers import kube
 from kaliper.lifecycle.gc import FINISHED
@@ -188,3 +190,41 @@ def saved_report_text(namespace: str, run: str) -> str | None:
     the run has none (not finished, or no such run). Raises what the API client raises."""
     configmap = kube.get("ConfigMap", namespace, report_name(run))
     return read_document(configmap, REPORT_KEY) if configmap is not None else None
+
+
+def _baseline_text(spec: ProfileRunSpec, namespace: str) -> tuple[str, str | None]:
+    """(which field, the baseline report's JSON or None when it is not there)."""
+    source = spec.baseline
+    assert source is not None
+    if source.run is not None:
+        return "spec.baseline.run", saved_report_text(namespace, source.run)
+    assert source.config_map is not None
+    configmap = kube.get("ConfigMap", namespace, source.config_map.name)
+    return "spec.baseline.configMap", read_document(configmap, source.config_map.key) if configmap else None
+
+
+def baseline_problem(spec: ProfileRunSpec, namespace: str) -> str | None:
+    """Why spec.baseline cannot be read on Kubernetes (checked before any trial runs), or None."""
+    if spec.baseline is None:
+        return None
+    if spec.baseline.report is not None:
+        return (
+            "spec.baseline.report is a file for `kaliper run`; on Kubernetes name a finished ProfileRun "
+            "(baseline.run) or a ConfigMap holding a report (baseline.configMap)"
+        )
+    field, text = _baseline_text(spec, namespace)
+    if text is None:
+        return f"{field}: {spec.baseline.describe()} has no report in namespace {namespace} (not finished, or absent)"
+    try:
+        ProfileReport.model_validate_json(text)
+    except ValidationError as exc:
+        return f"{field}: {spec.baseline.describe()} is not a Kaliper profile report: {exc.errors()[0]['msg']}"
+    return None
+
+
+def baseline_report(spec: ProfileRunSpec, namespace: str) -> ProfileReport | None:
+    """spec.baseline's report at the end of the run (None without one, or if it went away since the start)."""
+    if spec.baseline is None or baseline_problem(spec, namespace) is not None:
+        return None
+    _, text = _baseline_text(spec, namespace)
+    return ProfileReport.model_validate_json(text) if text is not None else None

@@ -20,6 +20,7 @@ from kaliper.api.modeldeployment import ModelDeploymentSpec
 from kaliper.api.profilerun import ProfileRunSpec, ReportReference
 from kaliper.api.resources import Cleanup, ModelDeployment, ModelOptimization, ProfileRun
 from kaliper.api.units import parse_duration
+from kaliper.local.baseline import local_baseline
 from kaliper.local.sampler import Sampler, summarize
 from kaliper.local.servers import ServerError, ServerGroup, local_problem
 from kaliper.local.sources import NotOnThisMachine, deployment_model, local_path
@@ -156,6 +157,7 @@ class LocalRuntime:
         problems = cluster_only(spec)
         if problems:
             raise NotOnThisMachine("; ".join(problems))
+        baseline = local_baseline(spec, self.options.base_dir)
         base = None
         if spec.target.deployment_ref is not None:
             name = spec.target.deployment_ref.name
@@ -217,7 +219,7 @@ class LocalRuntime:
                 "other work on this machine was not checked (--ignore-other-work): a busy machine's trials are "
                 "not flagged"
             )
-        conclude(spec, report, configs)
+        conclude(spec, report, configs, baseline)
         report.finished_at = datetime.now(UTC)
         return report
 

@@ -12,7 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from kaliper.api.profilerun import BaselineComparison, RegressionTolerance
 from kaliper.profiling.decisions import answered_percentile, latency_interval, relative_noise, share_interval
+from kaliper.report.comparison_text import comparison_line
 from kaliper.report.schema import FigureComparison, StageResult, TrialReport
 
 INFINITE = float("inf")
@@ -46,6 +48,12 @@ def _latency(metric: str, percentile: float) -> Callable[[TrialReport], Reading 
     return read
 
 
+# A rate's interval is at least this wide on each side: the windows of one run understate how much a rerun
+# moves (seen: the same server's throughput 2% apart in two runs, each interval under 1% wide), so two rates
+# closer than 5%, the choice's default tie tolerance, are within the noise, as they are for the choice.
+RATE_NOISE_FLOOR = 0.025
+
+
 def _with_noise(value: Callable[[TrialReport], float | None]) -> Callable[[TrialReport], Reading | None]:
     """A rate (or a cost per unit of it), its interval from the trial's throughput uncertainty."""
 
@@ -53,7 +61,7 @@ def _with_noise(value: Callable[[TrialReport], float | None]) -> Callable[[Trial
         found = value(trial)
         if found is None:
             return None
-        noise = relative_noise(trial)
+        noise = max(relative_noise(trial), RATE_NOISE_FLOOR)
         return Reading(found, found * (1 - noise), found * (1 + noise))
 
     return read
@@ -157,10 +165,27 @@ def unmatched(baseline: Sequence[TrialReport], new: Sequence[TrialReport]) -> li
     return lines
 
 
-def regressions(found: Sequence[FigureComparison], tolerance: float) -> list[FigureComparison]:
-    """The figures that got worse beyond the noise and by more than `tolerance` (a fraction of the baseline;
-    a worsening whose size cannot be stated, such as a percentile beyond every answer, always counts)."""
-    return [c for c in found if c.verdict == "worse" and (c.change is None or abs(c.change) > tolerance)]
+def regressions(found: Sequence[FigureComparison], tolerance: Callable[[str], float]) -> list[FigureComparison]:
+    """The figures that got worse beyond the noise and by more than their tolerance (a fraction of the
+    baseline, by figure name; a worsening whose size cannot be stated, such as a percentile beyond every
+    answer, always counts)."""
+    return [c for c in found if c.verdict == "worse" and (c.change is None or abs(c.change) > tolerance(c.figure))]
+
+
+def against_baseline(
+    source: str, baseline: Sequence[TrialReport], new: Sequence[TrialReport], tolerance: RegressionTolerance
+) -> tuple[BaselineComparison, list[FigureComparison]]:
+    """A run against its baseline: the summary its report and status carry, and every figure compared."""
+    found = compare_runs(baseline, new)
+    summary = BaselineComparison(
+        source=source,
+        figures=len(found),
+        worse=sum(c.verdict == "worse" for c in found),
+        better=sum(c.verdict == "better" for c in found),
+        regressions=[comparison_line(c)[:512] for c in regressions(found, tolerance.for_figure)][:20],
+        not_compared=[line[:512] for line in unmatched(baseline, new)][:20],
+    )
+    return summary, found
 
 
 def _key(trial: TrialReport) -> tuple[tuple[str, str], ...]:

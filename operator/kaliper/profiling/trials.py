@@ -8,10 +8,11 @@ from collections import defaultdict
 from datetime import datetime
 
 from kaliper.api.modeldeployment import ModelDeploymentSpec, ModelDeploymentTemplate
-from kaliper.api.profilerun import ProfileRunSpec, SloSpec
+from kaliper.api.profilerun import ProfileRunSpec, RegressionTolerance, SloSpec
 from kaliper.api.units import parse_cpu, parse_quantity
 from kaliper.profiling import decisions
 from kaliper.profiling.capacity import capacities
+from kaliper.profiling.comparison import against_baseline
 from kaliper.profiling.plan import Configuration, load_levels
 from kaliper.report.schema import (
     LoadTestResult,
@@ -289,10 +290,16 @@ def server_limits(trials: list[TrialReport], configurations: list[Configuration]
                     trial.limited_by.append(flag)
 
 
-def conclude(spec: ProfileRunSpec, report: ProfileReport, configurations: list[Configuration]) -> None:
-    """The verdict, the best trial (with how certain the choice is) and the recommendation, from every
-    trial of the report; a run none of whose trials succeeded has failed (on both paths: the operator marks
-    it Failed, `kaliper run` exits 1)."""
+def conclude(
+    spec: ProfileRunSpec,
+    report: ProfileReport,
+    configurations: list[Configuration],
+    baseline: ProfileReport | None = None,
+) -> None:
+    """The verdict, the best trial (with how certain the choice is), the recommendation, each configuration's
+    capacity and the comparison with spec.baseline's report (when read), from every trial of the report; a run
+    none of whose trials succeeded has failed (on both paths: the operator marks it Failed, `kaliper run`
+    exits 1)."""
     report.load_generation_s = sum(t.stage.warmup_s + t.stage.measured_s for t in report.trials if t.stage)
     server_limits(report.trials, configurations, load_levels(spec)[1])
     if not any(t.status == "Succeeded" for t in report.trials):
@@ -334,5 +341,10 @@ def conclude(spec: ProfileRunSpec, report: ProfileReport, configurations: list[C
             report.recommendation.rationale += (
                 f"; the capacity search added {probes} probes between the listed load levels ({seconds:.0f} s of load)"
             )
+    if baseline is not None and spec.baseline is not None:
+        tolerance = (spec.slo.fail_if_regressed if spec.slo else None) or RegressionTolerance()
+        report.baseline, report.comparison = against_baseline(
+            spec.baseline.describe(), baseline.trials, report.trials, tolerance
+        )
     if not spec.report.include_time_series:  # after the choice and the recommendation, which use them
         report.drop_time_series()

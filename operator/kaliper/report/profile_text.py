@@ -226,6 +226,20 @@ def capacity_lines(report: ProfileReport) -> list[str]:
     return lines
 
 
+def baseline_lines(report: ProfileReport) -> list[str]:
+    """This run against its baseline: the counts, then each regression and each configuration not compared."""
+    found = report.baseline
+    if found is None:
+        return []
+    lines = [
+        f"baseline {found.source}: {found.figures} figures compared, {found.worse} worse and {found.better} better "
+        f"beyond the noise, {len(found.regressions)} regressed beyond the tolerance"
+    ]
+    lines += [f"  regressed: {line}" for line in found.regressions]
+    lines += [f"  not compared: {line}" for line in found.not_compared]
+    return lines
+
+
 def summary_lines(report: ProfileReport) -> list[str]:
     lines = [f"verdict: {report.verdict}" + (f" ({report.verdict_reason})" if report.verdict_reason else "")]
     if report.best_trial is not None:
@@ -255,6 +269,7 @@ def summary_lines(report: ProfileReport) -> list[str]:
         )
         lines.append(f"  ({r.rationale})")
     lines += capacity_lines(report)
+    lines += baseline_lines(report)
     for trial in report.trials:
         if trial.server_settings:
             lines.append(f"trial {trial.index} server: {settings_text(trial)}")

@@ -8,7 +8,7 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 from kaliper.api.base import KaliperModel
-from kaliper.api.profilerun import Capacity, ResourceUsage, RunVerdict, SloVerdict
+from kaliper.api.profilerun import BaselineComparison, Capacity, ResourceUsage, RunVerdict, SloVerdict
 
 # v2 added a stage's `tokens` (generation requests) and `resent`; a v1 document is read as it is.
 LOADTEST_SCHEMA = "kaliper.dev/loadtest/v2"
@@ -513,6 +513,10 @@ class ProfileReport(KaliperModel):
     best_trial: int | None = None
     choice: BestChoice | None = None
     frontier: list[int] = Field(default_factory=list)
+    baseline: BaselineComparison | None = None
+    """This run against spec.baseline: the counts and the regressions (the status carries the same)."""
+    comparison: list[FigureComparison] = Field(default_factory=list)
+    """Every figure compared with the baseline."""
     capacities: list[Capacity] = Field(default_factory=list)
     """Each configuration's capacity under the SLO (runs with an SLO and load levels)."""
     """Indexes of the trials on the Pareto frontier of cost per million requests against p99: no other trial

@@ -113,6 +113,7 @@ def status_from_report(report: ProfileReport, report_ref: ReportReference | None
             currency_per_million_tokens=best.cost_per_million_tokens,
         )
     status.capacity = report.capacities or None
+    status.baseline = report.baseline
     if report.recommendation is not None:
         r = report.recommendation
         status.recommendation = Recommendation(
@@ -159,6 +160,12 @@ def gated_readiness(spec: ProfileRunSpec | None, status: ProfileRunStatus) -> Re
     if spec is not None and spec.fail_if_not_met and status.phase == "Succeeded" and status.verdict != "Met":
         verdict = status.verdict or "Unknown"
         return Readiness("Stalled", "SLONotMet", f"verdict {verdict}: no configuration met the SLO (spec.failIfNotMet)")
+    gate = spec is not None and spec.slo is not None and spec.slo.fail_if_regressed is not None
+    if gate and status.phase == "Succeeded" and status.baseline is not None and status.baseline.regressions:
+        regressions = status.baseline.regressions
+        more = f" (and {len(regressions) - 1} more)" if len(regressions) > 1 else ""
+        message = f"regressed against {status.baseline.source}: {regressions[0]}{more} (slo.failIfRegressed)"
+        return Readiness("Stalled", "Regressed", message)
     return None
 
 

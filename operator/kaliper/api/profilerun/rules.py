@@ -140,6 +140,14 @@ TOKEN_FIGURES_NEED_GENERATION = Rule(
 )
 
 
+REGRESSION_NEEDS_BASELINE = Rule(
+    cel="!has(self.slo) || !has(self.slo.failIfRegressed) || has(self.baseline)",
+    message="failIfRegressed compares with a baseline run; set spec.baseline (run, configMap or report)",
+    check=lambda s: s.slo is None or s.slo.fail_if_regressed is None or s.baseline is not None,
+    field_path=".slo.failIfRegressed",
+)
+
+
 KNEE_NEEDS_LEVELS = Rule(
     cel="!has(self.search) || !has(self.search.strategy) || self.search.strategy != 'knee' || "
     "(has(self.sweep) && (has(self.sweep.concurrency) || has(self.sweep.rate)))",

@@ -17,6 +17,7 @@ from kaliper.api.profilerun.rules import (
     GRPC_HAS_NO_PATH,
     KNEE_NEEDS_LEVELS,
     PROMPTS_NEED_GENERATION,
+    REGRESSION_NEEDS_BASELINE,
     SESSIONS_NEED_CHAT,
     SWEPT_CONCURRENCY_NEEDS_CLOSED_LOOP,
     SWEPT_PROTOCOL_NEEDS_OIP,
@@ -27,6 +28,7 @@ from kaliper.api.profilerun.rules import (
     WORKLOAD_SWEEPS_ONLY_POD_SETTINGS,
 )
 from kaliper.api.profilerun.vocabulary import (
+    BaselineSource,
     CostModel,
     LoadSpec,
     MetricsSpec,
@@ -72,6 +74,9 @@ class ProfileRunTemplate(KaliperModel):
     """Longest one trial (deploy, become ready, load, collect) may take before it is marked Failed."""
     ttl: TtlSpec | None = None
     """When the finished run is deleted."""
+    baseline: BaselineSource | None = None
+    """A finished run to compare this one with: for each configuration both measured at the same load, each
+    figure better, worse or within the noise, in the report and the status (slo.failIfRegressed gates on it)."""
     fail_if_not_met: bool = False
     """Whether a finished run whose verdict is not Met (NotMet, Inconclusive or Unknown) counts as failed:
     Stalled instead of Ready, which Flux and `kubectl wait` read as failed and Argo CD as Degraded; its phase
@@ -91,6 +96,7 @@ class ProfileRunTemplate(KaliperModel):
         GENERATION_NEEDS_PROMPTS,
         TOKEN_FIGURES_NEED_GENERATION,
         KNEE_NEEDS_LEVELS,
+        REGRESSION_NEEDS_BASELINE,
     )
 
 

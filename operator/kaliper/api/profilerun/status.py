@@ -271,6 +271,28 @@ class Capacity(KaliperModel):
         return f"met at {self.met:g}{between}, not met at {self.not_met:g}"
 
 
+class BaselineComparison(KaliperModel):
+    """This run against its baseline (spec.baseline): how many figures were compared, and which regressed."""
+
+    source: Annotated[str, Field(max_length=512)]
+    """What the baseline was, such as "ProfileRun serve-v1"."""
+    figures: Annotated[int, Field(ge=0)] = 0
+    """Figures compared: every figure of every configuration both runs measured at the same load."""
+    worse: Annotated[int, Field(ge=0)] = 0
+    """Figures worse beyond the noise (their intervals apart)."""
+    better: Annotated[int, Field(ge=0)] = 0
+    """Figures better beyond the noise."""
+    regressions: Annotated[list[Annotated[str, Field(max_length=512)]], Field(max_length=20)] = Field(
+        default_factory=list
+    )
+    """Figures worse beyond the noise and the tolerance (slo.failIfRegressed, else 5%), one line each: the
+    configuration, the figure, both values, the change and both intervals (at most 20)."""
+    not_compared: Annotated[list[Annotated[str, Field(max_length=512)]], Field(max_length=20)] = Field(
+        default_factory=list
+    )
+    """Configurations one run measured and the other did not (at most 20)."""
+
+
 class Recommendation(KaliperModel):
     """Requests, limits and replicas to deploy with."""
 
@@ -344,6 +366,8 @@ class ProfileRunStatus(KaliperModel):
     best: BestConfiguration | None = None
     recommendation: Recommendation | None = None
     cost: CostSummary | None = None
+    baseline: BaselineComparison | None = None
+    """This run against spec.baseline, figure by figure."""
     capacity: Annotated[list[Capacity], Field(max_length=1000)] | None = None
     """Each configuration's capacity under the SLO: the loads measured to meet and not to meet it, and its
     cost and replicas at the highest load met."""

@@ -532,6 +532,35 @@ class LatencyObjective(KaliperModel):
     open loop; itl and tpot do not depend on when a request was meant to leave."""
 
 
+class RegressionTolerance(KaliperModel):
+    """How much worse than the baseline run a figure may get before this run fails, as a fraction of the
+    baseline's value. A figure counts as worse only when its 95% interval and the baseline's do not overlap
+    (see `kaliper compare`); these tolerances then ignore changes too small to matter."""
+
+    default: Annotated[float, Field(ge=0)] = 0.05
+    """For every figure not named below."""
+    throughput: Annotated[float, Field(ge=0)] | None = None
+    """Requests (and output tokens) per second."""
+    latency: Annotated[float, Field(ge=0)] | None = None
+    """Latency p50 and p99."""
+    ttft: Annotated[float, Field(ge=0)] | None = None
+    """Time to first token, p50 and p99."""
+    tpot: Annotated[float, Field(ge=0)] | None = None
+    """Time per output token, p50 and p99."""
+    error_rate: Annotated[float, Field(ge=0)] | None = None
+    """The share of requests that failed."""
+    cost: Annotated[float, Field(ge=0)] | None = None
+    """Money per million requests (output tokens)."""
+
+    def for_figure(self, figure: str) -> float:
+        """The tolerance of a figure of kaliper.profiling.comparison (such as "latency p99")."""
+        group = {"output tokens/s": "throughput", "error rate": "error_rate", "cost per million": "cost"}.get(
+            figure, figure.split(" ")[0]
+        )
+        found = getattr(self, group, None)
+        return found if isinstance(found, float) else self.default
+
+
 class SloSpec(KaliperModel):
     """What a configuration must achieve. A trial meets the SLO when every objective set here holds."""
 
@@ -550,6 +579,10 @@ class SloSpec(KaliperModel):
     target_output_tokens_per_second: Annotated[float, Field(gt=0)] | None = None
     """Generation: the traffic to serve, in generated tokens per second; sizes the recommended replica count
     (with targetThroughput too, the larger count)."""
+    fail_if_regressed: RegressionTolerance | None = None
+    """With spec.baseline: a figure worse than the baseline's beyond the noise and by more than its tolerance
+    fails the run (Stalled, reason Regressed, the figure named; `kaliper run` exits 1), as failIfNotMet does
+    for the SLO. `{}` takes the default tolerance, 5%, for every figure."""
 
     cross_field_rules = (
         Rule(
@@ -565,6 +598,28 @@ class SloSpec(KaliperModel):
             field_path=".minGoodputShare",
         ),
     )
+
+
+class BaselineSource(KaliperModel):
+    """A finished run to compare this one with, figure by figure (as `kaliper compare` does). Set exactly one."""
+
+    run: Name | None = None
+    """A finished ProfileRun: on Kubernetes, one in the same namespace (its report ConfigMap); under `kaliper
+    run`, the report of a run of that name in ./kaliper-reports/<name>/."""
+    config_map: ConfigMapKeyReference | None = None
+    """Kubernetes: a ConfigMap key holding a report (as Kaliper stores them, plain or gzipped), such as one
+    kept in Git."""
+    report: Annotated[str, Field(min_length=1, max_length=4096)] | None = None
+    """`kaliper run`: a report.json file, relative to the manifest's folder."""
+
+    cross_field_rules = (exactly_one_of("run", "config_map", "report"),)
+
+    def describe(self) -> str:
+        if self.run is not None:
+            return f"ProfileRun {self.run}"
+        if self.config_map is not None:
+            return f"ConfigMap {self.config_map.name} key {self.config_map.key}"
+        return f"report {self.report}"
 
 
 class PrometheusSource(KaliperModel):
