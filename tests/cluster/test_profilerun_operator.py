@@ -449,3 +449,35 @@ def test_knee_probes_bracket_a_known_capacity_in_the_status(operator, crds: Kube
     }
     assert status["best"]["trial"] == 4 and status["recommendation"]["replicas"] == 3
     assert status["progress"]["summary"] == "5/5"
+
+
+def test_a_run_against_its_baseline_run_fails_on_a_regression(
+    operator, crds: Kubectl, namespace: str, target: str
+) -> None:  # type: ignore[no-untyped-def]
+    """spec.baseline names an earlier ProfileRun (its report ConfigMap); slo.failIfRegressed makes a regression
+    fail the run as kstatus and Argo CD read it. The regression is injected: the same load on a server five
+    times slower (a median of 20 ms instead of 4). A baseline that is not there fails the run before any trial."""
+    apply(crds, namespace, model_deployment(replicas=1), profile_run("before", None))
+    before = Cluster(crds, namespace, "before")
+    before.wait_trial(0, "Running")
+    assert before.play_load(0, target).returncode == 0
+    before.wait_phase("Succeeded")
+    gate = {"baseline": {"run": "before"}, "slo": {"latency": [{"percentile": 99, "max": "1s"}], "failIfRegressed": {}}}
+    lost = {"baseline": {"run": "never-ran"}}
+    apply(crds, namespace, profile_run("after", None, **gate), profile_run("lost", None, **lost))
+    after = Cluster(crds, namespace, "after")
+    after.wait_trial(0, "Running")
+    with groundtruth("-median", "20ms", "-sigma", "0.2") as slower:
+        assert after.play_load(0, slower).returncode == 0
+    status = after.wait_phase("Succeeded")
+    baseline = status["baseline"]
+    assert (baseline["source"], baseline["figures"]) == ("ProfileRun before", 4)
+    regressed = [line.split(": ")[1].split(" ")[:2] for line in baseline["regressions"]]
+    assert ["latency", "p50"] in regressed and all(": worse (95%: " in line for line in baseline["regressions"])
+    gitops, message = kstatus(crds, namespace, "profilerun", "after")
+    assert gitops == "Failed" and message.startswith("regressed against ProfileRun before: concurrency=2: ")
+    assert message.endswith("(slo.failIfRegressed)")
+    failed = Cluster(crds, namespace, "lost").wait_phase("Failed")
+    assert failed["message"] == (
+        f"spec.baseline.run: ProfileRun never-ran has no report in namespace {namespace} (not finished, or absent)"
+    )
