@@ -77,6 +77,12 @@ def test_manifest_round_trip_keeps_camel_case() -> None:
         ({"sweep": {"rate": [1, 2]}}, "spec.sweep.rate: sweep.rate sets open-loop"),
         ({"search": {"strategy": "knee"}}, "spec.search.strategy: the knee search"),
         ({"slo": {}}, "spec.slo: an SLO needs at least one objective"),
+        (
+            {"slo": {"maxErrorRate": 0.01, "failIfRegressed": {}}},
+            "spec.slo.failIfRegressed: failIfRegressed compares with a baseline run; set spec.baseline",
+        ),
+        ({"baseline": {"run": "a", "report": "b.json"}}, "spec.baseline: set exactly one of run, configMap or report"),
+        ({"search": {"capacity": {"probes": 9}}}, "spec.search.capacity.probes"),
         ({"metrics": {"customQueries": [{"name": "q", "query": "up"}]}}, "spec.metrics.customQueries"),
         ({"sweep": {"threads": [2, 2]}}, "spec.sweep.threads: 2 is listed twice"),
         ({"load": {"closedLoop": {"concurrency": 0}}}, "spec.load.closedLoop.concurrency"),
