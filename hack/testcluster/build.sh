@@ -3,6 +3,8 @@
 #
 #   hack/testcluster/build.sh            # prints the bin directory on its last line
 #   hack/testcluster/build.sh node       # only what the real node tier starts with (etcd, Kubernetes, CoreDNS)
+#   hack/testcluster/build.sh helm       # only one of the others: kwok, helm, kubeconform, helm-controller,
+#                                        # kstatus or argocd-health
 #
 # Binaries land in $KALIPER_CACHE (default ~/.cache/kaliper) under bin/<name>-<version>/, so a second
 # run is a no-op and a version bump builds only what changed. The Go build cache is kept by Go itself
@@ -15,10 +17,10 @@ source "$here/versions.env"
 cache=${KALIPER_CACHE:-$HOME/.cache/kaliper}
 bin="$cache/bin"
 mkdir -p "$bin"
-# One build at a time: make test's two pytest workers may both ask for the binaries (the second waits, then
-# finds them cached).
-exec 9>"$cache/testcluster-build.lock"
-flock 9
+# One build of each part at a time: make test's two pytest workers and the node tier's background build may
+# ask for the same binary; the others wait for that binary alone, then find it cached (a test that needs helm
+# does not wait for Argo CD's build).
+locked() { local name=$1; shift; ( flock 9; "$@" ) 9>"$cache/build-$name.lock"; }
 
 export CGO_ENABLED=0
 export GOFLAGS=-mod=mod
@@ -159,32 +161,42 @@ build_helm_controller() {
 }
 
 what=${1:-all}
-case "$what" in all|node) ;; *) die "unknown set '$what': use 'all' (the default) or 'node'" ;; esac
+rest=(kwok helm kubeconform helm-controller kstatus argocd-health)
+case " all node ${rest[*]} " in *" $what "*) ;; *) die "unknown set '$what': use all (the default), node, or one of ${rest[*]}" ;; esac
+want() { [ "$what" = all ] || [ "$what" = "$1" ]; }
 start=$(date +%s)
-build_etcd
-build_kubernetes
-go_install coredns github.com/coredns/coredns "$COREDNS_VERSION"
+if [ "$what" = all ] || [ "$what" = node ]; then
+  locked etcd build_etcd
+  locked kubernetes build_kubernetes
+  locked coredns go_install coredns github.com/coredns/coredns "$COREDNS_VERSION"
+fi
 # The node tier starts with the binaries above and asks for the rest (helm, kstatus, ...) once its node is up,
 # so on a cold machine those build while its first tests wait for scrapes.
-if [ "$what" = all ]; then
-  go_install kwok sigs.k8s.io/kwok/cmd/kwok "$KWOK_VERSION"
-  go_install helm helm.sh/helm/v3/cmd/helm "$HELM_VERSION"
-  go_install kubeconform github.com/yannh/kubeconform/cmd/kubeconform "$KUBECONFORM_VERSION"
-  build_helm_controller
-  build_program kstatus sigs.k8s.io/cli-utils "$CLI_UTILS_VERSION"
-  build_program argocd-health github.com/argoproj/argo-cd/v3 "$ARGOCD_VERSION" argocd_replaces
+if want kwok; then locked kwok go_install kwok sigs.k8s.io/kwok/cmd/kwok "$KWOK_VERSION"; fi
+if want helm; then locked helm go_install helm helm.sh/helm/v3/cmd/helm "$HELM_VERSION"; fi
+if want kubeconform; then
+  locked kubeconform go_install kubeconform github.com/yannh/kubeconform/cmd/kubeconform "$KUBECONFORM_VERSION"
+fi
+if want helm-controller; then locked helm-controller build_helm_controller; fi
+if want kstatus; then locked kstatus build_program kstatus sigs.k8s.io/cli-utils "$CLI_UTILS_VERSION"; fi
+if want argocd-health; then
+  locked argocd-health build_program argocd-health github.com/argoproj/argo-cd/v3 "$ARGOCD_VERSION" argocd_replaces
 fi
 
 # A stable directory of links to the pinned versions, for PATH.
 current="$cache/current"
-mkdir -p "$current"
-for pair in etcd:$ETCD_VERSION kube-apiserver:$KUBERNETES_VERSION kube-controller-manager:$KUBERNETES_VERSION \
-            kube-scheduler:$KUBERNETES_VERSION kubectl:$KUBERNETES_VERSION \
-            kubelet:$KUBERNETES_VERSION kube-proxy:$KUBERNETES_VERSION kwok:$KWOK_VERSION \
-            helm:$HELM_VERSION helm-controller:$FLUX_HELM_CONTROLLER_VERSION kubeconform:$KUBECONFORM_VERSION coredns:$COREDNS_VERSION; do
-  n=${pair%%:*}; ver=${pair#*:}
-  have "$n" "$ver" || continue
-  ln -sfn "$bin/$n-$ver/$n" "$current/$n"
-done
+link_current() {
+  mkdir -p "$current"
+  for pair in etcd:$ETCD_VERSION kube-apiserver:$KUBERNETES_VERSION kube-controller-manager:$KUBERNETES_VERSION \
+              kube-scheduler:$KUBERNETES_VERSION kubectl:$KUBERNETES_VERSION \
+              kubelet:$KUBERNETES_VERSION kube-proxy:$KUBERNETES_VERSION kwok:$KWOK_VERSION \
+              helm:$HELM_VERSION helm-controller:$FLUX_HELM_CONTROLLER_VERSION kubeconform:$KUBECONFORM_VERSION \
+              coredns:$COREDNS_VERSION; do
+    n=${pair%%:*}; ver=${pair#*:}
+    have "$n" "$ver" || continue
+    ln -sfn "$bin/$n-$ver/$n" "$current/$n"
+  done
+}
+locked current link_current
 log "done in $(( $(date +%s) - start ))s"
 echo "$current"

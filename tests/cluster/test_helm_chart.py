@@ -33,7 +33,7 @@ CHART = REPO / "charts" / "kaliper"
 
 def helm(kubectl: Kubectl, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [str(build_binaries() / "helm"), f"--kubeconfig={kubectl.kubeconfig}", *args],
+        [str(build_binaries("helm") / "helm"), f"--kubeconfig={kubectl.kubeconfig}", *args],
         capture_output=True,
         text=True,
         timeout=120,
@@ -450,7 +450,7 @@ def _helm_controller(crds: Kubectl, namespace: str, log: Path) -> Iterator[subpr
     """Flux's helm-controller, watching only this namespace, taking charts from ExternalArtifacts."""
     process = subprocess.Popen(
         [
-            str(build_binaries() / "helm-controller"),
+            str(build_binaries("helm-controller") / "helm-controller"),
             "--watch-all-namespaces=false",  # only RUNTIME_NAMESPACE
             "--feature-gates=ExternalArtifact=true",
             "--metrics-addr=0",
@@ -474,7 +474,7 @@ def test_a_flux_helmrelease_upgrades_the_crds_and_a_field_they_gained_survives(
     """Flux's own helm-controller installs the earlier chart and upgrades it to this one: the CRDs are templates,
     so Flux upgrades them like the rest of the release (it applies a chart's crds/ folder only as its crds
     policy says)."""
-    flux_crds = sorted((build_binaries() / "helm-controller").resolve().parent.glob("*.yaml"))
+    flux_crds = sorted((build_binaries("helm-controller") / "helm-controller").resolve().parent.glob("*.yaml"))
     charts = tmp_path / "charts"
     for chart in (earlier_chart(tmp_path), CHART):
         packaged = helm(crds, "package", str(chart), "-d", str(charts))

@@ -24,7 +24,7 @@ CHART = REPO / "charts" / "kaliper"
 
 def helm(node: Node, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [str(build_binaries() / "helm"), f"--kubeconfig={node.kubeconfig}", *args],
+        [str(build_binaries("helm") / "helm"), f"--kubeconfig={node.kubeconfig}", *args],
         capture_output=True,
         text=True,
         timeout=timeout,

@@ -59,8 +59,8 @@ def wait_for(predicate, timeout: float = 60, what: str = "condition", interval: 
 
 
 def build_binaries(which: str = "all") -> Path:
-    """Run the build script for `which` set ("all", or "node": what the node tier starts with), a no-op when
-    it is cached, and return the directory of binaries."""
+    """Run the build script for `which` ("all"; "node": what the node tier starts with; or one binary such as
+    "helm"), a no-op when it is cached, and return the directory of binaries."""
     result = subprocess.run(["bash", str(BUILD_SCRIPT), which], capture_output=True, text=True)
     if result.returncode != 0:
         raise ControlPlaneError(

@@ -19,7 +19,7 @@ ARGOCD_CHECKS = REPO / "charts" / "kaliper" / "argocd" / "resource_customization
 def _assess(kubectl: Kubectl, namespace: str, kind: str, name: str, *program: str) -> tuple[str, str]:
     listed = kubectl("get", kind, name, "-n", namespace, "-o", "json").stdout
     answer = subprocess.run(
-        [str(build_binaries() / program[0]), *program[1:]],
+        [str(build_binaries(program[0]) / program[0]), *program[1:]],
         input=json.dumps({"apiVersion": "v1", "kind": "List", "items": [json.loads(listed)]}),
         capture_output=True,
         text=True,
