@@ -25,7 +25,7 @@ sys.path.insert(0, str(BENCH))
 
 from repeatability import demo_manifest, one_run  # noqa: E402
 
-from kaliper.api.profilerun import ProfileRun  # noqa: E402
+from kaliper.api.resources import ProfileRun  # noqa: E402
 from kaliper.profiling.capacity import capacities  # noqa: E402
 from kaliper.profiling.decisions import best_trial, recommend  # noqa: E402
 from kaliper.profiling.plan import configurations  # noqa: E402

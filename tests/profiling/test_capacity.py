@@ -92,3 +92,11 @@ def test_replicas_for_a_target_and_their_interval() -> None:
     assert replicas_for(100, 25, 0.0) == (4, 4, 4)
     assert replicas_for(100, 30, 0.2) == (4, 3, 5)  # 3.33; 100 / 36 = 2.78; 100 / 24 = 4.17
     assert replicas_for(100, 30, 1.0) == (4, 2, None)  # uncertain by 100%: no upper bound
+
+
+def test_a_configuration_that_never_met_says_where_it_could_not_tell() -> None:
+    """The classic demo's cpu=500m: p99 Inconclusive at 2 users, NotMet at 8."""
+    trials = [trial(0, "500m", 2, "Inconclusive"), trial(1, "500m", 8, "NotMet")]
+    (found,) = capacities(trials, "concurrency", FIRST_PROBE)
+    assert (found.met, found.inconclusive, found.not_met) == (None, [2.0], 8.0)
+    assert found.interval_text() == "inconclusive at 2, not met at 8"

@@ -262,13 +262,19 @@ class Capacity(KaliperModel):
     """The high end of that interval (unset when unbounded)."""
 
     def interval_text(self) -> str:
-        """Such as "met at 5, not met at 6", "met at 16 (the highest measured)", "not met at 1 (the lowest)"."""
-        if self.met is None:
-            return f"not met at {self.not_met:g} (the lowest measured)" if self.not_met is not None else "unmeasured"
-        between = f", inconclusive at {', '.join(f'{v:g}' for v in self.inconclusive)}" if self.inconclusive else ""
-        if self.not_met is None:
-            return f"met at {self.met:g} (the highest measured){between}"
-        return f"met at {self.met:g}{between}, not met at {self.not_met:g}"
+        """Such as "met at 5, not met at 6", "met at 8 (the highest measured)", "not met at 1 (the lowest
+        measured)", "met at 2, inconclusive at 4, not met at 8"."""
+        parts = []
+        alone = not self.inconclusive
+        if self.met is not None:
+            parts.append(f"met at {self.met:g}" + (" (the highest measured)" if self.not_met is None and alone else ""))
+        if self.inconclusive:
+            parts.append(f"inconclusive at {', '.join(f'{v:g}' for v in self.inconclusive)}")
+        if self.not_met is not None:
+            parts.append(
+                f"not met at {self.not_met:g}" + (" (the lowest measured)" if self.met is None and alone else "")
+            )
+        return ", ".join(parts) or "unmeasured"
 
 
 class BaselineComparison(KaliperModel):
