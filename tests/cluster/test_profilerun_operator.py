@@ -26,6 +26,7 @@ import yaml
 from kaliper.api.units import parse_cpu
 from kaliper.netutil import free_port
 from kaliper.report.schema import ProfileReport
+from tests.support.capacity import CAPACITY_RUN, SLOTS_SERVER_FLAGS
 from tests.support.cluster_objects import apply, model_deployment, profile_run
 from tests.support.controlplane import Kubectl
 from tests.support.exporter import Exporter, PodSeries
@@ -404,27 +405,13 @@ def test_a_step_that_keeps_failing_says_why_in_events_until_it_goes_through(
 
 
 def test_knee_probes_bracket_a_known_capacity_in_the_status(operator, crds: Kubectl, namespace: str) -> None:  # type: ignore[no-untyped-def]
-    """The ground-truth server with four slots of 100 ms (tests/local/test_capacity_search.py has the timing):
-    under a p95 of 140 ms its capacity is 4 users. The operator lists each capacity probe once the search
-    reaches it, and its status brackets the capacity between 4 (met) and 5 (not)."""
-    load = {
-        "closedLoop": {"concurrency": 2},
-        "warmup": "1s",
-        "minDuration": "3s",
-        "maxDuration": "8s",
-        "stopping": {"window": "1s", "percentile": 95},
-    }
-    run = profile_run(
-        "capacity",
-        None,
-        load=load,
-        sweep={"concurrency": [2, 8]},
-        search={"strategy": "knee", "capacity": {"probes": 3}},
-        slo={"latency": [{"percentile": 95, "max": "140ms"}], "targetThroughput": 100},
-    )
+    """A server of known capacity (tests/support/capacity.py): 4 users under its p95 objective. The operator
+    lists each capacity probe once the search reaches it, and its status brackets the capacity between 4 (met)
+    and 5 (not)."""
+    run = profile_run("capacity", None, **CAPACITY_RUN)
     apply(crds, namespace, model_deployment(replicas=1), run)
     cluster = Cluster(crds, namespace, "capacity")
-    with groundtruth("-median", "100ms", "-sigma", "0.05", "-slots", "4") as server:
+    with groundtruth(*SLOTS_SERVER_FLAGS) as server:
         for index in (1, 0, 2, 3, 4):  # 8 users, 2; then the probes: 5, 3, 4
             cluster.wait_trial(index, "Running")
             assert cluster.play_load(index, server).returncode == 0
@@ -445,7 +432,7 @@ def test_knee_probes_bracket_a_known_capacity_in_the_status(operator, crds: Kube
         "notMet": 5.0,
         "trial": 4,
         "probes": 3,
-        "replicas": 3,  # 100 requests per second at about 40 per replica
+        "replicas": 3,
     }
     assert status["best"]["trial"] == 4 and status["recommendation"]["replicas"] == 3
     assert status["progress"]["summary"] == "5/5"

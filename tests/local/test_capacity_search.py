@@ -1,10 +1,5 @@
-"""The capacity search under `kaliper run`, against a server of known capacity: the ground-truth server with
-four slots and a 100 ms service time (lognormal, sigma 0.05) serves up to four users in about 100 ms; a fifth
-waits for a slot, so from five users on a fifth of the requests wait up to another service time. Under a p95
-objective of 140 ms its capacity is exactly 4 users: at four the p95 is about 110 ms, at five about 175. (With
-a 50 ms server and a bound of 80 ms, five users came out Inconclusive beside a cold build: the waits shorten
-as the users drift out of step. A p90 sits too near that slow fifth; a p99 needs more requests than these
-rates give in a few seconds.) It runs beside the other pytest worker: the bound is 30 ms clear of both."""
+"""The capacity search under `kaliper run`, against a server of known capacity (tests/support/capacity.py): 4
+users under its p95 objective."""
 
 from __future__ import annotations
 
@@ -13,31 +8,19 @@ from pathlib import Path
 import pytest
 
 from tests.support import groundtruth
+from tests.support.capacity import CAPACITY_RUN, SLOTS_SERVER_FLAGS
 from tests.support.local_run import deployment, profile_run, run_manifests
 
 
 @pytest.fixture(scope="module")
 def searched(tmp_path_factory: pytest.TempPathFactory, model: Path):  # type: ignore[no-untyped-def]
-    serve = f"exec {groundtruth.binary()} -addr 127.0.0.1:$KALIPER_PORT -median 100ms -sigma 0.05 -slots 4"
+    serve = f"exec {groundtruth.binary()} -addr 127.0.0.1:$KALIPER_PORT {' '.join(SLOTS_SERVER_FLAGS)}"
     runtime = {"type": "custom", "command": ["sh", "-c", serve], "port": 8080, "protocol": "oip-v2"}
     return run_manifests(
         tmp_path_factory.mktemp("capacity"),
         [
             deployment(model, runtime=runtime, resources={"limits": {"cpu": "500m", "memory": "256Mi"}}),
-            profile_run(
-                # Measured until every objective is decided (its interval clear of the bound), up to 8 s.
-                load={
-                    "closedLoop": {"concurrency": 2},
-                    "warmup": "1s",
-                    "minDuration": "3s",
-                    "maxDuration": "8s",
-                    "stopping": {"window": "1s", "percentile": 95},
-                },
-                sweep={"concurrency": [2, 8]},
-                search={"strategy": "knee", "capacity": {"probes": 3}},
-                slo={"latency": [{"percentile": 95, "max": "140ms"}], "targetThroughput": 100},
-                cost={"perCoreHour": 0.04, "perGibHour": 0.0},
-            ),
+            profile_run(**CAPACITY_RUN, cost={"perCoreHour": 0.04, "perGibHour": 0.0}),
         ],
     )
 
