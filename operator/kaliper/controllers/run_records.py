@@ -224,7 +224,10 @@ def baseline_problem(spec: ProfileRunSpec, namespace: str) -> str | None:
 
 def baseline_report(spec: ProfileRunSpec, namespace: str) -> ProfileReport | None:
     """spec.baseline's report at the end of the run (None without one, or if it went away since the start)."""
-    if spec.baseline is None or baseline_problem(spec, namespace) is not None:
+    if spec.baseline is None or spec.baseline.report is not None:
         return None
     _, text = _baseline_text(spec, namespace)
-    return ProfileReport.model_validate_json(text) if text is not None else None
+    try:
+        return ProfileReport.model_validate_json(text) if text is not None else None
+    except ValidationError:
+        return None

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from kaliper.api.profilerun import Capacity
-from kaliper.profiling.decisions import relative_noise, replicas_for
+from kaliper.profiling.decisions import largest, relative_noise, replicas_for
 from kaliper.report.schema import TrialReport
 
 
@@ -83,8 +83,7 @@ def capacity_of(
         per_replica = best.stage.tokens.output_tokens_per_s / best.replicas  # type: ignore[union-attr]
         sizes.append(replicas_for(target_output_tokens_per_s, per_replica, noise))
     if sizes:
-        report.replicas, report.replicas_low = max(s[0] for s in sizes), max(s[1] for s in sizes)
-        report.replicas_high = None if any(s[2] is None for s in sizes) else max(s[2] or 0 for s in sizes)
+        report.replicas, report.replicas_low, report.replicas_high = largest(sizes)
     return report
 
 

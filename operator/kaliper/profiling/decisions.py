@@ -403,6 +403,12 @@ def replicas_for(target: float, per_replica: float, noise: float) -> tuple[int, 
     return needed, low, high
 
 
+def largest(sizes: list[tuple[int, int, int | None]]) -> tuple[int, int, int | None]:
+    """The replicas for several targets (replicas_for each): the larger count and interval end of each."""
+    high = None if any(s[2] is None for s in sizes) else max(s[2] or 0 for s in sizes)
+    return max(s[0] for s in sizes), max(s[1] for s in sizes), high
+
+
 def recommend(
     best: TrialReport,
     trials: list[TrialReport],
@@ -451,8 +457,7 @@ def recommend(
         )
     needed, low, high = replicas, None, None
     if sizes:
-        needed, low = max(s[0] for s in sizes), max(s[1] for s in sizes)
-        high = None if any(s[2] is None for s in sizes) else max(s[2] or 0 for s in sizes)
+        needed, low, high = largest(sizes)
         upper = f"{high}" if high is not None else "unbounded"
         notes.append(f"{needed} replicas, 95% interval {low}-{upper} (throughput uncertain by {noise:.1%})")
     return RecommendationReport(
