@@ -22,6 +22,7 @@ def searched(tmp_path_factory: pytest.TempPathFactory, model: Path):  # type: ig
             deployment(model, runtime=runtime, resources={"limits": {"cpu": "500m", "memory": "256Mi"}}),
             profile_run(**CAPACITY_RUN, cost={"perCoreHour": 0.04, "perGibHour": 0.0}),
         ],
+        favoured=True,
     )
 
 

@@ -44,11 +44,19 @@ def profile_run(**spec: Any) -> dict:
 
 
 def run_manifests(
-    directory: Path, manifests: list[dict], env: dict[str, str] | None = None, expect: int = 0
+    directory: Path,
+    manifests: list[dict],
+    env: dict[str, str] | None = None,
+    expect: int = 0,
+    favoured: bool = False,
 ) -> tuple[ProfileReport, subprocess.CompletedProcess]:
     """`kaliper run --ignore-other-work` of `manifests` (written to DIRECTORY/run.yaml) into DIRECTORY/reports:
     its report and the finished process, whose exit status must be `expect`. The busy-machine check is off:
-    make test runs another pytest worker beside these runs (tests/local/test_kaliper_run.py tests the check)."""
+    make test runs another pytest worker beside these runs (tests/local/test_kaliper_run.py tests the check).
+
+    `favoured` runs it (its load generator and servers too) at nice -10, for a run whose verdicts sit within tens
+    of milliseconds of a bound: beside a process burning a core and the other worker, the load generator pinned
+    to one core otherwise waits behind them for whole scheduler slices."""
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / "run.yaml"
     path.write_text("\n---\n".join(json.dumps(m) for m in manifests))
@@ -58,6 +66,7 @@ def run_manifests(
         text=True,
         timeout=600,
         env={**os.environ, **(env or {})},
+        preexec_fn=(lambda: os.nice(-10)) if favoured else None,
     )
     assert process.returncode == expect, process.stderr
     return ProfileReport.model_validate_json((directory / "reports" / "report.json").read_text()), process
