@@ -22,9 +22,10 @@ lint: setup
 # From Debian: Prometheus (the metrics tests scrape with a real one) and the real node tier's parts: containerd,
 # runc, the CNI plugins, iptables and conntrack (kube-proxy), buildah/podman/debootstrap (the image), gcc;
 # qemu-user runs the optimizer tests again on an emulated AVX2 CPU (tests/test_other_cpu.py); cmake, ninja and
-# g++ build llama.cpp's llama-server (hack/llama/build.sh), the real streaming server of the LLM tests.
+# g++ build llama.cpp's llama-server (hack/llama/build.sh), the real streaming server of the LLM tests;
+# chromium opens the HTML reports as a reader would (tests/test_reports_in_browser.py).
 SYSTEM_PACKAGES := prometheus containerd runc containernetworking-plugins iptables conntrack buildah podman \
-	debootstrap gcc libc6-dev qemu-user cmake ninja-build g++
+	debootstrap gcc libc6-dev qemu-user cmake ninja-build g++ chromium
 system-deps:
 	@missing=$$(for p in $(SYSTEM_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'ok installed' || echo $$p; done); \
 	if [ -n "$$missing" ]; then \

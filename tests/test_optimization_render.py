@@ -7,7 +7,6 @@ from a report built by hand."""
 from __future__ import annotations
 
 import html
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -18,173 +17,16 @@ from kaliper.api.modeloptimization import ChosenModel
 from kaliper.report import optimization_html, optimization_plots, optimization_terminal, optimization_text
 from kaliper.report.optimization import (
     CandidateResult,
-    LatencyMeasurement,
-    MachineInfo,
-    ModelProfile,
-    OperatorTime,
-    OperatorTypeTime,
     OptimizationReport,
-    ParetoFrontiers,
 )
-
-FAILED_MESSAGE = (
-    "float16 conversion failed: [ONNXRuntimeError] : 1 : FAIL : Type Error: Type (tensor(float16)) of output "
-    "arg (y) of node <n0> does not match the expected type & the session was not created; keep float16 for GPUs"
+from tests.support.sample_reports import (
+    FAILED_MESSAGE,
+    SLOW_MESSAGE,
+    candidates,
+    demo_report,
+    failed_report,
+    measured_latency,
 )
-SLOW_MESSAGE = "does not meet the goals: 5.0% faster, the goal is at least 20%"
-
-
-def latency(value: float, low: float | None, high: float | None) -> LatencyMeasurement:
-    return LatencyMeasurement(
-        runs=200,
-        warmup_runs=10,
-        value_ms=value,
-        ci_low_ms=low,
-        ci_high_ms=high,
-        mean_ms=value,
-        p50_ms=value,
-        p90_ms=value + 0.1,
-        p95_ms=value + 0.2,
-        p99_ms=value + 0.5,
-        min_ms=value - 0.3,
-        max_ms=value + 1.0,
-    )
-
-
-def candidates() -> list[CandidateResult]:
-    return [
-        CandidateResult(
-            id="c1",
-            passes=["graph_optimization"],
-            parameters={"level": "all"},
-            latency=latency(1.90, 1.85, 1.96),
-            latency_ms=1.90,
-            latency_improvement_percent=5.0,
-            accuracy=0.96,
-            accuracy_metric="accuracy",
-            accuracy_degradation=0.0,
-            model_size_bytes=9800,
-            meets_goals=False,
-            message=SLOW_MESSAGE,
-            seconds=3.5,
-        ),
-        CandidateResult(
-            id="c2",
-            passes=["graph_optimization", "quantization"],
-            parameters={"level": "all", "mode": "dynamic", "weight_type": "int8"},
-            latency=latency(1.20, 1.18, 1.23),
-            latency_ms=1.20,
-            latency_improvement_percent=40.0,
-            accuracy=0.953,
-            accuracy_metric="accuracy",
-            accuracy_degradation=0.007,
-            model_size_bytes=4000,
-            meets_goals=True,
-            artifact="/tmp/models/c2.onnx",
-            seconds=7.3,
-        ),
-        CandidateResult(
-            id="c3", passes=["float16"], parameters={"keep_io_types": "true"}, status="Failed", message=FAILED_MESSAGE
-        ),
-    ]
-
-
-def profile(model: str, types: list[tuple[str, int, float, float, int | None]]) -> ModelProfile:
-    return ModelProfile(
-        model=model,
-        runs=100,
-        parameters=2500,
-        flops=1_200_000,
-        nodes_without_estimate=["Shape", "Shape", "Gather"],
-        kernel_time_us=1400.0,
-        operator_types=[
-            OperatorTypeTime(op_type=op, nodes=n, time_us=t, time_percent=p, flops=f) for op, n, t, p, f in types
-        ],
-        operators=[
-            OperatorTime(node="conv1", op_type="Conv", time_us=500.0, time_percent=35.7, flops=800_000),
-            OperatorTime(node="fc", op_type="Gemm", time_us=500.0, time_percent=35.7, flops=200_000),
-            OperatorTime(node="conv2", op_type="Conv", time_us=300.0, time_percent=21.4, flops=200_000),
-            OperatorTime(node="shape0", op_type="Shape"),
-        ],
-    )
-
-
-def demo_report() -> OptimizationReport:
-    return OptimizationReport(
-        name="demo",
-        started_at=datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC),
-        phase="Succeeded",
-        reason="Succeeded",
-        message="chose c2, 40.0% faster than the original",
-        target={"device": "cpu", "cpus": "4"},
-        machine=MachineInfo(
-            cpu="AMD EPYC",
-            architecture="x86_64",
-            instruction_sets=["AVX2", "FMA3", "AVX512F"],
-            onnxruntime="1.32.0",
-            nchwc_block_size=16,
-        ),
-        planned=3,
-        references=[
-            CandidateResult(
-                id="unoptimized",
-                latency=latency(2.50, 2.40, 2.62),
-                latency_improvement_percent=-25.0,
-                accuracy=0.96,
-                model_size_bytes=10000,
-            ),
-            CandidateResult(id="ortDefaults", latency=latency(2.00, 1.95, 2.05), accuracy=0.96, model_size_bytes=10000),
-        ],
-        baseline=CandidateResult(
-            id="original",
-            latency=latency(2.00, 1.95, 2.05),
-            latency_improvement_percent=0.0,
-            accuracy=0.96,
-            accuracy_metric="accuracy",
-            accuracy_degradation=0.0,
-            model_size_bytes=10000,
-        ),
-        candidates=candidates(),
-        frontiers=ParetoFrontiers(latency_accuracy=["c2", "c1"], latency_size=["c2"]),
-        chosen=ChosenModel(
-            candidate_id="c2",
-            artifact="/tmp/models/c2.onnx",
-            latency_improvement_percent=40.0,
-            accuracy_degradation=0.007,
-        ),
-        chosen_settings={"intra_op_num_threads": "4", "execution_mode": "sequential"},
-        profiles=[
-            profile(
-                "original",
-                [
-                    ("Conv", 2, 800.0, 57.1, 1_000_000),
-                    ("Gemm", 1, 500.0, 35.7, 200_000),
-                    ("Relu", 2, 100.0, 7.1, None),
-                ],
-            ).model_copy(update={"layout": "NCHWc", "nchwc_block_size": 16}),
-            profile(
-                "c2",
-                [
-                    ("ConvInteger", 2, 400.0, 57.1, 1_000_000),
-                    ("MatMulInteger", 1, 200.0, 28.6, 200_000),
-                    ("Relu", 2, 90.0, 12.9, None),
-                ],
-            ),
-        ],
-        artifacts="/tmp/models",
-        warnings=["float16 pays off on GPUs; the target is cpu"],
-    )
-
-
-def failed_report(reason: str, message: str, **fields: object) -> OptimizationReport:
-    return OptimizationReport(
-        name="demo",
-        started_at=datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC),
-        phase="Failed",
-        reason=reason,
-        message=message,
-        **fields,  # type: ignore[arg-type]
-    )
 
 
 def cells(table: Table, header: str) -> list[str]:
@@ -204,7 +46,7 @@ def test_figures_as_text() -> None:
     assert optimization_text.format_size(10000) == "9.8 KiB"
     assert optimization_text.format_size(3 * 2**20 // 2) == "1.5 MiB"
     assert optimization_text.format_size(None) == "—"
-    tiny = CandidateResult(id="t", latency=latency(0.0234, 0.0229, None))
+    tiny = CandidateResult(id="t", latency=measured_latency(0.0234, 0.0229, None))
     assert optimization_text.format_latency(tiny) == "0.0234 ms (0.0229–?)"
     assert optimization_text.format_latency(CandidateResult(id="f", latency_ms=3.0)) == "3.00 ms"
 
@@ -449,16 +291,27 @@ def test_page_has_charts_tables_and_whole_escaped_messages() -> None:
         "latency-size frontier",
     ):
         assert title in page
-    assert f'<td class="message">{html.escape(FAILED_MESSAGE)}</td>' in page
+    # The message whole and escaped: on the failed result's hover and in its folded details.
+    assert f'<span class="verdict v-Failed" title="{html.escape(FAILED_MESSAGE)}">Failed</span>' in page
+    assert f"<details><summary>c3: Failed</summary><ul><li>{html.escape(FAILED_MESSAGE)}</li>" in page
     assert FAILED_MESSAGE not in page
+    # The summary first, in the answer's box, then the table, then the charts.
+    assert page.index('<section class="answer"><ul><li>Succeeded: chose c2') < page.index("<h2>Candidates")
+    assert page.index("<h2>Candidates") < page.index("<h2>Charts") < page.index("plotly-graph-div")
     assert "<li>chosen: c2 (graph_optimization + quantization), 40.0% faster than the original" in page
+    # A compact row (it fits 1,280 px): the latency's spread, the metric and the bytes on hover.
     assert (
         '<tr class="chosen"><td><span class="swatch" style="background:#FFA15A"></span>c2 (chosen)</td>'
-        "<td>graph_optimization + quantization</td><td>level=all, mode=dynamic, weight_type=int8</td>"
-        '<td>Succeeded</td><td class="message"></td><td>1.20 ms (1.18–1.23)</td>'
-        "<td>avg: 1.20 / 1.20 / 1.30 / 1.40 / 1.70</td><td>0.90–2.20</td><td>200 (10), batch 1</td>"
-        "<td>40.0%</td><td>accuracy</td><td>0.953</td><td>0.007</td><td>—</td><td>3.9 KiB (4,000 B)</td><td>yes</td>"
-        '<td>★ ◆</td><td>7.3</td><td class="message">/tmp/models/c2.onnx</td></tr>'
+        '<td>graph_optimization + quantization</td><td class="parameters">level=all, mode=dynamic, weight_type=int8'
+        '</td><td><span class="verdict v-Met">Succeeded</span>, meets goals</td><td title="mean / p50 / p90 / p95 / '
+        "p99: 1.20 / 1.20 / 1.30 / 1.40 / 1.70 ms (avg shown); min–max 0.90–2.20 ms; 200 runs after 10 warm-up, "
+        'batch 1">1.20 ms (1.18–1.23)</td><td>40.0%</td><td title="accuracy">0.953</td><td>0.007</td><td>—</td>'
+        '<td title="4,000 B">3.9 KiB</td><td>★ ◆</td></tr>'
+    ) in page
+    assert (
+        "<details><summary>c2: Succeeded</summary><ul><li>mean / p50 / p90 / p95 / p99: 1.20 / 1.20 / 1.30 / 1.40 / "
+        "1.70 ms (avg shown); min–max 0.90–2.20 ms; 200 runs after 10 warm-up, batch 1</li><li>accuracy metric: "
+        "accuracy</li><li>7.3 s to build and measure</li><li>model: /tmp/models/c2.onnx</li></ul></details>"
     ) in page
     assert "<h3>Profile of c2 (chosen)</h3>" in page
     assert "<tr><td>conv1</td><td>Conv</td><td>500.0</td><td>35.7%</td><td>800.0 kFLOPs</td></tr>" in page

@@ -4,107 +4,20 @@ from reports built by hand."""
 from __future__ import annotations
 
 import html
-from datetime import UTC, datetime
 
+import pytest
 from rich.console import Console
 
 from kaliper.api.profilerun import Capacity
 from kaliper.report import profile_html, profile_plots, profile_terminal, profile_text
+from kaliper.report.profile_answer import answer_rows, others
 from kaliper.report.profile_text import summary_lines
 from kaliper.report.schema import (
-    BestChoice,
-    GeneratorUsage,
-    LatencyFigures,
-    PercentileFigure,
+    FigureComparison,
     ProfileReport,
-    ResourceSeriesPoint,
-    SloCheck,
-    TrialReport,
-    TrialResources,
+    RecommendationReport,
 )
-from tests.support.reports import make_stage
-
-MIB = 2**20
-LONG_MESSAGE = (
-    "the server did not become ready within 60s: mlserver exited with status 1 after loading model 'truth' "
-    "from /models/truth <v2>; last log line: RuntimeError: CUDA out of memory while allocating the KV cache "
-    "for 4096 tokens, try a smaller maxBatchSize or a larger GPU & set gpu.count accordingly [errno 12] end"
-)
-
-
-def latency(p50: float, p99: float) -> LatencyFigures:
-    return LatencyFigures(
-        count=1000,
-        percentiles=[
-            PercentileFigure(percentile=50, value_ms=p50, ci_low_ms=p50 * 0.98, ci_high_ms=p50 * 1.02, count=1000),
-            PercentileFigure(percentile=99, value_ms=p99, ci_low_ms=p99 * 0.9, ci_high_ms=p99 * 1.1, count=1000),
-        ],
-    )
-
-
-def succeeded(index: int, cpu: str, p99: float, *, verdict: str = "Met", observed: str | None = None) -> TrialReport:
-    stage = make_stage(latency(p99 / 2, p99), throughput_rps=100.0 + index)
-    stage.generator_usage = GeneratorUsage(cpu_cores=0.45, capacity_cores=1.0)
-    return TrialReport(
-        index=index,
-        name=f"t{index}",
-        parameters={"cpu": cpu, "concurrency": "4"},
-        status="Succeeded",
-        stage=stage,
-        resources=TrialResources(
-            source="cgroup",
-            cpu_avg_cores=0.2,
-            cpu_peak_cores=0.3,
-            cpu_throttled_ratio=0.25,
-            memory_peak_bytes=100.4 * MIB,
-            # Memory wobbles by 0.4 MiB around 100 MiB.
-            series=[
-                ResourceSeriesPoint(t_s=t, cpu_cores=0.2, memory_bytes=(100 + (0.2 if t % 2 else -0.2)) * MIB)
-                for t in range(5)
-            ],
-        ),
-        slo=[
-            SloCheck(
-                objective="p99 <= 25ms",
-                verdict=verdict,  # type: ignore[arg-type]
-                observed=observed or f"{p99:.2f}ms (95% CI {p99 * 0.9:.2f}-{p99 * 1.1:.2f}ms)",
-            ),
-            SloCheck(objective="error rate <= 1.00%", verdict="Met", observed="0.00%"),
-        ],
-        slo_verdict=verdict,  # type: ignore[arg-type]
-        cost_per_million_requests=0.01 * (index + 1),
-    )
-
-
-def failed(index: int, message: str) -> TrialReport:
-    return TrialReport(
-        index=index, name=f"t{index}", parameters={"cpu": "100m", "concurrency": "4"}, status="Failed", message=message
-    )
-
-
-def report_with(trials: list[TrialReport], **fields: object) -> ProfileReport:
-    return ProfileReport(
-        name="demo",
-        started_at=datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC),
-        target="truth",
-        strategy="grid",
-        trials=trials,
-        **fields,  # type: ignore[arg-type]
-    )
-
-
-def seven_trials() -> ProfileReport:
-    cpus = ["250m", "500m", "750m", "1", "1500m", "2", "3"]
-    trials = [succeeded(i, cpu, 20.0 + i) for i, cpu in enumerate(cpus)]
-    trials[4] = succeeded(4, "1500m", 24.73, verdict="Inconclusive", observed="24.73ms (95% CI 19.36-26.61ms)")
-    trials[6] = failed(6, LONG_MESSAGE)
-    trials[2].limited_by = ["the load generator used 95% of its CPU: what it measured is its own limit"]
-    return report_with(
-        trials,
-        best_trial=0,
-        verdict="Met",
-        choice=BestChoice(certainty="Tie", runner_up=1, explanation="t1 costs within the noise of t0"),
-    )
+from tests.support.sample_reports import LONG_MESSAGE, failed, report_with, seven_trials, succeeded
 
 
 def test_parse_latency_objective() -> None:
@@ -125,45 +38,71 @@ def test_slo_bounds_and_cpu_limits_come_from_the_report() -> None:
     assert profile_text.cpu_limit_cores(no_cpu) is None
 
 
-def test_html_table_shows_every_field_whole() -> None:
+def test_the_html_page_answers_first_and_keeps_every_field_whole() -> None:
     page = profile_html.html_report(seven_trials())
-    # The whole message, escaped (it has <, >, & and quotes), never cut.
-    assert html.escape(LONG_MESSAGE) in page
+    # The answer before the table, the table before the charts, the details last.
+    answer, table, charts, details = (
+        page.index(s) for s in ('class="answer"', 'class="trials"', "<h2>Charts", "<h2>Details")
+    )
+    assert answer < table < charts < details
+    assert '<th>verdict</th><td><span class="verdict v-Met">Met</span></td>' in page
+    assert "<th>run</th><td>cpu=250m at concurrency=4 (trial 0)</td>" in page
+    assert "<th>cost</th><td>0.0100 USD per million requests</td>" in page
+    assert "<th>how certain</th><td>Tie: t1 costs within the noise of t0</td>" in page
+    # What held the others back: each at its cheapest trial that met, against the choice; the failed one's reason.
+    assert "<li><b>cpu=500m</b>: 0.0200 USD per million requests, +100.0% against the choice</li>" in page
+    assert (
+        "<li><b>cpu=750m</b>: 0.0300 USD per million requests, +200.0% against the choice; limited by the load "
+        "generator used 95% of its CPU: what it measured is its own limit</li>"
+    ) in page
+    # The whole message, escaped (it has <, >, & and quotes), never cut: on the verdict's hover and folded.
+    assert page.count(html.escape(LONG_MESSAGE)) == 3  # the failed configuration, the hover, the details
     assert LONG_MESSAGE not in page  # ... and never raw
-    # The verdict with its interval, and the objective it is about.
-    assert "<b>Inconclusive</b><br>p99 &lt;= 25ms: 24.73ms (95% CI 19.36-26.61ms) (Inconclusive)" in page
-    assert "error rate &lt;= 1.00%: 0.00% (Met)" in page
-    assert "the load generator used 95% of its CPU: what it measured is its own limit" in page
-    assert "0.45 of 1 cores (45%)" in page  # the generator's own CPU
-    assert "<td>25%</td>" in page  # throttled
-    assert "<td>101Mi</td>" in page  # memory peak
-    assert "<td>0.0500</td>" in page  # cost per million of trial 4
-    assert "choice tie: t1 costs within the noise of t0" in page
+    # Verdicts as coloured words, their checks with intervals on hover.
+    assert (
+        '<span class="verdict v-Inconclusive" title="p99 &lt;= 25ms: 24.73ms (95% CI 19.36-26.61ms) (Inconclusive)\n'
+        'error rate &lt;= 1.00%: 0.00% (Met)">Inconclusive</span>'
+    ) in page
+    assert '<span class="verdict v-Failed" title="the server did not become ready' in page
+    # A percentile's interval on hover; the throttling and the generator's CPU on the CPU cell's.
+    assert '<td class="number" title="95% interval 9.80-10.20 ms from 1000 requests">10.00</td>' in page
+    assert '<td class="number" title="throttled 25%; load generator 0.45 of 1 cores (45%)">0.200</td>' in page
+    assert '<td class="number">101Mi</td>' in page  # memory peak
+    assert '<td class="number">0.0500</td>' in page  # cost per million of trial 4
+    # Each trial's details folded.
+    assert "<details><summary>trial 2 (cpu=750m, concurrency=4): Succeeded, Met</summary>" in page
+    assert "<li>limited: the load generator used 95% of its CPU: what it measured is its own limit</li>" in page
     assert "FAILED" not in page and "INTERRUPTED" not in page
 
 
 def test_charts_draw_the_slo_bound_and_the_cpu_limits() -> None:
-    latency, usage, cost = profile_plots.figures(seven_trials())
+    latency, cost, cpu, memory = profile_plots.figures(seven_trials())
     assert latency.layout.title.text.startswith("Latency percentiles")
     for figure in (latency, cost):
         lines = [(s.y0, s.y1) for s in figure.layout.shapes]
         assert lines == [(25.0, 25.0)]
         assert [a.text for a in figure.layout.annotations] == ["SLO p99 &lt;= 25 ms"]
-    limits = {trace.name: list(trace.y) for trace in usage.data if "limit" in trace.name}
+    limits = {trace.name: list(trace.y) for trace in cpu.data if "limit" in trace.name}
     assert limits == {
-        "t0 CPU limit (250m)": [0.25, 0.25],
-        "t1 CPU limit (500m)": [0.5, 0.5],
-        "t2 CPU limit (750m)": [0.75, 0.75],
-        "t3 CPU limit (1)": [1.0, 1.0],
-        "t4 CPU limit (1500m)": [1.5, 1.5],
-        "t5 CPU limit (2)": [2.0, 2.0],
+        "t0 limit (250m)": [0.25, 0.25],
+        "t1 limit (500m)": [0.5, 0.5],
+        "t2 limit (750m)": [0.75, 0.75],
+        "t3 limit (1)": [1.0, 1.0],
+        "t4 limit (1500m)": [1.5, 1.5],
+        "t5 limit (2)": [2.0, 2.0],
     }
+    # The chosen trial drawn, the others a click away: six trials' lines at once hide each other.
+    assert [(trace.name, trace.visible) for trace in memory.data] == [
+        ("t0 memory", True),
+        *((f"t{i} memory", "legendonly") for i in range(1, 6)),
+    ]
+    assert cpu.layout.title.text.startswith("CPU over the load of trial 0")
 
 
 def test_the_cost_chart_draws_the_frontier_the_report_holds() -> None:
     report = seven_trials()
     report.frontier = [0, 3]  # conclude's decision; the chart only draws it
-    cost = profile_plots.figures(report)[2]
+    cost = profile_plots.figures(report)[1]
     (frontier,) = [trace for trace in cost.data if trace.name == "Pareto frontier"]
     assert (list(frontier.x), list(frontier.y)) == ([0.01, 0.04], [20.0, 23.0])
 
@@ -171,24 +110,24 @@ def test_the_cost_chart_draws_the_frontier_the_report_holds() -> None:
 def test_every_trial_has_its_own_colour() -> None:
     report = seven_trials()
     report.trials[6] = succeeded(6, "3", 26.0)
-    latency, usage, cost = profile_plots.figures(report)
-    cpu = {trace.name: trace.line.color for trace in usage.data if trace.name.endswith("CPU (cores)")}
+    latency, cost, usage, memory_chart = profile_plots.figures(report)
+    cpu = {trace.name: trace.line.color for trace in usage.data if trace.name.endswith("CPU")}
     # plotly's qualitative palette, in order of the report's trials.
     assert cpu == {
-        "t0 CPU (cores)": "#636EFA",
-        "t1 CPU (cores)": "#EF553B",
-        "t2 CPU (cores)": "#00CC96",
-        "t3 CPU (cores)": "#AB63FA",
-        "t4 CPU (cores)": "#FFA15A",
-        "t5 CPU (cores)": "#19D3F3",
-        "t6 CPU (cores)": "#FF6692",
+        "t0 CPU": "#636EFA",
+        "t1 CPU": "#EF553B",
+        "t2 CPU": "#00CC96",
+        "t3 CPU": "#AB63FA",
+        "t4 CPU": "#FFA15A",
+        "t5 CPU": "#19D3F3",
+        "t6 CPU": "#FF6692",
     }
-    memory = {trace.name: trace.line.color for trace in usage.data if trace.name.endswith("memory (MiB)")}
-    assert [memory[f"t{i} memory (MiB)"] for i in range(7)] == [cpu[f"t{i} CPU (cores)"] for i in range(7)]
+    memory = {trace.name: trace.line.color for trace in memory_chart.data}
+    assert [memory[f"t{i} memory"] for i in range(7)] == [cpu[f"t{i} CPU"] for i in range(7)]
     assert list(cost.data[0].marker.color) == list(cpu.values())
     # A configuration's latency lines take the colour of its (here only) trial.
     p99 = {trace.name: trace.line.color for trace in latency.data if trace.name.endswith("p99")}
-    assert p99["cpu=250m p99"] == cpu["t0 CPU (cores)"] and p99["cpu=3 p99"] == cpu["t6 CPU (cores)"]
+    assert p99["cpu=250m p99"] == cpu["t0 CPU"] and p99["cpu=3 p99"] == cpu["t6 CPU"]
     # Past the 34 named colours, hues 137.5 degrees (the golden angle) apart; none reused however long.
     assert [profile_text.colour(i) for i in (33, 34, 35, 36)] == [
         "#AF0038",
@@ -200,9 +139,9 @@ def test_every_trial_has_its_own_colour() -> None:
 
 
 def test_axes_start_at_zero() -> None:
-    latency, usage, cost = profile_plots.figures(seven_trials())
-    assert usage.layout.yaxis2.rangemode == "tozero"  # memory: 99.8-100.2 MiB is no mountain
-    assert usage.layout.yaxis.rangemode == "tozero"  # CPU
+    latency, cost, cpu, memory = profile_plots.figures(seven_trials())
+    assert memory.layout.yaxis.rangemode == "tozero"  # 99.8-100.2 MiB is no mountain
+    assert cpu.layout.yaxis.rangemode == "tozero"
     assert latency.layout.yaxis.rangemode == "tozero"
     assert cost.layout.yaxis.rangemode == "tozero"
 
@@ -297,3 +236,102 @@ def test_each_configurations_capacity_is_starred_on_the_latency_chart_and_listed
         "capacity cpu=500m: concurrency met at 4, not met at 5; 2 probes",
         "capacity cpu=3: concurrency not met at 2 (the lowest measured)",
     ]
+
+
+def test_the_answer_prices_the_choice_at_its_capacity_with_intervals_and_charts_them() -> None:
+    report = seven_trials()
+    report.capacities = [
+        Capacity(
+            parameters={"cpu": "250m"},
+            level_name="concurrency",
+            met=4,
+            not_met=5,
+            trial=0,
+            probes=2,
+            probe_seconds=12.4,
+            unit_cost=0.01,
+            unit_cost_low=0.009,
+            unit_cost_high=0.0115,
+        ),
+        Capacity(
+            parameters={"cpu": "500m"},
+            level_name="concurrency",
+            met=4,
+            trial=1,
+            unit_cost=0.02,
+            unit_cost_low=0.018,
+            unit_cost_high=0.022,
+        ),
+    ]
+    report.load_generation_s = 95.0
+    report.recommendation = RecommendationReport(replicas=3, replicas_low=3, replicas_high=4, rationale="r")
+    rows = dict(answer_rows(report))
+    assert rows["cost at its capacity"] == "0.0100 USD per million requests (95%: 0.0090-0.0115)"
+    assert rows["capacity under the SLO"] == "concurrency met at 4, not met at 5"
+    assert rows["replicas"] == "3 (95%: 3-4)"
+    assert rows["measured"] == "7 trials, 95 s of load, of them 2 capacity probes (12 s)"
+    assert dict(others(report))["cpu=500m"] == (
+        "concurrency met at 4 (the highest measured); 0.0200 USD per million requests, +100.0% against the choice"
+    )
+    (chart,) = [f for f in profile_plots.figures(report) if f.layout.title.text.startswith("Cost per million")]
+    # The cheapest on top (plotly draws the first category at the bottom), the choice a star, each interval.
+    assert [(list(t.y), list(t.x), t.marker.symbol) for t in chart.data] == [
+        (["cpu=500m at concurrency 4"], [0.02], "circle"),
+        (["cpu=250m at concurrency 4"], [0.01], "star"),
+    ]
+    assert [(t.error_x.arrayminus[0], t.error_x.array[0]) for t in chart.data] == [
+        pytest.approx((0.002, 0.002)),
+        pytest.approx((0.001, 0.0015)),
+    ]
+
+
+def test_a_configuration_that_never_met_says_which_objective_it_missed() -> None:
+    report = seven_trials()
+    report.trials[3] = succeeded(3, "1", 30.0, verdict="NotMet", observed="30.00ms (95% CI 29.00-31.00ms)")
+    assert dict(others(report))["cpu=1"] == (
+        "never met the SLO (p99 <= 25ms: 30.00ms (95% CI 29.00-31.00ms) at cpu=1, concurrency=4)"
+    )
+    assert dict(others(report))["cpu=100m"] == f"failed: {LONG_MESSAGE}"
+
+
+def test_each_figure_against_the_baseline_is_a_chart_of_both_runs_with_their_intervals() -> None:
+    report = seven_trials()
+    report.comparison = [
+        FigureComparison(
+            parameters={"cpu": cpu, "concurrency": "4"},
+            figure="latency p99",
+            unit="ms",
+            baseline=20.0,
+            baseline_low=19.0,
+            baseline_high=21.0,
+            value=value,
+            low=value - 1,
+            high=value + 2,
+            verdict=verdict,  # type: ignore[arg-type]
+        )
+        for cpu, value, verdict in (("250m", 30.0, "worse"), ("500m", 20.5, "within the noise"))
+    ] + [
+        FigureComparison(
+            parameters={"cpu": "250m", "concurrency": "4"},
+            figure="throughput",
+            unit="req/s",
+            baseline=100.0,
+            value=None,
+            verdict="worse",
+        )
+    ]
+    latency_chart, throughput_chart = profile_plots.comparison_figures(report)
+    assert latency_chart.layout.title.text == "latency p99 against the baseline (within the noise, worse)"
+    baseline, this_run = latency_chart.data
+    assert (baseline.name, list(baseline.x), list(baseline.y)) == (
+        "baseline",
+        ["cpu=250m, concurrency=4", "cpu=500m, concurrency=4"],
+        [20.0, 20.0],
+    )
+    assert (list(this_run.y), list(this_run.error_y.array), list(this_run.error_y.arrayminus)) == (
+        [30.0, 20.5],
+        [2.0, 2.0],
+        [1.0, 1.0],
+    )
+    assert list(throughput_chart.data[1].y) == [None]  # beyond every answer: no point
+    assert len(profile_plots.figures(report)) == 6  # latency, cost, CPU, memory, and the two comparisons

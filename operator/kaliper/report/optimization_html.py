@@ -13,7 +13,6 @@ from kaliper.report.optimization_plots import optimization_figures
 from kaliper.report.optimization_text import (
     ACCURACY_MARK,
     EN_DASH,
-    NONE,
     SIZE_MARK,
     Kind,
     any_candidate_succeeded,
@@ -34,7 +33,6 @@ from kaliper.report.optimization_text import (
     settings_text,
     summary_lines,
     time_us_text,
-    yes_no_text,
 )
 from kaliper.report.page import cell, header_row, page, write_page
 
@@ -46,22 +44,14 @@ CANDIDATE_HEADERS = (
     "id",
     "passes",
     "settings",
-    "status",
-    "message",
+    "result",
     "latency (95% interval)",
-    "mean / p50 / p90 / p95 / p99 ms",
-    f"min{EN_DASH}max ms",
-    "runs (warm-up), batch",
     "improvement",
-    "accuracy metric",
     "accuracy",
     "degradation",
     "agreement",
     "size",
-    "meets goals",
     "frontier",
-    "seconds",
-    "artifact",
 )
 
 
@@ -71,53 +61,77 @@ OPERATOR_HEADERS = ("node", "op type", "time µs", "% of time", "FLOPs")
 OPERATOR_TYPE_HEADERS = ("op type", "nodes", "time µs", "% of time", "FLOPs")
 
 
-def _latency_details(result: CandidateResult) -> tuple[str, str, str]:
+def _latency_details(result: CandidateResult) -> str:
+    """Every latency figure of a model in a line: the spread, the extremes, the runs."""
     m = result.latency
     if m is None:
-        return NONE, NONE, NONE
+        return ""
     digits = decimals_for(m.value_ms)
     spread = " / ".join(f"{v:.{digits}f}" for v in (m.mean_ms, m.p50_ms, m.p90_ms, m.p95_ms, m.p99_ms))
     extremes = f"{m.min_ms:.{digits}f}{EN_DASH}{m.max_ms:.{digits}f}"
-    return f"{m.metric}: {spread}", extremes, f"{m.runs} ({m.warmup_runs}), batch {m.batch_size}"
+    return (
+        f"mean / p50 / p90 / p95 / p99: {spread} ms ({m.metric} shown); min{EN_DASH}max {extremes} ms; "
+        f"{m.runs} runs after {m.warmup_runs} warm-up, batch {m.batch_size}"
+    )
+
+
+def _td(text: str, title: str = "") -> str:
+    hover = f' title="{html.escape(title)}"' if title else ""
+    return f"<td{hover}>{html.escape(text)}</td>"
+
+
+def _result(result: CandidateResult) -> str:
+    """The status as a coloured word, whether it meets the goals after it, the message on hover."""
+    css = "v-Failed" if result.status == "Failed" else "v-Met" if result.meets_goals else "v-NotMet"
+    if result.meets_goals is None and result.status != "Failed":
+        css = ""
+    goals = {True: ", meets goals", False: ", misses goals", None: ""}[result.meets_goals]
+    hover = f' title="{html.escape(result.message)}"' if result.message else ""
+    return f'<td><span class="verdict {css}"{hover}>{html.escape(result.status)}</span>{goals}</td>'
 
 
 def _candidate_row(report: OptimizationReport, kind: Kind, result: CandidateResult, swatch: str) -> str:
     chosen = result.id == chosen_id(report)
     label = result.id + (" (chosen)" if chosen else "") + (" (reference)" if kind == "reference" else "")
-    spread, extremes, runs = _latency_details(result)
     size = format_size(result.model_size_bytes)
-    if result.model_size_bytes is not None and result.model_size_bytes >= 1024:
-        size += f" ({result.model_size_bytes:,} B)"
     css = "chosen" if chosen else "failed" if result.status == "Failed" else kind
     return (
         f'<tr class="{css}"><td><span class="swatch" style="background:{html.escape(swatch)}"></span>'
         f"{html.escape(label)}</td>"
         + cell(passes_text(result))
-        + cell(settings_text(result.parameters))
-        + cell(result.status)
-        + cell(result.message or "", "message")
-        + cell(format_latency(result))
-        + cell(spread)
-        + cell(extremes)
-        + cell(runs)
+        + cell(settings_text(result.parameters), "parameters")
+        + _result(result)
+        + _td(format_latency(result), _latency_details(result))
         + cell(percent_text(result.latency_improvement_percent))
-        + cell(result.accuracy_metric or NONE)
-        + cell(number_text(result.accuracy))
+        + _td(number_text(result.accuracy), result.accuracy_metric or "")
         + cell(number_text(result.accuracy_degradation))
         + cell(number_text(result.agreement))
-        + cell(size)
-        + cell(yes_no_text(result.meets_goals))
+        + _td(size, f"{result.model_size_bytes:,} B" if result.model_size_bytes is not None else "")
         + cell(frontier_marks(report, result.id))
-        + cell(number_text(result.seconds, "{:.1f}"))
-        + cell(result.artifact or NONE, "message")
         + "</tr>"
+    )
+
+
+def _candidate_details(result: CandidateResult) -> str:
+    lines = [result.message] if result.message else []
+    if result.latency is not None:
+        lines.append(_latency_details(result))
+    if result.accuracy_metric:
+        lines.append(f"accuracy metric: {result.accuracy_metric}")
+    lines.append(f"{number_text(result.seconds, '{:.1f}')} s to build and measure")
+    if result.artifact:
+        lines.append(f"model: {result.artifact}")
+    items = "".join(f"<li>{html.escape(line)}</li>" for line in lines)
+    return (
+        f"<details><summary>{html.escape(result.id)}: {html.escape(result.status)}</summary><ul>{items}</ul></details>"
     )
 
 
 def candidates_html(report: OptimizationReport) -> str:
     colours = candidate_colours(report)
     body = "".join(_candidate_row(report, kind, r, colours[r.id]) for kind, r in rows(report))
-    return f'<div class="scroll"><table>{header_row(CANDIDATE_HEADERS)}{body}</table></div>'
+    details = "".join(_candidate_details(r) for _, r in rows(report))
+    return f"<table>{header_row(CANDIDATE_HEADERS)}{body}</table>{details}"
 
 
 def profile_html(report: OptimizationReport, profile: ModelProfile, top: int = 20) -> str:
@@ -153,7 +167,8 @@ def profile_html(report: OptimizationReport, profile: ModelProfile, top: int = 2
 
 
 def optimization_html(report: OptimizationReport) -> str:
-    """A self-contained page (plotly inlined): summary, charts, the candidates table, the profiles."""
+    """A self-contained page (plotly inlined), answer first: the summary, the candidates table (each one's
+    details folded), the charts, the profiles."""
     lines = summary_lines(report)
     alerts = len(headline(report)) if report.phase == "Failed" or report.interrupted else 0
     top = "".join(f'<p class="alert">{html.escape(line)}</p>' for line in lines[:alerts])
@@ -163,12 +178,13 @@ def optimization_html(report: OptimizationReport) -> str:
         charts = '<p class="notice">No charts: no candidate succeeded, so nothing was measured to plot.</p>' + charts
     profiles = "".join(profile_html(report, p) for p in report.profiles)
     body = f"""{top}<h1>ModelOptimization {html.escape(report.name)}</h1>
-<p>Started {report.started_at:%Y-%m-%d %H:%M:%S} UTC. {ACCURACY_MARK}: on the latency-accuracy frontier,
-{SIZE_MARK}: on the latency-size frontier.</p>
-<ul>{summary}</ul>
-{charts}
+<p class="notice">Started {report.started_at:%Y-%m-%d %H:%M:%S} UTC. {ACCURACY_MARK}: on the latency-accuracy
+frontier, {SIZE_MARK}: on the latency-size frontier. Hover a latency for its spread, a result for its message.</p>
+<section class="answer"><ul>{summary}</ul></section>
 <h2>Candidates</h2>
 {candidates_html(report)}
+<h2>Charts</h2>
+{charts}
 {"<h2>Profiles</h2>" + profiles if profiles else ""}
 """
     return page(f"Kaliper optimization: {report.name}", body)

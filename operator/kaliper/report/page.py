@@ -7,12 +7,17 @@ import html
 from collections.abc import Sequence
 from pathlib import Path
 
-STYLE = """body{font-family:sans-serif;margin:2em} table{border-collapse:collapse;margin-bottom:1em}
+STYLE = """body{font-family:sans-serif;margin:2em;max-width:1600px} table{border-collapse:collapse;margin-bottom:1em}
 td,th{border:1px solid #ccc;padding:4px 8px;vertical-align:top} td.message{min-width:20em;max-width:40em;
 white-space:pre-wrap;overflow-wrap:anywhere} .swatch{display:inline-block;width:0.8em;height:0.8em;
 margin-right:0.4em} .alert{color:#b00020;font-weight:bold;font-size:1.1em} .notice{color:#555}
 tr.chosen{background:#e8f5e9;font-weight:bold} tr.failed{color:#b00020} tr.reference{color:#555}
-.scroll{overflow-x:auto}"""
+.scroll{overflow-x:auto} td.number{text-align:right;white-space:nowrap} td.parameters{max-width:22em;
+overflow-wrap:anywhere} td[title],span[title]{cursor:help} .verdict{font-weight:bold}
+.v-Met{color:#1b7f3b} .v-NotMet,.v-Failed{color:#b00020} .v-Inconclusive{color:#a15c00} .v-Skipped{color:#777}
+.answer{border:2px solid #1b7f3b;border-radius:6px;padding:0.5em 1em;margin:1em 0;max-width:1200px}
+.answer th{text-align:left;white-space:nowrap;background:#f4f4f4} .answer td,.answer li{overflow-wrap:anywhere}
+details{margin:0.3em 0} details li,details pre{white-space:pre-wrap;overflow-wrap:anywhere}"""
 
 
 def cell(text: str, css: str = "") -> str:

@@ -1,15 +1,21 @@
-"""A profile report as an HTML page that opens offline: the summary, the trials table and the charts."""
+"""A profile report as an HTML page that opens offline, answer first: which configuration to run and why,
+then one compact row per trial (verdicts as coloured words, intervals on hover), one chart per question,
+and every trial's details folded away."""
 
 from __future__ import annotations
 
 import html
 from pathlib import Path
 
-from kaliper.report.page import cell, header_row, page, write_page
+from kaliper.measure.figures import LATENCY
+from kaliper.report.page import header_row, page, write_page
+from kaliper.report.profile_answer import answer_rows, others
 from kaliper.report.profile_plots import figures
 from kaliper.report.profile_text import (
     HEADLINE_TOKEN_FIGURE,
     all_failed,
+    baseline_lines,
+    capacity_lines,
     cost_unit,
     fmt,
     generates,
@@ -18,58 +24,106 @@ from kaliper.report.profile_text import (
     headline_figures,
     memory_peak_text,
     parameters_text,
-    settings_text,
+    run_notes,
     slo_detail,
-    summary_lines,
     throttled_text,
     trial_colours,
+    trial_detail_lines,
 )
 from kaliper.report.schema import ProfileReport, TrialReport
 
 
+def _span(text: str, css: str, title: str = "") -> str:
+    hover = f' title="{html.escape(title)}"' if title else ""
+    return f'<span class="{css}"{hover}>{html.escape(text)}</span>'
+
+
+def _td(text: str, title: str = "", css: str = "") -> str:
+    """A cell holding `text`, with `title` shown on hover."""
+    hover = f' title="{html.escape(title)}"' if title else ""
+    style = f' class="{css}"' if css else ""
+    return f"<td{style}{hover}>{html.escape(text)}</td>"
+
+
+def _interval(trial: TrialReport, tokens: bool, percentile: float) -> str:
+    """The 95% interval of the percentile the table shows, for the hover."""
+    if trial.stage is None:
+        return ""
+    holder = trial.stage.tokens if tokens else trial.stage
+    figures = getattr(holder, HEADLINE_TOKEN_FIGURE.report if tokens else LATENCY.report) if holder else None
+    found = figures.at(percentile) if figures is not None else None
+    if found is None or found.ci_low_ms is None:
+        return ""
+    return f"95% interval {found.ci_low_ms:.2f}-{fmt(found.ci_high_ms)} ms from {found.count} requests"
+
+
+def _result(trial: TrialReport) -> str:
+    """The trial's verdict as a coloured word (its checks on hover), or why it has none."""
+    if trial.status != "Succeeded":
+        return _span(trial.status, f"verdict v-{trial.status}", trial.message or "")
+    verdict = trial.slo_verdict or "no SLO"
+    return _span(verdict, f"verdict v-{verdict.replace(' ', '')}", "\n".join(slo_detail(trial)))
+
+
 def _trial_row(report: ProfileReport, trial: TrialReport, trial_colour: str) -> str:
     stage, resources = trial.stage, trial.resources
-    marker = " (best)" if trial.index == report.best_trial else ""
-    index = (
-        f'<td><span class="swatch" style="background:{html.escape(trial_colour)}"></span>'
-        f"{trial.index}{html.escape(marker)}</td>"
-    )
-    message = html.escape(trial.message or "")
-    if trial.server_settings:
-        message += ("<br>" if message else "") + html.escape("server: " + settings_text(trial))
-    if trial.server_log_tail:
-        message += f"<details><summary>server log</summary><pre>{html.escape(trial.server_log_tail)}</pre></details>"
-    errors = fmt(stage.error_rate * 100 if stage else None, "{:.2f}%")
+    tokens = generates(report)
+    chosen = trial.index == report.best_trial
+    swatch = f'<span class="swatch" style="background:{html.escape(trial_colour)}"></span>'
+    errors = ""
     if stage and stage.errors_by_kind:
-        errors += html.escape(" (" + ", ".join(f"{k} x{n}" for k, n in stage.errors_by_kind.items()) + ")")
-        said = [f"{kind}: {text}" for kind, texts in stage.error_messages.items() for text in texts]
-        if said:
-            errors += "<details><summary>in the server's words</summary>" + "<br>".join(map(html.escape, said))
-            errors += "</details>"
-    slo = html.escape(trial.slo_verdict or "-")
-    if trial.slo:
-        slo = f"<b>{slo}</b><br>" + "<br>".join(html.escape(detail) for detail in slo_detail(trial))
-    limited = "<br>".join(html.escape(flag) for flag in trial.limited_by) or "-"
-    rate, p50, p99 = headline_figures(trial, generates(report))
+        errors = ", ".join(f"{kind} x{count}" for kind, count in stage.errors_by_kind.items())
+    rate, p50, p99 = headline_figures(trial, tokens)
+    cpu_title = f"throttled {throttled_text(trial)}; load generator {generator_text(trial)}"
     return (
-        "<tr>"
-        + index
-        + cell(parameters_text(trial))
-        + cell(trial.status)
-        + f'<td class="message">{message}</td>'
-        + cell(fmt(rate, "{:.1f}"))
-        + cell(fmt(p50))
-        + cell(fmt(p99))
-        + cell(errors)
-        + cell(fmt(resources.cpu_avg_cores if resources else None, "{:.3f}"))
-        + cell(throttled_text(trial))
-        + cell(memory_peak_text(trial))
-        + cell(generator_text(trial))
-        + f"<td>{slo}</td>"
-        + cell(fmt(trial.unit_cost(), "{:.4f}"))
-        + f'<td class="message">{limited}</td>'
+        f'<tr class="{"chosen" if chosen else ""}">'
+        + f"<td>{swatch}{trial.index}{' ★' if chosen else ''}</td>"
+        + _td(parameters_text(trial), css="parameters")
+        + f"<td>{_result(trial)}</td>"
+        + _td(fmt(rate, "{:.1f}"), css="number")
+        + _td(fmt(p50), _interval(trial, tokens, 50), "number")
+        + _td(fmt(p99), _interval(trial, tokens, 99), "number")
+        + _td(fmt(stage.error_rate * 100 if stage else None, "{:.2f}%"), errors, "number")
+        + _td(fmt(resources.cpu_avg_cores if resources else None, "{:.3f}"), cpu_title, "number")
+        + _td(memory_peak_text(trial), css="number")
+        + _td(fmt(trial.unit_cost(), "{:.4f}"), css="number")
         + "</tr>"
     )
+
+
+def _answer(report: ProfileReport) -> str:
+    rows = ""
+    for what, said in answer_rows(report):
+        if what == "verdict":  # the word in its colour, the reason after it
+            shown = _span(report.verdict, f"verdict v-{report.verdict}") + html.escape(said[len(report.verdict) :])
+        else:
+            shown = html.escape(said)
+        rows += f"<tr><th>{html.escape(what)}</th><td>{shown}</td></tr>"
+    held = others(report)
+    held_back = (
+        "<h3>The other configurations</h3><ul>"
+        + "".join(f"<li><b>{html.escape(label)}</b>: {html.escape(why)}</li>" for label, why in held)
+        + "</ul>"
+        if held
+        else ""
+    )
+    return f'<section class="answer"><table>{rows}</table>{held_back}</section>'
+
+
+def _trial_details(report: ProfileReport, trial: TrialReport) -> str:
+    lines = [trial.message] if trial.message else []
+    lines += [f"SLO {detail}" for detail in slo_detail(trial)] + trial_detail_lines(trial)
+    stage = trial.stage
+    if stage is not None:
+        said = stage.error_messages.items()
+        lines += [f"{kind} in the server's words: {text}" for kind, texts in said for text in texts]
+    lines.append(f"CPU throttled {throttled_text(trial)}; load generator {generator_text(trial)}")
+    log = f"<pre>{html.escape(trial.server_log_tail)}</pre>" if trial.server_log_tail else ""
+    items = "".join(f"<li>{html.escape(line)}</li>" for line in lines)
+    summary = f"trial {trial.index} ({parameters_text(trial)}): {trial.status}"
+    if trial.slo_verdict:
+        summary += f", {trial.slo_verdict}"
+    return f"<details><summary>{html.escape(summary)}</summary><ul>{items}</ul>{log}</details>"
 
 
 def html_report(report: ProfileReport) -> str:
@@ -77,38 +131,41 @@ def html_report(report: ProfileReport) -> str:
     charts = figures(report)
     alerts = "".join(f'<p class="alert">{html.escape(line)}</p>' for line in headline(report))
     rows = "".join(_trial_row(report, trial, colours[trial.index]) for trial in report.trials)
-    summary = "".join(f"<li>{html.escape(line)}</li>" for line in summary_lines(report))
     if charts:
         plots = "".join(f.to_html(full_html=False, include_plotlyjs=False) for f in charts)
     elif all_failed(report):
         plots = '<p class="notice">No charts: no trial succeeded, so nothing was measured to plot.</p>'
     else:
         plots = '<p class="notice">No charts: no trial has measurements to plot.</p>'
+    tokens = generates(report)
+    figure = HEADLINE_TOKEN_FIGURE.label if tokens else "latency"
     headers = (
         "trial",
         "parameters",
-        "status",
-        "message",
-        *(
-            ("output tok/s", *(f"{HEADLINE_TOKEN_FIGURE.label} p{p} ms" for p in (50, 99)))
-            if generates(report)
-            else ("ok/s", "p50 ms", "p99 ms")
-        ),
+        "SLO",
+        "output tok/s" if tokens else "ok/s",
+        f"{figure} p50 ms",
+        f"{figure} p99 ms",
         "errors",
         "CPU avg (cores)",
-        "CPU throttled",
         "memory peak",
-        "load generator CPU",
-        "SLO",
         f"{report.currency} per 1M {cost_unit(report)}",
-        "limited by",
     )
+    run_lines = capacity_lines(report) + baseline_lines(report) + run_notes(report)
+    run_items = "".join(f"<li>{html.escape(line)}</li>" for line in run_lines)
+    details = "".join(_trial_details(report, trial) for trial in report.trials)
     body = f"""{alerts}<h1>ProfileRun {html.escape(report.name)}</h1>
-<p>Target {html.escape(report.target)}, {html.escape(report.strategy)} search,
-started {report.started_at:%Y-%m-%d %H:%M:%S} UTC.</p>
-<ul>{summary}</ul>
-<div class="scroll"><table>{header_row(headers)}{rows}</table></div>
+<p class="notice">Target {html.escape(report.target)}, {html.escape(report.strategy)} search,
+{len(report.trials)} trials, started {report.started_at:%Y-%m-%d %H:%M:%S} UTC.
+Hover a verdict for its checks, a percentile for its interval.</p>
+{_answer(report)}
+<h2>Trials</h2>
+<table class="trials">{header_row(headers)}{rows}</table>
+<h2>Charts</h2>
 {plots}
+<h2>Details</h2>
+<ul>{run_items}</ul>
+{details}
 """
     return page(f"Kaliper report: {report.name}", body)
 

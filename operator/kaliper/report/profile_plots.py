@@ -1,5 +1,5 @@
-"""A profile report's charts (plotly): latency or token figures against load, CPU and memory over time,
-cost against p99.
+"""A profile report's charts (plotly): latency or token figures against load, cost at each configuration's
+capacity and against p99, CPU and memory over time, figures against the baseline.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from kaliper.report.profile_text import (
     slo_bounds_ms,
     trial_colours,
 )
-from kaliper.report.schema import ProfileReport, TrialReport
+from kaliper.report.schema import FigureComparison, ProfileReport, TrialReport
 
 if TYPE_CHECKING:
     import plotly.graph_objects as go
@@ -150,61 +150,173 @@ def _token_figures(report: ProfileReport, colours: dict[int, str]) -> list[go.Fi
     return [latency, rates]
 
 
-def _usage_figure(report: ProfileReport, colours: dict[int, str]) -> go.Figure | None:
+def _shown_trial(report: ProfileReport) -> int | None:
+    """The trial the over-time charts show at first: the chosen one, else the first with a series."""
+    with_series = [t.index for t in report.trials if t.resources and t.resources.series]
+    return report.best_trial if report.best_trial in with_series else next(iter(with_series), None)
+
+
+def _usage_figures(report: ProfileReport, colours: dict[int, str]) -> list[go.Figure]:
+    """CPU over each trial's load, and memory, one chart each: the chosen trial drawn, every other trial one
+    click away in the legend (eight trials' lines at once hide each other)."""
     import plotly.graph_objects as go
 
-    figure = go.Figure()
+    shown = _shown_trial(report)
+    cpu, memory = go.Figure(), go.Figure()
     for trial in report.trials:
         if not (trial.resources and trial.resources.series):
             continue
-        series, group, trial_colour = trial.resources.series, f"t{trial.index}", colours[trial.index]
+        series, trial_colour = trial.resources.series, colours[trial.index]
+        visible: bool | str = True if trial.index == shown else "legendonly"
         t = [p.t_s for p in series]
-        figure.add_trace(
+        group = f"t{trial.index}"
+        cpu.add_trace(
             go.Scatter(
                 x=t,
                 y=[p.cpu_cores for p in series],
                 mode="lines",
-                name=f"t{trial.index} CPU (cores)",
+                name=f"t{trial.index} CPU",
                 legendgroup=group,
+                visible=visible,
                 line={"color": trial_colour},
-            )
-        )
-        figure.add_trace(
-            go.Scatter(
-                x=t,
-                y=[p.memory_bytes / 2**20 for p in series],
-                mode="lines",
-                name=f"t{trial.index} memory (MiB)",
-                legendgroup=group,
-                yaxis="y2",
-                line={"color": trial_colour, "dash": "dot"},
             )
         )
         limit = cpu_limit_cores(trial)
         if limit is not None:
             replicas = f" x {trial.replicas}" if trial.replicas > 1 else ""
-            figure.add_trace(
+            cpu.add_trace(
                 go.Scatter(
                     x=[min(t), max(t)],
                     y=[limit, limit],
                     mode="lines",
-                    name=html.escape(f"t{trial.index} CPU limit ({trial.parameters['cpu']}{replicas})"),
+                    name=html.escape(f"t{trial.index} limit ({trial.parameters['cpu']}{replicas})"),
                     legendgroup=group,
+                    visible=visible,
                     line={"color": trial_colour, "dash": "longdash", "width": 1},
                 )
             )
-    if not figure.data:
-        return None
+        memory.add_trace(
+            go.Scatter(
+                x=t,
+                y=[p.memory_bytes / 2**20 for p in series],
+                mode="lines",
+                name=f"t{trial.index} memory",
+                visible=visible,
+                line={"color": trial_colour},
+            )
+        )
+    if not cpu.data:
+        return []
     # Both axes from zero: a memory series that wobbles by a few hundred KiB around 100 MiB is flat, not a
     # mountain range.
-    figure.update_layout(
-        title="CPU and memory over each trial's load (dashed: the trial's CPU limit)",
+    cpu.update_layout(
+        title=f"CPU over the load of trial {shown} (dashed: its CPU limit; click a trial in the legend to add it)",
         xaxis={"title": "seconds into the trial", "rangemode": "tozero"},
         yaxis={"title": "CPU (cores)", "rangemode": "tozero"},
-        yaxis2={"title": "memory working set (MiB)", "overlaying": "y", "side": "right", "rangemode": "tozero"},
-        legend={"orientation": "h", "y": -0.25},
+    )
+    memory.update_layout(
+        title=f"Memory over the load of trial {shown} (click a trial in the legend to add it)",
+        xaxis={"title": "seconds into the trial", "rangemode": "tozero"},
+        yaxis={"title": "memory working set (MiB)", "rangemode": "tozero"},
+    )
+    return [cpu, memory]
+
+
+def _capacity_cost_figure(report: ProfileReport, colours: dict[int, str]) -> go.Figure | None:
+    """What each configuration costs at its capacity, with the 95% interval: the chart the choice is made on."""
+    import plotly.graph_objects as go
+
+    by_index = {t.index: t for t in report.trials}
+    priced = [
+        (c, by_index[c.trial])
+        for c in report.capacities
+        if c.unit_cost is not None and c.trial is not None and c.trial in by_index
+    ]
+    if not priced:
+        return None
+    priced.sort(key=lambda pair: pair[0].unit_cost or 0.0, reverse=True)  # the cheapest on top
+    figure = go.Figure()
+    for capacity, trial in priced:
+        cost = capacity.unit_cost or 0.0
+        chosen = trial.index == report.best_trial
+        label = f"{configuration_label(trial)} at {capacity.level_name} {capacity.met:g}"
+        figure.add_trace(
+            go.Scatter(
+                x=[cost],
+                y=[html.escape(label)],
+                mode="markers",
+                name=html.escape(label + (" (chosen)" if chosen else "")),
+                marker={
+                    "size": 16 if chosen else 11,
+                    "symbol": "star" if chosen else "circle",
+                    "color": colours[trial.index],
+                },
+                error_x={
+                    "type": "data",
+                    "symmetric": False,
+                    "array": [(capacity.unit_cost_high or cost) - cost],
+                    "arrayminus": [cost - (capacity.unit_cost_low or cost)],
+                },
+                showlegend=False,
+            )
+        )
+    figure.update_layout(
+        title=f"Cost per million {cost_unit(report)} at each configuration's capacity (95% interval; the choice is a "
+        "star)",
+        xaxis={"title": f"{html.escape(report.currency)} per million {cost_unit(report)}", "rangemode": "tozero"},
+        yaxis={"automargin": True},
+        height=max(260, 90 + 40 * len(priced)),
     )
     return figure
+
+
+def comparison_figures(report: ProfileReport) -> list[go.Figure]:
+    """Against the baseline, one chart per figure: each configuration and load in both runs, with their
+    intervals (a figure beyond every answer has no point)."""
+    import plotly.graph_objects as go
+
+    by_figure: dict[str, list[FigureComparison]] = defaultdict(list)
+    for found in report.comparison:
+        by_figure[found.figure].append(found)
+    charts = []
+    for name, found in by_figure.items():
+        labels = [html.escape(", ".join(f"{k}={v}" for k, v in f.parameters.items()) or "as deployed") for f in found]
+        figure = go.Figure()
+        for run, value, low, high, colour_of in (
+            ("baseline", "baseline", "baseline_low", "baseline_high", "#777777"),
+            ("this run", "value", "low", "high", "#636EFA"),
+        ):
+            points = [getattr(f, value) for f in found]
+            figure.add_trace(
+                go.Scatter(
+                    x=labels,
+                    y=points,
+                    mode="markers",
+                    name=run,
+                    marker={"size": 11, "color": colour_of},
+                    error_y={
+                        "type": "data",
+                        "symmetric": False,
+                        "array": [_above(getattr(f, high), p) for f, p in zip(found, points, strict=True)],
+                        "arrayminus": [_above(p, getattr(f, low)) for f, p in zip(found, points, strict=True)],
+                    },
+                )
+            )
+        verdicts = ", ".join(sorted({f.verdict for f in found}))
+        unit = found[0].unit or report.currency
+        figure.update_layout(
+            title=html.escape(f"{name} against the baseline ({verdicts})"),
+            yaxis={"title": html.escape(f"{name} ({unit})"), "rangemode": "tozero"},
+            xaxis={"automargin": True},
+            height=360,
+        )
+        charts.append(figure)
+    return charts
+
+
+def _above(upper: float | None, lower: float | None) -> float:
+    """How far `upper` lies above `lower` (0 where either is unknown): an error bar's length."""
+    return upper - lower if upper is not None and lower is not None else 0.0
 
 
 def _cost_figure(report: ProfileReport, colours: dict[int, str], bounds: dict[float, float]) -> go.Figure | None:
@@ -258,11 +370,18 @@ def _cost_figure(report: ProfileReport, colours: dict[int, str], bounds: dict[fl
 
 
 def figures(report: ProfileReport) -> list[go.Figure]:
-    """The report's charts: latency vs throughput (for generation runs, time to first token and gaps
-    between tokens vs load, and output tokens/s vs load), CPU and memory over time, cost vs p99. A chart with
-    nothing to show is left out (none at all when every trial failed)."""
+    """The report's charts, one per question: where each configuration stops meeting the SLO (latency vs
+    throughput; for generation runs, time to first token and gaps between tokens vs load, and output tokens/s vs
+    load), what each costs at its capacity, cost against p99, CPU and memory over time, and each figure against
+    the baseline. A chart with nothing to show is left out (none at all when every trial failed)."""
     colours = trial_colours(report)
     bounds = slo_bounds_ms(report)
     load = _token_figures(report, colours) if generates(report) else [_latency_figure(report, colours, bounds)]
-    found = (*load, _usage_figure(report, colours), _cost_figure(report, colours, bounds))
+    found = (
+        *load,
+        _capacity_cost_figure(report, colours),
+        _cost_figure(report, colours, bounds),
+        *_usage_figures(report, colours),
+        *comparison_figures(report),
+    )
     return [f for f in found if f is not None]

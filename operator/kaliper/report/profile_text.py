@@ -271,19 +271,29 @@ def summary_lines(report: ProfileReport) -> list[str]:
     lines += capacity_lines(report)
     lines += baseline_lines(report)
     for trial in report.trials:
-        if trial.server_settings:
-            lines.append(f"trial {trial.index} server: {settings_text(trial)}")
-        if trial.stage is not None and trial.stage.tokens is not None:
-            lines.append(f"trial {trial.index} tokens: {token_summary(trial.stage.tokens)}")
-        for flag in trial.limited_by:
-            lines.append(f"trial {trial.index} limited: {flag}")
-        if trial.repetitions:
-            verdicts = ", ".join(r.slo_verdict or "-" for r in trial.repetitions)
-            rates = ", ".join(f"{r.throughput_rps:.1f}" for r in trial.repetitions)
-            lines.append(
-                f"trial {trial.index} repetitions: {rates} ok/s (spread {fmt(trial.spread, '{:.1%}')}); SLO {verdicts}"
-            )
-    for warning in report.warnings:
-        lines.append(f"warning: {warning}")
+        lines += [f"trial {trial.index} {line}" for line in trial_detail_lines(trial)]
+    lines += run_notes(report)
+    return lines
+
+
+def trial_detail_lines(trial: TrialReport) -> list[str]:
+    """What the table has no room for: the server's settings, the token figures with the server's own
+    check, what limited the trial, its repetitions."""
+    lines = []
+    if trial.server_settings:
+        lines.append(f"server: {settings_text(trial)}")
+    if trial.stage is not None and trial.stage.tokens is not None:
+        lines.append(f"tokens: {token_summary(trial.stage.tokens)}")
+    lines += [f"limited: {flag}" for flag in trial.limited_by]
+    if trial.repetitions:
+        verdicts = ", ".join(r.slo_verdict or "-" for r in trial.repetitions)
+        rates = ", ".join(f"{r.throughput_rps:.1f}" for r in trial.repetitions)
+        lines.append(f"repetitions: {rates} ok/s (spread {fmt(trial.spread, '{:.1%}')}); SLO {verdicts}")
+    return lines
+
+
+def run_notes(report: ProfileReport) -> list[str]:
+    """The run's warnings and what its load generation took."""
+    lines = [f"warning: {warning}" for warning in report.warnings]
     lines.append(f"load generation: {report.load_generation_s:.0f} s over {len(report.trials)} trials")
     return lines
