@@ -500,8 +500,21 @@ def _load_report(source: str, namespace: str):  # type: ignore[no-untyped-def]
 )
 @click.option("--fail-if-regressed", is_flag=True, help="Exit 1 when any figure regressed (a CI gate).")
 @click.option("--json", "as_json", is_flag=True, help="Print the comparisons as JSON.")
+@click.option(
+    "--html",
+    "html_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Also write NEW's report page with one chart per figure against BASELINE, both with their intervals.",
+)
 def compare_command(
-    baseline: str, new: str, namespace: str, tolerance: float, fail_if_regressed: bool, as_json: bool
+    baseline: str,
+    new: str,
+    namespace: str,
+    tolerance: float,
+    fail_if_regressed: bool,
+    as_json: bool,
+    html_path: Path | None,
 ) -> None:
     """Compare a run with a baseline run: for each configuration both measured at the same load, each figure
     (throughput, latency and token percentiles, error rate, cost) better, worse or within the noise, from the
@@ -518,6 +531,14 @@ def compare_command(
     else:
         for line in comparison_lines(found, unmatched(a.trials, b.trials), regressed):
             click.echo(line)
+    if html_path is not None:
+        from kaliper.api.profilerun import RegressionTolerance
+        from kaliper.profiling.comparison import against_baseline
+        from kaliper.report.profile_html import write_html
+
+        gate = RegressionTolerance(default=tolerance)
+        b.baseline, b.comparison = against_baseline(baseline, a.trials, b.trials, gate)
+        click.echo(f"wrote {write_html(b, html_path)}", err=as_json)
     if fail_if_regressed and regressed:
         raise SystemExit(1)
 

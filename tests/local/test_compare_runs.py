@@ -72,6 +72,13 @@ def test_a_server_slower_by_half_is_caught_as_a_regression(reports: tuple[Path, 
     assert found["error rate"]["verdict"] == "within the noise"
     assert "concurrency=4: latency p50 " in done.stdout and ": worse (95%: " in done.stdout
     assert done.stdout.splitlines()[-1].startswith("4 figures: ")
+    # The page: the new run's report with a chart per figure against the baseline.
+    page = slower.parent / "against-baseline.html"
+    drawn = compare(baseline, slower, "--html", page)
+    assert drawn.stdout.splitlines()[-1] == f"wrote {page}"
+    text = page.read_text(encoding="utf-8")
+    assert "latency p50 against the baseline (worse)" in text and "throughput against the baseline (worse)" in text
+    assert "<th>against the baseline</th><td>" in text
 
 
 def test_a_run_with_a_baseline_reports_what_regressed_and_fails_on_it(reports: tuple[Path, Path, Path]) -> None:
@@ -81,6 +88,8 @@ def test_a_run_with_a_baseline_reports_what_regressed_and_fails_on_it(reports: t
     assert (same.baseline.figures, same.baseline.worse, same.baseline.regressions) == (4, 0, [])
     worse = ProfileReport.model_validate_json(slower.read_text())
     assert worse.baseline is not None and len(worse.comparison) == 4
+    # Its own page charts each figure against the baseline.
+    assert "latency p50 against the baseline (worse)" in (slower.parent / "report.html").read_text(encoding="utf-8")
     regressed = [line.split(" req/s ")[0].split(" ms ")[0] for line in worse.baseline.regressions]
     # Throughput and p50 must be caught; the p99 of ~600 requests is too, when its interval is narrow enough
     # (seen both ways: 25.9-33.9 ms beside 37.4-unbounded is not a call).
