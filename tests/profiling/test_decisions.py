@@ -140,11 +140,13 @@ def test_cost_figures() -> None:
 
 
 def trial(index: int, p99: float, rps: float, cost: float, verdict: str | None, **extra: object) -> TrialReport:
+    """A trial of its own configuration (`parameters` given: the same configuration measured again)."""
     window_rates = extra.pop("window_rates", None)
+    parameters = extra.pop("parameters", {"cpu": "1", "slots": str(index + 1)})
     return TrialReport(
         index=index,
         name=f"t{index}",
-        parameters={"cpu": "1"},
+        parameters=parameters,  # type: ignore[arg-type]
         status="Succeeded",
         stage=stage(p99, rps, window_rates=window_rates),  # type: ignore[arg-type]
         slo_verdict=verdict,

@@ -6,6 +6,7 @@ step: the snapshot, the measured trials' reports and the results documents of tr
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -18,6 +19,8 @@ from kaliper.api.units import parse_duration
 from kaliper.controllers import kube
 from kaliper.lifecycle.gc import FINISHED
 from kaliper.manifests.profilerun import build_report_configmap, report_name, trial_objects
+from kaliper.profiling.plan import Configuration
+from kaliper.profiling.schedule import PlannedTrial, next_tie_break_trial
 from kaliper.profiling.trials import median_stage
 from kaliper.report.publish import RESULT_KEY
 from kaliper.report.schema import LoadTestResult, ProfileReport, TrialReport, TrialResources
@@ -137,6 +140,15 @@ class RunRecords:
         self.memory.result_texts.pop(report.index, None)
         document = report.model_dump_json(by_alias=True, exclude={"stage"}, exclude_none=True)
         kube.merge_patch("ConfigMap", self.namespace, self._results_name(report.index), {"data": {TRIAL_KEY: document}})
+
+    def tie_break(
+        self, spec: ProfileRunSpec, configurations: list[Configuration], trials: Iterable[TrialSummary]
+    ) -> PlannedTrial | None:
+        """Once every trial has finished: the next tie-break trial (profiling/tiebreak.py), from their reports."""
+        summaries = list(trials)
+        if not all(t.phase in FINISHED for t in summaries):
+            return None
+        return next_tie_break_trial(spec, configurations, [self.trial_report(t) for t in summaries])
 
     def trial_report(self, trial: TrialSummary) -> TrialReport:
         """A finished trial's report: from memory, else from its results ConfigMap (an operator restarted

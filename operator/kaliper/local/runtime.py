@@ -30,7 +30,7 @@ from kaliper.manifests.profilerun import payload_dataset
 from kaliper.metrics.nvml import Nvml
 from kaliper.netutil import free_port
 from kaliper.profiling.plan import configurations, describe, sweep_problem, trial_count_problem, trial_protocol
-from kaliper.profiling.schedule import PlannedTrial, planned_trials, schedule
+from kaliper.profiling.schedule import PlannedTrial, next_tie_break_trial, planned_trials, schedule
 from kaliper.profiling.search import Outcome
 from kaliper.profiling.trials import (
     OTHER_WORK_CORES,
@@ -192,8 +192,13 @@ class LocalRuntime:
                 for index, reason in plan.failed.items():
                     measured.setdefault(index, failed(index, f"t{index}", by_index[index].parameters, reason))
                 if plan.finished:
-                    break
-                chosen = plan.start[0]
+                    # Every trial the search wanted has run: measure the tied cheapest again, if the spec asks.
+                    tie_break = next_tie_break_trial(spec, configs, list(measured.values()))
+                    if tie_break is None:
+                        break
+                    chosen = by_index[tie_break.index] = tie_break
+                else:
+                    chosen = plan.start[0]
                 done = len(measured) + len(plan.skipped)
                 self.progress(f"trial {chosen.index}: {describe(chosen.parameters)}", done, len(by_index))
                 trial, servers_up = self._run_trial(spec, chosen, model_name)

@@ -334,52 +334,94 @@ def disturbances(trial: TrialReport) -> list[str]:
     return [flag for flag in trial.limited_by if flag not in own]
 
 
-def best_trial(trials: list[TrialReport], slo: SloSpec | None, tie_tolerance: float) -> Choice | None:
-    """The cheapest per million requests (per million output tokens for generation) among the trials that
-    met the SLO (all succeeded ones without an SLO). Costs closer than the measurement noise (the trials'
-    combined throughput uncertainty, at least tie_tolerance) are a tie, which the trial with the most latency
-    headroom wins."""
+@dataclass(frozen=True)
+class Measured:
+    """One configuration at one load level, from every trial that measured it and met the SLO (a tie-break
+    measures the tied ones again): the first of them stands for it in the report."""
+
+    trials: list[TrialReport]
+
+    @property
+    def first(self) -> TrialReport:
+        return self.trials[0]
+
+    def score(self) -> float:
+        return sum(score(t) for t in self.trials) / len(self.trials)
+
+    def noise(self) -> float:
+        """One trial's own noise; several trials' pooled: the spread of all their windows over their number,
+        or half the spread of the trials' throughputs (what the windows of one run cannot see), the larger."""
+        if len(self.trials) == 1:
+            return relative_noise(self.first)
+        rates = [w.throughput_rps for t in self.trials for w in t.stage.windows if not w.warmup]  # type: ignore[union-attr]
+        within = 0.0
+        if len(rates) >= 2 and sum(rates):
+            mean = sum(rates) / len(rates)
+            within = 1.96 * math.sqrt(sum((r - mean) ** 2 for r in rates) / (len(rates) - 1) / len(rates)) / mean
+        runs = [t.stage.throughput_rps for t in self.trials]  # type: ignore[union-attr]
+        between = (max(runs) - min(runs)) / (sum(runs) / len(runs)) / 2 if sum(runs) else 0.0
+        return max(within, between, *((t.spread or 0.0) / 2 for t in self.trials))
+
+
+def measured_configurations(trials: list[TrialReport], slo: SloSpec | None) -> list[Measured]:
+    """The trials a choice is made among (succeeded with throughput, and Met when there is an SLO), one entry
+    per configuration and load level, cheapest first."""
     eligible = [t for t in trials if t.status == "Succeeded" and t.stage and t.stage.throughput_rps > 0]
-    unit = "per output token" if any(t.generates for t in eligible) else "per request"
     if slo is not None:
         eligible = [t for t in eligible if t.slo_verdict == "Met"]
-    if not eligible:
+    grouped: dict[tuple[tuple[str, str], ...], list[TrialReport]] = {}
+    for trial in sorted(eligible, key=lambda t: t.index):
+        grouped.setdefault(tuple(sorted(trial.parameters.items())), []).append(trial)
+    return sorted((Measured(group) for group in grouped.values()), key=lambda m: (m.score(), m.first.index))
+
+
+def best_trial(trials: list[TrialReport], slo: SloSpec | None, tie_tolerance: float) -> Choice | None:
+    """The cheapest per million requests (per million output tokens for generation) among the trials that
+    met the SLO (all succeeded ones without an SLO), each configuration and load level from every trial that
+    measured it. Costs closer than the measurement noise (the two's combined throughput uncertainty, at least
+    tie_tolerance) are a tie, which the one with the most latency headroom wins."""
+    ranked = measured_configurations(trials, slo)
+    if not ranked:
         return None
-    ranked = sorted(eligible, key=lambda t: (score(t), t.index))
+    unit = "per output token" if any(m.first.generates for m in ranked) else "per request"
     cheapest = ranked[0]
 
-    def noise(a: TrialReport, b: TrialReport) -> float:
-        return max(tie_tolerance, math.hypot(relative_noise(a), relative_noise(b)))
+    def noise(a: Measured, b: Measured) -> float:
+        return max(tie_tolerance, math.hypot(a.noise(), b.noise()))
 
-    def difference(a: TrialReport, b: TrialReport) -> float:
-        return abs(score(b) - score(a)) / min(score(a), score(b))
+    def difference(a: Measured, b: Measured) -> float:
+        return abs(b.score() - a.score()) / min(a.score(), b.score())
 
-    tied = [t for t in ranked if difference(cheapest, t) <= noise(cheapest, t)]
-    best = max(tied, key=lambda t: (headroom(t, slo), -score(t), -t.index))
-    others = [t for t in (tied if len(tied) > 1 else ranked) if t is not best]
+    tied = [m for m in ranked if difference(cheapest, m) <= noise(cheapest, m)]
+    chosen = max(tied, key=lambda m: (headroom(m.first, slo), -m.score(), -m.first.index))
+    others = [m for m in (tied if len(tied) > 1 else ranked) if m is not chosen]
     runner_up = others[0] if others else None
+    best = chosen.first
     if runner_up is None:
         certainty, text = "Clear", f"{best.name} is the only trial that qualified"
         gap = margin = None
     else:
-        gap, margin = difference(best, runner_up), noise(best, runner_up)
-        more = "more" if score(runner_up) >= score(best) else "less"
+        gap, margin = difference(chosen, runner_up), noise(chosen, runner_up)
+        second = runner_up.first
+        more = "more" if runner_up.score() >= chosen.score() else "less"
         if len(tied) > 1:
             certainty = "Tie"
             text = (
-                f"{runner_up.name} costs {gap:.1%} {more} {unit}, inside the {margin:.1%} noise: a tie, "
+                f"{second.name} costs {gap:.1%} {more} {unit}, inside the {margin:.1%} noise: a tie, "
                 f"decided by latency headroom ({best.name} {_headroom_text(best, slo)}, "
-                f"{runner_up.name} {_headroom_text(runner_up, slo)})"
+                f"{second.name} {_headroom_text(second, slo)})"
             )
         else:
             certainty = "Clear"
-            text = f"the runner-up {runner_up.name} costs {gap:.1%} more {unit}, beyond the {margin:.1%} noise"
+            text = f"the runner-up {second.name} costs {gap:.1%} more {unit}, beyond the {margin:.1%} noise"
+        if len(chosen.trials) > 1 or len(runner_up.trials) > 1:
+            text += f" ({best.name} measured {len(chosen.trials)} times, {second.name} {len(runner_up.trials)})"
     if disturbances(best):
         certainty = "Disturbed"
         text = f"measured while limited by something other than its configuration ({disturbances(best)[0]}); {text}"
     report = BestChoice(
         certainty=certainty,
-        runner_up=runner_up.index if runner_up else None,
+        runner_up=runner_up.first.index if runner_up else None,
         cost_difference=round(gap, 4) if gap is not None else None,
         noise=round(margin, 4) if margin is not None else None,
         explanation=text,

@@ -38,8 +38,10 @@ MAX_TRIALS_PER_RUN = 1000  # a ProfileRun's status lists every trial
 
 
 def trial_count_problem(spec: ProfileRunSpec, configs: list[Configuration]) -> str | None:
-    """Why a sweep of these configurations cannot run (counting its capacity probes), or None."""
-    count = sum(len(c.levels) + spec.search.capacity_probes() for c in configs)
+    """Why a sweep of these configurations cannot run (counting its capacity probes and tie-break trials),
+    or None."""
+    tie_break = 2 * spec.search.tie_break.rounds if spec.search.tie_break.budget is not None else 0
+    count = sum(len(c.levels) + spec.search.capacity_probes() for c in configs) + tie_break
     if count > MAX_TRIALS_PER_RUN:
         return f"the sweep has {count} trials; a ProfileRun holds at most {MAX_TRIALS_PER_RUN}"
     if spec.search.strategy == "grid" and count > spec.search.max_trials:

@@ -15,7 +15,9 @@ from kaliper.api.profilerun import ProfileRunSpec, TrialSummary
 from kaliper.lifecycle.gc import FINISHED
 from kaliper.profiling.plan import Configuration
 from kaliper.profiling.search import ConfigurationSearch, Outcome, order_for_search
+from kaliper.profiling.tiebreak import first_index, next_tie_break
 from kaliper.profiling.trials import configuration_cost_per_hour
+from kaliper.report.schema import TrialReport
 
 
 @dataclass(frozen=True)
@@ -48,13 +50,35 @@ def probe_index(configurations: list[Configuration], config: Configuration, prob
 def planned_with_probes(
     spec: ProfileRunSpec, configurations: list[Configuration], trials: list[TrialSummary]
 ) -> dict[int, PlannedTrial]:
-    """Every listed trial and every capacity probe a run's status lists, by index."""
+    """Every listed trial, and every capacity probe and tie-break trial a run's status lists, by index."""
     planned = {p.index: p for p in planned_trials(configurations)}
     probes = spec.search.capacity_probes()
+    first_tie_break = first_index(spec, configurations)
     for t in trials:
-        if t.index not in planned:
+        if t.index >= first_tie_break:
+            planned[t.index] = tie_break_trial(configurations, t.index, t.parameters)
+        elif t.index not in planned:
             planned[t.index] = probe_trial(configurations, t.index, t.parameters, probes)
     return planned
+
+
+def next_tie_break_trial(
+    spec: ProfileRunSpec, configurations: list[Configuration], trials: list[TrialReport]
+) -> PlannedTrial | None:
+    """Once every trial the search wanted has run (`trials`, their reports): the next tie-break trial
+    (tiebreak.py), numbered after those already run; None when none is due."""
+    first = first_index(spec, configurations)
+    parameters = next_tie_break(spec, trials, first)
+    if parameters is None:
+        return None
+    return tie_break_trial(configurations, first + sum(t.index >= first for t in trials), parameters)
+
+
+def tie_break_trial(configurations: list[Configuration], index: int, parameters: dict[str, str]) -> PlannedTrial:
+    """A tie-break trial (tiebreak.py): the configuration and load level of the trial it measures again."""
+    level_name = configurations[0].level_name
+    config = next(c for c in configurations if {**c.parameters, level_name: parameters[level_name]} == parameters)
+    return PlannedTrial(index, config, float(parameters[level_name]))
 
 
 def probe_trial(

@@ -10,7 +10,7 @@ from datetime import datetime
 from kaliper.api.modeldeployment import ModelDeploymentSpec, ModelDeploymentTemplate
 from kaliper.api.profilerun import ProfileRunSpec, RegressionTolerance, SloSpec
 from kaliper.api.units import parse_cpu, parse_quantity
-from kaliper.profiling import decisions
+from kaliper.profiling import decisions, tiebreak
 from kaliper.profiling.capacity import capacities
 from kaliper.profiling.comparison import against_baseline
 from kaliper.profiling.plan import Configuration, load_levels
@@ -307,10 +307,11 @@ def conclude(
         report.error = f"no trial succeeded; the first failure: {first}"
     report.frontier = decisions.cost_latency_frontier(report.trials)
     have_slo = spec.slo is not None
+    tie_break_from = tiebreak.first_index(spec, configurations)
     if spec.slo is not None and configurations:
         first_probe = len(configurations) * len(configurations[0].levels)
         report.capacities = capacities(
-            report.trials,
+            [t for t in report.trials if t.index < tie_break_from],  # a tie-break's trials measure no new load
             configurations[0].level_name,
             first_probe,
             spec.slo.target_throughput,
@@ -325,6 +326,9 @@ def conclude(
     if choice is not None:
         best = next(t for t in report.trials if t.index == choice.best)
         report.best_trial, report.choice = best.index, choice.report
+        spent = tiebreak.tie_break_text(report.trials, tie_break_from)
+        if spent:
+            choice.report.explanation += f"; {spent}"
         if choice.report.certainty != "Clear":
             report.warnings.append(f"best trial {best.name}: {choice.report.explanation}")
         report.recommendation = decisions.recommend(

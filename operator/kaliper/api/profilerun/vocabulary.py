@@ -493,6 +493,20 @@ class CapacitySearch(KaliperModel):
 DEFAULT_CAPACITY_PROBES = {"knee": 2, "grid": 0, "optuna": 0}
 
 
+class TieBreak(KaliperModel):
+    """Measuring again where the choice is decided: when the two cheapest configurations that met the SLO cost
+    the same within the measurement noise (and the noise, wider than recommendation.tieTolerance, makes the
+    tie), both are measured again, in alternating order so that drift hits both, and the choice is made from
+    every measurement of each, until it is clear, the two are shown equal within the tolerance, or the budget
+    is spent."""
+
+    budget: PositiveDuration | None = None
+    """Load time (warm-ups included) the extra trials may take in all, such as 2m; unset: no tie-break, a
+    tie is reported as measured. A round that starts inside the budget finishes."""
+    rounds: Annotated[int, Field(ge=1, le=4)] = 2
+    """Rounds at most; each measures both configurations once more."""
+
+
 class SearchSpec(KaliperModel):
     """How configurations are chosen from the sweep."""
 
@@ -508,6 +522,8 @@ class SearchSpec(KaliperModel):
     """Random seed for optuna."""
     capacity: CapacitySearch = Field(default_factory=CapacitySearch)
     """Narrowing each configuration's capacity between the listed load levels (knee and grid)."""
+    tie_break: TieBreak = Field(default_factory=TieBreak)
+    """Measuring the two cheapest configurations again when their costs tie within the noise."""
 
     def capacity_probes(self) -> int:
         """Probes per configuration: the spec's, else the strategy's default (optuna samples, it never probes)."""
