@@ -34,6 +34,7 @@ from tests.support.gitops import argocd_health, kstatus, kubectl_wait_recipes, r
 from tests.support.groundtruth import groundtruth
 from tests.support.operator_runner import Cluster, running_operator
 from tests.support.prometheus import prometheus
+from tests.support.tie_break import STALLING_SERVER_FLAGS, TIE_BREAK_RUN
 
 MIB = 2**20
 CORES = {"500m": 0.25, "1": 0.4}  # CPU each trial pod uses, by the trial's cpu setting
@@ -436,6 +437,27 @@ def test_knee_probes_bracket_a_known_capacity_in_the_status(operator, crds: Kube
     }
     assert status["best"]["trial"] == 4 and status["recommendation"]["replicas"] == 3
     assert status["progress"]["summary"] == "5/5"
+
+
+def test_a_tie_on_noise_is_measured_again_before_the_choice(operator, crds: Kubectl, namespace: str) -> None:  # type: ignore[no-untyped-def]
+    """Two configurations that tie on noise (tests/support/tie_break.py): once both have run, the operator lists
+    one more trial of each, one at a time, and chooses from both trials of each."""
+    apply(crds, namespace, model_deployment(replicas=1), profile_run("tie", None, **TIE_BREAK_RUN))
+    cluster = Cluster(crds, namespace, "tie")
+    with groundtruth(*STALLING_SERVER_FLAGS) as server:
+        for index in (0, 1, 2, 3):
+            cluster.wait_trial(index, "Running")
+            assert cluster.play_load(index, server).returncode == 0
+            cluster.wait_trial(index, "Succeeded")
+        status = cluster.wait_phase("Succeeded")
+    trials = [(t["index"], t["name"], t["parameters"]["cpu"], t["sloVerdict"]) for t in status["trials"]]
+    assert trials[:2] == [(0, "tie-t0", "500m", "Met"), (1, "tie-t1", "600m", "Met")]
+    # The round: each configuration once more (which first depends on which the tie chose).
+    assert [(index, name) for index, name, _, _ in trials[2:]] == [(2, "tie-t2"), (3, "tie-t3")]
+    assert sorted((cpu, verdict) for _, _, cpu, verdict in trials[2:]) == [("500m", "Met"), ("600m", "Met")]
+    explanation = status["best"]["explanation"]
+    assert "measured 2 times" in explanation and "; the tie-break measured 2 more trials (" in explanation
+    assert status["progress"]["summary"] == "4/4"
 
 
 def test_a_run_against_its_baseline_run_fails_on_a_regression(
