@@ -43,8 +43,12 @@ def deployment(name: str, url: str, sha256: str) -> dict:
     }
 
 
+def pods_of(node: Node, namespace: str, name: str) -> list[dict]:
+    return node.kubectl.json("get", "pods", "-n", namespace, "-l", f"app.kubernetes.io/instance={name}")["items"]
+
+
 def server_pod(node: Node, namespace: str, name: str) -> dict:
-    pods = node.kubectl.json("get", "pods", "-n", namespace, "-l", f"app.kubernetes.io/instance={name}")["items"]
+    pods = pods_of(node, namespace, name)
     assert len(pods) == 1, [p["metadata"]["name"] for p in pods]
     return pods[0]
 
@@ -89,6 +93,8 @@ def test_a_wrong_checksum_stops_the_pod_before_it_serves(
     kubectl("apply", "-n", node_namespace, "-f", "-", input=json.dumps(deployment("tampered", model_server, wrong)))
 
     def fetch_failed() -> bool:
+        if not pods_of(node, node_namespace, "tampered"):
+            return False  # the operator has not made its Deployment's pod yet
         statuses = server_pod(node, node_namespace, "tampered")["status"].get("initContainerStatuses") or []
         state = statuses[0] if statuses else {}
         return (state.get("lastState") or state.get("state") or {}).get("terminated", {}).get("exitCode") == 1

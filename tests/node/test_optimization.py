@@ -16,7 +16,15 @@ import yaml
 from kaliper.optimize.tiny_bert import make_tiny_bert
 from kaliper.report.optimization import OptimizationReport
 from kaliper.serving.examples import make_iris_pipeline
-from tests.support.gitops import argocd_health, kstatus, kubectl_wait_recipes, run_recipe
+from tests.support.gitops import (
+    ARGOCD_HEALTH,
+    KSTATUS,
+    argocd_health,
+    assess,
+    kstatus,
+    kubectl_wait_recipes,
+    run_recipe,
+)
 from tests.support.node import IMAGE, Node
 from tests.support.node_operator import Operator, local_claim, wait_for_optimization, wait_for_phase
 from tests.support.paths import EXAMPLES
@@ -84,13 +92,16 @@ def test_a_scikit_learn_model_is_optimized_in_a_job_under_the_target_cpu(
             "phase"
         )
 
-    kubectl.wait_for(lambda: phase() == "Running", what="iris-opt Running")
+    running: dict = {}
+
+    def seen_running() -> bool:  # the object as it was while its Job worked (the Job may finish in seconds)
+        running.update(kubectl.json("get", "modeloptimization", "iris-opt", "-n", node_namespace))
+        return (running.get("status") or {}).get("phase") == "Running"
+
+    kubectl.wait_for(seen_running, what="iris-opt Running")
     # While its Job works it is InProgress to kstatus (Flux's health checks); done, Current.
-    assert kstatus(kubectl, node_namespace, "modeloptimization", "iris-opt") == (
-        "InProgress",
-        "optimizer Job iris-opt-optimize started",
-    )
-    assert argocd_health(kubectl, node_namespace, "modeloptimization", "iris-opt")[0] == "Progressing"
+    assert assess(running, *KSTATUS) == ("InProgress", "optimizer Job iris-opt-optimize started")
+    assert assess(running, *ARGOCD_HEALTH)[0] == "Progressing"
     body = wait_for_optimization(node, node_namespace, "iris-opt")
     assert kstatus(kubectl, node_namespace, "modeloptimization", "iris-opt") == ("Current", "Resource is Ready")
     finished, succeeded = kubectl_wait_recipes()["modeloptimization"]

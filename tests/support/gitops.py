@@ -16,11 +16,12 @@ RECIPES_MARKER = "<!-- kubectl-wait recipes:"
 ARGOCD_CHECKS = REPO / "charts" / "kaliper" / "argocd" / "resource_customizations"
 
 
-def _assess(kubectl: Kubectl, namespace: str, kind: str, name: str, *program: str) -> tuple[str, str]:
-    listed = kubectl("get", kind, name, "-n", namespace, "-o", "json").stdout
+def assess(obj: dict, *program: str) -> tuple[str, str]:
+    """(status, message) that a GitOps program (kstatus, or argocd-health with its arguments) computes for
+    the object as given."""
     answer = subprocess.run(
         [str(build_binaries(program[0]) / program[0]), *program[1:]],
-        input=json.dumps({"apiVersion": "v1", "kind": "List", "items": [json.loads(listed)]}),
+        input=json.dumps({"apiVersion": "v1", "kind": "List", "items": [obj]}),
         capture_output=True,
         text=True,
         timeout=30,
@@ -30,15 +31,19 @@ def _assess(kubectl: Kubectl, namespace: str, kind: str, name: str, *program: st
     return computed["status"], computed["message"]
 
 
+KSTATUS = ("kstatus",)
+ARGOCD_HEALTH = ("argocd-health", "live", str(ARGOCD_CHECKS))
+
+
 def kstatus(kubectl: Kubectl, namespace: str, kind: str, name: str) -> tuple[str, str]:
     """(status, message): InProgress, Current, Failed, Terminating or NotFound, and kstatus's message."""
-    return _assess(kubectl, namespace, kind, name, "kstatus")
+    return assess(kubectl.json("get", kind, name, "-n", namespace), *KSTATUS)
 
 
 def argocd_health(kubectl: Kubectl, namespace: str, kind: str, name: str) -> tuple[str, str]:
     """(status, message) as Argo CD computes them with the chart's health checks: Healthy, Progressing,
     Degraded (or Suspended, Missing, Unknown)."""
-    return _assess(kubectl, namespace, kind, name, "argocd-health", "live", str(ARGOCD_CHECKS))
+    return assess(kubectl.json("get", kind, name, "-n", namespace), *ARGOCD_HEALTH)
 
 
 def kubectl_wait_recipes() -> dict[str, list[list[str]]]:

@@ -6,8 +6,13 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import tempfile
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+import yaml
 
 from kaliper.report.schema import ProfileReport
 from tests.support.paths import KALIPER
@@ -70,3 +75,34 @@ def run_manifests(
     )
     assert process.returncode == expect, process.stderr
     return ProfileReport.model_validate_json((directory / "reports" / "report.json").read_text()), process
+
+
+def run_watching(command: list[str], watch: Callable[[int], None], timeout: float = 300) -> subprocess.CompletedProcess:
+    """Run the command, calling watch(its pid) every tenth of a second while it runs."""
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        process = subprocess.Popen(command, stdout=out, stderr=err, text=True)
+        deadline = time.monotonic() + timeout
+        while process.poll() is None and time.monotonic() < deadline:
+            watch(process.pid)
+            time.sleep(0.1)
+        if process.poll() is None:
+            process.kill()
+        process.wait()
+        out.seek(0)
+        err.seek(0)
+        return subprocess.CompletedProcess(command, process.returncode, out.read(), err.read())
+
+
+def kaliper_run(
+    tmp_path: Path, *documents: dict, flags: tuple[str, ...] = (), watch: Callable[[int], None] | None = None
+) -> tuple[subprocess.CompletedProcess, ProfileReport | None]:
+    manifest = tmp_path / "run.yaml"
+    manifest.write_text(yaml.safe_dump_all(documents))
+    out = tmp_path / "reports"
+    command = [str(KALIPER), "run", str(manifest), "--output-dir", str(out), *flags]
+    if watch is None:
+        process = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    else:
+        process = run_watching(command, watch)
+    report = out / "report.json"
+    return process, ProfileReport.model_validate_json(report.read_text()) if report.exists() else None

@@ -3,10 +3,10 @@ both paths (tests/local/test_tie_break_run.py, tests/cluster/test_profilerun_ope
 
 The ground-truth server stalls for 750 ms of every 1.5 s: half-second windows see it stalled for all, half or
 none of their time, so a trial's throughput windows spread from nearly nothing to twice their mean and its 95%
-noise is tens of percent; measured for three whole periods, every trial is stalled for the same 2.25 s
-whatever the phase, so its throughput over the trial holds steady while the two configurations (the same
-server under 500m and 600m of CPU, which it never uses) cost 20% apart per request. The first two trials tie on noise, certainly; one round then measures
-each once more, and the choice is made from both trials of each."""
+noise is tens of percent. Measured for three whole periods, every trial is stalled for the same 2.25 s
+whatever the phase, so its throughput over the trial holds steady, while the two configurations (the same
+server under 500m and 600m of CPU, which it never uses) cost 20% apart per request. The first two trials tie
+on noise, certainly; one round then measures each once more, and the choice is made from both trials of each."""
 
 from __future__ import annotations
 
