@@ -335,3 +335,11 @@ def test_each_figure_against_the_baseline_is_a_chart_of_both_runs_with_their_int
     )
     assert list(throughput_chart.data[1].y) == [None]  # beyond every answer: no point
     assert len(profile_plots.figures(report)) == 6  # latency, cost, CPU, memory, and the two comparisons
+
+
+def test_without_an_slo_the_others_are_priced_at_their_cheapest_trial() -> None:
+    trials = [succeeded(0, "250m", 20.0), succeeded(1, "500m", 21.0)]
+    for trial in trials:
+        trial.slo, trial.slo_verdict = [], None
+    report = report_with(trials, best_trial=0, verdict="Unknown")
+    assert others(report) == [("cpu=500m", "0.0200 USD per million requests, +100.0% against the choice")]

@@ -39,11 +39,17 @@ def _cost_text(report: ProfileReport, cost: float, low: float | None, high: floa
 
 
 def _unit_cost(report: ProfileReport, trials: list[TrialReport]) -> float | None:
-    """What a configuration costs where it is priced: at its capacity, else at its cheapest trial that met."""
+    """What a configuration costs where it is priced: at its capacity, else at its cheapest trial that met the
+    SLO (that succeeded, without one)."""
     capacity = capacity_for(report, trials[0])
     if capacity is not None and capacity.unit_cost is not None:
         return capacity.unit_cost
-    return min((c for t in trials if t.slo_verdict == "Met" and (c := t.unit_cost()) is not None), default=None)
+    return min((c for t in trials if _qualifies(t) and (c := t.unit_cost()) is not None), default=None)
+
+
+def _qualifies(trial: TrialReport) -> bool:
+    """Succeeded and met the SLO (a succeeded trial has no verdict only when the run has no SLO)."""
+    return trial.status == "Succeeded" and trial.slo_verdict in ("Met", None)
 
 
 def answer_rows(report: ProfileReport) -> list[tuple[str, str]]:
