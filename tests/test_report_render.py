@@ -47,7 +47,7 @@ def test_the_html_page_answers_first_and_keeps_every_field_whole() -> None:
     assert answer < table < charts < details
     assert '<th>verdict</th><td><span class="verdict v-Met">Met</span></td>' in page
     assert "<th>run</th><td>cpu=250m at concurrency=4 (trial 0)</td>" in page
-    assert "<th>cost</th><td>0.0100 USD per million requests</td>" in page
+    assert "<th>cost</th><td>0.0100 USD per million requests at concurrency=4</td>" in page
     assert "<th>how certain</th><td>Tie: t1 costs within the noise of t0</td>" in page
     # What held the others back: each at its cheapest trial that met, against the choice; the failed one's reason.
     assert "<li><b>cpu=500m</b>: 0.0200 USD per million requests, +100.0% against the choice</li>" in page
@@ -343,3 +343,24 @@ def test_without_an_slo_the_others_are_priced_at_their_cheapest_trial() -> None:
         trial.slo, trial.slo_verdict = [], None
     report = report_with(trials, best_trial=0, verdict="Unknown")
     assert others(report) == [("cpu=500m", "0.0200 USD per million requests, +100.0% against the choice")]
+
+
+def test_a_choice_cheaper_below_its_capacity_is_priced_where_chosen_and_its_capacity_for_sizing() -> None:
+    report = seven_trials()
+    report.capacities = [
+        Capacity(
+            parameters={"cpu": "250m"},
+            level_name="concurrency",
+            met=8,
+            trial=9,
+            unit_cost=0.012,
+            unit_cost_low=0.011,
+            unit_cost_high=0.013,
+        )
+    ]
+    rows = dict(answer_rows(report))
+    assert rows["cost"] == "0.0100 USD per million requests at concurrency=4"
+    assert rows["capacity under the SLO"] == (
+        "concurrency met at 8 (the highest measured); 0.0120 USD per million requests (95%: 0.0110-0.0130) there"
+    )
+    assert "cost at its capacity" not in rows

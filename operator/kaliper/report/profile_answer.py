@@ -38,12 +38,9 @@ def _cost_text(report: ProfileReport, cost: float, low: float | None, high: floa
     return f"{cost:.4f} {report.currency} per million {cost_unit(report)}{interval}"
 
 
-def _unit_cost(report: ProfileReport, trials: list[TrialReport]) -> float | None:
-    """What a configuration costs where it is priced: at its capacity, else at its cheapest trial that met the
-    SLO (that succeeded, without one)."""
-    capacity = capacity_for(report, trials[0])
-    if capacity is not None and capacity.unit_cost is not None:
-        return capacity.unit_cost
+def _unit_cost(trials: list[TrialReport]) -> float | None:
+    """What a configuration costs as the choice weighs it: at its cheapest trial that met the SLO (that
+    succeeded, without one)."""
     return min((c for t in trials if _qualifies(t) and (c := t.unit_cost()) is not None), default=None)
 
 
@@ -63,13 +60,21 @@ def answer_rows(report: ProfileReport) -> list[tuple[str, str]]:
         at = f" at {level}" if level else ""
         rows.append(("run", f"{configuration_label(best)}{at} (trial {best.index})"))
         capacity = capacity_for(report, best)
-        if capacity is not None and capacity.unit_cost is not None:
+        priced = capacity is not None and capacity.unit_cost is not None
+        at_capacity = priced and capacity.trial == best.index  # type: ignore[union-attr]
+        if at_capacity:
+            assert capacity is not None and capacity.unit_cost is not None
             cost = _cost_text(report, capacity.unit_cost, capacity.unit_cost_low, capacity.unit_cost_high)
             rows.append(("cost at its capacity", cost))
         elif (cost_value := best.unit_cost()) is not None:
-            rows.append(("cost", _cost_text(report, cost_value, None, None)))
+            rows.append(("cost", _cost_text(report, cost_value, None, None) + at))
         if capacity is not None:
-            rows.append(("capacity under the SLO", f"{capacity.level_name} {capacity.interval_text()}"))
+            bracket = f"{capacity.level_name} {capacity.interval_text()}"
+            if priced and not at_capacity:  # cheaper below its capacity: what the capacity costs, for sizing
+                assert capacity.unit_cost is not None
+                there = _cost_text(report, capacity.unit_cost, capacity.unit_cost_low, capacity.unit_cost_high)
+                bracket += f"; {there} there"
+            rows.append(("capacity under the SLO", bracket))
     r = report.recommendation
     if r is not None:
         if r.replicas is not None and r.replicas_low is not None:
@@ -109,7 +114,7 @@ def _held_back(report: ProfileReport, trials: list[TrialReport], chosen_cost: fl
         first = next((t for t in trials if t.message), trials[0])
         return f"{first.status.lower()}: {first.message or 'no trial ran'}"
     capacity = capacity_for(report, trials[0])
-    cost = _unit_cost(report, trials)
+    cost = _unit_cost(trials)
     parts = []
     if capacity is not None:
         parts.append(f"{capacity.level_name} {capacity.interval_text()}")
@@ -122,7 +127,10 @@ def _held_back(report: ProfileReport, trials: list[TrialReport], chosen_cost: fl
             else "no trial met the SLO"
         )
     else:
-        more = f", {cost / chosen_cost - 1:+.1%} against the choice" if chosen_cost else ""
+        change = cost / chosen_cost - 1 if chosen_cost else None
+        more = f", {change:+.1%} against the choice" if change is not None else ""
+        if change is not None and change < 0:
+            more += " (a tie within the noise, decided by latency headroom)"
         parts.append(f"{cost:.4f} {report.currency} per million {cost_unit(report)}{more}")
     where = capacity.trial if capacity is not None and capacity.trial is not None else None
     limiting = next((t for t in trials if t.index == where), None) or trials[-1]
@@ -136,5 +144,5 @@ def others(report: ProfileReport) -> list[tuple[str, str]]:
     best = next((t for t in report.trials if t.index == report.best_trial), None)
     chosen = configuration_label(best) if best is not None else None
     grouped = configurations(report)
-    chosen_cost = _unit_cost(report, grouped[chosen]) if chosen is not None else None
+    chosen_cost = best.unit_cost() if best is not None else None
     return [(label, _held_back(report, trials, chosen_cost)) for label, trials in grouped.items() if label != chosen]
