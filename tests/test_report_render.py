@@ -364,3 +364,12 @@ def test_a_choice_cheaper_below_its_capacity_is_priced_where_chosen_and_its_capa
         "concurrency met at 8 (the highest measured); 0.0120 USD per million requests (95%: 0.0110-0.0130) there"
     )
     assert "cost at its capacity" not in rows
+
+
+def test_a_cheaper_configuration_not_chosen_is_marked_as_the_tie_it_was() -> None:
+    report = seven_trials()
+    report.best_trial = 1  # chosen by headroom from a tie with the cheaper t0
+    assert dict(others(report))["cpu=250m"] == (
+        "0.0100 USD per million requests, -50.0% against the choice (a tie within the noise, decided by latency "
+        "headroom)"
+    )
