@@ -266,9 +266,12 @@ def test_without_cgroups_it_stops_unless_asked_to_run_unconstrained(tmp_path: Pa
 def serving_groups(run: int, seen: dict[str, dict]) -> None:
     """Record each replica group of the run whose processes listen, as it serves: its processes, the cgroup
     the kernel has each in, the ports they listen on, and the group's CPU quota."""
+    own = Path(f"/proc/{run}/cmdline").read_bytes()
     for name in kaliper_groups(f"{run}-iris-"):
         with contextlib.suppress(OSError):  # the group or a process went away meanwhile: look again
-            pids = group_pids(name)
+            # A replica joins its group between fork and exec, still holding the run's sockets until exec
+            # closes them: only processes that are no longer a copy of the run count.
+            pids = [pid for pid in group_pids(name) if Path(f"/proc/{pid}/cmdline").read_bytes() != own]
             ports = set().union(*(listening_ports(pid) for pid in pids))
             if ports:
                 group = seen.setdefault(name, {"pids": set(), "ports": set(), "cgroups": {}})
