@@ -63,7 +63,7 @@ def capacity_of(
         not_met=not_met,
         inconclusive=inconclusive,
         probes=len(probes),
-        probe_seconds=round(sum(t.stage.warmup_s + t.stage.measured_s for t in probes if t.stage), 1),
+        probe_seconds=round(sum(t.load_seconds() for t in probes), 1),
     )
     throughput = throughput_of(best) if best is not None else None
     if best is None or not throughput:

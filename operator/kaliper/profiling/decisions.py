@@ -273,15 +273,20 @@ def relative_noise(trial: TrialReport) -> float:
     """The 95% relative uncertainty of a trial's throughput (and so of its cost per request), from the spread
     of its measured windows (0 with fewer than two) or of its repetitions, whichever is larger."""
     assert trial.stage is not None
-    rates = [w.throughput_rps for w in trial.stage.windows if not w.warmup]
-    within = 0.0
-    if len(rates) >= 2 and sum(rates):
-        mean = sum(rates) / len(rates)
-        variance = sum((r - mean) ** 2 for r in rates) / (len(rates) - 1)
-        within = 1.96 * math.sqrt(variance / len(rates)) / mean
     # Repetitions see what windows of one run cannot (the machine's state from one run to the next): half
     # their spread is the noise when it is larger.
-    return max(within, (trial.spread or 0.0) / 2)
+    return max(window_noise([trial]), (trial.spread or 0.0) / 2)
+
+
+def window_noise(trials: list[TrialReport]) -> float:
+    """The 95% relative half-width of the mean throughput of the trials' measured windows, all together (0
+    with fewer than two windows)."""
+    rates = [w.throughput_rps for t in trials if t.stage for w in t.stage.windows if not w.warmup]
+    if len(rates) < 2 or not sum(rates):
+        return 0.0
+    mean = sum(rates) / len(rates)
+    variance = sum((r - mean) ** 2 for r in rates) / (len(rates) - 1)
+    return 1.96 * math.sqrt(variance / len(rates)) / mean
 
 
 def headroom(trial: TrialReport, slo: SloSpec | None) -> float:
@@ -353,14 +358,9 @@ class Measured:
         or half the spread of the trials' throughputs (what the windows of one run cannot see), the larger."""
         if len(self.trials) == 1:
             return relative_noise(self.first)
-        rates = [w.throughput_rps for t in self.trials for w in t.stage.windows if not w.warmup]  # type: ignore[union-attr]
-        within = 0.0
-        if len(rates) >= 2 and sum(rates):
-            mean = sum(rates) / len(rates)
-            within = 1.96 * math.sqrt(sum((r - mean) ** 2 for r in rates) / (len(rates) - 1) / len(rates)) / mean
         runs = [t.stage.throughput_rps for t in self.trials]  # type: ignore[union-attr]
         between = (max(runs) - min(runs)) / (sum(runs) / len(runs)) / 2 if sum(runs) else 0.0
-        return max(within, between, *((t.spread or 0.0) / 2 for t in self.trials))
+        return max(window_noise(self.trials), between, *((t.spread or 0.0) / 2 for t in self.trials))
 
 
 def measured_configurations(trials: list[TrialReport], slo: SloSpec | None) -> list[Measured]:

@@ -25,11 +25,6 @@ def first_index(spec: ProfileRunSpec, configurations: list[Configuration]) -> in
     return listed + len(configurations) * spec.search.capacity_probes()
 
 
-def seconds_of(trials: list[TrialReport]) -> float:
-    """Load time the trials took, warm-ups included."""
-    return sum(t.stage.warmup_s + t.stage.measured_s for t in trials if t.stage is not None)
-
-
 def _pair(spec: ProfileRunSpec, trials: list[TrialReport]) -> tuple[TrialReport, TrialReport] | None:
     """The chosen and the runner-up when they tie on noise alone; None when the choice needs no more."""
     choice = decisions.best_trial(trials, spec.slo, spec.recommendation.tie_tolerance)
@@ -51,7 +46,9 @@ def next_tie_break(spec: ProfileRunSpec, trials: list[TrialReport], first: int) 
     rounds = len(done) // 2
     # A round's pair and order are decided at its start, from what was measured before it.
     before = [t for t in trials if t.index < first + 2 * rounds]
-    if len(done) % 2 == 0 and (rounds >= spec.search.tie_break.rounds or seconds_of(done) >= parse_duration(budget)):
+    if len(done) % 2 == 0 and (
+        rounds >= spec.search.tie_break.rounds or sum(t.load_seconds() for t in done) >= parse_duration(budget)
+    ):
         return None
     pair = _pair(spec, before)
     if pair is None:
@@ -65,4 +62,4 @@ def tie_break_text(trials: list[TrialReport], first: int) -> str | None:
     done = [t for t in trials if t.index >= first]
     if not done:
         return None
-    return f"the tie-break measured {len(done)} more trials ({seconds_of(done):.0f} s of load)"
+    return f"the tie-break measured {len(done)} more trials ({sum(t.load_seconds() for t in done):.0f} s of load)"

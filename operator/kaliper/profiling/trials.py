@@ -300,7 +300,7 @@ def conclude(
     capacity and the comparison with spec.baseline's report (when read), from every trial of the report; a run
     none of whose trials succeeded has failed (on both paths: the operator marks it Failed, `kaliper run`
     exits 1)."""
-    report.load_generation_s = sum(t.stage.warmup_s + t.stage.measured_s for t in report.trials if t.stage)
+    report.load_generation_s = sum(t.load_seconds() for t in report.trials)
     server_limits(report.trials, configurations, load_levels(spec)[1])
     if not any(t.status == "Succeeded" for t in report.trials):
         first = next((t.message for t in report.trials if t.status == "Failed"), None) or "no trial ran"

@@ -75,11 +75,6 @@ def _latency_details(result: CandidateResult) -> str:
     )
 
 
-def _td(text: str, title: str = "") -> str:
-    hover = f' title="{html.escape(title)}"' if title else ""
-    return f"<td{hover}>{html.escape(text)}</td>"
-
-
 def _result(result: CandidateResult) -> str:
     """The status as a coloured word, whether it meets the goals after it, the message on hover."""
     css = "v-Failed" if result.status == "Failed" else "v-Met" if result.meets_goals else "v-NotMet"
@@ -101,12 +96,12 @@ def _candidate_row(report: OptimizationReport, kind: Kind, result: CandidateResu
         + cell(passes_text(result))
         + cell(settings_text(result.parameters), "parameters")
         + _result(result)
-        + _td(format_latency(result), _latency_details(result))
+        + cell(format_latency(result), title=_latency_details(result))
         + cell(percent_text(result.latency_improvement_percent))
-        + _td(number_text(result.accuracy), result.accuracy_metric or "")
+        + cell(number_text(result.accuracy), title=result.accuracy_metric or "")
         + cell(number_text(result.accuracy_degradation))
         + cell(number_text(result.agreement))
-        + _td(size, f"{result.model_size_bytes:,} B" if result.model_size_bytes is not None else "")
+        + cell(size, title=f"{result.model_size_bytes:,} B" if result.model_size_bytes is not None else "")
         + cell(frontier_marks(report, result.id))
         + "</tr>"
     )

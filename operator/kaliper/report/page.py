@@ -20,9 +20,11 @@ overflow-wrap:anywhere} td[title],span[title]{cursor:help} .verdict{font-weight:
 details{margin:0.3em 0} details li,details pre{white-space:pre-wrap;overflow-wrap:anywhere}"""
 
 
-def cell(text: str, css: str = "") -> str:
-    """A table cell holding `text`, escaped, with an optional class."""
-    return f'<td class="{css}">{html.escape(text)}</td>' if css else f"<td>{html.escape(text)}</td>"
+def cell(text: str, css: str = "", title: str = "") -> str:
+    """A table cell holding `text`, escaped, with an optional class and `title` shown on hover."""
+    style = f' class="{css}"' if css else ""
+    hover = f' title="{html.escape(title)}"' if title else ""
+    return f"<td{style}{hover}>{html.escape(text)}</td>"
 
 
 def header_row(headers: Sequence[str]) -> str:

@@ -8,7 +8,7 @@ import html
 from pathlib import Path
 
 from kaliper.measure.figures import LATENCY
-from kaliper.report.page import header_row, page, write_page
+from kaliper.report.page import cell, header_row, page, write_page
 from kaliper.report.profile_answer import answer_rows, others
 from kaliper.report.profile_plots import figures
 from kaliper.report.profile_text import (
@@ -24,6 +24,7 @@ from kaliper.report.profile_text import (
     headline_figures,
     memory_peak_text,
     parameters_text,
+    percentile_at,
     run_notes,
     slo_detail,
     throttled_text,
@@ -38,20 +39,9 @@ def _span(text: str, css: str, title: str = "") -> str:
     return f'<span class="{css}"{hover}>{html.escape(text)}</span>'
 
 
-def _td(text: str, title: str = "", css: str = "") -> str:
-    """A cell holding `text`, with `title` shown on hover."""
-    hover = f' title="{html.escape(title)}"' if title else ""
-    style = f' class="{css}"' if css else ""
-    return f"<td{style}{hover}>{html.escape(text)}</td>"
-
-
 def _interval(trial: TrialReport, tokens: bool, percentile: float) -> str:
     """The 95% interval of the percentile the table shows, for the hover."""
-    if trial.stage is None:
-        return ""
-    holder = trial.stage.tokens if tokens else trial.stage
-    figures = getattr(holder, HEADLINE_TOKEN_FIGURE.report if tokens else LATENCY.report) if holder else None
-    found = figures.at(percentile) if figures is not None else None
+    found = percentile_at(trial, HEADLINE_TOKEN_FIGURE if tokens else LATENCY, percentile)
     if found is None or found.ci_low_ms is None:
         return ""
     return f"95% interval {found.ci_low_ms:.2f}-{fmt(found.ci_high_ms)} ms from {found.count} requests"
@@ -78,15 +68,15 @@ def _trial_row(report: ProfileReport, trial: TrialReport, trial_colour: str) -> 
     return (
         f'<tr class="{"chosen" if chosen else ""}">'
         + f"<td>{swatch}{trial.index}{' ★' if chosen else ''}</td>"
-        + _td(parameters_text(trial), css="parameters")
+        + cell(parameters_text(trial), "parameters")
         + f"<td>{_result(trial)}</td>"
-        + _td(fmt(rate, "{:.1f}"), css="number")
-        + _td(fmt(p50), _interval(trial, tokens, 50), "number")
-        + _td(fmt(p99), _interval(trial, tokens, 99), "number")
-        + _td(fmt(stage.error_rate * 100 if stage else None, "{:.2f}%"), errors, "number")
-        + _td(fmt(resources.cpu_avg_cores if resources else None, "{:.3f}"), cpu_title, "number")
-        + _td(memory_peak_text(trial), css="number")
-        + _td(fmt(trial.unit_cost(), "{:.4f}"), css="number")
+        + cell(fmt(rate, "{:.1f}"), "number")
+        + cell(fmt(p50), "number", _interval(trial, tokens, 50))
+        + cell(fmt(p99), "number", _interval(trial, tokens, 99))
+        + cell(fmt(stage.error_rate * 100 if stage else None, "{:.2f}%"), "number", errors)
+        + cell(fmt(resources.cpu_avg_cores if resources else None, "{:.3f}"), "number", cpu_title)
+        + cell(memory_peak_text(trial), "number")
+        + cell(fmt(trial.unit_cost(), "{:.4f}"), "number")
         + "</tr>"
     )
 

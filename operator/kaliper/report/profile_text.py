@@ -9,7 +9,7 @@ from collections import defaultdict
 
 from kaliper.api.units import UnitError, format_memory, parse_cpu, parse_duration
 from kaliper.measure.figures import LATENCY, TPOT, TTFT, Figure
-from kaliper.report.schema import ProfileReport, TrialReport
+from kaliper.report.schema import PercentileFigure, ProfileReport, TrialReport
 from kaliper.report.token_text import token_summary
 
 # One colour per trial, never reused within a report: plotly's ten, then its 24 darker ones, then hues spaced
@@ -32,10 +32,15 @@ _LATENCY_OBJECTIVE = re.compile(r"^\s*p(\d+(?:\.\d+)?)\s*<=\s*(\S+)\s*$")
 HEADLINE_TOKEN_FIGURE = TTFT
 
 
+def percentile_at(trial: TrialReport, row: Figure, percentile: float) -> PercentileFigure | None:
+    """A trial's percentile of a catalogue figure, with its interval (None: not measured)."""
+    holder = (trial.stage.tokens if row.token else trial.stage) if trial.stage is not None else None
+    return getattr(holder, row.report).at(percentile) if holder is not None else None
+
+
 def figure_at(trial: TrialReport, row: Figure, percentile: float) -> float | None:
     """A trial's percentile of a catalogue figure, in ms (None: not measured)."""
-    holder = (trial.stage.tokens if row.token else trial.stage) if trial.stage is not None else None
-    found = getattr(holder, row.report).at(percentile) if holder is not None else None
+    found = percentile_at(trial, row, percentile)
     return found.value_ms if found else None
 
 

@@ -439,6 +439,10 @@ class TrialReport(KaliperModel):
         found = figures.at(99)
         return found.value_ms if found is not None else None
 
+    def load_seconds(self) -> float:
+        """Seconds of load the trial took, warm-up included (0 when nothing was measured)."""
+        return self.stage.warmup_s + self.stage.measured_s if self.stage is not None else 0.0
+
     def unit_cost(self) -> float | None:
         """What configurations are compared on: money per million output tokens for generation, per million
         requests otherwise."""
