@@ -40,14 +40,15 @@ RUN apt-get update \
      || apt-get install -y --no-install-recommends python3-dev) \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
-COPY pyproject.toml README.md ./
-# The dependencies' wheels first, from pyproject.toml alone (an empty package stands in for the code), so
-# this layer is rebuilt only when the dependencies change.
+COPY pyproject.toml ./
+# The dependencies' wheels first, from pyproject.toml alone (an empty package and an empty README stand in for
+# the code and the package's description), so this layer is rebuilt only when the dependencies change, not
+# whenever the README does.
 RUN --mount=type=secret,id=ca-bundle \
     if [ -s /run/secrets/ca-bundle ]; then export PIP_CERT=/run/secrets/ca-bundle; fi \
- && mkdir -p operator/kaliper && touch operator/kaliper/__init__.py \
+ && mkdir -p operator/kaliper && touch operator/kaliper/__init__.py README.md \
  && python -m pip wheel --no-cache-dir --no-binary=hdrhistogram --wheel-dir /wheels . \
- && rm -rf /wheels/kaliper-*.whl build operator   # the stand-in must not leak into the real build
+ && rm -rf /wheels/kaliper-*.whl build operator README.md   # the stand-ins must not leak into the real build
 # GPU nodes: --build-arg ONNXRUNTIME=onnxruntime-gpu puts ONNX Runtime's CUDA build in place of the CPU one
 # (the same `onnxruntime` module; its CUDA and cuDNN libraries come from the base, such as an nvidia/cuda
 # runtime image with Python 3.11 as BASE_IMAGE). Without it, a trial that requests a GPU fails with that reason
@@ -59,6 +60,7 @@ RUN --mount=type=secret,id=ca-bundle \
       rm -f /wheels/onnxruntime-[0-9]*.whl \
       && python -m pip wheel --no-cache-dir --no-deps --wheel-dir /wheels "$ONNXRUNTIME"; \
     fi
+COPY README.md ./
 COPY operator ./operator
 RUN --mount=type=secret,id=ca-bundle \
     if [ -s /run/secrets/ca-bundle ]; then export PIP_CERT=/run/secrets/ca-bundle; fi \

@@ -90,6 +90,21 @@ def kaliper_config(base: str, load: dict[str, Any], max_tokens: int, input_token
     }
 
 
+def ttft_percentiles(
+    stage: dict[str, Any], aiperf: dict[str, Any], stage_ip: dict[str, Any], percentiles: tuple[float, ...]
+) -> dict[str, dict[float, float]]:
+    """Each tool's TTFT percentiles in ms: Kaliper's from the intended send ("corrected") and from the send,
+    AIPerf's, inference-perf's (its median is its p50; its figures are seconds)."""
+    tokens = stage["tokens"]
+    lat = stage_ip["successes"]["latency"]["time_to_first_token"]
+    return {
+        "corrected": {p["percentile"]: p["valueMs"] for p in tokens["ttft"]["percentiles"]},
+        "from_send": {p["percentile"]: p["valueMs"] for p in tokens["ttftService"]["percentiles"]},
+        "aiperf": {p: aiperf["time_to_first_token"][f"p{p:g}"] for p in percentiles},
+        "inference_perf": {p: lat["median" if p == 50 else f"p{p:g}"] * 1000 for p in percentiles},
+    }
+
+
 def run_aiperf(
     base: str, load_args: list[str], max_tokens: int, cpus: str | None = None, input_tokens: int = 128
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
@@ -119,20 +134,26 @@ def aiperf_interval(profiling: list[dict[str, Any]]) -> tuple[float, float]:
 
 
 def run_inference_perf(base: str, load: dict[str, Any], max_tokens: int, input_tokens: int = 128) -> dict[str, Any]:
-    """inference-perf's per-stage lifecycle metrics (seconds). Connection: close because it reuses
-    connections the way aiohttp does (the notes' keep-alive finding); the ground-truth server keeps them
-    alive correctly, but the same config then runs against llama-server too."""
+    """inference-perf's per-stage lifecycle metrics (seconds) for prompts and answers of exact lengths."""
+    exact = {"min": input_tokens, "max": input_tokens, "mean": input_tokens, "std_dev": 0}
+    data = {
+        "type": "random",
+        "input_distribution": exact,
+        "output_distribution": {**exact, "min": max_tokens, "max": max_tokens, "mean": max_tokens},
+    }
+    return inference_perf(base, data, load)
+
+
+def inference_perf(base: str, data: dict[str, Any], load: dict[str, Any]) -> dict[str, Any]:
+    """inference-perf's first stage's lifecycle metrics (seconds) for its `data` and `load` sections.
+    Connection: close because it reuses connections the way aiohttp does (the notes' keep-alive finding); the
+    ground-truth server keeps them alive correctly, but the same config then runs against llama-server too."""
     with tempfile.TemporaryDirectory() as tmp:
-        exact = {"min": input_tokens, "max": input_tokens, "mean": input_tokens, "std_dev": 0}
         config = {
             "api": {"type": "completion", "streaming": True},
             "server": {"type": "vllm", "model_name": MODEL, "base_url": base, "ignore_eos": True},
             "tokenizer": {"pretrained_model_name_or_path": str(tokenizer_dir())},
-            "data": {
-                "type": "random",
-                "input_distribution": exact,
-                "output_distribution": {**exact, "min": max_tokens, "max": max_tokens, "mean": max_tokens},
-            },
+            "data": data,
             "load": {**load, "num_workers": 1},
             "report": {"request_lifecycle": {"summary": True, "per_stage": True, "per_request": False}},
             "storage": {"local_storage": {"path": f"{tmp}/out"}},

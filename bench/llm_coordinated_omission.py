@@ -28,6 +28,7 @@ from _llm import (
     stream_records,
     streamtruth,
     true_ttfts_and_gaps,
+    ttft_percentiles,
 )
 
 MEDIAN_S, SIGMA, PERIOD_S, STALL_S = 0.040, 0.3, 10.0, 2.0
@@ -66,12 +67,8 @@ def main() -> None:
             base, {"type": "constant", "stages": [{"rate": args.rate, "duration": duration}]}, MAX_TOKENS
         )
 
-    tokens = stage["tokens"]
-    corrected = {p["percentile"]: p["valueMs"] for p in tokens["ttft"]["percentiles"]}
-    from_send = {p["percentile"]: p["valueMs"] for p in tokens["ttftService"]["percentiles"]}
-    aip = {p: aiperf["time_to_first_token"][f"p{p:g}"] for p in PERCENTILES}
-    lat = stage_ip["successes"]["latency"]["time_to_first_token"]
-    ip = {p: lat["median" if p == 50 else f"p{p:g}"] * 1000 for p in PERCENTILES}
+    ttft = ttft_percentiles(stage, aiperf, stage_ip, PERCENTILES)
+    corrected, from_send, aip, ip = ttft["corrected"], ttft["from_send"], ttft["aiperf"], ttft["inference_perf"]
     late = stage["lateSends"]
 
     print(
@@ -79,7 +76,7 @@ def main() -> None:
         f"lognormal(40 ms, 0.3), {MAX_TOKENS}-token answers, {duration} s measured\n"
     )
     print(
-        f"Kaliper: {tokens['streams']} streams, late sends {late['count']} ({late['share']:.2%}); "
+        f"Kaliper: {stage['tokens']['streams']} streams, late sends {late['count']} ({late['share']:.2%}); "
         f"AIPerf: {aiperf['request_count']['avg']:.0f} requests; inference-perf: "
         f"{stage_ip['successes']['count']} requests.\n"
     )

@@ -209,7 +209,8 @@ def test_follow_up_profile_run_is_checked_as_a_profile_run() -> None:
         },
     }
     found = problems(manifest)
-    assert any("spec.followUp.profileRun.template.load: set exactly one of closedLoop or openLoop" in p for p in found)
+    expected = "spec.followUp.profileRun.template.load: set exactly one of closedLoop, openLoop or trace"
+    assert any(expected in p for p in found)
 
 
 def test_every_kind_is_registered_with_spec_and_status() -> None:
@@ -252,8 +253,50 @@ def test_synthetic_prompts_need_the_models_tokenizer() -> None:
         payload={"prompts": {"synthetic": {"inputTokens": {"mean": 128}}}},
     )
     assert problems(manifest) == [
-        "spec.payload.prompts.tokenizer: synthetic prompts are made to exact token counts with the model's "
-        "tokenizer; set prompts.tokenizer.file (or configMap) to its tokenizer.json"
+        "spec.payload.prompts.tokenizer: synthetic and trace prompts are made to exact token counts with the "
+        "model's tokenizer; set prompts.tokenizer.file (or configMap) to its tokenizer.json"
+    ]
+
+
+def test_a_closed_loop_ramp_is_measured_for_its_whole_length_in_whole_users() -> None:
+    ramp = {
+        "closedLoop": {"concurrency": 1, "ramp": {"to": 8, "shape": "stepped"}},
+        "minDuration": "20s",
+        "maxDuration": "20s",
+    }
+    assert problems(with_spec(PROFILE_RUN, load=ramp)) == []
+    assert problems(with_spec(PROFILE_RUN, load={**ramp, "stopping": {}})) == [
+        "spec.load.stopping: a ramp is measured for its whole length (maxDuration): remove stopping, or the ramp"
+    ]
+    halves = {"closedLoop": {"concurrency": 1, "ramp": {"to": 2.5}}}
+    assert any("spec.load.closedLoop.ramp.to" in p for p in problems(with_spec(PROFILE_RUN, load=halves)))
+
+
+TRACE = {"trace": {"file": "burst.jsonl", "format": "mooncake"}, "tokenizer": {"file": "tokenizer.json"}}
+
+
+def test_a_trace_and_its_replay_go_together() -> None:
+    chat = {"protocol": "openai-chat"}
+    replay = {"trace": {"speedup": 2, "duration": "10s"}, "warmup": "1s"}
+    assert problems(with_spec(PROFILE_RUN, request=chat, payload={"prompts": TRACE}, load=replay)) == []
+    assert problems(with_spec(PROFILE_RUN, request=chat, payload={"prompts": TRACE})) == [
+        "spec.load: a trace's requests are sent on its own clock: replace load.openLoop or load.closedLoop with "
+        "load.trace (speedup, start, duration, loop)"
+    ]
+    assert problems(with_spec(PROFILE_RUN, request=chat, payload={"prompts": PROMPTS}, load=replay)) == [
+        "spec.payload.prompts: load.trace replays a trace: set payload.prompts.trace (file or configMap, and its "
+        "format)"
+    ]
+    assert problems(
+        with_spec(PROFILE_RUN, request=chat, payload={"prompts": TRACE}, load={**replay, "stopping": {}})
+    ) == [
+        "spec.load.stopping: a trace is measured for its whole replay: remove stopping (cut the replay with "
+        "trace.duration)"
+    ]
+    untokenized = {"trace": TRACE["trace"]}
+    assert problems(with_spec(PROFILE_RUN, request=chat, payload={"prompts": untokenized}, load=replay)) == [
+        "spec.payload.prompts.tokenizer: synthetic and trace prompts are made to exact token counts with the "
+        "model's tokenizer; set prompts.tokenizer.file (or configMap) to its tokenizer.json"
     ]
 
 

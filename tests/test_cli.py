@@ -19,10 +19,11 @@ def kaliper(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess:
 def test_examples_validate() -> None:
     result = kaliper("validate", "examples/")
     assert result.returncode == 0, result.stdout + result.stderr
-    # Skipped: the Secret and ConfigMap of profilerun-url.yaml, and llm/loadtest-chat.yaml (a load-generator
-    # config); the models `make-example-models` writes (tokenizer JSON) are skipped too where they exist.
+    # Skipped: the Secret and ConfigMap of profilerun-url.yaml, llm/loadtest-chat.yaml and
+    # llm/loadtest-trace.yaml (load-generator configs) and the seven objects of kind/prometheus.yaml; the models
+    # `make-example-models` writes (tokenizer JSON) are skipped too where they exist.
     made = len(list((REPO / "examples/local/models").rglob("*.json")))
-    assert re.search(rf"\b29 valid, 0 invalid, {3 + made} skipped", result.stdout), result.stdout
+    assert re.search(rf"\b30 valid, 0 invalid, {11 + made} skipped", result.stdout), result.stdout
 
 
 def test_broken_manifests_fail_naming_each_problem() -> None:
@@ -93,7 +94,7 @@ def test_explain_walks_into_fields() -> None:
     result = kaliper("explain", "prun.spec.load.openLoop")
     assert result.returncode == 0, result.stderr
     assert "rate  <number> (required)" in result.stdout
-    assert "arrival  <constant | poisson>" in result.stdout
+    assert "arrival  <constant | poisson | gamma>" in result.stdout
     missing = kaliper("explain", "profilerun.spec.lode")
     assert missing.returncode != 0 and "has no field 'lode'" in missing.stderr
 

@@ -253,6 +253,55 @@ def test_prompts_and_tokenizer_from_config_maps_are_mounted_into_the_generator()
     ]
 
 
+def test_a_trace_from_a_config_map_is_mounted_and_replayed_at_the_trials_speedup() -> None:
+    run_spec = spec(
+        request={"protocol": "openai-completions", "modelName": "tiny"},
+        payload={
+            "prompts": {
+                "trace": {"configMap": {"name": "traces", "key": "burst.csv"}, "format": "azure"},
+                "tokenizer": {"configMap": {"name": "tok", "key": "tokenizer.json"}},
+            }
+        },
+        load={"trace": {"speedup": 3, "start": "5s", "duration": "20s"}, "warmup": "2s"},
+    )
+    config_map, job = build_loadgen(RUN, 0, run_spec, "http://llm:8080", "tiny", 3, LoadgenPod(image="kaliper:test"))
+    config = LoadGenConfig.model_validate(yaml.safe_load(config_map["data"]["config.yaml"]))
+    assert config.payload.prompts is not None and config.payload.prompts.trace is not None
+    assert config.payload.prompts.trace.model_dump(exclude_none=True) == {
+        "file": "/etc/kaliper/payload/burst.csv",
+        "format": "azure",
+        "block_tokens": 512,
+    }
+    assert config.load.trace is not None
+    assert (config.load.trace.speedup, config.load.trace.start, config.load.trace.duration) == (3, "5s", "20s")
+    assert config.stage_levels == [3] and config.open_loop
+    pod = job["spec"]["template"]["spec"]
+    assert {v["name"]: v["configMap"]["name"] for v in pod["volumes"] if "configMap" in v} == {
+        "config": "r-t0-lg",
+        "payload": "traces",
+        "tokenizer": "tok",
+    }
+
+
+def test_a_trace_on_one_machines_disk_cannot_reach_a_load_generator_pod() -> None:
+    from kaliper.profiling.plan import machine_paths_problem
+
+    run_spec = spec(
+        request={"protocol": "openai-completions", "modelName": "tiny"},
+        payload={
+            "prompts": {
+                "trace": {"file": "burst.jsonl", "format": "mooncake"},
+                "tokenizer": {"configMap": {"name": "tok", "key": "tokenizer.json"}},
+            }
+        },
+        load={"trace": {}},
+    )
+    assert machine_paths_problem(run_spec) == (
+        "spec.payload.prompts.trace.file is a path on one machine; on Kubernetes put the file in a ConfigMap and "
+        "use payload.prompts.trace.configMap"
+    )
+
+
 def test_a_protocol_sweeps_trial_config_speaks_its_own_protocol() -> None:
     swept = spec(
         payload={"tensors": {"inputs": [{"name": "float_input", "shape": [-1, 4], "datatype": "FP32"}]}},

@@ -222,6 +222,79 @@ def test_repetitions_are_listed_with_their_spread() -> None:
     assert "trial 0 repetitions: 400.0, 500.0, 450.0 ok/s (spread 22.2%); SLO Met, Met, NotMet" in lines
 
 
+def test_a_ramps_segments_are_listed_under_its_trial_and_on_the_page() -> None:
+    from kaliper.report.schema import RampSegment
+
+    trial = succeeded(0, "1", 10.0)
+    assert trial.stage is not None
+    trial.stage.segments = [
+        RampSegment(
+            index=0,
+            start_s=0,
+            duration_s=2.5,
+            intended_rps=125,
+            requests=312,
+            errors=0,
+            throughput_rps=124.8,
+            p50_ms=3.1,
+            p99_ms=4.25,
+            late_sends=1,
+        ),
+        RampSegment(
+            index=1,
+            start_s=2.5,
+            duration_s=2.5,
+            intended_rps=175,
+            requests=437,
+            errors=2,
+            throughput_rps=174,
+            p50_ms=3.4,
+            p99_ms=None,
+            late_sends=0,
+        ),
+    ]
+    lines = profile_text.summary_lines(report_with([trial]))
+    assert "trial 0 ramp 0-2.5s: 125 req/s asked, 124.8 ok/s  errors 0  p50 3.10ms  p99 4.25ms  late sends 1" in lines
+    assert "trial 0 ramp 2.5-5s: 175 req/s asked, 174.0 ok/s  errors 2  p50 3.40ms  late sends 0" in lines
+    assert "ramp 2.5-5s: 175 req/s asked" in profile_html.html_report(report_with([trial]))
+
+
+def test_a_replayed_trace_is_shown_over_time_beside_what_the_server_made_of_it() -> None:
+    from kaliper.report.replay_text import replay_lines
+    from kaliper.report.schema import WindowResult
+
+    trial = succeeded(0, "1", 10.0)
+    assert trial.stage is not None
+    trial.stage.warmup_s, trial.stage.measured_s = 1.0, 3.0
+    asked = [(7, 6, 0, 300.0, 0), (69, 60, 2, 410.5, 3), (7, 16, 0, None, 0), (0, 2, 0, 250.0, 0)]
+    trial.stage.windows = [
+        WindowResult(
+            index=i,
+            start_s=float(i),
+            warmup=i == 0,
+            requests=ended,
+            errors=failed,
+            throughput_rps=ended - failed,
+            p99_ms=p99,
+            late_sends=late,
+            scheduled=sent,
+        )
+        for i, (sent, ended, failed, p99, late) in enumerate(asked)
+    ]
+    lines = profile_text.summary_lines(report_with([trial]))
+    warmup = "trial 0 trace 0-1s (warm-up): 7 sent on its clock (7.0/s), 6 ended, 0 failed, p99 300.00ms, late sends 0"
+    assert warmup in lines
+    assert "trial 0 trace 1-2s: 69 sent on its clock (69.0/s), 60 ended, 2 failed, p99 410.50ms, late sends 3" in lines
+    assert "trial 0 trace 2-3s: 7 sent on its clock (7.0/s), 16 ended, 0 failed, p99 -, late sends 0" in lines
+    # A long replay's windows in groups: the sends summed, the worst window's p99.
+    assert replay_lines(trial.stage, most=2) == [
+        "trace 0-2s: 76 sent on its clock (38.0/s), 66 ended, 2 failed, p99 410.50ms, late sends 3",
+        "trace 2-4s: 7 sent on its clock (3.5/s), 18 ended, 0 failed, p99 250.00ms, late sends 0",
+    ]
+    page = profile_html.html_report(report_with([trial]))
+    assert "The trace over time, trial 0" in page and "t0 sends the trace asked" in page
+
+
 def test_each_configurations_capacity_is_starred_on_the_latency_chart_and_listed_in_the_summary() -> None:
     report = seven_trials()
     report.capacities = [

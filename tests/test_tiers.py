@@ -5,36 +5,55 @@ from __future__ import annotations
 import ast
 
 from tests.support.paths import REPO
-from tests.support.tiers import LONG_TESTS, NEEDS_LLAMA_CPP, QUIET, group_of, is_quiet, over_ceiling, queue_position
+from tests.support.tiers import (
+    LONG_TESTS,
+    NEEDS_LLAMA_CPP,
+    QUIET,
+    group_of,
+    is_quiet,
+    module_of,
+    over_ceiling,
+    queue_position,
+)
 
 
 def test_each_waiting_tier_is_one_group_and_every_other_module_its_own() -> None:
     assert group_of("tests/node/test_trials.py::test_a") == group_of("tests/node/test_node.py::test_b") == "node"
+    assert group_of("tests/kind/test_pipeline.py::test_c") == "node"  # one after the other: host settings
     assert group_of("tests/cluster/test_gc.py::test_c[x]") == "cluster"
     assert group_of("tests/loadgen/test_sse.py::test_d") == "tests/loadgen/test_sse.py"
-    assert [queue_position(f"tests/{t}/test_x.py::t") for t in ("node", "loadgen", "cluster")] == [0, 1, 2]
+    tiers = ("node", "kind", "loadgen", "cluster")
+    assert [queue_position(f"tests/{t}/test_x.py::t") for t in tiers] == [0, 0.5, 1, 2]
 
 
 def test_quiet_modules_are_named_with_why() -> None:
     assert is_quiet("tests/local/test_cgroups.py::test_cpu_limit_is_enforced_and_accounted")
     assert not is_quiet("tests/local/test_kaliper_run.py::test_report_json_is_versioned")
+    sklearn = (
+        "tests/local/test_optimization_run.py::"
+        "test_a_scikit_learn_model_is_converted_quantized_and_tuned_under_the_cpu_limit"
+    )
+    assert is_quiet(sklearn)
+    assert not is_quiet(
+        "tests/local/test_optimization_run.py::test_the_transformer_example_fuses_tokenizes_and_measures_under_the_cpu_limit"
+    )
     assert all(reason for reason in QUIET.values())
 
 
 def test_a_test_over_its_ceiling_is_named_unless_it_says_why() -> None:
-    walkthrough = "tests/node/test_walkthrough.py::test_the_kind_walkthrough_runs_to_succeeded_with_real_pods"
+    pipeline = "tests/node/test_optimization.py::test_the_pipeline_example_runs_end_to_end"
     assert over_ceiling({"tests/test_units.py::test_a[1]": 151.0, "tests/test_units.py::test_b": 149.0}) == [
         "tests/test_units.py::test_a: 151 s, over its ceiling of 150 s"
     ]
-    assert over_ceiling({walkthrough: 300.0}) == []
-    assert over_ceiling({walkthrough: 331.0}) == [f"{walkthrough}: 331 s, over its ceiling of 330 s"]
+    assert over_ceiling({pipeline: 230.0}) == []
+    assert over_ceiling({pipeline: 241.0}) == [f"{pipeline}: 241 s, over its ceiling of 240 s"]
 
 
 def test_every_long_test_quiet_module_and_llama_cpp_module_exists() -> None:
     """A renamed test must not keep a ceiling it no longer needs (or lose one silently)."""
-    for test_id in LONG_TESTS:
+    for test_id in [*LONG_TESTS, *(key for key in QUIET if "::" in key)]:
         path, name = test_id.split("::")
         functions = {n.name for n in ast.walk(ast.parse((REPO / path).read_text())) if isinstance(n, ast.FunctionDef)}
         assert name in functions, test_id
-    assert all((REPO / module).exists() for module in QUIET)
+    assert all((REPO / module_of(key)).exists() for key in QUIET)
     assert all((REPO / module).exists() for module in NEEDS_LLAMA_CPP)

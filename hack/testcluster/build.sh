@@ -4,7 +4,8 @@
 #   hack/testcluster/build.sh            # prints the bin directory on its last line
 #   hack/testcluster/build.sh node       # only what the real node tier starts with (etcd, Kubernetes, CoreDNS)
 #   hack/testcluster/build.sh helm       # only one of the others: kwok, helm, kubeconform, helm-controller,
-#                                        # kstatus or argocd-health
+#                                        # kstatus, argocd-health, kind, kubeadm
+#                                        # or prometheus
 #
 # Binaries land in $KALIPER_CACHE (default ~/.cache/kaliper) under bin/<name>-<version>/, so a second
 # run is a no-op and a version bump builds only what changed. The Go build cache is kept by Go itself
@@ -36,9 +37,11 @@ have() { [ -x "$bin/$1-$2/$1" ]; }
 # Kubernetes: k8s.io/kubernetes cannot be `go install`ed (its go.mod replaces the staging modules with
 # local paths), so a throw-away wrapper module requires it and replaces each staging module by the
 # published k8s.io/<name> v0.Y.Z.  The list of staging modules comes from that release's own go.mod.
+# Builds the commands named, or by default those the node tier runs (kind's nodes add kubeadm).
 build_kubernetes() {
   local v=$KUBERNETES_VERSION staging_v="v0.${KUBERNETES_VERSION#v1.}"
-  local names=(kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kube-proxy) missing=()
+  local names=("$@") missing=()
+  [ ${#names[@]} -gt 0 ] || names=(kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kube-proxy)
   for n in "${names[@]}"; do have "$n" "$v" || missing+=("$n"); done
   [ ${#missing[@]} -eq 0 ] && { log "kubernetes $v: cached"; return; }
   log "kubernetes $v: building ${missing[*]}"
@@ -160,8 +163,24 @@ build_helm_controller() {
   rm -rf "$bin/helm-controller-$v" && mv "$out" "$bin/helm-controller-$v"
 }
 
+# Prometheus 3 publishes its Go module as v0.3MM.P for v3.MM.P; built with its Kubernetes service discovery alone
+# (its build tags leave the cloud providers' out) and its version stamped as its release build does.
+build_prometheus() {
+  local v=$PROMETHEUS_VERSION minor patch
+  have prometheus "$v" && { log "prometheus $v: cached"; return; }
+  minor=$(echo "$v" | cut -d. -f2); patch=$(echo "$v" | cut -d. -f3)
+  local module_v; module_v=$(printf 'v0.3%02d.%s' "$minor" "$patch")
+  log "prometheus $v: go install github.com/prometheus/prometheus/cmd/prometheus@$module_v"
+  mkdir -p "$bin/prometheus-$v.tmp"
+  GOBIN="$bin/prometheus-$v.tmp" GOFLAGS= go install -trimpath -tags remove_all_sd,enable_kubernetes_sd \
+    -ldflags "-s -w -X github.com/prometheus/common/version.Version=${v#v}" \
+    "github.com/prometheus/prometheus/cmd/prometheus@$module_v" \
+    || die "installing prometheus $v failed (see the Go errors above)"
+  rm -rf "$bin/prometheus-$v" && mv "$bin/prometheus-$v.tmp" "$bin/prometheus-$v"
+}
+
 what=${1:-all}
-rest=(kwok helm kubeconform helm-controller kstatus argocd-health)
+rest=(kwok helm kubeconform helm-controller kstatus argocd-health kind kubeadm prometheus)
 case " all node ${rest[*]} " in *" $what "*) ;; *) die "unknown set '$what': use all (the default), node, or one of ${rest[*]}" ;; esac
 want() { [ "$what" = all ] || [ "$what" = "$1" ]; }
 start=$(date +%s)
@@ -179,6 +198,9 @@ if want kubeconform; then
 fi
 if want helm-controller; then locked helm-controller build_helm_controller; fi
 if want kstatus; then locked kstatus build_program kstatus sigs.k8s.io/cli-utils "$CLI_UTILS_VERSION"; fi
+if want kind; then locked kind go_install kind sigs.k8s.io/kind "$KIND_VERSION"; fi
+if want kubeadm; then locked kubernetes build_kubernetes kubeadm; fi
+if want prometheus; then locked prometheus build_prometheus; fi
 if want argocd-health; then
   locked argocd-health build_program argocd-health github.com/argoproj/argo-cd/v3 "$ARGOCD_VERSION" argocd_replaces
 fi
@@ -191,7 +213,8 @@ link_current() {
               kube-scheduler:$KUBERNETES_VERSION kubectl:$KUBERNETES_VERSION \
               kubelet:$KUBERNETES_VERSION kube-proxy:$KUBERNETES_VERSION kwok:$KWOK_VERSION \
               helm:$HELM_VERSION helm-controller:$FLUX_HELM_CONTROLLER_VERSION kubeconform:$KUBECONFORM_VERSION \
-              coredns:$COREDNS_VERSION; do
+              coredns:$COREDNS_VERSION kind:$KIND_VERSION kubeadm:$KUBERNETES_VERSION \
+              prometheus:$PROMETHEUS_VERSION; do
     n=${pair%%:*}; ver=${pair#*:}
     have "$n" "$ver" || continue
     ln -sfn "$bin/$n-$ver/$n" "$current/$n"

@@ -660,6 +660,17 @@ def make_example_models(directory: Path) -> None:
         click.echo(f"wrote {path}")
 
 
+@main.command("make-example-traces")
+@click.argument("directory", type=click.Path(file_okay=False, path_type=Path), default="examples/llm/traces")
+def make_example_traces(directory: Path) -> None:
+    """Write the example request traces (made here, nothing downloaded): burst.jsonl (Mooncake's shape) and
+    burst.csv (Azure's LLM inference trace shape), the same 30 s of requests with a 2 s burst in each."""
+    from kaliper.loadgen.example_traces import write_examples
+
+    for path in write_examples(directory):
+        click.echo(f"wrote {path}")
+
+
 @main.command("explain")
 @click.argument("field_path")
 def explain_command(field_path: str) -> None:

@@ -42,7 +42,10 @@ def test_every_example_applies(crds: Kubectl, namespace: str) -> None:
     """Every manifest applies; the load generator's configs (loadtest*.yaml) are not manifests, and validate
     as what they are."""
     loadtests = sorted(EXAMPLES.rglob("loadtest*.yaml"))
-    assert [p.relative_to(EXAMPLES).as_posix() for p in loadtests] == ["llm/loadtest-chat.yaml"]
+    assert [p.relative_to(EXAMPLES).as_posix() for p in loadtests] == [
+        "llm/loadtest-chat.yaml",
+        "llm/loadtest-trace.yaml",
+    ]
     for path in loadtests:
         LoadGenConfig.model_validate(yaml.safe_load(path.read_text()))
     for path in sorted(set(EXAMPLES.rglob("*.yaml")) - set(loadtests)):

@@ -3,7 +3,9 @@ ground-truth server of bench/groundtruth), in both load models, one and several 
 
 from __future__ import annotations
 
+import itertools
 import json
+import statistics
 import subprocess
 import sys
 import threading
@@ -16,7 +18,7 @@ import yaml
 
 from kaliper.loadgen.results import summarize
 from kaliper.netutil import free_port
-from tests.support.groundtruth import binary, groundtruth, records, wait_http
+from tests.support.groundtruth import binary, groundtruth, records, wait_http, wait_served_for
 from tests.support.loadgen_run import run_loadgen
 
 OIP = {"protocol": "oip-v2", "modelName": "truth"}
@@ -163,6 +165,82 @@ def test_several_processes_merge_into_one_result(tmp_path: Path, server: str) ->
     assert (stage.latency.count, failed) == (stage.requests - stage.errors, stage.errors)
 
 
+def test_gamma_arrivals_reach_the_server_with_the_rate_and_burstiness_asked(tmp_path: Path) -> None:
+    # Two processes share one gamma schedule of shape 0.25: 200 sends a second on average, in bursts (the gaps'
+    # coefficient of variation 2, where a Poisson process has 1 and two copies of one schedule would pair sends).
+    with groundtruth("-median", "2ms", "-sigma", "0.05") as base:
+        load = {"openLoop": {"rate": 200, "arrival": "gamma", "burstiness": 0.25, "maxConnections": 64}}
+        process, result = run_loadgen(
+            tmp_path,
+            {
+                "url": base,
+                "request": OIP,
+                "payload": BODY,
+                "seed": 11,
+                "load": {**load, "processes": 2, "warmup": "1s", "minDuration": "6s", "maxDuration": "6s"},
+            },
+        )
+        assert process.returncode == 0, process.stderr
+        stage = result.stages[0]
+        start = stage.started_at.timestamp() + stage.warmup_s
+        arrivals = sorted(done - ms / 1000 for done, ms in records(base)[1] if start <= done - ms / 1000 < start + 6)
+    gaps = [b - a for a, b in itertools.pairwise(arrivals)]
+    assert len(arrivals) == pytest.approx(1200, rel=0.15)
+    assert statistics.fmean(gaps) == pytest.approx(0.005, rel=0.15)
+    assert statistics.pstdev(gaps) / statistics.fmean(gaps) == pytest.approx(2.0, rel=0.15)
+    assert stage.late_sends.count <= 0.01 * stage.requests
+
+
+def test_a_linear_ramp_reaches_the_server_at_the_rate_of_each_segment(tmp_path: Path) -> None:
+    # 100 requests a second through the warm-up, then steadily up to 300 over 4 s: the segments' mean rates
+    # are 125, 175, 225 and 275 a second, so that many requests arrive in each second of the measurement.
+    with groundtruth("-median", "2ms", "-sigma", "0.05") as base:
+        ramp = {"to": 300, "segments": 4}
+        load = {"openLoop": {"rate": 100, "ramp": ramp}, "warmup": "1s", "minDuration": "4s", "maxDuration": "4s"}
+        process, result = run_loadgen(
+            tmp_path, {"url": base, "request": OIP, "payload": BODY, "seed": 5, "load": {**load, "processes": 2}}
+        )
+        assert process.returncode == 0, process.stderr
+        stage = result.stages[0]
+        start = stage.started_at.timestamp() + stage.warmup_s
+        arrivals = [done - ms / 1000 - start for done, ms in records(base)[1]]
+    per_second = [sum(1 for t in arrivals if i <= t < i + 1) for i in range(4)]
+    assert per_second == pytest.approx([125, 175, 225, 275], abs=4)
+    assert [s.intended_rps for s in stage.segments] == [125, 175, 225, 275]
+    assert [s.throughput_rps for s in stage.segments] == pytest.approx([125, 175, 225, 275], rel=0.05)
+    assert all(s.p99_ms is not None and s.p99_ms < 50 for s in stage.segments)
+    assert "ramp 3-4s: 275 req/s asked, " in process.stderr
+
+
+def test_a_stepped_closed_loop_ramp_keeps_as_many_requests_at_the_server_as_it_has_users(tmp_path: Path) -> None:
+    # 1, 2, 3 then 4 users for a second each after the warm-up, against a server answering in 50 ms: the
+    # server's own records say how many requests it held at once in each second (its busy time in the second).
+    with groundtruth("-median", "50ms", "-sigma", "0.02") as base:
+        ramp = {"to": 4, "shape": "stepped", "segments": 4}
+        load = {
+            "closedLoop": {"concurrency": 1, "ramp": ramp},
+            "warmup": "1s",
+            "minDuration": "4s",
+            "maxDuration": "4s",
+        }
+        process, result = run_loadgen(tmp_path, {"url": base, "request": OIP, "payload": BODY, "load": load})
+        assert process.returncode == 0, process.stderr
+        stage = result.stages[0]
+        start = stage.started_at.timestamp() + stage.warmup_s
+        served = [(done - ms / 1000 - start, done - start) for done, ms in records(base)[1]]
+
+    def busy(second: int) -> float:
+        """Seconds of service the server gave within [second, second + 1): the requests it held at once."""
+        return sum(max(0.0, min(end, second + 1) - max(began, second)) for began, end in served)
+
+    assert [busy(i) for i in range(4)] == pytest.approx([1, 2, 3, 4], abs=0.15)
+    assert [s.intended_users for s in stage.segments] == [1, 2, 3, 4]
+    assert [s.intended_rps for s in stage.segments] == [None, None, None, None]
+    # Each user sends a request every 50 ms or so: 20, 40, 60 and 80 answers a second.
+    assert [s.throughput_rps for s in stage.segments] == pytest.approx([20, 40, 60, 80], rel=0.1)
+    assert "ramp 3-4s: 4 users asked, " in process.stderr
+
+
 def two_seconds_against_a_slow_server(tmp_path: Path, median: str, timeout: str):  # type: ignore[no-untyped-def]
     """Two closed-loop users for 2 s (no warm-up) against a ground-truth server answering in about `median`."""
     with groundtruth("-median", median, "-sigma", "0.01") as base:
@@ -267,9 +345,15 @@ def test_a_target_that_goes_down_mid_run_ends_it_early(tmp_path: Path) -> None:
         [str(binary()), "-addr", f"127.0.0.1:{port}", "-median", "5ms"], stderr=subprocess.DEVNULL
     )
     wait_http(f"http://127.0.0.1:{port}/_truth/records")
-    threading.Timer(3, target.kill).start()
+
+    def outage() -> None:
+        wait_served_for(f"http://127.0.0.1:{port}", 2)  # the 1 s warm-up and a measured window
+        target.kill()
+
+    threading.Thread(target=outage, daemon=True).start()
     started = time.monotonic()
     process, result = run_loadgen(tmp_path, two_users_of(port, maxDuration="2m"))
+    target.kill()  # already, unless the outage never came
     target.wait()
     assert time.monotonic() - started < 60  # a hang guard: maxDuration was two minutes
     assert process.returncode == 1 and result is not None
@@ -292,18 +376,19 @@ def test_a_target_that_comes_back_is_measured_on(tmp_path: Path) -> None:
     back: list[subprocess.Popen] = []
 
     def outage() -> None:
+        wait_served_for(f"http://127.0.0.1:{port}", 2)  # the 1 s warm-up and a measured window
         target.kill()
         target.wait()
         time.sleep(3)  # the outage the test is about: three seconds without a server
         back.append(subprocess.Popen(command, stderr=subprocess.DEVNULL))
 
-    timer = threading.Timer(3, outage)
-    timer.start()
+    outage_thread = threading.Thread(target=outage)
+    outage_thread.start()
     try:
         process, result = run_loadgen(tmp_path, two_users_of(port, minDuration="9s", maxDuration="9s"))
     finally:
-        timer.join()
-        for server in back:
+        outage_thread.join()
+        for server in [target, *back]:
             server.kill()
             server.wait()
     assert process.returncode == 0, process.stderr

@@ -29,12 +29,16 @@ SHORT = {"warmup": "1s", "minDuration": "3s", "maxDuration": "3s", "stopping": {
 
 def test_stage_started_line() -> None:
     assert (
-        progress.stage_started_line(0, 8, False, 1, 3, 3)
+        progress.stage_started_line(0, 8, "closed", 1, 3, 3)
         == "stage 0 starting: 8 users, closed loop; warm-up 1s, then measuring for 3s"
     )
     assert (
-        progress.stage_started_line(2, 150.5, True, 10, 30, 300)
+        progress.stage_started_line(2, 150.5, "open", 10, 30, 300)
         == "stage 2 starting: 150.5 req/s, open loop; warm-up 10s, then measuring for 30s to 300s"
+    )
+    assert (
+        progress.stage_started_line(0, 2, "trace", 1, 30, 300, 6)
+        == "stage 0 starting: the trace at 2x speed; warm-up 1s, then measuring 6s to its last send, then its answers"
     )
 
 

@@ -1,7 +1,19 @@
 from __future__ import annotations
 
-from kaliper.loadgen.stopping import Decision, StoppingParameters, WindowFigures, decide, spread, straddling
-from kaliper.measure.statistics import PercentileEstimate
+from collections import Counter
+
+from kaliper.loadgen.recorder import Window
+from kaliper.loadgen.stopping import (
+    Decision,
+    StoppingParameters,
+    WindowFigures,
+    decide,
+    replay_done,
+    spread,
+    straddling,
+    unanswered_so_far,
+)
+from kaliper.measure.statistics import PercentileEstimate, percentile_among_answered
 
 RULE = StoppingParameters(
     min_duration_s=10, max_duration_s=60, stable_windows=3, tolerance=0.1, max_relative_ci_width=0.05
@@ -70,3 +82,40 @@ def test_a_stable_measurement_goes_on_while_the_slo_cannot_be_decided() -> None:
     decision = decide(15, STEADY, NARROW, RULE, undecided)
     assert decision == Decision(False, undecided)
     assert decide(60, STEADY, NARROW, RULE, undecided) == Decision(True, f"reached maxDuration (60s); {undecided}")
+
+
+def test_the_requests_in_flight_at_the_last_edge_count_against_the_objective_as_the_verdict_will() -> None:
+    # Two closed-loop users: 110 answers, 1 failure, and at the last edge both users' requests in flight.
+    measured = [
+        Window(0, 4, requests=56, errors=Counter({"http_503": 1}), in_flight=2),
+        Window(0, 5, requests=55, in_flight=2),
+    ]
+    assert unanswered_so_far(measured) == (110, 3)
+    assert unanswered_so_far([]) == (0, 0)
+    # p95 of all 113 sent is p97.55 of the 110 answered; a p99 is missed by the three alone (2.7% > 1%).
+    assert percentile_among_answered(95, 110, 3) == 95 * 113 / 110
+    assert percentile_among_answered(99, 110, 3) is None
+    assert percentile_among_answered(95, 0, 0) == 95
+
+
+def test_a_replayed_trace_ends_a_window_after_its_last_send_and_its_answers_are_in() -> None:
+    answering = Window(0, 5, requests=40, in_flight=3)
+    answered = Window(0, 5, requests=43, in_flight=0)
+    after = Window(0, 6, requests=2, in_flight=0)  # the answers that came between the edge and its reading
+    assert replay_done(5, 6, 1, 30, [answering]) is None  # the replay still sends
+    assert replay_done(6, 6, 1, 30, [answering]) == Decision(False, "replayed the trace; waiting for 3 answers")
+    assert replay_done(6, 6, 1, 30, [answered]) == Decision(
+        False, "replayed the trace; a window more for the answers that came at its edge"
+    )
+    assert replay_done(7, 6, 1, 30, [answered, after]) == Decision(
+        True, "replayed the trace (6s) and none is left in flight"
+    )
+    assert replay_done(7, 6, 1, 30, [answering, after]).stop is False  # type: ignore[union-attr]
+    # The request timeout after the last send, whatever is still in flight counts as unanswered (and when the
+    # timeouts have just ended the last requests, none is).
+    assert replay_done(36, 6, 1, 30, [answering, answered]) == Decision(
+        True, "replayed the trace (6s) and none is left in flight"
+    )
+    assert replay_done(36, 6, 1, 30, [answering, answering]) == Decision(
+        True, "replayed the trace; 3 requests still in flight 30s after its last send"
+    )

@@ -48,8 +48,12 @@ def llama_deployment(name: str, url: str, sha256: str) -> dict:
     }
 
 
+def pods_of(node: Node, namespace: str, name: str) -> list[dict]:
+    return node.kubectl.json("get", "pods", "-n", namespace, "-l", f"app.kubernetes.io/instance={name}")["items"]
+
+
 def pod_of(node: Node, namespace: str, name: str) -> dict:
-    pods = node.kubectl.json("get", "pods", "-n", namespace, "-l", f"app.kubernetes.io/instance={name}")["items"]
+    pods = pods_of(node, namespace, name)
     assert len(pods) == 1, [p["metadata"]["name"] for p in pods]
     return pods[0]
 
@@ -108,7 +112,9 @@ def test_a_file_that_is_not_gguf_fails_the_pod_with_llama_cpp_reason(
     kubectl("apply", "-n", node_namespace, "-f", "-", input=json.dumps(manifest))
 
     def terminated() -> dict:
-        statuses = pod_of(node, node_namespace, "not-gguf")["status"].get("containerStatuses") or []
+        # Nothing yet while the operator's Deployment has not made its pod (CI once polled before it had).
+        pods = pods_of(node, node_namespace, "not-gguf")
+        statuses = (pods[0]["status"].get("containerStatuses") or []) if len(pods) == 1 else []
         state = statuses[0] if statuses else {}
         return (state.get("lastState") or {}).get("terminated") or (state.get("state") or {}).get("terminated") or {}
 

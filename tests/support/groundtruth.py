@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from kaliper.netutil import free_port
+from tests.support.controlplane import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 SOURCE = REPO / "bench" / "groundtruth"
@@ -75,6 +76,17 @@ def records(base: str) -> tuple[float, list[tuple[float, float]]]:
     unverified = ssl._create_unverified_context()
     data = json.loads(urllib.request.urlopen(f"{base}/_truth/records", timeout=30, context=unverified).read())
     return data["epoch"], [(ns / 1e9, us / 1000) for ns, us in data["records"] or []]  # none: null
+
+
+def wait_served_for(base: str, seconds: float, timeout: float = 60) -> None:
+    """Wait until the server has been answering for `seconds` (first to last completion in its records): a
+    point in the load generator's own run, however long the generator took to start."""
+
+    def span() -> float:
+        done = [completed for completed, _ in records(base)[1]]
+        return max(done) - min(done) if done else 0.0
+
+    wait_for(lambda: span() >= seconds, timeout=timeout, what=f"{base} to answer for {seconds} s")
 
 
 def reset(base: str) -> None:

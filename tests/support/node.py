@@ -35,6 +35,7 @@ from pathlib import Path
 if __name__ == "__main__":  # run as a script: make the `tests` package importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from kaliper.manifests.modeldeployment import KALIPER_IMAGE
 from tests.support.controlplane import (
     BUILD_SCRIPT,
     REPO,
@@ -55,7 +56,8 @@ POD_CIDR = "10.213.64.0/24"
 SERVICE_CIDR = "10.213.96.0/20"
 NODE_NAME = "kaliper-node"
 HOST_LINK, NODE_LINK, BRIDGE = "kaliper-h0", "kaliper-n0", "kaliper-cni0"
-IMAGE = "localhost/kaliper:test"
+# The chart's default image, as the README's kind walkthrough builds it: the kind tier finds it built and archived.
+IMAGE = KALIPER_IMAGE
 IMAGE_SCRIPT = REPO / "hack" / "image" / "build.sh"
 PAUSE_SCRIPT = REPO / "hack" / "image" / "pause.sh"
 

@@ -93,9 +93,12 @@ class Cluster:
         return self.status()
 
     def wait_trial(self, index: int, *phases: str, timeout: float = 60) -> None:
-        self.kubectl.wait_for(
-            lambda: self.trial_phase(index) in phases, timeout=timeout, what=f"trial {index} of {self.run} {phases}"
-        )
+        try:
+            self.kubectl.wait_for(
+                lambda: self.trial_phase(index) in phases, timeout=timeout, what=f"trial {index} of {self.run} {phases}"
+            )
+        except ControlPlaneError as exc:
+            raise ControlPlaneError(f"{exc}; status: {json.dumps(self.status(), indent=1)}") from None
 
     def pods(self, index: int, role: str) -> list[dict]:
         selector = f"{LABEL_RUN}={self.run},{LABEL_TRIAL}={index}"

@@ -1,4 +1,4 @@
-"""Ground truth for the node tier: the CPU a pod's container used, read from its own cgroup on the node
+"""Ground truth for the node and kind tiers: the CPU a pod's container used, read from its own cgroup on the node
 (`cpuacct.usage`, nanoseconds) while a test runs, so a figure the operator reports can be checked against
 what the kernel accounted over the same window."""
 
@@ -8,16 +8,27 @@ import bisect
 import contextlib
 import threading
 import time
+from datetime import datetime
 from pathlib import Path
+from typing import Protocol
 
-from tests.support.node import Node
+from tests.support.controlplane import Kubectl
+
+
+class PodHost(Protocol):
+    """Where the pods run: the real node (tests/support/node.py) or a kind cluster (tests/support/kind.py)."""
+
+    @property
+    def kubectl(self) -> Kubectl: ...
+
+    def pod_cgroup(self, pod: dict, container: str, controller: str) -> Path: ...
 
 
 class PodCpuSampler:
     """Samples `cpuacct.usage` of one container of every pod matching a label selector, every 0.2 s, in a
     thread; finds new pods every 2 s."""
 
-    def __init__(self, node: Node, namespace: str, selector: str, container: str) -> None:
+    def __init__(self, node: PodHost, namespace: str, selector: str, container: str) -> None:
         self.node, self.namespace, self.selector, self.container = node, namespace, selector, container
         self.samples: dict[str, list[tuple[float, int]]] = {}  # pod -> [(unix s, ns used)]
         self.pods: dict[str, dict] = {}  # as first seen running
@@ -71,3 +82,10 @@ def _at(samples: list[tuple[float, int]], t: float) -> float:
         raise ValueError(f"no cgroup samples around {t:.1f} (have {times[0]:.1f}..{times[-1]:.1f})")
     (t0, u0), (t1, u1) = samples[i - 1], samples[i]
     return u0 + (u1 - u0) * (t - t0) / (t1 - t0)
+
+
+def measured_window(trial: dict) -> tuple[float, float]:
+    """The window the operator queries Prometheus over: the stage's measured seconds after its warm-up."""
+    stage = trial["stage"]
+    end = datetime.fromisoformat(stage["startedAt"]).timestamp() + stage["warmupS"] + stage["measuredS"]
+    return end - round(stage["measuredS"]), end

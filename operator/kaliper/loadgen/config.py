@@ -6,8 +6,10 @@ nonsense there is refused here too, before anything starts.
 
 from __future__ import annotations
 
+import math
 import os
-from typing import Annotated, Any
+from collections.abc import Iterator
+from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
 from pydantic import Field, model_validator
@@ -28,11 +30,16 @@ from kaliper.api.profilerun import (
 from kaliper.api.profilerun.rules import (
     GENERATION_NEEDS_PROMPTS,
     PROMPTS_NEED_GENERATION,
+    REPLAY_NEEDS_TRACE,
     SESSIONS_NEED_CHAT,
     TOKEN_FIGURES_NEED_GENERATION,
+    TRACE_NEEDS_REPLAY,
     streaming_metrics_used,
 )
 from kaliper.api.units import parse_duration
+from kaliper.loadgen.payloads import PayloadError
+from kaliper.loadgen.schedule import Part, RampSchedule, Slot, stage_send_times, user_steps
+from kaliper.loadgen.traces import PlayedTrace, played_trace, trace_send_times
 from kaliper.measure.figures import token_names_text
 
 OIP_INFER_PATH = "/v2/models/{model}/infer"
@@ -47,6 +54,8 @@ class LoadGenConfig(KaliperModel):
         GENERATION_NEEDS_PROMPTS,
         PROMPTS_NEED_GENERATION,
         SESSIONS_NEED_CHAT,
+        TRACE_NEEDS_REPLAY,
+        REPLAY_NEEDS_TRACE,
         TOKEN_FIGURES_NEED_GENERATION,
     )
 
@@ -121,7 +130,70 @@ class LoadGenConfig(KaliperModel):
 
     @property
     def open_loop(self) -> bool:
-        return self.load.open_loop is not None
+        """Requests sent on a schedule, a rate's or a trace's (latency from the intended send time)."""
+        return self.load.open_loop is not None or self.load.trace is not None
+
+    @property
+    def load_model(self) -> Literal["closed", "open", "trace"]:
+        if self.load.trace is not None:
+            return "trace"
+        return "open" if self.load.open_loop is not None else "closed"
+
+    def send_times(self, level: float, stage: int, start_wall: float, part: Part) -> Iterator[Slot] | None:
+        """Open loop: this process's part of a stage's intended send times, each with its place in the whole
+        schedule (a trace's request); closed loop: None."""
+        if self.load.trace is not None:
+            return trace_send_times(self.played_trace(), start_wall, part)
+        open_loop = self.load.open_loop
+        if open_loop is None:
+            return None
+        burstiness = open_loop.burstiness or 1.0
+        ramp = self.ramp_schedule
+        times = stage_send_times(level, open_loop.arrival, self.seed, stage, start_wall, burstiness, part, ramp)
+        return ((at, None) for at in times)
+
+    def played_trace(self) -> PlayedTrace:
+        """The part of payload.prompts.trace that load.trace replays, read once per process."""
+        source, replay = self.payload.prompts.trace if self.payload.prompts else None, self.load.trace
+        assert source is not None and replay is not None  # the ProfileRun's rules ask for both together
+        if source.file is None:
+            raise PayloadError("prompts.trace.configMap is read inside the cluster; locally, use file")
+        duration = parse_duration(replay.duration) if replay.duration else None
+        return played_trace(
+            source.file, source.format, replay.speedup, parse_duration(replay.start), duration, replay.loop
+        )
+
+    def replay_measured_s(self) -> float | None:
+        """A trace replayed once: its measurement up to its last send, in whole windows (at least one); None
+        for any other load. (The stage then waits for those answers: stopping.replay_done.)"""
+        if self.load.trace is None or self.load.trace.loop:
+            return None
+        replay_s = self.played_trace().length_s - self.warmup_windows * self.window_s
+        return max(self.window_s, math.ceil(replay_s / self.window_s - 1e-9) * self.window_s)
+
+    @property
+    def ramp_schedule(self) -> RampSchedule | None:
+        """The open or closed loop's ramp, in seconds from the stage's start."""
+        ramp = self.load.ramp
+        if ramp is None:
+            return None
+        return RampSchedule(
+            to=ramp.to,
+            length_s=parse_duration(self.load.max_duration),
+            warmup_s=self.warmup_windows * self.window_s,
+            stepped=ramp.shape == "stepped",
+            segments=ramp.segments,
+        )
+
+    def user_steps(self, level: float) -> list[tuple[float, int]] | None:
+        """A closed-loop ramp from `level` users: when the users change, and to how many (schedule.py)."""
+        ramp = self.ramp_schedule
+        return user_steps(int(level), ramp) if ramp is not None and self.load.closed_loop is not None else None
+
+    @property
+    def warmup_windows(self) -> int:
+        """The warm-up, in whole measurement windows."""
+        return math.ceil(parse_duration(self.load.warmup) / self.window_s)
 
     @property
     def stage_levels(self) -> list[float]:
@@ -130,6 +202,8 @@ class LoadGenConfig(KaliperModel):
             levels = list(self.levels)
         elif self.load.closed_loop is not None:
             levels = [float(self.load.closed_loop.concurrency)]
+        elif self.load.trace is not None:
+            levels = [self.load.trace.speedup]
         else:
             assert self.load.open_loop is not None
             levels = [self.load.open_loop.rate]
@@ -171,12 +245,15 @@ class LoadGenConfig(KaliperModel):
         """Open loop: requests that may be in flight at once (each user has one). HTTP: connections to keep,
         by default one per request per second of the highest level (so sends stay on schedule through a
         one-second stall), at least 16 and at most 2000. gRPC: connections x streams per connection."""
-        assert self.load.open_loop is not None
         if self.grpc:
             return self.grpc_channels.connections * self.grpc_channels.streams_per_connection
+        if self.load.trace is not None:  # a trace's highest level: the most sends in any one second of it
+            return self.load.trace.max_connections or int(min(max(self.played_trace().peak_per_second(), 16), 2000))
+        assert self.load.open_loop is not None
         if self.load.open_loop.max_connections:
             return self.load.open_loop.max_connections
-        peak = max(self.stage_levels)
+        ramp = self.load.open_loop.ramp
+        peak = max([*self.stage_levels, ramp.to if ramp else 0.0])
         return int(min(max(peak, 16), 2000))
 
     def to_wire(self) -> dict[str, Any]:

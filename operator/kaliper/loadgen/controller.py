@@ -4,7 +4,6 @@ stage has measured enough, and writes its results. Nothing here depends on the p
 
 from __future__ import annotations
 
-import math
 import time
 from datetime import UTC, datetime
 from typing import Any
@@ -21,11 +20,20 @@ from kaliper.loadgen.progress import StageProgress
 from kaliper.loadgen.recorder import Aggregator, Window
 from kaliper.loadgen.results import stage_result, stage_warnings
 from kaliper.loadgen.server_metrics import Counters, scrape, server_check, server_load
-from kaliper.loadgen.stopping import Decision, StoppingParameters, WindowFigures, decide, straddling, target_down
+from kaliper.loadgen.stopping import (
+    Decision,
+    StoppingParameters,
+    WindowFigures,
+    decide,
+    replay_done,
+    straddling,
+    target_down,
+    unanswered_so_far,
+)
 from kaliper.loadgen.users import user_class_for
 from kaliper.log import get_logger
 from kaliper.measure.histogram import LatencyHistogram
-from kaliper.measure.statistics import estimate
+from kaliper.measure.statistics import estimate, percentile_among_answered
 from kaliper.report.schema import GeneratorInfo, LoadTestResult, StageResult
 
 log = get_logger("kaliper.loadgen")
@@ -47,7 +55,7 @@ class Controller:
         self.aggregator = Aggregator(self.sources)
         self.processes, self.workers = processes, workers
         self.window_s = config.window_s
-        self.warmup_windows = math.ceil(parse_duration(config.load.warmup) / self.window_s)
+        self.warmup_windows = config.warmup_windows
         stopping = config.stopping
         self.params = StoppingParameters(
             min_duration_s=parse_duration(config.load.min_duration),
@@ -56,6 +64,8 @@ class Controller:
             tolerance=stopping.tolerance if stopping else 0.1,
             max_relative_ci_width=stopping.max_relative_ci_width if stopping else 0.05,
         )
+        self.replay_s = config.replay_measured_s()  # a trace replayed once: measured to its last send
+        self.drain_s = parse_duration(config.request.timeout)  # then its answers awaited this long at most
         self.worker_failure: str | None = None
         self.target_down: str | None = None  # why the last stage stopped early: the target answered nothing
         if self.distributed:
@@ -84,7 +94,7 @@ class Controller:
                     "stage": stage,
                     "start": start_wall,
                     "level": level,
-                    "share": 1.0 / self.sources,
+                    "sources": self.sources,
                     "config": self.config.to_wire(),
                 },
             )
@@ -105,16 +115,15 @@ class Controller:
         self.progress = StageProgress()
         try:
             for index, level in enumerate(self.config.stage_levels):
-                log.info(
-                    "stage starting", stage=index, level=level, model="open" if self.config.open_loop else "closed"
-                )
+                log.info("stage starting", stage=index, level=level, model=self.config.load_model)
                 self.progress.started(
                     index,
                     level,
-                    self.config.open_loop,
+                    self.config.load_model,
                     self.warmup_windows * self.window_s,
                     self.params.min_duration_s,
                     self.params.max_duration_s,
+                    self.replay_s,
                 )
                 start_wall = self._begin_stage(index, level)
                 stages.append(self._measure(index, level, start_wall))
@@ -161,10 +170,12 @@ class Controller:
         cumulative = {key: LatencyHistogram() for key in [watched, *((m, c) for m, c, _, _ in bounds)]}
         server_readings: dict[int, Counters | str] = {}
         reader = gevent.spawn(self._read_server_at_edges, start_wall, server_readings)
+        ramp = gevent.spawn(self._ramp_users, start_wall, self.config.user_steps(level) or [])
         try:
             windows, decision = self._measure_windows(stage, start_wall, deadline, bounds, cumulative, watched)
         finally:
             reader.kill()
+            ramp.kill()
         result = stage_result(self.config, stage, level, start_wall, windows, self.warmup_windows, decision.reason)
         url = self.config.server_metrics_url
         if url and result.tokens is not None:
@@ -175,6 +186,12 @@ class Controller:
             edges = [server_readings.get(edge, "not read") for edge in range(first, last)] + [after]
             result.tokens.server_load = server_load(edges)
         return result
+
+    def _ramp_users(self, start_wall: float, steps: list[tuple[float, int]]) -> None:
+        """A closed-loop ramp: the users changed at each step's time (Locust stops the newest first)."""
+        for at_s, users in steps:
+            gevent.sleep(max(0.0, start_wall + at_s - time.time()))
+            self.runner.start(users, spawn_rate=max(users, 1) * 10)
 
     def _read_server_at_edges(self, start_wall: float, readings: dict[int, Counters | str]) -> None:
         """The server's counters at every window edge from the end of the warm-up on, so that the
@@ -223,9 +240,13 @@ class Controller:
                     break
                 if figures:
                     measured_s = len(figures) * self.window_s
+                    # Each objective's percentile as its verdict will read it, among the answered requests;
+                    # one missed by its unanswered requests alone is decided already.
+                    answered, unanswered = unanswered_so_far(windows[self.warmup_windows :])
                     objectives = [
-                        (estimate(cumulative[(metric, corrected)], percentile), bound_s)
+                        (estimate(cumulative[(metric, corrected)], among), bound_s)
                         for metric, corrected, percentile, bound_s in bounds
+                        if (among := percentile_among_answered(percentile, answered, unanswered)) is not None
                     ]
                     decision = decide(
                         measured_s,
@@ -234,6 +255,10 @@ class Controller:
                         self.params,
                         straddling(objectives),
                     )
+                    if self.replay_s is not None and not decision.stop:
+                        replayed = windows[self.warmup_windows :]
+                        done = replay_done(measured_s, self.replay_s, self.window_s, self.drain_s, replayed)
+                        decision = done or decision
                 self._progress_window(stage, start_wall, windows, cumulative[watched], decision.reason)
                 if decision.stop:
                     break

@@ -156,7 +156,8 @@ class GenerationSender:
         generation = config.request.generation or GenerationSpec()
         objectives = [Objective(o.metric, parse_duration(o.max), o.measure == "corrected") for o in config.objectives]
         model = config.request.model_name
-        requests = generation_requests(prompts, config.request, model, tokenizer)
+        trace = config.played_trace().requests if prompts.trace is not None else None
+        requests = generation_requests(prompts, config.request, model, tokenizer, trace)
 
         def session_body(history: list[dict[str, Any]], index: int) -> bytes:
             own = requests[index]

@@ -12,7 +12,7 @@ from kaliper.api.units import parse_duration
 from kaliper.loadgen.config import LoadGenConfig, request_headers
 from kaliper.loadgen.http import build_request
 from kaliper.loadgen.recorder import Recorder, Window
-from kaliper.loadgen.schedule import stage_send_times
+from kaliper.loadgen.schedule import Part, Slot
 
 
 class StageWindows(Protocol):
@@ -41,10 +41,10 @@ class InProcess:
     """Stages run by this process's own users: the recorder they record into and the open-loop schedule
     whose intended send times they claim."""
 
-    def __init__(self, config: LoadGenConfig, share: float, tokens: bool) -> None:
-        self.config, self.share = config, share
+    def __init__(self, config: LoadGenConfig, part: Part, tokens: bool) -> None:
+        self.config, self.part = config, part
         self.recorder = Recorder(config.window_s, config.open_loop, tokens=tokens)
-        self._slots: Iterator[float] | None = None
+        self._slots: Iterator[Slot] | None = None
 
     @property
     def stage(self) -> int:
@@ -52,13 +52,12 @@ class InProcess:
 
     def begin_stage(self, stage: int, start_wall: float, level: float) -> None:
         self.recorder.begin_stage(stage, start_wall)
-        if self.config.load.open_loop is not None:
-            arrival = self.config.load.open_loop.arrival
-            self._slots = stage_send_times(level * self.share, arrival, self.config.seed, stage, start_wall)
+        self._slots = self.config.send_times(level, stage, start_wall, self.part)
 
-    def claim_slot(self) -> float | None:
-        """The next intended send time (open loop), shared by all users of this process."""
-        return next(self._slots) if self._slots is not None else None
+    def claim_slot(self) -> Slot | None:
+        """The next intended send time (open loop), shared by all users of this process; None once a trace
+        replayed once has sent its last request."""
+        return next(self._slots, None) if self._slots is not None else None
 
     def take_closed(self, now_wall: float) -> tuple[list[Window], int]:
         return self.recorder.take_closed(now_wall)
@@ -70,9 +69,9 @@ class InProcess:
 class Generator:
     """A generator process: its target, its stages, and its protocol's user class with what it prepared."""
 
-    def __init__(self, config: LoadGenConfig, user_class: UserClass, share: float = 1.0) -> None:
+    def __init__(self, config: LoadGenConfig, user_class: UserClass, part: Part = (0, 1)) -> None:
         self.config = config
-        self.share = share  # this process's part of an open-loop rate
+        self.part = part  # this process's part of an open-loop schedule
         url = urlsplit(config.url)
         self.ssl = url.scheme == "https"
         self.host = url.hostname or "localhost"
@@ -81,7 +80,7 @@ class Generator:
         self.timeout_s = parse_duration(config.request.timeout)
         self.think_s = parse_duration(config.load.closed_loop.think_time) if config.load.closed_loop else 0.0
         self.headers = request_headers(config)
-        self.in_process = InProcess(config, share, tokens=user_class.records_tokens)
+        self.in_process = InProcess(config, part, tokens=user_class.records_tokens)
         self.windows: StageWindows = self.in_process
         self.user_class = user_class
         self.prepared: Any = user_class.prepare(self)
@@ -104,5 +103,5 @@ class Generator:
     def begin_stage(self, stage: int, start_wall: float, level: float) -> None:
         self.windows.begin_stage(stage, start_wall, level)
 
-    def claim_slot(self) -> float | None:
+    def claim_slot(self) -> Slot | None:
         return self.in_process.claim_slot()

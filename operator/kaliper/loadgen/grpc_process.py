@@ -9,7 +9,7 @@ spreading of users over workers stay Locust's, as for HTTP. The child records ev
 Recorder as an HTTP user would and hands its closed windows back; the parent passes them on as it would
 its own (to the controller, or to the master).
 
-Parent and child speak JSON lines. Down the child's stdin: {"config", "share"} first, then {"stage",
+Parent and child speak JSON lines. Down the child's stdin: {"config", "part"} first, then {"stage",
 "start", "level"} as each stage begins and {"users"} whenever Locust's count changes; end of input stops
 it. Up its stdout: {"ready"} or {"error"} once, then {"stage", "until", "windows"} as windows close, and
 {"error"} if it must stop.
@@ -32,7 +32,7 @@ from kaliper.api.units import parse_duration
 from kaliper.loadgen.backoff import Backoff
 from kaliper.loadgen.config import LoadGenConfig, LoadGenError
 from kaliper.loadgen.recorder import Recorder, Window
-from kaliper.loadgen.schedule import stage_send_times
+from kaliper.loadgen.schedule import Part, Slot
 from kaliper.measure.cpu import CpuClock
 
 COLLECT_INTERVAL_S = 0.25  # as often as the Locust processes collect their own windows
@@ -47,7 +47,7 @@ class GrpcClientProcess:
     """Starts the child, tells it the stages and how many users Locust runs, and collects its windows: it
     stands where an HTTP generator's Recorder stands (`stage`, `take_closed`)."""
 
-    def __init__(self, config: LoadGenConfig, share: float) -> None:
+    def __init__(self, config: LoadGenConfig, part: Part) -> None:
         from kaliper.processes import die_with_parent
 
         self.stage = -1
@@ -66,7 +66,7 @@ class GrpcClientProcess:
         assert self._process.stdin is not None and self._process.stdout is not None
         self._stdin: IO[bytes] = self._process.stdin
         self._stdout: IO[bytes] = self._process.stdout
-        self._send({"config": config.to_wire(), "share": share})
+        self._send({"config": config.to_wire(), "part": list(part)})
         first = self._read_line(READY_TIMEOUT_S)
         if first is None or "ready" not in first:
             self.close()
@@ -146,18 +146,18 @@ class GrpcClientProcess:
 class GrpcUsers:
     """The child's users: asyncio tasks calling ModelInfer on the run's channels, closed or open loop."""
 
-    def __init__(self, config: LoadGenConfig, share: float) -> None:
+    def __init__(self, config: LoadGenConfig, part: Part) -> None:
         from kaliper.loadgen.grpc_calls import GrpcTarget, grpc_requests, infer
         from kaliper.loadgen.payloads import build_bodies
         from kaliper.serving.oip_grpc import MODEL_INFER
 
-        self.config, self.share = config, share
+        self.config, self.part = config, part
         self.target = GrpcTarget.for_config(config)
         self.requests = grpc_requests(build_bodies(config.payload, config.seed), config.request.model_name or "")
         self._infer, self._method = infer, MODEL_INFER
         self.recorder = Recorder(config.window_s, config.open_loop)
         self._request_cycle = itertools.cycle(self.requests)
-        self._slots: Iterator[float] | None = None
+        self._slots: Iterator[Slot] | None = None
         self._channels: list[Any] = []
         self._tasks: list[asyncio.Task[None]] = []
         self.failure: asyncio.Future[str] = asyncio.get_running_loop().create_future()
@@ -169,9 +169,7 @@ class GrpcUsers:
 
     def begin_stage(self, stage: int, start_wall: float, level: float) -> None:
         self.recorder.begin_stage(stage, start_wall)
-        if self.config.load.open_loop is not None:
-            arrival = self.config.load.open_loop.arrival
-            self._slots = stage_send_times(level * self.share, arrival, self.config.seed, stage, start_wall)
+        self._slots = self.config.send_times(level, stage, start_wall, self.part)
 
     def set_users(self, count: int) -> None:
         """As many users as Locust runs placeholders for: new ones are spread over the channels in turn, the
@@ -221,7 +219,7 @@ class GrpcUsers:
         while True:
             while self._slots is None:
                 await asyncio.sleep(0.01)
-            slot = next(self._slots)
+            slot, _ = next(self._slots)  # (a trace's place in the schedule: gRPC replays no trace)
             claimed = clock()
             if slot > claimed:
                 await asyncio.sleep(slot - claimed)
@@ -259,7 +257,8 @@ async def _child() -> None:
     await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(commands), sys.stdin)
     first = json.loads(await commands.readline())
     try:
-        users = GrpcUsers(LoadGenConfig.model_validate(first["config"]), first["share"])
+        index, count = first["part"]
+        users = GrpcUsers(LoadGenConfig.model_validate(first["config"]), (index, count))
     except Exception as exc:  # whatever stops it is reported to the parent, which says it in the run's error
         _emit({"error": f"{type(exc).__name__}: {exc}"})
         return

@@ -47,6 +47,8 @@ class KaliperUser(User):
         self.generator: Generator = environment.kaliper_generator  # type: ignore[attr-defined]
         self.retry_after_s: float | None = None
         """What the server's last failing answer asked, in seconds (Retry-After); set by send_one."""
+        self.place: int | None = None
+        """A trace's send: the place in the whole schedule of the slot claimed last (the request it carries)."""
 
     # --- once per generator process ---------------------------------------------------------------------
 
@@ -115,8 +117,9 @@ class KaliperUser(User):
         """Claim the next intended send time and sleep until it; returns it and when it was claimed (a claim
         after the slot was due means no connection was free in time)."""
         clock = time.perf_counter
-        while (slot := self.generator.claim_slot()) is None:
-            gevent.sleep(0.01)
+        while (claim := self.generator.claim_slot()) is None:
+            gevent.sleep(0.01)  # a trace replayed once has sent its last request: the stage ends soon
+        slot, self.place = claim
         claimed = clock()
         if slot > claimed:
             gevent.sleep(max(0.0, slot - claimed - SPIN_S) if self.precise else slot - claimed)

@@ -26,15 +26,27 @@ def set_enabled(enabled: bool) -> None:
     _enabled = enabled
 
 
+LOADS = {"closed": "{:g} users, closed loop", "open": "{:g} req/s, open loop", "trace": "the trace at {:g}x speed"}
+
+
 def stage_started_line(
-    stage: int, level: float, open_loop: bool, warmup_s: float, min_duration_s: float, max_duration_s: float
+    stage: int,
+    level: float,
+    load_model: str,
+    warmup_s: float,
+    min_duration_s: float,
+    max_duration_s: float,
+    replay_s: float | None = None,
 ) -> str:
-    load = f"{level:g} req/s, open loop" if open_loop else f"{level:g} users, closed loop"
-    if min_duration_s >= max_duration_s:
-        measuring = f"{max_duration_s:g}s"
+    """`replay_s`: a trace replayed once, measured to its last send (then its answers are awaited)."""
+    load = LOADS[load_model].format(level)
+    if replay_s is not None:
+        measuring = f"{min(replay_s, max_duration_s):g}s to its last send, then its answers"
+    elif min_duration_s >= max_duration_s:
+        measuring = f"for {max_duration_s:g}s"
     else:
-        measuring = f"{min_duration_s:g}s to {max_duration_s:g}s"
-    return f"stage {stage} starting: {load}; warm-up {warmup_s:g}s, then measuring for {measuring}"
+        measuring = f"for {min_duration_s:g}s to {max_duration_s:g}s"
+    return f"stage {stage} starting: {load}; warm-up {warmup_s:g}s, then measuring {measuring}"
 
 
 def warming_up_line(stage: int, elapsed_s: float) -> str:
@@ -98,10 +110,9 @@ class StageProgress:
         except (OSError, ValueError):  # a closed or broken stderr must not end the load test
             pass
 
-    def started(
-        self, stage: int, level: float, open_loop: bool, warmup_s: float, min_duration_s: float, max_duration_s: float
-    ) -> None:
-        self.emit(stage_started_line(stage, level, open_loop, warmup_s, min_duration_s, max_duration_s))
+    def started(self, stage: int, level: float, load_model: str, warmup_s: float, *durations: float | None) -> None:
+        """`durations`: minDuration, maxDuration and a replayed trace's length, as stage_started_line takes them."""
+        self.emit(stage_started_line(stage, level, load_model, warmup_s, *durations))  # type: ignore[arg-type]
 
     def window(
         self,

@@ -19,6 +19,7 @@ from typing import Any
 
 from kaliper.api.profilerun import GenerationSpec, LengthDistribution, PromptSource, RequestSpec, SyntheticPrompts
 from kaliper.loadgen.payloads import PayloadError
+from kaliper.loadgen.traces import TraceRequest
 
 CHAT_PATH = "/v1/chat/completions"
 COMPLETIONS_PATH = "/v1/completions"
@@ -84,13 +85,31 @@ def single_token_words(tokenizer: Any) -> list[str]:
     return words
 
 
-def synthetic_prompts(spec: SyntheticPrompts, tokenizer: Any, generation: GenerationSpec, chat: bool) -> list[Prompt]:
+def _enough_words(tokenizer: Any) -> list[str]:
     words = single_token_words(tokenizer)
     if len(words) < 64:
         raise PayloadError(
-            f"the tokenizer has only {len(words)} single-token words; synthetic prompts need at least 64 "
-            "(is it the model's tokenizer.json?)"
+            f"the tokenizer has only {len(words)} single-token words; prompts made to token counts need at least "
+            "64 (is it the model's tokenizer.json?)"
         )
+    return words
+
+
+def _checked_text(words: list[str], tokenizer: Any) -> str:
+    """The prompt of these single-token words, checked to encode to as many tokens as it has words."""
+    text = "".join(words)
+    counted = len(tokenizer.encode(text, add_special_tokens=False).ids)
+    if counted != len(words):
+        raise PayloadError(
+            f"a prompt of {len(words)} words encodes to {counted} tokens with this tokenizer; "
+            "use a dataset of prompts instead"
+        )
+    # (The leading space stays: without it the first word may encode as two tokens.)
+    return text
+
+
+def synthetic_prompts(spec: SyntheticPrompts, tokenizer: Any, generation: GenerationSpec, chat: bool) -> list[Prompt]:
+    words = _enough_words(tokenizer)
     rng = random.Random(spec.seed)
     firsts = words[:]
     rng.shuffle(firsts)
@@ -104,17 +123,38 @@ def synthetic_prompts(spec: SyntheticPrompts, tokenizer: Any, generation: Genera
         if own > 0:
             # The first word after the shared prefix differs between prompts (cycling the shuffled pool).
             chosen = [*chosen, firsts[index % len(firsts)], *(rng.choice(words) for _ in range(own - 1))]
-        text = "".join(chosen)
-        counted = len(tokenizer.encode(text, add_special_tokens=False).ids)
-        if counted != length:
-            raise PayloadError(
-                f"a synthetic prompt of {length} words encodes to {counted} tokens with this tokenizer; "
-                "use a dataset of prompts instead"
-            )
+        text = _checked_text(chosen, tokenizer)
         max_tokens = draw_length(spec.output_tokens, rng) if spec.output_tokens else generation.max_tokens
-        # (The leading space stays: without it the first word may encode as two tokens.)
         messages = [{"role": "user", "content": text}] if chat else None
         prompts.append(Prompt(messages, None if chat else text, max_tokens, length))
+    return prompts
+
+
+def trace_prompts(requests: list[TraceRequest], tokenizer: Any, chat: bool, block_tokens: int) -> list[Prompt]:
+    """One prompt per trace request, of its input tokens, asking for its output tokens. Equal block ids are
+    equal runs of `block_tokens` words (the prefix the trace says requests share); a prompt longer than its
+    blocks, or without blocks, goes on with words of its own, the first of them different between prompts."""
+    words = _enough_words(tokenizer)
+    firsts = words[:]
+    random.Random(0).shuffle(firsts)
+    blocks: dict[int, list[str]] = {}
+
+    def block(block_id: int) -> list[str]:
+        if block_id not in blocks:
+            rng = random.Random(block_id)
+            blocks[block_id] = [firsts[block_id % len(firsts)], *(rng.choice(words) for _ in range(block_tokens - 1))]
+        return blocks[block_id]
+
+    prompts = []
+    for index, request in enumerate(requests):
+        chosen = [word for block_id in request.blocks for word in block(block_id)][: request.input_tokens]
+        own = request.input_tokens - len(chosen)
+        if own > 0:
+            rng = random.Random(-1 - index)
+            chosen += [firsts[index % len(firsts)], *(rng.choice(words) for _ in range(own - 1))]
+        text = _checked_text(chosen, tokenizer)
+        messages = [{"role": "user", "content": text}] if chat else None
+        prompts.append(Prompt(messages, None if chat else text, request.output_tokens, request.input_tokens))
     return prompts
 
 
@@ -189,21 +229,26 @@ def request_body(prompt: Prompt, request: RequestSpec, model: str) -> bytes:
 
 
 def generation_requests(
-    prompts_spec: PromptSource, request: RequestSpec, model: str, tokenizer: Any | None, root: Path | None = None
+    prompts_spec: PromptSource,
+    request: RequestSpec,
+    model: str,
+    tokenizer: Any | None,
+    trace: list[TraceRequest] | None = None,
 ) -> list[GenerationRequest]:
+    """The request bodies, made once; a trace's (`trace`: the requests it replays) in its order."""
     generation = request.generation or GenerationSpec()
     chat = request.protocol == "openai-chat"
     if prompts_spec.synthetic is not None:
         assert tokenizer is not None  # the API requires prompts.tokenizer with synthetic prompts
         prompts = synthetic_prompts(prompts_spec.synthetic, tokenizer, generation, chat)
+    elif prompts_spec.trace is not None:
+        assert tokenizer is not None and trace is not None  # the API requires prompts.tokenizer with a trace
+        prompts = trace_prompts(trace, tokenizer, chat, prompts_spec.trace.block_tokens)
     else:
         assert prompts_spec.dataset is not None
         if prompts_spec.dataset.file is None:
             raise PayloadError("dataset.configMap is read inside the cluster; locally, use dataset.file")
-        path = Path(prompts_spec.dataset.file)
-        if root is not None and not path.is_absolute():
-            path = root / path
-        prompts = dataset_prompts(path, generation, chat)
+        prompts = dataset_prompts(Path(prompts_spec.dataset.file), generation, chat)
         if tokenizer is not None:
             prompts = [replace(p, prompt_tokens=dataset_prompt_tokens(p, tokenizer)) for p in prompts]
         if prompts_spec.dataset.order == "random":

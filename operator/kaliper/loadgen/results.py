@@ -11,6 +11,8 @@ from kaliper.loadgen.tokens import TokenWindow
 from kaliper.measure.figures import TOKEN_FIGURES
 from kaliper.measure.histogram import LatencyHistogram
 from kaliper.measure.statistics import REPORTED_PERCENTILES, estimate
+from kaliper.report.ramp_text import segment_text
+from kaliper.report.replay_text import replay_lines
 from kaliper.report.schema import (
     Backoffs,
     GeneratorUsage,
@@ -18,6 +20,7 @@ from kaliper.report.schema import (
     LateSends,
     LoadTestResult,
     PercentileFigure,
+    RampSegment,
     StageResult,
     TokenFigures,
     WindowResult,
@@ -102,6 +105,45 @@ def error_time_share(measured: list[Window]) -> float:
     return round(sum(rates) / len(rates), 6) if rates else 0.0
 
 
+def ramp_segments(config: LoadGenConfig, level: float, measured: list[Window]) -> list[RampSegment]:
+    """A ramp's measured windows in its equal segments, each window in the segment that holds its middle."""
+    ramp = config.load.ramp
+    if ramp is None or not measured:
+        return []
+    window_s, first, count = config.window_s, measured[0].index, ramp.segments
+    segment_s = len(measured) * window_s / count
+    parts = [
+        Window(measured[0].stage, -1, corrected=LatencyHistogram() if config.open_loop else None) for _ in range(count)
+    ]
+    windows_in = [0] * count
+    for window in measured:
+        owner = min(int((window.index - first + 0.5) * window_s // segment_s), count - 1)
+        parts[owner].merge(window)
+        windows_in[owner] += 1
+    segments = []
+    for i, (part, windows) in enumerate(zip(parts, windows_in, strict=True)):
+        # A stepped ramp holds each of its rates; a linear one passes through its mean at the segment's middle.
+        position = i / (count - 1) if ramp.shape == "stepped" else (i + 0.5) / count
+        asked = level + (ramp.to - level) * position
+        errors = sum(part.errors.values())
+        segments.append(
+            RampSegment(
+                index=i,
+                start_s=round(i * segment_s, 3),
+                duration_s=round(segment_s, 3),
+                intended_rps=round(asked, 3) if config.open_loop else None,
+                intended_users=round(asked, 3) if not config.open_loop else None,
+                requests=part.requests,
+                errors=errors,
+                throughput_rps=round((part.requests - errors) / (windows * window_s), 3) if windows else 0.0,
+                p50_ms=_ms(part.latency.value_at_percentile(50)) if part.latency.count else None,
+                p99_ms=_ms(part.latency.value_at_percentile(99)) if part.latency.count else None,
+                late_sends=part.late_generator + part.late_no_connection,
+            )
+        )
+    return segments
+
+
 def stage_result(
     config: LoadGenConfig,
     index: int,
@@ -118,6 +160,8 @@ def stage_result(
         total.merge(window)
     errors = sum(total.errors.values())
     measured_s = len(measured) * window_s
+    windows_in = max((w.index + 1 for w in windows), default=0)
+    scheduled = config.played_trace().sends_per_window(window_s, windows_in) if config.load.trace else None
     late = None
     if config.open_loop:
         count = total.late_generator + total.late_no_connection
@@ -126,7 +170,7 @@ def stage_result(
         reason_text = None
         if flagged:
             reason_text = f"{share:.1%} of sends left more than {LATE_AFTER_S * 1000:g} ms late: " + (
-                "every connection was busy; raise load.openLoop.maxConnections"
+                f"every connection was busy; raise load.{'trace' if config.load.trace else 'openLoop'}.maxConnections"
                 if total.late_no_connection >= total.late_generator
                 else "the load generator could not keep up; add load.processes or load.workers"
             )
@@ -140,7 +184,7 @@ def stage_result(
         )
     return StageResult(
         index=index,
-        load_model="open" if config.open_loop else "closed",
+        load_model=config.load_model,
         level=level,
         started_at=datetime.fromtimestamp(start_wall, UTC),
         warmup_s=warmup_windows * window_s,
@@ -182,9 +226,12 @@ def stage_result(
                 throughput_rps=round((w.requests - sum(w.errors.values())) / window_s, 3),
                 p50_ms=_ms(w.latency.value_at_percentile(50)) if w.latency.count else None,
                 p99_ms=_ms(w.latency.value_at_percentile(99)) if w.latency.count else None,
+                late_sends=w.late_no_connection + w.late_generator,
+                scheduled=scheduled[w.index] if scheduled else None,
             )
             for w in windows
         ],
+        segments=ramp_segments(config, level, measured),
         stop_reason=reason,
     )
 
@@ -230,13 +277,13 @@ def summarize(result: LoadTestResult) -> str:
     if result.error:
         lines.append(f"ERROR: {result.error}")
     for stage in result.stages:
-        unit = "users" if stage.load_model == "closed" else "req/s"
+        unit = {"closed": " users", "open": " req/s", "trace": "x the trace's speed"}[stage.load_model]
         p = {f.percentile: f for f in stage.latency.percentiles}
         figures = "  ".join(
             f"p{k:g} {p[k].value_ms:.2f}ms" for k in (50, 90, 99) if k in p and p[k].value_ms is not None
         )
         lines.append(
-            f"stage {stage.index}: {stage.level:g} {unit}  {stage.requests} requests in {stage.measured_s:g}s  "
+            f"stage {stage.index}: {stage.level:g}{unit}  {stage.requests} requests in {stage.measured_s:g}s  "
             f"{stage.throughput_rps:.1f} ok/s  errors {stage.error_rate:.2%} ({stage.error_time_share:.1%} of the time)"
             f"  {figures}"
         )
@@ -260,4 +307,6 @@ def summarize(result: LoadTestResult) -> str:
                 lines += [f"    {kind}: {text}" for text in texts]
         if stage.late_sends and stage.late_sends.flagged:
             lines.append(f"  WARNING: {stage.late_sends.reason}")
+        lines += [f"  {segment_text(segment)}" for segment in stage.segments]
+        lines += [f"  {line}" for line in replay_lines(stage)]
     return "\n".join(lines)

@@ -3,7 +3,8 @@
 Like perf_analyzer, a measurement is stable when the last k windows agree within a tolerance (throughput
 and the SLO percentile's latency); unlike it, Kaliper also waits until the confidence interval of that
 percentile is narrow enough, and until the interval of every latency objective lies wholly on one side of
-its bound (so the SLO verdict can be decided). The minimum and maximum durations always hold.
+its bound (so the SLO verdict can be decided), read as the verdict reads it: the failures and the requests in
+flight count as slower than any answer. The minimum and maximum durations always hold.
 """
 
 from __future__ import annotations
@@ -48,6 +49,15 @@ def spread(values: list[float]) -> float:
     """(max - min) / mean: how far apart a set of figures is, as a fraction."""
     mean = sum(values) / len(values)
     return (max(values) - min(values)) / mean if mean > 0 else float("inf")
+
+
+def unanswered_so_far(measured: list[Window]) -> tuple[int, int]:
+    """(answered, unanswered) requests of the windows measured so far, as the SLO verdict will count them at
+    the stage's end: the failures, and the requests in flight at the last window's edge."""
+    requests = sum(w.requests for w in measured)
+    errors = sum(sum(w.errors.values()) for w in measured)
+    in_flight = measured[-1].in_flight if measured else 0
+    return requests - errors, errors + in_flight
 
 
 def straddling(objectives: list[tuple[PercentileEstimate, float]]) -> str | None:
@@ -108,6 +118,29 @@ def decide(
         f"p{cumulative.percentile:g} {latency_spread:.1%}) and the p{cumulative.percentile:g} "
         f"{cumulative.confidence:.0%} confidence interval is {width:.1%} wide",
     )
+
+
+def replay_done(
+    measured_s: float, replay_s: float, window_s: float, drain_s: float, measured: list[Window]
+) -> Decision | None:
+    """A trace replayed once ends one window after the first window edge, from its last send on, with no
+    request in flight: a window's in-flight count is read when it is collected, a little after its edge, and
+    the answers that came in between are in the next window, which the stage keeps. Or `drain_s` (the
+    request timeout) after the last send, what is still in flight counted as unanswered. None before the
+    last send."""
+    if measured_s < replay_s:
+        return None
+    in_flight = measured[-1].in_flight if measured else 0
+    settled = measured_s - window_s >= replay_s and len(measured) >= 2 and not measured[-2].in_flight
+    if settled or (measured_s >= replay_s + drain_s and not in_flight):
+        return Decision(True, f"replayed the trace ({replay_s:g}s) and none is left in flight")
+    if measured_s >= replay_s + drain_s:
+        return Decision(
+            True, f"replayed the trace; {in_flight} requests still in flight {drain_s:g}s after its last send"
+        )
+    if not in_flight:
+        return Decision(False, "replayed the trace; a window more for the answers that came at its edge")
+    return Decision(False, f"replayed the trace; waiting for {in_flight} answers")
 
 
 def target_down(measured: list[Window], window_s: float) -> str | None:

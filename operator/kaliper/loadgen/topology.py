@@ -100,7 +100,9 @@ def run_worker(master_host: str, master_port: int) -> None:
             return
         if state["generator"] is None:
             config = LoadGenConfig.model_validate(data["config"])
-            generator = Generator(config, user_class_for(config), share=data["share"])
+            # The master numbers its workers 0..n-1 as they connect: this one's part of the schedule.
+            part = (runner.worker_index % data["sources"], data["sources"])
+            generator = Generator(config, user_class_for(config), part=part)
             try:
                 generator.start()
             except LoadGenError as exc:

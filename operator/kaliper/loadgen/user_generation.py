@@ -87,7 +87,8 @@ class GenerationUser(KaliperUser):
             self.session,
             self.connection,
         )
-        index = requests.next_index()
+        # A trace's send carries the trace's request for its place; other loads take the requests in turn.
+        index = self.place % len(requests.raw) if self.place is not None else requests.next_index()
         in_session = session is not None and bool(session.messages)
         if session is not None and in_session:
             assert sender.session_body is not None

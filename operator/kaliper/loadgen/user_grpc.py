@@ -33,7 +33,7 @@ class GrpcUser(KaliperUser):
 
     @classmethod
     def stage_windows(cls, generator: Generator) -> StageWindows:
-        return GrpcClientProcess(generator.config, generator.share)
+        return GrpcClientProcess(generator.config, generator.part)
 
     @classmethod
     def check(cls, generator: Generator) -> Preflight:

@@ -26,7 +26,7 @@ from kaliper.local.servers import ServerError, ServerGroup, local_problem
 from kaliper.local.sources import NotOnThisMachine, deployment_model, local_path
 from kaliper.log import get_logger
 from kaliper.manifests.profilerun import loadgen_config as build_loadgen_config
-from kaliper.manifests.profilerun import payload_dataset
+from kaliper.manifests.profilerun import payload_file
 from kaliper.metrics.nvml import Nvml
 from kaliper.netutil import free_port
 from kaliper.profiling.plan import configurations, describe, sweep_problem, trial_count_problem, trial_protocol
@@ -128,7 +128,7 @@ def loadgen_config(
     headers = {
         h.name: secret_variable(h.secret_key_ref.name, h.secret_key_ref.key) for h in spec.request.headers_from or []
     }
-    dataset = payload_dataset(spec)
+    dataset = payload_file(spec)
     dataset_file = str(local_path(dataset.file, base_dir)) if dataset is not None and dataset.file is not None else None
     tokenizer = spec.payload.prompts.tokenizer if spec.payload.prompts else None
     tokenizer_file = str(local_path(tokenizer.file, base_dir)) if tokenizer and tokenizer.file else None

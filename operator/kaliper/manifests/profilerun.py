@@ -19,7 +19,7 @@ from typing import Any
 import yaml
 
 from kaliper.api.modeldeployment import ModelDeploymentSpec
-from kaliper.api.profilerun import DatasetSource, ProfileRunSpec
+from kaliper.api.profilerun import DatasetSource, ProfileRunSpec, TraceSource
 from kaliper.api.units import parse_duration
 from kaliper.lifecycle.gc import KEEP_UNTIL
 from kaliper.manifests.modeldeployment import LABEL_MANAGED, owner_reference
@@ -140,10 +140,10 @@ def build_trial_deployment(run: dict[str, Any], index: int, spec: ModelDeploymen
     }
 
 
-def payload_dataset(spec: ProfileRunSpec) -> DatasetSource | None:
-    """The dataset the requests come from: request bodies (payload.dataset) or prompts (payload.prompts)."""
+def payload_file(spec: ProfileRunSpec) -> DatasetSource | TraceSource | None:
+    """The file the requests come from: request bodies (payload.dataset), or the prompts' dataset or trace."""
     if spec.payload.prompts is not None:
-        return spec.payload.prompts.dataset
+        return spec.payload.prompts.dataset or spec.payload.prompts.trace
     return spec.payload.dataset
 
 
@@ -164,20 +164,23 @@ def loadgen_config(
 ) -> dict[str, Any]:
     """The load generator's config (a LoadGenConfig) for one trial. Secret-backed headers become
     environment variable names (env_headers: header -> variable), never values. `dataset_file` and
-    `tokenizer_file` say where the generator finds the payload's dataset (or prompts dataset) and the
+    `tokenizer_file` say where the generator finds the payload's dataset (or prompts dataset or trace) and the
     prompts' tokenizer: a mounted ConfigMap key in the cluster, a resolved path locally. Behind one endpoint
     for several server replicas, each read of the server's metrics reaches one replica, so the generator does
     not check itself against them. `protocol` is the trial's, where the run sweeps it."""
     load = spec.load.to_manifest()
     if spec.load.closed_loop is not None:
         load["closedLoop"]["concurrency"] = int(level)
+    elif spec.load.trace is not None:
+        load["trace"]["speedup"] = level
     else:
         load["openLoop"]["rate"] = level
     payload = spec.payload.to_manifest()
-    holder = payload.get("prompts", payload)  # where a dataset and a tokenizer sit
+    holder = payload.get("prompts", payload)  # where a dataset (or a trace) and a tokenizer sit
     if dataset_file is not None:
-        holder["dataset"] = {**holder["dataset"], "file": dataset_file}
-        holder["dataset"].pop("configMap", None)
+        key = "trace" if "trace" in holder else "dataset"
+        holder[key] = {**holder[key], "file": dataset_file}
+        holder[key].pop("configMap", None)
     if tokenizer_file is not None:
         holder["tokenizer"] = {"file": tokenizer_file}
     request = spec.request.to_manifest()
@@ -207,7 +210,7 @@ def _loadgen_pod(
         {"name": "config", "configMap": {"name": trial_objects(run["metadata"]["name"], index).loadgen_config}},
         {"name": "tmp", "emptyDir": {}},
     ]
-    dataset = payload_dataset(spec)
+    dataset = payload_file(spec)
     if dataset is not None and dataset.config_map is not None:
         volumes.append({"name": "payload", "configMap": {"name": dataset.config_map.name}})
         mounts.append({"name": "payload", "mountPath": PAYLOAD_DIR, "readOnly": True})
@@ -288,7 +291,7 @@ def build_loadgen(
     workers = spec.load.workers
     names = trial_objects(run["metadata"]["name"], index, workers)
     headers = {h.name: header_variable(i) for i, h in enumerate(spec.request.headers_from or [])}
-    dataset = payload_dataset(spec)
+    dataset = payload_file(spec)
     dataset_file = str(PurePosixPath(PAYLOAD_DIR) / dataset.config_map.key) if dataset and dataset.config_map else None
     tokenizer = spec.payload.prompts.tokenizer if spec.payload.prompts else None
     tokenizer_file = (

@@ -70,6 +70,19 @@ def nearest_rank(values: list[float], percentile: float) -> float:
     return ordered[percentile_rank(len(ordered), percentile) - 1]
 
 
+def percentile_among_answered(percentile: float, answered: int, unanswered: int) -> float | None:
+    """Which percentile of the answered requests a percentile of every request is, when each unanswered one
+    (failed, or still in flight when the measurement ended) counts as slower than any answer:
+    p / (answered share). None where more went unanswered than the percentile leaves (p99 with over 1%)."""
+    total = answered + unanswered
+    if not total:
+        return percentile
+    share = answered / total
+    if share <= 0 or percentile / share > 100:
+        return None
+    return min(100.0, percentile / share)
+
+
 def estimate(histogram: LatencyHistogram, percentile: float, confidence: float = 0.95) -> PercentileEstimate:
     count = histogram.count
     if count == 0:

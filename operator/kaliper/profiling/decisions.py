@@ -15,7 +15,7 @@ from kaliper.api.profilerun import CostModel, LatencyObjective, RecommendationSp
 from kaliper.api.units import format_cpu, format_memory, parse_cpu, parse_duration, parse_quantity
 from kaliper.measure.figures import figure
 from kaliper.measure.histogram import LatencyHistogram
-from kaliper.measure.statistics import estimate, nearest_rank
+from kaliper.measure.statistics import estimate, nearest_rank, percentile_among_answered
 from kaliper.pareto import pareto_front
 from kaliper.report.schema import (
     BestChoice,
@@ -121,15 +121,10 @@ def goodput_check(stage: StageResult, bound: float) -> SloCheck:
 def answered_percentile(stage: StageResult, percentile: float) -> float | None:
     """Which percentile of the answered requests an objective's percentile of every request is, a failed
     request, or one still in flight when the stage ended, counted as slower than any answer (it was not
-    answered in time): p / (1 - unanswered share). None where more requests went unanswered than the
-    percentile leaves (p99 with over 1%): the objective is missed whatever the answered requests took."""
-    total = stage.requests + stage.in_flight_at_end
-    if not total:
-        return percentile
-    answered = 1 - (stage.errors + stage.in_flight_at_end) / total
-    if answered <= 0 or percentile / answered > 100:
-        return None
-    return min(100.0, percentile / answered)
+    answered in time). None where more requests went unanswered than the percentile leaves: the objective is
+    missed whatever the answered requests took."""
+    unanswered = stage.errors + stage.in_flight_at_end
+    return percentile_among_answered(percentile, stage.requests - stage.errors, unanswered)
 
 
 def objective_interval(stage: StageResult, objective: LatencyObjective) -> Interval | None:

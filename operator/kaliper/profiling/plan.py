@@ -57,6 +57,8 @@ def load_levels(spec: ProfileRunSpec) -> tuple[list[float], str]:
     if spec.load.closed_loop is not None:
         levels = sweep.concurrency if sweep and sweep.concurrency else [spec.load.closed_loop.concurrency]
         return sorted(float(v) for v in levels), "concurrency"
+    if spec.load.trace is not None:
+        return [spec.load.trace.speedup], "speedup"
     assert spec.load.open_loop is not None
     levels = sweep.rate if sweep and sweep.rate else [spec.load.open_loop.rate]
     return sorted(float(v) for v in levels), "rate"
@@ -197,6 +199,7 @@ def machine_paths_problem(spec: ProfileRunSpec) -> str | None:
     for field, source in (
         ("payload.dataset", spec.payload.dataset),
         ("payload.prompts.dataset", prompts.dataset if prompts else None),
+        ("payload.prompts.trace", prompts.trace if prompts else None),
         ("payload.prompts.tokenizer", prompts.tokenizer if prompts else None),
     ):
         if source is not None and source.file is not None:

@@ -1,5 +1,5 @@
 """A profile report's charts (plotly): latency or token figures against load, cost at each configuration's
-capacity and against p99, CPU and memory over time, figures against the baseline.
+capacity and against p99, a replayed trace over time, CPU and memory over time, figures against the baseline.
 """
 
 from __future__ import annotations
@@ -222,6 +222,67 @@ def _usage_figures(report: ProfileReport, colours: dict[int, str]) -> list[go.Fi
     return [cpu, memory]
 
 
+def _replay_figure(report: ProfileReport, colours: dict[int, str]) -> go.Figure | None:
+    """A replayed trace over time: the sends its clock asked for in each window (bars) beside the p99 from the
+    intended send in that window and the late sends; the chosen trial drawn, the others a click away."""
+    import plotly.graph_objects as go
+
+    replays = [
+        t for t in report.trials if t.stage is not None and any(w.scheduled is not None for w in t.stage.windows)
+    ]
+    if not replays:
+        return None
+    shown = report.best_trial if report.best_trial in {t.index for t in replays} else replays[0].index
+    figure = go.Figure()
+    for trial in replays:
+        assert trial.stage is not None
+        windows, colour = trial.stage.windows, colours[trial.index]
+        visible: bool | str = True if trial.index == shown else "legendonly"
+        t = [w.start_s for w in windows]
+        group = f"t{trial.index}"
+        figure.add_trace(
+            go.Bar(
+                x=t,
+                y=[w.scheduled for w in windows],
+                name=f"t{trial.index} sends the trace asked",
+                legendgroup=group,
+                visible=visible,
+                marker={"color": colour, "opacity": 0.35},
+                offset=0,
+            )
+        )
+        figure.add_trace(
+            go.Scatter(
+                x=t,
+                y=[w.late_sends for w in windows],
+                mode="markers",
+                name=f"t{trial.index} late sends",
+                legendgroup=group,
+                visible=visible,
+                marker={"color": colour, "symbol": "x"},
+            )
+        )
+        figure.add_trace(
+            go.Scatter(
+                x=t,
+                y=[w.p99_ms for w in windows],
+                mode="lines+markers",
+                name=f"t{trial.index} p99 (ms)",
+                legendgroup=group,
+                visible=visible,
+                yaxis="y2",
+                line={"color": colour},
+            )
+        )
+    figure.update_layout(
+        title=f"The trace over time, trial {shown}: its sends per window beside the p99 from the intended send",
+        xaxis={"title": "seconds into the stage", "rangemode": "tozero"},
+        yaxis={"title": "sends per window (and late sends)", "rangemode": "tozero"},
+        yaxis2={"title": "p99 (ms)", "overlaying": "y", "side": "right", "rangemode": "tozero"},
+    )
+    return figure
+
+
 def _capacity_cost_figure(report: ProfileReport, colours: dict[int, str]) -> go.Figure | None:
     """What each configuration costs at its capacity, with the 95% interval: the chart the choice is made on."""
     import plotly.graph_objects as go
@@ -381,6 +442,7 @@ def figures(report: ProfileReport) -> list[go.Figure]:
         *load,
         _capacity_cost_figure(report, colours),
         _cost_figure(report, colours, bounds),
+        _replay_figure(report, colours),
         *_usage_figures(report, colours),
         *comparison_figures(report),
     )

@@ -9,6 +9,8 @@ from collections import defaultdict
 
 from kaliper.api.units import UnitError, format_memory, parse_cpu, parse_duration
 from kaliper.measure.figures import LATENCY, TPOT, TTFT, Figure
+from kaliper.report.ramp_text import segment_text
+from kaliper.report.replay_text import replay_lines
 from kaliper.report.schema import PercentileFigure, ProfileReport, TrialReport
 from kaliper.report.token_text import token_summary
 
@@ -290,6 +292,9 @@ def trial_detail_lines(trial: TrialReport) -> list[str]:
     if trial.stage is not None and trial.stage.tokens is not None:
         lines.append(f"tokens: {token_summary(trial.stage.tokens)}")
     lines += [f"limited: {flag}" for flag in trial.limited_by]
+    if trial.stage is not None:
+        lines += [segment_text(segment) for segment in trial.stage.segments]
+        lines += replay_lines(trial.stage)
     if trial.repetitions:
         verdicts = ", ".join(r.slo_verdict or "-" for r in trial.repetitions)
         rates = ", ".join(f"{r.throughput_rps:.1f}" for r in trial.repetitions)

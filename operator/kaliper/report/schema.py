@@ -53,6 +53,34 @@ class WindowResult(KaliperModel):
     throughput_rps: float
     p50_ms: float | None = None
     p99_ms: float | None = None
+    late_sends: int = 0
+    """Open loop: sends that left late in this window."""
+    scheduled: int | None = None
+    """A replayed trace: the sends its clock asked for in this window (the trace's own rate over time)."""
+
+
+class RampSegment(KaliperModel):
+    """One equal part of a ramp's measurement (openLoop.ramp or closedLoop.ramp): the rate or the users it asked
+    for and what came of it."""
+
+    index: int
+    start_s: float
+    """Seconds from the start of the measurement (after the warm-up)."""
+    duration_s: float
+    intended_rps: float | None = None
+    """Open loop: the ramp's mean rate over the segment."""
+    intended_users: float | None = None
+    """Closed loop: the ramp's users over the segment (a linear ramp's mean, before rounding to whole users)."""
+    requests: int
+    """Requests that ended in the segment, answered or failed."""
+    errors: int
+    throughput_rps: float
+    """Successful requests per second."""
+    p50_ms: float | None = None
+    p99_ms: float | None = None
+    """From the intended send time (corrected for coordinated omission), as the stage's latency."""
+    late_sends: int = 0
+    """Sends that left late, as the stage's lateSends counts them."""
 
 
 class GeneratorUsage(KaliperModel):
@@ -244,9 +272,9 @@ class StageResult(KaliperModel):
     """One load level of a run."""
 
     index: int
-    load_model: Literal["closed", "open"]
+    load_model: Literal["closed", "open", "trace"]
     level: float
-    """Concurrent users (closed loop) or requests per second (open loop)."""
+    """Concurrent users (closed loop), requests per second (open loop) or the speedup of a replayed trace."""
     started_at: datetime
     """When the stage began (warm-up included); measurement starts warmupS later."""
     warmup_s: float
@@ -293,6 +321,8 @@ class StageResult(KaliperModel):
     generator_usage: GeneratorUsage | None = None
     """Absent where the generator could not read its own CPU time (a worker that ran on another node)."""
     windows: list[WindowResult] = Field(default_factory=list)
+    segments: list[RampSegment] = Field(default_factory=list)
+    """A ramp's figures, segment by segment (openLoop.ramp or closedLoop.ramp); empty otherwise."""
     stop_reason: str
 
 

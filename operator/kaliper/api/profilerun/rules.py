@@ -193,3 +193,20 @@ WORKLOAD_SWEEPS_ONLY_POD_SETTINGS = Rule(
     ),
     field_path=".sweep",
 )
+
+
+TRACE_NEEDS_REPLAY = Rule(
+    cel="!has(self.payload.prompts) || !has(self.payload.prompts.trace) || has(self.load.trace)",
+    message="a trace's requests are sent on its own clock: replace load.openLoop or load.closedLoop with "
+    "load.trace (speedup, start, duration, loop)",
+    check=lambda s: s.payload.prompts is None or s.payload.prompts.trace is None or s.load.trace is not None,
+    field_path=".load",
+)
+
+
+REPLAY_NEEDS_TRACE = Rule(
+    cel="!has(self.load.trace) || (has(self.payload.prompts) && has(self.payload.prompts.trace))",
+    message="load.trace replays a trace: set payload.prompts.trace (file or configMap, and its format)",
+    check=lambda s: s.load.trace is None or (s.payload.prompts is not None and s.payload.prompts.trace is not None),
+    field_path=".payload.prompts",
+)

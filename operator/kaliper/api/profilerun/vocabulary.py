@@ -261,16 +261,36 @@ class TokenizerSource(KaliperModel):
     cross_field_rules = (exactly_one_of("file", "config_map"),)
 
 
+class TraceSource(KaliperModel):
+    """A request trace: when each request was sent and its token counts. Its prompts are made to those counts
+    with the tokenizer; load.trace replays it on its own clock. Set exactly one of file or configMap."""
+
+    file: Annotated[str, Field(min_length=1, max_length=1024)] | None = None
+    """A file on this machine (kaliper run, python -m kaliper.loadgen)."""
+    config_map: ConfigMapKeyReference | None = None
+    """A ConfigMap key holding the trace (mounted into the load-generator pods)."""
+    format: Literal["mooncake", "azure"]
+    """mooncake: JSON Lines of {"timestamp": ms, "input_length", "output_length", "hash_ids"} (Mooncake's
+    traces, as AIPerf reads them); azure: the CSV of TIMESTAMP,ContextTokens,GeneratedTokens (Azure's public
+    LLM inference traces)."""
+    block_tokens: Annotated[int, Field(ge=1, le=65536)] = 512
+    """Tokens per hash id (mooncake): equal ids are equal blocks of the prompt, a prefix the server may cache."""
+
+    cross_field_rules = (exactly_one_of("file", "config_map"),)
+
+
 class PromptSource(KaliperModel):
-    """Prompts for openai-chat and openai-completions. Set exactly one of synthetic or dataset."""
+    """Prompts for openai-chat and openai-completions. Set exactly one of synthetic, dataset or trace."""
 
     synthetic: SyntheticPrompts | None = None
     """Prompts of drawn token lengths, made with the tokenizer (needs tokenizer)."""
     dataset: DatasetSource | None = None
     """JSON Lines, one request per line: {"prompt": "..."} or {"messages": [{"role": ..., "content": ...}]},
     with an optional "max_tokens"."""
+    trace: TraceSource | None = None
+    """Prompts of a trace's token counts (needs tokenizer), sent on the trace's clock (needs load.trace)."""
     tokenizer: TokenizerSource | None = None
-    """The model's tokenizer: makes synthetic prompts, and counts tokens where the server sends no usage."""
+    """The model's tokenizer: makes synthetic and trace prompts, and counts tokens where the server sends no usage."""
     turns: Annotated[int, Field(ge=1, le=64)] = 1
     """Chat sessions (openai-chat): each user sends this many requests in a row, each carrying the session's
     earlier messages and the server's answers to them, then starts a new session; a failed turn ends its
@@ -280,13 +300,19 @@ class PromptSource(KaliperModel):
     (as the assistant message's `reasoning`). Default false: only the answer, as chat clients send it."""
 
     cross_field_rules = (
-        exactly_one_of("synthetic", "dataset"),
+        exactly_one_of("synthetic", "dataset", "trace"),
         Rule(
-            cel="!has(self.synthetic) || has(self.tokenizer)",
-            message="synthetic prompts are made to exact token counts with the model's tokenizer; set "
+            cel="(!has(self.synthetic) && !has(self.trace)) || has(self.tokenizer)",
+            message="synthetic and trace prompts are made to exact token counts with the model's tokenizer; set "
             "prompts.tokenizer.file (or configMap) to its tokenizer.json",
-            check=lambda s: s.synthetic is None or s.tokenizer is not None,
+            check=lambda s: (s.synthetic is None and s.trace is None) or s.tokenizer is not None,
             field_path=".tokenizer",
+        ),
+        Rule(
+            cel="!has(self.trace) || !has(self.turns) || self.turns == 1",
+            message="a trace's rows are single requests: remove turns (or set it to 1)",
+            check=lambda s: s.trace is None or s.turns == 1,
+            field_path=".turns",
         ),
     )
 
@@ -308,6 +334,25 @@ class Payload(KaliperModel):
     cross_field_rules = (exactly_one_of("inline", "dataset", "tensors", "prompts"),)
 
 
+class RampShape(KaliperModel):
+    """How a ramp moves over maxDuration, and the parts the report gives figures for."""
+
+    shape: Literal["linear", "stepped"] = "linear"
+    """linear: the level moves steadily; stepped: it holds each of `segments` levels, evenly spaced from the
+    start to `to`, for an equal part of maxDuration."""
+    segments: Annotated[int, Field(ge=2, le=100)] = 4
+    """The equal parts of maxDuration the report gives figures for (a stepped ramp's steps). Each should hold
+    a measurement window (1 s) or more."""
+
+
+class UserRamp(RampShape):
+    """Users that come and go during the measurement, from closedLoop.concurrency (or a concurrency sweep's
+    level; held through the warm-up) to `to` over maxDuration, and reported per segment."""
+
+    to: Annotated[int, Field(ge=1, le=100000)]
+    """Concurrent users at the end of the measurement (above concurrency for a ramp up, below for one down)."""
+
+
 class ClosedLoop(KaliperModel):
     """A fixed number of users, each sending its next request when the previous answer arrives."""
 
@@ -315,6 +360,36 @@ class ClosedLoop(KaliperModel):
     """Concurrent users."""
     think_time: Duration = "0s"
     """Pause between a user's answer and its next request."""
+    ramp: UserRamp | None = None
+    """Move the number of users during the measurement (linear: rounded to whole users as it goes). A ramp
+    is measured for its whole length: set maxDuration, not stopping."""
+
+
+class Ramp(RampShape):
+    """A rate that moves during the measurement, from openLoop.rate (or a rate sweep's level; held through the
+    warm-up) to `to` over maxDuration, and reported per segment."""
+
+    to: Annotated[float, Field(gt=0, le=1000000)]
+    """Requests per second at the end of the measurement (above rate for a ramp up, below for a ramp down)."""
+
+
+class TraceReplay(KaliperModel):
+    """Replay payload.prompts.trace on its own clock: each row's time is its request's intended send time
+    (open loop: latency from it, late sends counted), split across processes and workers so the schedule
+    holds. The warm-up is the replay's first part; the stage ends when the replay has sent its last request
+    and those answers are in (or maxDuration)."""
+
+    speedup: Annotated[float, Field(gt=0, le=1000)] = 1
+    """Play the trace this many times faster (2: every gap halved)."""
+    start: Duration = "0s"
+    """Where in the trace the replay starts (the trace's time, from its first request)."""
+    duration: PositiveDuration | None = None
+    """How much of the trace to replay, in the trace's time. Default: to its end."""
+    loop: bool = False
+    """Start again from the window's start when it ends, until maxDuration."""
+    max_connections: Annotated[int, Field(ge=1, le=100000)] | None = None
+    """Connections the generator may open. Default: the most requests the replay sends in one second, at
+    least 16 and at most 2000."""
 
 
 class OpenLoop(KaliperModel):
@@ -322,10 +397,26 @@ class OpenLoop(KaliperModel):
 
     rate: Annotated[float, Field(gt=0, le=1000000)]
     """Requests per second."""
-    arrival: Literal["constant", "poisson"] = "constant"
-    """Evenly spaced sends, or a Poisson process with the same mean rate."""
+    arrival: Literal["constant", "poisson", "gamma"] = "constant"
+    """Evenly spaced sends, a Poisson process with the same mean rate, or gamma-distributed gaps whose
+    burstiness sets how bursty (vLLM's and AIPerf's gamma arrivals)."""
+    burstiness: Annotated[float, Field(gt=0, le=100)] | None = None
+    """Gamma arrivals only: the gaps' shape. 1 is a Poisson process; below 1 burstier (the gaps' coefficient
+    of variation is 1/sqrt(burstiness): 0.25 gives 2), above 1 more even. Default 1."""
     max_connections: Annotated[int, Field(ge=1, le=100000)] | None = None
     """Connections the generator may open. Default: enough for the rate and the SLO latency."""
+    ramp: Ramp | None = None
+    """Move the rate during the measurement (the arrivals keep their kind at every rate). A ramp is measured
+    for its whole length: set maxDuration, not stopping."""
+
+    cross_field_rules = (
+        Rule(
+            cel="!has(self.burstiness) || (has(self.arrival) && self.arrival == 'gamma')",
+            message="burstiness shapes gamma arrivals: set arrival: gamma, or remove burstiness",
+            check=lambda s: s.burstiness is None or s.arrival == "gamma",
+            field_path=".burstiness",
+        ),
+    )
 
 
 class StoppingRule(KaliperModel):
@@ -350,12 +441,14 @@ def _duration_or_default(alias: str, default: str) -> str:
 
 
 class LoadSpec(KaliperModel):
-    """The load each trial applies. Set exactly one of closedLoop or openLoop."""
+    """The load each trial applies. Set exactly one of closedLoop, openLoop or trace."""
 
     closed_loop: ClosedLoop | None = None
     """Closed-loop load: a fixed number of concurrent users."""
     open_loop: OpenLoop | None = None
     """Open-loop load: a target arrival rate, corrected for coordinated omission."""
+    trace: TraceReplay | None = None
+    """Open-loop load on a trace's clock (payload.prompts.trace), corrected for coordinated omission."""
     warmup: Duration = "10s"
     """Load applied before measuring starts; excluded from every figure."""
     min_duration: PositiveDuration = "30s"
@@ -373,8 +466,28 @@ class LoadSpec(KaliperModel):
     server. The report lists every repetition and their spread; the median one (by throughput) gives the
     trial's figures, and repetitions that disagree on the SLO make the trial Inconclusive."""
 
+    @property
+    def ramp(self) -> Ramp | UserRamp | None:
+        """The ramp of the open or closed loop, if it has one."""
+        if self.open_loop is not None:
+            return self.open_loop.ramp
+        return self.closed_loop.ramp if self.closed_loop is not None else None
+
     cross_field_rules = (
-        exactly_one_of("closed_loop", "open_loop"),
+        exactly_one_of("closed_loop", "open_loop", "trace"),
+        Rule(
+            cel="!has(self.trace) || !has(self.stopping)",
+            message="a trace is measured for its whole replay: remove stopping (cut the replay with trace.duration)",
+            check=lambda s: s.trace is None or s.stopping is None,
+            field_path=".stopping",
+        ),
+        Rule(
+            cel="((!has(self.openLoop) || !has(self.openLoop.ramp)) && "
+            "(!has(self.closedLoop) || !has(self.closedLoop.ramp))) || !has(self.stopping)",
+            message="a ramp is measured for its whole length (maxDuration): remove stopping, or the ramp",
+            check=lambda s: s.ramp is None or s.stopping is None,
+            field_path=".stopping",
+        ),
         Rule(
             cel=f"{_duration_or_default('minDuration', '30s')} <= {_duration_or_default('maxDuration', '5m')}",
             message="minDuration must not exceed maxDuration (defaults 30s and 5m); lower one or raise the other",
