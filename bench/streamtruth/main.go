@@ -25,6 +25,13 @@
 // engine's error object, as vLLM sends when its engine dies, then [DONE]), "empty" (the role, a finish
 // reason, [DONE]: no token), or "cut" (two tokens, then the connection closed mid-stream). Such answers are
 // not recorded as served.
+// With -vllm-metrics, GET /metrics exports what vLLM exports about the workload it served, under vLLM's names
+// and labels (model_name, engine): vllm:request_prompt_tokens and vllm:request_generation_tokens histograms
+// with vLLM's 1-2-5 buckets up to -max-model-len, vllm:request_success_total by finished_reason (a series for
+// each reason from the start, as vLLM creates them), observed when an answer ends, and the prefix cache's
+// vllm:prefix_cache_queries_total and vllm:prefix_cache_hits_total in prompt tokens, counted when a request
+// arrives: its leading whole blocks of -block-tokens words that an earlier prompt began with are hits (never
+// its last token, which the engine always computes). Each record then also says its prompt words and hits.
 package main
 
 import (
@@ -48,6 +55,8 @@ type record struct {
 	Arrived   int64   `json:"arrived"`
 	Chunks    []int64 `json:"chunks"`
 	Reasoning int     `json:"reasoning"` // the first Reasoning chunks carried thinking
+	Prompt    int     `json:"prompt"`    // prompt words (the stand-in for tokens)
+	Cached    int     `json:"cached"`    // of them, prefix-cache hits (with -vllm-metrics)
 }
 
 type server struct {
@@ -66,6 +75,7 @@ type server struct {
 	mu      sync.Mutex
 	rng     *rand.Rand
 	records []record
+	vllm    *vllmMetrics // nil without -vllm-metrics
 }
 
 type request struct {
@@ -107,15 +117,19 @@ func (s *server) draw(median time.Duration, sigma float64) time.Duration {
 
 // promptWords stands in for a tokenizer: usage.prompt_tokens counts whitespace-separated words.
 func (r *request) promptWords() int {
-	words := 0
-	count := func(v any) {
+	return len(r.words())
+}
+
+func (r *request) words() []string {
+	var words []string
+	add := func(v any) {
 		if text, ok := v.(string); ok {
-			words += len(strings.Fields(text))
+			words = append(words, strings.Fields(text)...)
 		}
 	}
-	count(r.Prompt)
+	add(r.Prompt)
 	for _, m := range r.Messages {
-		count(m.Content)
+		add(m.Content)
 	}
 	return words
 }
@@ -135,7 +149,10 @@ func (s *server) serve(w http.ResponseWriter, r *http.Request) {
 		tokens = 16
 	}
 	chat := strings.HasSuffix(r.URL.Path, "/chat/completions")
-	rec := record{Arrived: arrived.UnixNano(), Chunks: make([]int64, 0, tokens)}
+	rec := record{Arrived: arrived.UnixNano(), Chunks: make([]int64, 0, tokens), Prompt: req.promptWords()}
+	if s.vllm != nil {
+		rec.Cached = s.vllm.arrive(req.words())
+	}
 	sleepUntil := func(t time.Time) {
 		if d := time.Until(t); d > 0 {
 			time.Sleep(d)
@@ -180,7 +197,7 @@ func (s *server) serve(w http.ResponseWriter, r *http.Request) {
 		} else {
 			fmt.Fprintf(w, `{"id":%q,"object":"text_completion","model":%q,"choices":[{"index":0,"text":%q,"finish_reason":"length"}],"usage":%s}`, id, req.Model, text, usage)
 		}
-		s.keep(rec)
+		s.keep(rec, tokens)
 		return
 	}
 
@@ -247,10 +264,14 @@ func (s *server) serve(w http.ResponseWriter, r *http.Request) {
 		send(fmt.Sprintf(`{"id":%q,"object":%q,"model":%q,"choices":[],"usage":%s}`, id, object, req.Model, usage))
 	}
 	send("[DONE]")
-	s.keep(rec)
+	s.keep(rec, tokens)
 }
 
-func (s *server) keep(rec record) {
+// keep records a served answer of `tokens` tokens.
+func (s *server) keep(rec record, tokens int) {
+	if s.vllm != nil {
+		s.vllm.finish(rec.Prompt, tokens)
+	}
 	if !s.keepRecords {
 		return
 	}
@@ -291,6 +312,9 @@ func main() {
 	fault := flag.String("fault", "error-object", "error-object, empty or cut")
 	reasoning := flag.Int("reasoning", 0, "chat answers think first: their first N tokens are reasoning")
 	reasoningField := flag.String("reasoning-field", "reasoning", "the delta field of the thinking: reasoning or reasoning_content")
+	vllmMetricsOn := flag.Bool("vllm-metrics", false, "export vLLM's workload metrics on GET /metrics")
+	maxModelLen := flag.Int("max-model-len", 8192, "the context length vLLM's token histograms' buckets end at")
+	blockTokens := flag.Int("block-tokens", 16, "the prefix cache's block, in prompt words")
 	flag.Parse()
 	if *reasoningField != "reasoning" && *reasoningField != "reasoning_content" {
 		log.Fatalf("-reasoning-field %q: use reasoning or reasoning_content", *reasoningField)
@@ -311,6 +335,10 @@ func main() {
 	mux.HandleFunc("/v1/models", s.models)
 	mux.HandleFunc("/v1/chat/completions", s.serve)
 	mux.HandleFunc("/v1/completions", s.serve)
+	if *vllmMetricsOn {
+		s.vllm = newVllmMetrics(*maxModelLen, *blockTokens)
+		mux.HandleFunc("/metrics", s.vllm.serve)
+	}
 	log.Printf("streamtruth on %s: ttft lognormal(%v, %.2f), gap lognormal(%v, %.2f), stall %v every %v",
 		*addr, *ttft, *ttftSigma, *gap, *gapSigma, *stallFor, *stallEvery)
 	log.Fatal((&http.Server{Addr: *addr, Handler: mux}).ListenAndServe())

@@ -671,6 +671,101 @@ def make_example_traces(directory: Path) -> None:
         click.echo(f"wrote {path}")
 
 
+@main.command("workload")
+@click.option(
+    "--from-prometheus",
+    "prometheus_url",
+    required=True,
+    help="The Prometheus that scrapes the vLLM servers, such as http://prometheus-operated.monitoring:9090.",
+)
+@click.option(
+    "--selector",
+    default="",
+    help='Label matchers of the servers\' series, such as \'model_name="llama",namespace="prod"\' (default: all).',
+)
+@click.option("--window", default="1h", show_default=True, help="How far back from --end to read (30m, 6h, 1d).")
+@click.option("--end", "end_at", default=None, help="The window's end, an ISO 8601 time (default: now).")
+@click.option(
+    "--into",
+    "base_file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="A ProfileRun manifest whose payload prompts and load model the fitted ones replace (the rest is kept).",
+)
+@click.option(
+    "--tokenizer",
+    "tokenizer_file",
+    default=None,
+    help="The model's tokenizer.json for the synthetic prompts (default: the --into ProfileRun's own).",
+)
+@click.option(
+    "--output",
+    "-o",
+    "output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Write the manifest (or the sections) here instead of to standard output.",
+)
+def workload_command(
+    prometheus_url: str,
+    selector: str,
+    window: str,
+    end_at: str | None,
+    base_file: Path | None,
+    tokenizer_file: str | None,
+    output: Path | None,
+) -> None:
+    """Fit the workload a vLLM fleet served from its own metrics in Prometheus (prompt and output token
+    histograms, finished requests, prefix-cache hits) and write it as a ProfileRun's payload and load
+    sections: lognormal prompt and output lengths, the request rate, gamma or Poisson arrivals, the shared
+    prefix. Says how well each fit matches the histogram it came from."""
+    import time
+    from datetime import datetime
+
+    import httpx
+    import yaml
+
+    from kaliper.api.units import UnitError, parse_duration
+    from kaliper.metrics.prometheus import PrometheusMetrics
+    from kaliper.metrics.prometheus_api import PrometheusError
+    from kaliper.metrics.workload_query import WorkloadError, read_workload
+    from kaliper.profiling.workload import SectionsError, apply_to, fit_lines, sections
+
+    try:
+        window_s = parse_duration(window)
+    except UnitError as exc:
+        raise click.BadParameter(str(exc), param_hint="--window") from exc
+    try:
+        end = datetime.fromisoformat(end_at).timestamp() if end_at else time.time()
+    except ValueError as exc:
+        raise click.BadParameter(
+            f"{end_at!r}: give an ISO 8601 time such as 2026-11-26T12:00:00Z", param_hint="--end"
+        ) from exc
+    try:
+        fit = read_workload(PrometheusMetrics(prometheus_url), selector, window_s, end)
+    except (WorkloadError, PrometheusError) as exc:
+        raise click.ClickException(str(exc)) from exc
+    except httpx.TransportError as exc:
+        raise click.ClickException(f"cannot reach Prometheus at {prometheus_url}: {exc}") from exc
+    lines = fit_lines(fit)
+    for line in lines:
+        click.echo(line, err=True)
+    tokenizer = {"file": tokenizer_file} if tokenizer_file else None
+    try:
+        document = (
+            apply_to(yaml.safe_load(base_file.read_text()), fit, tokenizer) if base_file else sections(fit, tokenizer)
+        )
+    except SectionsError as exc:
+        raise click.ClickException(str(exc)) from exc
+    header = "".join(f"# {line}\n" for line in [f"kaliper workload --from-prometheus {prometheus_url}", *lines])
+    text = header + yaml.safe_dump(document, sort_keys=False)
+    if output is None:
+        click.echo(text, nl=False)
+    else:
+        output.write_text(text)
+        click.echo(f"wrote {output}", err=True)
+
+
 @main.command("explain")
 @click.argument("field_path")
 def explain_command(field_path: str) -> None:

@@ -26,7 +26,8 @@ CACHE = Path(os.environ.get("KALIPER_CACHE", Path.home() / ".cache" / "kaliper")
 
 
 def binary(source: Path = SOURCE) -> Path:
-    digest = hashlib.sha256((source / "main.go").read_bytes() + (source / "go.mod").read_bytes()).hexdigest()
+    files = [*sorted(source.glob("*.go")), source / "go.mod"]
+    digest = hashlib.sha256(b"".join(path.read_bytes() for path in files)).hexdigest()
     target = CACHE / f"{source.name}-{digest[:12]}"
     CACHE.mkdir(parents=True, exist_ok=True)
     with open(CACHE / f"{source.name}.lock", "w") as lock:

@@ -1,0 +1,163 @@
+"""`kaliper workload --from-prometheus` against a real Prometheus (Debian's) scraping bench/streamtruth, which
+exports vLLM's workload metrics under vLLM's names (-vllm-metrics: the token histograms with vLLM's 1-2-5
+buckets, request_success_total by finished_reason, the prefix cache's counters) and records every request it
+served: a known workload is sent by Kaliper's load generator, fitted back from Prometheus, compared with the
+server's records, written into a ProfileRun, validated and run."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+import urllib.parse
+import urllib.request
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from kaliper.netutil import free_port
+from kaliper.serving.tiny_llm import train_tokenizer
+from tests.support.controlplane import wait_for
+from tests.support.groundtruth import STREAM_SOURCE, groundtruth
+from tests.support.loadgen_run import run_loadgen
+from tests.support.local_run import run_manifests
+from tests.support.prometheus import prometheus
+
+LOAD_S = 40
+
+
+def kaliper(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "kaliper.cli", *args], capture_output=True, text=True, timeout=300, cwd=cwd
+    )
+
+
+def scraped_requests(url: str) -> float | None:
+    """The server's count of finished requests in Prometheus's latest scrape (None before the first)."""
+    query = urllib.parse.urlencode({"query": 'sum(vllm:request_success_total{model_name="truth"})'})
+    result = json.loads(urllib.request.urlopen(f"{url}/api/v1/query?{query}", timeout=10).read())["data"]["result"]
+    return float(result[0]["value"][1]) if result else None
+
+
+def test_a_workload_sent_is_fitted_back_from_prometheus_and_runs_as_a_profilerun(tmp_path: Path) -> None:
+    train_tokenizer(1024).save(str(tmp_path / "tokenizer.json"))
+    flags = ("-vllm-metrics", "-max-model-len", "4096", "-block-tokens", "16", "-ttft", "5ms", "-gap", "1ms")
+    with groundtruth(*flags, source=STREAM_SOURCE) as base, prometheus([base.removeprefix("http://")]) as prom:
+        # The workload: lognormal prompts (mean 300, stddev 180) whose first half is the same text, lognormal
+        # answers (mean 40, stddev 20), 20 requests a second in gamma arrivals of burstiness 0.25.
+        config = {
+            "url": base,
+            "request": {"protocol": "openai-completions", "modelName": "truth", "timeout": "10s"},
+            "payload": {
+                "prompts": {
+                    "synthetic": {
+                        "inputTokens": {"distribution": "lognormal", "mean": 300, "stddev": 180, "max": 4000},
+                        "outputTokens": {"distribution": "lognormal", "mean": 40, "stddev": 20, "max": 1000},
+                        "sharedPrefixRatio": 0.5,
+                        "count": 900,
+                        "seed": 3,
+                    },
+                    "tokenizer": {"file": str(tmp_path / "tokenizer.json")},
+                }
+            },
+            "load": {
+                "openLoop": {"rate": 20, "arrival": "gamma", "burstiness": 0.25},
+                "warmup": "0s",
+                "maxDuration": f"{LOAD_S}s",
+            },
+            "seed": 5,
+        }
+        # Scraped before the first request, so that the window's first sample counts none of them.
+        wait_for(lambda: scraped_requests(prom) == 0, timeout=30, interval=0.2)
+        process, result = run_loadgen(tmp_path, config)
+        assert process.returncode == 0 and result is not None, process.stderr
+        records = json.loads(urllib.request.urlopen(f"{base}/_truth/records", timeout=30).read())["records"]
+        served = [r for r in records if r["chunks"]]
+        # Every answer scraped: Prometheus's count reaches the server's (a wait on the condition, 1 s scrapes).
+        wait_for(lambda: scraped_requests(prom) == len(served), timeout=30, interval=0.5)
+
+        # A window from 5 s before the first request (the generator's check of the target, then the load) to 5 s
+        # after the last holds every request.
+        first, last = (min(r["arrived"] for r in served) / 1e9, max(r["arrived"] for r in served) / 1e9)
+        window_s = math.ceil(last - first) + 10
+        base_run = {
+            "apiVersion": "kaliper.dev/v1alpha1",
+            "kind": "ProfileRun",
+            "metadata": {"name": "fitted"},
+            "spec": {
+                "target": {"url": base},
+                "request": {"protocol": "openai-completions", "modelName": "truth", "timeout": "10s"},
+                "payload": {"prompts": {"dataset": {"file": "unused.jsonl"}, "tokenizer": {"file": "tokenizer.json"}}},
+                "load": {"closedLoop": {"users": 2}, "warmup": "1s", "minDuration": "2s", "maxDuration": "4s"},
+            },
+        }
+        (tmp_path / "base.yaml").write_text(yaml.safe_dump(base_run))
+        end_text = datetime.fromtimestamp(last + 5, UTC).isoformat()
+        args = ["workload", "--from-prometheus", prom, "--selector", 'model_name="truth"', "--end", end_text]
+        fitted = kaliper(*args, "--window", f"{window_s}s", "--into", "base.yaml", "-o", "fitted.yaml", cwd=tmp_path)
+        assert fitted.returncode == 0, fitted.stderr
+        # What Prometheus held, fitted, beside what the server recorded.
+        prompts = np.array([r["prompt"] for r in served], float)
+        answers = np.array([len(r["chunks"]) for r in served], float)
+        report = fitted.stderr
+        assert f'{len(served):,} requests finished in {window_s}s by {{model_name="truth"}} (1 replica)' in report
+
+        document = yaml.safe_load((tmp_path / "fitted.yaml").read_text())
+        spec = document["spec"]
+        synthetic = spec["payload"]["prompts"]["synthetic"]
+        # The means are the histograms' own sums over counts: the records' to the token.
+        assert synthetic["inputTokens"]["mean"] == round(prompts.mean())
+        assert synthetic["outputTokens"]["mean"] == round(answers.mean())
+        # The spreads, from the buckets alone, within 10% of the records' own (lognormal draws: sigma of the log).
+        input_sigma = float(np.log(prompts).std())
+        assert math.sqrt(math.log(1 + (synthetic["inputTokens"]["stddev"] / prompts.mean()) ** 2)) == pytest.approx(
+            input_sigma, rel=0.1
+        )
+        assert synthetic["outputTokens"]["stddev"] == pytest.approx(float(answers.std()), rel=0.15)
+        # The prefix cache's hits over its queries, as the server counted them: half of each prompt shared,
+        # less what does not fill a 16-token block.
+        hit_share = sum(r["cached"] for r in records) / sum(r["prompt"] for r in records)
+        assert synthetic["sharedPrefixRatio"] == round(hit_share, 2)
+        assert 0.42 <= hit_share <= 0.5
+        # The rate over the window, and gamma arrivals burstier than Poisson (0.25 sent).
+        open_loop = spec["load"]["openLoop"]
+        assert open_loop["rate"] == pytest.approx(len(served) / window_s, rel=0.05)
+        assert open_loop["arrival"] == "gamma"
+        assert 0.12 <= open_loop["burstiness"] <= 0.45
+        # Everything else of the base kept: the target, the request, the load's durations.
+        assert spec["target"] == base_run["spec"]["target"] and spec["request"] == base_run["spec"]["request"]
+        assert (spec["load"]["warmup"], spec["load"]["maxDuration"]) == ("1s", "4s")
+        assert "closedLoop" not in spec["load"] and "dataset" not in spec["payload"]["prompts"]
+        # The fit's report heads the manifest, as comments.
+        assert (tmp_path / "fitted.yaml").read_text().startswith(f"# kaliper workload --from-prometheus {prom}\n")
+
+        checked = kaliper("validate", "fitted.yaml", cwd=tmp_path)
+        assert checked.returncode == 0, checked.stdout + checked.stderr
+        ran, _ = run_manifests(tmp_path, [document])
+    (trial,) = ran.trials
+    assert trial.stage is not None and trial.stage.requests > 0 and trial.stage.errors_by_kind == {}
+
+
+def test_bad_input_and_an_empty_prometheus_get_errors_that_say_what_to_fix(tmp_path: Path) -> None:
+    bad_window = kaliper("workload", "--from-prometheus", "http://127.0.0.1:9", "--window", "5x", cwd=tmp_path)
+    assert bad_window.returncode == 2
+    assert "Invalid value for --window: '5x' is not a duration" in bad_window.stderr
+    closed = f"http://127.0.0.1:{free_port()}"
+    unreachable = kaliper("workload", "--from-prometheus", closed, cwd=tmp_path)
+    assert unreachable.returncode == 1
+    assert unreachable.stderr.startswith(f"Error: cannot reach Prometheus at {closed}:")
+    with prometheus([]) as prom:
+        nothing = kaliper("workload", "--from-prometheus", prom, "--selector", 'model_name="llama"', cwd=tmp_path)
+        assert nothing.returncode == 1
+        assert nothing.stderr == (
+            f'Error: no vllm:request_success_total series match {{model_name="llama"}} in the 3600s before the end at '
+            f"{prom}: check the selector (kaliper workload --selector) and that Prometheus scrapes the servers' "
+            "/metrics\n"
+        )
+        unquoted = kaliper("workload", "--from-prometheus", prom, "--selector", "model_name=llama", cwd=tmp_path)
+        assert unquoted.returncode == 1
+        assert unquoted.stderr.startswith(f"Error: HTTP 400 from {prom}/api/v1/query: bad_data: ")
