@@ -209,7 +209,7 @@ def test_follow_up_profile_run_is_checked_as_a_profile_run() -> None:
         },
     }
     found = problems(manifest)
-    expected = "spec.followUp.profileRun.template.load: set exactly one of closedLoop, openLoop or trace"
+    expected = "spec.followUp.profileRun.template.load: set exactly one of closedLoop, openLoop, trace or fitted"
     assert any(expected in p for p in found)
 
 
@@ -253,7 +253,7 @@ def test_synthetic_prompts_need_the_models_tokenizer() -> None:
         payload={"prompts": {"synthetic": {"inputTokens": {"mean": 128}}}},
     )
     assert problems(manifest) == [
-        "spec.payload.prompts.tokenizer: synthetic and trace prompts are made to exact token counts with the "
+        "spec.payload.prompts.tokenizer: synthetic, trace and fitted prompts are made to exact token counts with the "
         "model's tokenizer; set prompts.tokenizer.file (or configMap) to its tokenizer.json"
     ]
 
@@ -295,7 +295,7 @@ def test_a_trace_and_its_replay_go_together() -> None:
     ]
     untokenized = {"trace": TRACE["trace"]}
     assert problems(with_spec(PROFILE_RUN, request=chat, payload={"prompts": untokenized}, load=replay)) == [
-        "spec.payload.prompts.tokenizer: synthetic and trace prompts are made to exact token counts with the "
+        "spec.payload.prompts.tokenizer: synthetic, trace and fitted prompts are made to exact token counts with the "
         "model's tokenizer; set prompts.tokenizer.file (or configMap) to its tokenizer.json"
     ]
 

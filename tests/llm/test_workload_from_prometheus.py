@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 import subprocess
 import sys
+import time
 import urllib.parse
 import urllib.request
 from datetime import UTC, datetime
@@ -36,11 +38,19 @@ def kaliper(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     )
 
 
-def scraped_requests(url: str) -> float | None:
-    """The server's count of finished requests in Prometheus's latest scrape (None before the first)."""
-    query = urllib.parse.urlencode({"query": 'sum(vllm:request_success_total{model_name="truth"})'})
+def instant(url: str, promql: str) -> float | None:
+    query = urllib.parse.urlencode({"query": promql})
     result = json.loads(urllib.request.urlopen(f"{url}/api/v1/query?{query}", timeout=10).read())["data"]["result"]
     return float(result[0]["value"][1]) if result else None
+
+
+def scraped_requests(url: str) -> float | None:
+    """The server's count of finished requests in Prometheus's latest scrape (None before the first)."""
+    return instant(url, 'sum(vllm:request_success_total{model_name="truth"})')
+
+
+def scrapes_so_far(url: str) -> float:
+    return instant(url, 'count_over_time(vllm:request_success_total{finished_reason="length"}[1m])') or 0
 
 
 def test_a_workload_sent_is_fitted_back_from_prometheus_and_runs_as_a_profilerun(tmp_path: Path) -> None:
@@ -71,8 +81,9 @@ def test_a_workload_sent_is_fitted_back_from_prometheus_and_runs_as_a_profilerun
             },
             "seed": 5,
         }
-        # Scraped before the first request, so that the window's first sample counts none of them.
-        wait_for(lambda: scraped_requests(prom) == 0, timeout=30, interval=0.2)
+        # Scraped for 12 s before the first request: the windows below start up to 10 s before it, and each
+        # then has a sample every second from its start (its rate is over the seconds sampled).
+        wait_for(lambda: scrapes_so_far(prom) >= 12, timeout=60, interval=0.5)
         process, result = run_loadgen(tmp_path, config)
         assert process.returncode == 0 and result is not None, process.stderr
         records = json.loads(urllib.request.urlopen(f"{base}/_truth/records", timeout=30).read())["records"]
@@ -80,10 +91,11 @@ def test_a_workload_sent_is_fitted_back_from_prometheus_and_runs_as_a_profilerun
         # Every answer scraped: Prometheus's count reaches the server's (a wait on the condition, 1 s scrapes).
         wait_for(lambda: scraped_requests(prom) == len(served), timeout=30, interval=0.5)
 
-        # A window from 5 s before the first request (the generator's check of the target, then the load) to 5 s
-        # after the last holds every request.
-        first, last = (min(r["arrived"] for r in served) / 1e9, max(r["arrived"] for r in served) / 1e9)
-        window_s = math.ceil(last - first) + 10
+        # A window from 5 s before the first request (the generator's check of the target, then the load) to now,
+        # after the last was scraped, holds every request.
+        first = min(r["arrived"] for r in served) / 1e9
+        end = time.time()
+        window_s = math.ceil(end - first) + 5
         base_run = {
             "apiVersion": "kaliper.dev/v1alpha1",
             "kind": "ProfileRun",
@@ -96,7 +108,7 @@ def test_a_workload_sent_is_fitted_back_from_prometheus_and_runs_as_a_profilerun
             },
         }
         (tmp_path / "base.yaml").write_text(yaml.safe_dump(base_run))
-        end_text = datetime.fromtimestamp(last + 5, UTC).isoformat()
+        end_text = datetime.fromtimestamp(end, UTC).isoformat()
         args = ["workload", "--from-prometheus", prom, "--selector", 'model_name="truth"', "--end", end_text]
         fitted = kaliper(*args, "--window", f"{window_s}s", "--into", "base.yaml", "-o", "fitted.yaml", cwd=tmp_path)
         assert fitted.returncode == 0, fitted.stderr
@@ -135,6 +147,39 @@ def test_a_workload_sent_is_fitted_back_from_prometheus_and_runs_as_a_profilerun
         # The fit's report heads the manifest, as comments.
         assert (tmp_path / "fitted.yaml").read_text().startswith(f"# kaliper workload --from-prometheus {prom}\n")
 
+        # The same fit when a ProfileRun is planned (payload.prompts.fromPrometheus, load.fitted at half the
+        # rate), over a window from before the first request to when it is planned: nothing was sent since.
+        window_s = math.ceil(time.time() - first) + 10  # planned within 10 s: the window holds every request
+        planned = {
+            **base_run,
+            "metadata": {"name": "planned"},
+            "spec": {
+                **base_run["spec"],
+                "payload": {
+                    "prompts": {
+                        "fromPrometheus": {"url": prom, "selector": 'model_name="truth"', "window": f"{window_s}s"},
+                        "tokenizer": {"file": "tokenizer.json"},
+                    }
+                },
+                "load": {"fitted": {"scale": 0.5}, "warmup": "1s", "minDuration": "2s", "maxDuration": "4s"},
+            },
+        }
+        (tmp_path / "planned").mkdir()
+        shutil.copy(tmp_path / "tokenizer.json", tmp_path / "planned")
+        report, process = run_manifests(tmp_path / "planned", [planned])
+        assert report.workload is not None
+        assert report.workload.source.startswith(f'{prom} {{model_name="truth"}} over the {window_s}s to ')
+        assert report.workload.prompts.input_tokens.mean == round(prompts.mean())
+        assert report.workload.prompts.shared_prefix_ratio == round(hit_share, 2)
+        arrivals = report.workload.open_loop
+        assert arrivals is not None and arrivals.arrival == "gamma"
+        assert arrivals.rate == pytest.approx(0.5 * len(served) / window_s, rel=0.05)
+        (trial,) = report.trials
+        assert trial.stage is not None and trial.stage.requests > 0 and trial.stage.errors_by_kind == {}
+        assert f"workload fitted from {report.workload.source}: input tokens lognormal mean" in process.stdout
+        assert "<h2>Workload</h2>" in (tmp_path / "planned" / "reports" / "report.html").read_text()
+
+        # And the manifest `kaliper workload` wrote validates and runs.
         checked = kaliper("validate", "fitted.yaml", cwd=tmp_path)
         assert checked.returncode == 0, checked.stdout + checked.stderr
         ran, _ = run_manifests(tmp_path, [document])

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from kaliper.api.resources import ProfileRun
-from kaliper.measure.workload_fit import Bucket, BurstinessFit, FittedWorkload, LengthFit
+from kaliper.measure.workload_fit import Bucket, BurstinessFit, LengthFit, WorkloadFit
 from kaliper.metrics.workload_query import WorkloadError, _counts_per_interval, _increase, normalise_selector
 from kaliper.profiling.workload import SectionsError, apply_to, arrival_section, fit_lines, sections
 
@@ -32,8 +32,8 @@ ANSWERS = LengthFit(
 )
 
 
-def fitted(burstiness: BurstinessFit | None, prefix: float | None = 0.4712) -> FittedWorkload:
-    return FittedWorkload(600, 'model_name="m"', PROMPTS, ANSWERS, 1000, 1.66667, 2, burstiness, prefix)
+def fitted(burstiness: BurstinessFit | None, prefix: float | None = 0.4712) -> WorkloadFit:
+    return WorkloadFit(600, 'model_name="m"', PROMPTS, ANSWERS, 1000, 1.66667, 2, burstiness, prefix)
 
 
 BURSTY = BurstinessFit(0.31, 0.22, 0.45, 120, 5.0, 3.2, 4.2)

@@ -29,6 +29,7 @@ from kaliper.controllers.diagnosis import restarts_and_oom_kills, template_hashe
 from kaliper.controllers.recommendation import apply_recommendation
 from kaliper.controllers.run_records import REPORT_KEY, RunFailed, RunRecords, baseline_problem, baseline_report
 from kaliper.controllers.run_target import RunTarget
+from kaliper.controllers.run_workload import with_fitted_workload
 from kaliper.controllers.settings import SETTINGS, Settings
 from kaliper.controllers.stepper import StatusStep, Stepper, finished
 from kaliper.controllers.store import STORE
@@ -44,13 +45,7 @@ from kaliper.manifests.profilerun import (
 )
 from kaliper.metrics.trial_window import TrialMeasurement
 from kaliper.profiling import trials as run_trials
-from kaliper.profiling.plan import (
-    cluster_problem,
-    configurations,
-    describe,
-    machine_paths_problem,
-    trial_protocol,
-)
+from kaliper.profiling.plan import cluster_problem, configurations, describe, machine_paths_problem, trial_protocol
 from kaliper.profiling.schedule import (
     PlannedTrial,
     planned_trials,
@@ -135,6 +130,7 @@ class RunStep(StatusStep[ProfileRunStatus]):
             self.fail("InvalidSpec", "; ".join(str(p) for p in problems_from(exc, ProfileRun)))
             return self.write()
         try:
+            self.spec = with_fitted_workload(self.spec, self.status, self.now)
             if not self.status.trials and not self.plan():
                 return self.write()
             self.configurations = configurations(self.spec, self.base())
@@ -332,6 +328,7 @@ class RunStep(StatusStep[ProfileRunStatus]):
         report = run_trials.new_report(self.spec, self.name, self.namespace, self.status.start_time or self.now)
         report.finished_at, report.target_container = self.now, self.target.container()
         report.trials = [self.records.trial_report(t) for t in self.status.trials or []]
+        report.workload = self.status.workload
         run_trials.conclude(self.spec, report, self.configurations, baseline_report(self.spec, self.namespace))
         self.records.save_report(report)
         apply_recommendation(self.spec, self.namespace, report, self.event)

@@ -28,6 +28,7 @@ from kaliper.api.profilerun import (
     StoppingRule,
 )
 from kaliper.api.profilerun.rules import (
+    FITTED_WHEN_PLANNED,
     GENERATION_NEEDS_PROMPTS,
     PROMPTS_NEED_GENERATION,
     REPLAY_NEEDS_TRACE,
@@ -56,6 +57,7 @@ class LoadGenConfig(KaliperModel):
         SESSIONS_NEED_CHAT,
         TRACE_NEEDS_REPLAY,
         REPLAY_NEEDS_TRACE,
+        FITTED_WHEN_PLANNED,
         TOKEN_FIGURES_NEED_GENERATION,
     )
 

@@ -28,6 +28,7 @@ from kaliper.log import get_logger
 from kaliper.manifests.profilerun import loadgen_config as build_loadgen_config
 from kaliper.manifests.profilerun import payload_file
 from kaliper.metrics.nvml import Nvml
+from kaliper.metrics.workload_query import WorkloadError, fit_for_run
 from kaliper.netutil import free_port
 from kaliper.profiling.plan import configurations, describe, sweep_problem, trial_count_problem, trial_protocol
 from kaliper.profiling.schedule import PlannedTrial, next_tie_break_trial, planned_trials, schedule
@@ -45,6 +46,7 @@ from kaliper.profiling.trials import (
     target_model_name,
     with_resources,
 )
+from kaliper.profiling.workload import resolve
 from kaliper.report.schema import LoadTestResult, ProfileReport, TrialReport, TrialResources
 from kaliper.report.status import status_from_report
 
@@ -158,6 +160,14 @@ class LocalRuntime:
         if problems:
             raise NotOnThisMachine("; ".join(problems))
         baseline = local_baseline(spec, self.options.base_dir)
+        fitted = None
+        if spec.payload.prompts is not None and spec.payload.prompts.from_prometheus is not None:
+            self.progress("fitting the workload from Prometheus", 0, 0)
+            try:
+                fitted = fit_for_run(spec, time.time())
+            except WorkloadError as exc:
+                raise ValueError(str(exc)) from exc
+            spec = resolve(spec, fitted)
         base = None
         if spec.target.deployment_ref is not None:
             name = spec.target.deployment_ref.name
@@ -169,6 +179,7 @@ class LocalRuntime:
             base = deployments[name].spec
         model_name = target_model_name(spec, base)
         report = new_report(spec, run.metadata.name or "profilerun", run.metadata.namespace, datetime.now(UTC))
+        report.workload = fitted
         configs = configurations(spec, base)
         for config in configs:
             problem = local_problem(config.deployment) if config.deployment is not None else None

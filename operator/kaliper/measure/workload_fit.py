@@ -175,7 +175,7 @@ def _chi_square_quantile(p: float, freedom: int) -> float:
 
 
 @dataclass
-class FittedWorkload:
+class WorkloadFit:
     """What the fleet served over the window, fitted."""
 
     window_s: float

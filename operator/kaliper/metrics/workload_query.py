@@ -10,11 +10,18 @@ and a histogram's buckets extrapolated each on its own no longer add up.
 from __future__ import annotations
 
 from collections import defaultdict
+from datetime import UTC, datetime
 from itertools import pairwise
 from typing import Any
 
-from kaliper.measure.workload_fit import FitError, FittedWorkload, LengthFit, fit_burstiness, fit_lognormal
+import httpx
+
+from kaliper.api.profilerun import FittedWorkload, ProfileRunSpec
+from kaliper.api.units import parse_duration
+from kaliper.measure.workload_fit import FitError, LengthFit, WorkloadFit, fit_burstiness, fit_lognormal
 from kaliper.metrics.prometheus import PrometheusMetrics
+from kaliper.metrics.prometheus_api import PrometheusError
+from kaliper.profiling.workload import fitted_workload
 
 # vLLM's names (v1 engine, 0.7 on): prompt and generated tokens per finished request, histograms with buckets
 # 1, 2, 5, 10, 20, 50, ... up to the model's context length; requests finished, by finished_reason; the prefix
@@ -43,7 +50,7 @@ def normalise_selector(selector: str) -> str:
     return inner
 
 
-def read_workload(client: PrometheusMetrics, selector: str, window_s: float, end: float) -> FittedWorkload:
+def read_workload(client: PrometheusMetrics, selector: str, window_s: float, end: float) -> WorkloadFit:
     """Fit the workload served in the `window_s` seconds before unix time `end` by the series `selector`
     matches (label matchers, as in `vllm:request_success_total{<selector>}`)."""
     matchers = normalise_selector(selector)
@@ -76,7 +83,7 @@ def read_workload(client: PrometheusMetrics, selector: str, window_s: float, end
         prefix_hit_share = sum(_increase(points) for points in hits.values()) / queried
     else:
         notes.append(f"{PREFIX_QUERIES} absent or still: prefix caching off, or a vLLM before 0.7")
-    return FittedWorkload(
+    return WorkloadFit(
         window_s=window_s,
         selector=matchers,
         input_tokens=input_tokens,
@@ -88,6 +95,23 @@ def read_workload(client: PrometheusMetrics, selector: str, window_s: float, end
         prefix_hit_share=prefix_hit_share,
         notes=notes,
     )
+
+
+def fit_for_run(spec: ProfileRunSpec, end: float) -> FittedWorkload:
+    """payload.prompts.fromPrometheus read and fitted for a run being planned (at unix time `end`)."""
+    prompts = spec.payload.prompts
+    assert prompts is not None and prompts.from_prometheus is not None
+    source = prompts.from_prometheus
+    url = str(source.url or (spec.metrics.prometheus.url if spec.metrics.prometheus else ""))
+    timeout = parse_duration(spec.metrics.prometheus.timeout) if spec.metrics.prometheus else 10.0
+    window_s = parse_duration(source.window)
+    where = f"{url} {{{normalise_selector(source.selector)}}} over the {source.window} to"
+    try:
+        fit = read_workload(PrometheusMetrics(url, timeout), source.selector, window_s, end)
+    except (WorkloadError, PrometheusError, httpx.TransportError) as exc:
+        raise WorkloadError(f"payload.prompts.fromPrometheus: {exc}") from exc
+    at = datetime.fromtimestamp(end, UTC)
+    return fitted_workload(fit, spec, f"{where} {at.isoformat(timespec='seconds')}", at)
 
 
 Labels = tuple[tuple[str, str], ...]

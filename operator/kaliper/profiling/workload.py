@@ -1,14 +1,18 @@
-"""A fitted workload as a ProfileRun's payload and load sections, and the lines that say how well it fits.
+"""A fitted workload as a ProfileRun's payload and load sections, and the lines that say how well it fits:
+written out by `kaliper workload --from-prometheus`, or put in place of payload.prompts.fromPrometheus and
+load.fitted when a run is planned.
 
-Pure functions: the fit comes from metrics/workload_query.py (`kaliper workload --from-prometheus`).
+Pure functions: the fit comes from metrics/workload_query.py.
 """
 
 from __future__ import annotations
 
 import copy
+from datetime import datetime
 from typing import Any
 
-from kaliper.measure.workload_fit import FittedWorkload, LengthFit
+from kaliper.api.profilerun import FittedWorkload, OpenLoop, ProfileRunSpec, SyntheticPrompts
+from kaliper.measure.workload_fit import LengthFit, WorkloadFit
 
 # LengthDistribution's bounds (api/profilerun/vocabulary.py).
 MOST_TOKENS = 131072
@@ -28,7 +32,7 @@ def length_section(fit: LengthFit) -> dict[str, Any]:
     return section
 
 
-def arrival_section(fit: FittedWorkload) -> dict[str, Any]:
+def arrival_section(fit: WorkloadFit) -> dict[str, Any]:
     """Open-loop arrivals at the fitted rate: gamma of the fitted burstiness, or Poisson when the burstiness's
     interval holds 1 (the data cannot tell it from Poisson) or could not be fitted."""
     rate = float(f"{fit.rate:.4g}")
@@ -38,7 +42,7 @@ def arrival_section(fit: FittedWorkload) -> dict[str, Any]:
     return {"rate": rate, "arrival": "gamma", "burstiness": float(f"{shape.burstiness:.3g}")}
 
 
-def prompt_section(fit: FittedWorkload) -> dict[str, Any]:
+def prompt_section(fit: WorkloadFit) -> dict[str, Any]:
     synthetic: dict[str, Any] = {
         "inputTokens": length_section(fit.input_tokens),
         "outputTokens": length_section(fit.output_tokens),
@@ -48,7 +52,7 @@ def prompt_section(fit: FittedWorkload) -> dict[str, Any]:
     return synthetic
 
 
-def sections(fit: FittedWorkload, tokenizer: dict[str, Any] | None) -> dict[str, Any]:
+def sections(fit: WorkloadFit, tokenizer: dict[str, Any] | None) -> dict[str, Any]:
     """The payload and load sections on their own (`kaliper workload` without --into)."""
     prompts: dict[str, Any] = {"synthetic": prompt_section(fit)}
     if tokenizer is not None:
@@ -56,7 +60,7 @@ def sections(fit: FittedWorkload, tokenizer: dict[str, Any] | None) -> dict[str,
     return {"payload": {"prompts": prompts}, "load": {"openLoop": arrival_section(fit)}}
 
 
-def apply_to(document: dict[str, Any], fit: FittedWorkload, tokenizer: dict[str, Any] | None) -> dict[str, Any]:
+def apply_to(document: dict[str, Any], fit: WorkloadFit, tokenizer: dict[str, Any] | None) -> dict[str, Any]:
     """A copy of a ProfileRun with its prompts and load model replaced by the fitted ones; everything else
     (target, request, SLO, sweep, the load's durations and processes) kept as it was."""
     if document.get("kind") != "ProfileRun" or not isinstance(document.get("spec"), dict):
@@ -79,7 +83,7 @@ def apply_to(document: dict[str, Any], fit: FittedWorkload, tokenizer: dict[str,
     return result
 
 
-def fit_lines(fit: FittedWorkload) -> list[str]:
+def fit_lines(fit: WorkloadFit) -> list[str]:
     """What was fitted from what, and how well, for the terminal and the written manifest's comments."""
     replicas = f"{fit.replicas} replica{'s' if fit.replicas != 1 else ''}"
     lines = [
@@ -132,3 +136,33 @@ def bucket_rows(length: LengthFit) -> list[str]:
             span = f"{bucket.low + 1:g}-{bucket.high:g}" if bucket.high > bucket.low + 1 else f"{bucket.high:g}"
         rows.append(f"{span:>14}  {bucket.observed / total:>8.1%}  {bucket.fitted:>6.1%}")
     return rows
+
+
+def fitted_workload(fit: WorkloadFit, spec: ProfileRunSpec, source: str, end: datetime) -> FittedWorkload:
+    """What a run keeps of the fit (status.workload): the prompts in place of payload.prompts.fromPrometheus,
+    the arrivals (load.fitted's scale applied) in place of load.fitted."""
+    prompts = spec.payload.prompts
+    assert prompts is not None and prompts.from_prometheus is not None
+    made = SyntheticPrompts.model_validate({**prompt_section(fit), "seed": 0})
+    arrivals = None
+    if spec.load.fitted is not None:
+        section = arrival_section(fit)
+        section["rate"] = float(f"{section['rate'] * spec.load.fitted.scale:.4g}")
+        if spec.load.fitted.max_connections is not None:
+            section["maxConnections"] = spec.load.fitted.max_connections
+        arrivals = OpenLoop.model_validate(section)
+    lines = [line[:512] for line in fit_lines(fit)][:64]
+    return FittedWorkload(source=source[:2048], fitted_at=end, prompts=made, open_loop=arrivals, fit=lines)
+
+
+def resolve(spec: ProfileRunSpec, workload: FittedWorkload) -> ProfileRunSpec:
+    """The spec every trial runs: the fitted prompts and arrivals in place of what asked for them."""
+    prompts = spec.payload.prompts
+    assert prompts is not None
+    payload = spec.payload.model_copy(
+        update={"prompts": prompts.model_copy(update={"from_prometheus": None, "synthetic": workload.prompts})}
+    )
+    load = spec.load
+    if load.fitted is not None:
+        load = load.model_copy(update={"fitted": None, "open_loop": workload.open_loop})
+    return spec.model_copy(update={"payload": payload, "load": load})

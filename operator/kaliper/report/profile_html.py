@@ -30,6 +30,7 @@ from kaliper.report.profile_text import (
     throttled_text,
     trial_colours,
     trial_detail_lines,
+    workload_lines,
 )
 from kaliper.report.schema import ProfileReport, TrialReport
 
@@ -143,6 +144,8 @@ def html_report(report: ProfileReport) -> str:
     )
     run_lines = capacity_lines(report) + baseline_lines(report) + run_notes(report)
     run_items = "".join(f"<li>{html.escape(line)}</li>" for line in run_lines)
+    fitted = workload_lines(report)  # its bucket tables keep their columns
+    workload = f"<h2>Workload</h2><pre>{html.escape(chr(10).join(fitted))}</pre>" if fitted else ""
     details = "".join(_trial_details(report, trial) for trial in report.trials)
     body = f"""{alerts}<h1>ProfileRun {html.escape(report.name)}</h1>
 <p class="notice">Target {html.escape(report.target)}, {html.escape(report.strategy)} search,
@@ -153,6 +156,7 @@ Hover a verdict for its checks, a percentile for its interval.</p>
 <table class="trials">{header_row(headers)}{rows}</table>
 <h2>Charts</h2>
 {plots}
+{workload}
 <h2>Details</h2>
 <ul>{run_items}</ul>
 {details}

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 
+from kaliper.api.profilerun import LengthDistribution
 from kaliper.api.units import UnitError, format_memory, parse_cpu, parse_duration
 from kaliper.measure.figures import LATENCY, TPOT, TTFT, Figure
 from kaliper.report.ramp_text import segment_text
@@ -233,6 +234,29 @@ def capacity_lines(report: ProfileReport) -> list[str]:
     return lines
 
 
+def workload_lines(report: ProfileReport) -> list[str]:
+    """The workload fitted from Prometheus that every trial sent: what it became, then how well it fits."""
+    fitted = report.workload
+    if fitted is None:
+        return []
+
+    def lengths(name: str, spec: LengthDistribution | None) -> str:
+        if spec is None:
+            return f"{name} request.generation.maxTokens"
+        bounds = f", {spec.min}-{spec.max}" if spec.max is not None else f", from {spec.min}"
+        return f"{name} {spec.distribution} mean {spec.mean} stddev {spec.stddev:g}{bounds}"
+
+    prompts = fitted.prompts
+    made = [lengths("input tokens", prompts.input_tokens), lengths("output tokens", prompts.output_tokens)]
+    if prompts.shared_prefix_ratio:
+        made.append(f"shared prefix {prompts.shared_prefix_ratio:g}")
+    arrivals = fitted.open_loop
+    if arrivals is not None:
+        shape = f" (burstiness {arrivals.burstiness:g})" if arrivals.burstiness is not None else ""
+        made.append(f"{arrivals.arrival} arrivals at {arrivals.rate:g}/s{shape}")
+    return [f"workload fitted from {fitted.source}: " + "; ".join(made), *(f"  {line}" for line in fitted.fit)]
+
+
 def baseline_lines(report: ProfileReport) -> list[str]:
     """This run against its baseline: the counts, then each regression and each configuration not compared."""
     found = report.baseline
@@ -276,6 +300,7 @@ def summary_lines(report: ProfileReport) -> list[str]:
         )
         lines.append(f"  ({r.rationale})")
     lines += capacity_lines(report)
+    lines += workload_lines(report)
     lines += baseline_lines(report)
     for trial in report.trials:
         lines += [f"trial {trial.index} {line}" for line in trial_detail_lines(trial)]

@@ -8,7 +8,7 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 from kaliper.api.base import KaliperModel
-from kaliper.api.profilerun import BaselineComparison, Capacity, ResourceUsage, RunVerdict, SloVerdict
+from kaliper.api.profilerun import BaselineComparison, Capacity, FittedWorkload, ResourceUsage, RunVerdict, SloVerdict
 
 # v2 added a stage's `tokens` (generation requests) and `resent`; a v1 document is read as it is.
 LOADTEST_SCHEMA = "kaliper.dev/loadtest/v2"
@@ -553,6 +553,8 @@ class ProfileReport(KaliperModel):
     """Every figure compared with the baseline."""
     capacities: list[Capacity] = Field(default_factory=list)
     """Each configuration's capacity under the SLO (runs with an SLO and load levels)."""
+    workload: FittedWorkload | None = None
+    """The workload fitted from Prometheus (payload.prompts.fromPrometheus) that every trial sent."""
     """Indexes of the trials on the Pareto frontier of cost per million requests against p99: no other trial
     is both cheaper and faster."""
     verdict: RunVerdict = "Unknown"

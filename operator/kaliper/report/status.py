@@ -89,6 +89,7 @@ def status_from_report(report: ProfileReport, report_ref: ReportReference | None
         trials=[trial_summary(t) for t in report.trials],
         verdict=report.verdict,
         report_ref=report_ref,
+        workload=report.workload,
         message=(report.error or report.verdict_reason or "")[:4096] or None,
     )
     if best is not None and best.stage is not None:

@@ -7,6 +7,8 @@ the spec they make (spec.py); the status (status.py). Everything is importable f
 from __future__ import annotations
 
 from kaliper.api.profilerun.rules import (
+    FITTED_NEEDS_PROMETHEUS,
+    FITTED_WHEN_PLANNED,
     GENERATION_NEEDS_PROMPTS,
     GRPC_CHANNELS_NEED_GRPC,
     GRPC_HAS_NO_MAX_CONNECTIONS,
@@ -23,6 +25,7 @@ from kaliper.api.profilerun.rules import (
     TOKEN_FIGURES_NEED_GENERATION,
     TRACE_NEEDS_REPLAY,
     URL_TARGET_SWEEPS_ONLY_LOAD,
+    WORKLOAD_NEEDS_A_PROMETHEUS,
     WORKLOAD_SWEEPS_ONLY_POD_SETTINGS,
     streaming_metrics_used,
 )
@@ -35,6 +38,7 @@ from kaliper.api.profilerun.status import (
     BestConfiguration,
     Capacity,
     CostSummary,
+    FittedWorkload,
     LatencySummary,
     Ms,
     ProfileRunPhase,
@@ -103,6 +107,8 @@ from kaliper.api.profilerun.vocabulary import (
 
 __all__ = [
     "DEPLOYMENT_SWEEP_FIELDS",
+    "FITTED_NEEDS_PROMETHEUS",
+    "FITTED_WHEN_PLANNED",
     "GENERATION_NEEDS_PROMPTS",
     "GRPC_CHANNELS_NEED_GRPC",
     "GRPC_HAS_NO_MAX_CONNECTIONS",
@@ -122,6 +128,7 @@ __all__ = [
     "TOKEN_FIGURES_NEED_GENERATION",
     "TRACE_NEEDS_REPLAY",
     "URL_TARGET_SWEEPS_ONLY_LOAD",
+    "WORKLOAD_NEEDS_A_PROMETHEUS",
     "WORKLOAD_SWEEPS_ONLY_POD_SETTINGS",
     "WORKLOAD_SWEEP_FIELDS",
     "BaselineComparison",
@@ -135,6 +142,7 @@ __all__ = [
     "CustomQuery",
     "DatasetSource",
     "DcgmSpec",
+    "FittedWorkload",
     "FreeFormObject",
     "GeneratedTensors",
     "GenerationSpec",

@@ -210,3 +210,37 @@ REPLAY_NEEDS_TRACE = Rule(
     check=lambda s: s.load.trace is None or (s.payload.prompts is not None and s.payload.prompts.trace is not None),
     field_path=".payload.prompts",
 )
+
+
+FITTED_NEEDS_PROMETHEUS = Rule(
+    cel="!has(self.load.fitted) || (has(self.payload.prompts) && has(self.payload.prompts.fromPrometheus))",
+    message="load.fitted sends at the rate fitted from Prometheus: set payload.prompts.fromPrometheus (url, "
+    "selector, window), or replace load.fitted with openLoop or closedLoop",
+    check=lambda s: (
+        s.load.fitted is None or (s.payload.prompts is not None and s.payload.prompts.from_prometheus is not None)
+    ),
+    field_path=".load.fitted",
+)
+
+
+WORKLOAD_NEEDS_A_PROMETHEUS = Rule(
+    cel="!has(self.payload.prompts) || !has(self.payload.prompts.fromPrometheus) || "
+    "has(self.payload.prompts.fromPrometheus.url) || (has(self.metrics) && has(self.metrics.prometheus))",
+    message="payload.prompts.fromPrometheus reads a Prometheus: set its url, or metrics.prometheus.url",
+    check=lambda s: (
+        s.payload.prompts is None
+        or s.payload.prompts.from_prometheus is None
+        or s.payload.prompts.from_prometheus.url is not None
+        or s.metrics.prometheus is not None
+    ),
+    field_path=".payload.prompts.fromPrometheus.url",
+)
+
+
+FITTED_WHEN_PLANNED = Rule(
+    cel="(!has(self.payload.prompts) || !has(self.payload.prompts.fromPrometheus)) && !has(self.load.fitted)",
+    message="prompts.fromPrometheus and load.fitted are fitted when a ProfileRun is planned; give the load "
+    "generator the synthetic prompts and openLoop they became (kaliper workload --from-prometheus writes them)",
+    check=lambda s: (s.payload.prompts is None or s.payload.prompts.from_prometheus is None) and s.load.fitted is None,
+    field_path=".payload.prompts",
+)

@@ -11,6 +11,7 @@ from kaliper.api.common import (
     PositiveDuration,
 )
 from kaliper.api.profilerun.rules import (
+    FITTED_NEEDS_PROMETHEUS,
     GENERATION_NEEDS_PROMPTS,
     GRPC_CHANNELS_NEED_GRPC,
     GRPC_HAS_NO_MAX_CONNECTIONS,
@@ -27,6 +28,7 @@ from kaliper.api.profilerun.rules import (
     TOKEN_FIGURES_NEED_GENERATION,
     TRACE_NEEDS_REPLAY,
     URL_TARGET_SWEEPS_ONLY_LOAD,
+    WORKLOAD_NEEDS_A_PROMETHEUS,
     WORKLOAD_SWEEPS_ONLY_POD_SETTINGS,
 )
 from kaliper.api.profilerun.vocabulary import (
@@ -97,6 +99,8 @@ class ProfileRunTemplate(KaliperModel):
         SESSIONS_NEED_CHAT,
         TRACE_NEEDS_REPLAY,
         REPLAY_NEEDS_TRACE,
+        FITTED_NEEDS_PROMETHEUS,
+        WORKLOAD_NEEDS_A_PROMETHEUS,
         GENERATION_NEEDS_PROMPTS,
         TOKEN_FIGURES_NEED_GENERATION,
         KNEE_NEEDS_LEVELS,

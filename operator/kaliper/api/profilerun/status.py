@@ -16,6 +16,7 @@ from kaliper.api.common import (
     ResourceList,
     conditions_field,
 )
+from kaliper.api.profilerun.vocabulary import OpenLoop, SyntheticPrompts
 
 ProfileRunPhase = Literal["Pending", "Running", "Succeeded", "Failed"]
 
@@ -353,6 +354,21 @@ class ReportReference(KaliperModel):
     """A file path (local runtime)."""
 
 
+class FittedWorkload(KaliperModel):
+    """What payload.prompts.fromPrometheus fitted when the run was planned; every trial used it."""
+
+    source: Annotated[str, Field(max_length=2048)]
+    """The Prometheus, the selector and the window read."""
+    fitted_at: datetime
+    """The end of the window read."""
+    prompts: SyntheticPrompts
+    """The synthetic prompts the fit made (lengths, shared prefix)."""
+    open_loop: OpenLoop | None = None
+    """The arrivals the fit made (load.fitted, its scale applied)."""
+    fit: Annotated[list[Annotated[str, Field(max_length=512)]], Field(max_length=64)] = Field(default_factory=list)
+    """How each figure was fitted and how well it matches the histogram it came from."""
+
+
 class ProfileRunStatus(KaliperModel):
     """Progress, per-trial figures, the best configuration and the recommendation."""
 
@@ -380,6 +396,9 @@ class ProfileRunStatus(KaliperModel):
     verdict: RunVerdict | None = None
     """Met when at least one trial met the SLO; Inconclusive when none did but at least one could not be
     decided; NotMet when every measured trial missed it."""
+    workload: FittedWorkload | None = None
+    """The workload fitted from Prometheus (payload.prompts.fromPrometheus), kept so that every trial and a
+    restarted operator use the same."""
     report_ref: ReportReference | None = None
     message: Annotated[str, Field(max_length=4096)] | None = None
     """What a person should know: what happened and what to do."""

@@ -279,8 +279,24 @@ class TraceSource(KaliperModel):
     cross_field_rules = (exactly_one_of("file", "config_map"),)
 
 
+class PrometheusWorkload(KaliperModel):
+    """The workload vLLM servers served, read from their own metrics in Prometheus when the run is planned
+    (as `kaliper workload --from-prometheus` does): prompt and output lengths fitted to the servers' token
+    histograms, the shared prefix to their prefix-cache hits, and (with load.fitted) the request rate and its
+    burstiness. The fit is kept in status.workload and used by every trial."""
+
+    url: HttpUrl | None = None
+    """The Prometheus that scrapes the servers. Default: metrics.prometheus.url."""
+    selector: Annotated[str, Field(max_length=1024)] = ""
+    """Label matchers of the servers' series, such as 'model_name="llama",namespace="prod"'. Default: every
+    vLLM series."""
+    window: PositiveDuration = "1h"
+    """How far back from the run's planning to read."""
+
+
 class PromptSource(KaliperModel):
-    """Prompts for openai-chat and openai-completions. Set exactly one of synthetic, dataset or trace."""
+    """Prompts for openai-chat and openai-completions. Set exactly one of synthetic, dataset, trace or
+    fromPrometheus."""
 
     synthetic: SyntheticPrompts | None = None
     """Prompts of drawn token lengths, made with the tokenizer (needs tokenizer)."""
@@ -289,6 +305,8 @@ class PromptSource(KaliperModel):
     with an optional "max_tokens"."""
     trace: TraceSource | None = None
     """Prompts of a trace's token counts (needs tokenizer), sent on the trace's clock (needs load.trace)."""
+    from_prometheus: PrometheusWorkload | None = None
+    """Synthetic prompts fitted to what the servers served (needs tokenizer), when the run is planned."""
     tokenizer: TokenizerSource | None = None
     """The model's tokenizer: makes synthetic and trace prompts, and counts tokens where the server sends no usage."""
     turns: Annotated[int, Field(ge=1, le=64)] = 1
@@ -300,12 +318,14 @@ class PromptSource(KaliperModel):
     (as the assistant message's `reasoning`). Default false: only the answer, as chat clients send it."""
 
     cross_field_rules = (
-        exactly_one_of("synthetic", "dataset", "trace"),
+        exactly_one_of("synthetic", "dataset", "trace", "from_prometheus"),
         Rule(
-            cel="(!has(self.synthetic) && !has(self.trace)) || has(self.tokenizer)",
-            message="synthetic and trace prompts are made to exact token counts with the model's tokenizer; set "
-            "prompts.tokenizer.file (or configMap) to its tokenizer.json",
-            check=lambda s: (s.synthetic is None and s.trace is None) or s.tokenizer is not None,
+            cel="(!has(self.synthetic) && !has(self.trace) && !has(self.fromPrometheus)) || has(self.tokenizer)",
+            message="synthetic, trace and fitted prompts are made to exact token counts with the model's tokenizer; "
+            "set prompts.tokenizer.file (or configMap) to its tokenizer.json",
+            check=lambda s: (
+                (s.synthetic is None and s.trace is None and s.from_prometheus is None) or s.tokenizer is not None
+            ),
             field_path=".tokenizer",
         ),
         Rule(
@@ -419,6 +439,17 @@ class OpenLoop(KaliperModel):
     )
 
 
+class FittedArrivals(KaliperModel):
+    """Open-loop arrivals at the rate and burstiness payload.prompts.fromPrometheus fits when the run is planned
+    (gamma arrivals, or Poisson where the fit cannot tell them from it)."""
+
+    scale: Annotated[float, Field(gt=0, le=1000)] = 1
+    """Times the fitted rate: 2 asks what twice today's traffic needs. The rate is the window's average over
+    every matching server: a run that profiles one replica of several wants 1/replicas."""
+    max_connections: Annotated[int, Field(ge=1, le=100000)] | None = None
+    """Connections the generator may open. Default: enough for the rate and the SLO latency."""
+
+
 class StoppingRule(KaliperModel):
     """Stop before maxDuration once the measurement is stable and precise enough (never before minDuration)."""
 
@@ -441,7 +472,7 @@ def _duration_or_default(alias: str, default: str) -> str:
 
 
 class LoadSpec(KaliperModel):
-    """The load each trial applies. Set exactly one of closedLoop, openLoop or trace."""
+    """The load each trial applies. Set exactly one of closedLoop, openLoop, trace or fitted."""
 
     closed_loop: ClosedLoop | None = None
     """Closed-loop load: a fixed number of concurrent users."""
@@ -449,6 +480,8 @@ class LoadSpec(KaliperModel):
     """Open-loop load: a target arrival rate, corrected for coordinated omission."""
     trace: TraceReplay | None = None
     """Open-loop load on a trace's clock (payload.prompts.trace), corrected for coordinated omission."""
+    fitted: FittedArrivals | None = None
+    """Open-loop load at the rate and burstiness fitted from Prometheus (payload.prompts.fromPrometheus)."""
     warmup: Duration = "10s"
     """Load applied before measuring starts; excluded from every figure."""
     min_duration: PositiveDuration = "30s"
@@ -474,7 +507,7 @@ class LoadSpec(KaliperModel):
         return self.closed_loop.ramp if self.closed_loop is not None else None
 
     cross_field_rules = (
-        exactly_one_of("closed_loop", "open_loop", "trace"),
+        exactly_one_of("closed_loop", "open_loop", "trace", "fitted"),
         Rule(
             cel="!has(self.trace) || !has(self.stopping)",
             message="a trace is measured for its whole replay: remove stopping (cut the replay with trace.duration)",

@@ -1,0 +1,25 @@
+"""A ProfileRun whose prompts (and arrivals) are fitted from Prometheus: fitted once, when the run is planned,
+and kept in its status, so that every trial, and an operator restarted halfway, sends the same workload."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from kaliper.api.profilerun import ProfileRunSpec, ProfileRunStatus
+from kaliper.controllers.run_records import RunFailed
+from kaliper.metrics.workload_query import WorkloadError, fit_for_run
+from kaliper.profiling.workload import resolve
+
+
+def with_fitted_workload(spec: ProfileRunSpec, status: ProfileRunStatus, now: datetime) -> ProfileRunSpec:
+    """The spec the trials run: payload.prompts.fromPrometheus and load.fitted replaced by the fit in
+    status.workload, made now if the run has none yet."""
+    prompts = spec.payload.prompts
+    if prompts is None or prompts.from_prometheus is None:
+        return spec
+    if status.workload is None:
+        try:
+            status.workload = fit_for_run(spec, now.timestamp())
+        except WorkloadError as exc:
+            raise RunFailed(str(exc)) from exc
+    return resolve(spec, status.workload)
