@@ -1,19 +1,24 @@
-"""An LLM ProfileRun through the operator on the kwok control plane: a URL target (llama.cpp's real
-llama-server on loopback), its tokenizer from a ConfigMap mounted into the load-generator Job, and the token
-figures in the status the operator writes."""
+"""LLM ProfileRuns through the operator on the kwok control plane: a URL target (llama.cpp's real llama-server
+on loopback), its tokenizer from a ConfigMap mounted into the load-generator Job, and the token figures in the
+status the operator writes; and a workload fitted from a real Prometheus when the run is planned."""
 
 from __future__ import annotations
 
 import json
+import urllib.parse
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from kaliper.serving.tiny_llm import train_tokenizer
 from tests.support.cluster_objects import apply
-from tests.support.controlplane import Kubectl
+from tests.support.controlplane import Kubectl, wait_for
+from tests.support.groundtruth import STREAM_SOURCE, groundtruth
 from tests.support.llama import chat_request, llama_server, synthetic_payload, tiny_model
 from tests.support.operator_runner import Cluster, running_operator
+from tests.support.prometheus import prometheus
 
 TOKENIZER_REF = {"configMap": {"name": "tiny-tokenizer", "key": "tokenizer.json"}}
 CHAT_TEMPLATE_TOKENS = 16  # llama-server's ChatML around one user message, with the tiny model's tokenizer
@@ -60,3 +65,76 @@ def test_token_figures_reach_the_status_with_the_tokenizer_from_a_configmap(
     assert tokens["outputTokens"] == 8 * trial["requests"]
     assert tokens["inputTokens"] == (24 + CHAT_TEMPLATE_TOKENS) * trial["requests"]
     assert tokens["ttftP50Ms"] > 0 and tokens["outputTokensPerS"] > 0
+
+
+def test_a_workload_fitted_from_prometheus_when_planned_is_kept_in_the_status_and_sent(
+    operator, crds: Kubectl, namespace: str, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    """payload.prompts.fromPrometheus and load.fitted on the operator: bench/streamtruth exports vLLM's workload
+    metrics to a real Prometheus after serving 40 known requests; the operator fits them once, when it plans the
+    run, keeps the fit in the status, and the load generator's Job sends it. A selector that matches nothing
+    fails the run with the reason."""
+    train_tokenizer(1024).save(str(tmp_path / "tokenizer.json"))
+    tokenizer = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "tiny-tokenizer"},
+        "data": {"tokenizer.json": (tmp_path / "tokenizer.json").read_text()},
+    }
+    flags = ("-vllm-metrics", "-ttft", "2ms", "-gap", "1ms")
+    with groundtruth(*flags, source=STREAM_SOURCE) as base, prometheus([base.removeprefix("http://")]) as prom:
+        # 40 requests: prompts of 50 and 150 words in turn (mean 100), answers of 8 tokens.
+        for i in range(40):
+            body = {
+                "model": "truth",
+                "prompt": " ".join(f"w{i}x{j}" for j in range(50 if i % 2 else 150)),
+                "max_tokens": 8,
+            }
+            request = urllib.request.Request(f"{base}/v1/completions", json.dumps(body).encode(), method="POST")
+            urllib.request.urlopen(request, timeout=10).read()
+        wait_for(lambda: finished_requests(prom) == 40, timeout=30, interval=0.5)
+
+        def run(name: str, selector: str) -> dict:
+            prompts = {
+                "fromPrometheus": {"url": prom, "selector": selector, "window": "2m"},
+                "tokenizer": TOKENIZER_REF,
+            }
+            spec = {
+                "target": {"url": base},
+                "request": {"protocol": "openai-completions", "modelName": "truth"},
+                "payload": {"prompts": prompts},
+                "load": {"fitted": {"scale": 30}, "warmup": "0s", "minDuration": "2s", "maxDuration": "2s"},
+            }
+            return {
+                "apiVersion": "kaliper.dev/v1alpha1",
+                "kind": "ProfileRun",
+                "metadata": {"name": name},
+                "spec": spec,
+            }
+
+        apply(crds, namespace, tokenizer, run("fitted", 'model_name="truth"'), run("unmatched", 'model_name="absent"'))
+        cluster = Cluster(crds, namespace, "fitted")
+        cluster.wait_trial(0, "Running")
+        workload = cluster.status()["workload"]
+        assert workload["source"].startswith(f'{prom} {{model_name="truth"}} over the 2m to ')
+        synthetic = workload["prompts"]
+        assert (synthetic["inputTokens"]["mean"], synthetic["outputTokens"]["mean"]) == (100, 8)
+        assert (synthetic["inputTokens"]["min"], synthetic["inputTokens"]["max"]) == (21, 200)  # buckets 21-50, 101-200
+        assert workload["openLoop"]["rate"] > 0
+        done = cluster.play_load(0, base)
+        assert done.returncode == 0, done.stderr
+        status = cluster.wait_phase("Succeeded")
+        assert status["workload"] == workload  # the report's copy: the fit the run planned with
+        assert status["trials"][0]["requests"] > 0
+
+        failed = Cluster(crds, namespace, "unmatched").wait_phase("Failed")
+    assert failed["message"].startswith(
+        'payload.prompts.fromPrometheus: no vllm:request_success_total series match {model_name="absent"}'
+    )
+    assert "workload" not in failed and "trials" not in failed
+
+
+def finished_requests(url: str) -> float | None:
+    query = urllib.parse.urlencode({"query": 'sum(vllm:request_success_total{model_name="truth"})'})
+    result = json.loads(urllib.request.urlopen(f"{url}/api/v1/query?{query}", timeout=10).read())["data"]["result"]
+    return float(result[0]["value"][1]) if result else None

@@ -46,6 +46,7 @@ def test_closed_windows_carry_the_cpu_this_process_used() -> None:
     while recorder.closed_until(time.time()) < 0:
         time.sleep(0.01)
     windows, _ = recorder.take_closed(time.time())
-    assert [w.index for w in windows] == [0]
+    # Window 0 first (a busy machine may take past 0.4 s to burn 0.15 s of CPU, and window 1 closes too).
+    assert windows[0].index == 0
     assert windows[0].cpu_s > 0
     assert windows[0].capacity_s == recorder._cpu.capacity * 0.2
