@@ -726,6 +726,7 @@ def workload_command(
     import yaml
 
     from kaliper.api.units import UnitError, parse_duration
+    from kaliper.log import redacted_url
     from kaliper.metrics.prometheus import PrometheusMetrics
     from kaliper.metrics.prometheus_api import PrometheusError
     from kaliper.metrics.workload_query import WorkloadError, read_workload
@@ -741,12 +742,13 @@ def workload_command(
         raise click.BadParameter(
             f"{end_at!r}: give an ISO 8601 time such as 2026-11-26T12:00:00Z", param_hint="--end"
         ) from exc
+    shown = redacted_url(prometheus_url)  # the manifest and the messages never carry its password
     try:
         fit = read_workload(PrometheusMetrics(prometheus_url), selector, window_s, end)
     except (WorkloadError, PrometheusError) as exc:
-        raise click.ClickException(str(exc)) from exc
+        raise click.ClickException(str(exc).replace(prometheus_url.rstrip("/"), shown.rstrip("/"))) from exc
     except httpx.TransportError as exc:
-        raise click.ClickException(f"cannot reach Prometheus at {prometheus_url}: {exc}") from exc
+        raise click.ClickException(f"cannot reach Prometheus at {shown}: {exc}") from exc
     lines = fit_lines(fit)
     for line in lines:
         click.echo(line, err=True)
@@ -757,7 +759,7 @@ def workload_command(
         )
     except SectionsError as exc:
         raise click.ClickException(str(exc)) from exc
-    header = "".join(f"# {line}\n" for line in [f"kaliper workload --from-prometheus {prometheus_url}", *lines])
+    header = "".join(f"# {line}\n" for line in [f"kaliper workload --from-prometheus {shown}", *lines])
     text = header + yaml.safe_dump(document, sort_keys=False)
     if output is None:
         click.echo(text, nl=False)

@@ -30,6 +30,11 @@ def redact(value: Any) -> Any:
     return value
 
 
+def redacted_url(url: str) -> str:
+    """A URL without the password of its user part (https://user:***@host/), for status, reports and errors."""
+    return re.sub(r"^(\w+://[^/@:]*:)[^/@]*@", rf"\g<1>{REDACTED}@", url)
+
+
 def _redact_event(_: Any, __: str, event: dict[str, Any]) -> dict[str, Any]:
     return redact(event)
 

@@ -83,6 +83,8 @@ def test_a_workload_fitted_from_prometheus_when_planned_is_kept_in_the_status_an
     }
     flags = ("-vllm-metrics", "-ttft", "2ms", "-gap", "1ms")
     with groundtruth(*flags, source=STREAM_SOURCE) as base, prometheus([base.removeprefix("http://")]) as prom:
+        # Scraped before the first request: what a series counted before its first sample is in no window.
+        wait_for(lambda: finished_requests(prom) == 0, timeout=30, interval=0.2)
         # 40 requests: prompts of 50 and 150 words in turn (mean 100), answers of 8 tokens.
         for i in range(40):
             body = {

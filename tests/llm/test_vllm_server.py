@@ -9,6 +9,7 @@ import ast
 import json
 import re
 import subprocess
+import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,9 +18,13 @@ import pytest
 
 from kaliper.api.modeldeployment import ModelDeploymentSpec
 from kaliper.manifests.modeldeployment import build_deployment
+from kaliper.metrics.prometheus import PrometheusMetrics
+from kaliper.metrics.workload_query import read_workload
 from kaliper.report.schema import StageResult
 from kaliper.serving.hf_llm import ANSWER_WORDS, REASONING_WORDS, make_reasoning_model
+from tests.support.controlplane import wait_for
 from tests.support.loadgen_run import run_loadgen
+from tests.support.prometheus import prometheus
 from tests.support.vllm import vllm_installed, vllm_server, vllm_spec
 
 SHORT = {"warmup": "1s", "minDuration": "3s", "maxDuration": "3s", "stopping": {"window": "1s"}}
@@ -195,3 +200,38 @@ def test_a_pods_command_line_is_one_the_real_vllm_parses_to_the_settings_asked()
         "enable_prefix_caching": False,
         "reasoning_parser": "qwen3",
     }
+
+
+def test_its_workload_metrics_are_what_kaliper_workload_fits(served: tuple[str, Path]) -> None:
+    """`kaliper workload`'s reading of vLLM's own series (names, labels, buckets) through a real Prometheus
+    scraping this vLLM: twelve requests of known prompts, each answer's usage the truth."""
+    base, _ = served
+    with prometheus([base.removeprefix("http://")]) as prom:
+        client = PrometheusMetrics(prom)
+        # Scraped before the requests: what the server counted earlier (the other tests) is in no window.
+        finished = 'sum(vllm:request_success_total{model_name="reasoning"})'
+        wait_for(lambda: client.scalar(finished, time.time()) is not None, timeout=60, interval=0.2)
+        before = client.scalar(finished, time.time())
+        started = time.time()
+        usages = []
+        for i in range(12):
+            words = " ".join(["ka li per"] * (10 if i % 2 else 60))
+            body = {"model": "reasoning", "prompt": f"{i} {words}", "max_tokens": 16}
+            request = urllib.request.Request(
+                f"{base}/v1/completions", json.dumps(body).encode(), {"Content-Type": "application/json"}
+            )
+            usages.append(json.loads(urllib.request.urlopen(request, timeout=60).read())["usage"])
+        wait_for(lambda: client.scalar(finished, time.time()) == (before or 0) + 12, timeout=30, interval=0.5)
+        fit = read_workload(client, 'model_name="reasoning"', time.time() - started + 5, time.time())
+    prompts = [u["prompt_tokens"] for u in usages]
+    assert fit.requests == 12 and fit.replicas == 1
+    assert fit.input_tokens.mean == pytest.approx(sum(prompts) / 12)
+    assert fit.output_tokens.mean == 16 and {u["completion_tokens"] for u in usages} == {16}
+    # vLLM's buckets (1, 2, 5, 10, 20, 50, 100, 200, ... up to max-model-len 512): the occupied ones bound the
+    # lengths, 16 answer tokens in 11-20.
+    assert (fit.output_tokens.smallest, fit.output_tokens.largest) == (11, 20)
+    edges = [b.high for b in fit.input_tokens.buckets]
+    assert edges == [1, 2, 5, 10, 20, 50, 100, 200, 500, None]
+    # The prefix cache's hits over its queries: the cached share of the prompts' tokens, as usage says.
+    cached = sum((u.get("prompt_tokens_details") or {}).get("cached_tokens") or 0 for u in usages)
+    assert fit.prefix_hit_share == pytest.approx(cached / sum(prompts))

@@ -191,10 +191,12 @@ def test_bad_input_and_an_empty_prometheus_get_errors_that_say_what_to_fix(tmp_p
     bad_window = kaliper("workload", "--from-prometheus", "http://127.0.0.1:9", "--window", "5x", cwd=tmp_path)
     assert bad_window.returncode == 2
     assert "Invalid value for --window: '5x' is not a duration" in bad_window.stderr
-    closed = f"http://127.0.0.1:{free_port()}"
-    unreachable = kaliper("workload", "--from-prometheus", closed, cwd=tmp_path)
+    port = free_port()
+    unreachable = kaliper("workload", "--from-prometheus", f"http://kaliper:s3cret@127.0.0.1:{port}", cwd=tmp_path)
     assert unreachable.returncode == 1
-    assert unreachable.stderr.startswith(f"Error: cannot reach Prometheus at {closed}:")
+    # The password never shows.
+    assert unreachable.stderr.startswith(f"Error: cannot reach Prometheus at http://kaliper:***@127.0.0.1:{port}:")
+    assert "s3cret" not in unreachable.stderr
     with prometheus([]) as prom:
         nothing = kaliper("workload", "--from-prometheus", prom, "--selector", 'model_name="llama"', cwd=tmp_path)
         assert nothing.returncode == 1

@@ -18,6 +18,7 @@ import httpx
 
 from kaliper.api.profilerun import FittedWorkload, ProfileRunSpec
 from kaliper.api.units import parse_duration
+from kaliper.log import redacted_url
 from kaliper.measure.workload_fit import FitError, LengthFit, WorkloadFit, fit_burstiness, fit_lognormal
 from kaliper.metrics.prometheus import PrometheusMetrics
 from kaliper.metrics.prometheus_api import PrometheusError
@@ -63,7 +64,7 @@ def read_workload(client: PrometheusMetrics, selector: str, window_s: float, end
             f"{client.client.url}: check the selector (kaliper workload --selector) and that Prometheus scrapes "
             "the servers' /metrics"
         )
-    requests = sum(reader.increase(points) for points in finished.values())
+    requests = sum(_increase(points) for points in finished.values())
     span = max(points[-1][0] for points in finished.values()) - min(points[0][0] for points in finished.values())
     if requests <= 0 or span <= 0:
         raise WorkloadError(f"the servers matching {{{matchers}}} finished no request in the {window_s:g}s window")
@@ -78,9 +79,9 @@ def read_workload(client: PrometheusMetrics, selector: str, window_s: float, end
         notes.append(f"burstiness not fitted: {exc}")
     prefix_hit_share = None
     queries, hits = reader.samples(PREFIX_QUERIES), reader.samples(PREFIX_HITS)
-    queried = sum(reader.increase(points) for points in queries.values())
+    queried = sum(_increase(points) for points in queries.values())
     if queried > 0:
-        prefix_hit_share = sum(reader.increase(points) for points in hits.values()) / queried
+        prefix_hit_share = sum(_increase(points) for points in hits.values()) / queried
     else:
         notes.append(f"{PREFIX_QUERIES} absent or still: prefix caching off, or a vLLM before 0.7")
     return WorkloadFit(
@@ -105,11 +106,13 @@ def fit_for_run(spec: ProfileRunSpec, end: float) -> FittedWorkload:
     url = str(source.url or (spec.metrics.prometheus.url if spec.metrics.prometheus else ""))
     timeout = parse_duration(spec.metrics.prometheus.timeout) if spec.metrics.prometheus else 10.0
     window_s = parse_duration(source.window)
-    where = f"{url} {{{normalise_selector(source.selector)}}} over the {source.window} to"
+    shown = redacted_url(url)
+    where = f"{shown} {{{normalise_selector(source.selector)}}} over the {source.window} to"
     try:
         fit = read_workload(PrometheusMetrics(url, timeout), source.selector, window_s, end)
     except (WorkloadError, PrometheusError, httpx.TransportError) as exc:
-        raise WorkloadError(f"payload.prompts.fromPrometheus: {exc}") from exc
+        message = str(exc).replace(url.rstrip("/"), shown.rstrip("/"))
+        raise WorkloadError(f"payload.prompts.fromPrometheus: {message}") from exc
     at = datetime.fromtimestamp(end, UTC)
     return fitted_workload(fit, spec, f"{where} {at.isoformat(timespec='seconds')}", at)
 
@@ -121,9 +124,6 @@ Points = list[tuple[float, float]]
 class _Reader:
     def __init__(self, client: PrometheusMetrics, matchers: str, window_s: float, end: float) -> None:
         self.client, self.matchers, self.window_s, self.end = client, matchers, window_s, end
-
-    def increase(self, points: Points) -> float:
-        return _increase(points, self.end - self.window_s)
 
     def samples(self, metric: str) -> dict[Labels, Points]:
         """Each matching series' raw samples inside the window, oldest first."""
@@ -138,9 +138,9 @@ class _Reader:
         buckets: dict[float, float] = defaultdict(float)
         for labels, points in self.samples(f"{histogram}_bucket").items():
             le = dict(labels).get("le", "")
-            buckets[float(le)] += self.increase(points)  # float() reads "+Inf" and "1.0" alike
-        total = sum(self.increase(points) for points in self.samples(f"{histogram}_count").values())
-        value_sum = sum(self.increase(points) for points in self.samples(f"{histogram}_sum").values())
+            buckets[float(le)] += _increase(points)  # float() reads "+Inf" and "1.0" alike
+        total = sum(_increase(points) for points in self.samples(f"{histogram}_count").values())
+        value_sum = sum(_increase(points) for points in self.samples(f"{histogram}_sum").values())
         if not buckets:
             raise WorkloadError(f"no {histogram}_bucket series match {{{self.matchers}}}: is the server a vLLM?")
         edges = sorted(le for le in buckets if le != float("inf"))
@@ -150,16 +150,11 @@ class _Reader:
             raise WorkloadError(f"{histogram}: {exc}") from exc
 
 
-def _increase(points: Points, since: float | None = None) -> float:
-    """A counter's rise over its samples (a reset counts from zero). A series whose first sample comes more than
-    two of its scrape intervals after `since`, the window's start, began inside the window (a server started,
-    a replica added): it counted from zero there, so its first value counts too."""
-    rise = sum(b - a if b >= a else b for (_, a), (_, b) in pairwise(points))
-    if since is not None and len(points) >= 2:
-        gaps = sorted(b - a for (a, _), (b, _) in pairwise(points))
-        if points[0][0] - since > 2 * gaps[len(gaps) // 2]:
-            rise += points[0][1]
-    return rise
+def _increase(points: Points) -> float:
+    """A counter's rise from its first sample in the window to its last (a reset counts from zero). What a
+    series counted before its first sample is left out, even where the series began inside the window: its
+    first value may as well be days of traffic from before Prometheus's data begins."""
+    return sum(b - a if b >= a else b for (_, a), (_, b) in pairwise(points))
 
 
 def _replica(labels: Labels) -> str:
