@@ -127,7 +127,7 @@ class _Reader:
 
     def samples(self, metric: str) -> dict[Labels, Points]:
         """Each matching series' raw samples inside the window, oldest first."""
-        query = f"{metric}{{{self.matchers}}}[{self.window_s:g}s]"
+        query = f"{metric}{{{self.matchers}}}[{round(self.window_s * 1000)}ms]"  # PromQL durations are whole numbers
         result: list[dict[str, Any]] = self.client.instant(query, self.end)
         return {
             tuple(sorted(series["metric"].items())): [(float(t), float(v)) for t, v in series["values"]]
