@@ -18,9 +18,10 @@ from tests.support.controlplane import Kubectl, wait_for
 from tests.support.groundtruth import STREAM_SOURCE, groundtruth
 from tests.support.llama import chat_request, llama_server, synthetic_payload, tiny_model
 from tests.support.operator_runner import Cluster, running_operator
-from tests.support.prometheus import prometheus
+from tests.support.prometheus import instant_value, prometheus
 
 TOKENIZER_REF = {"configMap": {"name": "tiny-tokenizer", "key": "tokenizer.json"}}
+FINISHED = 'sum(vllm:request_success_total{model_name="truth"})'  # what streamtruth -vllm-metrics counted
 CHAT_TEMPLATE_TOKENS = 16  # llama-server's ChatML around one user message, with the tiny model's tokenizer
 
 
@@ -84,7 +85,7 @@ def test_a_workload_fitted_from_prometheus_when_planned_is_kept_in_the_status_an
     flags = ("-vllm-metrics", "-ttft", "2ms", "-gap", "1ms")
     with groundtruth(*flags, source=STREAM_SOURCE) as base, prometheus([base.removeprefix("http://")]) as prom:
         # Scraped before the first request: what a series counted before its first sample is in no window.
-        wait_for(lambda: finished_requests(prom) == 0, timeout=30, interval=0.2)
+        wait_for(lambda: instant_value(prom, FINISHED) == 0, timeout=30, interval=0.2)
         # 40 requests: prompts of 50 and 150 words in turn (mean 100), answers of 8 tokens.
         for i in range(40):
             body = {
@@ -94,7 +95,7 @@ def test_a_workload_fitted_from_prometheus_when_planned_is_kept_in_the_status_an
             }
             request = urllib.request.Request(f"{base}/v1/completions", json.dumps(body).encode(), method="POST")
             urllib.request.urlopen(request, timeout=10).read()
-        wait_for(lambda: finished_requests(prom) == 40, timeout=30, interval=0.5)
+        wait_for(lambda: instant_value(prom, FINISHED) == 40, timeout=30, interval=0.5)
 
         def run(name: str, selector: str) -> dict:
             prompts = {
@@ -134,9 +135,3 @@ def test_a_workload_fitted_from_prometheus_when_planned_is_kept_in_the_status_an
         'payload.prompts.fromPrometheus: no vllm:request_success_total series match {model_name="absent"}'
     )
     assert "workload" not in failed and "trials" not in failed
-
-
-def finished_requests(url: str) -> float | None:
-    query = urllib.parse.urlencode({"query": 'sum(vllm:request_success_total{model_name="truth"})'})
-    result = json.loads(urllib.request.urlopen(f"{url}/api/v1/query?{query}", timeout=10).read())["data"]["result"]
-    return float(result[0]["value"][1]) if result else None

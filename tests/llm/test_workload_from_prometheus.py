@@ -27,7 +27,7 @@ from tests.support.controlplane import wait_for
 from tests.support.groundtruth import STREAM_SOURCE, groundtruth
 from tests.support.loadgen_run import run_loadgen
 from tests.support.local_run import run_manifests
-from tests.support.prometheus import prometheus
+from tests.support.prometheus import instant_value, prometheus
 
 LOAD_S = 40
 
@@ -38,19 +38,13 @@ def kaliper(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     )
 
 
-def instant(url: str, promql: str) -> float | None:
-    query = urllib.parse.urlencode({"query": promql})
-    result = json.loads(urllib.request.urlopen(f"{url}/api/v1/query?{query}", timeout=10).read())["data"]["result"]
-    return float(result[0]["value"][1]) if result else None
-
-
 def scraped_requests(url: str) -> float | None:
     """The server's count of finished requests in Prometheus's latest scrape (None before the first)."""
-    return instant(url, 'sum(vllm:request_success_total{model_name="truth"})')
+    return instant_value(url, 'sum(vllm:request_success_total{model_name="truth"})')
 
 
 def scrapes_so_far(url: str) -> float:
-    return instant(url, 'count_over_time(vllm:request_success_total{finished_reason="length"}[1m])') or 0
+    return instant_value(url, 'count_over_time(vllm:request_success_total{finished_reason="length"}[1m])') or 0
 
 
 def test_a_workload_sent_is_fitted_back_from_prometheus_and_runs_as_a_profilerun(tmp_path: Path) -> None:

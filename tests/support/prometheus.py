@@ -5,9 +5,12 @@ discovery through a file, since Debian builds Prometheus without Kubernetes serv
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import tempfile
+import urllib.parse
+import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -122,3 +125,10 @@ def pod_targets(pods: list[dict]) -> list[dict]:
         labels["__metrics_path__"] = annotations.get("prometheus.io/path", "/metrics")
         groups.append({"targets": [f"{ip}:{annotations['prometheus.io/port']}"], "labels": labels})
     return groups
+
+
+def instant_value(url: str, promql: str) -> float | None:
+    """The first value of an instant query now (None when nothing matches)."""
+    query = urllib.parse.urlencode({"query": promql})
+    result = json.loads(urllib.request.urlopen(f"{url}/api/v1/query?{query}", timeout=10).read())["data"]["result"]
+    return float(result[0]["value"][1]) if result else None
