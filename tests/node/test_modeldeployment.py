@@ -101,16 +101,17 @@ def test_a_wrong_checksum_stops_the_pod_before_it_serves(
 
     kubectl.wait_for(fetch_failed, timeout=120, what="the fetch-model init container to fail")
     pod = server_pod(node, node_namespace, "tampered")
-    logs = kubectl(
-        "logs", pod["metadata"]["name"], "-c", "fetch-model", "-n", node_namespace, "--previous", check=False
-    )
-    logs = (
-        logs
-        if logs.returncode == 0
-        else kubectl("logs", pod["metadata"]["name"], "-c", "fetch-model", "-n", node_namespace)
-    )
-    assert (
-        f"SHA-256 is {hashlib.sha256(iris_model.read_bytes()).hexdigest()}, expected {wrong}"
-        in logs.stdout + logs.stderr
-    )
+    said = f"SHA-256 is {hashlib.sha256(iris_model.read_bytes()).hexdigest()}, expected {wrong}"
+
+    def fetch_logs() -> str:
+        """The failed fetch's logs, the last or the one before: while the kubelet restarts the init container,
+        one of the two may be unreadable for a moment ("unable to retrieve container logs", seen on a cold run)."""
+        name = pod["metadata"]["name"]
+        runs = [
+            kubectl("logs", name, "-c", "fetch-model", "-n", node_namespace, *flag, check=False)
+            for flag in (["--previous"], [])
+        ]
+        return "".join(run.stdout + run.stderr for run in runs)
+
+    kubectl.wait_for(lambda: said in fetch_logs(), timeout=60, what="the fetch's log of the checksum it refused")
     assert pod["status"]["containerStatuses"][0].get("ready") is False
