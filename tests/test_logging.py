@@ -6,7 +6,7 @@ import logging
 
 import httpx
 
-from kaliper.log import REDACTED, configure_logging, get_logger, redact, resolve_format
+from kaliper.log import REDACTED, configure_logging, get_logger, redact, redacted_url, resolve_format
 
 
 def test_json_lines_with_secrets_redacted() -> None:
@@ -54,3 +54,9 @@ def test_httpx_requests_are_not_logged_at_info() -> None:
         assert client.get("http://127.0.0.1:9/v2/health/ready?token=s3cret").status_code == 200
     get_logger("kaliper.test").info("probed")
     assert [json.loads(line)["event"] for line in stream.getvalue().splitlines()] == ["probed"]
+
+
+def test_a_urls_password_is_redacted_and_nothing_else() -> None:
+    assert redacted_url("https://kaliper:s3cret@prometheus:9090/api") == "https://kaliper:***@prometheus:9090/api"
+    assert redacted_url("http://prometheus.monitoring:9090") == "http://prometheus.monitoring:9090"
+    assert redacted_url("http://kaliper@prometheus/") == "http://kaliper@prometheus/"  # a user alone is no secret

@@ -746,7 +746,7 @@ def workload_command(
     try:
         fit = read_workload(PrometheusMetrics(prometheus_url), selector, window_s, end)
     except (WorkloadError, PrometheusError) as exc:
-        raise click.ClickException(str(exc).replace(prometheus_url.rstrip("/"), shown.rstrip("/"))) from exc
+        raise click.ClickException(str(exc)) from exc
     except httpx.TransportError as exc:
         raise click.ClickException(f"cannot reach Prometheus at {shown}: {exc}") from exc
     lines = fit_lines(fit)

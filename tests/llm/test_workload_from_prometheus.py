@@ -199,6 +199,11 @@ def test_bad_input_and_an_empty_prometheus_get_errors_that_say_what_to_fix(tmp_p
             f"{prom}: check the selector (kaliper workload --selector) and that Prometheus scrapes the servers' "
             "/metrics\n"
         )
-        unquoted = kaliper("workload", "--from-prometheus", prom, "--selector", "model_name=llama", cwd=tmp_path)
+        # Prometheus's own refusal, through a URL with a password (this Prometheus asks for none).
+        with_password = prom.replace("http://", "http://kaliper:s3cret@")
+        args = ("workload", "--from-prometheus", with_password, "--selector", "model_name=llama")
+        unquoted = kaliper(*args, cwd=tmp_path)
         assert unquoted.returncode == 1
-        assert unquoted.stderr.startswith(f"Error: HTTP 400 from {prom}/api/v1/query: bad_data: ")
+        shown = prom.replace("http://", "http://kaliper:***@")
+        assert unquoted.stderr.startswith(f"Error: HTTP 400 from {shown}/api/v1/query: bad_data: ")
+        assert "s3cret" not in unquoted.stderr

@@ -359,7 +359,7 @@ def trial_resources(
             return None
         figures = client.trial_figures(window, gpu, dcgm_pod_label, profiling)
     except Exception as exc:  # any failure to query is reported, not fatal
-        url = client.client.url
+        url = client.client.shown
         return TrialResources(source="prometheus", unavailable=[f"Prometheus at {url} could not be queried: {exc}"])
     values = dict(figures.values)
     resources = TrialResources(source="prometheus", unavailable=figures.unavailable, **values)

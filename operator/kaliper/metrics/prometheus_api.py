@@ -9,6 +9,8 @@ from typing import Any
 
 import httpx
 
+from kaliper.log import redacted_url
+
 # Tried again: a connection refused or reset (httpx's transport, before any byte was sent) and the statuses a
 # proxy or a restarting server answers with. A query Prometheus rejects (400, 422) is final.
 CONNECT_RETRIES = 2
@@ -24,6 +26,7 @@ class PrometheusError(Exception):
 class PrometheusAPI:
     def __init__(self, url: str, timeout_s: float) -> None:
         self.url = url.rstrip("/")
+        self.shown = redacted_url(self.url)  # what messages say: a password in the URL never reaches a status
         self.timeout_s = timeout_s
         # The timeout bounds each request (connect, read): a Prometheus that accepts connections and never
         # answers must not hold a thread forever.
@@ -47,7 +50,7 @@ class PrometheusAPI:
                 # httpx says only "timed out": say which wait it was and how long it was allowed.
                 wait = {httpx.ConnectTimeout: "connect", httpx.ReadTimeout: "read", httpx.WriteTimeout: "write"}
                 kind = wait.get(type(exc), "pool")
-                raise PrometheusError(f"{kind} timed out after {self.timeout_s:g}s ({self.url}{path})") from exc
+                raise PrometheusError(f"{kind} timed out after {self.timeout_s:g}s ({self.shown}{path})") from exc
             if response.status_code not in RETRY_STATUSES or attempt == STATUS_RETRIES:
                 break
             time.sleep(BACKOFF_S * 2**attempt)
@@ -57,6 +60,6 @@ class PrometheusAPI:
             body = {}
         if response.status_code != 200 or body.get("status") != "success":
             detail = f"{body['errorType']}: {body.get('error', '')}" if "errorType" in body else response.reason_phrase
-            raise PrometheusError(f"HTTP {response.status_code} from {self.url}{path}: {detail}")
+            raise PrometheusError(f"HTTP {response.status_code} from {self.shown}{path}: {detail}")
         result: list[dict[str, Any]] = body["data"]["result"]
         return result

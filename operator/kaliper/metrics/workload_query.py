@@ -61,7 +61,7 @@ def read_workload(client: PrometheusMetrics, selector: str, window_s: float, end
     if not finished:
         raise WorkloadError(
             f"no {FINISHED_REQUESTS} series match {{{matchers}}} in the {window_s:g}s before the end at "
-            f"{client.client.url}: check the selector (kaliper workload --selector) and that Prometheus scrapes "
+            f"{client.client.shown}: check the selector (kaliper workload --selector) and that Prometheus scrapes "
             "the servers' /metrics"
         )
     requests = sum(_increase(points) for points in finished.values())
@@ -106,13 +106,11 @@ def fit_for_run(spec: ProfileRunSpec, end: float) -> FittedWorkload:
     url = str(source.url or (spec.metrics.prometheus.url if spec.metrics.prometheus else ""))
     timeout = parse_duration(spec.metrics.prometheus.timeout) if spec.metrics.prometheus else 10.0
     window_s = parse_duration(source.window)
-    shown = redacted_url(url)
-    where = f"{shown} {{{normalise_selector(source.selector)}}} over the {source.window} to"
+    where = f"{redacted_url(url)} {{{normalise_selector(source.selector)}}} over the {source.window} to"
     try:
         fit = read_workload(PrometheusMetrics(url, timeout), source.selector, window_s, end)
-    except (WorkloadError, PrometheusError, httpx.TransportError) as exc:
-        message = str(exc).replace(url.rstrip("/"), shown.rstrip("/"))
-        raise WorkloadError(f"payload.prompts.fromPrometheus: {message}") from exc
+    except (WorkloadError, PrometheusError, httpx.TransportError) as exc:  # their messages show no password
+        raise WorkloadError(f"payload.prompts.fromPrometheus: {exc}") from exc
     at = datetime.fromtimestamp(end, UTC)
     return fitted_workload(fit, spec, f"{where} {at.isoformat(timespec='seconds')}", at)
 
