@@ -129,3 +129,34 @@ def test_the_trial_count_counts_the_tie_break_rounds() -> None:
     assert trial_count_problem(s, configurations(s, BASE)) == (
         "the sweep has 6 trials, more than search.maxTrials (5); narrow the sweep or raise maxTrials"
     )
+
+
+def failed(index: int, parameters: dict[str, str]) -> TrialReport:
+    """A trial whose server did not answer (a crash, an OOM kill)."""
+    return TrialReport(
+        index=index, name=f"t{index}", parameters=parameters, status="Failed", message="the server was OOM-killed"
+    )
+
+
+def test_a_configuration_that_fails_when_measured_again_is_out_of_the_choice() -> None:
+    """The tie-break measures the chosen A again and its server fails: A's first good trial no longer vouches
+    for it. The round finishes (B once more), then the choice is B, saying why A is out, and nothing more is
+    measured."""
+    s = run_spec()
+    trials = [*first_two(), failed(2, A)]
+    assert next_tie_break(s, trials, 2) == B  # the round begun finishes
+    trials.append(trial(3, B, 0.22, 40.0, NOISY))
+    assert next_tie_break(s, trials, 2) is None  # no tie left to break
+    choice = decisions.best_trial(trials, s.slo, 0.05)
+    assert choice is not None and (choice.best, choice.report.certainty, choice.report.runner_up) == (1, "Clear", None)
+    assert choice.report.explanation == (
+        "t1 is the only trial that qualified; left out, measured again without qualifying: t0's configuration "
+        "(t2 of it failed or missed the SLO)"
+    )
+
+
+def test_a_configuration_that_misses_the_slo_when_measured_again_is_out_too() -> None:
+    s = run_spec()
+    missed = trial(2, A, 0.20, 60.0, NOISY).model_copy(update={"slo_verdict": "NotMet"})
+    choice = decisions.best_trial([*first_two(), missed], s.slo, 0.05)
+    assert choice is not None and choice.best == 1

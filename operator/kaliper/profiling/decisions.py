@@ -358,16 +358,38 @@ class Measured:
         return max(window_noise(self.trials), between, *((t.spread or 0.0) / 2 for t in self.trials))
 
 
-def measured_configurations(trials: list[TrialReport], slo: SloSpec | None) -> list[Measured]:
-    """The trials a choice is made among (succeeded with throughput, and Met when there is an SLO), one entry
-    per configuration and load level, cheapest first."""
-    eligible = [t for t in trials if t.status == "Succeeded" and t.stage and t.stage.throughput_rps > 0]
-    if slo is not None:
-        eligible = [t for t in eligible if t.slo_verdict == "Met"]
+def _qualifies(trial: TrialReport, slo: SloSpec | None) -> bool:
+    """Succeeded with throughput, and Met when there is an SLO."""
+    measured = trial.status == "Succeeded" and trial.stage is not None and trial.stage.throughput_rps > 0
+    return measured and (slo is None or trial.slo_verdict == "Met")
+
+
+def _by_configuration(trials: list[TrialReport]) -> dict[tuple[tuple[str, str], ...], list[TrialReport]]:
+    """The trials that ran, by configuration and load level (their parameters), in index order."""
     grouped: dict[tuple[tuple[str, str], ...], list[TrialReport]] = {}
-    for trial in sorted(eligible, key=lambda t: t.index):
+    for trial in sorted((t for t in trials if t.status != "Skipped"), key=lambda t: t.index):
         grouped.setdefault(tuple(sorted(trial.parameters.items())), []).append(trial)
-    return sorted((Measured(group) for group in grouped.values()), key=lambda m: (m.score(), m.first.index))
+    return grouped
+
+
+def measured_configurations(trials: list[TrialReport], slo: SloSpec | None) -> list[Measured]:
+    """The configurations a choice is made among, one entry per configuration and load level, cheapest first:
+    those whose every trial qualified. One measured again (a tie-break) that failed or missed the SLO the second
+    time is out: its good trial does not vouch for it."""
+    groups = [g for g in _by_configuration(trials).values() if all(_qualifies(t, slo) for t in g)]
+    return sorted((Measured(group) for group in groups), key=lambda m: (m.score(), m.first.index))
+
+
+def left_out_for_a_failed_repeat(trials: list[TrialReport], slo: SloSpec | None) -> list[str]:
+    """Configurations measured more than once of which one trial qualified and another did not, each named by
+    its trials that did not (t2 for t0's configuration)."""
+    found = []
+    for group in _by_configuration(trials).values():
+        failed = [t.name for t in group if not _qualifies(t, slo)]
+        if failed and len(failed) < len(group):
+            good = next(t.name for t in group if _qualifies(t, slo))
+            found.append(f"{good}'s configuration ({', '.join(failed)} of it failed or missed the SLO)")
+    return found
 
 
 def best_trial(trials: list[TrialReport], slo: SloSpec | None, tie_tolerance: float) -> Choice | None:
@@ -411,6 +433,8 @@ def best_trial(trials: list[TrialReport], slo: SloSpec | None, tie_tolerance: fl
             text = f"the runner-up {second.name} costs {gap:.1%} more {unit}, beyond the {margin:.1%} noise"
         if len(chosen.trials) > 1 or len(runner_up.trials) > 1:
             text += f" ({best.name} measured {len(chosen.trials)} times, {second.name} {len(runner_up.trials)})"
+    if dropped := left_out_for_a_failed_repeat(trials, slo):
+        text += f"; left out, measured again without qualifying: {'; '.join(dropped)}"
     if disturbances(best):
         certainty = "Disturbed"
         text = f"measured while limited by something other than its configuration ({disturbances(best)[0]}); {text}"
