@@ -4,6 +4,7 @@ to the trace's token counts with shared blocks as shared prefixes; the project's
 from __future__ import annotations
 
 import itertools
+import json
 import time
 from pathlib import Path
 
@@ -39,6 +40,26 @@ def test_a_mooncake_trace_is_read_in_send_order_from_its_first_request() -> None
         TraceRequest(pytest.approx(0.1), 5, 1),
         TraceRequest(0.25, 300, 8),
         TraceRequest(0.75, 12, 3, (0,)),  # a delay counts from the row before it in the file
+    ]
+
+
+def test_a_sessions_next_turn_is_timed_from_that_sessions_turn_before() -> None:
+    """Two conversations interleaved (AIPerf's session_id and delay): each turn's delay counts from its own
+    session's previous turn, not from the row before it in the file."""
+    text = "\n".join(
+        json.dumps(row)
+        for row in (
+            {"session_id": "a", "timestamp": 0, "input_length": 10, "output_length": 2, "hash_ids": [1]},
+            {"session_id": "b", "timestamp": 300, "input_length": 20, "output_length": 2, "hash_ids": [2]},
+            {"session_id": "a", "delay": 1000, "input_length": 30, "output_length": 2, "hash_ids": [1, 3]},
+            {"session_id": "b", "delay": 200, "input_length": 40, "output_length": 2, "hash_ids": [2, 4]},
+        )
+    )
+    assert [(r.at_s, r.input_tokens) for r in parse_trace(text, "mooncake", "s.jsonl")] == [
+        (0.0, 10),
+        (0.3, 20),
+        (0.5, 40),  # b's second turn 200 ms after b's first
+        (1.0, 30),  # a's second turn 1 s after a's first
     ]
 
 

@@ -6,8 +6,9 @@ other: latencies are measured from it, and sends that leave late are counted as 
 text, except `read_trace`, which reads the file.
 
 Mooncake rows: {"timestamp": ms, "input_length": n, "output_length": n, "hash_ids": [...]} (with the aliases
-input_tokens, output_tokens, and "delay": ms after the row before instead of a timestamp); equal hash ids are
-equal blocks of the prompt, `blockTokens` each, which is how the trace shows shared prefixes.
+input_tokens, output_tokens, and "delay": ms after the row before instead of a timestamp, or after the same
+"session_id"'s row before); equal hash ids are equal blocks of the prompt, `blockTokens` each, which is how the
+trace shows shared prefixes.
 Azure rows: TIMESTAMP,ContextTokens,GeneratedTokens, the timestamp as "2023-11-16 18:15:46.6805900".
 """
 
@@ -94,6 +95,7 @@ def _whole(value: Any, where: str, name: str) -> int:
 def parse_mooncake(text: str, source: str) -> list[TraceRequest]:
     rows: list[TraceRequest] = []
     clock_ms = 0.0
+    sessions: dict[Any, float] = {}  # session id -> its last row's time
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
@@ -109,7 +111,14 @@ def parse_mooncake(text: str, source: str) -> list[TraceRequest]:
         moment = row.get("timestamp", row.get("delay"))
         if isinstance(moment, bool) or not isinstance(moment, int | float) or moment < 0:
             raise TraceError(f"{where}: the time must be a number of milliseconds, 0 or more (got {moment!r})")
-        clock_ms = moment if "timestamp" in row else clock_ms + moment
+        # A delay counts from the row before it, or with a session id from that session's row before it (a
+        # conversation's next turn). The replay stays on the trace's clock: it does not wait for the earlier
+        # turn's answer, whose prefix the turn's hash ids already share.
+        session = row.get("session_id")
+        after = sessions.get(session, clock_ms) if session is not None else clock_ms
+        clock_ms = moment if "timestamp" in row else after + moment
+        if session is not None:
+            sessions[session] = clock_ms
         lengths = []
         for name, alias in (("input_length", "input_tokens"), ("output_length", "output_tokens")):
             if name not in row and alias not in row:
