@@ -446,3 +446,45 @@ def test_a_cheaper_configuration_not_chosen_is_marked_as_the_tie_it_was() -> Non
         "0.0100 USD per million requests, -50.0% against the choice (a tie within the noise, decided by latency "
         "headroom)"
     )
+
+
+def test_a_fitted_workload_is_said_and_drawn_against_its_histograms() -> None:
+    from datetime import UTC, datetime
+
+    from kaliper.api.profilerun import BucketShares, FittedWorkload, OpenLoop, SyntheticPrompts
+
+    report = report_with([succeeded(0, "1", 10.0)])
+    report.workload = FittedWorkload(
+        source='http://prom:9090 {model_name="m"} over the 1h to 2026-11-27T01:00:00+00:00',
+        fitted_at=datetime(2026, 11, 27, 1, tzinfo=UTC),
+        prompts=SyntheticPrompts.model_validate(
+            {
+                "inputTokens": {"distribution": "lognormal", "mean": 312, "stddev": 201.3, "min": 21, "max": 2000},
+                "outputTokens": {"distribution": "lognormal", "mean": 40, "stddev": 19.5, "min": 6},
+                "sharedPrefixRatio": 0.47,
+            }
+        ),
+        open_loop=OpenLoop(rate=1.667, arrival="gamma", burstiness=0.31),
+        fit=["input tokens: lognormal, mean 312.4, ..."],
+        input_buckets=[
+            BucketShares(upper=200, observed=0.3, fitted=0.31),
+            BucketShares(upper=500, observed=0.5, fitted=0.49),
+        ],
+        output_buckets=[
+            BucketShares(upper=50, observed=0.8, fitted=0.78),
+            BucketShares(upper=None, observed=0.0, fitted=0.01),
+        ],
+    )
+    lines = profile_text.summary_lines(report)
+    assert (
+        'workload fitted from http://prom:9090 {model_name="m"} over the 1h to 2026-11-27T01:00:00+00:00: input '
+        "tokens lognormal mean 312 stddev 201.3, 21-2000; output tokens lognormal mean 40 stddev 19.5, from 6; "
+        "shared prefix 0.47; gamma arrivals at 1.667/s (burstiness 0.31)"
+    ) in lines
+    assert "  input tokens: lognormal, mean 312.4, ..." in lines
+    (chart,) = [f for f in profile_plots.figures(report) if f.layout.title.text.startswith("The workload fitted")]
+    observed_in, fitted_in, observed_out, fitted_out = chart.data
+    assert (list(observed_in.x), list(observed_in.y), list(fitted_in.y)) == (["≤200", "≤500"], [0.3, 0.5], [0.31, 0.49])
+    assert (list(observed_out.x), list(fitted_out.y)) == (["≤50", "more"], [0.78, 0.01])
+    page = profile_html.html_report(report)
+    assert "<h2>Workload</h2><pre>workload fitted from" in page

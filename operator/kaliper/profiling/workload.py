@@ -11,8 +11,8 @@ import copy
 from datetime import datetime
 from typing import Any
 
-from kaliper.api.profilerun import FittedWorkload, OpenLoop, ProfileRunSpec, SyntheticPrompts
-from kaliper.measure.workload_fit import LengthFit, WorkloadFit
+from kaliper.api.profilerun import BucketShares, FittedWorkload, OpenLoop, ProfileRunSpec, SyntheticPrompts
+from kaliper.measure.workload_fit import Bucket, LengthFit, WorkloadFit
 
 # LengthDistribution's bounds (api/profilerun/vocabulary.py).
 MOST_TOKENS = 131072
@@ -126,10 +126,8 @@ def fit_lines(fit: WorkloadFit) -> list[str]:
 def bucket_rows(length: LengthFit) -> list[str]:
     """The occupied buckets and their neighbours: observed and fitted shares side by side."""
     total = sum(b.observed for b in length.buckets) or 1.0
-    occupied = [i for i, b in enumerate(length.buckets) if b.observed > 0]
-    first, last = max(occupied[0] - 1, 0), min(occupied[-1] + 1, len(length.buckets) - 1)
     rows = [f"{'tokens':>14}  {'observed':>8}  {'fitted':>6}"]
-    for bucket in length.buckets[first : last + 1]:
+    for bucket in _shown(length):
         if bucket.high is None:
             span = f"over {bucket.low:g}"
         else:  # whole tokens: (20, 50] is 21-50
@@ -152,7 +150,30 @@ def fitted_workload(fit: WorkloadFit, spec: ProfileRunSpec, source: str, end: da
             section["maxConnections"] = spec.load.fitted.max_connections
         arrivals = OpenLoop.model_validate(section)
     lines = [line[:512] for line in fit_lines(fit)][:64]
-    return FittedWorkload(source=source[:2048], fitted_at=end, prompts=made, open_loop=arrivals, fit=lines)
+    return FittedWorkload(
+        source=source[:2048],
+        fitted_at=end,
+        prompts=made,
+        open_loop=arrivals,
+        fit=lines,
+        input_buckets=bucket_shares(fit.input_tokens),
+        output_buckets=bucket_shares(fit.output_tokens),
+    )
+
+
+def _shown(length: LengthFit) -> list[Bucket]:
+    """The occupied buckets and a neighbour each side: what the tables and the chart show."""
+    occupied = [i for i, b in enumerate(length.buckets) if b.observed > 0]
+    first, last = max(occupied[0] - 1, 0), min(occupied[-1] + 1, len(length.buckets) - 1)
+    return length.buckets[first : last + 1]
+
+
+def bucket_shares(length: LengthFit) -> list[BucketShares]:
+    total = sum(b.observed for b in length.buckets) or 1.0
+    return [
+        BucketShares(upper=b.high, observed=round(b.observed / total, 4), fitted=round(min(b.fitted, 1.0), 4))
+        for b in _shown(length)
+    ][:40]
 
 
 def resolve(spec: ProfileRunSpec, workload: FittedWorkload) -> ProfileRunSpec:

@@ -331,6 +331,47 @@ def _capacity_cost_figure(report: ProfileReport, colours: dict[int, str]) -> go.
     return figure
 
 
+def _workload_figure(report: ProfileReport) -> go.Figure | None:
+    """The token histograms a workload was fitted to (payload.prompts.fromPrometheus), bucket by bucket, beside
+    the fitted lognormals' shares: how well the prompts sent resemble what the servers served."""
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    fitted = report.workload
+    if fitted is None or not (fitted.input_buckets or fitted.output_buckets):
+        return None
+    figure = make_subplots(rows=1, cols=2, subplot_titles=("input tokens", "output tokens"))
+    for column, buckets in ((1, fitted.input_buckets), (2, fitted.output_buckets)):
+        labels = [f"≤{b.upper:g}" if b.upper is not None else "more" for b in buckets]
+        first = column == 1
+        figure.add_trace(
+            go.Bar(
+                x=labels,
+                y=[b.observed for b in buckets],
+                name="the servers' histogram",
+                showlegend=first,
+                marker={"color": "#9aa5b1"},
+            ),
+            row=1,
+            col=column,
+        )
+        figure.add_trace(
+            go.Scatter(
+                x=labels,
+                y=[b.fitted for b in buckets],
+                mode="lines+markers",
+                name="the fitted lognormal",
+                showlegend=first,
+                line={"color": "#c0392b"},
+            ),
+            row=1,
+            col=column,
+        )
+    figure.update_yaxes(title_text="share of requests", tickformat=".0%", rangemode="tozero")
+    figure.update_layout(title="The workload fitted from Prometheus against the histograms it came from", height=360)
+    return figure
+
+
 def comparison_figures(report: ProfileReport) -> list[go.Figure]:
     """Against the baseline, one chart per figure: each configuration and load in both runs, with their
     intervals (a figure beyond every answer has no point)."""
@@ -433,8 +474,9 @@ def _cost_figure(report: ProfileReport, colours: dict[int, str], bounds: dict[fl
 def figures(report: ProfileReport) -> list[go.Figure]:
     """The report's charts, one per question: where each configuration stops meeting the SLO (latency vs
     throughput; for generation runs, time to first token and gaps between tokens vs load, and output tokens/s vs
-    load), what each costs at its capacity, cost against p99, CPU and memory over time, and each figure against
-    the baseline. A chart with nothing to show is left out (none at all when every trial failed)."""
+    load), what each costs at its capacity, cost against p99, a replayed trace's sends and a fitted workload's
+    histograms, CPU and memory over time, and each figure against the baseline. A chart with nothing to show is
+    left out (none at all when every trial failed)."""
     colours = trial_colours(report)
     bounds = slo_bounds_ms(report)
     load = _token_figures(report, colours) if generates(report) else [_latency_figure(report, colours, bounds)]
@@ -443,6 +485,7 @@ def figures(report: ProfileReport) -> list[go.Figure]:
         _capacity_cost_figure(report, colours),
         _cost_figure(report, colours, bounds),
         _replay_figure(report, colours),
+        _workload_figure(report),
         *_usage_figures(report, colours),
         *comparison_figures(report),
     )

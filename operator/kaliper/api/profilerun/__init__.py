@@ -36,6 +36,7 @@ from kaliper.api.profilerun.spec import (
 from kaliper.api.profilerun.status import (
     BaselineComparison,
     BestConfiguration,
+    BucketShares,
     Capacity,
     CostSummary,
     FittedWorkload,
@@ -134,6 +135,7 @@ __all__ = [
     "BaselineComparison",
     "BaselineSource",
     "BestConfiguration",
+    "BucketShares",
     "Capacity",
     "CapacitySearch",
     "ClosedLoop",

@@ -354,6 +354,15 @@ class ReportReference(KaliperModel):
     """A file path (local runtime)."""
 
 
+class BucketShares(KaliperModel):
+    """One bucket of a token histogram the workload was fitted to: its share of the requests and the fit's."""
+
+    upper: float | None = None
+    """The bucket's upper edge in tokens (le); none for +Inf."""
+    observed: Annotated[float, Field(ge=0, le=1)]
+    fitted: Annotated[float, Field(ge=0, le=1)]
+
+
 class FittedWorkload(KaliperModel):
     """What payload.prompts.fromPrometheus fitted when the run was planned; every trial used it."""
 
@@ -367,6 +376,10 @@ class FittedWorkload(KaliperModel):
     """The arrivals the fit made (load.fitted, its scale applied)."""
     fit: Annotated[list[Annotated[str, Field(max_length=512)]], Field(max_length=64)] = Field(default_factory=list)
     """How each figure was fitted and how well it matches the histogram it came from."""
+    input_buckets: Annotated[list[BucketShares], Field(max_length=40)] = Field(default_factory=list)
+    """The prompt-token histogram's occupied buckets beside the fitted lognormal's shares."""
+    output_buckets: Annotated[list[BucketShares], Field(max_length=40)] = Field(default_factory=list)
+    """The same for output tokens."""
 
 
 class ProfileRunStatus(KaliperModel):
