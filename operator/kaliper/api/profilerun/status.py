@@ -360,7 +360,9 @@ class BucketShares(KaliperModel):
     upper: float | None = None
     """The bucket's upper edge in tokens (le); none for +Inf."""
     observed: Annotated[float, Field(ge=0, le=1)]
+    """The share of the window's requests in the bucket."""
     fitted: Annotated[float, Field(ge=0, le=1)]
+    """The fitted lognormal's share of the bucket."""
 
 
 class FittedWorkload(KaliperModel):
