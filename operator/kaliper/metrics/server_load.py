@@ -51,12 +51,17 @@ def mean_and_peak(samples: Samples) -> tuple[float | None, float | None]:
     return round(sum(means), 4), sum(peaks)
 
 
+def rise(points: list[tuple[float, float]]) -> float:
+    """One counter series' rise from its first sample to its last (a reset counts from zero)."""
+    return sum(b - a if b >= a else b for (_, a), (_, b) in pairwise(points))
+
+
 def increase(samples: Samples) -> float | None:
     """A counter's increase over the window, summed over pods with two samples in it (a reset counts from 0)."""
     spans = [points for points in samples.values() if len(points) >= 2]
     if not spans:
         return None
-    return sum(b - a if b >= a else b for points in spans for (_, a), (_, b) in pairwise(points))
+    return sum(rise(points) for points in spans)
 
 
 def busy_slots_per_decode(average: Samples, decodes: Samples) -> float | None:

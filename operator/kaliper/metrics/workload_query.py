@@ -22,6 +22,7 @@ from kaliper.log import redacted_url
 from kaliper.measure.workload_fit import FitError, LengthFit, WorkloadFit, fit_burstiness, fit_lognormal
 from kaliper.metrics.prometheus import PrometheusMetrics
 from kaliper.metrics.prometheus_api import PrometheusError
+from kaliper.metrics.server_load import rise
 from kaliper.profiling.workload import fitted_workload
 
 # vLLM's names (v1 engine, 0.7 on): prompt and generated tokens per finished request, histograms with buckets
@@ -149,10 +150,9 @@ class _Reader:
 
 
 def _increase(points: Points) -> float:
-    """A counter's rise from its first sample in the window to its last (a reset counts from zero). What a
-    series counted before its first sample is left out, even where the series began inside the window: its
-    first value may as well be days of traffic from before Prometheus's data begins."""
-    return sum(b - a if b >= a else b for (_, a), (_, b) in pairwise(points))
+    """From the first sample in the window: what a series counted before it is left out, even where the series
+    began inside the window, since its first value may as well be days of traffic from before Prometheus's data."""
+    return rise(points)
 
 
 def _replica(labels: Labels) -> str:
