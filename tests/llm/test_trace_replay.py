@@ -159,3 +159,72 @@ def test_a_replay_whose_server_holds_every_request_ends_a_timeout_after_its_last
     assert (stage.requests, stage.errors_by_kind) == (3, {"timeout": 3})
     assert stage.throughput_rps == 0 and stage.tokens is not None and stage.tokens.ttft.count == 0
     assert stage.measured_s < 10
+
+
+# Two conversations and two lone requests (Mooncake's session_id and delay; input_length counts a turn's whole
+# prompt, its history included): a's turns add 10 and 20 tokens to their history, b's second adds 6.
+CONVERSATIONS = (
+    {"session_id": "a", "timestamp": 0, "input_length": 40, "output_length": 5},
+    {"timestamp": 50, "input_length": 25, "output_length": 3},
+    {"session_id": "b", "timestamp": 100, "input_length": 33, "output_length": 4},
+    {"session_id": "a", "delay": 300, "input_length": 55, "output_length": 5},
+    {"session_id": "b", "delay": 250, "input_length": 43, "output_length": 4},
+    {"session_id": "a", "delay": 200, "input_length": 80, "output_length": 5},
+    {"timestamp": 400, "input_length": 27, "output_length": 3},
+)
+
+
+def test_conversations_send_each_turn_its_delay_after_the_answer_with_the_history_before_it(tmp_path: Path) -> None:
+    """Replayed as conversations, a later turn reaches the server its delay after the server sent the turn
+    before's last token, its prompt the session's earlier questions, the server's own answers and its new
+    question; its time to first token counts from that answer's end plus the delay."""
+    tokenizer = tmp_path / "tokenizer.json"
+    train_tokenizer(1024).save(str(tokenizer))
+    trace = tmp_path / "conversations.jsonl"
+    trace.write_text("".join(json.dumps(row) + "\n" for row in CONVERSATIONS))
+    # The server's prefix cache (blocks of 8 words) tells whether a turn's prompt began with an earlier one's.
+    flags = ("-ttft", "200ms", "-ttft-sigma", "0.3", "-gap", "10ms", "-vllm-metrics", "-block-tokens", "8")
+    with groundtruth(*flags, source=STREAM_SOURCE) as base:
+        config = {
+            "url": base,
+            "request": {"protocol": "openai-chat", "modelName": "truth", "timeout": "10s"},
+            "payload": {
+                "prompts": {"trace": {"file": str(trace), "format": "mooncake"}, "tokenizer": {"file": str(tokenizer)}}
+            },
+            "load": {"trace": {"conversations": True}, "warmup": "0s"},
+        }
+        process, result = run_loadgen(tmp_path, config)
+        assert process.returncode == 0 and result is not None, process.stderr
+        (stage,) = result.stages
+        start_ns = stage.started_at.timestamp() * 1e9
+        records = [r for r in server_records(base) if r["arrived"] >= start_ns]
+
+    assert stage.stop_reason == "replayed the trace (1s) and none is left in flight"
+    assert (stage.requests, stage.errors_by_kind) == (7, {})
+    tokens = stage.tokens
+    assert tokens is not None and tokens.output_tokens == 29 == sum(len(r["chunks"]) for r in records)
+    # Each prompt as the server counted its words, and how many of them began an earlier prompt (whole blocks
+    # of 8): a later turn begins with the turn before's whole prompt (a's second turn its first's 40 words, then
+    # the server's five-word answer and 10 words of its own; a's third the 48 words of whole blocks of the
+    # second's 55), where on the trace's clock each would be a prompt of its own. (a's first turn hits 32: the
+    # generator's check before the load sent that prompt.)
+    by_prompt = {r["prompt"]: r for r in records}
+    cached = {prompt: record["cached"] for prompt, record in sorted(by_prompt.items())}
+    assert cached == {25: 0, 27: 0, 33: 0, 40: 32, 43: 32, 55: 40, 80: 48}
+    # Each later turn arrived its delay after the server sent the turn before's last token (plus the answer's
+    # way back and the send: under 20 ms on loopback).
+    for before, after, delay_ms in ((40, 55, 300), (55, 80, 200), (33, 43, 250)):
+        waited_ms = (by_prompt[after]["arrived"] - by_prompt[before]["chunks"][-1]) / 1e6
+        assert delay_ms <= waited_ms < delay_ms + 20, (before, after, waited_ms)
+    # The lone requests and the first turns left on the trace's clock (a's first, due as the stage starts, may
+    # leave late beside other work while the users start: a late send the stage counts).
+    for prompt, at_ms in ((25, 50), (33, 100), (27, 400)):
+        assert (by_prompt[prompt]["arrived"] - start_ns) / 1e6 == pytest.approx(at_ms, abs=20), prompt
+    # Time to first token from each intended send (the clock's, or an answer's end plus the delay): the
+    # server's own, where on the trace's clock a's second turn would read 250 ms more.
+    truth = sorted((r["chunks"][0] - r["arrived"]) / 1e6 for r in records)
+    assert tokens.ttft.count == 7
+    for p in (50, 90):
+        corrected = tokens.ttft.at(p)
+        assert corrected is not None
+        assert corrected.value_ms == pytest.approx(percentile(truth, p), rel=0.03), p

@@ -63,6 +63,55 @@ def test_a_sessions_next_turn_is_timed_from_that_sessions_turn_before() -> None:
     ]
 
 
+CONVERSATIONS = "\n".join(
+    json.dumps(row)
+    for row in (
+        {"session_id": "a", "timestamp": 0, "input_length": 10, "output_length": 2, "hash_ids": [1]},
+        {"timestamp": 100, "input_length": 5, "output_length": 1},
+        {"session_id": 7, "timestamp": 300, "input_length": 20, "output_length": 2, "hash_ids": [2]},
+        {"session_id": "a", "delay": 1000, "input_length": 30, "output_length": 2, "hash_ids": [1, 3]},
+        {"session_id": 7, "timestamp": 700, "input_length": 40, "output_length": 2, "hash_ids": [2, 4]},
+        {"session_id": "a", "delay": 400, "input_length": 33, "output_length": 2},
+    )
+)
+
+
+def test_a_later_turn_keeps_its_session_and_its_wait_after_the_turn_before() -> None:
+    rows = parse_trace(CONVERSATIONS, "mooncake", "c.jsonl")
+    assert [(r.at_s, r.session, r.delay_s) for r in rows] == [
+        (0.0, "a", None),
+        (0.1, None, None),
+        (0.3, "7", None),
+        (0.7, "7", 0.4),  # a timestamp: the gap from the session's turn before
+        (1.0, "a", 1.0),  # a delay: as given
+        (1.4, "a", 0.4),
+    ]
+
+
+def test_conversations_leave_later_turns_off_the_clock_and_chain_them_after_their_answers() -> None:
+    rows = parse_trace(CONVERSATIONS, "mooncake", "c.jsonl")
+    on_clock = play(rows, 2, 0, None, False)
+    assert [place for _, place in on_clock.sends()] == [0, 1, 2, 3, 4, 5]
+    assert on_clock.next_turn(0) is None and on_clock.open_sessions_peak() == 0
+
+    played = play(rows, 2, 0, None, False, conversations=True)
+    assert list(played.sends()) == [(0.0, 0), (0.05, 1), (0.15, 2)]  # each session's first turn, the lone row
+    assert played.previous == [None, None, None, 2, 0, 4]
+    # The waits are sped up like the clock; a looping replay's later laps (places past 6) keep their turns.
+    assert [played.next_turn(p) for p in (0, 4, 5, 1, 2)] == [(0.5, 4), (0.2, 5), None, None, (0.2, 3)]
+    assert played.next_turn(6 + 4) == (0.2, 6 + 5)
+    assert [played.turns_from(p) for p in (0, 4, 5, 1, 2)] == [3, 2, 1, 1, 2]
+    assert played.open_sessions_peak() == 2  # a from 0 to 0.7 s, 7 from 0.15 to 0.35 s
+    # A window that cuts a session starts it at its first turn inside the window.
+    assert play(rows, 1, 0.5, None, False, conversations=True).previous == [None, None, 1]
+
+
+def test_conversations_need_sessions_in_the_replayed_window() -> None:
+    rows = parse_trace(CONVERSATIONS, "mooncake", "c.jsonl")
+    with pytest.raises(TraceError, match="load.trace.conversations: no request of the replayed window follows"):
+        play(rows, 1, 0, 0.6, False, conversations=True)  # only first turns before 0.6 s
+
+
 def test_an_azure_trace_is_read_to_the_ten_millionth_of_a_second() -> None:
     rows = parse_trace(AZURE, "azure", "t.csv")
     assert rows == [
@@ -167,6 +216,18 @@ def test_trace_prompts_have_the_traces_token_counts_and_share_exactly_the_blocks
     assert [shared(ids[3], ids[4]), shared(ids[0], ids[3])] == [0, 0]  # no block: no prefix shared with any
     chat = trace_prompts(requests[:1], tokenizer, chat=True, block_tokens=4)[0]
     assert chat.messages == [{"role": "user", "content": prompts[0].text}] and chat.text is None
+
+
+def test_a_conversations_later_turn_asks_only_what_its_input_adds_to_the_history(tokenizer) -> None:  # type: ignore[no-untyped-def]
+    requests = [
+        TraceRequest(0, 10, 7, (5, 6, 7), "a"),
+        TraceRequest(1, 25, 3, (5, 6, 7, 8), "a", 1.0),  # 25 - (10 + 7): 8 tokens of its own, no block
+        TraceRequest(2, 20, 1, (5,), "a", 1.0),  # shorter than its history: one token
+    ]
+    prompts = trace_prompts(requests, tokenizer, chat=True, block_tokens=4, previous=[None, 0, 1])
+    ids = [tokenizer.encode(p.messages[0]["content"], add_special_tokens=False).ids for p in prompts]
+    assert [len(i) for i in ids] == [10, 8, 1]
+    assert [(p.prompt_tokens, p.max_tokens) for p in prompts] == [(10, 7), (8, 3), (1, 1)]
 
 
 def test_the_example_traces_are_the_ones_the_project_makes_and_agree_with_each_other(tmp_path: Path) -> None:

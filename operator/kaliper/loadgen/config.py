@@ -28,6 +28,8 @@ from kaliper.api.profilerun import (
     StoppingRule,
 )
 from kaliper.api.profilerun.rules import (
+    CONVERSATIONS_NEED_CHAT,
+    CONVERSATIONS_NEED_SESSIONS,
     FITTED_WHEN_PLANNED,
     GENERATION_NEEDS_PROMPTS,
     PROMPTS_NEED_GENERATION,
@@ -56,6 +58,8 @@ class LoadGenConfig(KaliperModel):
         PROMPTS_NEED_GENERATION,
         SESSIONS_NEED_CHAT,
         TRACE_NEEDS_REPLAY,
+        CONVERSATIONS_NEED_CHAT,
+        CONVERSATIONS_NEED_SESSIONS,
         REPLAY_NEEDS_TRACE,
         FITTED_WHEN_PLANNED,
         TOKEN_FIGURES_NEED_GENERATION,
@@ -162,7 +166,13 @@ class LoadGenConfig(KaliperModel):
             raise PayloadError("prompts.trace.configMap is read inside the cluster; locally, use file")
         duration = parse_duration(replay.duration) if replay.duration else None
         return played_trace(
-            source.file, source.format, replay.speedup, parse_duration(replay.start), duration, replay.loop
+            source.file,
+            source.format,
+            replay.speedup,
+            parse_duration(replay.start),
+            duration,
+            replay.loop,
+            replay.conversations,
         )
 
     def replay_measured_s(self) -> float | None:
@@ -249,8 +259,12 @@ class LoadGenConfig(KaliperModel):
         one-second stall), at least 16 and at most 2000. gRPC: connections x streams per connection."""
         if self.grpc:
             return self.grpc_channels.connections * self.grpc_channels.streams_per_connection
-        if self.load.trace is not None:  # a trace's highest level: the most sends in any one second of it
-            return self.load.trace.max_connections or int(min(max(self.played_trace().peak_per_second(), 16), 2000))
+        if self.load.trace is not None:
+            # A trace's highest level: the most sends in any one second of it, and with conversations a user
+            # for each conversation under way (it holds its connection from its first turn to its last).
+            played = self.played_trace()
+            wanted = played.peak_per_second() + played.open_sessions_peak()
+            return self.load.trace.max_connections or int(min(max(wanted, 16), 2000))
         assert self.load.open_loop is not None
         if self.load.open_loop.max_connections:
             return self.load.open_loop.max_connections

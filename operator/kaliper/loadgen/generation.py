@@ -44,7 +44,7 @@ class Outcome:
     tokens: RequestTokens | None
     good: bool
     answer: str | None = None
-    """The answer's text, for a chat session's next turn (payload.prompts.turns > 1)."""
+    """The answer's text, for a chat session's next turn (payload.prompts.turns > 1, or a trace's conversation)."""
     thinking: str | None = None
     """A reasoning model's thinking before that answer, for a session that keeps it."""
     message: str | None = None
@@ -132,11 +132,14 @@ class GenerationSender:
         session_body: Callable[[list[dict[str, Any]], int], bytes] | None = None,
         tokenize_url: str | None = None,
         model: str = "",
+        conversations: bool = False,
     ) -> None:
         self.requests, self.chat, self.stream = requests, chat, stream
         self.tokenizer = tokenizer
         self.objectives = objectives
         self.turns, self.keeps_reasoning = turns, keeps_reasoning
+        self.remembers = turns > 1 or conversations
+        """Answers are kept for the turn after them: sessions of several turns, or a trace's conversations."""
         self.session_body = session_body
         """A later turn's body: the session's messages, then request `index`'s own."""
         self.tokenize_url, self.model = tokenize_url, model
@@ -156,7 +159,7 @@ class GenerationSender:
         generation = config.request.generation or GenerationSpec()
         objectives = [Objective(o.metric, parse_duration(o.max), o.measure == "corrected") for o in config.objectives]
         model = config.request.model_name
-        trace = config.played_trace().requests if prompts.trace is not None else None
+        trace = config.played_trace() if prompts.trace is not None else None
         requests = generation_requests(prompts, config.request, model, tokenizer, trace)
 
         def session_body(history: list[dict[str, Any]], index: int) -> bytes:
@@ -177,6 +180,7 @@ class GenerationSender:
             session_body,
             tokenize_url,
             model,
+            config.load.trace is not None and config.load.trace.conversations,
         )
 
     def tokenizer_mismatch(self, base_url: str, model: str) -> str | None:
@@ -274,7 +278,7 @@ class GenerationSender:
         )
         good = error is None and self._good(tokens, sent, intended, ended)
         answer = thinking = None
-        if self.turns > 1 and read.text is not None:  # a session's memory
+        if self.remembers and read.text is not None:  # a session's memory
             answer, thinking = "".join(read.text), "".join(read.reasoning_text or [])
         return Outcome(sent, ended, error, tokens, good, answer=answer, message=message, thinking=thinking)
 

@@ -92,11 +92,14 @@ class KaliperUser(User):
         try:
             while True:
                 slot, claimed = self._wait_for_slot() if open_loop else (None, None)
-                generator.recorder.sending(self)
-                try:
-                    failed = self.send_one(slot, claimed)
-                finally:  # answered, failed, or the user stopped mid-request: no longer in flight
-                    generator.recorder.answered(self)
+                failed = self._send(slot, claimed)
+                while (turn := self.next_turn(failed)) is not None:
+                    # A conversation's next turn, this user's to send when it is due: in flight from the answer
+                    # that it waits for (a stage that ends before it is sent counts it as unanswered).
+                    slot, self.place = turn
+                    generator.recorder.sending(self)
+                    self._sleep_until(slot)
+                    failed = self._send(slot, slot)
                 wait_s = 0.0 if open_loop else backoff.wait_s(failed, self.retry_after_s)
                 if wait_s:
                     generator.recorder.record_wait(wait_s, self.retry_after_s is not None)
@@ -104,6 +107,19 @@ class KaliperUser(User):
                     gevent.sleep(max(wait_s, generator.think_s))
         finally:
             self.close()
+
+    def _send(self, slot: float | None, claimed: float | None) -> bool:
+        recorder = self.generator.recorder
+        recorder.sending(self)
+        try:
+            return self.send_one(slot, claimed)
+        finally:  # answered, failed, or the user stopped mid-request: no longer in flight
+            recorder.answered(self)
+
+    def next_turn(self, failed: bool) -> tuple[float, int] | None:
+        """After a send: the next turn of a conversation this user is in (when it is due on the perf_counter
+        clock, and its place in the trace), or None."""
+        return None
 
     def send_one(self, slot: float | None, claimed: float | None) -> bool:
         """Send one request (due at `slot` under open loop, claimed at `claimed`) and record it; True when
@@ -121,8 +137,13 @@ class KaliperUser(User):
             gevent.sleep(0.01)  # a trace replayed once has sent its last request: the stage ends soon
         slot, self.place = claim
         claimed = clock()
-        if slot > claimed:
-            gevent.sleep(max(0.0, slot - claimed - SPIN_S) if self.precise else slot - claimed)
-            while self.precise and clock() < slot:
-                gevent.sleep(0)
+        self._sleep_until(slot)
         return slot, claimed
+
+    def _sleep_until(self, due: float) -> None:
+        clock = time.perf_counter
+        now = clock()
+        if due > now:
+            gevent.sleep(max(0.0, due - now - SPIN_S) if self.precise else due - now)
+            while self.precise and clock() < due:
+                gevent.sleep(0)

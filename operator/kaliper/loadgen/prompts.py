@@ -19,7 +19,7 @@ from typing import Any
 
 from kaliper.api.profilerun import GenerationSpec, LengthDistribution, PromptSource, RequestSpec, SyntheticPrompts
 from kaliper.loadgen.payloads import PayloadError
-from kaliper.loadgen.traces import TraceRequest
+from kaliper.loadgen.traces import PlayedTrace, TraceRequest
 
 CHAT_PATH = "/v1/chat/completions"
 COMPLETIONS_PATH = "/v1/completions"
@@ -130,10 +130,20 @@ def synthetic_prompts(spec: SyntheticPrompts, tokenizer: Any, generation: Genera
     return prompts
 
 
-def trace_prompts(requests: list[TraceRequest], tokenizer: Any, chat: bool, block_tokens: int) -> list[Prompt]:
+def trace_prompts(
+    requests: list[TraceRequest],
+    tokenizer: Any,
+    chat: bool,
+    block_tokens: int,
+    previous: list[int | None] | None = None,
+) -> list[Prompt]:
     """One prompt per trace request, of its input tokens, asking for its output tokens. Equal block ids are
     equal runs of `block_tokens` words (the prefix the trace says requests share); a prompt longer than its
-    blocks, or without blocks, goes on with words of its own, the first of them different between prompts."""
+    blocks, or without blocks, goes on with words of its own, the first of them different between prompts.
+
+    With `previous` (a replay of conversations: each request's session turn before it), a later turn is sent
+    after its session's history, so its own prompt is what its input tokens add to that history: the turn
+    before's input and output tokens (at least one token; the history itself is the shared prefix)."""
     words = _enough_words(tokenizer)
     firsts = words[:]
     random.Random(0).shuffle(firsts)
@@ -147,14 +157,19 @@ def trace_prompts(requests: list[TraceRequest], tokenizer: Any, chat: bool, bloc
 
     prompts = []
     for index, request in enumerate(requests):
-        chosen = [word for block_id in request.blocks for word in block(block_id)][: request.input_tokens]
-        own = request.input_tokens - len(chosen)
+        before = previous[index] if previous is not None else None
+        if before is None:
+            chosen = [word for block_id in request.blocks for word in block(block_id)][: request.input_tokens]
+            own = request.input_tokens - len(chosen)
+        else:
+            history = requests[before].input_tokens + requests[before].output_tokens
+            chosen, own = [], max(1, request.input_tokens - history)
         if own > 0:
             rng = random.Random(-1 - index)
             chosen += [firsts[index % len(firsts)], *(rng.choice(words) for _ in range(own - 1))]
         text = _checked_text(chosen, tokenizer)
         messages = [{"role": "user", "content": text}] if chat else None
-        prompts.append(Prompt(messages, None if chat else text, request.output_tokens, request.input_tokens))
+        prompts.append(Prompt(messages, None if chat else text, request.output_tokens, len(chosen)))
     return prompts
 
 
@@ -233,9 +248,9 @@ def generation_requests(
     request: RequestSpec,
     model: str,
     tokenizer: Any | None,
-    trace: list[TraceRequest] | None = None,
+    trace: PlayedTrace | None = None,
 ) -> list[GenerationRequest]:
-    """The request bodies, made once; a trace's (`trace`: the requests it replays) in its order."""
+    """The request bodies, made once; a trace's (`trace`: the part it replays) in its order."""
     generation = request.generation or GenerationSpec()
     chat = request.protocol == "openai-chat"
     if prompts_spec.synthetic is not None:
@@ -243,7 +258,8 @@ def generation_requests(
         prompts = synthetic_prompts(prompts_spec.synthetic, tokenizer, generation, chat)
     elif prompts_spec.trace is not None:
         assert tokenizer is not None and trace is not None  # the API requires prompts.tokenizer with a trace
-        prompts = trace_prompts(trace, tokenizer, chat, prompts_spec.trace.block_tokens)
+        previous = trace.previous if trace.conversations else None
+        prompts = trace_prompts(trace.requests, tokenizer, chat, prompts_spec.trace.block_tokens, previous)
     else:
         assert prompts_spec.dataset is not None
         if prompts_spec.dataset.file is None:

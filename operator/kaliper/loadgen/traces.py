@@ -9,6 +9,11 @@ Mooncake rows: {"timestamp": ms, "input_length": n, "output_length": n, "hash_id
 input_tokens, output_tokens, and "delay": ms after the row before instead of a timestamp, or after the same
 "session_id"'s row before); equal hash ids are equal blocks of the prompt, `blockTokens` each, which is how the
 trace shows shared prefixes.
+
+Rows that share a session_id are a conversation's turns. Replayed on the trace's clock (the default), each is
+sent at its time. Replayed as conversations (load.trace.conversations), a session's first turn is sent at its
+time and each later one its delay after the session's previous answer came in, by the same user, with that
+history before it: its intended send time is then that answer's end plus the delay.
 Azure rows: TIMESTAMP,ContextTokens,GeneratedTokens, the timestamp as "2023-11-16 18:15:46.6805900".
 """
 
@@ -47,6 +52,22 @@ class TraceRequest:
     input_tokens: int
     output_tokens: int
     blocks: tuple[int, ...] = ()
+    session: str | None = None
+    """The row's session_id: rows that share one are a conversation's turns."""
+    delay_s: float | None = None
+    """A later turn's wait after the session's turn before (its "delay", or the gap between their times)."""
+
+
+def previous_turns(requests: list[TraceRequest]) -> list[int | None]:
+    """For each request (in send order), the index of its session's turn before it; None for a session's first
+    turn and for a request outside any session."""
+    last: dict[str, int] = {}
+    previous: list[int | None] = []
+    for index, request in enumerate(requests):
+        previous.append(last.get(request.session) if request.session is not None else None)
+        if request.session is not None:
+            last[request.session] = index
+    return previous
 
 
 @dataclass(frozen=True)
@@ -57,13 +78,76 @@ class PlayedTrace:
     requests: list[TraceRequest]
     length_s: float
     period_s: float | None
+    conversations: bool = False
+    """A session's later turns wait for its earlier answers (they are not on the clock: `sends` leaves them out)."""
+
+    @functools.cached_property
+    def previous(self) -> list[int | None]:
+        """Each request's session turn before it (kaliper.loadgen.traces.previous_turns); None everywhere when
+        the replay stays on the trace's clock."""
+        return previous_turns(self.requests) if self.conversations else [None] * len(self.requests)
+
+    @functools.cached_property
+    def following(self) -> list[int | None]:
+        """Each request's session turn after it, when the replay plays conversations."""
+        following: list[int | None] = [None] * len(self.requests)
+        for index, before in enumerate(self.previous):
+            if before is not None:
+                following[before] = index
+        return following
 
     def offsets(self) -> Iterator[float]:
-        """Every send time from the stage's start, looping when the replay loops."""
+        """Every request's time on the trace's clock from the stage's start, looping when the replay loops
+        (what the trace asks for, a conversation's later turns at the times the trace has them)."""
         for lap in itertools.count() if self.period_s else range(1):
             base = lap * (self.period_s or 0.0)
             for request in self.requests:
                 yield base + request.at_s
+
+    def sends(self) -> Iterator[tuple[float, int]]:
+        """The sends on the clock, each with its place (lap x requests + index: the request it carries): every
+        request, or with conversations every one but a session's later turns."""
+        count = len(self.requests)
+        for lap in itertools.count() if self.period_s else range(1):
+            base = lap * (self.period_s or 0.0)
+            for index, request in enumerate(self.requests):
+                if self.previous[index] is None:
+                    yield base + request.at_s, lap * count + index
+
+    def next_turn(self, place: int) -> tuple[float, int] | None:
+        """After the answer to the request at `place`: its session's next turn, as (the wait before it, its
+        place); None when the session has no more turns (or the replay plays none)."""
+        count = len(self.requests)
+        after = self.following[place % count]
+        if after is None:
+            return None
+        delay = self.requests[after].delay_s
+        return (delay or 0.0), place - place % count + after
+
+    def turns_from(self, place: int) -> int:
+        """How many turns the session of the request at `place` has from it on (1 outside a session)."""
+        index, turns = place % len(self.requests), 1
+        while (after := self.following[index]) is not None:
+            index, turns = after, turns + 1
+        return turns
+
+    def open_sessions_peak(self) -> int:
+        """The most conversations under way at once on the trace's clock (each from its first turn to its
+        last): users that each hold a connection through a conversation, beside the trace's lone requests."""
+        if not self.conversations:
+            return 0
+        spans: dict[str, list[float]] = {}
+        for request in self.requests:
+            if request.session is not None:
+                spans.setdefault(request.session, []).append(request.at_s)
+        # A start and an end at one instant: the start first (both conversations hold their users then).
+        edges = [(times[0], 1) for times in spans.values()] + [(times[-1], -1) for times in spans.values()]
+        edges.sort(key=lambda edge: (edge[0], -edge[1]))
+        peak = current = 0
+        for _, step in edges:
+            current += step
+            peak = max(peak, current)
+        return peak
 
     def sends_per_window(self, window_s: float, windows: int) -> list[int]:
         """How many sends the replay asks for in each of the first `windows` windows of the stage."""
@@ -95,7 +179,7 @@ def _whole(value: Any, where: str, name: str) -> int:
 def parse_mooncake(text: str, source: str) -> list[TraceRequest]:
     rows: list[TraceRequest] = []
     clock_ms = 0.0
-    sessions: dict[Any, float] = {}  # session id -> its last row's time
+    sessions: dict[str, float] = {}  # session id -> its last row's time
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
@@ -112,11 +196,14 @@ def parse_mooncake(text: str, source: str) -> list[TraceRequest]:
         if isinstance(moment, bool) or not isinstance(moment, int | float) or moment < 0:
             raise TraceError(f"{where}: the time must be a number of milliseconds, 0 or more (got {moment!r})")
         # A delay counts from the row before it, or with a session id from that session's row before it (a
-        # conversation's next turn). The replay stays on the trace's clock: it does not wait for the earlier
-        # turn's answer, whose prefix the turn's hash ids already share.
-        session = row.get("session_id")
-        after = sessions.get(session, clock_ms) if session is not None else clock_ms
-        clock_ms = moment if "timestamp" in row else after + moment
+        # conversation's next turn). On the trace's clock the replay does not wait for the earlier turn's
+        # answer, whose prefix the turn's hash ids already share; as conversations it waits for it.
+        session = None if row.get("session_id") is None else str(row["session_id"])
+        before = sessions.get(session) if session is not None else None
+        clock_ms = moment if "timestamp" in row else (clock_ms if before is None else before) + moment
+        delay_ms = None if before is None else (moment if "timestamp" not in row else clock_ms - before)
+        if delay_ms is not None and delay_ms < 0:
+            raise TraceError(f"{where}: the timestamp is before the session's turn before it")
         if session is not None:
             sessions[session] = clock_ms
         lengths = []
@@ -127,7 +214,8 @@ def parse_mooncake(text: str, source: str) -> list[TraceRequest]:
         blocks = row.get("hash_ids", [])
         if not isinstance(blocks, list) or not all(isinstance(b, int) and not isinstance(b, bool) for b in blocks):
             raise TraceError(f'{where}: "hash_ids" must be a list of whole numbers')
-        rows.append(TraceRequest(clock_ms / 1000, lengths[0], lengths[1], tuple(blocks)))
+        delay_s = None if delay_ms is None else delay_ms / 1000
+        rows.append(TraceRequest(clock_ms / 1000, lengths[0], lengths[1], tuple(blocks), session, delay_s))
     return rows
 
 
@@ -187,19 +275,34 @@ def read_trace(path: Path, trace_format: TraceFormat) -> list[TraceRequest]:
 
 
 def play(
-    requests: list[TraceRequest], speedup: float, start_s: float, duration_s: float | None, loop: bool
+    requests: list[TraceRequest],
+    speedup: float,
+    start_s: float,
+    duration_s: float | None,
+    loop: bool,
+    conversations: bool = False,
 ) -> PlayedTrace:
     """The requests of the window [start_s, start_s + duration_s) of the trace's clock (default: to its end),
-    their times from the window's start divided by `speedup`. A looping replay repeats with the window's
-    length (without a duration: the span of its requests and one mean gap more, so that its last and first
-    requests do not leave together)."""
+    their times (and a conversation's waits) from the window's start divided by `speedup`. A looping replay
+    repeats with the window's length (without a duration: the span of its requests and one mean gap more, so
+    that its last and first requests do not leave together). A session cut by the window starts at its first
+    turn inside it."""
     end_s = math.inf if duration_s is None else start_s + duration_s
-    chosen = [replace(r, at_s=(r.at_s - start_s) / speedup) for r in requests if start_s <= r.at_s < end_s]
+    chosen = [
+        replace(r, at_s=(r.at_s - start_s) / speedup, delay_s=None if r.delay_s is None else r.delay_s / speedup)
+        for r in requests
+        if start_s <= r.at_s < end_s
+    ]
     if not chosen:
         span = f"{start_s:g} s to {'the end' if duration_s is None else f'{end_s:g} s'}"
         raise TraceError(
             f"no request of the trace falls in its window ({span}; the trace spans 0 to {requests[-1].at_s:g} s): "
             "move load.trace.start, or lengthen load.trace.duration"
+        )
+    if conversations and all(before is None for before in previous_turns(chosen)):
+        raise TraceError(
+            "load.trace.conversations: no request of the replayed window follows an earlier one of its session "
+            '(rows that share a "session_id"): give the trace\'s turns session ids, or set conversations to false'
         )
     length_s = chosen[-1].at_s
     period_s = None
@@ -209,21 +312,27 @@ def play(
         else:
             gap = length_s / (len(chosen) - 1) if len(chosen) > 1 else 1.0
             period_s = length_s + (gap or 1.0)
-    return PlayedTrace(chosen, length_s, period_s)
+    return PlayedTrace(chosen, length_s, period_s, conversations)
 
 
 @functools.lru_cache(maxsize=4)
 def played_trace(
-    file: str, trace_format: TraceFormat, speedup: float, start_s: float, duration_s: float | None, loop: bool
+    file: str,
+    trace_format: TraceFormat,
+    speedup: float,
+    start_s: float,
+    duration_s: float | None,
+    loop: bool,
+    conversations: bool = False,
 ) -> PlayedTrace:
     """The replayed part of the trace in `file`, read once per process however often it is asked for."""
-    return play(read_trace(Path(file), trace_format), speedup, start_s, duration_s, loop)
+    return play(read_trace(Path(file), trace_format), speedup, start_s, duration_s, loop, conversations)
 
 
 def trace_send_times(played: PlayedTrace, start_wall: float, part: Part) -> Iterator[Slot]:
     """This process's part of the replay on its perf_counter clock, from the stage's wall-clock start: sends
-    i, i + n, i + 2n, ... of the whole schedule, each with its place in it (the request it carries)."""
+    i, i + n, i + 2n, ... of the clock's schedule, each with its place (the request it carries). A
+    conversation's later turns follow its first to whichever process sent that."""
     base = time.perf_counter() + (start_wall - time.time())
     index, count = part
-    mine = itertools.islice(zip(played.offsets(), itertools.count(), strict=False), index, None, count)
-    return ((base + offset, place) for offset, place in mine)
+    return ((base + offset, place) for offset, place in itertools.islice(played.sends(), index, None, count))

@@ -12,6 +12,7 @@ from kaliper.loadgen.generator import Generator
 from kaliper.loadgen.grpc_calls import Preflight
 from kaliper.loadgen.http import StreamingConnection
 from kaliper.loadgen.pacing import KaliperUser
+from kaliper.loadgen.traces import PlayedTrace
 from kaliper.loadgen.user_http import Requests, path_refusal
 from kaliper.log import get_logger
 
@@ -29,6 +30,8 @@ REFUSED_FIRST = {
 class Generation:
     sender: GenerationSender
     requests: Requests
+    conversations: PlayedTrace | None = None
+    """A trace replayed as conversations (load.trace.conversations): whose turns follow which."""
 
 
 def first_generation_check(generator: Generator) -> Preflight:
@@ -59,8 +62,11 @@ class GenerationUser(KaliperUser):
 
     @classmethod
     def prepare(cls, generator: Generator) -> Generation:
-        sender = GenerationSender.for_config(generator.config)
-        return Generation(sender, Requests([generator.http_request(body) for body in sender.bodies()]))
+        config = generator.config
+        sender = GenerationSender.for_config(config)
+        requests = Requests([generator.http_request(body) for body in sender.bodies()])
+        conversations = config.load.trace is not None and config.load.trace.conversations
+        return Generation(sender, requests, config.played_trace() if conversations else None)
 
     @classmethod
     def check(cls, generator: Generator) -> Preflight:
@@ -80,15 +86,23 @@ class GenerationUser(KaliperUser):
         in_sessions = sender.turns > 1 and sender.session_body is not None
         self.session = Session(sender.turns, sender.keeps_reasoning) if in_sessions else None
 
+    def next_turn(self, failed: bool) -> tuple[float, int] | None:
+        """A trace's conversation goes on after an answer: its next turn its delay after now (the answer's end)."""
+        played = self.prepared.conversations
+        if played is None or failed or self.place is None:
+            return None
+        turn = played.next_turn(self.place)
+        return None if turn is None else (time.perf_counter() + turn[0], turn[1])
+
     def send_one(self, slot: float | None, claimed: float | None) -> bool:
-        sender, requests, session, connection = (
-            self.prepared.sender,
-            self.prepared.requests,
-            self.session,
-            self.connection,
-        )
+        sender, requests, connection = self.prepared.sender, self.prepared.requests, self.connection
         # A trace's send carries the trace's request for its place; other loads take the requests in turn.
         index = self.place % len(requests.raw) if self.place is not None else requests.next_index()
+        played = self.prepared.conversations
+        if played is not None and played.previous[index] is None:
+            # A conversation's first turn (or a request of no conversation): a session as long as its turns.
+            self.session = Session(played.turns_from(index), sender.keeps_reasoning)
+        session = self.session
         in_session = session is not None and bool(session.messages)
         if session is not None and in_session:
             assert sender.session_body is not None

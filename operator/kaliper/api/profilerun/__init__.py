@@ -7,6 +7,8 @@ the spec they make (spec.py); the status (status.py). Everything is importable f
 from __future__ import annotations
 
 from kaliper.api.profilerun.rules import (
+    CONVERSATIONS_NEED_CHAT,
+    CONVERSATIONS_NEED_SESSIONS,
     FITTED_NEEDS_PROMETHEUS,
     FITTED_WHEN_PLANNED,
     GENERATION_NEEDS_PROMPTS,
@@ -107,6 +109,8 @@ from kaliper.api.profilerun.vocabulary import (
 )
 
 __all__ = [
+    "CONVERSATIONS_NEED_CHAT",
+    "CONVERSATIONS_NEED_SESSIONS",
     "DEPLOYMENT_SWEEP_FIELDS",
     "FITTED_NEEDS_PROMETHEUS",
     "FITTED_WHEN_PLANNED",

@@ -212,6 +212,32 @@ REPLAY_NEEDS_TRACE = Rule(
 )
 
 
+CONVERSATIONS_NEED_CHAT = Rule(
+    cel="!has(self.load.trace) || !has(self.load.trace.conversations) || !self.load.trace.conversations || "
+    "(has(self.request) && has(self.request.protocol) && self.request.protocol == 'openai-chat')",
+    message="a conversation carries its earlier answers as chat messages: set request.protocol to openai-chat, "
+    "or load.trace.conversations to false",
+    check=lambda s: s.load.trace is None or not s.load.trace.conversations or s.request.protocol == "openai-chat",
+    field_path=".load.trace.conversations",
+)
+
+
+CONVERSATIONS_NEED_SESSIONS = Rule(
+    cel="!has(self.load.trace) || !has(self.load.trace.conversations) || !self.load.trace.conversations || "
+    "!has(self.payload.prompts) || !has(self.payload.prompts.trace) || self.payload.prompts.trace.format == 'mooncake'",
+    message="conversations are the rows that share a session_id, which only mooncake traces have: set "
+    "payload.prompts.trace.format to mooncake, or load.trace.conversations to false",
+    check=lambda s: (
+        s.load.trace is None
+        or not s.load.trace.conversations
+        or s.payload.prompts is None
+        or s.payload.prompts.trace is None
+        or s.payload.prompts.trace.format == "mooncake"
+    ),
+    field_path=".load.trace.conversations",
+)
+
+
 FITTED_NEEDS_PROMETHEUS = Rule(
     cel="!has(self.load.fitted) || (has(self.payload.prompts) && has(self.payload.prompts.fromPrometheus))",
     message="load.fitted sends at the rate fitted from Prometheus: set payload.prompts.fromPrometheus (url, "

@@ -11,6 +11,8 @@ from kaliper.api.common import (
     PositiveDuration,
 )
 from kaliper.api.profilerun.rules import (
+    CONVERSATIONS_NEED_CHAT,
+    CONVERSATIONS_NEED_SESSIONS,
     FITTED_NEEDS_PROMETHEUS,
     GENERATION_NEEDS_PROMPTS,
     GRPC_CHANNELS_NEED_GRPC,
@@ -98,6 +100,8 @@ class ProfileRunTemplate(KaliperModel):
         PROMPTS_NEED_GENERATION,
         SESSIONS_NEED_CHAT,
         TRACE_NEEDS_REPLAY,
+        CONVERSATIONS_NEED_CHAT,
+        CONVERSATIONS_NEED_SESSIONS,
         REPLAY_NEEDS_TRACE,
         FITTED_NEEDS_PROMETHEUS,
         WORKLOAD_NEEDS_A_PROMETHEUS,

@@ -407,9 +407,17 @@ class TraceReplay(KaliperModel):
     """How much of the trace to replay, in the trace's time. Default: to its end."""
     loop: bool = False
     """Start again from the window's start when it ends, until maxDuration."""
+    conversations: bool = False
+    """Replay each session (rows that share a "session_id", mooncake traces) as a conversation with the
+    server (openai-chat): its first turn at its time on the trace's clock, each later turn by the same user
+    its delay after the session's previous answer came in (the row's "delay", or its gap from the session's
+    row before), sent after the session's earlier questions and the server's own answers, its new question
+    the tokens its input_length adds to that history (the turn before's input and output lengths). A turn's
+    latency counts from that answer's end plus the delay; a failed turn ends its conversation. Default:
+    every row at its time on the trace's clock, each prompt whole (its hash ids the shared prefix)."""
     max_connections: Annotated[int, Field(ge=1, le=100000)] | None = None
-    """Connections the generator may open. Default: the most requests the replay sends in one second, at
-    least 16 and at most 2000."""
+    """Connections the generator may open. Default: the most requests the replay sends in one second, and
+    with conversations one more for each conversation under way at once; at least 16 and at most 2000."""
 
 
 class OpenLoop(KaliperModel):
