@@ -10,11 +10,12 @@ input_tokens, output_tokens, and "delay": ms after the row before instead of a t
 "session_id"'s row before); equal hash ids are equal blocks of the prompt, `blockTokens` each, which is how the
 trace shows shared prefixes.
 
+Azure rows: TIMESTAMP,ContextTokens,GeneratedTokens, the timestamp as "2023-11-16 18:15:46.6805900".
+
 Rows that share a session_id are a conversation's turns. Replayed on the trace's clock (the default), each is
 sent at its time. Replayed as conversations (load.trace.conversations), a session's first turn is sent at its
 time and each later one its delay after the session's previous answer came in, by the same user, with that
 history before it: its intended send time is then that answer's end plus the delay.
-Azure rows: TIMESTAMP,ContextTokens,GeneratedTokens, the timestamp as "2023-11-16 18:15:46.6805900".
 """
 
 from __future__ import annotations
@@ -203,7 +204,9 @@ def parse_mooncake(text: str, source: str) -> list[TraceRequest]:
         clock_ms = moment if "timestamp" in row else (clock_ms if before is None else before) + moment
         delay_ms = None if before is None else (moment if "timestamp" not in row else clock_ms - before)
         if delay_ms is not None and delay_ms < 0:
-            raise TraceError(f"{where}: the timestamp is before the session's turn before it")
+            raise TraceError(
+                f"{where}: the timestamp is before its session's turn before it: order a session's turns in time"
+            )
         if session is not None:
             sessions[session] = clock_ms
         lengths = []
