@@ -99,7 +99,10 @@ def test_a_workload_fitted_from_prometheus_when_planned_is_kept_in_the_status_an
 
         def run(name: str, selector: str) -> dict:
             prompts = {
-                "fromPrometheus": {"url": prom, "selector": selector, "window": "2m"},
+                # Long enough to hold the scrapes before the first request however slowly a busy machine gets
+                # from them to planning the run (one busy run found nothing finished in a 2m window, as if the
+                # samples before the requests had left it: the rise counts from a window's first sample).
+                "fromPrometheus": {"url": prom, "selector": selector, "window": "10m"},
                 "tokenizer": TOKENIZER_REF,
             }
             spec = {
@@ -119,7 +122,7 @@ def test_a_workload_fitted_from_prometheus_when_planned_is_kept_in_the_status_an
         cluster = Cluster(crds, namespace, "fitted")
         cluster.wait_trial(0, "Running")
         workload = cluster.status()["workload"]
-        assert workload["source"].startswith(f'{prom} {{model_name="truth"}} over the 2m to ')
+        assert workload["source"].startswith(f'{prom} {{model_name="truth"}} over the 10m to ')
         synthetic = workload["prompts"]
         assert (synthetic["inputTokens"]["mean"], synthetic["outputTokens"]["mean"]) == (100, 8)
         assert (synthetic["inputTokens"]["min"], synthetic["inputTokens"]["max"]) == (21, 200)  # buckets 21-50, 101-200
