@@ -33,7 +33,9 @@ def truth(base: str, start: float, end: float) -> tuple[list[float], list[float]
 @pytest.mark.parametrize("field", ["reasoning", "reasoning_content"])
 def test_ttft_ends_at_the_first_thought_and_ttfot_at_the_first_answer_token(tmp_path: Path, field: str) -> None:
     (tmp_path / "prompts.jsonl").write_text('{"prompt": "hello"}\n')
-    flags = ("-ttft", "60ms", "-gap", "10ms", "-gap-sigma", "0.2", "-reasoning", str(THINKING))
+    # A first thought after 200 ms: the client's own share of it (1.5-3 ms on a host without AVX-512, beside the
+    # end of other work) is then inside the 2% the medians are held to; after 60 ms it read 5% high there once.
+    flags = ("-ttft", "200ms", "-gap", "10ms", "-gap-sigma", "0.2", "-reasoning", str(THINKING))
     with groundtruth(*flags, "-reasoning-field", field, source=STREAM_SOURCE) as base:
         config = {
             "url": base,
