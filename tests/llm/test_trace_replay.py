@@ -228,3 +228,33 @@ def test_conversations_send_each_turn_its_delay_after_the_answer_with_the_histor
         corrected = tokens.ttft.at(p)
         assert corrected is not None
         assert corrected.value_ms == pytest.approx(percentile(truth, p), rel=0.03), p
+
+
+def test_a_failed_turn_ends_its_conversation_and_counts_as_failed(tmp_path: Path) -> None:
+    """Every second answer the server streams carries an error object mid-stream: the generator's check before
+    the load gets the first (good), a's and b's first turns the second and fourth. Each counts as failed, feeds
+    no figure, and ends its conversation: no later turn reaches the server; the lone requests are answered."""
+    tokenizer = tmp_path / "tokenizer.json"
+    train_tokenizer(1024).save(str(tokenizer))
+    trace = tmp_path / "conversations.jsonl"
+    trace.write_text("".join(json.dumps(row) + "\n" for row in CONVERSATIONS))
+    flags = ("-ttft", "5ms", "-gap", "1ms", "-fault-every", "2", "-fault", "error-object")
+    with groundtruth(*flags, source=STREAM_SOURCE) as base:
+        config = {
+            "url": base,
+            "request": {"protocol": "openai-chat", "modelName": "truth", "timeout": "10s"},
+            "payload": {
+                "prompts": {"trace": {"file": str(trace), "format": "mooncake"}, "tokenizer": {"file": str(tokenizer)}}
+            },
+            "load": {"trace": {"conversations": True}, "warmup": "0s"},
+        }
+        process, result = run_loadgen(tmp_path, config)
+        assert process.returncode == 0 and result is not None, process.stderr
+        (stage,) = result.stages
+        start_ns = stage.started_at.timestamp() * 1e9
+        records = [r for r in server_records(base) if r["arrived"] >= start_ns]
+
+    assert sorted(r["prompt"] for r in records if r["chunks"]) == [25, 27]  # answered: the lone requests, no later turn
+    assert (stage.requests, stage.errors_by_kind) == (4, {"error event mid-stream": 2})
+    tokens = stage.tokens
+    assert tokens is not None and tokens.ttft.count == 2 and tokens.output_tokens == 3 + 3
