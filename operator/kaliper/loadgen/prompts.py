@@ -258,8 +258,7 @@ def generation_requests(
         prompts = synthetic_prompts(prompts_spec.synthetic, tokenizer, generation, chat)
     elif prompts_spec.trace is not None:
         assert tokenizer is not None and trace is not None  # the API requires prompts.tokenizer with a trace
-        previous = trace.previous if trace.conversations else None
-        prompts = trace_prompts(trace.requests, tokenizer, chat, prompts_spec.trace.block_tokens, previous)
+        prompts = trace_prompts(trace.requests, tokenizer, chat, prompts_spec.trace.block_tokens, trace.previous)
     else:
         assert prompts_spec.dataset is not None
         if prompts_spec.dataset.file is None:
