@@ -158,7 +158,7 @@ def test_llama_cpp_load_over_the_interval_from_its_gauges_at_each_edge() -> None
         "http://127.0.0.1:1/metrics: timed out",  # a reading that failed is left out
         parse_exposition(llama_gauges(1, 1, 1.9, 500)),
     ]
-    load = server_load(readings)
+    load = server_load(readings, 10.0)
     assert load is not None
     # Busy slots per decode since the start: 150 over the first 100 calls, 950 over 500; over the interval
     # (950 - 150) / (500 - 100) = 2.0.
@@ -172,8 +172,8 @@ def test_llama_cpp_load_over_the_interval_from_its_gauges_at_each_edge() -> None
         "waiting_max": 3.0,
         "busy_slots_per_decode": 2.0,
     }
-    assert server_load(["refused"]) is None
-    assert server_load([parse_exposition("process_cpu_seconds_total 3\n")]) is None
+    assert server_load(["refused"], 10.0) is None
+    assert server_load([parse_exposition("process_cpu_seconds_total 3\n")], 10.0) is None
 
 
 def test_vllm_load_with_kv_cache_and_preemptions_under_its_current_and_older_names() -> None:
@@ -182,10 +182,15 @@ def test_vllm_load_with_kv_cache_and_preemptions_under_its_current_and_older_nam
         parse_exposition(
             f"vllm:num_requests_running{labels} {running}\nvllm:num_requests_waiting{labels} {waiting}\n"
             f"vllm:kv_cache_usage_perc{labels} {kv}\nvllm:num_preemptions_total{labels} {preempted}\n"
+            f"vllm:request_inference_time_seconds_sum{labels} {running_s}\n"
+            f"vllm:request_queue_time_seconds_sum{labels} {queued_s}\n"
         )
-        for running, waiting, kv, preempted in ((60, 0, 0.5, 2), (64, 12, 0.995, 9))
+        for running, waiting, kv, preempted, running_s, queued_s in (
+            (60, 0, 0.5, 2, 100.0, 5.0),
+            (64, 12, 0.995, 9, 712.0, 41.5),
+        )
     ]
-    load = server_load(current)
+    load = server_load(current, 10.0)
     assert load is not None
     assert (load.source, load.running_max, load.waiting_max, load.kv_cache_usage_max, load.preemptions) == (
         "vLLM",
@@ -194,13 +199,18 @@ def test_vllm_load_with_kv_cache_and_preemptions_under_its_current_and_older_nam
         0.995,
         7.0,
     )
+    # Over the 10 s interval its requests spent 612 s running and 36.5 s queued: 61.2 and 3.65 at every moment.
+    assert (load.running_time_weighted, load.waiting_time_weighted) == (61.2, 3.65)
     older = parse_exposition(f"vllm:num_requests_running{labels} 8\nvllm:gpu_cache_usage_perc{labels} 0.25\n")
-    load = server_load([older])
+    load = server_load([older], 10.0)
     assert load is not None and (load.kv_cache_usage_max, load.waiting_max, load.preemptions) == (0.25, None, None)
+    assert (load.running_time_weighted, load.waiting_time_weighted) == (None, None)
 
 
 def test_sglang_and_tgi_are_recognised_by_their_own_gauges() -> None:
-    sglang = server_load([parse_exposition('sglang:num_running_reqs{model_name="q"} 5\nsglang:num_queue_reqs 2\n')])
-    tgi = server_load([parse_exposition("tgi_batch_current_size 16\ntgi_queue_size 4\n")])
+    sglang = server_load(
+        [parse_exposition('sglang:num_running_reqs{model_name="q"} 5\nsglang:num_queue_reqs 2\n')], 10.0
+    )
+    tgi = server_load([parse_exposition("tgi_batch_current_size 16\ntgi_queue_size 4\n")], 10.0)
     assert sglang is not None and (sglang.source, sglang.running_max, sglang.waiting_max) == ("SGLang", 5.0, 2.0)
     assert tgi is not None and (tgi.source, tgi.running_max, tgi.waiting_max) == ("TGI", 16.0, 4.0)

@@ -203,6 +203,19 @@ def test_llama_cpp_server_load_is_summed_over_the_trial_pods_from_their_scrapes(
     assert load.samples >= 2  # a scrape a second, over a 10 s window
 
 
+def test_vllm_server_load_over_time_is_the_seconds_its_requests_spent_running_per_second(metrics) -> None:  # type: ignore[no-untyped-def]
+    client, window = metrics
+    chat = replace(window, namespace="chat", pod_regex="chat-t0-.*")
+    assert server_source(client, chat) == "vLLM"
+    load = server_load(client, "vLLM", chat)
+    assert isinstance(load, ServerLoad)
+    # exporter.VLLM: the gauges read 3 + 1 running and 1 + 0 queued; the requests spent 2.5 + 1.5 seconds
+    # running and 0.5 + 0.25 queued per second.
+    figures = (load.running_mean, load.running_time_weighted, load.waiting_mean, load.waiting_time_weighted)
+    assert figures == (4.0, 4.0, 1.0, 0.75)
+    assert (load.kv_cache_usage_max, load.preemptions, load.busy_slots_per_decode) == (0.25, 0.0, None)
+
+
 def test_server_load_without_server_series_says_how_prometheus_finds_the_pods(metrics) -> None:  # type: ignore[no-untyped-def]
     client, window = metrics
     elsewhere = replace(window, namespace="old")  # GPU pods, no generation server

@@ -20,6 +20,12 @@ the scrape job adds `namespace` and `pod`): the gauges `llamacpp:requests_proces
 `llamacpp:requests_deferred` and `llamacpp:n_busy_slots_per_decode` (its average since it started), and the
 counter `llamacpp:n_decode_total`. A pod serves them when its `llama` field says what they read.
 
+vLLM's server, likewise discovered (its own labels `engine` and `model_name`, as v0.32 writes them): the gauges
+`vllm:num_requests_running`, `vllm:num_requests_waiting` and `vllm:kv_cache_usage_perc`, the counter
+`vllm:num_preemptions_total`, and the histograms `vllm:request_inference_time_seconds` (time in the RUNNING
+phase) and `vllm:request_queue_time_seconds` (WAITING), of which it serves the `_sum` and `_count` (the
+buckets are left out: nothing here reads them). A pod serves them when its `vllm` field says what they read.
+
 Counters grow at fixed rates and every sample carries an explicit timestamp, so what Prometheus stores, and
 therefore every rate and average over any window, is exactly known. Pods can be added while it serves (the
 operator tests add each trial's pods as kwok starts them)."""
@@ -52,6 +58,15 @@ class LlamaGauges:
 
 
 @dataclass(frozen=True)
+class VllmSeries:
+    running: float  # num_requests_running, constantly
+    waiting: float  # num_requests_waiting, constantly
+    running_s_per_s: float  # how fast request_inference_time_seconds_sum grows
+    queued_s_per_s: float  # how fast request_queue_time_seconds_sum grows
+    finished_per_s: float  # how fast both histograms' _count grow
+
+
+@dataclass(frozen=True)
 class PodSeries:
     namespace: str
     cores: float  # CPU in use, constantly
@@ -65,6 +80,7 @@ class PodSeries:
     last_terminated_reason: str | None = None  # kube-state-metrics: why it last terminated ("OOMKilled", ...)
     oom_events: int = 0  # cAdvisor: OOM kills in the container's cgroup
     llama: LlamaGauges | None = None  # the pod runs llama-server, scraped by pod discovery
+    vllm: VllmSeries | None = None  # the pod runs vLLM, scraped by pod discovery
 
 
 def pod_uid(namespace: str, pod: str) -> str:
@@ -125,6 +141,18 @@ class Exporter:
                 sample("llamacpp:requests_deferred", scraped, s.llama.deferred)
                 sample("llamacpp:n_busy_slots_per_decode", scraped, s.llama.busy_slots_per_decode)
                 sample("llamacpp:n_decode_total", scraped, s.llama.decodes_per_s * t)
+            if s.vllm is not None:
+                scraped = {"namespace": s.namespace, "pod": pod, "engine": "0", "model_name": "chat"}
+                sample("vllm:num_requests_running", scraped, s.vllm.running)
+                sample("vllm:num_requests_waiting", scraped, s.vllm.waiting)
+                sample("vllm:kv_cache_usage_perc", scraped, 0.25)
+                sample("vllm:num_preemptions_total", scraped, 0.0)
+                for histogram, per_s in (
+                    ("vllm:request_inference_time_seconds", s.vllm.running_s_per_s),
+                    ("vllm:request_queue_time_seconds", s.vllm.queued_s_per_s),
+                ):
+                    sample(f"{histogram}_sum", scraped, per_s * t)
+                    sample(f"{histogram}_count", scraped, s.vllm.finished_per_s * t)
             if s.gpu:
                 pod_label, namespace_label, container_label = DCGM_LABELS[s.dcgm_pod_label]
                 device = {"gpu": "0", "UUID": s.gpu, "device": "nvidia0", "modelName": "NVIDIA H100 80GB HBM3",
@@ -180,11 +208,19 @@ LLAMA = {
 }
 
 
+# Namespace chat: a trial's two vLLM pods (running 3 + 1, 1 + 0 queued by the gauges; their requests spent
+# 2.5 + 1.5 seconds running and 0.5 + 0.25 queued per second: 4.0 running and 0.75 queued over time).
+VLLM = {
+    "chat-t0-aaaaa": VllmSeries(running=3, waiting=1, running_s_per_s=2.5, queued_s_per_s=0.5, finished_per_s=5),
+    "chat-t0-bbbbb": VllmSeries(running=1, waiting=0, running_s_per_s=1.5, queued_s_per_s=0.25, finished_per_s=3),
+}
+
+
 def trial_scene() -> Exporter:
     """Namespace ml: the trial's two pods, each with a GPU of its own (behind a ServiceMonitor that renames
     the pod labels) and llama-server's gauges. Namespaces old, mig and shared: one trial's GPU pods as
     dcgm-exporter 1.x labels them, on two MIG instances of one GPU (profiling module on), and time-sliced on
-    one GPU."""
+    one GPU. Namespace chat: a trial's two vLLM pods."""
     pods = {
         pod: PodSeries(NAMESPACE, cores, MEMORY[pod], gpu=f"GPU-{i}", llama=LLAMA[pod])
         for i, (pod, cores) in enumerate(TRIAL_PODS.items())
@@ -196,4 +232,6 @@ def trial_scene() -> Exporter:
             "mig", 0.5, 2**28, gpu="GPU-20", mig_instance=instance, dcgm_pod_label="pod", profiling=True
         )
         pods[f"iris-t0-shr0{i}"] = PodSeries("shared", 0.5, 2**28, gpu="GPU-30", dcgm_pod_label="pod")
+    for pod, vllm in VLLM.items():
+        pods[pod] = PodSeries("chat", 1.0, 2**30, vllm=vllm)
     return Exporter(pods)

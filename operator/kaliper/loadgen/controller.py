@@ -184,7 +184,7 @@ class Controller:
             after = server_readings.get(last) or scrape(url)
             result.tokens.server_check = server_check(url, before, after, result.tokens)
             edges = [server_readings.get(edge, "not read") for edge in range(first, last)] + [after]
-            result.tokens.server_load = server_load(edges)
+            result.tokens.server_load = server_load(edges, (last - first) * self.window_s)
         return result
 
     def _ramp_users(self, start_wall: float, steps: list[tuple[float, int]]) -> None:

@@ -5,7 +5,8 @@ interval. Parsing and comparing are pure; `scrape` is the only I/O.
 Which counters and gauges a server exports is said by its runtime module (`token_counters`, `load_gauges`
 in kaliper.runtimes), by the metric names the server's own code uses; labels such as model_name are summed
 over. How busy the server was (ServerLoad) comes from those gauges read at every window edge: requests
-running and queued, llama.cpp's running average of busy slots per decode call, the KV cache's share in use,
+running and queued (and, where the server sums the seconds its requests spent in each, their time-weighted
+means), llama.cpp's running average of busy slots per decode call, the KV cache's share in use,
 preemptions and the prefix cache's hit rate."""
 
 from __future__ import annotations
@@ -156,9 +157,19 @@ def _prefix_cache_hit_rate(gauges: LoadGauges, before: Counters, after: Counters
     return round(hits / queries, 4) if queries and hits is not None else None
 
 
-def server_load(readings: list[Counters | str]) -> ServerLoad | None:
-    """How busy the server was over the measured interval, from its metrics read at every window edge (the
-    first and last are the interval's edges); None when no reading has gauges this module knows."""
+def _time_weighted(gauges: LoadGauges, before: Counters, after: Counters, interval_s: float) -> list[float | None]:
+    """Requests running and queued on average over the interval: the seconds spent in each state, summed by
+    the server over the requests that finished, risen over the interval, per second of it."""
+    if gauges.seconds_in_state is None or interval_s <= 0:
+        return [None, None]
+    rises = (_delta(before, after, name) for name in gauges.seconds_in_state)
+    return [round(r / interval_s, 4) if r is not None else None for r in rises]
+
+
+def server_load(readings: list[Counters | str], interval_s: float) -> ServerLoad | None:
+    """How busy the server was over the measured interval (`interval_s` long), from its metrics read at every
+    window edge (the first and last are the interval's edges); None when no reading has gauges this module
+    knows."""
     found = [r for r in readings if not isinstance(r, str)]
     if not found:
         return None
@@ -171,6 +182,7 @@ def server_load(readings: list[Counters | str]) -> ServerLoad | None:
     kv = [v for r in found if (v := _first(r, gauges.kv_cache)) is not None]
     preempted = [_first(r, gauges.preemptions) for r in (found[0], found[-1])]
     first, last = preempted
+    running_weighted, waiting_weighted = _time_weighted(gauges, found[0], found[-1], interval_s)
     return ServerLoad(
         source=source,
         samples=len(found),
@@ -178,6 +190,8 @@ def server_load(readings: list[Counters | str]) -> ServerLoad | None:
         running_max=running_max,
         waiting_mean=waiting_mean,
         waiting_max=waiting_max,
+        running_time_weighted=running_weighted,
+        waiting_time_weighted=waiting_weighted,
         busy_slots_per_decode=_busy_slots_per_decode(gauges, found[0], found[-1]),
         kv_cache_usage_max=max(kv) if kv else None,
         preemptions=last - (first or 0.0) if last is not None else None,

@@ -11,7 +11,9 @@ taken from the raw samples stored inside the window, never from a sample before 
   highest reading, summed (the peak; for one replica, its highest);
 - the KV cache's highest share in use on any pod;
 - preemptions and llama.cpp's busy slots per decode: from each pod's first and last sample inside the
-  window (two scrapes at least)."""
+  window (two scrapes at least);
+- vLLM's time-weighted means of requests running and queued: each pod's seconds in that state, risen from
+  its first to its last sample inside the window, per second between them, summed."""
 
 from __future__ import annotations
 
@@ -77,6 +79,13 @@ def busy_slots_per_decode(average: Samples, decodes: Samples) -> float | None:
     return round(busy / calls, 4) if calls > 0 else None
 
 
+def per_second(samples: Samples) -> float | None:
+    """A counter's rise per second between each pod's first and last sample in the window, summed over pods
+    (vLLM's seconds spent running or queued: the time-weighted mean of requests in that state)."""
+    rates = [rise(points) / (points[-1][0] - points[0][0]) for points in samples.values() if len(points) >= 2]
+    return round(sum(rates), 4) if rates else None
+
+
 def scraped_past(client: PrometheusMetrics, source: str, window: Window, now: float) -> bool:
     """Whether a scrape of the server pods newer than the window's end is stored: the window is complete."""
     latest = client.scalar(f"max(timestamp({load_gauges()[source].marker}{{{selector(window)}}}))", now)
@@ -115,6 +124,11 @@ def server_load(client: PrometheusMetrics, source: str, window: Window) -> Serve
     if gauges.busy_slots is not None:
         average, calls = (raw_samples(client, name, window) for name in gauges.busy_slots)
         slots = busy_slots_per_decode(average, calls)
+    running_weighted = waiting_weighted = None
+    if gauges.seconds_in_state is not None:
+        running_weighted, waiting_weighted = (
+            per_second(raw_samples(client, name, window)) for name in gauges.seconds_in_state
+        )
     return ServerLoad(
         source=source,
         read_from="prometheus",
@@ -123,6 +137,8 @@ def server_load(client: PrometheusMetrics, source: str, window: Window) -> Serve
         running_max=running_max,
         waiting_mean=waiting_mean,
         waiting_max=waiting_max,
+        running_time_weighted=running_weighted,
+        waiting_time_weighted=waiting_weighted,
         busy_slots_per_decode=slots,
         kv_cache_usage_max=max(kv_peaks) if kv_peaks else None,
         preemptions=increase(first_present(client, gauges.preemptions, window)),

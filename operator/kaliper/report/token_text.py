@@ -37,12 +37,13 @@ def token_summary(tokens: TokenFigures) -> str:
 def server_load_line(load: ServerLoad) -> str:
     """How busy the server was, by its own gauges at the window edges."""
     parts = []
-    for name, mean, top in (
-        ("running", load.running_mean, load.running_max),
-        ("queued", load.waiting_mean, load.waiting_max),
+    for name, mean, top, weighted in (
+        ("running", load.running_mean, load.running_max, load.running_time_weighted),
+        ("queued", load.waiting_mean, load.waiting_max, load.waiting_time_weighted),
     ):
         if top is not None:
-            parts.append(f"{name} {mean:.1f} on average, up to {top:g}")
+            over_time = f" ({weighted:.1f} over time)" if weighted is not None else ""
+            parts.append(f"{name} {mean:.1f} on average{over_time}, up to {top:g}")
     if load.busy_slots_per_decode is not None:
         parts.append(f"{load.busy_slots_per_decode:.2f} busy slots per decode")
     if load.kv_cache_usage_max is not None:

@@ -78,6 +78,10 @@ class LoadGauges:
     busy_slots: tuple[str, str] | None = None
     # (prompt tokens looked up in the prefix cache, of them found there): counters, vLLM's.
     prefix_cache: tuple[str, str] | None = None
+    # (seconds requests spent running, seconds they spent queued), each summed over the requests that
+    # finished: the _sum of the server's own histograms, whose rise over an interval divided by its length is
+    # the time-weighted mean of requests running or queued (Little's law). vLLM's.
+    seconds_in_state: tuple[str, str] | None = None
 
 
 @dataclass(frozen=True)

@@ -102,6 +102,7 @@ class Vllm(GpuLlmServer):
         ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"),  # renamed in v0.10
         ("vllm:num_preemptions_total", "vllm:num_preemptions"),
         prefix_cache=("vllm:prefix_cache_queries_total", "vllm:prefix_cache_hits_total"),
+        seconds_in_state=("vllm:request_inference_time_seconds_sum", "vllm:request_queue_time_seconds_sum"),
     )
     # It counts generated tokens as it makes them, so streams in flight at the edges count there in part.
     token_counters = TokenCounters(
