@@ -160,3 +160,38 @@ def test_a_configuration_that_misses_the_slo_when_measured_again_is_out_too() ->
     missed = trial(2, A, 0.20, 60.0, NOISY).model_copy(update={"slo_verdict": "NotMet"})
     choice = decisions.best_trial([*first_two(), missed], s.slo, 0.05)
     assert choice is not None and choice.best == 1
+
+
+def test_a_narrow_clear_lead_from_one_trial_each_is_confirmed_by_one_round() -> None:
+    # B 25% dearer: beyond one trial's 18.5% noise each, but by less than twice it. One round measures both
+    # again (the chosen first); with two trials each the lead stands (12.7% noise) and nothing more is measured.
+    s = run_spec()
+    trials = first_two(cost_b=0.25)
+    choice = decisions.best_trial(trials, s.slo, 0.05)
+    assert choice is not None and (choice.best, choice.report.certainty, choice.report.noise) == (0, "Clear", 0.1848)
+    assert next_tie_break(s, trials, 2) == A
+    trials.append(trial(2, A, 0.20, 10.0, NOISY))
+    assert next_tie_break(s, trials, 2) == B
+    trials.append(trial(3, B, 0.25, 40.0, NOISY))
+    assert next_tie_break(s, trials, 2) is None
+    choice = decisions.best_trial(trials, s.slo, 0.05)
+    assert choice is not None and choice.report.explanation == (
+        "the runner-up t1 costs 25.0% more per request, beyond the 12.7% noise (t0 measured 2 times, t1 2)"
+    )
+
+
+def test_a_confirmed_lead_that_the_second_trials_erase_becomes_a_tie_and_goes_on() -> None:
+    # The second trials put A at 0.24 and B at 0.23: 0.22 against 0.24 on average, 9.1% apart inside the 12.7%
+    # noise of two trials each: a tie, and the second round measures them again (the runner-up first).
+    s = run_spec()
+    trials = [*first_two(cost_b=0.25), trial(2, A, 0.24, 10.0, NOISY), trial(3, B, 0.23, 40.0, NOISY)]
+    choice = decisions.best_trial(trials, s.slo, 0.05)
+    assert choice is not None and choice.report.certainty == "Tie"
+    assert next_tie_break(s, trials, 2) == B
+
+
+def test_a_wide_clear_lead_or_one_without_a_budget_measures_nothing_more() -> None:
+    # B twice as dear: beyond twice the 18.5% noise.
+    s = run_spec()
+    assert next_tie_break(s, first_two(cost_b=0.40), 2) is None
+    assert next_tie_break(run_spec(budget=None), first_two(cost_b=0.25), 2) is None

@@ -652,7 +652,8 @@ class TieBreak(KaliperModel):
     the same within the measurement noise (and the noise, wider than recommendation.tieTolerance, makes the
     tie), both are measured again, in alternating order so that drift hits both, and the choice is made from
     every measurement of each, until it is clear, the two are shown equal within the tolerance, or the budget
-    is spent."""
+    is spent. A choice cheaper beyond the noise but by less than twice it, from one trial of each, is
+    confirmed by one such round first."""
 
     budget: PositiveDuration | None = None
     """Load time (warm-ups included) the extra trials may take in all, such as 2m; unset: no tie-break, a
