@@ -3,7 +3,7 @@ this machine, then five times with a competing CPU-bound process beside it; `--d
 LLM demo (examples/llm/demo.yaml: llama-server, CPU x slots x concurrency, priced per million output tokens;
 issue 23).
 
-    .venv/bin/python bench/repeatability.py [--runs 5] [--demo llm]
+    .venv/bin/python bench/repeatability.py [--runs 5] [--demo llm] [--quiet-only]
 
 Goal: the same best configuration every time, or an honest Inconclusive / Disturbed where the run cannot
 tell, never a silent other answer; the CPU recommendation within 10% from the lowest to the highest run.
@@ -99,11 +99,12 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--demo", choices=sorted(DEMOS), default="classic")
     parser.add_argument("--keep", type=Path, default=None, help="Keep every run's report.json here.")
+    parser.add_argument("--quiet-only", action="store_true", help="Leave out the runs beside a busy process.")
     args = parser.parse_args()
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         manifest = demo_manifest(Path(tmp), args.demo)
-        for busy in (False, True):
+        for busy in (False,) if args.quiet_only else (False, True):
             for i in range(args.runs):
                 label = f"{'busy' if busy else 'quiet'} {i + 1}"
                 out = (args.keep or Path(tmp) / "reports") / label.replace(" ", "-")

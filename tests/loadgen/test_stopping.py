@@ -5,6 +5,7 @@ from collections import Counter
 from kaliper.loadgen.recorder import Window
 from kaliper.loadgen.stopping import (
     Decision,
+    Objective,
     StoppingParameters,
     WindowFigures,
     decide,
@@ -12,7 +13,9 @@ from kaliper.loadgen.stopping import (
     spread,
     straddling,
     unanswered_so_far,
+    undecided,
 )
+from kaliper.measure.histogram import LatencyHistogram
 from kaliper.measure.statistics import PercentileEstimate, percentile_among_answered
 
 RULE = StoppingParameters(
@@ -96,6 +99,28 @@ def test_the_requests_in_flight_at_the_last_edge_count_against_the_objective_as_
     assert percentile_among_answered(95, 110, 3) == 95 * 113 / 110
     assert percentile_among_answered(99, 110, 3) is None
     assert percentile_among_answered(95, 0, 0) == 95
+
+
+def answered_in(seconds: float, count: int) -> LatencyHistogram:
+    histogram = LatencyHistogram()
+    for _ in range(count):
+        histogram.record(seconds)
+    return histogram
+
+
+def test_a_miss_that_rests_on_requests_in_flight_not_yet_past_the_bound_measures_on() -> None:
+    # Four closed-loop users, one served at a time: 30 answers in 1.1 s each, three queued at the last edge
+    # (9.1%), a fourth failed: 4 of 34 unanswered is more than p90 leaves. Queued for 0.3 s of a 2 s bound,
+    # they may yet be answered in time: measure on (more answers dilute them).
+    measured = [Window(0, 4, requests=20, errors=Counter({"http_503": 1}), in_flight=3), Window(0, 5, requests=11)]
+    measured[-1].in_flight, measured[-1].in_flight_oldest_s = 3, 0.3
+    p90 = Objective(90, 2.0, answered_in(1.1, 30), whole=True)
+    assert undecided([p90], measured) == "p90 waits on 3 requests in flight, not yet past its 2000ms bound"
+    # Answers in 3 s: missed even if the three came now; decided.
+    assert undecided([Objective(90, 2.0, answered_in(3.0, 30), whole=True)], measured) is None
+    # With nothing in flight the one failure is 1 of 31: p90 of all is p93 of the answered, read from them.
+    measured[-1].in_flight = 0
+    assert undecided([p90], measured) == "p93 95% interval 1100.80-open straddles the objective 2000ms"
 
 
 def test_a_replayed_trace_ends_a_window_after_its_last_send_and_its_answers_are_in() -> None:

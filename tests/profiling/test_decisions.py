@@ -110,6 +110,50 @@ def test_failed_requests_count_as_over_every_latency_bound() -> None:
     ), checks[0].observed
 
 
+def answered_in(seconds: float, count: int) -> StageResult:
+    histogram = LatencyHistogram()
+    for _ in range(count):
+        histogram.record(seconds)
+    return make_stage(LatencyFigures(count=count, histogram=histogram.encode()), 3.0, requests=count)
+
+
+def test_requests_in_flight_not_yet_past_the_bound_make_a_miss_inconclusive() -> None:
+    """A closed loop of users on a server that serves fewer at a time ends every stage with some queued: 300
+    answers in 1.1 s each and 40 still in flight (11.8%, more than p90 leaves) is a miss only if they are all
+    late. In flight for 0.3 s against a 2 s bound, they may yet be answered in time: Inconclusive."""
+    slo = SloSpec.model_validate({"latency": [{"percentile": 90, "max": "2s"}]})
+    queued = answered_in(1.1, 300)
+    queued.in_flight_at_end, queued.in_flight_oldest_s = 40, 0.3
+    checks, verdict = decisions.slo_checks(queued, slo)
+    assert verdict == "Inconclusive"
+    assert checks[0].observed == (
+        "0 of 300 requests failed and 40 were still in flight when the stage ended (the oldest for 0.3 s) "
+        "(11.76%), more than the 10% that p90 leaves; but 40 of those in flight (the oldest for 0.3 s) may yet be "
+        "answered within 2s: Met if they all are"
+    )
+    # The oldest, 2.5 s in flight, is past the bound for certain; the other 39 may not be: still undecided.
+    queued.in_flight_oldest_s = 2.5
+    assert decisions.slo_checks(queued, slo)[1] == "Inconclusive"
+    # Too few answers to bound p89 from above even if every one in flight came now.
+    short = answered_in(1.1, 30)
+    short.in_flight_at_end, short.in_flight_oldest_s = 4, 0.3
+    assert decisions.slo_checks(short, slo)[0][0].observed.endswith(": undecided even if they all are")
+    # Answers in 3 s each miss the bound whatever those in flight do.
+    slow = answered_in(3.0, 300)
+    slow.in_flight_at_end, slow.in_flight_oldest_s = 40, 0.3
+    assert decisions.slo_checks(slow, slo)[1] == "NotMet"
+    # 2 answered and 4 in flight past the bound, one of them over it for certain: 1 of 6 is more than p90
+    # leaves, a miss even in the best case.
+    few = answered_in(1.1, 2)
+    few.in_flight_at_end, few.in_flight_oldest_s = 4, 2.5
+    assert decisions.slo_checks(few, slo)[1] == "NotMet"
+    # Time to first token: a request in flight past the bound may have had its first token in time, so none
+    # is over it for certain: the best case is p70 of the two answered ((90% of 6 - 4) / 2).
+    ttft = SloSpec.model_validate({"latency": [{"percentile": 90, "max": "2s", "metric": "ttft"}]})
+    assert decisions.best_case_percentile(few, ttft.latency[0]) == 70.0
+    assert decisions.best_case_percentile(few, slo.latency[0]) is None
+
+
 def test_a_percentile_is_met_only_when_its_whole_interval_is_within_the_bound() -> None:
     # The case from issue 12: p99 24.73 ms, 95% CI 19.36-26.61 ms, against 25 ms.
     slo = SloSpec.model_validate({"latency": [{"percentile": 99, "max": "25ms"}]})

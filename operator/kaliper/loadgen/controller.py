@@ -22,18 +22,18 @@ from kaliper.loadgen.results import stage_result, stage_warnings
 from kaliper.loadgen.server_metrics import Counters, scrape, server_check, server_load
 from kaliper.loadgen.stopping import (
     Decision,
+    Objective,
     StoppingParameters,
     WindowFigures,
     decide,
     replay_done,
-    straddling,
     target_down,
-    unanswered_so_far,
+    undecided,
 )
 from kaliper.loadgen.users import user_class_for
 from kaliper.log import get_logger
 from kaliper.measure.histogram import LatencyHistogram
-from kaliper.measure.statistics import estimate, percentile_among_answered
+from kaliper.measure.statistics import estimate
 from kaliper.report.schema import GeneratorInfo, LoadTestResult, StageResult
 
 log = get_logger("kaliper.loadgen")
@@ -240,20 +240,16 @@ class Controller:
                     break
                 if figures:
                     measured_s = len(figures) * self.window_s
-                    # Each objective's percentile as its verdict will read it, among the answered requests;
-                    # one missed by its unanswered requests alone is decided already.
-                    answered, unanswered = unanswered_so_far(windows[self.warmup_windows :])
                     objectives = [
-                        (estimate(cumulative[(metric, corrected)], among), bound_s)
+                        Objective(percentile, bound_s, cumulative[(metric, corrected)], metric == "latency")
                         for metric, corrected, percentile, bound_s in bounds
-                        if (among := percentile_among_answered(percentile, answered, unanswered)) is not None
                     ]
                     decision = decide(
                         measured_s,
                         figures,
                         estimate(cumulative[watched], self.config.percentile),
                         self.params,
-                        straddling(objectives),
+                        undecided(objectives, windows[self.warmup_windows :]),
                     )
                     if self.replay_s is not None and not decision.stop:
                         replayed = windows[self.warmup_windows :]

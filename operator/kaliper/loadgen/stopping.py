@@ -14,7 +14,13 @@ from dataclasses import dataclass
 
 from kaliper.loadgen.generation import unanswered
 from kaliper.loadgen.recorder import Window
-from kaliper.measure.statistics import PercentileEstimate
+from kaliper.measure.histogram import LatencyHistogram
+from kaliper.measure.statistics import (
+    PercentileEstimate,
+    best_case_among_answered,
+    estimate,
+    percentile_among_answered,
+)
 
 # A target that answered no request at all for this long (refused or lost connections, every request of the
 # windows in a row) is down: its stage stops there, kept with what it measured, and the run ends. An outage
@@ -77,6 +83,42 @@ def straddling(objectives: list[tuple[PercentileEstimate, float]]) -> str | None
             f"{bound_s * 1000:g}ms"
         )
     return None
+
+
+@dataclass(frozen=True)
+class Objective:
+    """A latency objective as the stopping rule watches it: its percentile of every request, its bound, and
+    the cumulative histogram of the answered requests' figure (whole: the whole request's latency)."""
+
+    percentile: float
+    bound_s: float
+    histogram: LatencyHistogram
+    whole: bool
+
+
+def undecided(objectives: list[Objective], measured: list[Window]) -> str | None:
+    """Why an objective cannot be decided yet, read as the verdict will read it (see straddling); one missed
+    by its unanswered requests alone is decided, unless requests in flight not yet past its bound may still
+    be answered in time (the verdict would be Inconclusive: measuring on dilutes them)."""
+    answered, unanswered = unanswered_so_far(measured)
+    in_flight, oldest_s = (measured[-1].in_flight, measured[-1].in_flight_oldest_s) if measured else (0, 0.0)
+    found = []
+    for o in objectives:
+        among = percentile_among_answered(o.percentile, answered, unanswered)
+        if among is not None:
+            found.append((estimate(o.histogram, among), o.bound_s))
+            continue
+        failed = unanswered - in_flight
+        best = best_case_among_answered(o.percentile, answered, failed, in_flight, oldest_s, o.bound_s, o.whole)
+        if best is None:
+            continue  # missed even if every request in flight came now
+        low_s = estimate(o.histogram, best).ci_low_s if best > 0 else None
+        if low_s is not None and low_s > o.bound_s:
+            continue
+        return (
+            f"p{o.percentile:g} waits on {in_flight} requests in flight, not yet past its {o.bound_s * 1000:g}ms bound"
+        )
+    return straddling(found)
 
 
 def decide(

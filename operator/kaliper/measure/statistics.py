@@ -70,17 +70,31 @@ def nearest_rank(values: list[float], percentile: float) -> float:
     return ordered[percentile_rank(len(ordered), percentile) - 1]
 
 
-def percentile_among_answered(percentile: float, answered: int, unanswered: int) -> float | None:
+def percentile_among_answered(percentile: float, answered: int, unanswered: int, faster: int = 0) -> float | None:
     """Which percentile of the answered requests a percentile of every request is, when each unanswered one
-    (failed, or still in flight when the measurement ended) counts as slower than any answer:
-    p / (answered share). None where more went unanswered than the percentile leaves (p99 with over 1%)."""
-    total = answered + unanswered
+    (failed, or still in flight when the measurement ended) counts as slower than any answer, and each of
+    `faster` (in flight, not yet past a bound, in the best case answered now) as faster than any:
+    (p x all - faster) / answered. None where more went unanswered than the percentile leaves (p99 with over
+    1%); 0.0 where the percentile lies among the faster ones."""
+    total = answered + unanswered + faster
     if not total:
         return percentile
-    share = answered / total
-    if share <= 0 or percentile / share > 100:
+    ranks = percentile * total - 100 * faster  # the percentile's rank among the answered, times 100
+    if ranks <= 0:
+        return 0.0
+    if answered <= 0 or ranks > 100 * answered:
         return None
-    return min(100.0, percentile / share)
+    return min(100.0, ranks / answered)
+
+
+def best_case_among_answered(
+    percentile: float, answered: int, failed: int, in_flight: int, oldest_s: float, bound_s: float, whole: bool
+) -> float | None:
+    """percentile_among_answered in the best case the requests in flight at the end allow: each not known to be
+    past the bound answered now, faster than any answer. Only the oldest is known past it, and only for a
+    whole request's latency (`whole`; for a time to first token, its first token may have come in time)."""
+    certain = 1 if in_flight and whole and oldest_s >= bound_s else 0
+    return percentile_among_answered(percentile, answered, failed + certain, in_flight - certain)
 
 
 def estimate(histogram: LatencyHistogram, percentile: float, confidence: float = 0.95) -> PercentileEstimate:

@@ -15,7 +15,7 @@ from kaliper.api.profilerun import CostModel, LatencyObjective, RecommendationSp
 from kaliper.api.units import format_cpu, format_memory, parse_cpu, parse_duration, parse_quantity
 from kaliper.measure.figures import figure
 from kaliper.measure.histogram import LatencyHistogram
-from kaliper.measure.statistics import estimate, nearest_rank, percentile_among_answered
+from kaliper.measure.statistics import best_case_among_answered, estimate, nearest_rank, percentile_among_answered
 from kaliper.pareto import pareto_front
 from kaliper.report.schema import (
     BestChoice,
@@ -136,6 +136,31 @@ def objective_interval(stage: StageResult, objective: LatencyObjective) -> Inter
     return latency_interval(stage, found, objective.measure, objective.metric)
 
 
+def best_case_percentile(stage: StageResult, objective: LatencyObjective) -> float | None:
+    """Which percentile of the answered requests the objective's is in the best case the requests in flight at
+    the stage's end allow (measure.statistics.best_case_among_answered)."""
+    return best_case_among_answered(
+        objective.percentile,
+        stage.requests - stage.errors,
+        stage.errors,
+        stage.in_flight_at_end,
+        stage.in_flight_oldest_s,
+        parse_duration(objective.max),
+        whole=objective.metric == "latency",
+    )
+
+
+def best_case_verdict(stage: StageResult, objective: LatencyObjective) -> SloVerdict:
+    """The objective's verdict in that best case."""
+    bound_s = parse_duration(objective.max)
+    found = best_case_percentile(stage, objective)
+    if found is None:
+        return "NotMet"
+    if found == 0.0:
+        return "Met"
+    return latency_verdict(latency_interval(stage, found, objective.measure, objective.metric), bound_s * 1000)
+
+
 def in_flight_text(stage: StageResult) -> str:
     pending, oldest = stage.in_flight_at_end, stage.in_flight_oldest_s
     return f"{pending} were still in flight when the stage ended (the oldest for {oldest:.1f} s)"
@@ -154,7 +179,25 @@ def unanswered_text(stage: StageResult) -> str:
 def latency_check(stage: StageResult, objective: LatencyObjective) -> SloCheck:
     """A latency objective over every request of the stage. Failed requests, and those still in flight at its
     end, are in no latency figure; here they count as over the bound, so a server that fails fast (or not at
-    all) never meets a latency objective by failing."""
+    all) never meets a latency objective by failing. A NotMet that rests on requests still in flight but not
+    yet past the bound (a closed loop's last requests, queued behind the others) is Inconclusive: they might
+    yet be answered in time."""
+    check = worst_case_check(stage, objective)
+    if check.verdict != "NotMet" or not stage.in_flight_at_end:
+        return check
+    best = best_case_verdict(stage, objective)
+    if best == "NotMet":
+        return check
+    observed = (
+        f"{check.observed}; but {stage.in_flight_at_end} of those in flight (the oldest for "
+        f"{stage.in_flight_oldest_s:.1f} s) may yet be answered within {objective.max}: "
+        + ("Met if they all are" if best == "Met" else "undecided even if they all are")
+    )
+    return SloCheck(objective=check.objective, verdict="Inconclusive", observed=observed)
+
+
+def worst_case_check(stage: StageResult, objective: LatencyObjective) -> SloCheck:
+    """The objective's check with every request still in flight at the end counted as over the bound."""
     text = objective_text(objective)
     found = objective_interval(stage, objective)
     unanswered = stage.errors + stage.in_flight_at_end
