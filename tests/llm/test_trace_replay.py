@@ -47,10 +47,11 @@ def test_a_trace_with_a_burst_reaches_the_server_on_its_clock_and_ttft_is_the_se
     per_second = collections.Counter(int((r.at_s - START_S) / SPEEDUP) for r in window)
     assert sorted(per_second.items()) == [(0, 7), (1, 16), (2, 69), (3, 7), (4, 7), (5, 8)]
 
-    # A first token after 200 ms or so, as a served model's after a prompt of a few hundred tokens: the
+    # A first token after 400 ms or so, as a served model's after a prompt of some thousand tokens: the
     # client's own share of the time (sending a prompt of a few kilobytes, reading the first chunk among the
-    # burst's streams: 0.3 to 3 ms here, seen at 100 ms) is then under 2% of it.
-    with groundtruth("-ttft", "200ms", "-ttft-sigma", "0.3", "-gap", "10ms", source=STREAM_SOURCE) as base:
+    # burst's streams: 0.3 to 3 ms on one host, up to 5 ms at the p50 of a slower one, seen at 200 ms) is then
+    # under 2% of it.
+    with groundtruth("-ttft", "400ms", "-ttft-sigma", "0.3", "-gap", "10ms", source=STREAM_SOURCE) as base:
         config = {
             "url": base,
             "request": {"protocol": "openai-completions", "modelName": "truth", "timeout": "10s"},
@@ -83,11 +84,14 @@ def test_a_trace_with_a_burst_reaches_the_server_on_its_clock_and_ttft_is_the_se
     # Each request asked the trace's output tokens, and the server answers exactly as many as asked.
     assert tokens.output_tokens == sum(r.output_tokens for r in window) == sum(len(r["chunks"]) for r in records)
 
-    # Arrivals in each second of the replay, by the server's clock, as the trace has them (a send due at a
-    # second's edge may land either side of it).
-    arrived = collections.Counter(int((r["arrived"] - start_ns) / 1e9) for r in records)
-    for second, expected in per_second.items():
-        assert abs(arrived[second] - expected) <= 2, (second, arrived[second], expected)
+    # Arrivals by the server's clock on the trace's: the k-th to arrive against the k-th send the trace asks
+    # for, from the stage's start. Counting them per second instead would move a send due 3 ms before an edge
+    # to the next second (five of second 1's are due in its last 20 ms, just before the burst). Measured on a
+    # slow host: 0.1 ms at least, about 1 ms at the median, 4-22 ms at most (one process in the burst).
+    intended = sorted((r.at_s - START_S) / SPEEDUP for r in window)
+    arrived = sorted((r["arrived"] - start_ns) / 1e9 for r in records)
+    lateness = [a - i for a, i in zip(arrived, intended, strict=True)]
+    assert max(abs(x) for x in lateness) < 0.1, lateness
 
     # Time to first token, the server's own (arrival to first token) against Kaliper's (the send to the first
     # token; and from the trace's intended send, which the burst would move if the generator fell behind).
