@@ -100,11 +100,11 @@ def test_each_configuration_is_served_by_its_own_vllm_with_settings_from_its_lim
     one, four = (trial.stage.tokens.server_load for trial in report.trials)
     # max-num-seqs held, by the seconds vLLM's own clock counted its requests running and queued over the
     # interval (every moment, where its gauges are read at the five window edges only): one sequence at a time
-    # with the other users queued, then several at once and none queued. One slot reads a little under 1 (the
-    # server's HTTP process parses each request on the same CPU before the engine runs it), or over by at most
-    # a request that began before the interval and finished in it. Measured on one host: 1.00 and 2.67 queued;
-    # four slots 3.43 running, while the gauges read 1 at most at the edges.
-    assert one.running_max == 1 and one.running_time_weighted is not None and 0.5 < one.running_time_weighted < 1.1
+    # with the other users queued, then several at once and none queued. One slot reads about 1: a little over
+    # where consecutive requests' stamped running times overlap (measured, cause not pinned down), or where one
+    # began before the interval and finished in it. Measured on one host: 1.00 running and 2.67 queued over
+    # 4 s (1.06-1.08 over 10 s in the demo); four slots 3.43 running, while the gauges read 1 at most.
+    assert one.running_max == 1 and one.running_time_weighted is not None and 0.5 < one.running_time_weighted < 1.5
     assert one.waiting_time_weighted is not None and one.waiting_time_weighted > 2
     assert four.running_time_weighted is not None and four.running_time_weighted > 2
     assert four.waiting_time_weighted is not None and four.waiting_time_weighted < 0.5

@@ -172,8 +172,9 @@ class ServerLoad(KaliperModel):
     """vLLM: requests running and queued on average over every moment of the interval, by the server's own
     clocks: the seconds its finished requests spent running (request_inference_time_seconds_sum) or queued
     (request_queue_time_seconds_sum), risen over the interval, divided by its length (Little's law; a request
-    counts when it finishes, so one under way at an edge moves its time across it). The gauges' mean above is
-    a few readings; this one misses no moment."""
+    counts when it finishes, so one under way at an edge moves its time across it; one slot read 1.06-1.08
+    over 10 s here, consecutive requests' stamped times overlapping a little). The gauges' mean above is a few
+    readings; this one misses no moment."""
     busy_slots_per_decode: float | None = None
     """llama.cpp: slots busy per decode call over the interval (how full its batches were)."""
     kv_cache_usage_max: float | None = None
