@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from kaliper.loadgen.traces import read_trace
+from kaliper.report.schema import StageResult
 from kaliper.serving.tiny_llm import train_tokenizer
 from tests.support.groundtruth import STREAM_SOURCE, groundtruth
 from tests.support.loadgen_run import run_loadgen
@@ -178,17 +179,14 @@ CONVERSATIONS = (
 )
 
 
-def test_conversations_send_each_turn_its_delay_after_the_answer_with_the_history_before_it(tmp_path: Path) -> None:
-    """Replayed as conversations, a later turn reaches the server its delay after the server sent the turn
-    before's last token, its prompt the session's earlier questions, the server's own answers and its new
-    question; its time to first token counts from that answer's end plus the delay."""
+def replay_conversations(tmp_path: Path, server_flags: tuple[str, ...]) -> tuple[StageResult, list[dict]]:
+    """CONVERSATIONS replayed with their turns chained, against bench/streamtruth started with `server_flags`:
+    the stage and the server's records of its requests."""
     tokenizer = tmp_path / "tokenizer.json"
     train_tokenizer(1024).save(str(tokenizer))
     trace = tmp_path / "conversations.jsonl"
     trace.write_text("".join(json.dumps(row) + "\n" for row in CONVERSATIONS))
-    # The server's prefix cache (blocks of 8 words) tells whether a turn's prompt began with an earlier one's.
-    flags = ("-ttft", "200ms", "-ttft-sigma", "0.3", "-gap", "10ms", "-vllm-metrics", "-block-tokens", "8")
-    with groundtruth(*flags, source=STREAM_SOURCE) as base:
+    with groundtruth(*server_flags, source=STREAM_SOURCE) as base:
         config = {
             "url": base,
             "request": {"protocol": "openai-chat", "modelName": "truth", "timeout": "10s"},
@@ -201,7 +199,17 @@ def test_conversations_send_each_turn_its_delay_after_the_answer_with_the_histor
         assert process.returncode == 0 and result is not None, process.stderr
         (stage,) = result.stages
         start_ns = stage.started_at.timestamp() * 1e9
-        records = [r for r in server_records(base) if r["arrived"] >= start_ns]
+        return stage, [r for r in server_records(base) if r["arrived"] >= start_ns]
+
+
+def test_conversations_send_each_turn_its_delay_after_the_answer_with_the_history_before_it(tmp_path: Path) -> None:
+    """Replayed as conversations, a later turn reaches the server its delay after the server sent the turn
+    before's last token, its prompt the session's earlier questions, the server's own answers and its new
+    question; its time to first token counts from that answer's end plus the delay."""
+    # The server's prefix cache (blocks of 8 words) tells whether a turn's prompt began with an earlier one's.
+    flags = ("-ttft", "200ms", "-ttft-sigma", "0.3", "-gap", "10ms", "-vllm-metrics", "-block-tokens", "8")
+    stage, records = replay_conversations(tmp_path, flags)
+    start_ns = stage.started_at.timestamp() * 1e9
 
     assert stage.stop_reason == "replayed the trace (1s) and none is left in flight"
     assert (stage.requests, stage.errors_by_kind) == (7, {})
@@ -238,25 +246,8 @@ def test_a_failed_turn_ends_its_conversation_and_counts_as_failed(tmp_path: Path
     """Every second answer the server streams carries an error object mid-stream: the generator's check before
     the load gets the first (good), a's and b's first turns the second and fourth. Each counts as failed, feeds
     no figure, and ends its conversation: no later turn reaches the server; the lone requests are answered."""
-    tokenizer = tmp_path / "tokenizer.json"
-    train_tokenizer(1024).save(str(tokenizer))
-    trace = tmp_path / "conversations.jsonl"
-    trace.write_text("".join(json.dumps(row) + "\n" for row in CONVERSATIONS))
     flags = ("-ttft", "5ms", "-gap", "1ms", "-fault-every", "2", "-fault", "error-object")
-    with groundtruth(*flags, source=STREAM_SOURCE) as base:
-        config = {
-            "url": base,
-            "request": {"protocol": "openai-chat", "modelName": "truth", "timeout": "10s"},
-            "payload": {
-                "prompts": {"trace": {"file": str(trace), "format": "mooncake"}, "tokenizer": {"file": str(tokenizer)}}
-            },
-            "load": {"trace": {"conversations": True}, "warmup": "0s"},
-        }
-        process, result = run_loadgen(tmp_path, config)
-        assert process.returncode == 0 and result is not None, process.stderr
-        (stage,) = result.stages
-        start_ns = stage.started_at.timestamp() * 1e9
-        records = [r for r in server_records(base) if r["arrived"] >= start_ns]
+    stage, records = replay_conversations(tmp_path, flags)
 
     assert sorted(r["prompt"] for r in records if r["chunks"]) == [25, 27]  # answered: the lone requests, no later turn
     assert (stage.requests, stage.errors_by_kind) == (4, {"error event mid-stream": 2})
