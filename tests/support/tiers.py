@@ -70,6 +70,11 @@ LONG_TESTS: dict[str, tuple[float, str]] = {
         "text under the CPU limit, then a follow-up load test: 61-63 s on a host with AVX-512, 166 s on one "
         "without (ONNX Runtime's int8 and fused kernels on AVX2), 182-219 s there beside a busy worker",
     ),
+    "tests/test_other_cpu.py::test_the_optimizer_tests_pass_on_an_avx2_cpu": (
+        200.0,
+        "107 optimizer tests under qemu-user's emulated Haswell, CPU-bound: 55 s alone on a host without "
+        "AVX-512, 134-151 s there beside the other worker (before the probe and the tests shared one interpreter)",
+    ),
     "tests/node/test_optimization.py::test_the_pipeline_example_runs_end_to_end": (
         240.0,
         "examples/pipeline.yaml whole: an optimization Job, then its ModelDeployment and a four-trial ProfileRun "
