@@ -8,6 +8,7 @@ from tests.support.paths import REPO
 from tests.support.tiers import (
     LONG_TESTS,
     NEEDS_LLAMA_CPP,
+    NOT_QUIET,
     QUIET,
     group_of,
     is_quiet,
@@ -22,7 +23,7 @@ def test_each_waiting_tier_is_one_group_and_every_other_module_its_own() -> None
     assert group_of("tests/kind/test_pipeline.py::test_c") == "node"  # one after the other: host settings
     assert group_of("tests/cluster/test_gc.py::test_c[x]") == "cluster"
     assert group_of("tests/loadgen/test_sse.py::test_d") == "tests/loadgen/test_sse.py"
-    tiers = ("node", "kind", "loadgen", "cluster")
+    tiers = ("node", "kind", "cluster", "loadgen")
     assert [queue_position(f"tests/{t}/test_x.py::t") for t in tiers] == [0, 0.5, 1, 2]
 
 
@@ -38,6 +39,12 @@ def test_quiet_modules_are_named_with_why() -> None:
         "tests/local/test_optimization_run.py::test_the_transformer_example_fuses_tokenizes_and_measures_under_the_cpu_limit"
     )
     assert all(reason for reason in QUIET.values())
+    # A quiet module's test of a fault's message runs beside the rest, with its parameters.
+    assert not is_quiet("tests/loadgen/test_grpc_end_to_end.py::test_a_port_that_does_not_speak_grpc_is_named_as_such")
+    assert not is_quiet(
+        "tests/loadgen/test_grpc_end_to_end.py::test_a_grpc_client_process_that_dies_ends_the_run_with_the_reason[2]"
+    )
+    assert is_quiet("tests/loadgen/test_grpc_end_to_end.py::test_closed_loop_calls_agree_with_the_servers_own_records")
 
 
 def test_a_test_over_its_ceiling_is_named_unless_it_says_why() -> None:
@@ -51,9 +58,10 @@ def test_a_test_over_its_ceiling_is_named_unless_it_says_why() -> None:
 
 def test_every_long_test_quiet_module_and_llama_cpp_module_exists() -> None:
     """A renamed test must not keep a ceiling it no longer needs (or lose one silently)."""
-    for test_id in [*LONG_TESTS, *(key for key in QUIET if "::" in key)]:
+    for test_id in [*LONG_TESTS, *(key for key in QUIET if "::" in key), *NOT_QUIET]:
         path, name = test_id.split("::")
         functions = {n.name for n in ast.walk(ast.parse((REPO / path).read_text())) if isinstance(n, ast.FunctionDef)}
         assert name in functions, test_id
     assert all((REPO / module_of(key)).exists() for key in QUIET)
+    assert all(module_of(key) in QUIET for key in NOT_QUIET)  # an exception inside a quiet module, not a stray
     assert all((REPO / module).exists() for module in NEEDS_LLAMA_CPP)

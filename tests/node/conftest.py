@@ -65,24 +65,18 @@ def node_prometheus(node: Node, interval: str) -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
-def prometheus_url(node: Node) -> Iterator[str]:
-    """Scraping every 30 s, as kube-prometheus-stack does (the operator's figures must hold at that pace)."""
-    with node_prometheus(node, "30s") as url:
-        yield url
-
-
-@pytest.fixture(scope="session")
-def fast_prometheus(node: Node) -> Iterator[dict[str, str]]:
-    """A second Prometheus, scraping every 5 s, for the tests about something other than the 30 s scrape: their
-    ProfileRuns name it in spec.metrics.prometheus (this dict), and the operator sizes its windows and waits
-    for the final scrape from that interval, as it does at 30 s (which the walkthrough and the window-sizing
-    tests keep testing end to end)."""
+def node_prometheus_source(node: Node) -> Iterator[dict[str, str]]:
+    """The node's Prometheus, scraping every 5 s: the operator's default (the chart's prometheus.url and
+    scrapeInterval), and what tests that set spec.metrics.prometheus name (this dict). The operator sizes its
+    windows and waits for the final scrape from the interval; the 30 s of kube-prometheus-stack is tested end to
+    end by the kind walkthrough (tests/kind), whose Prometheus scrapes at 30 s, and by the window-sizing unit
+    tests, so the node tier does not wait for it."""
     with node_prometheus(node, "5s") as url:
         yield {"url": url, "scrapeInterval": "5s"}
 
 
 @pytest.fixture(scope="session")
-def operator(node: Node, prometheus_url: str) -> Iterator[Operator]:
+def operator(node: Node, node_prometheus_source: dict[str, str]) -> Iterator[Operator]:
     """`helm install` of the chart: CRDs, RBAC and the operator as a pod of the project's image."""
     repository, tag = IMAGE.rsplit(":", 1)
     install = helm(
@@ -96,7 +90,8 @@ def operator(node: Node, prometheus_url: str) -> Iterator[Operator]:
         f"--set=image.repository={repository}",
         f"--set=image.tag={tag}",
         "--set=image.pullPolicy=Never",
-        f"--set=prometheus.url={prometheus_url}",
+        f"--set=prometheus.url={node_prometheus_source['url']}",
+        f"--set=prometheus.scrapeInterval={node_prometheus_source['scrapeInterval']}",
         # Two cores in all: the trial's server, its load generator and the operator must fit together.
         "--set=loadGenerator.resources.requests.cpu=250m",
         "--set=loadGenerator.antiAffinity=preferred",  # one node: best effort

@@ -214,7 +214,7 @@ def test_a_spec_the_cluster_cannot_run_fails_with_the_field_and_the_fix(
 
 
 def test_the_pipeline_example_runs_end_to_end(
-    node: Node, operator: Operator, node_namespace: str, models_claim: Path, fast_prometheus: dict[str, str]
+    node: Node, operator: Operator, node_namespace: str, models_claim: Path, node_prometheus_source: dict[str, str]
 ) -> None:
     """examples/pipeline.yaml as written (only its namespace and its trials' length changed): the
     optimization, then its follow-ups (a ModelDeployment serving the chosen model from the claim, a ProfileRun
@@ -228,7 +228,7 @@ def test_the_pipeline_example_runs_end_to_end(
     # is tested is that the loop runs through.
     template = documents[0]["spec"]["followUp"]["profileRun"]["template"]
     template["load"].update({"warmup": "2s", "minDuration": "10s", "maxDuration": "10s"})
-    template["metrics"] = {**template.get("metrics", {}), "prometheus": fast_prometheus}
+    template["metrics"] = {**template.get("metrics", {}), "prometheus": node_prometheus_source}
     kubectl("apply", "-f", "-", input=yaml.safe_dump_all(documents))
     body = wait_for_optimization(node, node_namespace, "iris-pipeline-opt")
     status = body["status"]

@@ -1,7 +1,7 @@
 """ProfileRun trials on the real node, driven by the operator pod the chart installs: what the kubelet and
 containerd really do when a server runs out of memory or its image does not exist, distributed load over
 real pod networking with the operator killed in the middle of it, and REST and gRPC trials admitted under the
-restricted Pod Security Standard. (Each run waits for a scrape at 30 s: what one test can check, it does.)"""
+restricted Pod Security Standard. (Each run waits for the final scrape: what one test can check, it does.)"""
 
 from __future__ import annotations
 

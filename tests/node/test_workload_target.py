@@ -50,8 +50,8 @@ SIZING = {
         "target": {"workloadRef": {"name": "scorer"}},
         "request": {"modelName": "iris"},
         "payload": {"tensors": {"inputs": [{"name": "float_input", "shape": [-1, 4], "datatype": "FP32"}]}},
-        # CPU and memory figures need two samples of each pod in the window: the test's second Prometheus
-        # scrapes every 5 s (fast_prometheus), and each sample carries cAdvisor's own timestamp, up to 15 s
+        # CPU and memory figures need two samples of each pod in the window: the node's Prometheus
+        # scrapes every 5 s (node_prometheus_source), and each sample carries cAdvisor's own timestamp, up to 15 s
         # older: 2 x (5 + 15) = 40 s at least (at kube-prometheus-stack's 30 s it is 90 s, as
         # examples/kind/profilerun.yaml says).
         "load": {"closedLoop": {"concurrency": 2}, "warmup": "1s", "minDuration": "45s", "maxDuration": "45s"},
@@ -65,7 +65,7 @@ SIZING = {
 
 
 def test_trials_run_copies_of_a_deployment_and_leave_it_alone(
-    node: Node, operator: Operator, node_namespace: str, iris_model, fast_prometheus: dict[str, str]
+    node: Node, operator: Operator, node_namespace: str, iris_model, node_prometheus_source: dict[str, str]
 ) -> None:  # type: ignore[no-untyped-def]
     kubectl, ns = node.kubectl, node_namespace
     deployment, service = scorer()
@@ -74,7 +74,7 @@ def test_trials_run_copies_of_a_deployment_and_leave_it_alone(
     before = kubectl.json("get", "deployment", "scorer", "-n", ns)
     original_pods = {p["status"]["podIP"] for p in kubectl.json("get", "pods", "-n", ns, "-l", "app=scorer")["items"]}
 
-    sizing = {**SIZING, "spec": {**SIZING["spec"], "metrics": {"prometheus": fast_prometheus}}}
+    sizing = {**SIZING, "spec": {**SIZING["spec"], "metrics": {"prometheus": node_prometheus_source}}}
     kubectl("apply", "-n", ns, "-f", "-", input=json.dumps(sizing))
     behind_original: set[str] = set()  # every address the original Service's EndpointSlices listed
     copies: dict[str, tuple[str, str]] = {}  # trial pod IP -> (its trial, its CPU limit)

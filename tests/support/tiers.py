@@ -41,6 +41,35 @@ QUIET = {
     "which a neighbour's load on that CPU evens out (seen: 58 and 56 answers, the choice Inconclusive)",
 }
 
+# Tests inside a quiet module that run in the parallel phase: they judge a fault's message, a refusal or a hang
+# guard, nothing a neighbour's load could move (about two minutes of the quiet phase's eleven on this host).
+NOT_QUIET = (
+    {
+        f"tests/loadgen/test_end_to_end.py::{name}"
+        for name in (
+            "test_timeouts_are_errors_with_their_time_to_failure",
+            "test_unreachable_target_fails_fast_with_a_clear_error",
+            "test_bad_input_is_refused_before_anything_starts",
+            "test_results_document_is_versioned_json",
+            "test_a_target_that_goes_down_mid_run_ends_it_early",
+            "test_master_without_workers_gives_up_with_a_reason",
+        )
+    }
+    | {
+        f"tests/loadgen/test_grpc_end_to_end.py::{name}"
+        for name in (
+            "test_a_grpc_client_process_that_dies_ends_the_run_with_the_reason",
+            "test_calls_that_would_all_be_refused_stop_the_run_with_the_servers_reason",
+            "test_a_port_that_does_not_speak_grpc_is_named_as_such",
+            "test_a_grpc_target_that_goes_away_mid_run_ends_it_early",
+        )
+    }
+    | {
+        "tests/llm/test_vllm_runtime.py::test_its_own_failures_are_named_in_the_trials_reason",
+        "tests/llm/test_vllm_server.py::test_a_pods_command_line_is_one_the_real_vllm_parses_to_the_settings_asked",
+    }
+)
+
 # Modules that run llama.cpp's programs through Kaliper's own code (which only looks for them), so the build
 # (hack/llama/build.sh, about 5 minutes cold, one at a time) runs before their module fixtures. Tests that start
 # a llama-server themselves (tests/support/llama.py) and the image build ask for it on their own. Built when
@@ -73,7 +102,8 @@ LONG_TESTS: dict[str, tuple[float, str]] = {
     "tests/test_other_cpu.py::test_the_optimizer_tests_pass_on_an_avx2_cpu": (
         200.0,
         "107 optimizer tests under qemu-user's emulated Haswell, CPU-bound: 55 s alone on a host without "
-        "AVX-512, 134-151 s there beside the other worker (before the probe and the tests shared one interpreter)",
+        "AVX-512, 101 s there beside the other worker (134-151 s before the probe and the tests shared one "
+        "interpreter)",
     ),
     "tests/node/test_optimization.py::test_the_pipeline_example_runs_end_to_end": (
         240.0,
@@ -96,15 +126,22 @@ def group_of(nodeid: str) -> str:
 
 
 def queue_position(nodeid: str) -> float:
-    """The node tier first (the longest single group), the control-plane tier last, the rest between; inside the
-    node's group the kind tier comes last, so on a cold machine what only it needs (kubeadm, Prometheus, built
-    in the background by the node's start) is built while the node tier runs."""
+    """The node tier first (the longest group), the control-plane tier second, the rest after; inside the node's
+    group the kind tier comes last, so on a cold machine what only it needs (kubeadm, Prometheus, built in the
+    background by the node's start) is built while the node tier runs.
+
+    pytest-xdist gives a worker its next group only when it is almost out of tests, so the node tier keeps one
+    worker for its whole length (about 24 minutes here) and the other works through the queue. Queued last, the
+    control-plane tier (about 10 minutes, one group) ran alone at the end after the other worker had done every
+    other module: 34 minutes for 58 of work. Queued second, the modules after it fill both workers at the end."""
     if nodeid.startswith("tests/kind/"):
         return 0.5
-    return {"node": 0, "cluster": 2}.get(group_of(nodeid), 1)
+    return {"node": 0, "cluster": 1}.get(group_of(nodeid), 2)
 
 
 def is_quiet(nodeid: str) -> bool:
+    if plain_id(nodeid) in NOT_QUIET:
+        return False
     return module_of(nodeid) in QUIET or plain_id(nodeid) in QUIET
 
 
