@@ -99,12 +99,15 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--demo", choices=sorted(DEMOS), default="classic")
     parser.add_argument("--keep", type=Path, default=None, help="Keep every run's report.json here.")
-    parser.add_argument("--quiet-only", action="store_true", help="Leave out the runs beside a busy process.")
+    only = parser.add_mutually_exclusive_group()
+    only.add_argument("--quiet-only", action="store_true", help="Leave out the runs beside a busy process.")
+    only.add_argument("--busy-only", action="store_true", help="Only the runs beside a busy process.")
     args = parser.parse_args()
+    kinds = (False,) if args.quiet_only else (True,) if args.busy_only else (False, True)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         manifest = demo_manifest(Path(tmp), args.demo)
-        for busy in (False,) if args.quiet_only else (False, True):
+        for busy in kinds:
             for i in range(args.runs):
                 label = f"{'busy' if busy else 'quiet'} {i + 1}"
                 out = (args.keep or Path(tmp) / "reports") / label.replace(" ", "-")

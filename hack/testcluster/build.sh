@@ -33,6 +33,13 @@ log() { echo "[$(date +%H:%M:%S)] $*" >&2; }
 
 # have NAME VERSION -> true when the cached binary exists
 have() { [ -x "$bin/$1-$2/$1" ]; }
+# Point LINK at TARGET by a rename, never by unlink-then-link as `ln -sf` does: a control plane starting beside
+# another build.sh (the node tier's background build) execs these links, and saw one missing for that instant.
+relink() {
+  local target=$1 link=$2
+  [ "$(readlink "$link" 2>/dev/null)" = "$target" ] && return 0
+  ln -sfn "$target" "$link.$$" && mv -Tf "$link.$$" "$link"
+}
 
 # Kubernetes: k8s.io/kubernetes cannot be `go install`ed (its go.mod replaces the staging modules with
 # local paths), so a throw-away wrapper module requires it and replaces each staging module by the
@@ -113,7 +120,7 @@ build_program() {
     rm -rf "$bin/$name-$v" && mv "$bin/$name-$v.tmp" "$bin/$name-$v"
   fi
   mkdir -p "$cache/current"
-  ln -sfn "$bin/$name-$v/$name" "$cache/current/$name"
+  relink "$bin/$name-$v/$name" "$cache/current/$name"
 }
 
 # Argo CD's replaces, which a module that requires it must repeat (Go ignores a dependency's replaces), less
@@ -217,7 +224,7 @@ link_current() {
               prometheus:$PROMETHEUS_VERSION; do
     n=${pair%%:*}; ver=${pair#*:}
     have "$n" "$ver" || continue
-    ln -sfn "$bin/$n-$ver/$n" "$current/$n"
+    relink "$bin/$n-$ver/$n" "$current/$n"
   done
 }
 locked current link_current
