@@ -69,8 +69,8 @@ def node_prometheus_source(node: Node) -> Iterator[dict[str, str]]:
     """The node's Prometheus, scraping every 5 s: the operator's default (the chart's prometheus.url and
     scrapeInterval), and what tests that set spec.metrics.prometheus name (this dict). The operator sizes its
     windows and waits for the final scrape from the interval; the 30 s of kube-prometheus-stack is tested end to
-    end by the kind walkthrough (tests/kind), whose Prometheus scrapes at 30 s, and by the window-sizing unit
-    tests, so the node tier does not wait for it."""
+    end by the kind walkthrough (tests/kind), whose Prometheus scrapes at 30 s, and sparse samples by the window
+    tests of tests/metrics, so the node tier does not wait for it."""
     with node_prometheus(node, "5s") as url:
         yield {"url": url, "scrapeInterval": "5s"}
 
