@@ -18,11 +18,12 @@ from pathlib import Path
 
 from kaliper.netutil import free_port
 from tests.support.controlplane import wait_for
+from tests.support.paths import CACHE as KALIPER_CACHE
 
 REPO = Path(__file__).resolve().parents[2]
 SOURCE = REPO / "bench" / "groundtruth"
 STREAM_SOURCE = REPO / "bench" / "streamtruth"
-CACHE = Path(os.environ.get("KALIPER_CACHE", Path.home() / ".cache" / "kaliper")) / "bench"
+CACHE = KALIPER_CACHE / "bench"
 
 
 def binary(source: Path = SOURCE) -> Path:

@@ -32,6 +32,7 @@ from pathlib import Path
 import yaml
 
 from tests.support.controlplane import REPO, Kubectl, build_binaries
+from tests.support.paths import CACHE
 
 KIND_DIR = REPO / "hack" / "kind"
 CONFIG = REPO / "kind-config.yaml"
@@ -41,7 +42,6 @@ IP_FORWARD = Path("/proc/sys/net/ipv4/ip_forward")
 LIB_MODULES = Path("/lib/modules")
 NETNS = Path("/run/netns")
 CGROUP_ROOT = Path("/sys/fs/cgroup")
-CACHE = Path(os.environ.get("KALIPER_CACHE", Path.home() / ".cache" / "kaliper"))
 
 
 class KindError(RuntimeError):

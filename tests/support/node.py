@@ -48,6 +48,7 @@ from tests.support.controlplane import (
     log_tail,
     spawn_logged,
 )
+from tests.support.paths import CACHE
 
 HOST_IP = "10.213.0.1"  # this machine's end of the veth: the control plane and Prometheus listen here
 NODE_IP = "10.213.0.2"  # the node's end: the kubelet, CoreDNS and NodePorts
@@ -74,6 +75,9 @@ KUBELET_SYSCTLS = (
     "net/ipv4/ip_forward",
 )
 CGROUP_ROOT = Path("/sys/fs/cgroup")
+# The host's settings as the node found them, kept here until it puts them back: a run killed before its
+# teardown (SIGKILL, or a CI timeout) leaves the file, and the next node's start puts them back from it.
+SYSCTLS_FOUND = CACHE / "node-host-sysctls.json"
 
 
 class NodeError(ControlPlaneError):
@@ -97,6 +101,16 @@ def build_images() -> tuple[Path, Path, str]:
 
 def _read_sysctls() -> dict[str, str]:
     return {name: (Path("/proc/sys") / name).read_text().strip() for name in KUBELET_SYSCTLS}
+
+
+def _restore_sysctls(found: dict[str, str]) -> list[str]:
+    """Put back each setting that differs from what was found; returns what was put back."""
+    restored = []
+    for name, value in found.items():
+        if (Path("/proc/sys") / name).read_text().strip() != value:
+            (Path("/proc/sys") / name).write_text(value)
+            restored.append(f"{name}={value}")
+    return restored
 
 
 def _kubepods_cgroups() -> list[Path]:
@@ -138,8 +152,12 @@ def _pids_in_namespace(ns_link: str) -> list[int]:
 
 
 def sweep_leftovers() -> list[str]:
-    """Remove what a node of an earlier, killed test run left behind; returns what it found."""
+    """Remove what a node of an earlier, killed test run left behind, and put back the host's settings as that
+    run found them; returns what it found."""
     found = []
+    if SYSCTLS_FOUND.exists():
+        found += _restore_sysctls(json.loads(SYSCTLS_FOUND.read_text()))
+        SYSCTLS_FOUND.unlink()
     cgroups = _kubepods_cgroups()
     if cgroups:
         found.append(f"{len(cgroups)} kubepods cgroups")
@@ -194,6 +212,8 @@ class Node:
         if leftovers:
             print(f"node: removed leftovers of an earlier run: {', '.join(leftovers)}", file=sys.stderr)
         self.sysctls = _read_sysctls()
+        SYSCTLS_FOUND.parent.mkdir(parents=True, exist_ok=True)
+        SYSCTLS_FOUND.write_text(json.dumps(self.sysctls))
         self._make_namespaces()
         self.plane = ControlPlane(
             self.bin_dir,
@@ -474,9 +494,9 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
             with contextlib.suppress(OSError):
                 cgroup.rmdir()
         _run("ip", "link", "delete", HOST_LINK, check=False)
-        for name, value in self.sysctls.items():
-            if (Path("/proc/sys") / name).read_text().strip() != value:
-                (Path("/proc/sys") / name).write_text(value)
+        _restore_sysctls(self.sysctls)
+        if self.sysctls:
+            SYSCTLS_FOUND.unlink(missing_ok=True)
         problems += self.leftovers(mount_ns)
         shutil.rmtree(self.root, ignore_errors=True)
         self.processes.clear()

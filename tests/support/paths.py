@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -10,3 +11,4 @@ EXAMPLES = REPO / "examples"
 CATALOGUE = REPO / "tests" / "catalogue" / "invalid"
 MINIMAL = REPO / "tests" / "catalogue" / "minimal"
 KALIPER = Path(sys.executable).with_name("kaliper")  # the CLI of the environment running the tests
+CACHE = Path(os.environ.get("KALIPER_CACHE", Path.home() / ".cache" / "kaliper"))  # builds kept between runs
