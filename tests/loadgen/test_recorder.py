@@ -3,6 +3,8 @@ from __future__ import annotations
 import time
 
 from kaliper.loadgen.recorder import Aggregator, Recorder, Window
+from kaliper.loadgen.results import late_reason
+from kaliper.report.schema import GeneratorUsage
 
 
 def test_requests_land_in_the_window_they_completed_in() -> None:
@@ -91,3 +93,23 @@ def test_requests_unanswered_at_a_windows_end_are_counted_in_flight() -> None:
     ]
     merged = Window.from_wire(windows[1].to_wire()).merge(Window.from_wire(windows[0].to_wire()))
     assert (merged.in_flight, round(merged.in_flight_oldest_s, 6)) == (3, 1.75)
+
+
+def test_late_sends_are_blamed_on_the_connections_the_generators_cpu_or_the_machine() -> None:
+    busy = GeneratorUsage(cpu_cores=0.95, capacity_cores=1.0)
+    idle = GeneratorUsage(cpu_cores=0.21, capacity_cores=2.0)
+    assert late_reason(0.034, 30, 4, idle, "openLoop") == (
+        "3.4% of sends left more than 2 ms late: every connection was busy; raise load.openLoop.maxConnections"
+    )
+    assert late_reason(0.034, 0, 34, busy, "trace") == (
+        "3.4% of sends left more than 2 ms late: the load generator could not keep up; add load.processes or "
+        "load.workers"
+    )
+    # A connection was free and the generator had CPU to spare: the sends waited for the machine to wake it.
+    assert late_reason(0.034, 0, 34, idle, "openLoop") == (
+        "3.4% of sends left more than 2 ms late: a connection was free and the load generator used 0.21 of the 2 "
+        "cores it can use, so they waited for the machine to wake it (other work beside the run, or the host's "
+        "timers), not for CPU: more processes will not help"
+    )
+    # Without its CPU figure, the advice is the generator's.
+    assert late_reason(0.034, 0, 34, None, "openLoop").endswith("add load.processes or load.workers")

@@ -28,6 +28,25 @@ from kaliper.report.schema import (
 from kaliper.report.token_text import token_summary
 
 LATE_SHARE_FLAG = 0.01  # perf_analyzer's warning threshold: more than 1% of sends late
+# Below this share of the cores it could use, a generator whose sends left late (with a connection free) was not
+# short of CPU: they waited for the machine to wake it (measured here: 1.4-4.6% of sends more than 2 ms late at
+# 200/s from two processes using a fifth of their cores, bench/arrivals.py), which more processes do not fix.
+GENERATOR_IDLE = 0.5
+
+
+def late_reason(share: float, no_connection: int, generator_lag: int, usage: GeneratorUsage | None, field: str) -> str:
+    """Why sends left late, and what would fix it: the connections (load.FIELD.maxConnections), the
+    generator's CPU (more processes), or neither (the machine's wake-up latency: other work beside the run)."""
+    late = f"{share:.1%} of sends left more than {LATE_AFTER_S * 1000:g} ms late: "
+    if no_connection >= generator_lag:
+        return late + f"every connection was busy; raise load.{field}.maxConnections"
+    if usage is not None and usage.saturation < GENERATOR_IDLE:
+        return late + (
+            f"a connection was free and the load generator used {usage.cpu_cores:.2f} of the "
+            f"{usage.capacity_cores:g} cores it can use, so they waited for the machine to wake it (other work "
+            "beside the run, or the host's timers), not for CPU: more processes will not help"
+        )
+    return late + "the load generator could not keep up; add load.processes or load.workers"
 
 
 def latency_figures(histogram: LatencyHistogram) -> LatencyFigures:
@@ -162,18 +181,22 @@ def stage_result(
     measured_s = len(measured) * window_s
     windows_in = max((w.index + 1 for w in windows), default=0)
     scheduled = config.played_trace().sends_per_window(window_s, windows_in) if config.load.trace else None
+    usage = (
+        GeneratorUsage(
+            cpu_cores=round(total.cpu_s / measured_s, 4), capacity_cores=round(total.capacity_s / measured_s, 4)
+        )
+        if measured_s and total.capacity_s
+        else None
+    )
     late = None
     if config.open_loop:
         count = total.late_generator + total.late_no_connection
         share = count / total.requests if total.requests else 0.0
         flagged = share > LATE_SHARE_FLAG
-        reason_text = None
-        if flagged:
-            reason_text = f"{share:.1%} of sends left more than {LATE_AFTER_S * 1000:g} ms late: " + (
-                f"every connection was busy; raise load.{'trace' if config.load.trace else 'openLoop'}.maxConnections"
-                if total.late_no_connection >= total.late_generator
-                else "the load generator could not keep up; add load.processes or load.workers"
-            )
+        field = "trace" if config.load.trace else "openLoop"
+        reason_text = (
+            late_reason(share, total.late_no_connection, total.late_generator, usage, field) if flagged else None
+        )
         late = LateSends(
             count=count,
             share=round(share, 6),
@@ -211,11 +234,7 @@ def stage_result(
         tokens=token_figures(total.tokens, measured_s, total.requests, bool(config.objectives))
         if total.tokens is not None
         else None,
-        generator_usage=GeneratorUsage(
-            cpu_cores=round(total.cpu_s / measured_s, 4), capacity_cores=round(total.capacity_s / measured_s, 4)
-        )
-        if measured_s and total.capacity_s
-        else None,
+        generator_usage=usage,
         windows=[
             WindowResult(
                 index=w.index,

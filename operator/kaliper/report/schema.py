@@ -117,7 +117,8 @@ class LateSends(KaliperModel):
     no_free_connection: int = 0
     """Late because every connection was busy (raise maxConnections)."""
     generator_lag: int = 0
-    """Late although a connection was free: the generator could not keep up (add processes or workers)."""
+    """Late although a connection was free: the generator could not keep up (add processes or workers), or,
+    using under half the CPU it can, waited for the machine to wake it (the reason says which)."""
     flagged: bool = False
     """More than 1% of sends were late: the corrected latency is a lower bound."""
     reason: str | None = None
