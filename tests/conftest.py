@@ -21,6 +21,7 @@ from tests.support.controlplane import (
 from tests.support.llama import llama_server_binary
 from tests.support.node import Node, start_node
 from tests.support.paths import REPO
+from tests.support.settle import wait_until_quiet
 from tests.support.tiers import NEEDS_LLAMA_CPP, group_of, is_quiet, over_ceiling, queue_position
 
 # The operator steps each ProfileRun every second in tests (5 s by default), read when its module is imported.
@@ -37,6 +38,14 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         if is_quiet(item.nodeid):
             item.add_marker(pytest.mark.quiet)
     items.sort(key=lambda item: queue_position(item.nodeid))  # stable: the order inside a group stays
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Before tests marked quiet (the quiet phase of make test, or one run by hand): the machine settled."""
+    if hasattr(session.config, "workerinput") or not any(item.get_closest_marker("quiet") for item in session.items):
+        return
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    wait_until_quiet(reporter.write_line if reporter is not None else print)
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
