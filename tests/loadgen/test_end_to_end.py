@@ -367,7 +367,11 @@ def test_a_target_that_goes_down_mid_run_ends_it_early(tmp_path: Path) -> None:
     ), result.error
     (stage,) = result.stages
     assert stage.stop_reason.startswith("the target answered nothing for 10 s")
-    assert stage.requests - stage.errors > 50 and set(stage.errors_by_kind) == {"ConnectionRefusedError"}
+    # Refused once it was down; the two users' requests in flight at the kill, if any, were reset (seen in a
+    # make check run), never more.
+    errors = dict(stage.errors_by_kind)
+    assert stage.requests - stage.errors > 50 and errors.pop("ConnectionRefusedError") > 0
+    assert set(errors) <= {"ConnectionResetError"} and sum(errors.values()) <= 2, stage.errors_by_kind
 
 
 def test_a_target_that_comes_back_is_measured_on(tmp_path: Path) -> None:
