@@ -80,13 +80,14 @@ def records(base: str) -> tuple[float, list[tuple[float, float]]]:
     return data["epoch"], [(ns / 1e9, us / 1000) for ns, us in data["records"] or []]  # none: null
 
 
-def wait_served_for(base: str, seconds: float, timeout: float = 60) -> None:
+def wait_served_for(base: str, seconds: float, timeout: float = 60, skip: int = 0) -> None:
     """Wait until the server has been answering for `seconds` (first to last completion in its records): a
-    point in the load generator's own run, however long the generator took to start."""
+    point in the load generator's own run, however long the generator took to start. `skip`: calls made before
+    the run, left out (a gRPC run's preflight calls, made a second or more before its client process starts)."""
 
     def span() -> float:
-        done = [completed for completed, _ in records(base)[1]]
-        return max(done) - min(done) if done else 0.0
+        done = sorted(completed for completed, _ in records(base)[1])[skip:]
+        return done[-1] - done[0] if done else 0.0
 
     wait_for(lambda: span() >= seconds, timeout=timeout, what=f"{base} to answer for {seconds} s")
 
