@@ -46,7 +46,7 @@ QUIET = {
 }
 
 # Tests inside a quiet module that run in the parallel phase: they judge a fault's message, a refusal or a hang
-# guard, nothing a neighbour's load could move (about two minutes of the quiet phase's eleven on this host).
+# guard, nothing a neighbour's load could move (about two and a half minutes of tests on this host).
 NOT_QUIET = (
     {
         f"tests/loadgen/test_end_to_end.py::{name}"
@@ -57,6 +57,14 @@ NOT_QUIET = (
             "test_results_document_is_versioned_json",
             "test_a_target_that_goes_down_mid_run_ends_it_early",
             "test_master_without_workers_gives_up_with_a_reason",
+            "test_requests_still_in_flight_when_the_stage_ends_are_counted",
+        )
+    }
+    | {
+        f"tests/llm/test_trace_replay.py::{name}"
+        for name in (
+            "test_a_replay_whose_server_holds_every_request_ends_a_timeout_after_its_last_send",
+            "test_a_failed_turn_ends_its_conversation_and_counts_as_failed",
         )
     }
     | {
