@@ -63,6 +63,16 @@ def test_multi_document_files_report_each_document(tmp_path: Path) -> None:
     assert report[1]["problems"][0]["path"] == "spec.replicas"
 
 
+def test_make_example_models_only_makes_the_models_named(tmp_path: Path) -> None:
+    result = kaliper("make-example-models", str(tmp_path), "--only", "iris.onnx", "--only", "tiny-llm")
+    assert result.returncode == 0, result.stderr
+    written = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*") if p.is_file())
+    assert written == ["iris.onnx", "tiny-llm/tiny.gguf", "tiny-llm/tokenizer.json", "tiny-llm/tokenizer_config.json"]
+    refused = kaliper("make-example-models", str(tmp_path), "--only", "resnet")
+    assert refused.returncode == 2
+    assert "Invalid value for '--only': 'resnet' is not one of 'iris.onnx', 'mlp.onnx', 'iris'," in refused.stderr
+
+
 def test_empty_directory_is_an_error(tmp_path: Path) -> None:
     result = kaliper("validate", str(tmp_path))
     assert result.returncode != 0

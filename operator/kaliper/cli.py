@@ -15,6 +15,8 @@ from kaliper import __version__
 from kaliper.log import configure_logging
 
 if TYPE_CHECKING:  # the CLI imports what a command needs when it runs
+    from collections.abc import Callable
+
     from kaliper.report.recommend import Target
 
 DEFAULT_CRD_DIRS = ("crds", "charts/kaliper/files/crds")  # the chart renders its copy (templates/crds.yaml)
@@ -632,9 +634,20 @@ def _cluster_report(run: str, namespace: str) -> str:
     return text
 
 
+EXAMPLE_MODELS = ("iris.onnx", "mlp.onnx", "iris", "tiny-bert", "tiny-llm", "small-llm", "chat-hf", "reasoning-hf")
+
+
 @main.command("make-example-models")
 @click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
-def make_example_models(directory: Path) -> None:
+@click.option(
+    "--only",
+    "only",
+    multiple=True,
+    type=click.Choice(EXAMPLE_MODELS),
+    help="Make only this model (repeatable); by default all of them (about half a minute: the iris MLP and "
+    "tiny-bert take most of it).",
+)
+def make_example_models(directory: Path, only: tuple[str, ...]) -> None:
     """Make the example models (scikit-learn, converted to ONNX here; nothing is downloaded): iris.onnx and
     mlp.onnx for the demo, iris/ (model.joblib, model.onnx, rows.jsonl) for the optimization examples,
     whose `models` volume this folder stands in for (kaliper run --volume models=DIRECTORY), tiny-bert/
@@ -649,15 +662,26 @@ def make_example_models(directory: Path) -> None:
     from kaliper.serving.hf_llm import make_hf_chat_model, make_reasoning_model
     from kaliper.serving.tiny_llm import demo_shape, make_tiny_llm
 
-    made = [make_iris(directory / "iris.onnx"), make_cpu_heavy(directory / "mlp.onnx"), *make_iris_pipeline(directory)]
-    bert = directory / "tiny-bert"
-    made += [make_tiny_bert(bert), *(bert / name for name in ("tokenizer.json", "rows.jsonl", "requests.jsonl"))]
-    made += [make_tiny_llm(directory / "tiny-llm", name="tiny"), directory / "tiny-llm" / "tokenizer.json"]
-    # The LLM demo's model: the same random-weight recipe at a size whose tokens take milliseconds on a core.
-    made += [make_tiny_llm(directory / "small-llm", demo_shape(), name="small")]
-    made += [make_hf_chat_model(directory / "chat-hf"), make_reasoning_model(directory / "reasoning-hf")]
-    for path in made:
-        click.echo(f"wrote {path}")
+    bert, tiny = directory / "tiny-bert", directory / "tiny-llm"
+    makers: dict[str, Callable[[], list[Path]]] = {
+        "iris.onnx": lambda: [make_iris(directory / "iris.onnx")],
+        "mlp.onnx": lambda: [make_cpu_heavy(directory / "mlp.onnx")],
+        "iris": lambda: make_iris_pipeline(directory),
+        "tiny-bert": lambda: [
+            make_tiny_bert(bert),
+            *(bert / name for name in ("tokenizer.json", "rows.jsonl", "requests.jsonl")),
+        ],
+        "tiny-llm": lambda: [make_tiny_llm(tiny, name="tiny"), tiny / "tokenizer.json"],
+        # The LLM demo's model: the same random-weight recipe at a size whose tokens take milliseconds on a core.
+        "small-llm": lambda: [make_tiny_llm(directory / "small-llm", demo_shape(), name="small")],
+        "chat-hf": lambda: [make_hf_chat_model(directory / "chat-hf")],
+        "reasoning-hf": lambda: [make_reasoning_model(directory / "reasoning-hf")],
+    }
+    for name in EXAMPLE_MODELS:
+        if only and name not in only:
+            continue
+        for path in makers[name]():
+            click.echo(f"wrote {path}")
 
 
 @main.command("make-example-traces")
