@@ -641,7 +641,6 @@ EXAMPLE_MODELS = ("iris.onnx", "mlp.onnx", "iris", "tiny-bert", "tiny-llm", "sma
 @click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
 @click.option(
     "--only",
-    "only",
     multiple=True,
     type=click.Choice(EXAMPLE_MODELS),
     help="Make only this model (repeatable); by default all of them (about half a minute: the iris MLP and "
