@@ -6,7 +6,7 @@ Quiet (tests/support/tiers.py): it compares latencies with a server's records.""
 from __future__ import annotations
 
 import json
-import statistics
+import math
 import urllib.request
 from pathlib import Path
 
@@ -28,6 +28,12 @@ def truth(base: str, start: float, end: float) -> tuple[list[float], list[float]
     answer = [(r["chunks"][r["reasoning"]] - r["arrived"]) / 1e6 for r in records]
     assert {r["reasoning"] for r in records} == {THINKING}
     return first, answer
+
+
+def median(values: list[float]) -> float:
+    """The nearest-rank median, the definition a report's percentiles use: of an even count the lower middle
+    value, not the mean of the two (those differed by 5 ms, 2.5%, in a run of 38 answers)."""
+    return sorted(values)[math.ceil(len(values) / 2) - 1]
 
 
 @pytest.mark.parametrize("field", ["reasoning", "reasoning_content"])
@@ -62,5 +68,5 @@ def test_ttft_ends_at_the_first_thought_and_ttfot_at_the_first_answer_token(tmp_
     assert len(first) == answers
     measured_first, measured_answer = tokens.ttft.at(50), tokens.ttfot.at(50)
     assert measured_first is not None and measured_answer is not None
-    assert measured_first.value_ms == pytest.approx(statistics.median(first), rel=0.02)
-    assert measured_answer.value_ms == pytest.approx(statistics.median(answer), rel=0.02)
+    assert measured_first.value_ms == pytest.approx(median(first), rel=0.02)
+    assert measured_answer.value_ms == pytest.approx(median(answer), rel=0.02)
