@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,11 +19,12 @@ from tests.support.controlplane import (
     fresh_namespace,
     interrupt,
 )
+from tests.support.cpu_use import CPU_PROPERTY, SESSION_END, busiest_lines, by_module, cpu_seconds
 from tests.support.llama import llama_server_binary
 from tests.support.node import Node, start_node
 from tests.support.paths import REPO
 from tests.support.settle import wait_until_quiet
-from tests.support.tiers import NEEDS_LLAMA_CPP, group_of, is_quiet, over_ceiling, queue_position
+from tests.support.tiers import NEEDS_LLAMA_CPP, group_of, is_quiet, module_of, over_ceiling, queue_position
 
 # The operator steps each ProfileRun every second in tests (5 s by default), read when its module is imported.
 os.environ.setdefault("KALIPER_STEP_INTERVAL", "1")
@@ -68,20 +70,48 @@ def _llama_cpp_built(request: pytest.FixtureRequest) -> None:
 
 
 _call_seconds: dict[str, float] = {}
+_cpu_used: list[tuple[str, float]] = []  # (module, CPU seconds), from every report (tests/support/cpu_use.py)
+_last_of_session = pytest.StashKey[bool]()
+_cpu_mark = {"seconds": 0.0, "session_start": time.monotonic()}
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> object:
+    item.stash[_last_of_session] = nextitem is None  # its teardown stops the session fixtures too
+    _cpu_mark["seconds"] = cpu_seconds()
+    return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> pytest.TestReport:
+    """Each report carries the CPU its phase used (a worker's reports reach the controller with it)."""
+    report: pytest.TestReport = yield
+    now = cpu_seconds()
+    used, _cpu_mark["seconds"] = now - _cpu_mark["seconds"], now
+    last = call.when == "teardown" and item.stash.get(_last_of_session, False)
+    report.user_properties.append((CPU_PROPERTY, (SESSION_END if last else module_of(item.nodeid), used)))
+    return report
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     if report.when == "call":
         _call_seconds[report.nodeid] = report.duration
+    _cpu_used.extend(tuple(value) for name, value in report.user_properties if name == CPU_PROPERTY)
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    """Fail the run, loudly, when a test took longer than its ceiling without a stated reason."""
+    """The modules that used the most CPU; and fail the run, loudly, when a test took longer than its ceiling
+    without a stated reason."""
     if hasattr(session.config, "workerinput"):
         return  # an xdist worker: its controller sees every report and decides
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    busiest = busiest_lines(by_module(_cpu_used), time.monotonic() - _cpu_mark["session_start"])
+    if reporter is not None and busiest:
+        reporter.section("CPU by test module (tests/support/cpu_use.py)")
+        for line in busiest:
+            reporter.line(line)
     slow = over_ceiling(_call_seconds)
     if slow:
-        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
         if reporter is not None:
             reporter.section("tests over their time ceiling (tests/support/tiers.py)", red=True)
             for line in slow:

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 
+from tests.support.cpu_use import SESSION_END, busiest_lines, by_module, cpu_seconds
 from tests.support.paths import REPO
 from tests.support.tiers import (
     LONG_TESTS,
@@ -65,3 +68,25 @@ def test_every_long_test_quiet_module_and_llama_cpp_module_exists() -> None:
     assert all((REPO / module_of(key)).exists() for key in QUIET)
     assert all(module_of(key) in QUIET for key in NOT_QUIET)  # an exception inside a quiet module, not a stray
     assert all((REPO / module).exists() for module in NEEDS_LLAMA_CPP)
+
+
+def test_cpu_use_is_summed_by_module_and_the_busiest_listed_first() -> None:
+    samples = [("tests/a.py", 30.0), ("tests/b.py", 90.0), ("tests/a.py", 60.0), (SESSION_END, 60.0)]
+    summed = by_module(samples)
+    assert summed == {"tests/a.py": 90.0, "tests/b.py": 90.0, SESSION_END: 60.0}
+    assert busiest_lines(summed, wall_s=240.0, top=2) == [
+        "4.0 CPU minutes in all, 1.00 cores busy on average over 4.0 min",
+        "   1.5 min  37.5%  tests/a.py",
+        "   1.5 min  37.5%  tests/b.py",
+    ]
+    assert busiest_lines({}, wall_s=10.0) == []
+
+
+def test_a_child_process_cpu_is_counted_once_it_is_waited_for() -> None:
+    before = cpu_seconds()
+    # A child that burns about 0.3 s of CPU; its time counts in the parent's once the parent has waited for it.
+    subprocess.run(
+        [sys.executable, "-c", "import time\nend = time.process_time() + 0.3\nwhile time.process_time() < end: pass"],
+        check=True,
+    )
+    assert cpu_seconds() - before >= 0.3
