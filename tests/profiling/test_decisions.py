@@ -263,6 +263,24 @@ def test_a_disturbed_best_says_so() -> None:
     )
 
 
+def test_a_tie_goes_to_a_trial_measured_undisturbed_before_headroom() -> None:
+    # The tie of test_costs_within_the_tolerance_tie_and_headroom_decides, but t0, the one with more headroom,
+    # was limited by something other than its configuration: t1 wins it, and the choice is a plain tie.
+    flag = "p50 rose from 15ms at concurrency 1 to 30ms while the server used 0.47 of its 1-core limit"
+    trials = [trial(0, 10, 900, 0.25, "Met", limited_by=[flag]), trial(1, 40, 500, 0.24, "Met")]
+    choice = decisions.best_trial(trials, SLO, 0.05)
+    assert choice is not None and choice.best == 1 and choice.report.certainty == "Tie"
+    assert choice.report.explanation == (
+        "t0 costs 4.2% more per request, inside the 5.0% noise: a tie, decided by latency headroom "
+        "(t1 16% below its latency bound, t0 79% below its latency bound) among the trials measured undisturbed "
+        "(t0 measured while limited by something other than its configuration)"
+    )
+    # Both disturbed: headroom decides, and the choice says it was disturbed.
+    both = [trial(0, 10, 900, 0.25, "Met", limited_by=[flag]), trial(1, 40, 500, 0.24, "Met", limited_by=[flag])]
+    choice = decisions.best_trial(both, SLO, 0.05)
+    assert choice is not None and choice.best == 0 and choice.report.certainty == "Disturbed"
+
+
 def test_recommendation_uses_p90_usage_plus_margin_and_memory_peaks() -> None:
     series = [
         ResourceSeriesPoint(t_s=i, cpu_cores=c, memory_bytes=100 * 2**20)

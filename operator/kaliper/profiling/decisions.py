@@ -453,7 +453,10 @@ def best_trial(trials: list[TrialReport], slo: SloSpec | None, tie_tolerance: fl
     """The cheapest per million requests (per million output tokens for generation) among the trials that
     met the SLO (all succeeded ones without an SLO), each configuration and load level from every trial that
     measured it. Costs closer than the measurement noise (the two's combined throughput uncertainty, at least
-    tie_tolerance) are a tie, which the one with the most latency headroom wins."""
+    tie_tolerance) are a tie, which the one with the most latency headroom wins, among those measured
+    undisturbed where there are any: a disturbed trial's figures say less about its configuration than they
+    seem to (seen: a llama.cpp trial beside another test's load, its p50 doubled at half its CPU limit, won a
+    tie on headroom against a trial 42% cheaper)."""
     ranked = measured_configurations(trials, slo)
     if not ranked:
         return None
@@ -467,7 +470,13 @@ def best_trial(trials: list[TrialReport], slo: SloSpec | None, tie_tolerance: fl
         return abs(b.score() - a.score()) / min(a.score(), b.score())
 
     tied = [m for m in ranked if difference(cheapest, m) <= noise(cheapest, m)]
-    chosen = max(tied, key=lambda m: (headroom(m.first, slo), -m.score(), -m.first.index))
+    chosen = max(tied, key=lambda m: (not disturbances(m.first), headroom(m.first, slo), -m.score(), -m.first.index))
+    # Disturbed trials that would have won the tie on headroom alone.
+    passed_over = (
+        [m.first.name for m in tied if disturbances(m.first) and headroom(m.first, slo) > headroom(chosen.first, slo)]
+        if not disturbances(chosen.first)
+        else []
+    )
     others = [m for m in (tied if len(tied) > 1 else ranked) if m is not chosen]
     runner_up = others[0] if others else None
     best = chosen.first
@@ -485,6 +494,11 @@ def best_trial(trials: list[TrialReport], slo: SloSpec | None, tie_tolerance: fl
                 f"decided by latency headroom ({best.name} {_headroom_text(best, slo)}, "
                 f"{second.name} {_headroom_text(second, slo)})"
             )
+            if passed_over:
+                text += (
+                    f" among the trials measured undisturbed ({', '.join(passed_over)} measured while limited by "
+                    "something other than its configuration)"
+                )
         else:
             certainty = "Clear"
             text = f"the runner-up {second.name} costs {gap:.1%} more {unit}, beyond the {margin:.1%} noise"

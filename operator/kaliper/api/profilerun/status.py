@@ -199,7 +199,8 @@ def _trial_state(trial: object) -> str:
 
 class BestConfiguration(KaliperModel):
     """The cheapest trial that met the SLO (or the fastest, without an SLO); trials whose costs differ by less
-    than the measurement noise tie, and the one with more latency headroom wins."""
+    than the measurement noise tie, and the one with more latency headroom wins (a trial limited by something
+    other than its configuration only against others that were)."""
 
     trial: Annotated[int, Field(ge=0)]
     """Index of the trial."""
@@ -217,8 +218,8 @@ class BestConfiguration(KaliperModel):
     """Generation: money per million generated tokens (what generation runs are ranked on)."""
     certainty: Literal["Clear", "Tie", "Disturbed"] | None = None
     """Clear: cheaper than every other trial that met the SLO by more than the noise; Tie: another trial's
-    cost is within the noise, and this one has more headroom; Disturbed: this trial was limited by something
-    other than its configuration (see its limitedBy)."""
+    cost is within the noise, and this one has more headroom or was measured undisturbed; Disturbed: this trial
+    was limited by something other than its configuration (see its limitedBy)."""
     explanation: Annotated[str, Field(max_length=1024)] | None = None
     """Why this trial was chosen, against the runner-up."""
 

@@ -705,8 +705,9 @@ class LatencyObjective(KaliperModel):
 
 class RegressionTolerance(KaliperModel):
     """How much worse than the baseline run a figure may get before this run fails, as a fraction of the
-    baseline's value. A figure counts as worse only when its 95% interval and the baseline's do not overlap
-    (see `kaliper compare`); these tolerances then ignore changes too small to matter."""
+    baseline's value. A figure counts as worse only when its 95% interval and the baseline's, each at least 2.5%
+    wide on either side (how much a rerun moves), do not overlap (see `kaliper compare`); these tolerances then
+    ignore changes too small to matter."""
 
     default: Annotated[float, Field(ge=0)] = 0.05
     """For every figure not named below."""
@@ -885,7 +886,7 @@ class RecommendationSpec(KaliperModel):
     """Memory limit above the recommended request (taken from peak usage)."""
     tie_tolerance: Annotated[float, Field(ge=0, le=1)] = 0.05
     """Trials whose costs per request differ by less than this fraction (or than their measured throughput
-    noise, if larger) tie; the one with more latency headroom wins."""
+    noise, if larger) tie; the one with more latency headroom wins, among those measured undisturbed."""
     update_mode: Literal["Off", "Apply"] = "Off"
     """Off: the recommendation is only reported (status.recommendation.mergePatch, `kaliper recommend`), as
     the Vertical Pod Autoscaler's updateMode Off. Apply: once the run succeeds, the operator patches the target
