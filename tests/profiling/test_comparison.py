@@ -47,11 +47,11 @@ def test_the_same_figures_are_within_the_noise_and_nothing_regressed() -> None:
     assert regressions(found, lambda figure: 0.05) == []
 
 
-def test_a_percentile_moves_by_2_5_percent_either_way_before_it_is_better_or_worse() -> None:
+def test_a_percentile_moves_by_4_percent_either_way_before_it_is_better_or_worse() -> None:
     """One run's interval of a median is narrow (here +-0.5%), narrower than a rerun of the same server moves:
-    30.0 ms against 31.2 ms (+4%) is within the noise, 30.0 against 31.8 (+6%) is worse, and 28.2 (-6%) better."""
+    30.0 ms against 32.1 ms (+7%) is within the noise, 30.0 against 32.7 (+9%) is worse, and 27.3 (-9%) better."""
     narrow = trial((30.0, 29.85, 30.15))
-    nearby, slower, faster = (trial((v, v - 0.15, v + 0.15)) for v in (31.2, 31.8, 28.2))
+    nearby, slower, faster = (trial((v, v - 0.15, v + 0.15)) for v in (32.1, 32.7, 27.3))
     assert [verdicts(compare_runs([narrow], [t]))["latency p99"] for t in (nearby, slower, faster)] == [
         "within the noise",
         "worse",
@@ -59,7 +59,7 @@ def test_a_percentile_moves_by_2_5_percent_either_way_before_it_is_better_or_wor
     ]
     (shown,) = [c for c in compare_runs([narrow], [slower]) if c.figure == "latency p99"]
     assert (shown.baseline_low, shown.baseline_high, shown.low, shown.high) == pytest.approx(
-        (29.25, 30.75, 31.005, 32.595)
+        (28.8, 31.2, 31.392, 34.008)
     )
 
 

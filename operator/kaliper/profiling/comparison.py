@@ -52,11 +52,11 @@ def _latency(metric: str, percentile: float) -> Callable[[TrialReport], Reading 
 
 
 # A rate's or a percentile's interval is at least this wide on each side: one run's windows and order
-# statistics understate how much a rerun moves. Seen: the same server's throughput 2% apart in two runs, each
-# interval under 1% wide; the same ground-truth server (4 users, 20 ms) measured 22 times in a row on a quiet
-# machine here, p50 20.8-22.5 ms while each run's own interval was +-1.1% (a rerun read "better" in CI). Two
-# figures closer than 5%, the choice's default tie tolerance and --tolerance's default, are within the noise.
-RERUN_NOISE_FLOOR = 0.025
+# statistics understate how much a rerun moves. Measured on this project's 2-core machine: the same ground-truth
+# server (4 users, 20 ms) run 22 times in a row, p50 20.8-22.5 ms and throughput 173-190 req/s while each run's
+# own interval was about +-1.1%; in the suite's quiet phase two runs 10 s apart read 170.7 and 180.3 req/s
+# (5.6%), each run's windows steady. Two figures less than 8% apart are within the noise.
+RERUN_NOISE_FLOOR = 0.04
 
 
 def _with_noise(value: Callable[[TrialReport], float | None]) -> Callable[[TrialReport], Reading | None]:

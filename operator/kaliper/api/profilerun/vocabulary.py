@@ -705,7 +705,7 @@ class LatencyObjective(KaliperModel):
 
 class RegressionTolerance(KaliperModel):
     """How much worse than the baseline run a figure may get before this run fails, as a fraction of the
-    baseline's value. A figure counts as worse only when its 95% interval and the baseline's, each at least 2.5%
+    baseline's value. A figure counts as worse only when its 95% interval and the baseline's, each at least 4%
     wide on either side (how much a rerun moves), do not overlap (see `kaliper compare`); these tolerances then
     ignore changes too small to matter."""
 
