@@ -471,15 +471,15 @@ def best_trial(trials: list[TrialReport], slo: SloSpec | None, tie_tolerance: fl
 
     tied = [m for m in ranked if difference(cheapest, m) <= noise(cheapest, m)]
     chosen = max(tied, key=lambda m: (not disturbances(m.first), headroom(m.first, slo), -m.score(), -m.first.index))
-    # Disturbed trials that would have won the tie on headroom alone.
+    best = chosen.first
+    flagged = disturbances(best)
+    # Disturbed trials that would have won the tie on headroom alone (none when the chosen one is disturbed too).
+    room = headroom(best, slo)
     passed_over = (
-        [m.first.name for m in tied if disturbances(m.first) and headroom(m.first, slo) > headroom(chosen.first, slo)]
-        if not disturbances(chosen.first)
-        else []
+        [] if flagged else [m.first.name for m in tied if disturbances(m.first) and headroom(m.first, slo) > room]
     )
     others = [m for m in (tied if len(tied) > 1 else ranked) if m is not chosen]
     runner_up = others[0] if others else None
-    best = chosen.first
     if runner_up is None:
         certainty, text = "Clear", f"{best.name} is the only trial that qualified"
         gap = margin = None
@@ -506,9 +506,9 @@ def best_trial(trials: list[TrialReport], slo: SloSpec | None, tie_tolerance: fl
             text += f" ({best.name} measured {len(chosen.trials)} times, {second.name} {len(runner_up.trials)})"
     if dropped := left_out_for_a_failed_repeat(trials, slo):
         text += f"; left out, measured again without qualifying: {'; '.join(dropped)}"
-    if disturbances(best):
+    if flagged:
         certainty = "Disturbed"
-        text = f"measured while limited by something other than its configuration ({disturbances(best)[0]}); {text}"
+        text = f"measured while limited by something other than its configuration ({flagged[0]}); {text}"
     report = BestChoice(
         certainty=certainty,
         runner_up=runner_up.first.index if runner_up else None,
