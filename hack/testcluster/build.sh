@@ -3,9 +3,9 @@
 #
 #   hack/testcluster/build.sh            # prints the bin directory on its last line
 #   hack/testcluster/build.sh node       # only what the real node tier starts with (etcd, Kubernetes, CoreDNS)
-#   hack/testcluster/build.sh helm       # only one of the others: kwok, helm, kubeconform, helm-controller,
-#                                        # kstatus, argocd-health, kind, kubeadm
-#                                        # or prometheus
+#   hack/testcluster/build.sh controlplane  # only what a kwok control plane starts with (etcd, Kubernetes, kwok)
+#   hack/testcluster/build.sh helm       # only one of the others: kwok, helm, helm-controller, kstatus,
+#                                        # argocd-health, kind, kubeadm or prometheus
 #
 # Binaries land in $KALIPER_CACHE (default ~/.cache/kaliper) under bin/<name>-<version>/, so a second
 # run is a no-op and a version bump builds only what changed. The Go build cache is kept by Go itself
@@ -187,22 +187,23 @@ build_prometheus() {
 }
 
 what=${1:-all}
-rest=(kwok helm kubeconform helm-controller kstatus argocd-health kind kubeadm prometheus)
-case " all node ${rest[*]} " in *" $what "*) ;; *) die "unknown set '$what': use all (the default), node, or one of ${rest[*]}" ;; esac
+rest=(kwok helm helm-controller kstatus argocd-health kind kubeadm prometheus)
+case " all node controlplane ${rest[*]} " in *" $what "*) ;; *)
+  die "unknown set '$what': use all (the default), node, controlplane, or one of ${rest[*]}" ;;
+esac
 want() { [ "$what" = all ] || [ "$what" = "$1" ]; }
 start=$(date +%s)
-if [ "$what" = all ] || [ "$what" = node ]; then
+if [ "$what" = all ] || [ "$what" = node ] || [ "$what" = controlplane ]; then
   locked etcd build_etcd
   locked kubernetes build_kubernetes
+fi
+if [ "$what" = all ] || [ "$what" = node ]; then
   locked coredns go_install coredns github.com/coredns/coredns "$COREDNS_VERSION"
 fi
-# The node tier starts with the binaries above and asks for the rest (helm, kstatus, ...) once its node is up,
-# so on a cold machine those build while its first tests wait for scrapes.
-if want kwok; then locked kwok go_install kwok sigs.k8s.io/kwok/cmd/kwok "$KWOK_VERSION"; fi
+# The node tier and the control-plane tier start with the binaries above and ask for the rest (helm, kstatus,
+# ...) when a test needs them, so on a cold machine those build while the tiers' first tests wait.
+if want kwok || [ "$what" = controlplane ]; then locked kwok go_install kwok sigs.k8s.io/kwok/cmd/kwok "$KWOK_VERSION"; fi
 if want helm; then locked helm go_install helm helm.sh/helm/v3/cmd/helm "$HELM_VERSION"; fi
-if want kubeconform; then
-  locked kubeconform go_install kubeconform github.com/yannh/kubeconform/cmd/kubeconform "$KUBECONFORM_VERSION"
-fi
 if want helm-controller; then locked helm-controller build_helm_controller; fi
 if want kstatus; then locked kstatus build_program kstatus sigs.k8s.io/cli-utils "$CLI_UTILS_VERSION"; fi
 if want kind; then locked kind go_install kind sigs.k8s.io/kind "$KIND_VERSION"; fi
@@ -219,7 +220,7 @@ link_current() {
   for pair in etcd:$ETCD_VERSION kube-apiserver:$KUBERNETES_VERSION kube-controller-manager:$KUBERNETES_VERSION \
               kube-scheduler:$KUBERNETES_VERSION kubectl:$KUBERNETES_VERSION \
               kubelet:$KUBERNETES_VERSION kube-proxy:$KUBERNETES_VERSION kwok:$KWOK_VERSION \
-              helm:$HELM_VERSION helm-controller:$FLUX_HELM_CONTROLLER_VERSION kubeconform:$KUBECONFORM_VERSION \
+              helm:$HELM_VERSION helm-controller:$FLUX_HELM_CONTROLLER_VERSION \
               coredns:$COREDNS_VERSION kind:$KIND_VERSION kubeadm:$KUBERNETES_VERSION \
               prometheus:$PROMETHEUS_VERSION; do
     n=${pair%%:*}; ver=${pair#*:}

@@ -24,7 +24,7 @@ def alive(pid: int) -> bool:
 
 
 def test_stop_leaves_no_process_and_no_files() -> None:
-    plane = ControlPlane(build_binaries()).start()
+    plane = ControlPlane(build_binaries("controlplane")).start()
     pids, root = plane.pids(), plane.root
     assert len(pids) == 5 and all(alive(p) for p in pids)
     plane.stop()

@@ -12,7 +12,6 @@ import pytest
 from kaliper.report.schema import ProfileReport
 from kaliper.serving.hf_llm import make_hf_chat_model
 from tests.support.local_run import run_manifests
-from tests.support.vllm import vllm_installed
 
 MAX_TOKENS = 16
 
@@ -65,10 +64,10 @@ def manifests(model: Path) -> list[dict]:
 
 
 @pytest.fixture(scope="module")
-def swept(tmp_path_factory: pytest.TempPathFactory) -> tuple[ProfileReport, str]:
+def swept(tmp_path_factory: pytest.TempPathFactory, vllm_program: Path) -> tuple[ProfileReport, str]:
     directory = tmp_path_factory.mktemp("vllm-run")
     model = make_hf_chat_model(directory / "chat-hf")
-    report, process = run_manifests(directory, manifests(model), {"KALIPER_VLLM": str(vllm_installed())})
+    report, process = run_manifests(directory, manifests(model), {"KALIPER_VLLM": str(vllm_program)})
     return report, process.stdout
 
 
@@ -121,7 +120,7 @@ def test_the_run_is_priced_per_million_output_tokens_and_chooses_more_slots(swep
     assert report.best_trial == 1 and report.verdict == "Met"
 
 
-def test_its_own_failures_are_named_in_the_trials_reason(tmp_path: Path) -> None:
+def test_its_own_failures_are_named_in_the_trials_reason(tmp_path: Path, vllm_program: Path) -> None:
     """A model folder vLLM cannot load, and a memory limit its start does not fit in."""
     model = make_hf_chat_model(tmp_path / "chat-hf")
     broken = tmp_path / "no-model-type"
@@ -136,7 +135,7 @@ def test_its_own_failures_are_named_in_the_trials_reason(tmp_path: Path) -> None
         run["spec"] |= {"target": {"deploymentRef": {"name": name}}, "report": {"formats": ["json"]}}
         run["spec"]["request"]["modelName"] = name
         del run["spec"]["sweep"]
-        env = {"KALIPER_VLLM": str(vllm_installed())}
+        env = {"KALIPER_VLLM": str(vllm_program)}
         report, _ = run_manifests(tmp_path / name, [deployment, run], env, expect=1)
         (trial,) = report.trials
         assert trial.status == "Failed" and trial.server_log_tail

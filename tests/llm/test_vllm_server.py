@@ -25,7 +25,7 @@ from kaliper.serving.hf_llm import ANSWER_WORDS, REASONING_WORDS, make_reasoning
 from tests.support.controlplane import wait_for
 from tests.support.loadgen_run import run_loadgen
 from tests.support.prometheus import prometheus
-from tests.support.vllm import vllm_installed, vllm_server, vllm_spec
+from tests.support.vllm import vllm_server, vllm_spec
 
 SHORT = {"warmup": "1s", "minDuration": "3s", "maxDuration": "3s", "stopping": {"window": "1s"}}
 SETTINGS = {"slots": 2, "maxModelLength": 512, "maxBatchedTokens": 1024, "prefixCaching": True}
@@ -160,7 +160,7 @@ print(json.dumps({name: parsed[name] for name in json.loads(sys.argv[2])}))
 """
 
 
-def test_a_pods_command_line_is_one_the_real_vllm_parses_to_the_settings_asked() -> None:
+def test_a_pods_command_line_is_one_the_real_vllm_parses_to_the_settings_asked(vllm_program: Path) -> None:
     """On a cluster vLLM runs from its upstream GPU image, which cannot run here: the pod's command line (for
     the same version) goes through that version's own argument parser instead."""
     spec = ModelDeploymentSpec.model_validate(
@@ -177,7 +177,7 @@ def test_a_pods_command_line_is_one_the_real_vllm_parses_to_the_settings_asked()
     names = ["model_tag", "served_model_name", "host", "port", "tensor_parallel_size", "pipeline_parallel_size"]
     names += ["max_num_seqs", "max_model_len", "max_num_batched_tokens", "gpu_memory_utilization", "dtype"]
     names += ["enable_prefix_caching", "reasoning_parser"]
-    python = vllm_installed().parent / "python"
+    python = vllm_program.parent / "python"
     parsed = subprocess.run(
         [str(python), "-c", PARSE, json.dumps(container["args"]), json.dumps(names)],
         capture_output=True,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -168,12 +169,16 @@ def test_the_follow_up_profile_reads_both_replicas_load_from_prometheus_and_deci
         )
     )
     out = tmp_path / "report"
-    # As on the node, the other work on this machine (the node's own processes) is not the run's to judge.
+    # As on the node, the other work on this machine (the node's own processes) is not the run's to judge. At nice
+    # -10 (its servers and load generator too), as tests/support/local_run.py favours a run: beside a cold build
+    # (the node's background build of kind, Prometheus and Argo CD's health checker) the 600m trial made 82 answers
+    # in its 30 s, too few to bound a p99 with its two requests in flight at the end: Inconclusive.
     process = subprocess.run(
         [str(KALIPER), "run", str(manifest), "--output-dir", str(out), "--ignore-other-work"],
         capture_output=True,
         text=True,
         timeout=300,
+        preexec_fn=lambda: os.nice(-10),
     )
     assert process.returncode == 0, process.stdout[-2000:] + process.stderr[-2000:]
     local = ProfileReport.model_validate_json((out / "report.json").read_text())

@@ -59,8 +59,9 @@ def wait_for(predicate, timeout: float = 60, what: str = "condition", interval: 
 
 
 def build_binaries(which: str = "all") -> Path:
-    """Run the build script for `which` ("all"; "node": what the node tier starts with; or one binary such as
-    "helm"), a no-op when it is cached, and return the directory of binaries."""
+    """Run the build script for `which` ("all"; "node": what the node tier starts with; "controlplane": what a
+    kwok control plane starts with; or one binary such as "helm"), a no-op when it is cached, and return the
+    directory of binaries."""
     result = subprocess.run(["bash", str(BUILD_SCRIPT), which], capture_output=True, text=True)
     if result.returncode != 0:
         raise ControlPlaneError(
@@ -514,7 +515,7 @@ def interrupt(signum: int, frame: object) -> None:
 def main() -> None:
     if sys.argv[1:] != ["up"]:
         sys.exit("usage: python tests/support/controlplane.py up")
-    plane = ControlPlane(build_binaries()).start()
+    plane = ControlPlane(build_binaries("controlplane")).start()
     print(f"export KUBECONFIG={plane.kubeconfig}", flush=True)
     signal.signal(signal.SIGTERM, interrupt)
     try:
