@@ -18,21 +18,21 @@ from tests.support.loadgen_run import run_loadgen
 THINKING = 8  # the first 8 of every answer's 16 tokens are thinking
 
 
-# How far apart the server's end of an answer (its last chunk) and the load generator's (the [DONE] it read) may
-# fall around the stage's end: an answer the server finished just before it can be read just after it (seen
-# once: the server's records held 43 answers in the interval, the stage 42).
+# How far apart the server's arrival of a request and the load generator's send may fall around the stage's end:
+# a request sent just before it can arrive just after it.
 EDGE_S = 0.02
 
 
 def truth(base: str, start: float, end: float, answers: int) -> tuple[list[float], list[float]]:
-    """The `answers` the stage counted in its measured interval [start, end) (unix seconds), as the server sent
-    them: the first `answers` it finished after `start` (the stage has no warm-up, so nothing was in flight at
-    its start). Each as (ms to the first token, ms to the first answer token)."""
+    """The `answers` the stage counted (unix seconds of its measured interval [start, end)), as the server sent
+    them: the requests it finished after `start` (the stage has no warm-up, so nothing was in flight at its
+    start) that arrived before `end` (the graceful stop awaited those in flight at the end). Each as (ms to the
+    first token, ms to the first answer token)."""
     records = json.loads(urllib.request.urlopen(f"{base}/_truth/records", timeout=30).read())["records"]
-    records = sorted((r for r in records if r["chunks"][-1] / 1e9 >= start), key=lambda r: r["chunks"][-1])
-    ended = [r["chunks"][-1] / 1e9 for r in records]
-    # The stage's count is the server's, give or take answers that ended within EDGE_S of the end.
-    assert sum(t < end - EDGE_S for t in ended) <= answers <= sum(t < end + EDGE_S for t in ended)
+    records = sorted((r for r in records if r["chunks"][-1] / 1e9 >= start), key=lambda r: r["arrived"])
+    arrived = [r["arrived"] / 1e9 for r in records]
+    # The stage's count is the server's, give or take requests that arrived within EDGE_S of the end.
+    assert sum(t < end - EDGE_S for t in arrived) <= answers <= sum(t < end + EDGE_S for t in arrived)
     records = records[:answers]
     first = [(r["chunks"][0] - r["arrived"]) / 1e6 for r in records]
     answer = [(r["chunks"][r["reasoning"]] - r["arrived"]) / 1e6 for r in records]
@@ -72,8 +72,8 @@ def test_ttft_ends_at_the_first_thought_and_ttfot_at_the_first_answer_token(tmp_
         {"usage": answers},
     )
     assert tokens.output_tokens == 16 * answers and tokens.chunks == 16 * answers
-    # The same answers on both sides (those that ended inside the measured interval; the server also served
-    # the requests still in flight at the stage's end): medians, each within 2% of the server's.
+    # The same answers on both sides (those in flight during the measured interval and sent before its end):
+    # medians, each within 2% of the server's.
     measured_first, measured_answer = tokens.ttft.at(50), tokens.ttfot.at(50)
     assert measured_first is not None and measured_answer is not None
     assert measured_first.value_ms == pytest.approx(median(first), rel=0.02)

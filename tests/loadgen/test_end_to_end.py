@@ -59,7 +59,10 @@ def test_closed_loop_with_two_levels(tmp_path: Path, server: str) -> None:
         start = stage.started_at.timestamp() + stage.warmup_s
         served = [done for done, _ in records(server)[1] if start <= done < start + stage.measured_s]
         assert len(served) > 50 and abs(len(served) - stage.requests) <= 2 * stage.level
-        assert sum(w.requests for w in stage.windows if not w.warmup) == stage.requests
+        # The measured windows' requests, and those the graceful stop awaited: at most a request per user, and
+        # every one answered (20 ms against the default grace of the 10 s timeout).
+        assert sum(w.requests for w in stage.windows if not w.warmup) + stage.drained == stage.requests
+        assert stage.drained <= stage.level and stage.in_flight_at_end == 0
         # The answered requests are in the latency histogram, the failures in their own: none dropped.
         assert stage.failure_time is not None
         assert (stage.latency.count, stage.failure_time.count) == (stage.requests - stage.errors, stage.errors)
@@ -246,10 +249,10 @@ def test_a_stepped_closed_loop_ramp_keeps_as_many_requests_at_the_server_as_it_h
     assert "ramp 3-4s: 4 users asked, " in process.stderr
 
 
-def two_seconds_against_a_slow_server(tmp_path: Path, median: str, timeout: str):  # type: ignore[no-untyped-def]
+def two_seconds_against_a_slow_server(tmp_path: Path, median: str, timeout: str, **load: str):  # type: ignore[no-untyped-def]
     """Two closed-loop users for 2 s (no warm-up) against a ground-truth server answering in about `median`."""
     with groundtruth("-median", median, "-sigma", "0.01") as base:
-        load = {"closedLoop": {"concurrency": 2}, "warmup": "0s", "minDuration": "2s", "maxDuration": "2s"}
+        load = {"closedLoop": {"concurrency": 2}, "warmup": "0s", "minDuration": "2s", "maxDuration": "2s", **load}
         return run_loadgen(
             tmp_path, {"url": base, "request": {**OIP, "timeout": timeout}, "payload": BODY, "load": load}
         )
@@ -440,12 +443,26 @@ def test_master_without_workers_gives_up_with_a_reason(tmp_path: Path, server: s
     assert "only 0 of 2 load-generator workers connected within 2s" in process.stdout
 
 
-def test_requests_still_in_flight_when_the_stage_ends_are_counted(tmp_path: Path) -> None:
-    """Every answer takes 4 s, the stage measures 2 s: nothing completes in it, and the two users' requests
-    are counted as in flight at its end, never as a stage of zero requests and zero errors."""
+def test_requests_in_flight_when_measuring_ends_are_awaited_and_recorded(tmp_path: Path) -> None:
+    """Every answer takes 4 s, the stage measures 2 s: nothing completes in it. The graceful stop (by default
+    the 10 s request timeout) awaits the two users' requests and records them with their real latency; the
+    stage is never one of zero requests, nor one whose requests are counted as beyond every bound."""
     process, result = two_seconds_against_a_slow_server(tmp_path, "4s", "10s")
     assert process.returncode == 0, process.stderr
     (stage,) = result.stages
-    assert (stage.requests, stage.errors, stage.in_flight_at_end) == (0, 0, 2)
-    assert 1.0 <= stage.in_flight_oldest_s <= 6.0  # sent at the stage's start (or in the check before it)
+    assert (stage.requests, stage.errors, stage.drained, stage.in_flight_at_end) == (2, 0, 2, 0)
+    assert 3900 <= percentile(stage.latency, 50) <= 4200  # the server's 4 s (sigma 0.01), sent at the start
+    assert stage.throughput_rps == 0.0  # none was answered within the measured 2 s
+    assert 1.5 <= stage.drain_s <= 3.0  # awaited until the answers came, not the whole grace
+    assert "  graceful stop: 2 requests in flight when measuring ended, awaited " in summarize(result)
+
+
+def test_requests_still_in_flight_after_the_graceful_stop_are_counted(tmp_path: Path) -> None:
+    """The same with gracefulStop 1s: the two requests are still unanswered when it ends, counted as in flight
+    at the stage's end (beyond every bound), never as a stage of zero requests and zero errors."""
+    process, result = two_seconds_against_a_slow_server(tmp_path, "4s", "10s", gracefulStop="1s")
+    assert process.returncode == 0, process.stderr
+    (stage,) = result.stages
+    assert (stage.requests, stage.errors, stage.drained, stage.in_flight_at_end) == (0, 0, 0, 2)
+    assert 2.5 <= stage.in_flight_oldest_s <= 4.5  # sent at the stage's start, 2 s + 1 s of grace before
     assert "  2 requests still in flight when the stage ended (the oldest for" in summarize(result)

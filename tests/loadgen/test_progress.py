@@ -127,7 +127,8 @@ def test_run_prints_progress_on_stderr_and_the_results_on_stdout(tmp_path: Path,
     measuring = [found for found in map(MEASURING.match, lines) if found]
     assert measuring, process.stderr
     assert measuring[-1].group(1) == "3" and measuring[-1].group(3) == "reached maxDuration (3s)"
-    assert int(measuring[-1].group(2)) == result.stages[0].requests
+    # The measured windows' requests: the graceful stop's come after the last progress line.
+    assert int(measuring[-1].group(2)) == result.stages[0].requests - result.stages[0].drained
     assert all(found.group(3) == "measuring" for found in measuring[:-1])
     done = lines.index("stage 0 done: reached maxDuration (3s)")
     assert done > lines.index(measuring[-1].group(0))

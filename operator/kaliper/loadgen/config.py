@@ -46,6 +46,9 @@ from kaliper.loadgen.traces import PlayedTrace, played_trace, trace_send_times
 from kaliper.measure.figures import token_names_text
 
 OIP_INFER_PATH = "/v2/models/{model}/infer"
+# A stage's end awaits its requests in flight at most this long by default (k6's gracefulStop default), however
+# long the request timeout: an LLM's timeout of minutes would otherwise hold every stage that long.
+GRACEFUL_STOP_CAP_S = 30.0
 DEFAULT_PATHS = {"openai-chat": "/v1/chat/completions", "openai-completions": "/v1/completions"}
 
 
@@ -174,6 +177,13 @@ class LoadGenConfig(KaliperModel):
             replay.loop,
             replay.conversations,
         )
+
+    def graceful_stop_s(self) -> float:
+        """How long a stage's end awaits the requests in flight (load.gracefulStop; default the request
+        timeout, at most GRACEFUL_STOP_CAP_S)."""
+        if self.load.graceful_stop is not None:
+            return parse_duration(self.load.graceful_stop)
+        return min(parse_duration(self.request.timeout), GRACEFUL_STOP_CAP_S)
 
     def replay_measured_s(self) -> float | None:
         """A trace replayed once: its measurement up to its last send, in whole windows (at least one); None

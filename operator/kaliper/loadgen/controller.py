@@ -15,10 +15,10 @@ from locust.runners import MasterRunner
 
 from kaliper.api.units import parse_duration
 from kaliper.loadgen.config import LoadGenConfig, LoadGenError
-from kaliper.loadgen.generator import Generator
+from kaliper.loadgen.generator import Generator, StageWindows
 from kaliper.loadgen.progress import StageProgress
 from kaliper.loadgen.recorder import Aggregator, Window
-from kaliper.loadgen.results import stage_result, stage_warnings
+from kaliper.loadgen.results import merged, stage_result, stage_warnings, token_figures
 from kaliper.loadgen.server_metrics import Counters, scrape, server_check, server_load
 from kaliper.loadgen.stopping import (
     Decision,
@@ -30,17 +30,22 @@ from kaliper.loadgen.stopping import (
     target_down,
     undecided,
 )
+from kaliper.loadgen.tokens import TokenWindow
 from kaliper.loadgen.users import user_class_for
 from kaliper.log import get_logger
 from kaliper.measure.histogram import LatencyHistogram
 from kaliper.measure.statistics import estimate
-from kaliper.report.schema import GeneratorInfo, LoadTestResult, StageResult
+from kaliper.report.schema import GeneratorInfo, LoadTestResult, StageResult, TokenFigures
 
 log = get_logger("kaliper.loadgen")
 
 COLLECT_INTERVAL_S = 0.25
 MESSAGE_WINDOWS = "kaliper_windows"
 MESSAGE_STAGE = "kaliper_stage"
+MESSAGE_DRAIN = "kaliper_drain"
+MESSAGE_DRAINED = "kaliper_drained"
+DRAIN_POLL_S = 0.05
+DRAINED_LATE_S = 10.0  # how much past the grace the master waits for a worker's drain window
 
 
 class Controller:
@@ -66,10 +71,13 @@ class Controller:
         )
         self.replay_s = config.replay_measured_s()  # a trace replayed once: measured to its last send
         self.drain_s = parse_duration(config.request.timeout)  # then its answers awaited this long at most
+        self.grace_s = config.graceful_stop_s()
+        self.drained: dict[tuple[str, int], Window] = {}  # (source, stage) -> its drain window
         self.worker_failure: str | None = None
         self.target_down: str | None = None  # why the last stage stopped early: the target answered nothing
         if self.distributed:
             self.runner.register_message(MESSAGE_WINDOWS, self._on_windows)
+            self.runner.register_message(MESSAGE_DRAINED, self._on_drained)
 
     def _on_windows(self, environment: Environment, msg: Any) -> None:  # Locust passes these by keyword
         data = msg.data
@@ -78,6 +86,29 @@ class Controller:
             return
         windows = [Window.from_wire(w) for w in data["windows"]]
         self.aggregator.add(msg.node_id, data["stage"], windows, data["until"])
+
+    def _on_drained(self, environment: Environment, msg: Any) -> None:
+        self.drained[(msg.node_id, msg.data["stage"])] = Window.from_wire(msg.data["window"])
+
+    def _drain(self, stage: int, edge_wall: float) -> tuple[Window | None, float]:
+        """The graceful stop: every source holds its users and awaits the requests it sent before `edge_wall`
+        (up to the grace); their drain windows merged, and how long it took."""
+        started = time.time()
+        deadline = started + self.grace_s
+        if not self.distributed:
+            generator: Generator = self.environment.kaliper_generator  # type: ignore[attr-defined]
+            return drain_here(generator.windows, edge_wall, deadline), time.time() - started
+        self.runner.send_message(MESSAGE_DRAIN, {"stage": stage, "edge": edge_wall, "deadline": deadline})
+        while len(got := [w for (_, s), w in self.drained.items() if s == stage]) < self.sources:
+            if self.worker_failure is not None:
+                raise LoadGenError(self.worker_failure)
+            if time.time() > deadline + DRAINED_LATE_S:
+                raise LoadGenError(
+                    f"stage {stage}: {self.sources - len(got)} load generator(s) did not finish their graceful "
+                    f"stop within {self.grace_s + DRAINED_LATE_S:g}s; a worker may have died"
+                )
+            gevent.sleep(DRAIN_POLL_S)
+        return merged(got, self.config.open_loop), time.time() - started
 
     def _collect_local(self) -> None:
         generator: Generator = self.environment.kaliper_generator  # type: ignore[attr-defined]
@@ -169,41 +200,23 @@ class Controller:
         # One cumulative histogram per distribution watched (by the stopping rule or an objective).
         cumulative = {key: LatencyHistogram() for key in [watched, *((m, c) for m, c, _, _ in bounds)]}
         server_readings: dict[int, Counters | str] = {}
-        reader = gevent.spawn(self._read_server_at_edges, start_wall, server_readings)
-        ramp = gevent.spawn(self._ramp_users, start_wall, self.config.user_steps(level) or [])
+        url, first = self.config.server_metrics_url, self.warmup_windows
+        reader = gevent.spawn(read_server_at_edges, url, start_wall, self.window_s, first, server_readings)
+        ramp = gevent.spawn(ramp_users, self.runner, start_wall, self.config.user_steps(level) or [])
         try:
             windows, decision = self._measure_windows(stage, start_wall, deadline, bounds, cumulative, watched)
+            ramp.kill()
+            edge_wall = start_wall + len(windows) * self.window_s  # the end of the last measured window
+            drain, drain_s = (None, 0.0) if self.target_down else self._drain(stage, edge_wall)
         finally:
             reader.kill()
             ramp.kill()
-        result = stage_result(self.config, stage, level, start_wall, windows, self.warmup_windows, decision.reason)
-        url = self.config.server_metrics_url
-        if url and result.tokens is not None:
-            first, last = self.warmup_windows, len(windows)
-            before = server_readings.get(first, f"{url}: not read when measuring began")
-            after = server_readings.get(last) or scrape(url)
-            result.tokens.server_check = server_check(url, before, after, result.tokens)
-            edges = [server_readings.get(edge, "not read") for edge in range(first, last)] + [after]
-            result.tokens.server_load = server_load(edges, (last - first) * self.window_s)
+        result = stage_result(
+            self.config, stage, level, start_wall, windows, self.warmup_windows, decision.reason, drain, drain_s
+        )
+        if self.config.server_metrics_url and result.tokens is not None:
+            check_with_server(self.config, result.tokens, windows, self.warmup_windows, server_readings)
         return result
-
-    def _ramp_users(self, start_wall: float, steps: list[tuple[float, int]]) -> None:
-        """A closed-loop ramp: the users changed at each step's time (Locust stops the newest first)."""
-        for at_s, users in steps:
-            gevent.sleep(max(0.0, start_wall + at_s - time.time()))
-            self.runner.start(users, spawn_rate=max(users, 1) * 10)
-
-    def _read_server_at_edges(self, start_wall: float, readings: dict[int, Counters | str]) -> None:
-        """The server's counters at every window edge from the end of the warm-up on, so that the
-        self-check covers exactly the measured windows, whichever the last one turns out to be."""
-        url = self.config.server_metrics_url
-        if url is None:
-            return
-        edge = self.warmup_windows
-        while True:
-            gevent.sleep(max(0.0, start_wall + edge * self.window_s - time.time()))
-            readings[edge] = scrape(url)
-            edge += 1
 
     def _measure_windows(
         self,
@@ -232,7 +245,7 @@ class Controller:
                 for window in windows[max(seen + 1, self.warmup_windows) :]:
                     for (metric, corrected), histogram in cumulative.items():
                         histogram.add(window.histogram(metric, corrected))
-                    figures.append(self._figures(window))
+                    figures.append(window_figures(self.config, window))
                 seen = until
                 self.target_down = target_down(windows[self.warmup_windows :], self.window_s)
                 if self.target_down:
@@ -280,8 +293,59 @@ class Controller:
             self.config.watched_metric,
         )
 
-    def _figures(self, window: Window) -> WindowFigures:
-        errors = sum(window.errors.values())
-        watched = window.histogram(self.config.watched_metric)
-        latency = watched.value_at_percentile(self.config.percentile) if watched.count else None
-        return WindowFigures((window.requests - errors) / self.window_s, latency)
+
+def ramp_users(runner: Any, start_wall: float, steps: list[tuple[float, int]]) -> None:
+    """A closed-loop ramp: the users changed at each step's time (Locust stops the newest first)."""
+    for at_s, users in steps:
+        gevent.sleep(max(0.0, start_wall + at_s - time.time()))
+        runner.start(users, spawn_rate=max(users, 1) * 10)
+
+
+def read_server_at_edges(
+    url: str | None, start_wall: float, window_s: float, first_edge: int, readings: dict[int, Counters | str]
+) -> None:
+    """The server's counters at every window edge from `first_edge` (the end of the warm-up) on, so that the
+    self-check covers exactly the measured windows, whichever the last one turns out to be."""
+    if url is None:
+        return
+    edge = first_edge
+    while True:
+        gevent.sleep(max(0.0, start_wall + edge * window_s - time.time()))
+        readings[edge] = scrape(url)
+        edge += 1
+
+
+def drain_here(windows: StageWindows, edge_wall: float, deadline_wall: float) -> Window:
+    """A graceful stop in this process: its users held, what they sent before the edge awaited."""
+    windows.begin_drain(edge_wall, deadline_wall)
+    while (drained := windows.drained(time.time())) is None:
+        gevent.sleep(DRAIN_POLL_S)
+    return drained
+
+
+def window_figures(config: LoadGenConfig, window: Window) -> WindowFigures:
+    errors = sum(window.errors.values())
+    watched = window.histogram(config.watched_metric)
+    latency = watched.value_at_percentile(config.percentile) if watched.count else None
+    return WindowFigures((window.requests - errors) / config.window_s, latency)
+
+
+def check_with_server(
+    config: LoadGenConfig,
+    tokens: TokenFigures,
+    windows: list[Window],
+    first: int,
+    readings: dict[int, Counters | str],
+) -> None:
+    """The server's own counters over the measured windows beside the generator's over the same time (the
+    graceful stop's requests are not in them), and the server's load at each window's edge."""
+    url = config.server_metrics_url
+    assert url is not None
+    last = len(windows)
+    before = readings.get(first, f"{url}: not read when measuring began")
+    after = readings.get(last) or scrape(url)
+    measured = merged(windows[first:], config.open_loop)
+    own = token_figures(measured.tokens or TokenWindow(), (last - first) * config.window_s, measured.requests, False)
+    tokens.server_check = server_check(url, before, after, own)
+    edges = [readings.get(edge, "not read") for edge in range(first, last)] + [after]
+    tokens.server_load = server_load(edges, (last - first) * config.window_s)

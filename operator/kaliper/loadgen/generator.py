@@ -24,6 +24,12 @@ class StageWindows(Protocol):
 
     def take_closed(self, now_wall: float) -> tuple[list[Window], int]: ...
 
+    def begin_drain(self, edge_wall: float, deadline_wall: float) -> None:
+        """Measuring ended at `edge_wall`: hold the users, await what was sent before it until `deadline_wall`."""
+
+    def drained(self, now_wall: float) -> Window | None:
+        """The drain window once nothing sent before the edge is in flight, or the deadline has passed."""
+
     def close(self) -> None: ...
 
 
@@ -45,6 +51,7 @@ class InProcess:
         self.config, self.part = config, part
         self.recorder = Recorder(config.window_s, config.open_loop, tokens=tokens)
         self._slots: Iterator[Slot] | None = None
+        self._drain_deadline = 0.0
 
     @property
     def stage(self) -> int:
@@ -61,6 +68,15 @@ class InProcess:
 
     def take_closed(self, now_wall: float) -> tuple[list[Window], int]:
         return self.recorder.take_closed(now_wall)
+
+    def begin_drain(self, edge_wall: float, deadline_wall: float) -> None:
+        self._slots = None  # an open loop's schedule stops: nothing more is due
+        self._drain_deadline = deadline_wall
+        self.recorder.begin_drain(edge_wall)
+
+    def drained(self, now_wall: float) -> Window | None:
+        pending, _ = self.recorder.drain_pending(now_wall)
+        return self.recorder.finish_drain(now_wall) if not pending or now_wall >= self._drain_deadline else None
 
     def close(self) -> None:
         pass

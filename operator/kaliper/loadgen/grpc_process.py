@@ -10,9 +10,10 @@ Recorder as an HTTP user would and hands its closed windows back; the parent pas
 its own (to the controller, or to the master).
 
 Parent and child speak JSON lines. Down the child's stdin: {"config", "part"} first, then {"stage",
-"start", "level"} as each stage begins and {"users"} whenever Locust's count changes; end of input stops
-it. Up its stdout: {"ready"} or {"error"} once, then {"stage", "until", "windows"} as windows close, and
-{"error"} if it must stop.
+"start", "level"} as each stage begins, {"drain", "deadline"} when its measuring ends and {"users"} whenever
+Locust's count changes; end of input stops it. Up its stdout: {"ready"} or {"error"} once, then {"stage",
+"until", "windows"} as windows close, {"stage", "drained"} when a graceful stop is over, and {"error"} if it
+must stop.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from kaliper.loadgen.recorder import Recorder, Window
 from kaliper.loadgen.schedule import Part, Slot
 from kaliper.measure.cpu import CpuClock
 
+HOLD_POLL_S = 0.01  # how often a held user, or a graceful stop, looks again
 COLLECT_INTERVAL_S = 0.25  # as often as the Locust processes collect their own windows
 CONNECT_TIMEOUT_S = 20.0  # the preflight has just called the target: a connection takes milliseconds
 READY_TIMEOUT_S = CONNECT_TIMEOUT_S + 10  # and starting Python and importing grpcio, seconds at most
@@ -55,6 +57,7 @@ class GrpcClientProcess:
         self._users = 0
         self._windows: list[Window] = []
         self._until = -1
+        self._drained: Window | None = None
         self._failure: str | None = None
         self._cpu = CpuClock()  # this process's own part of the generator's CPU
         self._process = subprocess.Popen(
@@ -76,8 +79,16 @@ class GrpcClientProcess:
         threading.Thread(target=self._read_windows, name="grpc-client-windows", daemon=True).start()
 
     def begin_stage(self, stage: int, start_wall: float, level: float) -> None:
-        self.stage, self._windows, self._until = stage, [], -1
+        self.stage, self._windows, self._until, self._drained = stage, [], -1, None
         self._send({"stage": stage, "start": start_wall, "level": level})
+
+    def begin_drain(self, edge_wall: float, deadline_wall: float) -> None:
+        self._send({"drain": edge_wall, "deadline": deadline_wall})
+
+    def drained(self, now_wall: float) -> Window | None:
+        if self._failure is not None:
+            raise LoadGenError(self._failure)
+        return self._drained
 
     def user_started(self) -> None:
         self._users += 1
@@ -130,7 +141,11 @@ class GrpcClientProcess:
             message = json.loads(line)
             if "error" in message:
                 self._failure = f"the gRPC client process stopped: {message['error']}"
-            elif message["stage"] == self.stage:  # a straggler from the stage before is dropped
+            elif message["stage"] != self.stage:
+                pass  # a straggler from the stage before is dropped
+            elif "drained" in message:
+                self._drained = Window.from_wire(message["drained"])
+            else:
                 self._windows += [Window.from_wire(w) for w in message["windows"]]
                 self._until = max(self._until, message["until"])
         self._failure = self._failure or self._exited()
@@ -160,6 +175,7 @@ class GrpcUsers:
         self._slots: Iterator[Slot] | None = None
         self._channels: list[Any] = []
         self._tasks: list[asyncio.Task[None]] = []
+        self.draining: asyncio.Task[None] | None = None  # the graceful stop under way (held: not collected)
         self.failure: asyncio.Future[str] = asyncio.get_running_loop().create_future()
 
     async def connect(self) -> None:
@@ -170,6 +186,16 @@ class GrpcUsers:
     def begin_stage(self, stage: int, start_wall: float, level: float) -> None:
         self.recorder.begin_stage(stage, start_wall)
         self._slots = self.config.send_times(level, stage, start_wall, self.part)
+
+    async def drain(self, edge_wall: float, deadline_wall: float, emit: Any) -> None:
+        """The graceful stop: hold every user, await what was sent before the edge, hand back the drain."""
+        self._slots = None
+        recorder, stage = self.recorder, self.recorder.stage
+        recorder.begin_drain(edge_wall)
+        while recorder.drain_pending(time.time())[0] and time.time() < deadline_wall:
+            await asyncio.sleep(HOLD_POLL_S)
+        if recorder.stage == stage:
+            emit({"stage": stage, "drained": recorder.finish_drain(time.time()).to_wire()})
 
     def set_users(self, count: int) -> None:
         """As many users as Locust runs placeholders for: new ones are spread over the channels in turn, the
@@ -197,8 +223,10 @@ class GrpcUsers:
         closed_loop = self.config.load.closed_loop
         think_s = parse_duration(closed_loop.think_time) if closed_loop else 0.0
         clock, wall = time.perf_counter, time.time
-        backoff, me = Backoff(), object()
+        backoff, me, waited_s = Backoff(), object(), 0.0
         while True:
+            while recorder.holding:  # measuring has ended: nothing starts until the next stage
+                await asyncio.sleep(HOLD_POLL_S)
             raw = next(self._request_cycle)
             start = clock()
             recorder.sending(me)
@@ -207,11 +235,13 @@ class GrpcUsers:
             finally:  # answered, failed, or the user was cancelled mid-call: no longer in flight
                 recorder.answered(me)
             recorder.record(wall(), clock() - start, None, error, sent=len(raw), received=received, message=message)
-            wait_s = backoff.wait_s(error is not None)
-            if wait_s:
-                recorder.record_wait(wait_s, retry_after=False)
-            if max(wait_s, think_s):
-                await asyncio.sleep(max(wait_s, think_s))
+            if waited_s and error is None:
+                recorder.record_recovered(waited_s)
+            waited_s = backoff.wait_s(error is not None)
+            if waited_s:
+                recorder.record_wait(waited_s, retry_after=False)
+            if max(waited_s, think_s):
+                await asyncio.sleep(max(waited_s, think_s))
 
     async def _open_loop(self, call: Any) -> None:
         recorder, target = self.recorder, self.target
@@ -223,6 +253,8 @@ class GrpcUsers:
             claimed = clock()
             if slot > claimed:
                 await asyncio.sleep(slot - claimed)
+            if recorder.holding:
+                continue  # claimed before the stage's end, due after it
             raw = next(self._request_cycle)
             start = clock()
             recorder.sending(me)
@@ -283,6 +315,8 @@ async def _obey(commands: asyncio.StreamReader, users: GrpcUsers) -> None:
         message = json.loads(line)
         if "users" in message:
             users.set_users(message["users"])
+        elif "drain" in message:
+            users.draining = asyncio.create_task(users.drain(message["drain"], message["deadline"], _emit))
         else:
             users.begin_stage(message["stage"], message["start"], message["level"])
 

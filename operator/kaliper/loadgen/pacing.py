@@ -24,6 +24,7 @@ from kaliper.loadgen.generation import classify
 from kaliper.loadgen.generator import Generator, StageWindows
 from kaliper.loadgen.grpc_calls import Preflight
 
+HOLD_POLL_S = 0.01  # how often a held user looks whether the next stage has begun
 SPIN_S = 0.0015  # libev rounds its waits up to whole milliseconds: wake this early, then yield until due
 
 
@@ -87,24 +88,35 @@ class KaliperUser(User):
 
     def run(self) -> None:  # Locust calls this in the user's greenlet
         generator = self.generator
+        recorder = generator.recorder
         open_loop = generator.config.open_loop
         backoff = Backoff()
+        waited_s = 0.0  # the wait after the last failure, if any: half of it is not failing time if answered
         try:
             while True:
+                while recorder.holding:  # measuring has ended: nothing starts until the next stage
+                    gevent.sleep(HOLD_POLL_S)
                 slot, claimed = self._wait_for_slot() if open_loop else (None, None)
+                if recorder.holding:
+                    continue  # claimed before the stage's end, due after it
                 failed = self._send(slot, claimed)
                 while (turn := self.next_turn(failed)) is not None:
                     # A conversation's next turn, this user's to send when it is due: in flight from the answer
                     # that it waits for (a stage that ends before it is sent counts it as unanswered).
                     slot, self.place = turn
-                    generator.recorder.sending(self)
-                    self._sleep_until(slot)
+                    recorder.sending(self)
+                    self._sleep_until(slot, interruptible=True)
+                    if recorder.holding:  # measuring ended before it was due: it is not sent
+                        recorder.answered(self)
+                        break
                     failed = self._send(slot, slot)
-                wait_s = 0.0 if open_loop else backoff.wait_s(failed, self.retry_after_s)
-                if wait_s:
-                    generator.recorder.record_wait(wait_s, self.retry_after_s is not None)
-                if max(wait_s, generator.think_s):
-                    gevent.sleep(max(wait_s, generator.think_s))
+                if waited_s and not failed:
+                    recorder.record_recovered(waited_s)
+                waited_s = 0.0 if open_loop else backoff.wait_s(failed, self.retry_after_s)
+                if waited_s:
+                    recorder.record_wait(waited_s, self.retry_after_s is not None)
+                if max(waited_s, generator.think_s):
+                    gevent.sleep(max(waited_s, generator.think_s))
         finally:
             self.close()
 
@@ -140,9 +152,13 @@ class KaliperUser(User):
         self._sleep_until(slot)
         return slot, claimed
 
-    def _sleep_until(self, due: float) -> None:
+    def _sleep_until(self, due: float, interruptible: bool = False) -> None:
+        """Sleep until `due` (perf_counter); `interruptible`: wake early when measuring ends."""
         clock = time.perf_counter
         now = clock()
+        while interruptible and due - now > HOLD_POLL_S and not self.generator.recorder.holding:
+            gevent.sleep(HOLD_POLL_S)
+            now = clock()
         if due > now:
             gevent.sleep(max(0.0, due - now - SPIN_S) if self.precise else due - now)
             while self.precise and clock() < due:

@@ -73,6 +73,11 @@ class Window:
     """Requests sent before the window's end and not answered by it (summed over processes)."""
     in_flight_oldest_s: float = 0.0
     """How long the oldest of them had run at the window's end."""
+    failing_s: float = 0.0
+    """Closed loop: user-seconds spent failing: in failed requests, and backing off after them (a wait the next
+    request answered counts half: the server came back at some time during it)."""
+    user_s: float = 0.0
+    """Closed loop: user-seconds spent in requests and waits (the share's whole)."""
 
     def merge(self, other: Window) -> Window:
         self.service.add(other.service)
@@ -91,6 +96,8 @@ class Window:
         self.waits += other.waits
         self.waited_s += other.waited_s
         self.retry_after_waits += other.retry_after_waits
+        self.failing_s += other.failing_s
+        self.user_s += other.user_s
         self.in_flight += other.in_flight
         self.in_flight_oldest_s = max(self.in_flight_oldest_s, other.in_flight_oldest_s)
         for kind, texts in other.messages.items():
@@ -133,6 +140,7 @@ class Window:
             "messages": self.messages,
             "waits": [self.waits, self.waited_s, self.retry_after_waits],
             "in_flight": [self.in_flight, self.in_flight_oldest_s],
+            "time": [self.failing_s, self.user_s],
             "tokens": self.tokens.to_wire() if self.tokens is not None else None,
         }
 
@@ -159,12 +167,16 @@ class Window:
             retry_after_waits=data["waits"][2],
             in_flight=data["in_flight"][0],
             in_flight_oldest_s=data["in_flight"][1],
+            failing_s=data["time"][0],
+            user_s=data["time"][1],
             tokens=TokenWindow.from_wire(data["tokens"]) if data.get("tokens") else None,
         )
 
 
 class Recorder:
-    """Records requests of the current stage into windows; hands out the windows that have closed."""
+    """Records requests of the current stage into windows; hands out the windows that have closed. When
+    measuring ends it drains (k6's gracefulStop): no request starts, and those sent before the end are awaited
+    and recorded with their real figures into one more window, the stage's drain."""
 
     def __init__(self, window_s: float, open_loop: bool, tokens: bool = False) -> None:
         self.window_s = window_s
@@ -173,11 +185,23 @@ class Recorder:
         self.stage = -1
         self.stage_start = 0.0
         self._windows: dict[int, Window] = {}
+        # Per window: what completed in it of the requests sent before it began (a drain's first answers).
+        self._carried: dict[int, Window] = {}
         self._current: Window | None = None
         self._current_end = -math.inf
         self._cpu = CpuClock()
         self._in_flight: dict[object, float] = {}  # each sender -> when (wall clock) its request left
         self._taken_until = -1  # the last window of this stage handed out
+        self.holding = False
+        """Measuring has ended: users send nothing until the next stage begins."""
+        self._drain: Window | None = None
+        self._drain_edge = math.inf  # measuring ended here: requests sent before it are awaited
+
+    def new_window(self, index: int) -> Window:
+        window = Window(self.stage, index, corrected=LatencyHistogram() if self.open_loop else None)
+        if self.tokens:
+            window.tokens = TokenWindow.for_load(self.open_loop)
+        return window
 
     def sending(self, sender: object, at_wall: float | None = None) -> None:
         """`sender` (a user) sends a request now (or at `at_wall`); `answered` when it has its answer, or failure."""
@@ -188,8 +212,30 @@ class Recorder:
 
     def begin_stage(self, stage: int, start_wall: float) -> None:
         self.stage, self.stage_start = stage, start_wall
-        self._windows, self._current, self._current_end = {}, None, -math.inf
+        self._windows, self._carried, self._current, self._current_end = {}, {}, None, -math.inf
         self._taken_until = -1
+        self.holding, self._drain, self._drain_edge = False, None, math.inf
+
+    def begin_drain(self, edge_wall: float) -> None:
+        """Measuring ended at `edge_wall` (the last measured window's end): hold every user, and record what
+        completes from now on of the requests sent before the edge into the drain window, which starts with
+        those that completed between the edge and now."""
+        index = round((edge_wall - self.stage_start) / self.window_s)
+        self._drain = self._carried.get(index) or self.new_window(index)
+        self._drain_edge, self.holding = edge_wall, True
+        self._windows, self._carried, self._current, self._current_end = {}, {}, None, -math.inf
+
+    def drain_pending(self, now_wall: float) -> tuple[int, float]:
+        """The requests sent before the drain's edge and not yet answered, and how long the oldest has run."""
+        sent = [at for at in self._in_flight.values() if at < self._drain_edge]
+        return len(sent), (now_wall - min(sent) if sent else 0.0)
+
+    def finish_drain(self, now_wall: float) -> Window:
+        """The drain window, with what is still unanswered as its requests in flight; the users stay held."""
+        window = self._drain or self.new_window(-1)
+        window.in_flight, window.in_flight_oldest_s = self.drain_pending(now_wall)
+        self._drain, self._drain_edge = None, -math.inf  # whatever completes from now on is in no figure
+        return window
 
     def _window_for(self, completed_wall: float) -> Window | None:
         if self._current is not None and self._current_end - self.window_s <= completed_wall < self._current_end:
@@ -200,10 +246,7 @@ class Recorder:
         index = int(offset // self.window_s)
         window = self._windows.get(index)
         if window is None:
-            window = Window(self.stage, index, corrected=LatencyHistogram() if self.open_loop else None)
-            if self.tokens:
-                window.tokens = TokenWindow.for_load(self.open_loop)
-            self._windows[index] = window
+            window = self._windows[index] = self.new_window(index)
         self._current, self._current_end = window, self.stage_start + (index + 1) * self.window_s
         return window
 
@@ -222,28 +265,45 @@ class Recorder:
         good: bool = False,
         message: str | None = None,
     ) -> None:
-        window = self._window_for(completed_wall)
-        if window is None:
-            return
-        window.resent += resent
-        if tokens is not None and window.tokens is not None:
-            window.tokens.record(tokens, good, failed=error is not None)
-        window.bytes_sent += sent
-        window.bytes_received += received
-        window.requests += 1
-        if error is not None:
-            window.errors[error] += 1
-            window.failed.record(service_s)
-            if message:
-                keep_message(window.messages, error, message)
+        sent_wall = completed_wall - service_s
+        if self.holding:
+            if self._drain is None or sent_wall >= self._drain_edge:
+                return  # sent after measuring ended (or answered after the drain): in no figure
+            windows = [self._drain]
         else:
-            window.service.record(service_s)
-            if window.corrected is not None:
-                window.corrected.record(corrected_s if corrected_s is not None else service_s)
-        if late_no_connection:
-            window.late_no_connection += 1
-        elif late_generator:
-            window.late_generator += 1
+            window = self._window_for(completed_wall)
+            if window is None:
+                return
+            windows = [window]
+            if sent_wall < self._current_end - self.window_s:  # in flight at the window's start
+                carried = self._carried.get(window.index)
+                if carried is None:
+                    carried = self._carried[window.index] = self.new_window(window.index)
+                windows.append(carried)
+        for window in windows:
+            window.resent += resent
+            if tokens is not None and window.tokens is not None:
+                window.tokens.record(tokens, good, failed=error is not None)
+            window.bytes_sent += sent
+            window.bytes_received += received
+            window.requests += 1
+            if not self.open_loop:
+                window.user_s += service_s
+            if error is not None:
+                window.errors[error] += 1
+                window.failed.record(service_s)
+                if not self.open_loop:
+                    window.failing_s += service_s
+                if message:
+                    keep_message(window.messages, error, message)
+            else:
+                window.service.record(service_s)
+                if window.corrected is not None:
+                    window.corrected.record(corrected_s if corrected_s is not None else service_s)
+            if late_no_connection:
+                window.late_no_connection += 1
+            elif late_generator:
+                window.late_generator += 1
 
     def record_send(
         self,
@@ -280,12 +340,30 @@ class Recorder:
         )
 
     def record_wait(self, seconds: float, retry_after: bool) -> None:
-        """A user backing off after a failure (closed loop), in the window of the failure it follows."""
-        window = self._window_for(time.time())
+        """A user backing off after a failure (closed loop): counted in the window of the failure it follows,
+        its seconds spread over the windows it spans (none past the stage's measured end), as failing time
+        until `record_recovered` says the next request was answered."""
+        now = time.time()
+        window = None if self.holding else self._window_for(now)
+        if window is None:
+            return
+        window.waits += 1
+        window.retry_after_waits += retry_after
+        first = window.index
+        while seconds > 0:
+            window = self._windows.get(first) or self._windows.setdefault(first, self.new_window(first))
+            part = min(seconds, self.stage_start + (first + 1) * self.window_s - now)
+            window.waited_s += part
+            window.user_s += part
+            window.failing_s += part
+            seconds, now, first = seconds - part, now + part, first + 1
+
+    def record_recovered(self, waited_s: float) -> None:
+        """The request after a wait of `waited_s` was answered: the server came back at some time during the
+        wait, half of it on average, so half of it was not failing time."""
+        window = None if self.holding else self._window_for(time.time())
         if window is not None:
-            window.waits += 1
-            window.waited_s += seconds
-            window.retry_after_waits += retry_after
+            window.failing_s -= waited_s / 2
 
     def closed_until(self, now_wall: float) -> int:
         """Index of the last window of this stage whose end has passed (-1 if none)."""
@@ -296,13 +374,11 @@ class Recorder:
     def take_closed(self, now_wall: float) -> tuple[list[Window], int]:
         """The closed windows recorded so far (removed from the recorder) and the watermark they close."""
         until = self.closed_until(now_wall)
+        if self.holding:
+            return [], until  # measuring has ended: the drain window is handed out on its own
         for index in range(self._taken_until + 1, until + 1):  # a window without an answer still has its edge
             if index not in self._windows:
-                self._windows[index] = Window(
-                    self.stage, index, corrected=LatencyHistogram() if self.open_loop else None
-                )
-                if self.tokens:
-                    self._windows[index].tokens = TokenWindow.for_load(self.open_loop)
+                self._windows[index] = self.new_window(index)
         self._taken_until = max(self._taken_until, until)
         done = [w for i, w in sorted(self._windows.items()) if i <= until]
         if done:
@@ -322,6 +398,7 @@ class Recorder:
             window.in_flight_oldest_s = end - min(started) if started else 0.0
         for window in done:
             del self._windows[window.index]
+            self._carried.pop(window.index - 1, None)  # a drain after this window starts with its own carried
             if window is self._current:
                 self._current, self._current_end = None, -math.inf
         return done, until

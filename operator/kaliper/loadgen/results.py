@@ -79,49 +79,63 @@ def _ms(seconds: float | None) -> float | None:
     return None if seconds is None else round(seconds * 1000, 4)
 
 
-def token_figures(tokens: TokenWindow, measured_s: float, requests: int, with_objectives: bool) -> TokenFigures:
+def token_figures(
+    tokens: TokenWindow,
+    measured_s: float,
+    requests: int,
+    with_objectives: bool,
+    every: TokenWindow | None = None,
+) -> TokenFigures:
+    """Token figures: rates from the measured windows' `tokens` over `measured_s`; distributions, counts and
+    goodput's share over `every` request of the stage where given (the drained ones too)."""
     per_s = (lambda n: round(n / measured_s, 3)) if measured_s else (lambda n: 0.0)
+    every = every or tokens
     distributions = {}
     for row in TOKEN_FIGURES:
-        measured = getattr(tokens, row.window)
-        corrected = getattr(tokens, row.window_corrected) if row.window_corrected else None
+        measured = getattr(every, row.window)
+        corrected = getattr(every, row.window_corrected) if row.window_corrected else None
         distributions[row.report] = latency_figures(corrected if corrected is not None else measured)
         if row.report_service:
             distributions[row.report_service] = latency_figures(measured)
     return TokenFigures(
         **distributions,
-        streams=tokens.streams,
-        chunks=tokens.chunks,
-        input_tokens=tokens.input_tokens,
-        output_tokens=tokens.output_tokens,
+        streams=every.streams,
+        chunks=every.chunks,
+        input_tokens=every.input_tokens,
+        output_tokens=every.output_tokens,
         output_tokens_per_s=per_s(tokens.output_tokens),
         total_tokens_per_s=per_s(tokens.output_tokens + tokens.input_tokens),
-        token_sources=dict(tokens.token_sources),
-        cached_input_tokens=tokens.cached_input_tokens if tokens.cached_reported else None,
-        reasoning_requests=tokens.reasoning_requests,
-        reasoning_tokens=tokens.reasoning_tokens,
-        reasoning_sources=dict(tokens.reasoning_sources),
-        tokenizer_mean_difference=round(tokens.tokenizer_difference / tokens.tokenizer_compared, 4)
-        if tokens.tokenizer_compared
+        token_sources=dict(every.token_sources),
+        cached_input_tokens=every.cached_input_tokens if every.cached_reported else None,
+        reasoning_requests=every.reasoning_requests,
+        reasoning_tokens=every.reasoning_tokens,
+        reasoning_sources=dict(every.reasoning_sources),
+        tokenizer_mean_difference=round(every.tokenizer_difference / every.tokenizer_compared, 4)
+        if every.tokenizer_compared
         else None,
-        per_token_exact=tokens.per_token_exact,
-        per_token_divided=tokens.per_token_divided,
-        per_token_unknown=tokens.per_token_unknown,
-        cut_short=tokens.cut_short,
-        cut_short_tokens=tokens.cut_short_tokens,
-        over_max_tokens=tokens.over_max_tokens,
-        events_after_done=tokens.events_after_done,
-        usage_below_chunks=tokens.usage_below_chunks,
-        usage_off_tokenizer=tokens.usage_off_tokenizer,
+        per_token_exact=every.per_token_exact,
+        per_token_divided=every.per_token_divided,
+        per_token_unknown=every.per_token_unknown,
+        cut_short=every.cut_short,
+        cut_short_tokens=every.cut_short_tokens,
+        over_max_tokens=every.over_max_tokens,
+        events_after_done=every.events_after_done,
+        usage_below_chunks=every.usage_below_chunks,
+        usage_off_tokenizer=every.usage_off_tokenizer,
         goodput_rps=per_s(tokens.good) if with_objectives else None,
-        goodput_share=(round(tokens.good / requests, 6) if requests else 0.0) if with_objectives else None,
+        goodput_share=(round(every.good / requests, 6) if requests else 0.0) if with_objectives else None,
     )
 
 
-def error_time_share(measured: list[Window]) -> float:
-    """The mean of the measured windows' error rates (windows without requests left out)."""
-    rates = [sum(w.errors.values()) / w.requests for w in measured if w.requests]
-    return round(sum(rates) / len(rates), 6) if rates else 0.0
+def error_time_share(total: Window, open_loop: bool) -> float:
+    """The share of the measured time that failed (StageResult.error_time_share): closed loop, the users' time
+    failing over their time in requests and waits; open loop, whose sends keep to the clock, the share of
+    requests."""
+    if open_loop:
+        return round(sum(total.errors.values()) / total.requests, 6) if total.requests else 0.0
+    if total.user_s <= 0:
+        return 0.0
+    return round(min(1.0, max(0.0, total.failing_s / total.user_s)), 6)
 
 
 def ramp_segments(config: LoadGenConfig, level: float, measured: list[Window]) -> list[RampSegment]:
@@ -163,6 +177,14 @@ def ramp_segments(config: LoadGenConfig, level: float, measured: list[Window]) -
     return segments
 
 
+def merged(windows: list[Window], open_loop: bool) -> Window:
+    """One window holding everything of `windows`."""
+    total = Window(windows[0].stage if windows else 0, -1, corrected=LatencyHistogram() if open_loop else None)
+    for window in windows:
+        total.merge(window)
+    return total
+
+
 def stage_result(
     config: LoadGenConfig,
     index: int,
@@ -171,21 +193,26 @@ def stage_result(
     windows: list[Window],
     warmup_windows: int,
     reason: str,
+    drain: Window | None = None,
+    drain_s: float = 0.0,
 ) -> StageResult:
+    """The stage's results from its windows and, after its graceful stop, the drain window: the requests sent
+    before measuring ended and awaited after it, in every count and distribution but not in the rates, and
+    what is still in flight at its end."""
     window_s = config.window_s
     measured = windows[warmup_windows:]
-    total = Window(index, -1, corrected=LatencyHistogram() if config.open_loop else None)
-    for window in measured:
-        total.merge(window)
+    timed = merged(measured, config.open_loop)  # the measured time's own: rates, CPU, the share of time failing
+    total = merged([*measured, *([drain] if drain is not None else [])], config.open_loop)
+    last = drain if drain is not None else (measured[-1] if measured else None)
     errors = sum(total.errors.values())
     measured_s = len(measured) * window_s
     windows_in = max((w.index + 1 for w in windows), default=0)
     scheduled = config.played_trace().sends_per_window(window_s, windows_in) if config.load.trace else None
     usage = (
         GeneratorUsage(
-            cpu_cores=round(total.cpu_s / measured_s, 4), capacity_cores=round(total.capacity_s / measured_s, 4)
+            cpu_cores=round(timed.cpu_s / measured_s, 4), capacity_cores=round(timed.capacity_s / measured_s, 4)
         )
-        if measured_s and total.capacity_s
+        if measured_s and timed.capacity_s
         else None
     )
     late = None
@@ -215,15 +242,17 @@ def stage_result(
         requests=total.requests,
         errors=errors,
         error_rate=round(errors / total.requests, 6) if total.requests else 0.0,
-        error_time_share=error_time_share(measured),
-        in_flight_at_end=measured[-1].in_flight if measured else 0,
-        in_flight_oldest_s=round(measured[-1].in_flight_oldest_s, 3) if measured else 0.0,
-        backoffs=Backoffs(waits=total.waits, seconds=round(total.waited_s, 3), retry_after=total.retry_after_waits)
-        if total.waits
+        error_time_share=error_time_share(timed, config.open_loop),
+        drained=drain.requests if drain is not None else 0,
+        drain_s=round(drain_s, 3),
+        in_flight_at_end=last.in_flight if last is not None else 0,
+        in_flight_oldest_s=round(last.in_flight_oldest_s, 3) if last is not None else 0.0,
+        backoffs=Backoffs(waits=timed.waits, seconds=round(timed.waited_s, 3), retry_after=timed.retry_after_waits)
+        if timed.waits
         else None,
         errors_by_kind=dict(total.errors),
         error_messages={kind: texts for kind, texts in total.messages.items() if texts},
-        throughput_rps=round((total.requests - errors) / measured_s, 3) if measured_s else 0.0,
+        throughput_rps=round((timed.requests - sum(timed.errors.values())) / measured_s, 3) if measured_s else 0.0,
         bytes_sent=total.bytes_sent,
         bytes_received=total.bytes_received,
         latency=latency_figures(total.latency),
@@ -231,8 +260,8 @@ def stage_result(
         failure_time=latency_figures(total.failed) if total.failed.count else None,
         late_sends=late,
         resent=total.resent,
-        tokens=token_figures(total.tokens, measured_s, total.requests, bool(config.objectives))
-        if total.tokens is not None
+        tokens=token_figures(timed.tokens, measured_s, total.requests, bool(config.objectives), total.tokens)
+        if timed.tokens is not None and total.tokens is not None
         else None,
         generator_usage=usage,
         windows=[
@@ -309,10 +338,20 @@ def summarize(result: LoadTestResult) -> str:
         if stage.tokens is not None:
             lines.append("  " + token_summary(stage.tokens))
         lines.append(f"  stopped: {stage.stop_reason}")
+        if stage.drained:
+            lines.append(
+                f"  graceful stop: {stage.drained} requests in flight when measuring ended, awaited "
+                f"{stage.drain_s:.1f} s and recorded"
+            )
         if stage.in_flight_at_end:
             lines.append(
                 f"  {stage.in_flight_at_end} requests still in flight when the stage ended (the oldest for "
                 f"{stage.in_flight_oldest_s:.1f} s): in no figure"
+            )
+        if stage.resent:
+            lines.append(
+                f"  {stage.resent} requests sent again on a new connection: the server had closed a kept-alive one "
+                "before answering (not errors)"
             )
         if stage.backoffs:
             b = stage.backoffs

@@ -16,7 +16,15 @@ from locust.env import Environment
 from locust.runners import WorkerRunner
 
 from kaliper.loadgen.config import LoadGenConfig, LoadGenError
-from kaliper.loadgen.controller import COLLECT_INTERVAL_S, MESSAGE_STAGE, MESSAGE_WINDOWS, Controller
+from kaliper.loadgen.controller import (
+    COLLECT_INTERVAL_S,
+    DRAIN_POLL_S,
+    MESSAGE_DRAIN,
+    MESSAGE_DRAINED,
+    MESSAGE_STAGE,
+    MESSAGE_WINDOWS,
+    Controller,
+)
 from kaliper.loadgen.generator import Generator
 from kaliper.loadgen.grpc_calls import Preflight
 from kaliper.loadgen.users import every_user_class, user_class_for
@@ -92,7 +100,7 @@ def run_worker(master_host: str, master_port: int) -> None:
     """A Locust worker: gets its generator from the master's stage messages, sends closed windows back."""
     environment = Environment(user_classes=every_user_class(), catch_exceptions=False)
     runner: WorkerRunner = environment.create_worker_runner(master_host, master_port)
-    state: dict[str, Any] = {"generator": None, "until": -1, "failure": None}
+    state: dict[str, Any] = {"generator": None, "until": -1, "failure": None, "draining": None}
 
     def on_stage(environment: Environment, msg: Any) -> None:  # Locust passes these by keyword
         data = msg.data
@@ -110,7 +118,27 @@ def run_worker(master_host: str, master_port: int) -> None:
                 return
             state["generator"] = environment.kaliper_generator = generator  # type: ignore[attr-defined]
         state["generator"].begin_stage(data["stage"], data["start"], data["level"])
-        state["until"] = -1
+        state["until"], state["draining"] = -1, None
+
+    def on_drain(environment: Environment, msg: Any) -> None:
+        generator: Generator | None = state["generator"]
+        if generator is None or state["failure"]:
+            return
+        generator.windows.begin_drain(msg.data["edge"], msg.data["deadline"])
+        state["draining"] = msg.data["stage"]
+        gevent.spawn(send_drained, generator, msg.data["stage"])
+
+    def send_drained(generator: Generator, stage: int) -> None:
+        while state["draining"] == stage and not state["failure"]:
+            try:
+                drained = generator.windows.drained(time.time())
+            except LoadGenError as exc:
+                state["failure"] = str(exc)
+                return
+            if drained is not None:
+                runner.send_message(MESSAGE_DRAINED, {"stage": stage, "window": drained.to_wire()})
+                return
+            gevent.sleep(DRAIN_POLL_S)
 
     def push_windows() -> None:
         while True:
@@ -135,6 +163,7 @@ def run_worker(master_host: str, master_port: int) -> None:
                 state["until"] = until
 
     runner.register_message(MESSAGE_STAGE, on_stage)
+    runner.register_message(MESSAGE_DRAIN, on_drain)
     pusher = gevent.spawn(push_windows)
     try:
         runner.greenlet.join()

@@ -236,23 +236,25 @@ def worst_case_check(stage: StageResult, objective: LatencyObjective) -> SloChec
     )
 
 
+def error_rate_check(stage: StageResult, bound: float) -> SloCheck:
+    """The share of requests that failed, or of the time users spent failing, whichever is larger: in closed
+    loop, users who back off during an outage send few requests while it lasts, and the share of requests
+    alone would hide it."""
+    objective = f"error rate <= {bound:.2%}"
+    if not stage.requests:  # nothing completed: no rate to judge, and never Met
+        return SloCheck(objective=objective, verdict="Inconclusive", observed="no request completed")
+    judged = max(stage.error_rate, stage.error_time_share)
+    observed = f"{stage.error_rate:.2%} of requests, {stage.error_time_share:.2%} of the time"
+    return SloCheck(objective=objective, verdict="Met" if judged <= bound else "NotMet", observed=observed)
+
+
 def slo_checks(stage: StageResult, slo: SloSpec | None) -> tuple[list[SloCheck], SloVerdict | None]:
     """Each objective's verdict, and the trial's: NotMet if any is, else Inconclusive if any is, else Met."""
     if slo is None:
         return [], None
     checks = [latency_check(stage, objective) for objective in slo.latency or []]
     if slo.max_error_rate is not None:
-        objective = f"error rate <= {slo.max_error_rate:.2%}"
-        if not stage.requests:  # nothing completed: no rate to judge, and never Met
-            checks.append(SloCheck(objective=objective, verdict="Inconclusive", observed="no request completed"))
-        else:
-            checks.append(
-                SloCheck(
-                    objective=objective,
-                    verdict="Met" if stage.error_rate <= slo.max_error_rate else "NotMet",
-                    observed=f"{stage.error_rate:.2%}",
-                )
-            )
+        checks.append(error_rate_check(stage, slo.max_error_rate))
     if slo.min_goodput_share is not None:
         checks.append(goodput_check(stage, slo.min_goodput_share))
     if slo.min_throughput is not None:

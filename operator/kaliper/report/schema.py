@@ -293,12 +293,19 @@ class StageResult(KaliperModel):
     error_rate: float
     """Failed requests over all requests."""
     error_time_share: float = 0.0
-    """The share of the measured time that failed: the mean over measured windows of each window's error rate
-    (windows without requests left out). An outage of 3 s in 15 s is about 0.2 whatever the load model, where
-    the share of requests depends on how many requests the users sent while it lasted."""
+    """The share of the measured time that failed. Closed loop: of the time users spent in requests and waits,
+    the time in failed requests and backing off after them (a wait the next request answered counts half), so
+    that users who back off during an outage do not hide it; open loop, whose sends keep to the clock: the
+    share of requests. An outage of 3 s in 15 s is about 0.2 either way."""
     backoffs: Backoffs | None = None
+    drained: int = 0
+    """Requests sent before measuring ended and awaited after it (load.gracefulStop), answered or failed:
+    recorded with their real figures, in every distribution and count (not in throughput, which counts the
+    measured time's answers)."""
+    drain_s: float = 0.0
+    """How long the graceful stop waited for them."""
     in_flight_at_end: int = 0
-    """Requests sent in the stage and still unanswered when its last measured window ended: in no figure;
+    """Requests sent before measuring ended and still unanswered when the graceful stop ended: in no figure;
     the SLO verdicts count them with the failures (not answered in time)."""
     in_flight_oldest_s: float = 0.0
     """How long the oldest of them had run by then."""

@@ -496,6 +496,10 @@ class LoadSpec(KaliperModel):
     """Shortest measurement, even when the stopping rule is satisfied earlier."""
     max_duration: PositiveDuration = "5m"
     """Longest measurement; the run always stops by then."""
+    graceful_stop: Duration | None = None
+    """When measuring ends, no request starts and those in flight are awaited this long at most (k6's
+    gracefulStop), then recorded with their real figures; only what is still unanswered after it counts as
+    beyond every latency bound. Default: request.timeout, at most 30s. 0s counts them unanswered at once."""
     stopping: StoppingRule | None = None
     """Stop early once stable. Default: measure for maxDuration."""
     workers: Annotated[int, Field(ge=0, le=256)] = 0

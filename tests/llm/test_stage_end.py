@@ -1,0 +1,72 @@
+"""A stage's end against bench/streamtruth, a server whose timing the test sets: closed loop ends every stage
+with each user's request in flight, and a healthy server at the concurrency LLM users test must read Met.
+The graceful stop (load.gracefulStop) awaits those requests and records them with their real figures; the
+verdict (kaliper.profiling.decisions.slo_checks, what `kaliper run` and the operator call) judges them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from kaliper.api.profilerun import SloSpec
+from kaliper.profiling.decisions import slo_checks
+from tests.support.groundtruth import STREAM_SOURCE, groundtruth
+from tests.support.loadgen_run import run_loadgen
+
+
+def streamed(base: str, prompts: Path, users: int, tokens: int, seconds: str) -> dict:
+    prompts.write_text('{"prompt": "hello"}\n')
+    return {
+        "url": base,
+        "request": {"protocol": "openai-chat", "modelName": "truth", "generation": {"maxTokens": tokens}},
+        "payload": {"prompts": {"dataset": {"file": str(prompts)}}},
+        "load": {
+            "closedLoop": {"concurrency": users},
+            "warmup": "2s",
+            "minDuration": seconds,
+            "maxDuration": seconds,
+            "stopping": {"window": "1s"},
+        },
+    }
+
+
+def test_48_users_streaming_128_tokens_read_met_in_a_10s_stage(tmp_path: Path) -> None:
+    """Time to first token about 60 ms (p90 about 95 ms), 12 ms between tokens: each answer about 1.6 s, so
+    the stage ends with every one of the 48 users' requests in flight, 14% of its requests. Awaited, they
+    are answered and recorded: Met on ttft p90 and tpot p90. Its p99 has about 340 requests to rest on,
+    fewer than the 95% interval of a p99 needs to be bounded above: Inconclusive for that reason alone."""
+    flags = ("-ttft", "60ms", "-ttft-sigma", "0.35", "-gap", "12ms", "-gap-sigma", "0.1")
+    with groundtruth(*flags, source=STREAM_SOURCE) as base:
+        process, result = run_loadgen(tmp_path, streamed(base, tmp_path / "prompts.jsonl", 48, 128, "10s"))
+    assert process.returncode == 0 and result is not None, process.stderr
+    (stage,) = result.stages
+    assert stage.errors == 0 and stage.in_flight_at_end == 0
+    assert 40 <= stage.drained <= 48  # each user's request in flight at the edge (unless between two)
+    slo = SloSpec.model_validate(
+        {
+            "latency": [
+                {"metric": "ttft", "percentile": 90, "max": "300ms"},
+                {"metric": "tpot", "percentile": 90, "max": "30ms"},
+                {"metric": "ttft", "percentile": 99, "max": "300ms"},
+            ]
+        }
+    )
+    checks, _ = slo_checks(stage, slo)
+    assert [c.verdict for c in checks] == ["Met", "Met", "Inconclusive"], checks
+    assert "unbounded: too few samples" in checks[2].observed
+    assert "in flight" not in " ".join(c.observed for c in checks)
+
+
+def test_24_users_streaming_9s_answers_read_met_in_a_20s_stage(tmp_path: Path) -> None:
+    """Answers of 9 s (128 tokens 70 ms apart) and a 20 s stage: every user's request is in flight at its
+    end, a third of its requests. Awaited (the graceful stop is the 30 s request timeout), Met on ttft p90."""
+    flags = ("-ttft", "200ms", "-ttft-sigma", "0.3", "-gap", "70ms", "-gap-sigma", "0.05")
+    with groundtruth(*flags, source=STREAM_SOURCE) as base:
+        process, result = run_loadgen(tmp_path, streamed(base, tmp_path / "prompts.jsonl", 24, 128, "20s"))
+    assert process.returncode == 0 and result is not None, process.stderr
+    (stage,) = result.stages
+    assert stage.errors == 0 and stage.in_flight_at_end == 0 and stage.drained == 24
+    assert 5.0 <= stage.drain_s <= 9.5  # until the last answer came, not the whole grace
+    checks, verdict = slo_checks(
+        stage, SloSpec.model_validate({"latency": [{"metric": "ttft", "percentile": 90, "max": "3s"}]})
+    )
+    assert verdict == "Met", checks
