@@ -3,7 +3,7 @@ from __future__ import annotations
 import time
 
 from kaliper.loadgen.recorder import Aggregator, Recorder, Window
-from kaliper.loadgen.results import late_reason
+from kaliper.loadgen.results import error_time_share, late_reason
 from kaliper.report.schema import GeneratorUsage
 
 
@@ -113,3 +113,50 @@ def test_late_sends_are_blamed_on_the_connections_the_generators_cpu_or_the_mach
     )
     # Without its CPU figure, the advice is the generator's.
     assert late_reason(0.034, 0, 34, None, "openLoop").endswith("add load.processes or load.workers")
+
+
+def test_the_drain_records_what_was_sent_before_measuring_ended_and_nothing_after() -> None:
+    recorder = Recorder(window_s=1.0, open_loop=False)
+    recorder.begin_stage(0, start_wall=100.0)
+    recorder.record(100.5, 0.2)  # window 0
+    recorder.record(101.1, 0.3)  # window 1, sent at 100.8: in flight at its start (the drain's first answer)
+    recorder.record(101.2, 0.1)  # window 1, sent at 101.1
+    windows, until = recorder.take_closed(now_wall=101.0)
+    assert (until, [w.requests for w in windows]) == (0, [1])
+    # Measuring ends at 101.0 (window 0's end), decided a little after: the answer at 101.1 was sent before
+    # the edge and belongs to the drain; the one sent at 101.1 does not.
+    recorder.sending("a", at_wall=100.9)
+    recorder.sending("b", at_wall=100.95)
+    recorder.sending("c", at_wall=101.05)  # sent after the edge: not awaited
+    recorder.begin_drain(101.0)
+    assert recorder.holding
+    pending, oldest_s = recorder.drain_pending(now_wall=101.5)
+    assert (pending, round(oldest_s, 6)) == (2, 0.6)
+    recorder.record(101.6, 0.7, error="timeout")  # a's, sent at 100.9
+    recorder.answered("a")
+    recorder.record(101.7, 0.5)  # c's, sent at 101.2: in no figure
+    recorder.answered("c")
+    recorder.record_wait(1.0, retry_after=False)  # held: no wait is counted
+    assert recorder.take_closed(now_wall=102.5) == ([], 1)  # the drain window is handed out on its own
+    drain = recorder.finish_drain(now_wall=103.0)  # b never answered
+    assert (drain.index, drain.requests, dict(drain.errors), drain.service.count) == (1, 2, {"timeout": 1}, 1)
+    assert (drain.in_flight, round(drain.in_flight_oldest_s, 6), drain.waits) == (1, 2.05, 0)
+    recorder.record(103.1, 0.1)  # answered after the drain: in no figure
+    assert drain.requests == 2 and recorder.holding
+    recorder.begin_stage(1, start_wall=104.0)
+    assert not recorder.holding
+
+
+def test_closed_loop_failing_time_counts_waits_and_half_the_one_an_answer_ended() -> None:
+    recorder = Recorder(window_s=1.0, open_loop=False)
+    start = time.time() - 0.1  # the waits start now, 0.1 s into window 0
+    recorder.begin_stage(0, start)
+    recorder.record(start + 0.05, 0.02)  # an answer: 0.02 s of the user's time, none failing
+    recorder.record(start + 0.08, 0.01, error="ConnectionRefusedError")
+    recorder.record_wait(1.5, retry_after=False)  # spans windows 0 (0.9 s) and 1 (0.6 s)
+    recorder.record_recovered(1.5)  # the next request was answered: half the wait was not failing
+    windows, _ = recorder.take_closed(start + 2.0)
+    assert [round(w.waited_s, 3) for w in windows] == [0.9, 0.6]
+    total = windows[0].merge(windows[1])
+    assert (total.waits, round(total.user_s, 3), round(total.failing_s, 3)) == (1, 1.53, 0.76)
+    assert error_time_share(total, open_loop=False) == round(0.76 / 1.53, 6)
