@@ -17,8 +17,8 @@ import pytest
 import yaml
 
 from kaliper.loadgen.results import summarize
-from kaliper.profiling.decisions import error_rate_check
 from kaliper.netutil import free_port
+from kaliper.profiling.decisions import error_rate_check
 from tests.support.groundtruth import binary, groundtruth, records, wait_http, wait_served_for
 from tests.support.loadgen_run import run_loadgen
 

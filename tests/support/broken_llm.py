@@ -25,6 +25,7 @@ Every request's chat messages are kept, in order: GET /received returns them (ch
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -93,7 +94,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._json(200, answer)
             return
         self.send_response(200)
-        self.send_header("Content-Type", "text/event-stream")
+        # plain-sse: a stream served as text/plain, as some proxies and hand-written servers do
+        self.send_header("Content-Type", "text/plain" if mode == "plain-sse" else "text/event-stream")
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
         send = self._send_chunked
@@ -108,6 +110,8 @@ class _Handler(BaseHTTPRequestHandler):
         tokens = {"cut": 3, "malformed": 1, "error-mid": 2, "ignore-max": wanted + 4, "empty": 0}.get(mode, wanted)
         word = " no ka" if mode == "no-usage" else " no"
         for _ in range(tokens):
+            if mode == "slow":  # a stream slower than the request's timeout: 400 ms between tokens
+                time.sleep(0.4)
             send(_chunk({"content": word}, **extra))
         if mode == "cut":
             self.close_connection = True

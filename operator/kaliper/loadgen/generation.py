@@ -256,12 +256,13 @@ class GenerationSender:
             said = b"".join(whole)[:ERROR_WORDS].decode("utf-8", errors="replace")
             return Outcome(sent, ended, error or f"HTTP {status}", None, False, message=message or said)
         read = parser.finish() if answer["streamed"] else read_whole(b"".join(whole), self.chat, ended)
-        if read.error is not None:  # what the answer itself said went wrong comes first
+        timed_out = error == "timeout"  # the request's whole time ran out, whatever its stream was doing
+        if read.error is not None and not timed_out:  # what the answer itself said went wrong comes first
             error, message = error_kind(read.error), read.error
             if not answer["streamed"]:
                 message += f" (Content-Type {answer['content_type'] or 'absent'})"
         elif error is not None:
-            if read.content_times:
+            if read.content_times and not timed_out:
                 error = "stream cut short"  # the connection failed after tokens had arrived
         elif self.stream and not answer["streamed"]:
             error = "not streamed"

@@ -28,9 +28,14 @@ MESSAGE_CHARS = 200
 
 
 def keep_message(messages: dict[str, list[str]], kind: str, message: str) -> None:
-    """Keep `message` under `kind` if it is new and the kind has room (bounded in count and length)."""
+    """Keep `message` under `kind` if it is new and the kind has room (bounded in count and length); a
+    message that starts with its kind ("error event mid-stream: engine dead") is kept without it, since it is
+    shown under its kind."""
     kept = messages.setdefault(kind, [])
-    text = " ".join(message.split())[:MESSAGE_CHARS]
+    text = " ".join(message.split())
+    if text.startswith(kind + ":"):
+        text = text[len(kind) + 1 :].strip()
+    text = text[:MESSAGE_CHARS]
     if text and len(kept) < MESSAGES_PER_KIND and text not in kept:
         kept.append(text)
 

@@ -51,7 +51,13 @@ def first_generation_check(generator: Generator) -> Preflight:
     if error in ("HTTP 404", "HTTP 405"):
         return Preflight(path_refusal(generator, int(error[5:]), words))
     if error in REFUSED_FIRST:
-        return Preflight(f"{target}: every answer would fail as the first did: {words}{REFUSED_FIRST[error]}")
+        hint = REFUSED_FIRST[error]
+        if error == "the answer is not JSON" and prepared.sender.stream:
+            hint = (
+                "; request.generation.stream is already true: the server must send its stream as "
+                "text/event-stream (Server-Sent Events), as the OpenAI API does"
+            )
+        return Preflight(f"{target}: every answer would fail as the first did: {words}{hint}")
     log.warning("the first request failed", error=f"{error}: {words}", url=target)
     return Preflight()
 
