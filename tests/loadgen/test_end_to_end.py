@@ -162,6 +162,7 @@ def test_several_processes_merge_into_one_result(tmp_path: Path, server: str) ->
         },
     )
     assert process.returncode == 0, process.stderr
+    assert "spawn rate" not in process.stderr  # Locust's advice about starting 40 users at once: not asked for
     stage = result.stages[0]
     assert result.generator.processes == 2
     assert stage.requests == pytest.approx(360, abs=20)  # each process sent half of the schedule

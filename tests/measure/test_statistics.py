@@ -115,3 +115,14 @@ def test_averaging_percentiles_would_be_wrong() -> None:
     true = exact(fast + slow, percentile_rank(20_000, 99))
     assert merged == pytest.approx(true, rel=RESOLUTION)
     assert abs(averaged - true) / true > 0.1
+
+
+def test_a_window_without_a_sample_leaves_the_merged_minimum_alone() -> None:
+    """hdrh's own add takes an empty histogram's minimum as 0: minMs read 0.0 whenever a window had no sample."""
+    merged = LatencyHistogram()
+    for window in ([0.120, 0.250], [], [0.105]):
+        histogram = LatencyHistogram()
+        for seconds in window:
+            histogram.record(seconds)
+        merged.add(LatencyHistogram.decode(histogram.encode()))
+    assert (merged.count, round(merged.min * 1000, 1), round(merged.max * 1000)) == (3, 105.0, 250)

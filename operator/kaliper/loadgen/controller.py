@@ -4,6 +4,7 @@ stage has measured enough, and writes its results. Nothing here depends on the p
 
 from __future__ import annotations
 
+import logging
 import time
 from datetime import UTC, datetime
 from typing import Any
@@ -48,10 +49,25 @@ DRAIN_POLL_S = 0.05
 DRAINED_LATE_S = 10.0  # how much past the grace the master waits for a worker's drain window
 
 
+class SpawnRateAdvice(logging.Filter):
+    """Drops Locust's warning about a spawn rate over 100 users a second: Kaliper starts a stage's users at
+    once on purpose (they are all sending before its warm-up ends), which no user asked to be warned about."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "spawn rate is very high" not in record.getMessage()
+
+
+def quiet_spawn_rate_advice() -> None:
+    runners = logging.getLogger("locust.runners")
+    if not any(isinstance(f, SpawnRateAdvice) for f in runners.filters):
+        runners.addFilter(SpawnRateAdvice())
+
+
 class Controller:
     """Drives the stages of a run from the process that owns the runner (local or Locust master)."""
 
     def __init__(self, config: LoadGenConfig, environment: Environment, processes: int, workers: int) -> None:
+        quiet_spawn_rate_advice()
         self.config = config
         self.environment = environment
         self.runner = environment.runner

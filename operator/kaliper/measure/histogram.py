@@ -53,7 +53,10 @@ class LatencyHistogram:
         return self._h.get_min_value() / 1e6 if self.count else 0.0
 
     def add(self, other: LatencyHistogram) -> LatencyHistogram:
-        self._h.add(other._h)
+        # hdrh's add takes an empty histogram's minimum as 0: a window without a sample would set every
+        # merged minimum to 0 ms.
+        if other.count:
+            self._h.add(other._h)
         return self
 
     def encode(self) -> str:
