@@ -2,7 +2,11 @@ from __future__ import annotations
 
 from collections import Counter
 
+import pytest
+
+from kaliper.api.profilerun import LatencyObjective
 from kaliper.loadgen.recorder import Window
+from kaliper.loadgen.results import latency_figures
 from kaliper.loadgen.stopping import (
     Decision,
     Objective,
@@ -16,7 +20,10 @@ from kaliper.loadgen.stopping import (
     undecided,
 )
 from kaliper.measure.histogram import LatencyHistogram
+from kaliper.measure.judgement import Bound
 from kaliper.measure.statistics import PercentileEstimate, percentile_among_answered
+from kaliper.profiling.decisions import latency_check
+from tests.support.reports import make_stage
 
 RULE = StoppingParameters(
     min_duration_s=10, max_duration_s=60, stable_windows=3, tolerance=0.1, max_relative_ci_width=0.05
@@ -114,10 +121,10 @@ def test_a_miss_that_rests_on_requests_in_flight_not_yet_past_the_bound_measures
     # they may yet be answered in time: measure on (more answers dilute them).
     measured = [Window(0, 4, requests=20, errors=Counter({"http_503": 1}), in_flight=3), Window(0, 5, requests=11)]
     measured[-1].in_flight, measured[-1].in_flight_oldest_s = 3, 0.3
-    p90 = Objective(90, 2.0, answered_in(1.1, 30), whole=True)
+    p90 = Objective(Bound("latency", 90, 2.0), answered_in(1.1, 30))
     assert undecided([p90], measured) == "p90 waits on 3 requests in flight, not yet past its 2000ms bound"
     # Answers in 3 s: missed even if the three came now; decided.
-    assert undecided([Objective(90, 2.0, answered_in(3.0, 30), whole=True)], measured) is None
+    assert undecided([Objective(Bound("latency", 90, 2.0), answered_in(3.0, 30))], measured) is None
     # With nothing in flight the one failure is 1 of 31: p90 of all is p93 of the answered, read from them.
     measured[-1].in_flight = 0
     assert undecided([p90], measured) == "p93 95% interval 1100.80-open straddles the objective 2000ms"
@@ -144,3 +151,26 @@ def test_a_replayed_trace_ends_a_window_after_its_last_send_and_its_answers_are_
     assert replay_done(36, 6, 1, 30, [answering, answering]) == Decision(
         True, "replayed the trace; 3 requests still in flight 30s after its last send"
     )
+
+
+@pytest.mark.parametrize(
+    ("answer_s", "in_flight", "verdict"),
+    [(1.1, 3, "Inconclusive"), (3.0, 3, "NotMet"), (1.1, 0, "Inconclusive"), (0.5, 0, "Met"), (3.0, 0, "NotMet")],
+)
+def test_the_stopping_rule_and_the_verdict_judge_the_same_numbers_alike(
+    answer_s: float, in_flight: int, verdict: str
+) -> None:
+    """One judgement (kaliper.measure.judgement): 30 answers, one failure and the requests in flight fed to
+    the stopping rule as windows and to the verdict as a stage; the rule measures on exactly when the verdict
+    would be Inconclusive. (0.5 s: 120 answers, enough to bound a p90 from above; 1.1 s against 1.2 s: 30, too
+    few; 3 s: missed, or, with three in flight not yet past the bound, missed even if they came now.)"""
+    answered = answered_in(answer_s, 120 if answer_s == 0.5 else 30)
+    count = answered.count
+    measured = [Window(0, 4, requests=count + 1, errors=Counter({"http_503": 1}), in_flight=in_flight)]
+    measured[-1].in_flight_oldest_s = 0.3
+    bound = Bound("latency", 90, 1.2)
+    rule = undecided([Objective(bound, answered)], measured)
+    stage = make_stage(latency_figures(answered), requests=count + 1)
+    stage.errors, stage.in_flight_at_end, stage.in_flight_oldest_s = 1, in_flight, 0.3
+    check = latency_check(stage, LatencyObjective(percentile=90, max="1.2s"))
+    assert (check.verdict, rule is not None) == (verdict, verdict == "Inconclusive"), (check, rule)

@@ -35,6 +35,7 @@ from kaliper.loadgen.tokens import TokenWindow
 from kaliper.loadgen.users import user_class_for
 from kaliper.log import get_logger
 from kaliper.measure.histogram import LatencyHistogram
+from kaliper.measure.judgement import Bound
 from kaliper.measure.statistics import estimate
 from kaliper.report.schema import GeneratorInfo, LoadTestResult, StageResult, TokenFigures
 
@@ -209,12 +210,9 @@ class Controller:
     def _measure(self, stage: int, level: float, start_wall: float) -> StageResult:
         deadline = start_wall + (self.warmup_windows * self.window_s) + self.params.max_duration_s + 30
         watched = (self.config.watched_metric, True)
-        # The SLO's latency objectives: (metric, corrected or not, percentile, bound in seconds).
-        bounds = [
-            (o.metric, o.measure == "corrected", o.percentile, parse_duration(o.max)) for o in self.config.objectives
-        ]
+        bounds = [o.bound() for o in self.config.objectives]  # the SLO's latency objectives, parsed once
         # One cumulative histogram per distribution watched (by the stopping rule or an objective).
-        cumulative = {key: LatencyHistogram() for key in [watched, *((m, c) for m, c, _, _ in bounds)]}
+        cumulative = {key: LatencyHistogram() for key in [watched, *((b.metric, b.corrected) for b in bounds)]}
         server_readings: dict[int, Counters | str] = {}
         url, first = self.config.server_metrics_url, self.warmup_windows
         reader = gevent.spawn(read_server_at_edges, url, start_wall, self.window_s, first, server_readings)
@@ -239,7 +237,7 @@ class Controller:
         stage: int,
         start_wall: float,
         deadline: float,
-        bounds: list[tuple[str, bool, float, float]],
+        bounds: list[Bound],
         cumulative: dict[tuple[str, bool], LatencyHistogram],
         watched: tuple[str, bool],
     ) -> tuple[list[Window], Decision]:
@@ -269,10 +267,7 @@ class Controller:
                     break
                 if figures:
                     measured_s = len(figures) * self.window_s
-                    objectives = [
-                        Objective(percentile, bound_s, cumulative[(metric, corrected)], metric == "latency")
-                        for metric, corrected, percentile, bound_s in bounds
-                    ]
+                    objectives = [Objective(b, cumulative[(b.metric, b.corrected)]) for b in bounds]
                     decision = decide(
                         measured_s,
                         figures,

@@ -15,12 +15,8 @@ from dataclasses import dataclass
 from kaliper.loadgen.generation import unanswered
 from kaliper.loadgen.recorder import Window
 from kaliper.measure.histogram import LatencyHistogram
-from kaliper.measure.statistics import (
-    PercentileEstimate,
-    best_case_among_answered,
-    estimate,
-    percentile_among_answered,
-)
+from kaliper.measure.judgement import Bound, Samples, judge
+from kaliper.measure.statistics import PercentileEstimate, estimate
 
 # A target that answered no request at all for this long (refused or lost connections, every request of the
 # windows in a row) is down: its stage stops there, kept with what it measured, and the run ends. An outage
@@ -87,38 +83,33 @@ def straddling(objectives: list[tuple[PercentileEstimate, float]]) -> str | None
 
 @dataclass(frozen=True)
 class Objective:
-    """A latency objective as the stopping rule watches it: its percentile of every request, its bound, and
-    the cumulative histogram of the answered requests' figure (whole: the whole request's latency)."""
+    """A latency objective as the stopping rule watches it: the objective, parsed once, and the cumulative
+    histogram of the answered requests' figure."""
 
-    percentile: float
-    bound_s: float
+    bound: Bound
     histogram: LatencyHistogram
-    whole: bool
 
 
 def undecided(objectives: list[Objective], measured: list[Window]) -> str | None:
-    """Why an objective cannot be decided yet, read as the verdict will read it (see straddling); one missed
-    by its unanswered requests alone is decided, unless requests in flight not yet past its bound may still
-    be answered in time (the verdict would be Inconclusive: measuring on dilutes them)."""
+    """Why an objective cannot be decided yet: the judgement the verdict will make
+    (kaliper.measure.judgement), on the windows measured so far with the requests in flight at the last
+    window's edge; None when every one is decided. A miss that rests on requests in flight not yet past the
+    bound measures on: more answers dilute them."""
     answered, unanswered = unanswered_so_far(measured)
     in_flight, oldest_s = (measured[-1].in_flight, measured[-1].in_flight_oldest_s) if measured else (0, 0.0)
-    found = []
     for o in objectives:
-        among = percentile_among_answered(o.percentile, answered, unanswered)
-        if among is not None:
-            found.append((estimate(o.histogram, among), o.bound_s))
-            continue
-        failed = unanswered - in_flight
-        best = best_case_among_answered(o.percentile, answered, failed, in_flight, oldest_s, o.bound_s, o.whole)
-        if best is None:
-            continue  # missed even if every request in flight came now
-        low_s = estimate(o.histogram, best).ci_low_s if best > 0 else None
-        if low_s is not None and low_s > o.bound_s:
-            continue
-        return (
-            f"p{o.percentile:g} waits on {in_flight} requests in flight, not yet past its {o.bound_s * 1000:g}ms bound"
+        samples = Samples(
+            answered, lambda p, h=o.histogram: estimate(h, p), unanswered - in_flight, in_flight, oldest_s
         )
-    return straddling(found)
+        judged = judge(o.bound, samples)
+        if judged.verdict != "Inconclusive":
+            continue
+        if judged.best is not None:
+            p, bound_ms = o.bound.percentile, o.bound.bound_s * 1000
+            return f"p{p:g} waits on {in_flight} requests in flight, not yet past its {bound_ms:g}ms bound"
+        assert judged.found is not None
+        return straddling([(judged.found, o.bound.bound_s)])
+    return None
 
 
 def decide(

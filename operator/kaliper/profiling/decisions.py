@@ -15,7 +15,14 @@ from kaliper.api.profilerun import CostModel, LatencyObjective, RecommendationSp
 from kaliper.api.units import format_cpu, format_memory, parse_cpu, parse_duration, parse_quantity
 from kaliper.measure.figures import figure
 from kaliper.measure.histogram import LatencyHistogram
-from kaliper.measure.statistics import best_case_among_answered, estimate, nearest_rank, percentile_among_answered
+from kaliper.measure.judgement import Judgement, Samples, judge
+from kaliper.measure.statistics import (
+    PercentileEstimate,
+    best_case_among_answered,
+    estimate,
+    nearest_rank,
+    percentile_among_answered,
+)
 from kaliper.pareto import pareto_front
 from kaliper.report.schema import (
     BestChoice,
@@ -79,17 +86,6 @@ def latency_at(stage: StageResult, percentile: float, measure: str = "corrected"
     return latency_interval(stage, percentile, measure).value_ms
 
 
-def latency_verdict(found: Interval, bound_ms: float) -> SloVerdict:
-    """Met only when the whole interval is within the bound, NotMet when the whole interval is beyond it."""
-    if found.value_ms is None:
-        return "Inconclusive"
-    if found.low_ms is not None and found.low_ms > bound_ms:
-        return "NotMet"
-    if found.high_ms is not None and found.high_ms <= bound_ms:
-        return "Met"
-    return "Inconclusive"
-
-
 def interval_text(found: Interval) -> str:
     if found.value_ms is None:
         return "no samples"
@@ -127,13 +123,18 @@ def answered_percentile(stage: StageResult, percentile: float) -> float | None:
     return percentile_among_answered(percentile, stage.requests - stage.errors, unanswered)
 
 
-def objective_interval(stage: StageResult, objective: LatencyObjective) -> Interval | None:
-    """The objective's percentile over every request (failures beyond the bound); None where the failures
-    alone exceed it."""
-    found = answered_percentile(stage, objective.percentile)
-    if found is None:
-        return None
-    return latency_interval(stage, found, objective.measure, objective.metric)
+def judgement(stage: StageResult, objective: LatencyObjective) -> Judgement:
+    """The objective judged on the stage's answered, failed and still-unanswered requests
+    (kaliper.measure.judgement: the same judgement the stopping rule makes while a stage runs)."""
+    figures = metric_figures(stage, objective.measure, objective.metric)
+
+    def at(percentile: float) -> PercentileEstimate:
+        found = latency_interval(stage, percentile, objective.measure, objective.metric)
+        seconds = [None if v is None else v / 1000 for v in (found.value_ms, found.low_ms, found.high_ms)]
+        return PercentileEstimate(percentile, *seconds, count=figures.count if figures else 0, confidence=0.95)
+
+    samples = Samples(stage.requests - stage.errors, at, stage.errors, stage.in_flight_at_end, stage.in_flight_oldest_s)
+    return judge(objective.bound(), samples)
 
 
 def best_case_percentile(stage: StageResult, objective: LatencyObjective) -> float | None:
@@ -148,17 +149,6 @@ def best_case_percentile(stage: StageResult, objective: LatencyObjective) -> flo
         parse_duration(objective.max),
         whole=objective.metric == "latency",
     )
-
-
-def best_case_verdict(stage: StageResult, objective: LatencyObjective) -> SloVerdict:
-    """The objective's verdict in that best case."""
-    bound_s = parse_duration(objective.max)
-    found = best_case_percentile(stage, objective)
-    if found is None:
-        return "NotMet"
-    if found == 0.0:
-        return "Met"
-    return latency_verdict(latency_interval(stage, found, objective.measure, objective.metric), bound_s * 1000)
 
 
 def in_flight_text(stage: StageResult) -> str:
@@ -176,46 +166,42 @@ def unanswered_text(stage: StageResult) -> str:
     return f"{failed} of {stage.requests} requests failed and {in_flight_text(stage)}"
 
 
+def estimate_interval(found: PercentileEstimate | None) -> Interval:
+    if found is None:
+        return Interval(None)
+    ms = [None if v is None else v * 1000 for v in (found.value_s, found.ci_low_s, found.ci_high_s)]
+    return Interval(*ms)
+
+
 def latency_check(stage: StageResult, objective: LatencyObjective) -> SloCheck:
-    """A latency objective over every request of the stage. Failed requests, and those still in flight at its
-    end, are in no latency figure; here they count as over the bound, so a server that fails fast (or not at
-    all) never meets a latency objective by failing. A NotMet that rests on requests still in flight but not
-    yet past the bound (a closed loop's last requests, queued behind the others) is Inconclusive: they might
-    yet be answered in time."""
-    check = worst_case_check(stage, objective)
-    if check.verdict != "NotMet" or not stage.in_flight_at_end:
+    """A latency objective over every request of the stage, as `judgement` decides it. Failed requests, and
+    those still in flight when the graceful stop ended, are in no latency figure; here they count as over the
+    bound, so a server that fails fast (or not at all) never meets a latency objective by failing. A NotMet
+    that rests on requests in flight but not yet past the bound is Inconclusive: they might yet have been
+    answered in time."""
+    judged = judgement(stage, objective)
+    check = worst_case_check(stage, objective, judged)
+    if judged.best is None:
         return check
-    best = best_case_verdict(stage, objective)
-    if best == "NotMet":
-        return missed_anyway(stage, objective, check)
+    if judged.best == "NotMet":
+        if judged.best_found is None or judged.best_found.value_s is None:
+            return check
+        interval = interval_text(estimate_interval(judged.best_found))
+        observed = f"{check.observed}; even if those in flight were answered now: {interval}"
+        return SloCheck(objective=check.objective, verdict="NotMet", observed=observed)
     observed = (
         f"{check.observed}; but {stage.in_flight_at_end} of those in flight (the oldest for "
         f"{stage.in_flight_oldest_s:.1f} s) may yet be answered within {objective.max}: "
-        + ("Met if they all are" if best == "Met" else "undecided even if they all are")
+        + ("Met if they all are" if judged.best == "Met" else "undecided even if they all are")
     )
-    return SloCheck(objective=check.objective, verdict="Inconclusive", observed=observed)
+    return SloCheck(objective=check.objective, verdict=judged.verdict, observed=observed)
 
 
-def missed_anyway(stage: StageResult, objective: LatencyObjective, check: SloCheck) -> SloCheck:
-    """A miss that stands even if every request in flight at the end was answered now: where the answered
-    requests' own figure is what misses, it is named (a closed loop always ends with requests in flight, and
-    its few of a short stage must not hide that the answers themselves were too slow)."""
-    found = best_case_percentile(stage, objective)
-    if not found:
-        return check
-    interval = latency_interval(stage, found, objective.measure, objective.metric)
-    if interval.value_ms is None:
-        return check
-    observed = f"{check.observed}; even if those in flight were answered now: {interval_text(interval)}"
-    return SloCheck(objective=check.objective, verdict="NotMet", observed=observed)
-
-
-def worst_case_check(stage: StageResult, objective: LatencyObjective) -> SloCheck:
+def worst_case_check(stage: StageResult, objective: LatencyObjective, judged: Judgement) -> SloCheck:
     """The objective's check with every request still in flight at the end counted as over the bound."""
     text = objective_text(objective)
-    found = objective_interval(stage, objective)
     unanswered = stage.errors + stage.in_flight_at_end
-    if found is None:
+    if judged.found is None:
         total = stage.requests + stage.in_flight_at_end
         if stage.requests and stage.errors == stage.requests:
             observed = f"every one of the {stage.errors} requests failed"
@@ -227,13 +213,13 @@ def worst_case_check(stage: StageResult, objective: LatencyObjective) -> SloChec
                 f"{100 - objective.percentile:g}% that p{objective.percentile:g} leaves"
             )
         return SloCheck(objective=text, verdict="NotMet", observed=observed)
-    observed = interval_text(found)
+    observed = interval_text(estimate_interval(judged.found))
     if unanswered:
-        answered = answered_percentile(stage, objective.percentile)
-        observed += f" at p{answered:.4g} of the answered requests: {unanswered_text(stage)}, counted as over the bound"
-    return SloCheck(
-        objective=text, verdict=latency_verdict(found, parse_duration(objective.max) * 1000), observed=observed
-    )
+        observed += (
+            f" at p{judged.among:.4g} of the answered requests: {unanswered_text(stage)}, counted as over the bound"
+        )
+    worst = judged.verdict if judged.best is None else "NotMet"  # where a best case exists, the worst missed
+    return SloCheck(objective=text, verdict=worst, observed=observed)
 
 
 def error_rate_check(stage: StageResult, bound: float) -> SloCheck:
@@ -352,8 +338,8 @@ def headroom(trial: TrialReport, slo: SloSpec | None) -> float:
         return -(latency_at(trial.stage, 99) or 0.0) / 1000
     margins = []
     for objective in objectives:
-        found = objective_interval(trial.stage, objective)
-        if found is None:
+        found = estimate_interval(judgement(trial.stage, objective).found)
+        if found.value_ms is None:
             margins.append(-1.0)  # the failures alone miss it
             continue
         upper = found.high_ms if found.high_ms is not None else found.value_ms

@@ -27,6 +27,7 @@ from kaliper.api.common import (
 from kaliper.api.modeldeployment import ModelSource, RuntimeType
 from kaliper.api.units import parse_duration
 from kaliper.measure.figures import OBJECTIVE_NAMES
+from kaliper.measure.judgement import Bound
 
 
 class WorkloadReference(KaliperModel):
@@ -705,6 +706,10 @@ class LatencyObjective(KaliperModel):
     """latency: the whole request; ttft, itl and tpot (streamed generation only): time to first token, every
     gap between successive content chunks, and time per output token. ttft is corrected like latency under
     open loop; itl and tpot do not depend on when a request was meant to leave."""
+
+    def bound(self) -> Bound:
+        """The objective parsed once, as the stopping rule and the verdict judge it."""
+        return Bound(self.metric, self.percentile, parse_duration(self.max), self.measure == "corrected")
 
 
 class RegressionTolerance(KaliperModel):
