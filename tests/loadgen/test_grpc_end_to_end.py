@@ -333,12 +333,12 @@ def test_a_grpc_target_that_goes_away_mid_run_ends_it_early(tmp_path: Path) -> N
     assert process.returncode == 1
     assert result.error.startswith(
         "stage 0 stopped early: the target answered nothing for 10 s: every request of the last 10 windows failed "
-        "(gRPC UNAVAILABLE x"
+        "(gRPC UNAVAILABLE (no connection) x"
     ), result.error
     # The stage is kept with what it measured: the calls answered before the kill, then the refused ones.
     (stage,) = result.stages
     assert stage.requests - stage.errors > 50 and stage.errors > 0
-    assert set(stage.errors_by_kind) == {"gRPC UNAVAILABLE"}, stage.errors_by_kind
+    assert set(stage.errors_by_kind) == {"gRPC UNAVAILABLE (no connection)"}, stage.errors_by_kind
 
 
 def self_signed(directory: Path) -> tuple[Path, Path]:
@@ -518,3 +518,22 @@ def test_a_model_mlserver_does_not_serve_stops_the_run(tmp_path: Path, mlserver:
         f"{url} does not serve model 'resnet' (gRPC NOT_FOUND: Model resnet with version  not found); set "
         "request.modelName"
     )
+
+
+def test_a_server_that_answers_unavailable_itself_is_up_and_measured(tmp_path: Path) -> None:
+    """Every call answered with gRPC UNAVAILABLE and the server's own words (as a server sheds load): not "does
+    not answer gRPC calls" before the load, nor a target down after 10 s of them; measured to maxDuration,
+    counted by its status with the server's words kept."""
+    with groundtruth("-median", "20ms", "-sigma", "0.05", "-fail-every", "1") as base:
+        load = {"closedLoop": {"concurrency": 2}, "warmup": "0s", "minDuration": "11s", "maxDuration": "11s"}
+        process, result = run_loadgen(tmp_path, {"url": base, "request": GRPC, "payload": BODY, "load": load})
+    assert process.returncode == 0, process.stderr
+    assert result.warnings[0] == (
+        "the first ModelInfer call failed with gRPC UNAVAILABLE: groundtruth: failed as asked (-fail-every)"
+    )
+    (stage,) = result.stages
+    assert stage.stop_reason == "reached maxDuration (11s)"
+    # Two users backing off (50 ms doubling to 2 s) after each refusal: a handful of calls, all the time failing.
+    assert stage.errors_by_kind == {"gRPC UNAVAILABLE": stage.requests} and stage.requests >= 10
+    assert stage.error_time_share == 1.0
+    assert stage.error_messages == {"gRPC UNAVAILABLE": ["groundtruth: failed as asked (-fail-every)"]}

@@ -52,14 +52,41 @@ def grpc_requests(bodies: list[bytes], model_name: str) -> list[bytes]:
     return out
 
 
-def error_kind(code: grpc.StatusCode) -> str:
-    """How a failed call is counted: a deadline passed is a timeout, as for HTTP; the rest by status name."""
-    return "timeout" if code == grpc.StatusCode.DEADLINE_EXCEEDED else f"gRPC {code.name}"
+# What gRPC's own transport says when no server answered (the connection could not be made, or broke): a
+# server's own UNAVAILABLE ("overloaded, try later") carries its words instead, and is an answer.
+TRANSPORT_WORDS = (
+    "failed to connect to all addresses",
+    "connections to all backends failing",
+    "connection refused",
+    "connection reset",
+    "socket closed",
+    "broken pipe",
+    "endpoint read failed",
+    "goaway",
+    "keepalive watchdog timeout",
+    "http1.x server",
+)
+NO_CONNECTION = "gRPC UNAVAILABLE (no connection)"
+
+
+def no_connection(code: grpc.StatusCode, details: str | None) -> bool:
+    """Whether a failed call's status is gRPC's transport saying no server answered, not a server's own."""
+    words = (details or "").lower()
+    return code == grpc.StatusCode.UNAVAILABLE and any(w in words for w in TRANSPORT_WORDS)
+
+
+def error_kind(code: grpc.StatusCode, details: str | None = None) -> str:
+    """How a failed call is counted: a deadline passed is a timeout, as for HTTP; no connection is its own
+    kind; the rest by status name, as the server sent it."""
+    if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+        return "timeout"
+    return NO_CONNECTION if no_connection(code, details) else f"gRPC {code.name}"
 
 
 def target_is_down(kind: str) -> bool:
-    """Whether a failed call's kind says the target did not answer at all (rather than answered no)."""
-    return kind == "gRPC UNAVAILABLE"
+    """Whether a failed call's kind says the target did not answer at all (rather than answered no): a
+    server that answers UNAVAILABLE itself is up, and says so."""
+    return kind == NO_CONNECTION
 
 
 @dataclass(frozen=True)
@@ -136,7 +163,8 @@ async def infer(
     try:
         answer = await call(raw, timeout=timeout_s, metadata=metadata or None)
     except grpc.RpcError as exc:
-        return error_kind(exc.code()), 0, exc.details() if hasattr(exc, "details") else None
+        details = exc.details() if hasattr(exc, "details") else None
+        return error_kind(exc.code(), details), 0, details
     return None, len(answer), None
 
 
@@ -171,7 +199,9 @@ def preflight(target: GrpcTarget, model_name: str, first_request: bytes) -> Pref
                 metadata=target.metadata or None,
             )
         except grpc.RpcError as exc:
-            return Preflight(_metadata_problem(exc, address, model_name))
+            problem = _metadata_problem(exc, address, model_name)
+            if problem is not None:
+                return Preflight(problem)  # else the first ModelInfer call says more
         try:
             channel.unary_unary(MODEL_INFER)(first_request, timeout=target.timeout_s, metadata=target.metadata or None)
         except grpc.RpcError as exc:
@@ -181,7 +211,8 @@ def preflight(target: GrpcTarget, model_name: str, first_request: bytes) -> Pref
                     f"{address} refused the first ModelInfer call for model {model_name!r} with gRPC {code}: "
                     f"{exc.details()}; every request of the run would be refused the same way"
                 )
-            return Preflight(warning=f"the first ModelInfer call failed with {error_kind(exc.code())}: {exc.details()}")
+            kind = error_kind(exc.code(), exc.details())
+            return Preflight(warning=f"the first ModelInfer call failed with {kind}: {exc.details()}")
         return Preflight()
     finally:
         channel.close()
@@ -196,7 +227,7 @@ def _metadata_problem(exc: Any, address: str, model_name: str) -> str | None:
             f"{address} does not serve the Open Inference Protocol's gRPC service (inference.GRPCInferenceService): "
             f"{exc.details()}; is this the server's gRPC port?"
         )
-    if code == grpc.StatusCode.UNAVAILABLE:
+    if no_connection(code, exc.details()):
         return (
             f"{address} does not answer gRPC calls (gRPC UNAVAILABLE: {exc.details()}); is this the server's gRPC "
             "port, and does it speak TLS only if the URL says https?"
