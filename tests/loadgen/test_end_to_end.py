@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import socketserver
 import statistics
 import subprocess
 import sys
@@ -484,3 +485,44 @@ def test_requests_still_in_flight_after_the_graceful_stop_are_counted(tmp_path: 
     assert (stage.requests, stage.errors, stage.drained, stage.in_flight_at_end) == (0, 0, 0, 2)
     assert 2.5 <= stage.in_flight_oldest_s <= 4.5  # sent at the stage's start, 2 s + 1 s of grace before
     assert "  2 requests still in flight when the stage ended (the oldest for" in summarize(result)
+
+
+class _ClosesAfterEachAnswer(socketserver.BaseRequestHandler):
+    """Answers one request per connection and closes it without saying so (no Connection: close), as a
+    server with a short keep-alive timeout does: the client finds its kept-alive connection dead."""
+
+    def handle(self) -> None:
+        data = b""
+        while b"\r\n\r\n" not in data:
+            data += self.request.recv(65536)
+        head, _, body = data.partition(b"\r\n\r\n")
+        length = next(
+            int(v) for k, _, v in (h.partition(b":") for h in head.split(b"\r\n")) if k.lower() == b"content-length"
+        )
+        while len(body) < length:
+            body += self.request.recv(65536)
+        answer = b'{"outputs":[]}'
+        self.request.sendall(
+            b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(answer), answer)
+        )
+        time.sleep(0.01)  # closed once the client has read the answer, before it sends again
+
+
+def test_requests_resent_after_the_server_closed_the_connection_are_in_the_summary(tmp_path: Path) -> None:
+    server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), _ClosesAfterEachAnswer)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        load = {"closedLoop": {"concurrency": 1}, "warmup": "0s", "minDuration": "2s", "maxDuration": "2s"}
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        process, result = run_loadgen(tmp_path, {"url": url, "request": OIP, "payload": BODY, "load": load})
+    finally:
+        server.shutdown()
+    assert process.returncode == 0, process.stderr
+    (stage,) = result.stages
+    # Every request after the first found its kept-alive connection closed and was sent again: not an error.
+    assert stage.errors == 0 and stage.requests > 20 and stage.resent >= stage.requests - 1
+    assert (
+        f"  {stage.resent} requests sent again on a new connection: the server had closed a kept-alive one before "
+        "answering (not errors)"
+    ) in summarize(result).splitlines()

@@ -101,7 +101,7 @@ class HttpUser(KaliperUser):
     def send_one(self, slot: float | None, claimed: float | None) -> bool:
         raw = self.requests.raw[self.requests.next_index()]
         start = time.perf_counter()
-        message = None
+        message, resent_before = None, self.connection.resent
         try:
             status = self.connection.request(raw)
             error, received = (None if status < 400 else f"HTTP {status}"), self.connection.last_response_bytes
@@ -111,8 +111,9 @@ class HttpUser(KaliperUser):
             raise
         except Exception as exc:  # every failure is counted, with its kind and its words
             error, received, message = classify(exc), 0, str(exc)
+        resent = self.connection.resent - resent_before
         self.generator.recorder.record_send(
-            slot, claimed, start, time.perf_counter(), error, len(raw), received, message=message
+            slot, claimed, start, time.perf_counter(), error, len(raw), received, resent=resent, message=message
         )
         self.retry_after_s = self.connection.retry_after_s if error else None
         return error is not None
