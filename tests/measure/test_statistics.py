@@ -126,3 +126,24 @@ def test_a_window_without_a_sample_leaves_the_merged_minimum_alone() -> None:
             histogram.record(seconds)
         merged.add(LatencyHistogram.decode(histogram.encode()))
     assert (merged.count, round(merged.min * 1000, 1), round(merged.max * 1000)) == (3, 105.0, 250)
+
+
+def test_percentiles_are_hdrhs_own_without_its_walk_over_every_bucket() -> None:
+    """value_at_percentile and value_at_rank bisect running counts instead of walking every bucket in Python
+    as hdrh does (1-2 ms a query on the loop that times requests): the same value as hdrh's, on recorded and
+    on decoded histograms, after more samples arrive, at every percentile and rank."""
+    rng = random.Random(3)
+    for trial, count in enumerate([1, 2, 7, 50, 1000, 20000] * 5):
+        histogram = LatencyHistogram()
+        for _ in range(count):
+            histogram.record(rng.lognormvariate(rng.uniform(-9, 3), rng.uniform(0.01, 2)))
+        if trial % 2:
+            histogram = LatencyHistogram.decode(histogram.encode())
+        for _ in range(2):  # and again once a sample more has changed the running counts
+            hdrh = histogram._h
+            total = histogram.count
+            for p in (0.001, 1, 10, 50, 90, 95, 99, 99.9, 99.99, 100):
+                assert histogram.value_at_percentile(p) == hdrh.get_value_at_percentile(p) / 1e6, (count, p)
+            for rank in (1, (total + 1) // 2, total):
+                assert histogram.value_at_rank(rank) == hdrh.get_value_at_percentile(100.0 * rank / total) / 1e6
+            histogram.record(rng.lognormvariate(-3, 1))
