@@ -18,7 +18,7 @@ SIGNIFICANT_DIGITS = 3
 class LatencyHistogram:
     """Latencies in seconds in, seconds out; microseconds inside."""
 
-    __slots__ = ("_h", "_cumulative", "_cumulative_total")
+    __slots__ = ("_cumulative", "_cumulative_total", "_h")
 
     def __init__(self, histogram: HdrHistogram | None = None) -> None:
         self._h = histogram or HdrHistogram(LOWEST_US, HIGHEST_US, SIGNIFICANT_DIGITS)
