@@ -70,3 +70,27 @@ def test_24_users_streaming_9s_answers_read_met_in_a_20s_stage(tmp_path: Path) -
         stage, SloSpec.model_validate({"latency": [{"metric": "ttft", "percentile": 90, "max": "3s"}]})
     )
     assert verdict == "Met", checks
+
+
+def test_a_request_still_in_flight_after_the_graceful_stop_keeps_the_figures_it_reached(tmp_path: Path) -> None:
+    """Answers of 8 tokens a second apart, a 2 s stage and gracefulStop 0.5s: every user's first request is
+    still streaming when the stage ends. Each had its first token after about 100 ms: that time to first token
+    is recorded (a ttft objective is Met on it), and only the whole request's latency is unknown (a latency
+    objective waits on them: Inconclusive, never Met)."""
+    flags = ("-ttft", "100ms", "-ttft-sigma", "0.05", "-gap", "1s", "-gap-sigma", "0.01")
+    with groundtruth(*flags, source=STREAM_SOURCE) as base:
+        config = streamed(base, tmp_path / "prompts.jsonl", 20, 8, "2s")
+        config["load"] |= {"warmup": "0s", "gracefulStop": "500ms"}
+        process, result = run_loadgen(tmp_path, config)
+    assert process.returncode == 0 and result is not None, process.stderr
+    (stage,) = result.stages
+    assert (stage.requests, stage.errors, stage.drained) == (0, 0, 0)
+    assert (stage.in_flight_at_end, stage.in_flight_reached) == (20, {"ttft": 20, "ttfot": 20})
+    assert stage.tokens is not None and stage.tokens.ttft.count == 20 and stage.tokens.streams == 0
+    assert 90 <= stage.tokens.ttft.at(50).value_ms <= 140
+    slo = SloSpec.model_validate(
+        {"latency": [{"metric": "ttft", "percentile": 50, "max": "1s"}, {"percentile": 50, "max": "10s"}]}
+    )
+    checks, _ = slo_checks(stage, slo)
+    assert [c.verdict for c in checks] == ["Met", "Inconclusive"], checks
+    assert checks[1].observed.endswith("may yet be answered within 10s: Met if they all are"), checks[1]

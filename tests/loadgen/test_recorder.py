@@ -4,6 +4,7 @@ import time
 
 from kaliper.loadgen.recorder import Aggregator, Recorder, Window
 from kaliper.loadgen.results import error_time_share, late_reason
+from kaliper.loadgen.tokens import Reached
 from kaliper.report.schema import GeneratorUsage
 
 
@@ -160,3 +161,33 @@ def test_closed_loop_failing_time_counts_waits_and_half_the_one_an_answer_ended(
     total = windows[0].merge(windows[1])
     assert (total.waits, round(total.user_s, 3), round(total.failing_s, 3)) == (1, 1.53, 0.76)
     assert error_time_share(total, open_loop=False) == round(0.76 / 1.53, 6)
+
+
+class _Streaming:
+    """A sender reading a stream (as GenerationUser is): the figures its request in flight has reached."""
+
+    def __init__(self, reached: Reached | None) -> None:
+        self._reached = reached
+
+    def reached(self) -> Reached | None:
+        return self._reached
+
+
+def test_the_drain_records_the_figures_requests_still_in_flight_have_reached() -> None:
+    recorder = Recorder(window_s=1.0, open_loop=True, tokens=True)
+    recorder.begin_stage(0, start_wall=100.0)
+    first, thinking, silent, late = (
+        _Streaming(Reached(0.12, 0.13, 0.12, 0.13)),
+        _Streaming(Reached(0.2, 0.25, None, None)),  # still thinking: no answer token yet
+        _Streaming(None),
+        _Streaming(Reached(0.05, 0.05, 0.05, 0.05)),
+    )
+    for sender, at in ((first, 100.5), (thinking, 100.6), (silent, 100.7), (late, 101.2)):
+        recorder.sending(sender, at_wall=at)
+    recorder.begin_drain(101.0)
+    drain = recorder.finish_drain(now_wall=101.5)  # `late` was sent after the edge: in no figure
+    assert (drain.in_flight, dict(drain.reached)) == (3, {"ttft": 2, "ttfot": 1})
+    tokens = drain.tokens
+    assert tokens is not None and tokens.streams == 0
+    assert [round(tokens.ttft_corrected.value_at_rank(r) * 1000) for r in (1, 2)] == [130, 250]
+    assert (tokens.ttft.count, tokens.ttfot.count, round(tokens.ttfot.max * 1000)) == (2, 1, 120)

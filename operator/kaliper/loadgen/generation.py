@@ -32,7 +32,7 @@ from kaliper.loadgen.grpc_calls import target_is_down
 from kaliper.loadgen.http import ERROR_WORDS, BodySink, StreamingConnection
 from kaliper.loadgen.prompts import GenerationRequest, Prompt, generation_requests, load_tokenizer, request_body
 from kaliper.loadgen.sse import StreamParser, StreamRead, read_whole
-from kaliper.loadgen.tokens import RequestTokens, request_tokens
+from kaliper.loadgen.tokens import Reached, RequestTokens, reached_so_far, request_tokens
 from kaliper.measure.figures import figure
 
 
@@ -49,6 +49,19 @@ class Outcome:
     """A reasoning model's thinking before that answer, for a session that keeps it."""
     message: str | None = None
     """A failure in the server's (or the connection's) own words."""
+
+
+@dataclass
+class LiveStream:
+    """The stream a user is reading now, so that a stage that ends with it in flight can record the figures
+    it has reached (kaliper.loadgen.recorder.Reaching)."""
+
+    read: StreamRead | None = None
+    sent: float = 0.0
+    intended: float | None = None
+
+    def reached(self) -> Reached | None:
+        return reached_so_far(self.read, self.sent, self.intended) if self.read is not None else None
 
 
 @dataclass
@@ -225,6 +238,7 @@ class GenerationSender:
         intended: float | None,
         clock: Callable[[], float],
         in_session: bool = False,
+        live: LiveStream | None = None,
     ) -> Outcome:
         """Send request `index` (its prepared bytes `raw`); `intended` is its intended send time (open loop).
         `in_session`: a later turn of a chat session, whose prompt is more than request `index`'s own."""
@@ -240,6 +254,8 @@ class GenerationSender:
             return lambda piece, _arrived: whole.append(piece)
 
         sent = clock()
+        if live is not None:
+            live.read, live.sent, live.intended = parser.read, sent, intended
         error: str | None = None
         message: str | None = None
         try:

@@ -11,9 +11,9 @@ import math
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
-from kaliper.loadgen.tokens import RequestTokens, TokenWindow
+from kaliper.loadgen.tokens import Reached, RequestTokens, TokenWindow
 from kaliper.measure.cpu import CpuClock
 from kaliper.measure.figures import figure
 from kaliper.measure.histogram import LatencyHistogram
@@ -38,6 +38,13 @@ def keep_message(messages: dict[str, list[str]], kind: str, message: str) -> Non
     text = text[:MESSAGE_CHARS]
     if text and len(kept) < MESSAGES_PER_KIND and text not in kept:
         kept.append(text)
+
+
+@runtime_checkable
+class Reaching(Protocol):
+    """A sender that can say which figures its request in flight has reached (a stream's first token)."""
+
+    def reached(self) -> Reached | None: ...
 
 
 @dataclass
@@ -78,6 +85,9 @@ class Window:
     """Requests sent before the window's end and not answered by it (summed over processes)."""
     in_flight_oldest_s: float = 0.0
     """How long the oldest of them had run at the window's end."""
+    reached: Counter[str] = field(default_factory=Counter)
+    """A drain window: of its requests still in flight, how many reached each figure (ttft, ttfot), recorded
+    in that figure's distribution."""
     failing_s: float = 0.0
     """Closed loop: user-seconds spent failing: in failed requests, and backing off after them (a wait the next
     request answered counts half: the server came back at some time during it)."""
@@ -104,6 +114,7 @@ class Window:
         self.failing_s += other.failing_s
         self.user_s += other.user_s
         self.in_flight += other.in_flight
+        self.reached.update(other.reached)
         self.in_flight_oldest_s = max(self.in_flight_oldest_s, other.in_flight_oldest_s)
         for kind, texts in other.messages.items():
             for text in texts:
@@ -146,6 +157,7 @@ class Window:
             "waits": [self.waits, self.waited_s, self.retry_after_waits],
             "in_flight": [self.in_flight, self.in_flight_oldest_s],
             "time": [self.failing_s, self.user_s],
+            "reached": dict(self.reached),
             "tokens": self.tokens.to_wire() if self.tokens is not None else None,
         }
 
@@ -172,6 +184,7 @@ class Window:
             retry_after_waits=data["waits"][2],
             in_flight=data["in_flight"][0],
             in_flight_oldest_s=data["in_flight"][1],
+            reached=Counter(data.get("reached", {})),
             failing_s=data["time"][0],
             user_s=data["time"][1],
             tokens=TokenWindow.from_wire(data["tokens"]) if data.get("tokens") else None,
@@ -236,9 +249,14 @@ class Recorder:
         return len(sent), (now_wall - min(sent) if sent else 0.0)
 
     def finish_drain(self, now_wall: float) -> Window:
-        """The drain window, with what is still unanswered as its requests in flight; the users stay held."""
+        """The drain window, with what is still unanswered as its requests in flight and the figures they
+        reached (a stream's time to first token, where its first token came); the users stay held."""
         window = self._drain or self.new_window(-1)
         window.in_flight, window.in_flight_oldest_s = self.drain_pending(now_wall)
+        for sender, at in self._in_flight.items():
+            reached = sender.reached() if at < self._drain_edge and isinstance(sender, Reaching) else None
+            if reached is not None and window.tokens is not None:
+                window.reached.update(window.tokens.record_reached(reached))
         self._drain, self._drain_edge = None, -math.inf  # whatever completes from now on is in no figure
         return window
 

@@ -247,6 +247,7 @@ def stage_result(
         drain_s=round(drain_s, 3),
         in_flight_at_end=last.in_flight if last is not None else 0,
         in_flight_oldest_s=round(last.in_flight_oldest_s, 3) if last is not None else 0.0,
+        in_flight_reached=dict(drain.reached) if drain is not None else {},
         backoffs=Backoffs(waits=timed.waits, seconds=round(timed.waited_s, 3), retry_after=timed.retry_after_waits)
         if timed.waits
         else None,
@@ -344,9 +345,11 @@ def summarize(result: LoadTestResult) -> str:
                 f"{stage.drain_s:.1f} s and recorded"
             )
         if stage.in_flight_at_end:
+            reached = stage.in_flight_reached.get("ttft", 0)
             lines.append(
                 f"  {stage.in_flight_at_end} requests still in flight when the stage ended (the oldest for "
                 f"{stage.in_flight_oldest_s:.1f} s): in no figure"
+                + (f" but the {reached} times to first token they reached" if reached else "")
             )
         if stage.resent:
             lines.append(

@@ -170,6 +170,32 @@ def _histogram_or_none(encoded: str | None) -> LatencyHistogram | None:
     return LatencyHistogram.decode(encoded) if encoded else None
 
 
+@dataclass(frozen=True)
+class Reached:
+    """How far a request still in flight has come: its time to first token and to first answer token, where
+    they came (seconds from its send, and from its intended send under open loop)."""
+
+    ttft_s: float | None = None
+    ttft_corrected_s: float | None = None
+    ttfot_s: float | None = None
+    ttfot_corrected_s: float | None = None
+
+
+def reached_so_far(read: StreamRead, sent: float, intended: float | None) -> Reached:
+    """What a stream still being read has delivered of its figures (times on one perf_counter clock)."""
+    times = read.content_times
+    if not times:
+        return Reached()
+    first_answer = read.first_answer
+    answered_at = times[first_answer] if first_answer is not None and first_answer < len(times) else None
+    return Reached(
+        ttft_s=times[0] - sent,
+        ttft_corrected_s=times[0] - intended if intended is not None else None,
+        ttfot_s=answered_at - sent if answered_at is not None else None,
+        ttfot_corrected_s=answered_at - intended if answered_at is not None and intended is not None else None,
+    )
+
+
 @dataclass
 class TokenWindow:
     """The token-stream figures of one window: histograms and counts, all mergeable."""
@@ -218,6 +244,22 @@ class TokenWindow:
         for name in _CORRECTED:
             setattr(window, name, LatencyHistogram() if open_loop else None)
         return window
+
+    def record_reached(self, reached: Reached) -> list[str]:
+        """A request still in flight when its stage ended: the figures it reached (a time to first token, a
+        time to first answer token) are in their distributions; returns their names. It is no stream yet."""
+        found = []
+        for name, value, corrected, histogram, corrected_histogram in (
+            ("ttft", reached.ttft_s, reached.ttft_corrected_s, self.ttft, self.ttft_corrected),
+            ("ttfot", reached.ttfot_s, reached.ttfot_corrected_s, self.ttfot, self.ttfot_corrected),
+        ):
+            if value is None:
+                continue
+            histogram.record(value)
+            if corrected_histogram is not None:
+                corrected_histogram.record(corrected if corrected is not None else value)
+            found.append(name)
+        return found
 
     def record(self, figures: RequestTokens, good: bool, failed: bool = False) -> None:
         """One answer's figures. A failed answer (an error of any kind: cut short, an error event, no tokens,

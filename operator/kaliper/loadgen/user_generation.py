@@ -7,11 +7,12 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from kaliper.loadgen.generation import GenerationSender, Session
+from kaliper.loadgen.generation import GenerationSender, LiveStream, Session
 from kaliper.loadgen.generator import Generator
 from kaliper.loadgen.grpc_calls import Preflight
 from kaliper.loadgen.http import StreamingConnection
 from kaliper.loadgen.pacing import KaliperUser
+from kaliper.loadgen.tokens import Reached
 from kaliper.loadgen.traces import PlayedTrace
 from kaliper.loadgen.user_http import Requests, path_refusal
 from kaliper.log import get_logger
@@ -91,6 +92,11 @@ class GenerationUser(KaliperUser):
         sender = self.prepared.sender
         in_sessions = sender.turns > 1 and sender.session_body is not None
         self.session = Session(sender.turns, sender.keeps_reasoning) if in_sessions else None
+        self.live = LiveStream()
+
+    def reached(self) -> Reached | None:
+        """The figures the stream being read has reached (kaliper.loadgen.recorder.Reaching)."""
+        return self.live.reached()
 
     def next_turn(self, failed: bool) -> tuple[float, int] | None:
         """A trace's conversation goes on after an answer: its next turn its delay after now (the answer's end)."""
@@ -116,7 +122,8 @@ class GenerationUser(KaliperUser):
         else:
             raw = requests.raw[index]
         resent_before = connection.resent
-        outcome = sender.send(connection, raw, index, slot, time.perf_counter, in_session)
+        outcome = sender.send(connection, raw, index, slot, time.perf_counter, in_session, self.live)
+        self.live.read = None
         if session is not None:
             answer = outcome.answer if outcome.error is None else None
             session.advance(sender.requests[index].messages or [], answer, outcome.thinking)

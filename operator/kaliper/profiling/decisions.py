@@ -133,8 +133,24 @@ def judgement(stage: StageResult, objective: LatencyObjective) -> Judgement:
         seconds = [None if v is None else v / 1000 for v in (found.value_ms, found.low_ms, found.high_ms)]
         return PercentileEstimate(percentile, *seconds, count=figures.count if figures else 0, confidence=0.95)
 
+    stage = for_figure(stage, objective.metric)
     samples = Samples(stage.requests - stage.errors, at, stage.errors, stage.in_flight_at_end, stage.in_flight_oldest_s)
     return judge(objective.bound(), samples)
+
+
+def for_figure(stage: StageResult, metric: str) -> StageResult:
+    """The stage as an objective on `metric` counts it: a request still in flight at its end that reached the
+    figure (its first token came, for ttft) has its value in the distribution, so it counts as answered."""
+    reached = stage.in_flight_reached.get(metric, 0)
+    if not reached:
+        return stage
+    return stage.model_copy(
+        update={
+            "requests": stage.requests + reached,
+            "in_flight_at_end": stage.in_flight_at_end - reached,
+            "in_flight_reached": {},
+        }
+    )
 
 
 def best_case_percentile(stage: StageResult, objective: LatencyObjective) -> float | None:
@@ -179,6 +195,7 @@ def latency_check(stage: StageResult, objective: LatencyObjective) -> SloCheck:
     bound, so a server that fails fast (or not at all) never meets a latency objective by failing. A NotMet
     that rests on requests in flight but not yet past the bound is Inconclusive: they might yet have been
     answered in time."""
+    stage = for_figure(stage, objective.metric)
     judged = judgement(stage, objective)
     check = worst_case_check(stage, objective, judged)
     if judged.best is None:

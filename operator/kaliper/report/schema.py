@@ -309,6 +309,10 @@ class StageResult(KaliperModel):
     the SLO verdicts count them with the failures (not answered in time)."""
     in_flight_oldest_s: float = 0.0
     """How long the oldest of them had run by then."""
+    in_flight_reached: dict[str, int] = Field(default_factory=dict)
+    """Of those, how many had reached each figure (ttft: their first token had come; ttfot: their first
+    answer token): that figure of theirs is in its distribution, and only the figures they had not reached
+    are unknown."""
     errors_by_kind: dict[str, int] = Field(default_factory=dict)
     """Failures by HTTP status (such as "HTTP 503") or exception (such as "timeout", "ConnectionRefusedError")."""
     error_messages: dict[str, list[str]] = Field(default_factory=dict)
