@@ -37,6 +37,17 @@ def tokenizer(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return directory / "tokenizer.json"
 
 
+def chat_config(tmp_path: Path, url: str, model: str, load: dict[str, Any] = LOAD, **request: Any) -> dict:
+    """A load generator's config of one prompt ("hello", written beside it), streamed chat of 4 tokens."""
+    (tmp_path / "prompts.jsonl").write_text('{"prompt": "hello"}\n')
+    return {
+        "url": url,
+        "request": {"protocol": "openai-chat", "modelName": model, "generation": {"maxTokens": 4}, **request},
+        "payload": {"prompts": {"dataset": {"file": str(tmp_path / "prompts.jsonl")}}},
+        "load": load,
+    }
+
+
 def run(
     tmp_path: Path,
     base: str,
@@ -45,16 +56,9 @@ def run(
     protocol: str = "openai-chat",
     load: dict[str, Any] = LOAD,
 ) -> LoadTestResult:
-    prompts: dict[str, Any] = {"dataset": {"file": str(tmp_path / "prompts.jsonl")}}
-    (tmp_path / "prompts.jsonl").write_text('{"prompt": "hello"}\n')
+    config = chat_config(tmp_path, base, mode, load, protocol=protocol)
     if tokenizer is not None:
-        prompts["tokenizer"] = {"file": str(tokenizer)}
-    config = {
-        "url": base,
-        "request": {"protocol": protocol, "modelName": mode, "generation": {"maxTokens": 4}},
-        "payload": {"prompts": prompts},
-        "load": load,
-    }
+        config["payload"]["prompts"]["tokenizer"] = {"file": str(tokenizer)}
     process, result = run_loadgen(tmp_path, config)
     assert process.returncode == 0, process.stderr
     assert result is not None and result.ok and len(result.stages) == 1 and result.stages[0].requests > 0
@@ -179,13 +183,7 @@ def test_an_error_event_keeps_the_servers_message(tmp_path: Path, server: str, m
 def test_a_stream_slower_than_the_request_timeout_is_a_timeout(tmp_path: Path, server: str) -> None:
     """Tokens 400 ms apart, a timeout of 1 s: each stream had tokens when its deadline passed, and is counted
     as the timeout it is (not as a stream cut short), with its time to first token kept for what it reached."""
-    (tmp_path / "prompts.jsonl").write_text('{"prompt": "hello"}\n')
-    config = {
-        "url": server,
-        "request": {"protocol": "openai-chat", "modelName": "slow", "generation": {"maxTokens": 4}, "timeout": "1s"},
-        "payload": {"prompts": {"dataset": {"file": str(tmp_path / "prompts.jsonl")}}},
-        "load": {**LOAD, "minDuration": "2s", "maxDuration": "2s"},
-    }
+    config = chat_config(tmp_path, server, "slow", {**LOAD, "minDuration": "2s", "maxDuration": "2s"}, timeout="1s")
     process, result = run_loadgen(tmp_path, config)
     assert process.returncode == 0 and result is not None, process.stderr
     (stage,) = result.stages
@@ -197,14 +195,7 @@ def test_a_stream_slower_than_the_request_timeout_is_a_timeout(tmp_path: Path, s
 def test_a_stream_served_as_text_plain_is_refused_naming_its_content_type(tmp_path: Path, server: str) -> None:
     """stream: true already, the server streams Server-Sent Events as text/plain: refused before the load with
     what to change on the server, not with advice to set stream to true."""
-    (tmp_path / "prompts.jsonl").write_text('{"prompt": "hello"}\n')
-    config = {
-        "url": server,
-        "request": {"protocol": "openai-chat", "modelName": "plain-sse", "generation": {"maxTokens": 4}},
-        "payload": {"prompts": {"dataset": {"file": str(tmp_path / "prompts.jsonl")}}},
-        "load": LOAD,
-    }
-    process, result = run_loadgen(tmp_path, config)
+    process, result = run_loadgen(tmp_path, chat_config(tmp_path, server, "plain-sse"))
     assert process.returncode == 1 and result is not None and result.stages == []
     assert result.error.startswith(
         f"{server}/v1/chat/completions: every answer would fail as the first did: the answer is not JSON: b'data: "
@@ -404,16 +395,9 @@ def test_the_streaming_ground_truth_server_misbehaving_one_answer_in_four(
 ) -> None:
     """bench/streamtruth with a fault mode: a quarter of its answers fail as `fault` says, each counted by its
     kind, and only the other three quarters feed the token figures."""
-    (tmp_path / "prompts.jsonl").write_text('{"prompt": "hello"}\n')
     flags = ("-ttft", "5ms", "-gap", "1ms", "-fault-every", "4", "-fault", fault)
     with groundtruth(*flags, source=STREAM_SOURCE) as base:
-        config = {
-            "url": base,
-            "request": {"protocol": "openai-chat", "modelName": "truth", "generation": {"maxTokens": 4}},
-            "payload": {"prompts": {"dataset": {"file": str(tmp_path / "prompts.jsonl")}}},
-            "load": LOAD,
-        }
-        process, result = run_loadgen(tmp_path, config)
+        process, result = run_loadgen(tmp_path, chat_config(tmp_path, base, "truth"))
     assert process.returncode == 0, process.stderr
     stage = result.stages[0]
     failed = stage.errors_by_kind.get(kind, 0)

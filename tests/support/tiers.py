@@ -57,7 +57,9 @@ NOT_QUIET = (
             "test_results_document_is_versioned_json",
             "test_a_target_that_goes_down_mid_run_ends_it_early",
             "test_master_without_workers_gives_up_with_a_reason",
-            "test_requests_still_in_flight_when_the_stage_ends_are_counted",
+            "test_requests_in_flight_when_measuring_ends_are_awaited_and_recorded",
+            "test_requests_still_in_flight_after_the_graceful_stop_are_counted",
+            "test_requests_resent_after_the_server_closed_the_connection_are_in_the_summary",
         )
     }
     | {
@@ -74,6 +76,7 @@ NOT_QUIET = (
             "test_calls_that_would_all_be_refused_stop_the_run_with_the_servers_reason",
             "test_a_port_that_does_not_speak_grpc_is_named_as_such",
             "test_a_grpc_target_that_goes_away_mid_run_ends_it_early",
+            "test_a_server_that_answers_unavailable_itself_is_up_and_measured",
         )
     }
     | {
