@@ -42,7 +42,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as scratch:
         models = Path(scratch) / "models"
         subprocess.run(
-            [str(KALIPER), "make-example-models", str(models), "--only", "iris"], check=True, capture_output=True
+            [str(KALIPER), "make-example-models", str(models), "--only", "iris.onnx"], check=True, capture_output=True
         )
         for run in range(1, args.runs + 1):
             started = time.monotonic()
