@@ -70,6 +70,13 @@ def measured_interval(stage: dict[str, Any]) -> tuple[float, float]:
     return start, start + stage["measuredS"]
 
 
+def stage_truth(served: list[tuple[float, float]], start: float, end: float) -> list[float]:
+    """The server's times (ms) of the requests a Kaliper stage measured: those under way in its measured
+    interval [start, end) and sent before its end (its graceful stop awaits the ones in flight then); each
+    record is (done, unix seconds; took, ms)."""
+    return [ms for done, ms in served if start <= done and done - ms / 1000 < end]
+
+
 def percent_error(value: float, truth: float) -> str:
     return f"{(value - truth) / truth * 100:+.2f}%"
 

@@ -29,6 +29,7 @@ from _common import (
     records,
     run_kaliper,
     run_stock_locust,
+    stage_truth,
     stalled_percentile,
 )
 
@@ -66,7 +67,7 @@ def main() -> None:
         }
         result = run_kaliper(config)
         start, end = measured_interval(result["stages"][0])
-        recorded = [ms for done, ms in records(base)[1] if start <= done < end]
+        recorded = stage_truth(records(base)[1], start, end)
         # The same schedule with too few connections: sends wait for a free one during stalls.
         scarce_config = {
             **config,

@@ -23,6 +23,7 @@ from _common import (
     reset,
     run_kaliper,
     run_stock_locust,
+    stage_truth,
 )
 
 PERCENTILES = (50.0, 90.0, 99.0)
@@ -52,7 +53,7 @@ def main() -> None:
         stage = result["stages"][0]
         start, end = measured_interval(stage)
         _, served = records(base)
-        truth = [ms for done, ms in served if start <= done < end]
+        truth = stage_truth(served, start, end)
         kaliper = {p["percentile"]: p for p in stage["latency"]["percentiles"]}
 
         reset(base)

@@ -17,7 +17,16 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import groundtruth, measured_interval, nearest_rank, percent_error, records, reset, run_kaliper
+from _common import (
+    groundtruth,
+    measured_interval,
+    nearest_rank,
+    percent_error,
+    records,
+    reset,
+    run_kaliper,
+    stage_truth,
+)
 from _grpc import kaliper_config, run_ghz
 
 PERCENTILES = (50.0, 90.0, 99.0)
@@ -44,7 +53,7 @@ def main() -> None:
         }
         stage = run_kaliper(kaliper_config(base, load, args.connections))["stages"][0]
         start, end = measured_interval(stage)
-        truth = [ms for done, ms in records(base)[1] if start <= done < end]
+        truth = stage_truth(records(base)[1], start, end)
         kaliper = {p["percentile"]: p["valueMs"] for p in stage["latency"]["percentiles"]}
 
         reset(base)

@@ -56,7 +56,9 @@ def main() -> None:
         }
         stage = run_kaliper(kaliper_config(base, load, MAX_TOKENS))["stages"][0]
         start, end = measured_interval(stage)
-        recorded, _ = true_ttfts_and_gaps([(a, c) for a, c in stream_records(base)[1] if c and start <= c[-1] < end])
+        recorded, _ = true_ttfts_and_gaps(
+            [(a, c) for a, c in stream_records(base)[1] if c and c[-1] >= start and a < end]
+        )
         reset(base)
         rate_args = ["--request-rate", f"{args.rate:g}", "--arrival-pattern", "constant"]
         aiperf, _ = run_aiperf(
