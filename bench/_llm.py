@@ -71,11 +71,13 @@ def true_ttfts_and_gaps(served: list[tuple[float, list[float]]]) -> tuple[list[f
     return ttfts, gaps
 
 
-def kaliper_config(base: str, load: dict[str, Any], max_tokens: int, input_tokens: int = 128) -> dict[str, Any]:
+def kaliper_config(
+    base: str, load: dict[str, Any], max_tokens: int, input_tokens: int = 128, protocol: str = "openai-completions"
+) -> dict[str, Any]:
     return {
         "url": base,
         "request": {
-            "protocol": "openai-completions",
+            "protocol": protocol,
             "modelName": MODEL,
             "timeout": "60s",
             "generation": {"maxTokens": max_tokens, "ignoreEos": True},

@@ -11,7 +11,7 @@ ITL percentiles are compared with the exact (nearest-rank) percentiles of the se
 measured interval.
 
     .venv/bin/python bench/llm_fidelity.py [--server go|aiohttp] [--ttft 40ms] [--concurrency 8]
-        [--duration 30] [--no-peers]
+        [--duration 30] [--no-peers] [--reasoning N]
 
 Goal: Kaliper within 1% of the truth at p50, p90 and p99 of TTFT and of the gaps between tokens, on both
 servers, and within 0.5% of the bare client.
@@ -53,9 +53,10 @@ def in_interval(served, start: float, end: float):
 
 
 @contextmanager
-def aiohttp_truth(ttft: str, port: int) -> Iterator[str]:
+def aiohttp_truth(ttft: str, port: int, reasoning: int = 0) -> Iterator[str]:
     script = Path(__file__).with_name("streamtruth_aiohttp.py")
     command = [sys.executable, str(script), "--port", str(port), "--ttft", ttft, "--word", one_token_word()]
+    command += ["--reasoning", str(reasoning)]
     process = subprocess.Popen(command, stderr=subprocess.DEVNULL)
     try:
         wait_http(f"http://127.0.0.1:{port}/_truth/records")
@@ -73,12 +74,21 @@ def main() -> None:
     parser.add_argument("--duration", type=int, default=30)
     parser.add_argument("--port", type=int, default=18091)
     parser.add_argument("--no-peers", action="store_true", help="Kaliper and the bare client only")
+    parser.add_argument(
+        "--reasoning", type=int, default=0, help="the chat API, the first N tokens thinking (aiohttp; no peers)"
+    )
     args = parser.parse_args()
+    if args.reasoning:
+        args.no_peers, args.server = True, "aiohttp"
     if not args.no_peers:
         install_peers()
 
     flags = ("-ttft", args.ttft, "-ttft-sigma", "0.3", "-gap", "8ms", "-gap-sigma", "0.5")
-    server = streamtruth(*flags, port=args.port) if args.server == "go" else aiohttp_truth(args.ttft, args.port)
+    server = (
+        streamtruth(*flags, port=args.port)
+        if args.server == "go"
+        else aiohttp_truth(args.ttft, args.port, args.reasoning)
+    )
     with server as base:
         load = {
             "closedLoop": {"concurrency": args.concurrency},
@@ -86,7 +96,8 @@ def main() -> None:
             "minDuration": f"{args.duration}s",
             "maxDuration": f"{args.duration}s",
         }
-        stage = run_kaliper(kaliper_config(base, load, MAX_TOKENS))["stages"][0]
+        protocol = "openai-chat" if args.reasoning else "openai-completions"
+        stage = run_kaliper(kaliper_config(base, load, MAX_TOKENS, protocol=protocol))["stages"][0]
         start, end = measured_interval(stage)
         _, served = stream_records(base)
         # Kaliper's stage: the streams under way in its measured interval and sent before its end (those in
@@ -94,7 +105,7 @@ def main() -> None:
         k_served = [(a, c) for a, c in served if c and c[-1] >= start and a < end]
 
         reset(base)
-        bare = run_bare(base, args.concurrency, args.duration, 3, MAX_TOKENS)
+        bare = run_bare(base, args.concurrency, args.duration, 3, MAX_TOKENS, chat=bool(args.reasoning))
         _, served = stream_records(base)
         first_sent, last_end = min(s for s, _ in bare), max(a[-1] for _, a in bare)
         b_served = [(a, c) for a, c in served if c and first_sent <= a + 0.001 and c[-1] <= last_end]
@@ -133,6 +144,8 @@ def main() -> None:
     }
     truths = {name: true_ttfts_and_gaps(s) for name, s in (("k", k_served), ("b", b_served))}
     stack = "Go (bench/streamtruth)" if args.server == "go" else "Python aiohttp (bench/streamtruth_aiohttp.py)"
+    if args.reasoning:
+        stack += f", the chat API, the first {args.reasoning} tokens of every answer thinking (delta.reasoning)"
     print(
         f"# LLM fidelity on {stack}: TTFT lognormal({args.ttft}, 0.3), gaps lognormal(8 ms, 0.5), "
         f"{MAX_TOKENS}-token answers, closed loop, {args.concurrency} streams, {args.duration} s\n"

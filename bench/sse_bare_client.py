@@ -16,10 +16,10 @@ import time
 from urllib.parse import urlsplit
 
 
-async def _one_stream(host: str, port: int, body: bytes, until: float, out: list) -> None:
+async def _one_stream(host: str, port: int, body: bytes, until: float, out: list, path: str) -> None:
     reader, writer = await asyncio.open_connection(host, port)
     head = (
-        f"POST /v1/completions HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Type: application/json\r\n"
+        f"POST {path} HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Type: application/json\r\n"
         f"Content-Length: {len(body)}\r\n\r\n"
     ).encode()
     try:
@@ -42,29 +42,33 @@ async def _one_stream(host: str, port: int, body: bytes, until: float, out: list
                 while b"\n\n" in pending:
                     event, pending = pending.split(b"\n\n", 1)
                     if event.startswith(b"data: {"):
-                        choices = json.loads(event[6:]).get("choices") or [{}]
-                        if choices[0].get("text"):
+                        choice = (json.loads(event[6:]).get("choices") or [{}])[0]
+                        delta = choice.get("delta") or {}
+                        if choice.get("text") or delta.get("content") or delta.get("reasoning"):
                             arrivals.append(arrived)
             out.append((sent, arrivals))
     finally:
         writer.close()
 
 
-async def _run(base: str, streams: int, seconds: float, max_tokens: int) -> list:
+async def _run(base: str, streams: int, seconds: float, max_tokens: int, chat: bool) -> list:
     url = urlsplit(base)
+    asked = {"messages": [{"role": "user", "content": "hello"}]} if chat else {"prompt": "hello"}
     body = json.dumps(
-        {"model": "truth", "prompt": "hello", "max_tokens": max_tokens, "stream": True, "ignore_eos": True}
+        {"model": "truth", **asked, "max_tokens": max_tokens, "stream": True, "ignore_eos": True}
     ).encode()
+    path = "/v1/chat/completions" if chat else "/v1/completions"
     until = time.time() + seconds
     out: list = []
     await asyncio.gather(
-        *(_one_stream(url.hostname or "127.0.0.1", url.port or 80, body, until, out) for _ in range(streams))
+        *(_one_stream(url.hostname or "127.0.0.1", url.port or 80, body, until, out, path) for _ in range(streams))
     )
     return out
 
 
-def run_bare(base: str, streams: int, seconds: float, warmup: float, max_tokens: int) -> list:
-    """Requests sent between the end of the warm-up and the end, each (sent, [arrivals])."""
+def run_bare(base: str, streams: int, seconds: float, warmup: float, max_tokens: int, chat: bool = False) -> list:
+    """Requests sent between the end of the warm-up and the end, each (sent, [arrivals]); `chat`: the chat API,
+    its thinking (delta.reasoning) timed like its answer."""
     start = time.time() + warmup
-    done = asyncio.run(_run(base, streams, warmup + seconds, max_tokens))
+    done = asyncio.run(_run(base, streams, warmup + seconds, max_tokens, chat))
     return [(sent, arrivals) for sent, arrivals in done if sent >= start and arrivals]

@@ -5,11 +5,12 @@ delay and each later token after a lognormal gap, and records when each request 
 every content chunk; the records and their endpoints have the same shape, so the LLM benchmarks read either.
 
     .venv/bin/python bench/streamtruth_aiohttp.py --port 18092 [--ttft 60ms] [--ttft-sigma 0.3] \\
-        [--gap 8ms] [--gap-sigma 0.5] [--word " tok"] [--seed 1]
+        [--gap 8ms] [--gap-sigma 0.5] [--word " tok"] [--seed 1] [--reasoning N]
 
 POST /v1/chat/completions and /v1/completions (streamed; max_tokens tokens, 16 when absent), GET /v1/models,
-GET /_truth/records, POST /_truth/reset. asyncio's timers wake up to a millisecond late: the truth is the time
-each chunk was written, recorded after the write, not the time drawn.
+GET /_truth/records, POST /_truth/reset. With --reasoning N a chat answer's first N tokens stream in
+delta.reasoning, as vLLM sends a reasoning model's thinking. asyncio's timers wake up to a millisecond late:
+the truth is the time each chunk was written, recorded after the write, not the time drawn.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ class Truth:
         self.ttft, self.ttft_sigma = duration(args.ttft), args.ttft_sigma
         self.gap, self.gap_sigma = duration(args.gap), args.gap_sigma
         self.word = args.word
+        self.reasoning = args.reasoning
         self.rng = random.Random(args.seed)
         self.records: list[dict] = []
         self.epoch = time.time()
@@ -63,9 +65,11 @@ class Truth:
             await send(chunk(role))
         chunks: list[int] = []
         wake = arrived / 1e9 + self.draw(self.ttft, self.ttft_sigma)
-        for _ in range(tokens):
+        thinking = self.reasoning if chat else 0
+        for i in range(tokens):
             await asyncio.sleep(max(0.0, wake - time.time()))
-            choice = {"index": 0, "delta": {"content": self.word}} if chat else {"index": 0, "text": self.word}
+            field = "reasoning" if i < thinking else "content"  # vLLM's field for the thinking
+            choice = {"index": 0, "delta": {field: self.word}} if chat else {"index": 0, "text": self.word}
             await send(
                 json.dumps({"object": object_name, "model": model, "choices": [{**choice, "finish_reason": None}]})
             )
@@ -81,7 +85,7 @@ class Truth:
             await send(json.dumps({"object": object_name, "model": model, "choices": [], "usage": usage}))
         await send("[DONE]")
         await response.write_eof()
-        self.records.append({"arrived": arrived, "chunks": chunks, "reasoning": 0})
+        self.records.append({"arrived": arrived, "chunks": chunks, "reasoning": min(thinking, tokens)})
         return response
 
     async def truth(self, request: web.Request) -> web.Response:
@@ -103,6 +107,7 @@ def main() -> None:
     parser.add_argument("--gap-sigma", type=float, default=0.5)
     parser.add_argument("--word", default=" tok")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--reasoning", type=int, default=0, help="chat answers think first: their first N tokens")
     args = parser.parse_args()
     truth = Truth(args)
     app = web.Application()
