@@ -419,7 +419,8 @@ def test_a_target_that_comes_back_is_measured_on(tmp_path: Path) -> None:
     # A fifth of the time failed (2 of 10 s; the users learn the server is back within their last wait, half
     # of which counts), while the users backing off as real clients do sent few requests: not the flood of
     # instant refusals that resending at once makes (over 90% of the requests).
-    assert 0.1 <= stage.error_time_share <= 0.32
+    # (An outage stretched past 3.15 s by a slow restart ends in the 2 s wait instead: up to about 0.42.)
+    assert 0.1 <= stage.error_time_share <= 0.45
     assert stage.error_rate < 0.1 and stage.backoffs is not None and stage.backoffs.retry_after == 0
     assert stage.backoffs.seconds <= 2 * stage.measured_s  # two users: never more waiting than there was time
     # The users backed off, so few requests failed; the error budget judges the time the outage took.
