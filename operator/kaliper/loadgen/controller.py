@@ -87,7 +87,7 @@ class Controller:
             max_relative_ci_width=stopping.max_relative_ci_width if stopping else 0.05,
         )
         self.replay_s = config.replay_measured_s()  # a trace replayed once: measured to its last send
-        self.drain_s = parse_duration(config.request.timeout)  # then its answers awaited this long at most
+        self.replay_wait_s = parse_duration(config.request.timeout)  # then its answers awaited this long at most
         self.grace_s = config.graceful_stop_s()
         self.drained: dict[tuple[str, int], Window] = {}  # (source, stage) -> its drain window
         self.worker_failure: str | None = None
@@ -277,7 +277,7 @@ class Controller:
                     )
                     if self.replay_s is not None and not decision.stop:
                         replayed = windows[self.warmup_windows :]
-                        done = replay_done(measured_s, self.replay_s, self.window_s, self.drain_s, replayed)
+                        done = replay_done(measured_s, self.replay_s, self.window_s, self.replay_wait_s, replayed)
                         decision = done or decision
                 self._progress_window(stage, start_wall, windows, cumulative[watched], decision.reason)
                 if decision.stop:

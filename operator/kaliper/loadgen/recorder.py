@@ -260,6 +260,11 @@ class Recorder:
         self._drain, self._drain_edge = None, -math.inf  # whatever completes from now on is in no figure
         return window
 
+    def _window_at(self, index: int) -> Window:
+        if index not in self._windows:
+            self._windows[index] = self.new_window(index)
+        return self._windows[index]
+
     def _window_for(self, completed_wall: float) -> Window | None:
         if self._current is not None and self._current_end - self.window_s <= completed_wall < self._current_end:
             return self._current
@@ -267,9 +272,7 @@ class Recorder:
         if offset < 0 or self.stage < 0:
             return None  # a straggler from before this stage began
         index = int(offset // self.window_s)
-        window = self._windows.get(index)
-        if window is None:
-            window = self._windows[index] = self.new_window(index)
+        window = self._window_at(index)
         self._current, self._current_end = window, self.stage_start + (index + 1) * self.window_s
         return window
 
@@ -374,7 +377,7 @@ class Recorder:
         window.retry_after_waits += retry_after
         first = window.index
         while seconds > 0:
-            window = self._windows.get(first) or self._windows.setdefault(first, self.new_window(first))
+            window = self._window_at(first)
             part = min(seconds, self.stage_start + (first + 1) * self.window_s - now)
             window.waited_s += part
             window.user_s += part
@@ -400,8 +403,7 @@ class Recorder:
         if self.holding:
             return [], until  # measuring has ended: the drain window is handed out on its own
         for index in range(self._taken_until + 1, until + 1):  # a window without an answer still has its edge
-            if index not in self._windows:
-                self._windows[index] = self.new_window(index)
+            self._window_at(index)
         self._taken_until = max(self._taken_until, until)
         done = [w for i, w in sorted(self._windows.items()) if i <= until]
         if done:
