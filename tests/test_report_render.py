@@ -16,7 +16,9 @@ from kaliper.report.schema import (
     FigureComparison,
     ProfileReport,
     RecommendationReport,
+    ServerLoad,
 )
+from kaliper.report.token_text import server_load_line
 from tests.support.sample_reports import LONG_MESSAGE, failed, report_with, seven_trials, succeeded
 
 
@@ -488,3 +490,14 @@ def test_a_fitted_workload_is_said_and_drawn_against_its_histograms() -> None:
     assert (list(observed_out.x), list(fitted_out.y)) == (["≤50", "more"], [0.78, 0.01])
     page = profile_html.html_report(report)
     assert "<h2>Workload</h2><pre>workload fitted from" in page
+
+
+def test_the_server_load_line_says_where_it_was_read_and_from_how_many_pods() -> None:
+    scraped = ServerLoad(
+        source="llama.cpp", read_from="prometheus", samples=2, pods=2, running_mean=1.5, running_max=2.0
+    )
+    assert server_load_line(scraped) == (
+        "server load (llama.cpp, at least 2 scrapes of each of 2 pods in Prometheus): running 1.5 on average, up to 2"
+    )
+    read = ServerLoad(source="vLLM", samples=6, waiting_mean=0.5, waiting_max=1.0)
+    assert server_load_line(read) == "server load (vLLM, 6 readings): queued 0.5 on average, up to 1"

@@ -200,6 +200,7 @@ def test_llama_cpp_server_load_is_summed_over_the_trial_pods_from_their_scrapes(
         None,
         None,
     )
+    assert load.pods == 2
     assert load.samples >= 2  # a scrape a second, over a 10 s window
 
 

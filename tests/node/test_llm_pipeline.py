@@ -139,9 +139,10 @@ def test_the_follow_up_profile_reads_both_replicas_load_from_prometheus_and_deci
     for trial in report["trials"]:
         load = trial["stage"]["tokens"]["serverLoad"]
         assert (load["source"], load["readFrom"]) == ("llama.cpp", "prometheus"), trial["parameters"]
-        # Every replica scraped inside the 12 s window two or three times at 5 s. Two slots each: neither ever
-        # held more than two sequences, and two users never left a request waiting for a slot.
-        assert load["samples"] >= 2
+        # Both replicas read, each scraped inside the 12 s window (at 5 s: how many times is Prometheus's timing
+        # on a busy machine, once seen at 1). Two slots each: neither ever held more than two sequences, and two
+        # users never left a request waiting for a slot.
+        assert (load["pods"], load["samples"] >= 1) == (2, True)
         assert 0 <= load["runningMax"] <= 4 and load["waitingMax"] == 0.0
         assert trial["stage"]["tokens"]["outputTokens"] == 32 * trial["stage"]["requests"]
 

@@ -133,6 +133,7 @@ def server_load(client: PrometheusMetrics, source: str, window: Window) -> Serve
         source=source,
         read_from="prometheus",
         samples=min(len(points) for points in running.values()),
+        pods=len(running),
         running_mean=running_mean,
         running_max=running_max,
         waiting_mean=waiting_mean,

@@ -161,6 +161,9 @@ class ServerLoad(KaliperModel):
     samples: int
     """Readings of the gauges: one per window edge (endpoint), or the fewest scrapes of any pod inside the
     window (prometheus)."""
+    pods: int | None = None
+    """prometheus: the server pods whose scrapes were read (every replica of the trial); endpoint: not known
+    (a Service answers from one replica per read)."""
     running_mean: float | None = None
     running_max: float | None = None
     """Requests being generated (llama.cpp: requests_processing; vLLM: num_requests_running)."""

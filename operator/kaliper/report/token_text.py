@@ -52,8 +52,11 @@ def server_load_line(load: ServerLoad) -> str:
         parts.append(f"{load.preemptions:g} preemptions")
     if load.prefix_cache_hit_rate is not None:
         parts.append(f"prefix cache hits {load.prefix_cache_hit_rate:.0%} of prompt tokens looked up")
-    where = "Prometheus's scrapes" if load.read_from == "prometheus" else "readings"
-    return f"server load ({load.source}, {load.samples} {where}): " + ", ".join(parts)
+    if load.read_from == "prometheus":
+        where = f"at least {load.samples} scrapes of each of {load.pods} pods in Prometheus"
+    else:
+        where = f"{load.samples} readings"
+    return f"server load ({load.source}, {where}): " + ", ".join(parts)
 
 
 SHORT_LABELS = {
