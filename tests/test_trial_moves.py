@@ -17,6 +17,7 @@ from kaliper.controllers.trial_moves import (
     TrialObjectsSeen,
     load_ended,
     next_move,
+    results_due,
     start,
 )
 
@@ -150,6 +151,14 @@ CASES = [
         Move("Running", (StartLoad("http://10.0.0.7:8080"),)),
     ),
     (
+        "load Job gone with its results written (torn down before the status was written): collect them",
+        "Running",
+        TrialObjectsSeen(results_written=True),
+        100,
+        None,
+        Move("Collecting", (Collect(),)),
+    ),
+    (
         "load ended with results: collect now",
         "Running",
         TrialObjectsSeen(jobs=[job("Complete")], results_written=True),
@@ -235,6 +244,9 @@ def test_results_are_read_only_once_the_load_ended() -> None:
     assert load_ended(TrialObjectsSeen(jobs=[job("Failed", "DeadlineExceeded")])) is True
     # Workers still running beside a master that completed: the master wrote the results.
     assert load_ended(TrialObjectsSeen(jobs=[job("Complete"), job(None)])) is True
+    # No Job at all: read whether results are there (then the trial was measured and torn down already).
+    assert results_due(TrialObjectsSeen()) is True
+    assert results_due(TrialObjectsSeen(jobs=[job(None)])) is False
 
 
 def test_a_trial_sees_only_its_own_objects() -> None:

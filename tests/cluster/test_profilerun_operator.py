@@ -395,7 +395,7 @@ def test_a_step_that_keeps_failing_says_why_in_events_until_it_goes_through(
 
     crds.wait_for(lambda: events("StepFailed"), timeout=60, what="a StepFailed event")
     (first,) = events("StepFailed")
-    assert first.startswith("step failed (1 in a row; retried every ")
+    assert first.startswith("step failed (1 in a row; retried with backoff from ")
     assert "HTTP 403 from the API server: configmaps " in first and "exceeded quota: no-more-configmaps" in first
     assert cluster.status().get("trials") in (None, [])  # nothing started behind the refusal
     crds("delete", "quota", "no-more-configmaps", "-n", namespace)

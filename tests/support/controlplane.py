@@ -76,9 +76,9 @@ def _die_with_parent() -> None:
     os.setsid()
 
 
-def spawn_logged(root: Path, name: str, argv: list[str]) -> subprocess.Popen:
+def spawn_logged(root: Path, name: str, argv: list[str], append: bool = False) -> subprocess.Popen:
     """A cluster component, its output in ROOT/NAME.log, killed by the kernel if the test process dies."""
-    log = open(root / f"{name}.log", "wb")  # noqa: SIM115 - the process holds it; closed when it exits
+    log = open(root / f"{name}.log", "ab" if append else "wb")  # noqa: SIM115 - the process holds it
     return subprocess.Popen(
         argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent
     )
@@ -276,6 +276,7 @@ class ControlPlane:
     bin_dir: Path
     root: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="kaliper-cp-")))
     processes: dict[str, subprocess.Popen] = field(default_factory=dict)
+    commands: dict[str, list[str]] = field(default_factory=dict)  # each component's command line, to restart it
     kubeconfig: Path | None = None
     kubectl: Kubectl | None = None
     server: str = ""
@@ -405,7 +406,40 @@ class ControlPlane:
     # --- processes -----------------------------------------------------------------------------------
 
     def _spawn(self, name: str, *args: str) -> None:
-        self.processes[name] = spawn_logged(self.root, name, [str(self.bin_dir / name), *args])
+        self.commands[name] = [str(self.bin_dir / name), *args]
+        self.processes[name] = spawn_logged(self.root, name, self.commands[name])
+
+    # --- outages -------------------------------------------------------------------------------------
+
+    OUTAGE_COMPONENTS = ("kube-apiserver", "etcd")
+
+    def take_down(self) -> None:
+        """The API server and etcd stopped (SIGTERM, as an upgrade or a node loss does): connections refused."""
+        for name in self.OUTAGE_COMPONENTS:
+            process = self.processes[name]
+            process.terminate()
+            try:
+                process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(timeout=15)
+
+    def bring_back(self, timeout: float = 60) -> None:
+        """etcd and the API server started again with their command lines and data: ready when this returns."""
+        for name in reversed(self.OUTAGE_COMPONENTS):
+            with (self.root / f"{name}.log").open("ab") as log:
+                log.write(b"--- started again after an outage ---\n")
+            self.processes[name] = spawn_logged(self.root, name, self.commands[name], append=True)
+        self._wait_until(self._ready, timeout, "the API server to be ready again")
+
+    def freeze(self, frozen: bool) -> None:
+        """The API server and etcd stopped (SIGSTOP) or let go (SIGCONT): the kernel still accepts connections
+        into the listen backlog, nothing answers them; clients time out instead of being refused."""
+        for name in self.OUTAGE_COMPONENTS:
+            os.kill(self.processes[name].pid, signal.SIGSTOP if frozen else signal.SIGCONT)
+
+    def _ready(self) -> bool:
+        return self.kubectl is not None and self.kubectl("get", "--raw=/readyz", check=False).returncode == 0
 
     def _check_alive(self) -> None:
         for name, process in self.processes.items():

@@ -1,22 +1,32 @@
 """The Kubernetes API calls the handlers make: server-side apply, reads, lists, deletes and status patches,
 on plain dicts. The handful of kinds Kaliper touches are listed here; nothing else is reachable. What a write
-returns of a watched kind goes into the store at once, so the next step sees the operator's own writes."""
+returns of a watched kind goes into the store at once, so the next step sees the operator's own writes.
+
+Every call here is guarded: made at no more than the configured rate (client-go's QPS and burst), with a
+timeout (a frozen API server must not hold a worker forever), and refused at once while the API server is away
+(api_health); a call that fails because it is away raises ApiServerAway, which the pacer does not count
+against the object."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
+from collections.abc import Callable
 from functools import cache
-from typing import Any
+from typing import Any, TypeVar
 
 from kubernetes import client, config
 
 from kaliper.api.common import GROUP, VERSION
+from kaliper.controllers.api_health import API_SERVER, ApiServerAway, TokenBucket
 from kaliper.controllers.pacer import PACER_WORKERS
 from kaliper.controllers.store import STORE, WATCHED
 
 FIELD_MANAGER = "kaliper"
-APPLY = {"field_manager": FIELD_MANAGER, "force": True, "_content_type": "application/apply-patch+yaml"}
+REQUEST_TIMEOUT = (5.0, 60.0)  # seconds to connect, to read the answer
+CALL = {"_request_timeout": REQUEST_TIMEOUT}
+APPLY = {"field_manager": FIELD_MANAGER, "force": True, "_content_type": "application/apply-patch+yaml", **CALL}
 CUSTOM_PLURALS = {
     "ModelDeployment": "modeldeployments",
     "ProfileRun": "profileruns",
@@ -50,6 +60,37 @@ def api_client() -> client.ApiClient:
     return client.ApiClient(configuration)
 
 
+RATE = TokenBucket(rate=50.0, burst=100)  # the chart's apiServer.qps and burst, set when the operator starts
+Call = TypeVar("Call", bound=Callable[..., Any])
+
+
+def _guarded(call: Call) -> Call:
+    @functools.wraps(call)
+    def guarded(*args: Any, **kwargs: Any) -> Any:
+        RATE.take()
+        try:
+            result = call(*args, **kwargs)
+        except Exception as exc:
+            if API_SERVER.check(exc):
+                raise ApiServerAway(str(exc)[:300]) from exc
+            raise
+        if not API_SERVER.reachable:
+            API_SERVER.back()  # a call went through before the prober's next try
+        return result
+
+    return guarded  # type: ignore[return-value]
+
+
+def probe_readyz() -> None:
+    """Raises unless the API server says it is ready (/readyz: its storage too). Any identity may read it."""
+    client_ = api_client()
+    request = client_.param_serialize("GET", "/readyz", auth_settings=["BearerToken"])
+    client_.call_api(*request, _request_timeout=(5.0, 10.0)).read()
+
+
+API_SERVER.probe = probe_readyz
+
+
 def _plain(result: Any) -> dict[str, Any]:
     return result if isinstance(result, dict) else api_client().sanitize_for_serialization(result)
 
@@ -65,6 +106,7 @@ def _custom() -> client.CustomObjectsApi:
     return client.CustomObjectsApi(api_client())
 
 
+@_guarded
 def apply(obj: dict[str, Any]) -> dict[str, Any]:
     """Server-side apply: idempotent, and it leaves fields other managers own alone."""
     kind, namespace, name = obj["kind"], obj["metadata"]["namespace"], obj["metadata"]["name"]
@@ -86,35 +128,41 @@ def _remember(kind: str, obj: dict[str, Any]) -> dict[str, Any]:
     return obj
 
 
+@_guarded
 def get(kind: str, namespace: str, name: str) -> dict[str, Any] | None:
     try:
         if kind in CUSTOM_PLURALS:
-            return _plain(_custom().get_namespaced_custom_object(GROUP, VERSION, namespace, CUSTOM_PLURALS[kind], name))
-        return _plain(_typed(kind, "read")(name, namespace))
+            plural = CUSTOM_PLURALS[kind]
+            return _plain(_custom().get_namespaced_custom_object(GROUP, VERSION, namespace, plural, name, **CALL))
+        return _plain(_typed(kind, "read")(name, namespace, **CALL))
     except client.ApiException as exc:
         if exc.status == 404:
             return None
         raise
 
 
+@_guarded
 def list_objects(kind: str, namespace: str | None, selector: str = "") -> list[dict[str, Any]]:
     """Objects of a kind with these labels (a label selector; empty: all), in a namespace or in all of them
     (None)."""
     if kind in CUSTOM_PLURALS:
         custom, plural = _custom(), CUSTOM_PLURALS[kind]
         if namespace is None:
-            result = custom.list_cluster_custom_object(GROUP, VERSION, plural, label_selector=selector)
+            result = custom.list_cluster_custom_object(GROUP, VERSION, plural, label_selector=selector, **CALL)
         else:
-            result = custom.list_namespaced_custom_object(GROUP, VERSION, namespace, plural, label_selector=selector)
+            result = custom.list_namespaced_custom_object(
+                GROUP, VERSION, namespace, plural, label_selector=selector, **CALL
+            )
         return list(result.get("items") or [])
     if namespace is None:
         api_class, suffix = TYPED[kind]
-        result = getattr(api_class(api_client()), f"list_{suffix}_for_all_namespaces")(label_selector=selector)
+        result = getattr(api_class(api_client()), f"list_{suffix}_for_all_namespaces")(label_selector=selector, **CALL)
     else:
-        result = _typed(kind, "list")(namespace, label_selector=selector)
+        result = _typed(kind, "list")(namespace, label_selector=selector, **CALL)
     return list(_plain(result).get("items") or [])
 
 
+@_guarded
 def delete_exactly(kind: str, namespace: str, name: str, uid: str, propagation: str) -> bool:
     """Delete this object and no other: the uid must still match. False when it is already gone, or replaced
     by another of the same name."""
@@ -122,10 +170,10 @@ def delete_exactly(kind: str, namespace: str, name: str, uid: str, propagation: 
     try:
         if kind in CUSTOM_PLURALS:
             _custom().delete_namespaced_custom_object(
-                GROUP, VERSION, namespace, CUSTOM_PLURALS[kind], name, body=options
+                GROUP, VERSION, namespace, CUSTOM_PLURALS[kind], name, body=options, **CALL
             )
         else:
-            _typed(kind, "delete")(name, namespace, body=options)
+            _typed(kind, "delete")(name, namespace, body=options, **CALL)
     except client.ApiException as exc:
         if exc.status in (404, 409):
             return False
@@ -134,49 +182,57 @@ def delete_exactly(kind: str, namespace: str, name: str, uid: str, propagation: 
     return True
 
 
+@_guarded
 def delete(kind: str, namespace: str, name: str) -> None:
     """Delete, with its dependents (a Job's pods) in the background; an object already gone is fine."""
     try:
         if kind in CUSTOM_PLURALS:
             _custom().delete_namespaced_custom_object(
-                GROUP, VERSION, namespace, CUSTOM_PLURALS[kind], name, propagation_policy="Background"
+                GROUP, VERSION, namespace, CUSTOM_PLURALS[kind], name, propagation_policy="Background", **CALL
             )
         else:
-            _typed(kind, "delete")(name, namespace, propagation_policy="Background")
+            _typed(kind, "delete")(name, namespace, propagation_policy="Background", **CALL)
     except client.ApiException as exc:
         if exc.status != 404:
             raise
     STORE.gone(kind, namespace, name)
 
 
+@_guarded
 def delete_labelled(kind: str, namespace: str, labels: dict[str, str], group: str) -> None:
     """Delete every object of a kind with these labels, in one request (dependents in the background); group
     is their value of the store's group label."""
     selector = ",".join(f"{k}={v}" for k, v in labels.items())
-    _typed(kind, "delete_collection")(namespace, label_selector=selector, propagation_policy="Background")
+    _typed(kind, "delete_collection")(namespace, label_selector=selector, propagation_policy="Background", **CALL)
     for obj in STORE.group(kind, namespace, group):
         if all((obj["metadata"].get("labels") or {}).get(k) == v for k, v in labels.items()):
             STORE.gone(kind, namespace, obj["metadata"]["name"])
 
 
+@_guarded
 def merge_patch(kind: str, namespace: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:
     if kind in CUSTOM_PLURALS:
         result = _custom().patch_namespaced_custom_object(
-            GROUP, VERSION, namespace, CUSTOM_PLURALS[kind], name, patch, _content_type="application/merge-patch+json"
-        )
+            GROUP, VERSION, namespace, CUSTOM_PLURALS[kind], name, patch,
+            _content_type="application/merge-patch+json", **CALL,
+        )  # fmt: skip
         return _remember(kind, result)
-    result = _typed(kind, "patch")(name, namespace, patch, _content_type="application/merge-patch+json")
+    result = _typed(kind, "patch")(name, namespace, patch, _content_type="application/merge-patch+json", **CALL)
     return _remember(kind, _plain(result))
 
 
+@_guarded
 def strategic_merge_patch(kind: str, namespace: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:
     """Built-in kinds only: lists such as a pod template's containers merge by their keys (name)."""
-    result = _typed(kind, "patch")(name, namespace, patch, _content_type="application/strategic-merge-patch+json")
+    result = _typed(kind, "patch")(
+        name, namespace, patch, _content_type="application/strategic-merge-patch+json", **CALL
+    )
     return _remember(kind, _plain(result))
 
 
+@_guarded
 def patch_status(kind: str, namespace: str, name: str, status: dict[str, Any]) -> None:
     result = _custom().patch_namespaced_custom_object_status(
-        GROUP, VERSION, namespace, CUSTOM_PLURALS[kind], name, {"status": status}
+        GROUP, VERSION, namespace, CUSTOM_PLURALS[kind], name, {"status": status}, **CALL
     )
     _remember(kind, _plain(result))

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import itertools
 import os
+from collections.abc import Iterator
 from typing import Any
 
 import kopf
 
 # Importing a controller registers its handlers.
-from kaliper.controllers import cleanup, expiry, metrics, modeldeployment, modeloptimization, profilerun  # noqa: F401
+from kaliper.controllers import cleanup, expiry, kube, metrics, modeldeployment, modeloptimization, profilerun  # noqa: F401
+from kaliper.controllers.api_health import API_SERVER
 from kaliper.controllers.pacer import PACER
 from kaliper.controllers.settings import SETTINGS
 from kaliper.controllers.store import STORE
@@ -27,11 +30,17 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
         prefix="kaliper.dev", key="last-handled-configuration"
     )
     settings.watching.server_timeout = 60
+    # kopf's own requests (its watches, the events it posts) retry failures with backoff; during an API server
+    # outage the default's 1-21 s steps kept every watch retrying every few seconds. Doubling to 60 s and
+    # never giving up: a watch is back within a minute of the API server.
+    settings.networking.error_backoffs = WatchBackoffs()
     # Handlers are synchronous (the kubernetes client blocks); give many runs room to step at once.
     settings.execution.max_workers = int(os.environ.get("KALIPER_WORKERS", "16"))
     if port := os.environ.get("KALIPER_METRICS_PORT"):
         metrics.serve(int(port))
     SETTINGS.load()  # the environment as it is now, not as it was when the modules were imported
+    kube.RATE.rate, kube.RATE.burst = SETTINGS.api_qps, SETTINGS.api_burst
+    PACER.retry_cap_s = SETTINGS.retry_cap_s
     PACER.set_interval(profilerun.STEPPER.work, SETTINGS.step_interval_s)
     for work in expiry.WORKS:
         PACER.set_interval(work, SETTINGS.expiry_interval_s)
@@ -39,9 +48,17 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     PACER.start()
 
 
+class WatchBackoffs:
+    """1, 2, 4 ... 60, 60, ... seconds: iterable again for every request (kopf iterates it per request)."""
+
+    def __iter__(self) -> Iterator[float]:
+        return itertools.chain((1.0, 2.0, 4.0, 8.0, 16.0, 32.0), itertools.repeat(60.0))
+
+
 @kopf.on.cleanup()
 def stop_pacer(**_: Any) -> None:
     PACER.stop()
+    API_SERVER.stop()
     forget_everything()
 
 

@@ -7,6 +7,11 @@ take every child away), so no object gets a finalizer: the controllers tell the 
 recurring work from their watch events (which add none), and one thread calls that work at its interval, on
 a small pool. A call still running from the last round is skipped, not queued, so a slow dependency (a
 Prometheus that never answers) cannot pile up calls.
+
+A call that fails is retried with exponential backoff per object (from the interval, doubling up to
+`retry_cap_s`, with jitter), as controller-runtime's work queue does, and its failure is logged through the
+failure log (one line per kind of failure and interval, no traceback for the API server's answers). While
+the API server is away (api_health) nothing is submitted: one prober waits for it instead of every object.
 """
 
 from __future__ import annotations
@@ -18,6 +23,8 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+from kaliper.controllers.api_health import API_SERVER, ApiServerAway, Backoff
+from kaliper.controllers.failure_log import FailureLog
 from kaliper.log import get_logger
 
 Key = tuple[str, str]  # namespace, name
@@ -30,13 +37,18 @@ class _Recurring:
     action: Callable[[str, str], None]
     keys: set[Key] = field(default_factory=set)
     next_due: float = 0.0
+    failures: dict[Key, int] = field(default_factory=dict)  # failed calls in a row
+    not_before: dict[Key, float] = field(default_factory=dict)  # backing off until (monotonic)
 
 
 PACER_WORKERS = 8
+RETRY_CAP_S = 300.0
 
 
 class Pacer:
     def __init__(self, workers: int = PACER_WORKERS) -> None:
+        self.retry_cap_s = RETRY_CAP_S
+        self.failure_log = FailureLog(log)
         self._work: dict[str, _Recurring] = {}
         self._busy: set[tuple[str, Key]] = set()
         self._guard = threading.Lock()
@@ -61,7 +73,11 @@ class Pacer:
         own context variables (its settings, its event queue for kopf.info/kopf.warn) are set."""
         self._context = contextvars.copy_context()
         with self._guard:
-            (self._work[name].keys.add if wanted else self._work[name].keys.discard)(key)
+            work = self._work[name]
+            (work.keys.add if wanted else work.keys.discard)(key)
+            if not wanted:
+                work.failures.pop(key, None)
+                work.not_before.pop(key, None)
 
     def tracked(self, name: str) -> set[Key]:
         with self._guard:
@@ -87,17 +103,26 @@ class Pacer:
         with self._guard:
             for work in self._work.values():
                 work.keys.clear()
+                work.failures.clear()
+                work.not_before.clear()
                 work.next_due = 0.0
             self._busy.clear()
+
+    def waiting(self) -> int:
+        """How many objects have work waiting (what an API server outage holds up)."""
+        with self._guard:
+            return sum(len(work.keys) for work in self._work.values())
 
     def _loop(self) -> None:
         while not self._stop.is_set():
             now = time.monotonic()
             for name, work in list(self._work.items()):
-                if now >= work.next_due:
+                if now >= work.next_due and API_SERVER.reachable:
                     work.next_due = now + work.interval_s
                     for key in self.tracked(name):
-                        self._submit(name, work, key)
+                        if now >= work.not_before.get(key, 0.0):
+                            self._submit(name, work, key)
+            self.failure_log.flush()
             self._stop.wait(0.2)
 
     def _submit(self, name: str, work: _Recurring, key: Key) -> None:
@@ -106,22 +131,27 @@ class Pacer:
                 return
             self._busy.add((name, key))
         assert self._pool is not None
-        self._pool.submit(self._call, name, work.action, key)
+        self._pool.submit(self._call, name, work, key)
 
-    def _call(self, name: str, action: Callable[[str, str], None], key: Key) -> None:
+    def _call(self, name: str, work: _Recurring, key: Key) -> None:
         try:
-            self._context.copy().run(action, *key)
-        except Exception as exc:  # the next round tries again
-            log.warning(
-                "recurring work failed; retrying at its next interval",
-                work=name,
-                object="/".join(key),
-                error=str(exc),
-                exc_info=True,
-            )
+            self._context.copy().run(work.action, *key)
+        except ApiServerAway:
+            pass  # not the object's failure: its work waits for the API server with everyone's
+        except Exception as exc:
+            with self._guard:
+                failures = work.failures[key] = work.failures.get(key, 0) + 1
+                delay = Backoff(work.interval_s, max(work.interval_s, self.retry_cap_s)).delay(failures)
+                work.not_before[key] = time.monotonic() + delay
+            self.failure_log.failed(name, "/".join(key), exc, f"retried in {delay:.0f} s ({failures} in a row)")
+        else:
+            with self._guard:
+                work.failures.pop(key, None)
+                work.not_before.pop(key, None)
         finally:
             with self._guard:
                 self._busy.discard((name, key))
 
 
 PACER = Pacer()
+API_SERVER.waiting = PACER.waiting

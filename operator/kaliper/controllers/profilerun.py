@@ -194,7 +194,7 @@ class RunStep(StatusStep[ProfileRunStatus]):
         timeouts = moves.Timeouts.of(self.spec)
         for trial in in_flight:
             seen = TrialObjectsSeen.of_trial(trial.index, trial.name, objects)
-            if trial.phase == "Collecting" or (trial.phase == "Running" and moves.load_ended(seen)):
+            if trial.phase == "Collecting" or (trial.phase == "Running" and moves.results_due(seen)):
                 seen = replace(seen, results_written=self.records.result_text(trial.index) is not None)
             elapsed = (self.now - trial.start_time).total_seconds() if trial.start_time else 0.0
             self.carry_out(trial, moves.next_move(trial.phase, seen, elapsed, timeouts, self.target.url()), seen)

@@ -8,6 +8,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from kaliper.api.units import parse_duration
 from kaliper.manifests.modeldeployment import KALIPER_IMAGE
 from kaliper.manifests.profilerun import LoadgenPod
 from kaliper.metrics.trial_window import MetricsDefaults
@@ -16,6 +17,11 @@ from kaliper.metrics.trial_window import MetricsDefaults
 @dataclass(frozen=True)
 class Settings:
     step_interval_s: float = 5.0
+    # The operator's requests to the API server: per second on average and at once (the chart's apiServer).
+    api_qps: float = 50.0
+    api_burst: int = 100
+    # A step that keeps failing is retried with backoff doubling from the step interval up to this.
+    retry_cap_s: float = 300.0
     # How often finished runs' ttls are checked (KALIPER_EXPIRY_INTERVAL; tests shorten it).
     expiry_interval_s: float = 30.0
     # Kaliper's image for every pod the operator creates: built-in servers, model fetchers, load generators.
@@ -41,6 +47,9 @@ class Settings:
         image = env.get("KALIPER_IMAGE", KALIPER_IMAGE)
         return cls(
             step_interval_s=float(env.get("KALIPER_STEP_INTERVAL", "5")),
+            api_qps=float(env.get("KALIPER_API_QPS", "50")),
+            api_burst=int(env.get("KALIPER_API_BURST", "100")),
+            retry_cap_s=parse_duration(env.get("KALIPER_RETRY_CAP", "5m")),
             expiry_interval_s=float(env.get("KALIPER_EXPIRY_INTERVAL", "30")),
             image=image,
             prometheus_url=env.get("KALIPER_PROMETHEUS_URL") or None,

@@ -19,6 +19,7 @@ import kopf
 
 from kaliper.api.common import KaliperModel, Readiness, readiness_of_phase, with_condition, with_readiness
 from kaliper.controllers import expiry, kube, metrics
+from kaliper.controllers.api_health import ApiServerAway
 from kaliper.controllers.diagnosis import job_ended
 from kaliper.controllers.locks import StepLocks
 from kaliper.controllers.pacer import PACER, Key
@@ -110,12 +111,15 @@ class Stepper:
         with metrics.reconciling(self.kind):
             try:
                 self._step(namespace, name)
+            except ApiServerAway:
+                raise  # not this object's failure: every step waits for the API server (api_health)
             except Exception as exc:
                 reason = describe(exc)
                 count = self.failures.failed(key, reason)
                 if count is not None:
-                    every = PACER.interval(self.work)
-                    self._tell(key, "StepFailed", f"step failed ({count} in a row; retried every {every:g}s): {reason}")
+                    first, cap = PACER.interval(self.work), PACER.retry_cap_s
+                    retried = f"retried with backoff from {first:g}s to {cap:g}s"
+                    self._tell(key, "StepFailed", f"step failed ({count} in a row; {retried}): {reason}")
                 raise
         failed_before = self.failures.succeeded(key)
         if failed_before:
@@ -131,8 +135,10 @@ class Stepper:
         # An event only hurries the next step; if it fails, the pacer tries again.
         try:
             self.step(namespace, name)
+        except ApiServerAway:
+            pass  # the pacer steps it once the API server is back
         except Exception as exc:
-            log.warning("step failed; the pacer retries", object=f"{namespace}/{name}", error=str(exc), exc_info=True)
+            PACER.failure_log.failed(self.work, f"{namespace}/{name}", exc, "the pacer retries")
 
     def object_changed(self, body: Any, type: str | None) -> bool:
         """A watch event of the object itself: store it, have the pacer step it while it is unfinished and

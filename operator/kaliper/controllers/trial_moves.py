@@ -11,7 +11,10 @@ actions to take; the ProfileRun controller only carries them out.
                 deployment Failed (a workload copy: its           Failed      tear down
                 rollout failed), a pod that cannot recover,
                 or readyTimeout passed
-    Running     no Job (lost in a restart)                        Running     start the load again
+    Running     no Job, results written (the trial was collected  Collecting  collect
+                and torn down, its status lost with the API
+                server or the operator)
+                no Job (lost in a restart)                        Running     start the load again
                 load ended, results written                       Collecting  collect
                 load ended without results, or trialTimeout       Failed      tear down
     Collecting  results there                                     Collecting  collect (which finishes the trial,
@@ -129,6 +132,12 @@ def load_ended(seen: TrialObjectsSeen) -> bool:
     return any(job_complete(j) for j in seen.jobs) or bool(_load_problems(seen))
 
 
+def results_due(seen: TrialObjectsSeen) -> bool:
+    """Whether a Running trial's results are worth reading: its load generator ended, or is gone (torn down
+    after its results were read, before its status was written)."""
+    return load_ended(seen) or not seen.jobs
+
+
 def _failed(message: str, restarts_and_oom_kills: tuple[int, int] | None = None) -> Move:
     return Move("Failed", (TearDown(),), message[:2048], restarts_and_oom_kills)
 
@@ -186,8 +195,10 @@ def _running(seen: TrialObjectsSeen, elapsed_s: float, timeouts: Timeouts, targe
             return Move("Collecting", (Collect(),))
         problems = _load_problems(seen)
         return _failed(problems[0] if problems else "the load generator finished without writing its results")
-    if not seen.jobs:  # applied before a restart and lost: apply again
-        return Move("Running", (StartLoad(target_url),))
+    if not seen.jobs:
+        if seen.results_written:  # measured and torn down, but the status saying so never reached the API
+            return Move("Collecting", (Collect(),))
+        return Move("Running", (StartLoad(target_url),))  # applied before a restart and lost: apply again
     if elapsed_s > timeouts.trial_s:
         return _failed(f"no results within trialTimeout ({timeouts.trial})")
     return Move("Running")

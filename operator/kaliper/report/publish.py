@@ -2,12 +2,15 @@
 
 This is how a load-generator pod hands its results to the operator durably: the ConfigMap outlives the pod,
 and the operator may be restarted in between. The pod's service account may create ConfigMaps and nothing
-else.
+else. An API server that is away when the load ends (an upgrade, an etcd stall) is waited for, with backoff,
+for up to PUBLISH_WAIT_S: the measurement is not thrown away for an outage of a few minutes.
 """
 
 from __future__ import annotations
 
+import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import yaml
@@ -15,6 +18,7 @@ import yaml
 from kaliper.report.store import configmap_content
 
 RESULT_KEY = "result.json"
+PUBLISH_WAIT_S = 1800.0
 
 
 def results_configmap(template: dict, text: str) -> dict:
@@ -26,7 +30,20 @@ def results_configmap(template: dict, text: str) -> dict:
     }
 
 
-def publish(text: str, template_path: Path, attempts: int = 5) -> str:
+def retryable(exc: BaseException) -> bool:
+    """The API server away or overloaded (no connection, a timeout, 5xx, 429), not the request refused."""
+    status = getattr(exc, "status", None)
+    if isinstance(status, int) and hasattr(exc, "reason"):
+        return status >= 500 or status == 429
+    return isinstance(exc, OSError) or type(exc).__module__.startswith("urllib3")
+
+
+def publish(
+    text: str,
+    template_path: Path,
+    wait_s: float = PUBLISH_WAIT_S,
+    sleep: Callable[[float], None] = time.sleep,
+) -> str:
     """Create the results ConfigMap; returns its name. An existing one (a retried pod) is left as it is."""
     from kubernetes import client, config
 
@@ -37,15 +54,19 @@ def publish(text: str, template_path: Path, attempts: int = 5) -> str:
         config.load_kube_config()
     api = client.CoreV1Api()
     namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
-    for attempt in range(attempts):
+    deadline, attempt = time.monotonic() + wait_s, 0
+    while True:
         try:
-            api.create_namespaced_config_map(namespace, body)
+            api.create_namespaced_config_map(namespace, body, _request_timeout=(5.0, 30.0))
             return name
-        except client.ApiException as exc:
-            if exc.status == 409:
+        except Exception as exc:
+            if getattr(exc, "status", None) == 409:
                 return name
-            retryable = exc.status is None or exc.status >= 500 or exc.status == 429
-            if not retryable or attempt == attempts - 1:
+            attempt += 1
+            # Short steps: once the API server is back, the Job controller ends a pod past its deadline soon.
+            delay = min(5.0, 2.0 ** (attempt - 1))
+            if not retryable(exc) or time.monotonic() + delay > deadline:
                 raise
-        time.sleep(2**attempt)
-    return name
+            if attempt & (attempt - 1) == 0:  # the 1st, 2nd, 4th, 8th ... failure: a few lines for a long outage
+                print(f"results not handed in yet ({attempt} tries; {type(exc).__name__}): retrying", file=sys.stderr)
+        sleep(delay)

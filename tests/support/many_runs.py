@@ -1,0 +1,217 @@
+"""Many ProfileRuns on the real test control plane, with the operator as a process of its own and this module
+playing what pods would do: kwok plays the nodes; for each load-generator Job a results document is handed in
+through the very publish code the Job runs (`kaliper.report.publish`), and the Job's pod is ended through the
+status API as a kubelet would. Shared by bench/operator_scale.py, bench/operator_outage.py and the outage tests
+(tests/cluster/test_api_server_outage.py).
+
+The operator runs under a service account of its own, so the API server's audit log attributes its requests;
+its CPU and peak memory are read from /proc.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import yaml
+
+from kaliper.report.publish import publish
+from kaliper.report.schema import GeneratorInfo, LatencyFigures, LoadTestResult, PercentileFigure
+from tests.support.controlplane import REPO, Kubectl
+from tests.support.reports import make_stage
+
+OPERATOR_ACCOUNT = "kaliper-under-test"
+TARGET = {
+    "apiVersion": "kaliper.dev/v1alpha1",
+    "kind": "ModelDeployment",
+    "metadata": {"name": "iris"},
+    "spec": {"model": {"configMap": {"name": "iris-model", "key": "model.onnx"}, "name": "iris"}},
+}
+
+
+def profile_run(name: str, cpus: list[str]) -> dict:
+    """A ProfileRun of the iris target with one trial per CPU limit."""
+    return {
+        "apiVersion": "kaliper.dev/v1alpha1",
+        "kind": "ProfileRun",
+        "metadata": {"name": name},
+        "spec": {
+            "target": {"deploymentRef": {"name": "iris"}},
+            "payload": {"inline": "{}"},
+            "load": {"closedLoop": {"concurrency": 4}},
+            "sweep": {"cpu": cpus},
+            "slo": {"latency": [{"percentile": 99, "max": "50ms"}]},
+        },
+    }
+
+
+def result_document(level: float) -> str:
+    """A load generator's results: 3,000 requests in 30 s, p50 8 ms, p99 20 ms (inside the runs' 50 ms)."""
+    latency = LatencyFigures(
+        count=3000,
+        mean_ms=9.0,
+        percentiles=[PercentileFigure(percentile=p, value_ms=v, count=3000) for p, v in ((50, 8.0), (99, 20.0))],
+    )
+    stage = make_stage(latency, throughput_rps=100.0, level=level, requests=3000, measured_s=30)
+    stage.started_at = datetime.now(UTC) - timedelta(seconds=31)
+    result = LoadTestResult(
+        target="http://iris",
+        started_at=stage.started_at,
+        finished_at=datetime.now(UTC),
+        generator=GeneratorInfo(processes=1, workers=0, locust_version="played"),
+        stages=[stage],
+    )
+    return result.model_dump_json(by_alias=True)
+
+
+def prepare_namespace(kubectl: Kubectl, namespace: str, root: Path) -> Path:
+    """The runs' namespace with the target, nodes with room for every trial pod at once, and a service account
+    for the operator (cluster-admin, as the chart's ClusterRole is for these kinds); returns its kubeconfig."""
+    for node in ("kwok-node-0", "kwok-node-1"):
+        big = {"cpu": "1000", "memory": "4Ti", "pods": "2000", "nvidia.com/gpu": "4"}
+        kubectl("patch", "node", node, "--subresource=status", "--type=merge",
+                "-p", json.dumps({"status": {"capacity": big, "allocatable": big}}))  # fmt: skip
+    if kubectl("get", "namespace", namespace, check=False).returncode != 0:
+        kubectl("create", "namespace", namespace)
+    kubectl.wait_for(lambda: kubectl("get", "sa", "default", "-n", namespace, check=False).returncode == 0)
+    kubectl("create", "serviceaccount", OPERATOR_ACCOUNT, "-n", namespace)
+    kubectl("create", "clusterrolebinding", f"{OPERATOR_ACCOUNT}-{namespace}", "--clusterrole=cluster-admin",
+            f"--serviceaccount={namespace}:{OPERATOR_ACCOUNT}")  # fmt: skip
+    kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(TARGET))
+    return kubectl.token_kubeconfig(OPERATOR_ACCOUNT, namespace, root / "operator.kubeconfig", "3h")
+
+
+def apply_runs(kubectl: Kubectl, namespace: str, runs: list[dict], batch: int = 50) -> None:
+    """Create the runs, `batch` per request: one `kubectl apply` of a thousand objects outlasts its timeout on
+    a busy two-core machine."""
+    for start in range(0, len(runs), batch):
+        items = runs[start : start + batch]
+        kubectl(
+            "apply", "-n", namespace, "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": items})
+        )
+
+
+class ProcessSampler(threading.Thread):
+    """A process's CPU seconds and peak memory (VmHWM), read from /proc once a second."""
+
+    def __init__(self, pid: int) -> None:
+        super().__init__(daemon=True)
+        self.pid, self.stop = pid, threading.Event()
+        self.peak_cpu_share = 0.0
+        self.hwm_kib = 0
+
+    def cpu_seconds(self) -> float:
+        fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def run(self) -> None:
+        last, last_t = self.cpu_seconds(), time.monotonic()
+        while not self.stop.wait(1.0):
+            try:
+                cpu, now = self.cpu_seconds(), time.monotonic()
+                status = Path(f"/proc/{self.pid}/status").read_text()
+            except OSError:
+                return
+            self.peak_cpu_share = max(self.peak_cpu_share, (cpu - last) / (now - last_t))
+            last, last_t = cpu, now
+            self.hwm_kib = int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmHWM")))
+
+
+@contextmanager
+def operator_process(kubeconfig: Path, log: Path, namespace: str, **env: str) -> Iterator[subprocess.Popen]:
+    """`kopf run` of the operator watching one namespace, its output in `log`; stopped (SIGTERM, then SIGKILL)
+    however the block ends, so no harness leaves an operator behind."""
+    environment = {**os.environ, "KUBECONFIG": str(kubeconfig), "KALIPER_LOG_LEVEL": "info", **env}
+    command = [sys.executable, "-m", "kopf", "run", "--standalone", f"--namespace={namespace}",
+               "-m", "kaliper.controllers.main"]  # fmt: skip
+    with log.open("ab") as out:
+        process = subprocess.Popen(command, env=environment, stdout=out, stderr=subprocess.STDOUT, cwd=REPO)
+    try:
+        yield process
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+class LoadGeneratorPlayer:
+    """Plays every load-generator Job of the namespace once it is active: its results handed in, its pod
+    ended. `play_new()` is called in the harness's loop; it tolerates an API server that is away (a Job whose
+    play failed is played again at the next call)."""
+
+    def __init__(self, kubectl: Kubectl, namespace: str, root: Path, admin_kubeconfig: Path) -> None:
+        self.kubectl, self.namespace, self.root = kubectl, namespace, root
+        self.played: set[str] = set()  # the uids of the Jobs played
+        self.uids: dict[str, set[str]] = collections.defaultdict(set)  # Job name -> the uids it had
+        self._pool = ThreadPoolExecutor(8)
+        self._guard = threading.Lock()
+        self.last_result_at = 0.0  # monotonic time of the last results document handed in
+        os.environ["KUBECONFIG"] = str(admin_kubeconfig)  # publish() reads it, as the Job reads its own
+
+    def play_new(self) -> None:
+        listed = self.kubectl("get", "jobs", "-n", self.namespace, "-l", "kaliper.dev/role=loadgen", "-o", "json",
+                              check=False)  # fmt: skip
+        if listed.returncode != 0:
+            return
+        for job in json.loads(listed.stdout)["items"]:
+            name, uid = job["metadata"]["name"], job["metadata"]["uid"]  # a Job made again is played again
+            with self._guard:
+                if uid in self.played or not (job.get("status") or {}).get("active"):
+                    continue
+                self.played.add(uid)
+                self.uids[name].add(uid)
+            self._pool.submit(self._play, name, uid)
+
+    def _play(self, job: str, uid: str) -> None:
+        try:
+            self._hand_in(job)
+        except Exception:
+            with self._guard:
+                self.played.discard(uid)  # played again at the next call
+
+    def _hand_in(self, job: str) -> None:
+        trial = job.removesuffix("-lg")
+        files = self.kubectl.json("get", "configmap", f"{trial}-lg", "-n", self.namespace)["data"]
+        template = self.root / f"{trial}.yaml"
+        template.write_text(files["results.yaml"])
+        level = float(yaml.safe_load(files["config.yaml"])["load"]["closedLoop"]["concurrency"])
+        publish(result_document(level), template)
+        self.last_result_at = max(self.last_result_at, time.monotonic())
+        for pod in self.kubectl.json("get", "pods", "-n", self.namespace, "-l", f"job-name={job}")["items"]:
+            now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+            ended = {"exitCode": 0, "reason": "Completed", "startedAt": now, "finishedAt": now}
+            container = {"name": "loadgen", "image": "x", "imageID": "", "ready": False, "restartCount": 0}
+            status = {"phase": "Succeeded", "containerStatuses": [{**container, "state": {"terminated": ended}}]}
+            self.kubectl("patch", "pod", pod["metadata"]["name"], "-n", self.namespace, "--subresource=status",
+                         "--type=merge", "-p", json.dumps({"status": status}))  # fmt: skip
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+def phases(kubectl: Kubectl, namespace: str) -> collections.Counter[str] | None:
+    """The runs' phases, counted (None while the API server does not answer)."""
+    listed = kubectl("get", "profileruns", "-n", namespace, "-o", "json", check=False)
+    if listed.returncode != 0:
+        return None
+    return collections.Counter((r.get("status") or {}).get("phase", "New") for r in json.loads(listed.stdout)["items"])
+
+
+def log_lines(path: Path) -> int:
+    with path.open("rb") as log:
+        return sum(1 for _ in log)

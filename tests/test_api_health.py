@@ -1,0 +1,183 @@
+"""The operator's handling of an API server that goes away, decided on scripted failures: what counts as an
+outage, the backoff, the rate of calls, the lines logged. tests/cluster/test_api_server_outage.py stops a real
+API server."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import threading
+
+import urllib3
+from kubernetes.client import ApiException
+
+from kaliper.controllers.api_health import ApiServerHealth, Backoff, TokenBucket, outage_reason
+from kaliper.controllers.failure_log import FailureLog, failure_kind
+from kaliper.log import RepeatedRetries, configure_logging, get_logger
+from kaliper.report.publish import retryable
+
+
+def api_exception(status: int, message: str = "") -> ApiException:
+    exc = ApiException(status=status, reason="reason")
+    exc.body = json.dumps({"kind": "Status", "message": message})
+    return exc
+
+
+def refused() -> urllib3.exceptions.MaxRetryError:
+    cause = urllib3.exceptions.NewConnectionError(
+        None, "Failed to establish a new connection: [Errno 111] Connection refused"
+    )
+    return urllib3.exceptions.MaxRetryError(None, "/api/v1/namespaces", cause)  # type: ignore[arg-type]
+
+
+def test_an_outage_is_the_api_servers_failure_not_the_calls() -> None:
+    assert outage_reason(refused()) == "refuses connections"
+    timed_out = urllib3.exceptions.ReadTimeoutError(None, "/api", "Read timed out. (read timeout=60)")  # type: ignore[arg-type]
+    assert outage_reason(timed_out) == "does not answer in time"
+    assert outage_reason(api_exception(503)) == "answers 503 Service Unavailable"
+    assert outage_reason(api_exception(504)) == "answers 504 Gateway Timeout"
+    assert outage_reason(api_exception(500, "etcdserver: request timed out")) == (
+        "answers 500: its storage (etcd) does not answer"
+    )
+    # The object's own failures: the pacer backs off on them per object.
+    assert outage_reason(api_exception(403, 'configmaps "x" is forbidden: exceeded quota')) is None
+    assert outage_reason(api_exception(500, "Internal error occurred: failed calling webhook")) is None
+    assert outage_reason(api_exception(422)) is None
+    assert outage_reason(ValueError("a bug")) is None
+    # The load generator's publish waits for the same failures, and gives up on a refusal at once.
+    assert (retryable(refused()), retryable(api_exception(503)), retryable(api_exception(429))) == (True, True, True)
+    assert (retryable(api_exception(403)), retryable(api_exception(422))) == (False, False)
+
+
+def test_backoff_doubles_to_its_cap_with_jitter_from_the_upper_half() -> None:
+    backoff = Backoff(5.0, 300.0)
+    assert [backoff.delay(n, lambda: 1.0) for n in (1, 2, 3, 4, 7, 8, 20)] == [5, 10, 20, 40, 300, 300, 300]
+    assert [backoff.delay(n, lambda: 0.0) for n in (1, 2, 7)] == [2.5, 5.0, 150.0]
+
+
+def test_the_token_bucket_lets_a_burst_through_then_the_rate() -> None:
+    now = [0.0]
+    bucket = TokenBucket(rate=10.0, burst=3, clock=lambda: now[0])
+    assert [bucket.wait_s() for _ in range(5)] == [0.0, 0.0, 0.0, 0.1, 0.2]
+    now[0] = 1.0  # a second later: the balance of -2 paid back, 8 tokens earned, at most the burst kept
+    assert [bucket.wait_s() for _ in range(4)] == [0.0, 0.0, 0.0, 0.1]
+
+
+def captured() -> io.StringIO:
+    stream = io.StringIO()
+    configure_logging("info", fmt="json", stream=stream)
+    return stream
+
+
+def events(stream: io.StringIO) -> list[dict]:
+    return [json.loads(line) for line in stream.getvalue().splitlines()]
+
+
+def test_an_outage_is_one_line_a_minute_and_one_when_it_is_back() -> None:
+    stream = captured()
+    now = [100.0]
+    probes: list[Exception | None] = [refused(), refused(), refused(), None]
+    probed, go = threading.Event(), threading.Event()
+
+    def probe() -> None:
+        assert go.wait(10)  # the prober waits for the test's calls below
+        outcome = probes.pop(0)
+        if outcome is not None:
+            raise outcome
+        probed.set()
+
+    def sleep(stop: threading.Event, seconds: float) -> bool:
+        now[0] += 40.0  # every wait passes 40 s of the scripted clock
+        return stop.is_set()
+
+    health = ApiServerHealth(probe, Backoff(1.0, 30.0), clock=lambda: now[0], sleep=sleep)
+    health.waiting = lambda: 595
+    assert health.check(ValueError("a bug")) is False and health.reachable
+    assert health.check(refused()) is True
+    assert not health.reachable
+    for _ in range(100):  # the other objects' calls in the same outage: counted, not logged
+        assert health.check(refused()) is True
+    go.set()
+    assert probed.wait(10)
+    health.stop()
+    assert health.reachable
+    messages = [e["event"] for e in events(stream)]
+    assert messages == [
+        "API server refuses connections: steps wait for it; probing /readyz with backoff up to 30 s",
+        "API server refuses connections for 80 s: 595 steps waiting, 101 calls failed meanwhile",
+        "API server back after 2 min 40 s: 595 steps resume; 101 calls failed while it was away",
+    ]
+
+
+def test_failures_of_a_kind_are_one_line_then_one_count_an_interval() -> None:
+    stream = captured()
+    now = [0.0]
+    failures = FailureLog(get_logger("kaliper.pacer"), every_s=60.0, clock=lambda: now[0])
+    quota = api_exception(403, 'configmaps "run-001-target" is forbidden: exceeded quota: q')
+    for index in range(30):
+        failures.failed("profilerun-step", f"ns/run-{index:03d}", quota, "retried in 5 s (1 in a row)")
+    failures.flush()  # the interval has not ended: nothing more
+    now[0] = 61.0
+    failures.flush()
+    now[0] = 200.0
+    failures.flush()  # a quiet interval: the kind is forgotten, its next failure logged at once
+    failures.failed("profilerun-step", "ns/run-000", quota, "retried in 10 s (2 in a row)")
+    lines = events(stream)
+    assert [(e["event"], e.get("object"), "exception" in e) for e in lines] == [
+        ("profilerun-step failed; retried in 5 s (1 in a row)", "ns/run-000", False),
+        ("profilerun-step failed 29 more times on 29 objects in 60 s", None, False),
+        ("profilerun-step failed; retried in 10 s (2 in a row)", "ns/run-000", False),
+    ]
+    assert (
+        lines[0]["error"] == 'HTTP 403 from the API server: configmaps "run-001-target" is forbidden: exceeded quota: q'
+    )
+    # A bug keeps its traceback; names and numbers do not make kinds of their own.
+    try:
+        raise KeyError("trials")
+    except KeyError as exc:
+        failures.failed("profilerun-step", "ns/run-000", exc, "retried in 5 s (1 in a row)")
+    assert "exception" in events(stream)[-1] and "KeyError" in events(stream)[-1]["exception"]
+    assert failure_kind("w", api_exception(403, 'configmaps "a-1" is forbidden')) == failure_kind(
+        "w", api_exception(403, 'configmaps "b-22" is forbidden')
+    )
+
+
+def test_kopfs_retry_lines_pass_once_a_minute_with_a_count_of_those_held_back() -> None:
+    now = [0.0]
+    repeated = RepeatedRetries(every_s=60.0, clock=lambda: now[0])
+
+    def line(message: str) -> logging.LogRecord:
+        return logging.LogRecord("kopf.objects", logging.ERROR, __file__, 1, message, (), None)
+
+    watch = "Request attempt #{}/None failed; will retry: GET https://10.0.0.1/api/v1/pods?watch=true&rv={} -> refused"
+    passed = []
+    for attempt in range(1, 40):
+        now[0] += 5.0
+        record = line(watch.format(attempt, attempt * 7))
+        if repeated.filter(record):
+            passed.append(record.getMessage())
+    assert passed == [
+        watch.format(1, 7),
+        watch.format(13, 91) + " (11 more like it in the last 60 s)",
+        watch.format(25, 175) + " (11 more like it in the last 60 s)",
+        watch.format(37, 259) + " (11 more like it in the last 60 s)",
+    ]
+    assert repeated.filter(line("Handler 'run_changed' succeeded.")) is True  # other lines are not touched
+    # A handler that met the outage: one line a minute, without its traceback.
+    from kaliper.controllers.api_health import ApiServerAway
+
+    def away(name: str) -> logging.LogRecord:
+        try:
+            raise ApiServerAway("HTTPSConnectionPool(host='10.0.0.1', port=6443): Max retries exceeded")
+        except ApiServerAway as exc:
+            message = f"Handler '{name}' failed with an exception and will ignore it: {exc}"
+            return logging.LogRecord("kopf.objects", logging.ERROR, __file__, 1, message, (), (type(exc), exc, None))
+
+    first = away("deployment_changed")
+    assert repeated.filter(first) is True and first.exc_info is None
+    assert first.getMessage() == (
+        "Handler 'deployment_changed' failed with an exception and will ignore it: the API server is away"
+    )
+    assert [repeated.filter(away("deployment_changed")) for _ in range(3)] == [False, False, False]
+    assert repeated.filter(away("run_changed")) is True
