@@ -181,3 +181,13 @@ def test_kopfs_retry_lines_pass_once_a_minute_with_a_count_of_those_held_back() 
     )
     assert [repeated.filter(away("deployment_changed")) for _ in range(3)] == [False, False, False]
     assert repeated.filter(away("run_changed")) is True
+
+
+def test_the_charts_api_server_settings_reach_the_operator() -> None:
+    from kaliper.controllers.settings import Settings
+
+    settings = Settings.from_environment(
+        {"KALIPER_API_QPS": "20", "KALIPER_API_BURST": "40", "KALIPER_RETRY_CAP": "2m"}
+    )
+    assert (settings.api_qps, settings.api_burst, settings.retry_cap_s) == (20.0, 40, 120.0)
+    assert (Settings.from_environment({}).api_qps, Settings.from_environment({}).retry_cap_s) == (50.0, 300.0)

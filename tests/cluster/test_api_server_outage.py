@@ -37,7 +37,7 @@ MAX_CPU_SHARE = 0.1
 @pytest.fixture(scope="module")
 def plane() -> Iterator[ControlPlane]:
     """A control plane of this module's own: its API server is stopped, which no other test may see."""
-    plane = ControlPlane(build_binaries("controlplane")).start()
+    plane = ControlPlane(build_binaries("controlplane"), node_monitor_grace_period="10m").start()
     try:
         assert plane.kubectl is not None
         plane.kubectl("apply", "--server-side", "-f", str(REPO / "crds"))

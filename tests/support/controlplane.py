@@ -284,6 +284,10 @@ class ControlPlane:
     address: str = "127.0.0.1"  # where the API server listens (the real node tier uses its veth's address)
     service_cidr: str = "10.0.0.0/16"
     fake_nodes: bool = True  # kwok and its fake nodes; the real node tier has a kubelet instead
+    # How long the node controller waits for a node's heartbeat before marking its pods NotReady. A kubelet
+    # reports its pods ready again once it can; kwok does not, so a control plane whose API server is stopped
+    # for longer than the default 50 s (the outage tests) sets this beyond the outage.
+    node_monitor_grace_period: str = "50s"
 
     def start(self, timeout: float = 120.0) -> ControlPlane:
         try:
@@ -355,6 +359,7 @@ class ControlPlane:
             f"--root-ca-file={pki.ca}",
             "--use-service-account-credentials=false",
             "--controllers=*,-nodeipam,-cloud-node-lifecycle,-service-lb-controller",
+            f"--node-monitor-grace-period={self.node_monitor_grace_period}",
         )
         self._spawn(
             "kube-scheduler",
