@@ -73,7 +73,7 @@ def through_an_outage(
         sampler = ProcessSampler(operator.pid)
         player = LoadGeneratorPlayer(kubectl, namespace, root, plane.kubeconfig)  # type: ignore[arg-type]
         apply_runs(kubectl, namespace, runs)
-        deadline = time.monotonic() + 600
+        deadline = time.monotonic() + 900  # generous: beside the suite's other worker
         while len(player.played) < start_after_played:
             assert time.monotonic() < deadline, f"only {len(player.played)} load generators started"
             player.play_new()
@@ -121,31 +121,32 @@ def test_the_api_server_and_etcd_stopped_for_a_minute_under_two_hundred_runs(
     figures = through_an_outage(plane, tmp_path, "refused", runs, (plane.take_down, plane.bring_back), 60, 60)
     assert figures["lines"] <= MAX_LINES_PER_MINUTE, figures["log"][-5000:]
     assert figures["cpu_share"] <= MAX_CPU_SHARE
-    assert "API server refuses connections: steps wait for it" in figures["log"]
+    # Stopping drops the connections in flight, then refuses new ones: the first failure seen names either.
+    assert ": steps wait for it; probing /readyz with backoff up to 30 s" in figures["log"]
     assert "API server back after " in figures["log"]
     assert "Traceback" not in figures["log"]
     assert_nothing_lost(plane, "refused", figures, runs)
 
 
 def test_an_api_server_that_stops_answering_is_waited_for(plane: ControlPlane, tmp_path: Path) -> None:
-    runs = [profile_run(f"run-{i:03d}", ["500m", "1"]) for i in range(20)]
+    runs = [profile_run(f"run-{i:03d}", ["500m", "1"]) for i in range(10)]
     freeze = (lambda: plane.freeze(True), lambda: plane.freeze(False))
-    figures = through_an_outage(plane, tmp_path, "frozen", runs, freeze, 75, 10)
+    figures = through_an_outage(plane, tmp_path, "frozen", runs, freeze, 45, 6)
     assert figures["lines"] <= MAX_LINES_PER_MINUTE, figures["log"][-5000:]
     assert figures["cpu_share"] <= MAX_CPU_SHARE
-    # A call blocks until its 60 s read timeout, then the outage is known.
+    # A call blocks until its 30 s read timeout, then the outage is known.
     assert "API server does not answer in time: steps wait for it" in figures["log"]
     assert_nothing_lost(plane, "frozen", figures, runs)
 
 
 def test_an_api_server_answering_503_is_waited_for(plane: ControlPlane, tmp_path: Path) -> None:
-    runs = [profile_run(f"run-{i:03d}", ["500m", "1"]) for i in range(20)]
+    runs = [profile_run(f"run-{i:03d}", ["500m", "1"]) for i in range(10)]
     pki = plane.root / "pki"
     upstream = int(plane.server.rsplit(":", 1)[1])
     with FailingProxy(upstream, pki / "apiserver.crt", pki / "apiserver.key").running() as proxy:
         failing = (lambda: proxy.fail(True), lambda: proxy.fail(False))
         server = f"https://127.0.0.1:{proxy.port}"
-        figures = through_an_outage(plane, tmp_path, "unavailable", runs, failing, 60, 10, server)
+        figures = through_an_outage(plane, tmp_path, "unavailable", runs, failing, 30, 6, server)
         assert proxy.answered_503 > 0
     assert figures["lines"] <= MAX_LINES_PER_MINUTE, figures["log"][-5000:]
     assert figures["cpu_share"] <= MAX_CPU_SHARE

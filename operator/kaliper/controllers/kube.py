@@ -24,7 +24,7 @@ from kaliper.controllers.pacer import PACER_WORKERS
 from kaliper.controllers.store import STORE, WATCHED
 
 FIELD_MANAGER = "kaliper"
-REQUEST_TIMEOUT = (5.0, 60.0)  # seconds to connect, to read the answer
+REQUEST_TIMEOUT = (5.0, 30.0)  # to connect, to read the answer: a frozen API server is noticed within 30 s
 CALL = {"_request_timeout": REQUEST_TIMEOUT}
 APPLY = {"field_manager": FIELD_MANAGER, "force": True, "_content_type": "application/apply-patch+yaml", **CALL}
 CUSTOM_PLURALS = {
