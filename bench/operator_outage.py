@@ -13,6 +13,7 @@ Every process the script starts is stopped on any exit.
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import sys
 import tempfile
@@ -117,8 +118,12 @@ def main() -> None:
             "operator_cpu_share_during_outage": round(outage["cpu_seconds"] / during, 4),
             "seconds_until_all_finished_after_back": round(time.monotonic() - back, 1),
             "phases": dict(counted),
-            "trials_succeeded_with_results": sum(
-                t["phase"] == "Succeeded" and t.get("requests") == 3000 for s in statuses for t in s["trials"]
+            "trials": dict(
+                collections.Counter(
+                    f"{t['phase']}, {t.get('requests')} requests: {t.get('message', '')[:80]}"
+                    for s in statuses
+                    for t in s["trials"]
+                )
             ),
             "jobs_made_twice": sum(len(uids) > 1 for uids in player.uids.values()),
         }

@@ -191,3 +191,34 @@ def test_the_charts_api_server_settings_reach_the_operator() -> None:
     )
     assert (settings.api_qps, settings.api_burst, settings.retry_cap_s) == (20.0, 40, 120.0)
     assert (Settings.from_environment({}).api_qps, Settings.from_environment({}).retry_cap_s) == (50.0, 300.0)
+
+
+def test_the_pacer_backs_off_an_objects_failing_work_and_not_the_api_servers_absence() -> None:
+    import time
+
+    from kaliper.controllers.api_health import ApiServerAway
+    from kaliper.controllers.pacer import Pacer
+
+    outcomes: list[BaseException | None] = []
+
+    def action(namespace: str, name: str) -> None:
+        if (outcome := outcomes.pop(0)) is not None:
+            raise outcome
+
+    pacer = Pacer()
+    pacer.retry_cap_s = 40.0
+    pacer.every("step", 5.0, action)
+    work = pacer._work["step"]
+    quota = api_exception(403, "exceeded quota")
+    for failures, longest in ((1, 5.0), (2, 10.0), (3, 20.0), (4, 40.0), (5, 40.0)):
+        outcomes.append(quota)
+        before = time.monotonic()
+        pacer._call("step", work, ("ns", "run"))
+        wait = work.not_before[("ns", "run")] - before
+        assert work.failures[("ns", "run")] == failures and longest / 2 <= wait <= longest + 1
+    outcomes.append(ApiServerAway("refused"))  # waits with every object; not this one's failure
+    pacer._call("step", work, ("ns", "run"))
+    assert work.failures[("ns", "run")] == 5
+    outcomes.append(None)  # a step that goes through forgets the failures
+    pacer._call("step", work, ("ns", "run"))
+    assert ("ns", "run") not in work.failures and ("ns", "run") not in work.not_before

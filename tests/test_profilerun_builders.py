@@ -82,7 +82,7 @@ def test_a_single_generator_job_mounts_its_config_and_payload_and_takes_secrets_
     ]
     assert {v["name"] for v in pod["volumes"]} == {"config", "tmp", "payload"}
     assert pod["serviceAccountName"] == "r-loadgen" and pod["restartPolicy"] == "Never"
-    assert job["spec"]["backoffLimit"] == 0 and job["spec"]["activeDeadlineSeconds"] == 5 + 60 + 120 + 60
+    assert job["spec"]["backoffLimit"] == 0 and job["spec"]["activeDeadlineSeconds"] == 5 + 60 + 120 + 900
 
 
 def test_distributed_load_is_a_master_job_its_service_and_a_worker_job() -> None:

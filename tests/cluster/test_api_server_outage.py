@@ -9,6 +9,7 @@ for the API server too), and no load generator Job was made twice. Longer outage
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -16,6 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from kaliper.report.publish import publish
 from tests.support.controlplane import REPO, ControlPlane, build_binaries
 from tests.support.failing_proxy import FailingProxy
 from tests.support.many_runs import (
@@ -152,3 +154,29 @@ def test_an_api_server_answering_503_is_waited_for(plane: ControlPlane, tmp_path
     assert figures["cpu_share"] <= MAX_CPU_SHARE
     assert "API server answers 503 Service Unavailable: steps wait for it" in figures["log"]
     assert_nothing_lost(plane, "unavailable", figures, runs)
+
+
+def test_a_load_generator_hands_in_its_results_once_the_api_server_is_back(
+    plane: ControlPlane, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    kubectl = plane.kubectl
+    assert kubectl is not None
+    kubectl("create", "namespace", "handed-in")
+    monkeypatch.setenv("KUBECONFIG", str(plane.kubeconfig))
+    template = tmp_path / "results.yaml"
+    template.write_text(yaml.safe_dump({"metadata": {"name": "t0-result", "namespace": "handed-in"}}))
+    failed_once, handed_in = threading.Event(), []
+
+    def sleep(seconds: float) -> None:
+        failed_once.set()
+        time.sleep(seconds)
+
+    plane.take_down()
+    publishing = threading.Thread(target=lambda: handed_in.append(publish('{"stages": []}', template, 300, sleep)))
+    publishing.start()
+    assert failed_once.wait(60)  # it met the outage
+    plane.bring_back()
+    publishing.join(120)
+    assert handed_in == ["t0-result"]
+    stored = kubectl.json("get", "configmap", "t0-result", "-n", "handed-in")
+    assert stored["data"] == {"result.json": '{"stages": []}'}

@@ -70,7 +70,7 @@ def build_binaries(which: str = "all") -> Path:
     return Path(result.stdout.strip().splitlines()[-1])
 
 
-def _die_with_parent() -> None:
+def die_with_this_process() -> None:
     """Runs in the child before exec: the kernel kills it if the test process dies, even by SIGKILL."""
     die_with_parent(signal.SIGKILL)
     os.setsid()
@@ -80,7 +80,7 @@ def spawn_logged(root: Path, name: str, argv: list[str], append: bool = False) -
     """A cluster component, its output in ROOT/NAME.log, killed by the kernel if the test process dies."""
     log = open(root / f"{name}.log", "ab" if append else "wb")  # noqa: SIM115 - the process holds it
     return subprocess.Popen(
-        argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent
+        argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, preexec_fn=die_with_this_process
     )
 
 

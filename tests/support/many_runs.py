@@ -28,7 +28,7 @@ import yaml
 
 from kaliper.report.publish import publish
 from kaliper.report.schema import GeneratorInfo, LatencyFigures, LoadTestResult, PercentileFigure
-from tests.support.controlplane import REPO, Kubectl
+from tests.support.controlplane import REPO, Kubectl, die_with_this_process
 from tests.support.reports import make_stage
 
 OPERATOR_ACCOUNT = "kaliper-under-test"
@@ -131,12 +131,15 @@ class ProcessSampler(threading.Thread):
 @contextmanager
 def operator_process(kubeconfig: Path, log: Path, namespace: str, **env: str) -> Iterator[subprocess.Popen]:
     """`kopf run` of the operator watching one namespace, its output in `log`; stopped (SIGTERM, then SIGKILL)
-    however the block ends, so no harness leaves an operator behind."""
+    however the block ends, and killed by the kernel if the harness itself is killed: no harness leaves an
+    operator behind."""
     environment = {**os.environ, "KUBECONFIG": str(kubeconfig), "KALIPER_LOG_LEVEL": "info", **env}
     command = [sys.executable, "-m", "kopf", "run", "--standalone", f"--namespace={namespace}",
                "-m", "kaliper.controllers.main"]  # fmt: skip
     with log.open("ab") as out:
-        process = subprocess.Popen(command, env=environment, stdout=out, stderr=subprocess.STDOUT, cwd=REPO)
+        process = subprocess.Popen(
+            command, env=environment, stdout=out, stderr=subprocess.STDOUT, cwd=REPO, preexec_fn=die_with_this_process
+        )
     try:
         yield process
     finally:

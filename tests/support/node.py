@@ -41,9 +41,9 @@ from tests.support.controlplane import (
     REPO,
     ControlPlane,
     ControlPlaneError,
-    _die_with_parent,
     _pids_mentioning,
     build_binaries,
+    die_with_this_process,
     interrupt,
     log_tail,
     spawn_logged,
@@ -246,7 +246,7 @@ class Node:
     def _make_namespaces(self) -> None:
         self.holder = subprocess.Popen(
             ["unshare", "--net", "--mount", "--propagation", "private", "sleep", "infinity"],
-            preexec_fn=_die_with_parent,
+            preexec_fn=die_with_this_process,
             stdin=subprocess.DEVNULL,
         )
         self._wait_until(
@@ -551,7 +551,7 @@ def start_node() -> Node:
     node = Node(bin_dir, image, pause_archive, pause_name).start()
     with open(node.root / "build-rest.log", "wb") as log:
         node.builder = subprocess.Popen(
-            ["bash", str(BUILD_SCRIPT)], stdout=subprocess.DEVNULL, stderr=log, preexec_fn=_die_with_parent
+            ["bash", str(BUILD_SCRIPT)], stdout=subprocess.DEVNULL, stderr=log, preexec_fn=die_with_this_process
         )
     return node
 

@@ -143,7 +143,8 @@ class ApiServerHealth:
                 return True
             self._away_since = self._last_line = self._clock()
             self._reason, self._failed_calls = reason, 1
-            start = self.probe is not None
+            # One prober at a time: one from an outage that a call ended early probes on for this one.
+            start = self.probe is not None and (self._prober is None or not self._prober.is_alive())
         log.warning(f"API server {reason}: steps wait for it; probing /readyz with backoff up to "
                     f"{self.backoff.cap_s:g} s", error=describe(exc)[:300])  # fmt: skip
         if start:

@@ -23,6 +23,7 @@ from kaliper.api.profilerun import DatasetSource, ProfileRunSpec, TraceSource
 from kaliper.api.units import parse_duration
 from kaliper.lifecycle.gc import KEEP_UNTIL
 from kaliper.manifests.modeldeployment import LABEL_MANAGED, owner_reference
+from kaliper.report.publish import PUBLISH_WAIT_S
 
 LABEL_RUN = "kaliper.dev/profilerun"
 LABEL_TRIAL = "kaliper.dev/trial"
@@ -252,9 +253,12 @@ def _loadgen_pod(
 
 
 def job_deadline_s(spec: ProfileRunSpec) -> int:
-    """How long a load-generator Job may run: warm-up and the longest measurement, plus time to start and to
-    write results. The Job stops by itself even if nobody deletes it."""
-    return int(parse_duration(spec.load.warmup) + parse_duration(spec.load.max_duration)) + MASTER_JOIN_TIMEOUT_S + 60
+    """How long a load-generator Job may run: warm-up and the longest measurement, plus time to start, and the
+    time its results may wait for an API server that is away (PUBLISH_WAIT_S: a Job past its deadline when the
+    API server comes back is ended at once, its measurement lost). The Job stops by itself even if nobody
+    deletes it."""
+    load_s = parse_duration(spec.load.warmup) + parse_duration(spec.load.max_duration)
+    return int(load_s) + MASTER_JOIN_TIMEOUT_S + int(PUBLISH_WAIT_S)
 
 
 def _job(

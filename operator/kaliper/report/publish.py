@@ -18,7 +18,7 @@ import yaml
 from kaliper.report.store import configmap_content
 
 RESULT_KEY = "result.json"
-PUBLISH_WAIT_S = 1800.0
+PUBLISH_WAIT_S = 900.0  # the load-generator Job's deadline leaves this much time for it
 
 
 def results_configmap(template: dict, text: str) -> dict:
