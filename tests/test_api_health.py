@@ -222,3 +222,18 @@ def test_the_pacer_backs_off_an_objects_failing_work_and_not_the_api_servers_abs
     outcomes.append(None)  # a step that goes through forgets the failures
     pacer._call("step", work, ("ns", "run"))
     assert ("ns", "run") not in work.failures and ("ns", "run") not in work.not_before
+
+
+def test_the_time_the_api_server_was_away_is_not_a_trials_time() -> None:
+    wall = [100.0]
+    health = ApiServerHealth(probe=None, wall=lambda: wall[0])
+    assert health.check(refused()) is True
+    wall[0] = 160.0
+    assert health.away_s(since=50.0) == 60.0  # still away: counted up to now
+    health.back()
+    wall[0] = 400.0
+    assert health.check(api_exception(503)) is True
+    wall[0] = 430.0
+    health.back()
+    # Two outages, 60 s and 30 s: a trial started before both lost 90 s, one started mid-way through the first 30.
+    assert (health.away_s(since=0.0), health.away_s(since=130.0), health.away_s(since=500.0)) == (90.0, 60.0, 0.0)

@@ -20,12 +20,14 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 
 from kaliper.controllers.step_failures import describe
 from kaliper.log import get_logger
 
 log = get_logger("kaliper.apiserver")
 LOG_EVERY_S = 60.0
+MAX_OUTAGES_KEPT = 100
 _OUTAGE_STATUSES = {502: "502 Bad Gateway", 503: "503 Service Unavailable", 504: "504 Gateway Timeout"}
 _STORAGE_WORDS = ("etcdserver", "context deadline exceeded", "storage", "the server was unable to return")
 
@@ -115,10 +117,13 @@ class ApiServerHealth:
         backoff: Backoff = Backoff(1.0, 30.0),
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[threading.Event, float], bool] = lambda stop, s: stop.wait(s),
+        wall: Callable[[], float] = time.time,
     ) -> None:
         self.probe = probe
         self.backoff = backoff
-        self._clock, self._sleep = clock, sleep
+        self._clock, self._sleep, self._wall = clock, sleep, wall
+        self._outages: list[tuple[float, float]] = []  # (start, end) in wall-clock seconds, the latest last
+        self._away_since_wall = 0.0
         self._guard = threading.Lock()
         self._away_since: float | None = None
         self._reason = ""
@@ -142,6 +147,7 @@ class ApiServerHealth:
             if self._away_since is not None:
                 return True
             self._away_since = self._last_line = self._clock()
+            self._away_since_wall = self._wall()
             self._reason, self._failed_calls = reason, 1
             # One prober at a time: one from an outage that a call ended early probes on for this one.
             start = self.probe is not None and (self._prober is None or not self._prober.is_alive())
@@ -192,8 +198,18 @@ class ApiServerHealth:
                 return
             away, calls = self._clock() - self._away_since, self._failed_calls
             self._away_since, self._failed_calls = None, 0
+            self._outages = [*self._outages[-(MAX_OUTAGES_KEPT - 1) :], (self._away_since_wall, self._wall())]
         log.warning(f"API server back after {_readable(away)}: {self.waiting()} steps resume; "
                     f"{calls} calls failed while it was away")  # fmt: skip
+
+    def away_s(self, since: float) -> float:
+        """Seconds the API server was away since this wall-clock time (in this process's memory): time a trial
+        could not be moved on, which its readyTimeout and trialTimeout do not count."""
+        with self._guard:
+            outages = list(self._outages)
+            if self._away_since is not None:
+                outages.append((self._away_since_wall, self._wall()))
+        return sum(max(0.0, end - max(start, since)) for start, end in outages)
 
     def stop(self) -> None:
         self._stop.set()
@@ -205,3 +221,11 @@ class ApiServerHealth:
 
 
 API_SERVER = ApiServerHealth()  # kube sets its probe; the pacer tells how many steps wait
+
+
+def moving_s(start: datetime | None, now: datetime) -> float:
+    """Seconds since `start` that the operator could move things on: the API server's absences (as this
+    process saw them) taken out, so a ten-minute outage does not time a trial out the moment it ends."""
+    if start is None:
+        return 0.0
+    return max(0.0, (now - start).total_seconds() - API_SERVER.away_s(start.timestamp()))

@@ -25,6 +25,7 @@ from kaliper.api.profilerun import ProfileRunStatus, Progress, ReportReference, 
 from kaliper.api.resources import ProfileRun
 from kaliper.controllers import kube, metrics, run_records
 from kaliper.controllers import trial_moves as moves
+from kaliper.controllers.api_health import moving_s
 from kaliper.controllers.diagnosis import restarts_and_oom_kills, template_hashes
 from kaliper.controllers.recommendation import apply_recommendation
 from kaliper.controllers.run_records import REPORT_KEY, RunFailed, RunRecords, baseline_problem, baseline_report
@@ -196,7 +197,7 @@ class RunStep(StatusStep[ProfileRunStatus]):
             seen = TrialObjectsSeen.of_trial(trial.index, trial.name, objects)
             if trial.phase == "Collecting" or (trial.phase == "Running" and moves.results_due(seen)):
                 seen = replace(seen, results_written=self.records.result_text(trial.index) is not None)
-            elapsed = (self.now - trial.start_time).total_seconds() if trial.start_time else 0.0
+            elapsed = moving_s(trial.start_time, self.now)
             self.carry_out(trial, moves.next_move(trial.phase, seen, elapsed, timeouts, self.target.url()), seen)
 
     def carry_out(self, trial: TrialSummary, move: Move, seen: TrialObjectsSeen) -> None:
