@@ -84,6 +84,18 @@ def spawn_logged(root: Path, name: str, argv: list[str], append: bool = False) -
     )
 
 
+def stop_process(process: subprocess.Popen, grace_s: float = 15) -> None:
+    """SIGTERM, then SIGKILL if it has not exited `grace_s` later; waits for it either way."""
+    if process.poll() is not None:
+        return
+    process.terminate()
+    try:
+        process.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(timeout=15)
+
+
 def log_tail(root: Path, name: str, lines: int = 30) -> str:
     path = root / f"{name}.log"
     return "\n".join(path.read_text(errors="replace").splitlines()[-lines:]) if path.exists() else ""
@@ -421,13 +433,7 @@ class ControlPlane:
     def take_down(self) -> None:
         """The API server and etcd stopped (SIGTERM, as an upgrade or a node loss does): connections refused."""
         for name in self.OUTAGE_COMPONENTS:
-            process = self.processes[name]
-            process.terminate()
-            try:
-                process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(timeout=15)
+            stop_process(self.processes[name])
 
     def bring_back(self, timeout: float = 60) -> None:
         """etcd and the API server started again with their command lines and data: ready when this returns."""
@@ -513,14 +519,7 @@ class ControlPlane:
         """Stop every process (kwok first, etcd last), each killed if it has not exited `grace_s` after
         SIGTERM, check none survived, and delete the directory."""
         for name in reversed(list(self.processes)):
-            process = self.processes[name]
-            if process.poll() is None:
-                process.terminate()
-                try:
-                    process.wait(timeout=grace_s)
-                except subprocess.TimeoutExpired:
-                    process.kill()
-                    process.wait(timeout=15)
+            stop_process(self.processes[name], grace_s)
         survivors = [pid for pid in _pids_mentioning(str(self.root))]
         for pid in survivors:
             with contextlib.suppress(ProcessLookupError):

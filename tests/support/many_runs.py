@@ -13,7 +13,6 @@ from __future__ import annotations
 import collections
 import json
 import os
-import signal
 import subprocess
 import sys
 import threading
@@ -28,7 +27,7 @@ import yaml
 
 from kaliper.report.publish import publish
 from kaliper.report.schema import GeneratorInfo, LatencyFigures, LoadTestResult, PercentileFigure
-from tests.support.controlplane import REPO, Kubectl, die_with_this_process
+from tests.support.controlplane import REPO, Kubectl, die_with_this_process, stop_process
 from tests.support.reports import make_stage
 
 OPERATOR_ACCOUNT = "kaliper-under-test"
@@ -143,13 +142,7 @@ def operator_process(kubeconfig: Path, log: Path, namespace: str, **env: str) ->
     try:
         yield process
     finally:
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+        stop_process(process, grace_s=30)
 
 
 class LoadGeneratorPlayer:

@@ -47,6 +47,7 @@ from tests.support.controlplane import (
     interrupt,
     log_tail,
     spawn_logged,
+    stop_process,
 )
 from tests.support.paths import CACHE
 
@@ -525,15 +526,8 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
         return found
 
     def _terminate(self, name: str) -> None:
-        process = self.processes.get(name)
-        if process is None or process.poll() is not None:
-            return
-        process.terminate()
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=15)
+        if (process := self.processes.get(name)) is not None:
+            stop_process(process)
 
     @staticmethod
     def _wait_quietly(predicate, timeout: float) -> None:  # type: ignore[no-untyped-def]
