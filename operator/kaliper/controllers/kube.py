@@ -3,9 +3,9 @@ on plain dicts. The handful of kinds Kaliper touches are listed here; nothing el
 returns of a watched kind goes into the store at once, so the next step sees the operator's own writes.
 
 Every call here is guarded: made at no more than the configured rate (client-go's QPS and burst), with a
-timeout (a frozen API server must not hold a worker forever), and refused at once while the API server is away
-(api_health); a call that fails because it is away raises ApiServerAway, which the pacer does not count
-against the object."""
+timeout (a frozen API server must not hold a worker forever), and its failure told to api_health: a call that
+fails because the API server is away raises ApiServerAway, which the pacer does not count against the object
+(and while it is away the pacer starts no step); one that goes through tells it the API server is back."""
 
 from __future__ import annotations
 

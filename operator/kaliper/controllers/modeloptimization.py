@@ -163,7 +163,7 @@ def _log_tail(namespace: str, pod: str, lines: int) -> str:
 
     try:
         text = client.CoreV1Api(kube.api_client()).read_namespaced_pod_log(
-            pod, namespace, container="optimizer", tail_lines=lines
+            pod, namespace, container="optimizer", tail_lines=lines, _request_timeout=kube.REQUEST_TIMEOUT
         )
     except ApiException:
         return ""
