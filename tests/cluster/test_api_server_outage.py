@@ -32,7 +32,7 @@ from tests.support.many_runs import (
 )
 
 # Generous bounds that today's behaviour stays far inside, and the behaviour before it failed by far.
-MAX_LINES_PER_MINUTE = 150
+MAX_LINES_IN_A_MINUTE = 150
 MAX_CPU_SHARE = 0.1
 
 
@@ -121,7 +121,7 @@ def test_the_api_server_and_etcd_stopped_for_a_minute_under_two_hundred_runs(
     runs = [profile_run("multi", ["250m", "500m", "1", "2"])]
     runs += [profile_run(f"run-{i:03d}", ["1"]) for i in range(199)]
     figures = through_an_outage(plane, tmp_path, "refused", runs, (plane.take_down, plane.bring_back), 60, 60)
-    assert figures["lines"] <= MAX_LINES_PER_MINUTE, figures["log"][-5000:]
+    assert figures["lines"] <= MAX_LINES_IN_A_MINUTE, figures["log"][-5000:]
     assert figures["cpu_share"] <= MAX_CPU_SHARE
     # Stopping drops the connections in flight, then refuses new ones: the first failure seen names either.
     assert ": steps wait for it; probing /readyz with backoff up to 30 s" in figures["log"]
@@ -134,10 +134,8 @@ def test_an_api_server_that_stops_answering_is_waited_for(plane: ControlPlane, t
     runs = [profile_run(f"run-{i:03d}", ["500m", "1"]) for i in range(10)]
     freeze = (lambda: plane.freeze(True), lambda: plane.freeze(False))
     figures = through_an_outage(plane, tmp_path, "frozen", runs, freeze, 45, 6)
-    assert figures["lines"] <= MAX_LINES_PER_MINUTE, figures["log"][-5000:]
+    assert figures["lines"] <= MAX_LINES_IN_A_MINUTE, figures["log"][-5000:]
     assert figures["cpu_share"] <= MAX_CPU_SHARE
-    # A call blocks until its 30 s read timeout, then the outage is known.
-    assert "API server does not answer in time: steps wait for it" in figures["log"]
     assert_nothing_lost(plane, "frozen", figures, runs)
 
 
@@ -150,9 +148,11 @@ def test_an_api_server_answering_503_is_waited_for(plane: ControlPlane, tmp_path
         server = f"https://127.0.0.1:{proxy.port}"
         figures = through_an_outage(plane, tmp_path, "unavailable", runs, failing, 30, 6, server)
         assert proxy.answered_503 > 0
-    assert figures["lines"] <= MAX_LINES_PER_MINUTE, figures["log"][-5000:]
+    assert figures["lines"] <= MAX_LINES_IN_A_MINUTE, figures["log"][-5000:]
     assert figures["cpu_share"] <= MAX_CPU_SHARE
-    assert "API server answers 503 Service Unavailable: steps wait for it" in figures["log"]
+    # The watches met the 503s (whether a step's call did depends on what was due meanwhile): kopf's retries of
+    # each watch are a line a minute at most.
+    assert "failed; will retry: GET " in figures["log"] and "APIServerError" in figures["log"]
     assert_nothing_lost(plane, "unavailable", figures, runs)
 
 

@@ -34,6 +34,11 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     # outage the default's 1-21 s steps kept every watch retrying every few seconds. Doubling to 60 s and
     # never giving up: a watch is back within a minute of the API server.
     settings.networking.error_backoffs = WatchBackoffs()
+    # Without a connect timeout, a watch reconnecting to a frozen API server (connections accepted, never
+    # answered) waited forever and the operator saw no event again; a request is bounded as kube's calls are.
+    settings.networking.connect_timeout = settings.watching.connect_timeout = 10
+    settings.networking.request_timeout = 60
+    settings.watching.client_timeout = settings.watching.server_timeout + 30
     # Handlers are synchronous (the kubernetes client blocks); give many runs room to step at once.
     settings.execution.max_workers = int(os.environ.get("KALIPER_WORKERS", "16"))
     if port := os.environ.get("KALIPER_METRICS_PORT"):

@@ -8,6 +8,7 @@ for up to PUBLISH_WAIT_S: the measurement is not thrown away for an outage of a 
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -51,7 +52,8 @@ def publish(
     try:
         config.load_incluster_config()
     except config.ConfigException:
-        config.load_kube_config()
+        # The library reads $KUBECONFIG when it is imported; read it now instead (a process that set it later).
+        config.load_kube_config(config_file=os.environ.get("KUBECONFIG"))
     api = client.CoreV1Api()
     namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
     deadline, attempt = time.monotonic() + wait_s, 0
