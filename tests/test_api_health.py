@@ -40,6 +40,8 @@ def test_an_outage_is_the_api_servers_failure_not_the_calls() -> None:
     assert outage_reason(api_exception(500, "etcdserver: request timed out")) == (
         "answers 500: its storage (etcd) does not answer"
     )
+    stopping = 'Service "t0" is invalid: failed to allocate IP: Post "https://127.0.0.1:6443/apis/networking.k8s.io/v1/ipaddresses": dial tcp 127.0.0.1:6443: connect: connection refused'  # noqa: E501
+    assert outage_reason(api_exception(422, stopping)) == "answers 422: it cannot reach itself"
     # The object's own failures: the pacer backs off on them per object.
     assert outage_reason(api_exception(403, 'configmaps "x" is forbidden: exceeded quota')) is None
     assert outage_reason(api_exception(500, "Internal error occurred: failed calling webhook")) is None

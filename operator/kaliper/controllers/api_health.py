@@ -47,6 +47,9 @@ def outage_reason(exc: BaseException) -> str | None:
         body = str(getattr(exc, "body", "") or "")
         if status == 500 and any(word in body for word in _STORAGE_WORDS):
             return "answers 500: its storage (etcd) does not answer"
+        if "dial tcp" in body and any(word in body for word in ("connection refused", "i/o timeout")):
+            # Stopping, it refuses its own loopback calls: a Service's cluster IP "failed to allocate" (422).
+            return f"answers {status}: it cannot reach itself"
         return None
     text = f"{type(exc).__name__}: {exc}"
     if "Connection refused" in text:
