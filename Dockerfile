@@ -62,8 +62,12 @@ RUN --mount=type=secret,id=ca-bundle \
     fi
 COPY README.md ./
 COPY operator ./operator
+# A hash of the sources (hack/image/build.sh passes it): buildah's layer cache does not look into what a RUN
+# mounts from another stage, so without it a changed operator reached no image (the steps below were "cached").
+ARG SOURCE_KEY=unset
 RUN --mount=type=secret,id=ca-bundle \
     if [ -s /run/secrets/ca-bundle ]; then export PIP_CERT=/run/secrets/ca-bundle; fi \
+ && echo "sources $SOURCE_KEY" \
  && python -m pip wheel --no-cache-dir --no-deps --wheel-dir /app .
 
 FROM ${BASE_IMAGE}
@@ -75,10 +79,12 @@ RUN apt-get update \
 COPY --from=llama /llama-server /llama-quantize /usr/local/bin/
 # The wheels are mounted from the build stage, not copied: a COPY keeps them in a layer of their own (193 MB)
 # that every node pulls although the next step deletes them.
+ARG DEPS_KEY=unset
 RUN --mount=type=bind,from=build,source=/wheels,target=/wheels \
-    python -m pip install --no-cache-dir --no-index /wheels/*.whl
+    echo "dependencies $DEPS_KEY" && python -m pip install --no-cache-dir --no-index /wheels/*.whl
+ARG SOURCE_KEY=unset
 RUN --mount=type=bind,from=build,source=/app,target=/app \
-    python -m pip install --no-cache-dir --no-index --no-deps /app/*.whl
+    echo "sources $SOURCE_KEY" && python -m pip install --no-cache-dir --no-index --no-deps /app/*.whl
 USER 10001
 ENV PYTHONUNBUFFERED=1
 EXPOSE 8080

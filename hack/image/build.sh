@@ -51,6 +51,11 @@ llama_dir=$(dirname "$(bash "$repo/hack/llama/build.sh")")
 
 # RUN steps use the host's network (pip reaches PyPI) and chroot isolation: this machine's root may not
 # set oom_score_adj, which runc needs (see shared/real-node-notes.md).
+# What the image's Python steps are made from, hashed: buildah's cache does not see through a RUN's mount of
+# another stage, so these keys (build arguments the steps echo) make a changed source rebuild them.
+deps_key=$(sha256sum "$repo/pyproject.toml" | cut -c1-16)
+source_key=$(cd "$repo" && tar -c --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner \
+  --exclude=__pycache__ --exclude='*.egg-info' pyproject.toml README.md operator | sha256sum | cut -c1-16)
 log "image: buildah bud -> $tag"
 start=$(date +%s)
 # pip trusts this machine's CA bundle (which may hold a TLS-intercepting proxy's CA) through a build secret.
@@ -58,6 +63,7 @@ buildah bud --quiet --layers --network host --isolation chroot \
   --secret id=ca-bundle,src="${CA_BUNDLE:-/etc/ssl/certs/ca-certificates.crt}" \
   --build-context "llama=$llama_dir" \
   --build-arg "BASE_IMAGE=$base" --build-arg "ONNXRUNTIME=${ONNXRUNTIME:-onnxruntime}" \
+  --build-arg "DEPS_KEY=$deps_key" --build-arg "SOURCE_KEY=$source_key" \
   -t "$tag" -f "$repo/Dockerfile" "$repo" >&2 \
   || die "buildah bud failed (see above)"
 archive="$cache/images/$(echo "$tag" | tr '/:' '__').tar"
