@@ -1,5 +1,5 @@
 """The operator's handling of an API server that goes away, decided on scripted failures: what counts as an
-outage, the backoff, the rate of calls, the lines logged. tests/cluster/test_api_server_outage.py stops a real
+outage, the backoff, the rate of calls, the lines logged. tests/outage/test_api_server_outage.py stops a real
 API server."""
 
 from __future__ import annotations

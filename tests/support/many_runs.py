@@ -2,7 +2,7 @@
 playing what pods would do: kwok plays the nodes; for each load-generator Job a results document is handed in
 through the very publish code the Job runs (`kaliper.report.publish`), and the Job's pod is ended through the
 status API as a kubelet would. Shared by bench/operator_scale.py, bench/operator_outage.py and the outage tests
-(tests/cluster/test_api_server_outage.py).
+(tests/outage/test_api_server_outage.py).
 
 The operator runs under a service account of its own, so the API server's audit log attributes its requests;
 its CPU and peak memory are read from /proc.

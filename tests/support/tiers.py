@@ -121,6 +121,12 @@ LONG_TESTS: dict[str, tuple[float, str]] = {
         "AVX-512, 101 s there beside the other worker (134-151 s before the probe and the tests shared one "
         "interpreter)",
     ),
+    "tests/outage/test_api_server_outage.py::"
+    "test_the_api_server_and_etcd_stopped_for_a_minute_under_two_hundred_runs": (
+        480.0,
+        "200 runs created and stepped on a control plane of its own, its API server stopped for 60 s in their "
+        "middle and every run then finished: 228 s beside the node tier",
+    ),
     "tests/node/test_optimization.py::test_the_pipeline_example_runs_end_to_end": (
         240.0,
         "examples/pipeline.yaml whole: an optimization Job, then its ModelDeployment and a four-trial ProfileRun "
