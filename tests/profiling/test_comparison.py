@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from kaliper.profiling.comparison import compare_runs, regressions, unmatched
+from kaliper.api.profilerun import RegressionTolerance
+from kaliper.profiling.comparison import FAMILIES, compare_runs, regressions, unmatched
 from kaliper.report.comparison_text import comparison_line
-from kaliper.report.schema import LatencyFigures, PercentileFigure, TrialReport
+from kaliper.report.schema import LatencyFigures, PercentileFigure, TokenFigures, TrialReport
 from tests.support.reports import make_stage
 
 
@@ -92,3 +93,72 @@ def test_only_the_same_configuration_at_the_same_load_is_compared() -> None:
     failed = TrialReport(index=1, name="t1", parameters={"cpu": "1", "concurrency": "4"}, status="Failed")
     assert compare_runs([BASE], [other_load]) == []
     assert unmatched([BASE], [failed]) == ["cpu=1 concurrency=4: measured in the baseline, Failed now"]
+
+
+def streamed(ttfot_ms: float, reasoning_requests: int) -> TrialReport:
+    """A generation trial: ttft 80 ms, itl 12 ms, tpot 12 ms; time to first output token as given."""
+
+    def narrow(value: float) -> LatencyFigures:
+        return latency((value, value * 0.99, value * 1.01), (value * 2, value * 1.9, value * 2.1))
+
+    tokens = TokenFigures(
+        ttft=narrow(80.0),
+        ttft_service=narrow(80.0),
+        ttfot=narrow(ttfot_ms),
+        ttfot_service=narrow(ttfot_ms),
+        itl_chunk=narrow(12.0),
+        itl_token=narrow(12.0),
+        tpot=narrow(12.0),
+        streams=1000,
+        chunks=128000,
+        input_tokens=10000,
+        output_tokens=128000,
+        output_tokens_per_s=12800.0,
+        total_tokens_per_s=13800.0,
+        reasoning_requests=reasoning_requests,
+    )
+    stage = make_stage(narrow(1600.0), 100.0, requests=1000).model_copy(update={"tokens": tokens})
+    return TrialReport(index=0, name="t0", parameters={"concurrency": "4"}, status="Succeeded", stage=stage)
+
+
+def test_a_reasoning_model_that_thinks_twice_as_long_reads_worse_on_time_to_first_output_alone() -> None:
+    """The same ttft, itl and tpot, the answer's first token at 800 ms instead of 400 ms: ttfot p50 and p99 are
+    worse (+100%), every other figure within the noise; a ttfot tolerance of 1.5 lets it pass, the others'
+    default of 5% does not apply to it."""
+    found = compare_runs([streamed(400.0, 1000)], [streamed(800.0, 1000)])
+    assert [(c.figure, c.verdict) for c in found] == [
+        ("throughput", "within the noise"),
+        ("output tokens/s", "within the noise"),
+        ("latency p50", "within the noise"),
+        ("latency p99", "within the noise"),
+        ("ttft p50", "within the noise"),
+        ("ttft p99", "within the noise"),
+        ("ttfot p50", "worse"),
+        ("ttfot p99", "worse"),
+        ("itl p50", "within the noise"),
+        ("itl p99", "within the noise"),
+        ("tpot p50", "within the noise"),
+        ("tpot p99", "within the noise"),
+        ("error rate", "within the noise"),
+    ]
+    assert [c.change for c in found if c.family == "ttfot"] == [1.0, 1.0]
+    assert [c.figure for c in regressions(found, RegressionTolerance().for_figure)] == ["ttfot p50", "ttfot p99"]
+    assert regressions(found, RegressionTolerance(ttfot=1.5).for_figure) == []
+
+
+def test_time_to_first_output_is_left_out_where_no_model_thought() -> None:
+    """It equals ttft then: comparing it would count one change twice."""
+    found = compare_runs([streamed(80.0, 0)], [streamed(80.0, 0)])
+    assert [c.family for c in found if c.family not in ("latency", "throughput", "error_rate")] == [
+        "ttft",
+        "ttft",
+        "itl",
+        "itl",
+        "tpot",
+        "tpot",
+    ]
+
+
+def test_every_family_of_figures_compared_has_its_tolerance_field() -> None:
+    assert FAMILIES == ("throughput", "latency", "ttft", "ttfot", "itl", "tpot", "error_rate", "cost")
+    assert set(FAMILIES) == set(RegressionTolerance.model_fields) - {"default"}

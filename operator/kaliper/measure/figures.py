@@ -128,6 +128,12 @@ def figure(name: str) -> Figure:
     return FIGURES[name]
 
 
+def status_figures_shown(thought: bool) -> tuple[Figure, ...]:
+    """The status figures a report shows for a stage: the reasoning ones only where the model thought (they
+    equal ttft otherwise)."""
+    return tuple(row for row in STATUS_FIGURES if thought or not row.reasoning)
+
+
 def token_histograms() -> tuple[str, ...]:
     """The TokenWindow's histograms from the actual send (the corrected ones exist only under open loop)."""
     return tuple(f.window for f in TOKEN_FIGURES)

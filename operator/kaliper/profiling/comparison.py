@@ -15,7 +15,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from kaliper.api.profilerun import BaselineComparison, RegressionTolerance
-from kaliper.profiling.decisions import answered_percentile, latency_interval, relative_noise, share_interval
+from kaliper.measure.figures import LATENCY, STATUS_PERCENTILES, status_figures_shown
+from kaliper.profiling.decisions import (
+    answered_percentile,
+    for_figure,
+    latency_interval,
+    relative_noise,
+    share_interval,
+)
 from kaliper.report.comparison_text import comparison_line
 from kaliper.report.schema import FigureComparison, StageResult, TrialReport
 
@@ -33,10 +40,10 @@ class Reading:
 
 def _latency(metric: str, percentile: float) -> Callable[[TrialReport], Reading | None]:
     def read(trial: TrialReport) -> Reading | None:
-        stage = trial.stage
-        assert stage is not None
-        if metric != "latency" and stage.tokens is None:
+        assert trial.stage is not None
+        if metric != "latency" and trial.stage.tokens is None:
             return None
+        stage = for_figure(trial.stage, metric)  # in flight with its first token: counted, as the verdict does
         among_all = answered_percentile(stage, percentile)
         if among_all is None:  # more requests failed than the percentile leaves: it is beyond any answer
             return Reading(INFINITE, INFINITE, INFINITE)
@@ -86,19 +93,48 @@ def _output_tokens(trial: TrialReport) -> float | None:
     return trial.stage.tokens.output_tokens_per_s if trial.stage and trial.stage.tokens else None
 
 
-# (figure, unit, higher is better, reader)
-FIGURES: list[tuple[str, str, bool, Callable[[TrialReport], Reading | None]]] = [
-    ("throughput", "req/s", True, _with_noise(lambda t: t.stage.throughput_rps if t.stage else None)),
-    ("output tokens/s", "tok/s", True, _with_noise(_output_tokens)),
-    ("latency p50", "ms", False, _latency("latency", 50)),
-    ("latency p99", "ms", False, _latency("latency", 99)),
-    ("ttft p50", "ms", False, _latency("ttft", 50)),
-    ("ttft p99", "ms", False, _latency("ttft", 99)),
-    ("tpot p50", "ms", False, _latency("tpot", 50)),
-    ("tpot p99", "ms", False, _latency("tpot", 99)),
-    ("error rate", "share", False, _error_rate),
-    ("cost per million", "", False, _with_noise(lambda t: t.unit_cost())),
-]
+@dataclass(frozen=True)
+class ComparedFigure:
+    """One figure a comparison reads from both runs' trials."""
+
+    label: str
+    """As reports print it: "throughput", "ttft p99"."""
+    family: str
+    """The catalogue's name (kaliper.measure.figures) for a percentile, else throughput, error_rate or cost: the
+    slo.failIfRegressed field that sets its tolerance."""
+    unit: str
+    higher_is_better: bool
+    read: Callable[[TrialReport], Reading | None]
+
+
+RATES = (
+    ComparedFigure(
+        "throughput", "throughput", "req/s", True, _with_noise(lambda t: t.stage.throughput_rps if t.stage else None)
+    ),
+    ComparedFigure("output tokens/s", "throughput", "tok/s", True, _with_noise(_output_tokens)),
+)
+FAILURES_AND_COST = (
+    ComparedFigure("error rate", "error_rate", "share", False, _error_rate),
+    ComparedFigure("cost per million", "cost", "", False, _with_noise(lambda t: t.unit_cost())),
+)
+
+
+def compared_figures(thought: bool) -> list[ComparedFigure]:
+    """What a comparison reads: the rates, p50 and p99 of latency and of every token figure the status shows
+    (time to first output only where a model thought: it is ttft otherwise), the error rate and the cost."""
+    percentiles = [
+        ComparedFigure(f"{row.label} p{p}", row.name, "ms", False, _latency(row.name, p))
+        for row in (LATENCY, *status_figures_shown(thought))
+        for p in STATUS_PERCENTILES
+    ]
+    return [*RATES, *percentiles, *FAILURES_AND_COST]
+
+
+FAMILIES = tuple(dict.fromkeys(c.family for c in compared_figures(thought=True)))
+
+
+def _thought(*trials: TrialReport) -> bool:
+    return any(t.stage is not None and t.stage.tokens is not None and t.stage.tokens.reasoning_requests for t in trials)
 
 
 def verdict(baseline: Reading, new: Reading, higher_is_better: bool) -> str:
@@ -119,15 +155,16 @@ def change(baseline: float, new: float) -> float | None:
 def compare_trials(baseline: TrialReport, new: TrialReport) -> list[FigureComparison]:
     """Every figure both trials measured."""
     found = []
-    for name, unit, higher_is_better, read in FIGURES:
-        a, b = read(baseline), read(new)
+    for compared in compared_figures(_thought(baseline, new)):
+        a, b = compared.read(baseline), compared.read(new)
         if a is None or b is None:
             continue
         found.append(
             FigureComparison(
                 parameters=new.parameters,
-                figure=name,
-                unit=unit,
+                figure=compared.label,
+                family=compared.family,
+                unit=compared.unit,
                 baseline=_finite(a.value),
                 baseline_low=_finite(a.low),
                 baseline_high=_finite(a.high),
@@ -135,7 +172,7 @@ def compare_trials(baseline: TrialReport, new: TrialReport) -> list[FigureCompar
                 low=_finite(b.low),
                 high=_finite(b.high),
                 change=change(a.value, b.value),
-                verdict=verdict(a, b, higher_is_better),  # type: ignore[arg-type]
+                verdict=verdict(a, b, compared.higher_is_better),  # type: ignore[arg-type]
             )
         )
     return found
@@ -172,9 +209,13 @@ def unmatched(baseline: Sequence[TrialReport], new: Sequence[TrialReport]) -> li
 
 def regressions(found: Sequence[FigureComparison], tolerance: Callable[[str], float]) -> list[FigureComparison]:
     """The figures that got worse beyond the noise and by more than their tolerance (a fraction of the
-    baseline, by figure name; a worsening whose size cannot be stated, such as a percentile beyond every
+    baseline, by the figure's family; a worsening whose size cannot be stated, such as a percentile beyond every
     answer, always counts)."""
-    return [c for c in found if c.verdict == "worse" and (c.change is None or abs(c.change) > tolerance(c.figure))]
+    return [
+        c
+        for c in found
+        if c.verdict == "worse" and (c.change is None or abs(c.change) > tolerance(c.family or c.figure))
+    ]
 
 
 def against_baseline(

@@ -522,8 +522,11 @@ class FigureComparison(KaliperModel):
     parameters: dict[str, str]
     """The trial's swept values, load level included (the same in both runs)."""
     figure: str
-    """throughput, output tokens/s, latency p50 / p99, ttft p50 / p99, tpot p50 / p99, error rate, or cost per
-    million (requests; output tokens for generation)."""
+    """throughput, output tokens/s, latency p50 / p99, ttft, ttfot (where a model thought), itl and tpot p50 /
+    p99, error rate, or cost per million (requests; output tokens for generation)."""
+    family: str | None = None
+    """throughput, latency, ttft, ttfot, itl, tpot, error_rate or cost: the slo.failIfRegressed field that sets
+    its tolerance (None in reports written before it was kept)."""
     unit: str
     """ms, req/s, tok/s, share (the error rate, a fraction), or empty (money)."""
     baseline: float | None

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kaliper.measure.figures import STATUS_FIGURES
+from kaliper.measure.figures import status_figures_shown
 from kaliper.report.schema import LatencyFigures, ServerCheck, ServerLoad, TokenFigures
 
 
@@ -15,7 +15,7 @@ def token_summary(tokens: TokenFigures) -> str:
         return "/".join("-" if v is None or v.value_ms is None else f"{v.value_ms:.2f}" for v in values) + "ms"
 
     thought = tokens.reasoning_requests > 0
-    rows = [row for row in STATUS_FIGURES if thought or not row.reasoning]
+    rows = status_figures_shown(thought)
     shown = [f"{row.label} {pair(getattr(tokens, row.report))}" for row in rows]
     shown[0] = shown[0].replace(" ", " p50/p99 ", 1)
     text = "  ".join(shown) + f"  {tokens.output_tokens_per_s:.0f} output tok/s"

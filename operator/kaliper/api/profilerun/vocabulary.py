@@ -726,6 +726,10 @@ class RegressionTolerance(KaliperModel):
     """Latency p50 and p99."""
     ttft: Annotated[float, Field(ge=0)] | None = None
     """Time to first token, p50 and p99."""
+    ttfot: Annotated[float, Field(ge=0)] | None = None
+    """Time to first output token (after a reasoning model's thinking), p50 and p99."""
+    itl: Annotated[float, Field(ge=0)] | None = None
+    """Inter-token latency (the gaps between chunks), p50 and p99."""
     tpot: Annotated[float, Field(ge=0)] | None = None
     """Time per output token, p50 and p99."""
     error_rate: Annotated[float, Field(ge=0)] | None = None
@@ -733,12 +737,10 @@ class RegressionTolerance(KaliperModel):
     cost: Annotated[float, Field(ge=0)] | None = None
     """Money per million requests (output tokens)."""
 
-    def for_figure(self, figure: str) -> float:
-        """The tolerance of a figure of kaliper.profiling.comparison (such as "latency p99")."""
-        group = {"output tokens/s": "throughput", "error rate": "error_rate", "cost per million": "cost"}.get(
-            figure, figure.split(" ")[0]
-        )
-        found = getattr(self, group, None)
+    def for_figure(self, family: str) -> float:
+        """The tolerance of a family of figures of kaliper.profiling.comparison (such as "ttft" for ttft p50 and
+        p99): its field where set, else the default."""
+        found = getattr(self, family, None) if family in type(self).model_fields else None
         return found if isinstance(found, float) else self.default
 
 
