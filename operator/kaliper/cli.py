@@ -329,6 +329,7 @@ def _run_profile(
     from kaliper.lifecycle.gc import expires_at
     from kaliper.local.runtime import LocalRuntime, RunOptions, write_report
     from kaliper.local.servers import ServerError
+    from kaliper.profiling.outcome import failed_gate
     from kaliper.profiling.trials import OTHER_WORK_CORES
     from kaliper.report.profile_html import write_html
     from kaliper.report.profile_terminal import print_report
@@ -375,10 +376,10 @@ def _run_profile(
         kept = sum(t.status != "Skipped" for t in report.trials)
         click.echo(f"interrupted: the {kept} finished trials are in the report; later runs were not started")
         sys.exit(130)
-    gated = run.spec.slo is not None and run.spec.slo.fail_if_regressed is not None
-    regressed = gated and report.baseline is not None and bool(report.baseline.regressions)
-    not_met = (fail_if_not_met or run.spec.fail_if_not_met) and report.verdict != "Met"
-    return bool(report.error) or regressed or not_met
+    gate = failed_gate(run.spec, report.verdict, report.baseline, fail_if_not_met=fail_if_not_met)
+    if gate is not None:
+        click.echo(f"ProfileRun {name} failed: {gate.message}", err=True)
+    return bool(report.error) or gate is not None
 
 
 def _interrupt(signum: int, frame: object) -> None:

@@ -46,6 +46,7 @@ from kaliper.manifests.profilerun import (
 )
 from kaliper.metrics.trial_window import TrialMeasurement
 from kaliper.profiling import trials as run_trials
+from kaliper.profiling.outcome import gated_readiness
 from kaliper.profiling.plan import cluster_problem, configurations, describe, machine_paths_problem, trial_protocol
 from kaliper.profiling.schedule import (
     PlannedTrial,
@@ -55,7 +56,7 @@ from kaliper.profiling.schedule import (
     schedule_from_status,
 )
 from kaliper.report.schema import LoadTestResult
-from kaliper.report.status import degraded_condition, final_status, gated_readiness, trial_summary
+from kaliper.report.status import degraded_condition, final_status, trial_summary
 
 PLURAL = "profileruns"
 

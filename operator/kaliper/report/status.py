@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import contextlib
 
-from kaliper.api.common import Readiness, ResourceList
+from kaliper.api.common import ResourceList
 from kaliper.api.modeloptimization import Footprint, ModelOptimizationStatus, OperatorTypeShare, ProfileSummary
 from kaliper.api.profilerun import (
     BestConfiguration,
     CostSummary,
     LatencySummary,
-    ProfileRunSpec,
     ProfileRunStatus,
     Progress,
     Recommendation,
@@ -153,21 +152,6 @@ def degraded_condition(report: ProfileReport) -> tuple[bool, str, str]:
     if unavailable:
         return True, "MetricsUnavailable", "; ".join(unavailable)
     return False, "MetricsAvailable", "every resource figure was measured"
-
-
-def gated_readiness(spec: ProfileRunSpec | None, status: ProfileRunStatus) -> Readiness | None:
-    """spec.failIfNotMet: a run that finished without a Met verdict is Stalled, its report kept. None: the
-    phase decides."""
-    if spec is not None and spec.fail_if_not_met and status.phase == "Succeeded" and status.verdict != "Met":
-        verdict = status.verdict or "Unknown"
-        return Readiness("Stalled", "SLONotMet", f"verdict {verdict}: no configuration met the SLO (spec.failIfNotMet)")
-    gate = spec is not None and spec.slo is not None and spec.slo.fail_if_regressed is not None
-    if gate and status.phase == "Succeeded" and status.baseline is not None and status.baseline.regressions:
-        regressions = status.baseline.regressions
-        more = f" (and {len(regressions) - 1} more)" if len(regressions) > 1 else ""
-        message = f"regressed against {status.baseline.source}: {regressions[0]}{more} (slo.failIfRegressed)"
-        return Readiness("Stalled", "Regressed", message)
-    return None
 
 
 # --- ModelOptimization ---------------------------------------------------------------------------------
