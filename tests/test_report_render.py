@@ -10,8 +10,8 @@ from rich.console import Console
 
 from kaliper.api.profilerun import Capacity
 from kaliper.report import profile_html, profile_plots, profile_terminal, profile_text
-from kaliper.report.profile_answer import answer_rows, others
-from kaliper.report.profile_text import summary_lines
+from kaliper.report.profile_answer import answer_rows
+from kaliper.report.profile_text import others, summary_lines
 from kaliper.report.schema import (
     FigureComparison,
     ProfileReport,
@@ -19,7 +19,7 @@ from kaliper.report.schema import (
     ServerLoad,
 )
 from kaliper.report.token_text import server_load_line
-from tests.support.sample_reports import LONG_MESSAGE, failed, report_with, seven_trials, succeeded
+from tests.support.sample_reports import LONG_MESSAGE, chosen, failed, report_with, seven_trials, succeeded
 
 
 def test_parse_latency_objective() -> None:
@@ -51,8 +51,12 @@ def test_the_html_page_answers_first_and_keeps_every_field_whole() -> None:
     assert "<th>run</th><td>cpu=250m at concurrency=4 (trial 0)</td>" in page
     assert "<th>cost</th><td>0.0100 USD per million requests at concurrency=4</td>" in page
     assert "<th>how certain</th><td>Tie: t1 costs within the noise of t0</td>" in page
-    # What held the others back: each at its cheapest trial that met, against the choice; the failed one's reason.
-    assert "<li><b>cpu=500m</b>: 0.0200 USD per million requests, +100.0% against the choice</li>" in page
+    # What held the others back, as the choice's rows say: each at its cheapest trial that met, against the choice
+    # (the tie with why the choice won it); the failed one's reason.
+    assert (
+        "<li><b>cpu=500m</b>: 0.0200 USD per million requests, +100.0% against the choice; a tie within the noise, "
+        "which the choice won on latency headroom</li>"
+    ) in page
     assert (
         "<li><b>cpu=750m</b>: 0.0300 USD per million requests, +200.0% against the choice; limited by the load "
         "generator used 95% of its CPU: what it measured is its own limit</li>"
@@ -346,7 +350,8 @@ def test_the_answer_prices_the_choice_at_its_capacity_with_intervals_and_charts_
     assert rows["replicas"] == "3 (95%: 3-4)"
     assert rows["measured"] == "7 trials, 95 s of load, of them 2 capacity probes (12 s)"
     assert dict(others(report))["cpu=500m"] == (
-        "concurrency met at 4 (the highest measured); 0.0200 USD per million requests, +100.0% against the choice"
+        "concurrency met at 4 (the highest measured); 0.0200 USD per million requests, +100.0% against the choice; "
+        "a tie within the noise, which the choice won on latency headroom"
     )
     (chart,) = [f for f in profile_plots.figures(report) if f.layout.title.text.startswith("Cost per million")]
     # The cheapest on top (plotly draws the first category at the bottom), the choice a star, each interval.
@@ -363,10 +368,15 @@ def test_the_answer_prices_the_choice_at_its_capacity_with_intervals_and_charts_
 def test_a_configuration_that_never_met_says_which_objective_it_missed() -> None:
     report = seven_trials()
     report.trials[3] = succeeded(3, "1", 30.0, verdict="NotMet", observed="30.00ms (95% CI 29.00-31.00ms)")
+    chosen(report, 0, tied=(1,))
     assert dict(others(report))["cpu=1"] == (
         "never met the SLO (p99 <= 25ms: 30.00ms (95% CI 29.00-31.00ms) at cpu=1, concurrency=4)"
     )
     assert dict(others(report))["cpu=100m"] == f"failed: {LONG_MESSAGE}"
+    # The terminal and `kaliper report` say the same, one line per configuration not chosen.
+    assert [line for line in summary_lines(report) if line.startswith("not chosen: cpu=1:")] == [
+        "not chosen: cpu=1: never met the SLO (p99 <= 25ms: 30.00ms (95% CI 29.00-31.00ms) at cpu=1, concurrency=4)"
+    ]
 
 
 def test_each_figure_against_the_baseline_is_a_chart_of_both_runs_with_their_intervals() -> None:
@@ -416,7 +426,7 @@ def test_without_an_slo_the_others_are_priced_at_their_cheapest_trial() -> None:
     trials = [succeeded(0, "250m", 20.0), succeeded(1, "500m", 21.0)]
     for trial in trials:
         trial.slo, trial.slo_verdict = [], None
-    report = report_with(trials, best_trial=0, verdict="Unknown")
+    report = chosen(report_with(trials, verdict="Unknown"), 0, slo=None)
     assert others(report) == [("cpu=500m", "0.0200 USD per million requests, +100.0% against the choice")]
 
 
@@ -441,12 +451,14 @@ def test_a_choice_cheaper_below_its_capacity_is_priced_where_chosen_and_its_capa
     assert "cost at its capacity" not in rows
 
 
-def test_a_cheaper_configuration_not_chosen_is_marked_as_the_tie_it_was() -> None:
+def test_a_cheaper_configuration_not_chosen_is_marked_as_the_tie_it_lost_and_why() -> None:
+    """t0 is half t1's cost but was measured while the machine was busy; the choice took t1 from their tie."""
     report = seven_trials()
-    report.best_trial = 1  # chosen by headroom from a tie with the cheaper t0
+    report.trials[0].limited_by = ["the machine was busy: 1.4 cores of other work"]
+    chosen(report, 1, tied=(0,))
     assert dict(others(report))["cpu=250m"] == (
-        "0.0100 USD per million requests, -50.0% against the choice (a tie within the noise, decided by latency "
-        "headroom)"
+        "0.0100 USD per million requests, -50.0% against the choice; a tie within the noise, which the choice won "
+        "as the one measured undisturbed; limited by the machine was busy: 1.4 cores of other work"
     )
 
 

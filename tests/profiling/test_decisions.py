@@ -8,40 +8,12 @@ from kaliper.pareto import pareto_front
 from kaliper.profiling import decisions
 from kaliper.report.schema import (
     LatencyFigures,
-    PercentileFigure,
     ResourceSeriesPoint,
     StageResult,
     TrialReport,
     TrialResources,
-    WindowResult,
 )
-from tests.support.reports import make_stage
-
-
-def stage(
-    p99_ms: float,
-    throughput: float,
-    error_rate: float = 0.0,
-    interval: tuple[float | None, float | None] | None = None,
-    window_rates: list[float] | None = None,
-) -> StageResult:
-    """A stage whose p99 is listed with its confidence interval (default: +-5%)."""
-    histogram = LatencyHistogram()
-    for _ in range(100):
-        histogram.record(p99_ms / 1000)
-    low, high = interval or (p99_ms * 0.95, p99_ms * 1.05)
-    figures = LatencyFigures(
-        count=100,
-        percentiles=[PercentileFigure(percentile=99, value_ms=p99_ms, ci_low_ms=low, ci_high_ms=high, count=100)],
-        histogram=histogram.encode(),
-    )
-    result = make_stage(figures, throughput, error_rate=error_rate)
-    result.windows = [
-        WindowResult(index=i, start_s=i, warmup=False, requests=int(rate), errors=0, throughput_rps=rate)
-        for i, rate in enumerate(window_rates or [throughput] * 5)
-    ]
-    return result
-
+from tests.support.reports import make_stage, stage, trial
 
 SLO = SloSpec.model_validate(
     {"latency": [{"percentile": 99, "max": "50ms"}], "maxErrorRate": 0.01, "minThroughput": 100}
@@ -187,22 +159,6 @@ def test_cost_figures() -> None:
     # 1e6 requests at 100 req/s take 10,000 s = 2.78 h.
     assert decisions.per_million(hourly, 100) == pytest.approx(hourly * 10_000 / 3600)
     assert decisions.per_million(hourly, 0) is None
-
-
-def trial(index: int, p99: float, rps: float, cost: float, verdict: str | None, **extra: object) -> TrialReport:
-    """A trial of its own configuration (`parameters` given: the same configuration measured again)."""
-    window_rates = extra.pop("window_rates", None)
-    parameters = extra.pop("parameters", {"cpu": "1", "slots": str(index + 1)})
-    return TrialReport(
-        index=index,
-        name=f"t{index}",
-        parameters=parameters,  # type: ignore[arg-type]
-        status="Succeeded",
-        stage=stage(p99, rps, window_rates=window_rates),  # type: ignore[arg-type]
-        slo_verdict=verdict,
-        cost_per_million_requests=cost,
-        **extra,
-    )
 
 
 def best(trials: list[TrialReport], slo: SloSpec | None = SLO, tolerance: float = 0.05) -> int | None:

@@ -8,6 +8,9 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from kaliper.api.modeloptimization import ChosenModel
+from kaliper.api.profilerun import SloSpec
+from kaliper.profiling.choice_rows import configuration_rows
+from kaliper.profiling.decisions import Choice
 from kaliper.report.optimization import (
     CandidateResult,
     LatencyMeasurement,
@@ -100,18 +103,29 @@ def report_with(trials: list[TrialReport], **fields: object) -> ProfileReport:
     )
 
 
+SLO = SloSpec.model_validate({"latency": [{"percentile": 99, "max": "25ms"}], "maxErrorRate": 0.01})
+
+
+def chosen(report: ProfileReport, best: int, tied: tuple[int, ...] = (), slo: SloSpec | None = SLO) -> ProfileReport:
+    """The report with `best` chosen (by hand: the tests of views set what the choice decided), and each
+    configuration's row as the choice writes it for that choice (kaliper.profiling.choice_rows)."""
+    report.best_trial = best
+    report.configurations = configuration_rows(report.trials, slo, Choice(best, report.choice, tied))  # type: ignore[arg-type]
+    return report
+
+
 def seven_trials() -> ProfileReport:
     cpus = ["250m", "500m", "750m", "1", "1500m", "2", "3"]
     trials = [succeeded(i, cpu, 20.0 + i) for i, cpu in enumerate(cpus)]
     trials[4] = succeeded(4, "1500m", 24.73, verdict="Inconclusive", observed="24.73ms (95% CI 19.36-26.61ms)")
     trials[6] = failed(6, LONG_MESSAGE)
     trials[2].limited_by = ["the load generator used 95% of its CPU: what it measured is its own limit"]
-    return report_with(
+    report = report_with(
         trials,
-        best_trial=0,
         verdict="Met",
         choice=BestChoice(certainty="Tie", runner_up=1, explanation="t1 costs within the noise of t0"),
     )
+    return chosen(report, 0, tied=(1,))
 
 
 FAILED_MESSAGE = (

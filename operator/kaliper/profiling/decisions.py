@@ -312,6 +312,8 @@ def per_million(hourly: float, throughput_rps: float) -> float | None:
 class Choice:
     best: int
     report: BestChoice
+    tied: tuple[int, ...] = ()
+    """The first trials of the load levels that tied with the chosen one and lost the tie."""
 
 
 def score(trial: TrialReport) -> float:
@@ -420,7 +422,7 @@ class Measured:
         return max(window_noise(self.trials), between, *((t.spread or 0.0) / 2 for t in self.trials))
 
 
-def _qualifies(trial: TrialReport, slo: SloSpec | None) -> bool:
+def qualifies(trial: TrialReport, slo: SloSpec | None) -> bool:
     """Succeeded with throughput, and Met when there is an SLO."""
     measured = trial.status == "Succeeded" and trial.stage is not None and trial.stage.throughput_rps > 0
     return measured and (slo is None or trial.slo_verdict == "Met")
@@ -438,7 +440,7 @@ def measured_configurations(trials: list[TrialReport], slo: SloSpec | None) -> l
     """The configurations a choice is made among, one entry per configuration and load level, cheapest first:
     those whose every trial qualified. One measured again (a tie-break) that failed or missed the SLO the second
     time is out: its good trial does not vouch for it."""
-    groups = [g for g in _by_configuration(trials).values() if all(_qualifies(t, slo) for t in g)]
+    groups = [g for g in _by_configuration(trials).values() if all(qualifies(t, slo) for t in g)]
     return sorted((Measured(group) for group in groups), key=lambda m: (m.score(), m.first.index))
 
 
@@ -447,9 +449,9 @@ def left_out_for_a_failed_repeat(trials: list[TrialReport], slo: SloSpec | None)
     its trials that did not (t2 for t0's configuration)."""
     found = []
     for group in _by_configuration(trials).values():
-        failed = [t.name for t in group if not _qualifies(t, slo)]
+        failed = [t.name for t in group if not qualifies(t, slo)]
         if failed and len(failed) < len(group):
-            good = next(t.name for t in group if _qualifies(t, slo))
+            good = next(t.name for t in group if qualifies(t, slo))
             found.append(f"{good}'s configuration ({', '.join(failed)} of it failed or missed the SLO)")
     return found
 
@@ -521,7 +523,7 @@ def best_trial(trials: list[TrialReport], slo: SloSpec | None, tie_tolerance: fl
         noise=round(margin, 4) if margin is not None else None,
         explanation=text,
     )
-    return Choice(best.index, report)
+    return Choice(best.index, report, tuple(m.first.index for m in tied if m is not chosen))
 
 
 def _headroom_text(trial: TrialReport, slo: SloSpec | None) -> str:

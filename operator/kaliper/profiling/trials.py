@@ -12,6 +12,7 @@ from kaliper.api.profilerun import ProfileRunSpec, RegressionTolerance, SloSpec
 from kaliper.api.units import parse_cpu, parse_quantity
 from kaliper.profiling import decisions, tiebreak
 from kaliper.profiling.capacity import capacities
+from kaliper.profiling.choice_rows import configuration_rows
 from kaliper.profiling.comparison import against_baseline
 from kaliper.profiling.plan import Configuration, load_levels
 from kaliper.report.schema import (
@@ -318,6 +319,7 @@ def conclude(
             spec.slo.target_output_tokens_per_second,
         )
     choice = decisions.best_trial(report.trials, spec.slo, spec.recommendation.tie_tolerance)
+    report.configurations = configuration_rows(report.trials, spec.slo, choice)
     if have_slo:
         verdicts = {t.slo_verdict for t in report.trials if t.status == "Succeeded"}
         report.verdict = "Met" if choice else ("Inconclusive" if "Inconclusive" in verdicts else "NotMet")

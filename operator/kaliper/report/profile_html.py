@@ -9,7 +9,7 @@ from pathlib import Path
 
 from kaliper.measure.figures import LATENCY
 from kaliper.report.page import cell, header_row, page, write_page
-from kaliper.report.profile_answer import answer_rows, others
+from kaliper.report.profile_answer import answer_rows
 from kaliper.report.profile_plots import figures
 from kaliper.report.profile_text import (
     HEADLINE_TOKEN_FIGURE,
@@ -23,6 +23,7 @@ from kaliper.report.profile_text import (
     headline,
     headline_figures,
     memory_peak_text,
+    others,
     parameters_text,
     percentile_at,
     run_notes,

@@ -8,11 +8,12 @@ import re
 from collections import defaultdict
 
 from kaliper.api.profilerun import LengthDistribution
+from kaliper.api.profilerun.status import Capacity
 from kaliper.api.units import UnitError, format_memory, parse_cpu, parse_duration
 from kaliper.measure.figures import LATENCY, TPOT, TTFT, Figure
 from kaliper.report.ramp_text import segment_text
 from kaliper.report.replay_text import replay_lines
-from kaliper.report.schema import PercentileFigure, ProfileReport, TrialReport
+from kaliper.report.schema import ConfigurationRow, PercentileFigure, ProfileReport, TrialReport
 from kaliper.report.token_text import token_summary
 
 # One colour per trial, never reused within a report: plotly's ten, then its 24 darker ones, then hues spaced
@@ -74,8 +75,12 @@ def parameters_text(trial: TrialReport) -> str:
     return ", ".join(f"{k}={v}" for k, v in trial.parameters.items())
 
 
-def configuration_label(trial: TrialReport, level_keys: tuple[str, ...] = ("concurrency", "rate")) -> str:
-    return ", ".join(f"{k}={v}" for k, v in trial.parameters.items() if k not in level_keys) or "as deployed"
+def configuration_text(configuration: dict[str, str]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in configuration.items()) or "as deployed"
+
+
+def configuration_label(trial: TrialReport) -> str:
+    return configuration_text(trial.configuration())
 
 
 def colour(position: int) -> str:
@@ -292,6 +297,7 @@ def summary_lines(report: ProfileReport) -> list[str]:
             lines.append(f"  SLO {detail}")
         if report.choice is not None:
             lines.append(f"  choice {report.choice.certainty.lower()}: {report.choice.explanation}")
+    lines += [f"not chosen: {label}: {why}" for label, why in others(report)]
     r = report.recommendation
     if r is not None:
         lines.append(
@@ -332,3 +338,35 @@ def run_notes(report: ProfileReport) -> list[str]:
     lines = [f"warning: {warning}" for warning in report.warnings]
     lines.append(f"load generation: {report.load_generation_s:.0f} s over {len(report.trials)} trials")
     return lines
+
+
+def capacity_for(report: ProfileReport, configuration: dict[str, str]) -> Capacity | None:
+    """A configuration's capacity, where the report has one."""
+    return next((c for c in report.capacities if c.parameters == configuration), None)
+
+
+def _held_back(report: ProfileReport, row: ConfigurationRow) -> str:
+    """Why one configuration was not chosen, in a line, from the choice's row."""
+    capacity = capacity_for(report, row.parameters)
+    parts = [f"{capacity.level_name} {capacity.interval_text()}"] if capacity is not None else []
+    if not row.qualified:
+        parts.append(row.reason)
+    else:
+        if row.cost is not None:
+            change = f", {row.cost_change:+.1%} against the choice" if row.cost_change is not None else ""
+            parts.append(f"{row.cost:.4f} {report.currency} per million {cost_unit(report)}{change}")
+        if row.tied or row.cost is None:  # a plain "costs more" is what the figures already say
+            parts.append(row.reason)
+    trials = [t for t in report.trials if t.index in row.trials]
+    where = capacity.trial if capacity is not None and capacity.trial is not None else None
+    limiting = next((t for t in trials if t.index == where), None) or trials[-1]
+    if limiting.limited_by:
+        parts.append(f"limited by {limiting.limited_by[0]}")
+    return "; ".join(parts)
+
+
+def others(report: ProfileReport) -> list[tuple[str, str]]:
+    """(configuration, what held it back) for every configuration but the chosen one, as the choice's rows say."""
+    return [
+        (configuration_text(row.parameters), _held_back(report, row)) for row in report.configurations if not row.chosen
+    ]

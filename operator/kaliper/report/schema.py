@@ -442,6 +442,11 @@ class Repetition(KaliperModel):
     slo_verdict: SloVerdict | None = None
 
 
+LOAD_LEVEL_NAMES = ("concurrency", "rate", "speedup")
+"""The parameter a trial's load level is under (kaliper.profiling.plan.load_levels: users, requests per second, a
+trace's speedup); a trial's other parameters are its configuration."""
+
+
 class TrialReport(KaliperModel):
     """One configuration at one load level."""
 
@@ -477,6 +482,13 @@ class TrialReport(KaliperModel):
     server_settings: dict[str, str] = Field(default_factory=dict)
     """Settings the runtime derived from the trial's limits for its servers, by name (vLLM on CPUs:
     kvCacheSpace from the memory limit, ompThreadsBind from the CPUs it was given)."""
+
+    def configuration(self) -> dict[str, str]:
+        """Its parameters without the load level: what it shares with the configuration's other trials."""
+        return {k: v for k, v in self.parameters.items() if k not in LOAD_LEVEL_NAMES}
+
+    def load_level(self) -> dict[str, str]:
+        return {k: v for k, v in self.parameters.items() if k in LOAD_LEVEL_NAMES}
 
     @property
     def generates(self) -> bool:
@@ -555,6 +567,30 @@ class BestChoice(KaliperModel):
     explanation: str
 
 
+class ConfigurationRow(KaliperModel):
+    """One configuration (a trial's parameters without the load level) as the choice weighed it
+    (kaliper.profiling.choice_rows): the answer page, the terminal and `kaliper report` read these rows and
+    decide nothing again."""
+
+    parameters: dict[str, str]
+    trials: list[int]
+    """Its trials' indexes, every load level and repetition."""
+    qualified: bool
+    """At a load level of it, every trial that measured it succeeded with throughput and met the SLO."""
+    chosen: bool = False
+    tied: bool = False
+    """Not chosen, but within the measurement noise of the choice's cost: a tie the choice won."""
+    cost: float | None = None
+    """What the choice weighed it at, money per million requests (output tokens for generation): its cheapest
+    qualified load level, the mean of that level's trials. None: not qualified or no prices."""
+    cost_trial: int | None = None
+    """The trial that stands for that load level."""
+    cost_change: float | None = None
+    """Its cost against the chosen configuration's, as a fraction."""
+    reason: str
+    """Why it was or was not chosen, in a line."""
+
+
 class ProfileReport(KaliperModel):
     """The full report of a ProfileRun."""
 
@@ -572,6 +608,8 @@ class ProfileReport(KaliperModel):
     trials: list[TrialReport] = Field(default_factory=list)
     best_trial: int | None = None
     choice: BestChoice | None = None
+    configurations: list[ConfigurationRow] = Field(default_factory=list)
+    """Each configuration as the choice weighed it, in the order of their first trials."""
     frontier: list[int] = Field(default_factory=list)
     baseline: BaselineComparison | None = None
     """This run against spec.baseline: the counts and the regressions (the status carries the same)."""

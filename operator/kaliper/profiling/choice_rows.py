@@ -1,0 +1,101 @@
+"""Each configuration as the choice weighed it (pure): qualified or why not, its cost and how it compares with
+the choice, and why the choice won a tie. The report carries these rows (ProfileReport.configurations); the
+answer page, the terminal and `kaliper report` print them and decide nothing again."""
+
+from __future__ import annotations
+
+from kaliper.api.profilerun import SloSpec
+from kaliper.profiling.decisions import (
+    Choice,
+    Measured,
+    disturbances,
+    headroom,
+    measured_configurations,
+    qualifies,
+    score,
+)
+from kaliper.report.profile_text import parameters_text
+from kaliper.report.schema import ConfigurationRow, TrialReport
+
+
+def _key(parameters: dict[str, str]) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted(parameters.items()))
+
+
+def _cost(level: Measured) -> float | None:
+    """A load level's cost as the choice weighs it: the mean of its trials' (None when one has no price)."""
+    costs = [t.unit_cost() for t in level.trials]
+    return None if any(c is None for c in costs) else sum(costs) / len(costs)  # type: ignore[arg-type,misc]
+
+
+def _why_not(trials: list[TrialReport], slo: SloSpec | None) -> str:
+    """Why no load level of a configuration qualified, in a line."""
+    ran = [t for t in trials if t.status != "Skipped"]
+    if not any(t.status == "Succeeded" for t in ran):
+        first = next((t for t in trials if t.message), trials[0])
+        return f"{first.status.lower()}: {first.message or 'no trial ran'}"
+    levels: dict[tuple[tuple[str, str], ...], list[TrialReport]] = {}
+    for trial in ran:
+        levels.setdefault(_key(trial.parameters), []).append(trial)
+    for group in levels.values():
+        failed = [t.name for t in group if not qualifies(t, slo)]
+        if failed and len(failed) < len(group):
+            return f"measured again without qualifying ({', '.join(failed)} failed or missed the SLO)"
+    lowest = min((t for t in ran if t.stage is not None), key=lambda t: t.stage.level)  # type: ignore[union-attr]
+    missed = next((c for c in lowest.slo if c.verdict != "Met"), None)
+    if missed is None:
+        return "no trial met the SLO"
+    return f"never met the SLO ({missed.objective}: {missed.observed} at {parameters_text(lowest)})"
+
+
+def _lost_the_tie(level: Measured, chosen: TrialReport, slo: SloSpec | None) -> str:
+    """Why the choice won a tie against `level`, by the rule that decided it (decisions.best_trial)."""
+    if disturbances(level.first) and not disturbances(chosen):
+        return "a tie within the noise, which the choice won as the one measured undisturbed"
+    if headroom(chosen, slo) != headroom(level.first, slo):
+        return "a tie within the noise, which the choice won on latency headroom"
+    if score(chosen) != level.score():
+        return "a tie within the noise, which the choice won as the cheaper"
+    return "a tie within the noise, which the choice won as the first measured"
+
+
+def configuration_rows(trials: list[TrialReport], slo: SloSpec | None, choice: Choice | None) -> list[ConfigurationRow]:
+    """One row per configuration, in the order of their first trials."""
+    grouped: dict[tuple[tuple[str, str], ...], list[TrialReport]] = {}
+    for trial in sorted(trials, key=lambda t: t.index):
+        grouped.setdefault(_key(trial.configuration()), []).append(trial)
+    qualified: dict[tuple[tuple[str, str], ...], list[Measured]] = {}
+    for level in measured_configurations(trials, slo):  # cheapest first
+        qualified.setdefault(_key(level.first.configuration()), []).append(level)
+    best = choice.best if choice is not None else None
+    chosen = next((m for levels in qualified.values() for m in levels if m.first.index == best), None)
+    chosen_cost = _cost(chosen) if chosen is not None else None
+    rows = []
+    for key, members in grouped.items():
+        levels = qualified.get(key, [])
+        row = ConfigurationRow(
+            parameters=dict(key), trials=[t.index for t in members], qualified=bool(levels), reason=""
+        )
+        if not levels:
+            row.reason = _why_not(members, slo)
+            rows.append(row)
+            continue
+        tied = [m for m in levels if choice is not None and m.first.index in choice.tied]
+        row.chosen = any(m is chosen for m in levels)
+        row.tied = bool(tied) and not row.chosen
+        stands_for = chosen if row.chosen and chosen is not None else (tied or levels)[0]
+        row.cost, row.cost_trial = _cost(stands_for), stands_for.first.index
+        if row.chosen:
+            row.reason = "the choice"
+            rows.append(row)
+            continue
+        if row.cost is not None and chosen_cost:
+            row.cost_change = round(row.cost / chosen_cost - 1, 4)
+        assert chosen is not None  # a configuration qualified: the choice is among those that did
+        row.reason = (
+            _lost_the_tie(stands_for, chosen.first, slo)
+            if row.tied
+            else "costs more than the cheapest configuration, beyond the noise"
+        )
+        rows.append(row)
+    return rows
