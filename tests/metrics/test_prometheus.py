@@ -215,6 +215,8 @@ def test_vllm_server_load_over_time_is_the_seconds_its_requests_spent_running_pe
     figures = (load.running_mean, load.running_time_weighted, load.waiting_mean, load.waiting_time_weighted)
     assert figures == (4.0, 4.0, 1.0, 0.75)
     assert (load.kv_cache_usage_max, load.preemptions, load.busy_slots_per_decode) == (0.25, 0.0, None)
+    # Both replicas' prefix caches together: 750 of 1,500 prompt tokens a second found there.
+    assert load.prefix_cache_hit_rate == 0.5
 
 
 def test_server_load_without_server_series_says_how_prometheus_finds_the_pods(metrics) -> None:  # type: ignore[no-untyped-def]

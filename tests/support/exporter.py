@@ -21,8 +21,9 @@ the scrape job adds `namespace` and `pod`): the gauges `llamacpp:requests_proces
 counter `llamacpp:n_decode_total`. A pod serves them when its `llama` field says what they read.
 
 vLLM's server, likewise discovered (its own labels `engine` and `model_name`, as v0.32 writes them): the gauges
-`vllm:num_requests_running`, `vllm:num_requests_waiting` and `vllm:kv_cache_usage_perc`, the counter
-`vllm:num_preemptions_total`, and the histograms `vllm:request_inference_time_seconds` (time in the RUNNING
+`vllm:num_requests_running`, `vllm:num_requests_waiting` and `vllm:kv_cache_usage_perc`, the counters
+`vllm:num_preemptions_total`, `vllm:prefix_cache_queries_total` and `vllm:prefix_cache_hits_total`, and the
+histograms `vllm:request_inference_time_seconds` (time in the RUNNING
 phase) and `vllm:request_queue_time_seconds` (WAITING), of which it serves the `_sum` and `_count` (the
 buckets are left out: nothing here reads them). A pod serves them when its `vllm` field says what they read.
 
@@ -64,6 +65,8 @@ class VllmSeries:
     running_s_per_s: float  # how fast request_inference_time_seconds_sum grows
     queued_s_per_s: float  # how fast request_queue_time_seconds_sum grows
     finished_per_s: float  # how fast both histograms' _count grow
+    prefix_queries_per_s: float = 0.0  # prompt tokens looked up in the prefix cache, per second
+    prefix_hits_per_s: float = 0.0  # of them, found there
 
 
 @dataclass(frozen=True)
@@ -147,6 +150,8 @@ class Exporter:
                 sample("vllm:num_requests_waiting", scraped, s.vllm.waiting)
                 sample("vllm:kv_cache_usage_perc", scraped, 0.25)
                 sample("vllm:num_preemptions_total", scraped, 0.0)
+                sample("vllm:prefix_cache_queries_total", scraped, s.vllm.prefix_queries_per_s * t)
+                sample("vllm:prefix_cache_hits_total", scraped, s.vllm.prefix_hits_per_s * t)
                 for histogram, per_s in (
                     ("vllm:request_inference_time_seconds", s.vllm.running_s_per_s),
                     ("vllm:request_queue_time_seconds", s.vllm.queued_s_per_s),
@@ -209,10 +214,27 @@ LLAMA = {
 
 
 # Namespace chat: a trial's two vLLM pods (running 3 + 1, 1 + 0 queued by the gauges; their requests spent
-# 2.5 + 1.5 seconds running and 0.5 + 0.25 queued per second: 4.0 running and 0.75 queued over time).
+# 2.5 + 1.5 seconds running and 0.5 + 0.25 queued per second: 4.0 running and 0.75 queued over time). Their
+# prefix caches found 600 of 1,000 and 150 of 500 prompt tokens a second: a hit rate of 0.5 together.
 VLLM = {
-    "chat-t0-aaaaa": VllmSeries(running=3, waiting=1, running_s_per_s=2.5, queued_s_per_s=0.5, finished_per_s=5),
-    "chat-t0-bbbbb": VllmSeries(running=1, waiting=0, running_s_per_s=1.5, queued_s_per_s=0.25, finished_per_s=3),
+    "chat-t0-aaaaa": VllmSeries(
+        running=3,
+        waiting=1,
+        running_s_per_s=2.5,
+        queued_s_per_s=0.5,
+        finished_per_s=5,
+        prefix_queries_per_s=1000,
+        prefix_hits_per_s=600,
+    ),
+    "chat-t0-bbbbb": VllmSeries(
+        running=1,
+        waiting=0,
+        running_s_per_s=1.5,
+        queued_s_per_s=0.25,
+        finished_per_s=3,
+        prefix_queries_per_s=500,
+        prefix_hits_per_s=150,
+    ),
 }
 
 

@@ -359,4 +359,4 @@ def check_with_server(
     own = token_figures(measured.tokens or TokenWindow(), (last - first) * config.window_s, measured.requests, False)
     tokens.server_check = server_check(url, before, after, own)
     edges = [readings.get(edge, "not read") for edge in range(first, last)] + [after]
-    tokens.server_load = server_load(edges, (last - first) * config.window_s)
+    tokens.server_load = server_load(edges, config.window_s)

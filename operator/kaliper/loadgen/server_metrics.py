@@ -4,10 +4,8 @@ interval. Parsing and comparing are pure; `scrape` is the only I/O.
 
 Which counters and gauges a server exports is said by its runtime module (`token_counters`, `load_gauges`
 in kaliper.runtimes), by the metric names the server's own code uses; labels such as model_name are summed
-over. How busy the server was (ServerLoad) comes from those gauges read at every window edge: requests
-running and queued (and, where the server sums the seconds its requests spent in each, their time-weighted
-means), llama.cpp's running average of busy slots per decode call, the KV cache's share in use,
-preemptions and the prefix cache's hit rate."""
+over. How busy the server was (ServerLoad) comes from those gauges read at every window edge, computed as
+for Prometheus's scrapes of several pods (kaliper.runtimes.server_load)."""
 
 from __future__ import annotations
 
@@ -15,7 +13,8 @@ import urllib.request
 from dataclasses import dataclass
 
 from kaliper.report.schema import ServerCheck, ServerComparison, ServerLoad, TokenFigures
-from kaliper.runtimes import LoadGauges, TokenCounters, load_gauges, token_counters
+from kaliper.runtimes import TokenCounters, load_gauges, token_counters
+from kaliper.runtimes.server_load import server_load as load_from_samples
 
 Counters = dict[str, float]
 
@@ -124,76 +123,19 @@ def server_check(url: str, before: Counters | str, after: Counters | str, tokens
     )
 
 
-def _first(counters: Counters, names: tuple[str, ...]) -> float | None:
-    return next((counters[name] for name in names if name in counters), None)
-
-
-def _mean_max(readings: list[Counters], names: tuple[str, ...]) -> tuple[float | None, float | None]:
-    values = [v for r in readings if (v := _first(r, names)) is not None]
-    if not values:
-        return None, None
-    return round(sum(values) / len(values), 4), max(values)
-
-
-def _busy_slots_per_decode(gauges: LoadGauges, before: Counters, after: Counters) -> float | None:
-    """llama.cpp exports the average since it started (busy slots summed over decode calls / decode calls):
-    over the interval, the difference of the sums over the difference of the calls."""
-    if gauges.busy_slots is None:
-        return None
-    name, calls = gauges.busy_slots
-    if name not in after or calls not in after:
-        return None
-    decodes = after[calls] - before.get(calls, 0.0)
-    if decodes <= 0:
-        return None
-    busy = after[name] * after[calls] - before.get(name, 0.0) * before.get(calls, 0.0)
-    return round(busy / decodes, 4)
-
-
-def _prefix_cache_hit_rate(gauges: LoadGauges, before: Counters, after: Counters) -> float | None:
-    if gauges.prefix_cache is None:
-        return None
-    queries, hits = (_delta(before, after, name) for name in gauges.prefix_cache)
-    return round(hits / queries, 4) if queries and hits is not None else None
-
-
-def _time_weighted(gauges: LoadGauges, before: Counters, after: Counters, interval_s: float) -> list[float | None]:
-    """Requests running and queued on average over the interval: the seconds spent in each state, summed by
-    the server over the requests that finished, risen over the interval, per second of it."""
-    if gauges.seconds_in_state is None or interval_s <= 0:
-        return [None, None]
-    rises = (_delta(before, after, name) for name in gauges.seconds_in_state)
-    return [round(r / interval_s, 4) if r is not None else None for r in rises]
-
-
-def server_load(readings: list[Counters | str], interval_s: float) -> ServerLoad | None:
-    """How busy the server was over the measured interval (`interval_s` long), from its metrics read at every
-    window edge (the first and last are the interval's edges); None when no reading has gauges this module
-    knows."""
-    found = [r for r in readings if not isinstance(r, str)]
+def server_load(readings: list[Counters | str], window_s: float) -> ServerLoad | None:
+    """How busy the server was over the measured interval, from its metrics read at every window edge
+    (`window_s` apart; a reading that failed is left out), as kaliper.runtimes.server_load computes it for
+    one pod; None when no reading has gauges a runtime names."""
+    found = [(edge * window_s, r) for edge, r in enumerate(readings) if not isinstance(r, str)]
     if not found:
         return None
-    source = next((name for name, gauges in load_gauges().items() if gauges.marker in found[-1]), None)
+    source = next((name for name, gauges in load_gauges().items() if gauges.marker in found[-1][1]), None)
     if source is None:
         return None
-    gauges = load_gauges()[source]
-    running_mean, running_max = _mean_max(found, gauges.running)
-    waiting_mean, waiting_max = _mean_max(found, gauges.waiting)
-    kv = [v for r in found if (v := _first(r, gauges.kv_cache)) is not None]
-    preempted = [_first(r, gauges.preemptions) for r in (found[0], found[-1])]
-    first, last = preempted
-    running_weighted, waiting_weighted = _time_weighted(gauges, found[0], found[-1], interval_s)
-    return ServerLoad(
-        source=source,
-        samples=len(found),
-        running_mean=running_mean,
-        running_max=running_max,
-        waiting_mean=waiting_mean,
-        waiting_max=waiting_max,
-        running_time_weighted=running_weighted,
-        waiting_time_weighted=waiting_weighted,
-        busy_slots_per_decode=_busy_slots_per_decode(gauges, found[0], found[-1]),
-        kv_cache_usage_max=max(kv) if kv else None,
-        preemptions=last - (first or 0.0) if last is not None else None,
-        prefix_cache_hit_rate=_prefix_cache_hit_rate(gauges, found[0], found[-1]),
-    )
+
+    def read(name: str) -> dict[str, list[tuple[float, float]]]:
+        points = [(t, reading[name]) for t, reading in found if name in reading]
+        return {"": points} if points else {}
+
+    return load_from_samples(source, load_gauges()[source], read, "endpoint")
