@@ -335,7 +335,7 @@ def test_kaliper_run_refuses_gpu_servers_and_files_that_are_not_gguf(tmp_path: P
     llamacpp = RUNTIMES["llamacpp"]
     assert llamacpp.local_model_problem(str(onnx)) == (
         f"model {onnx} is not a GGUF file (it starts with b'\\x08\\x07\\x12\\x04', not b'GGUF'): the llamacpp "
-        "runtime serves GGUF models; convert the model with llama.cpp's convert_hf_to_gguf.py or give a .gguf file"
+        "runtime takes GGUF models; convert the model with llama.cpp's convert_hf_to_gguf.py or give a .gguf file"
     )
     gguf = tmp_path / "ok.gguf"
     gguf.write_bytes(b"GGUF\x03\x00\x00\x00")

@@ -59,7 +59,11 @@ def test_a_file_that_is_not_gguf_is_refused(tmp_path: Path) -> None:
     with pytest.raises(OptimizationFailed) as failed:
         check_gguf(onnx)
     assert failed.value.reason == "ModelDidNotLoad"
-    assert str(failed.value).startswith("model.source: model.onnx is not a GGUF file (it starts with b'\\x08")
+    assert str(failed.value) == (
+        f"model.source: model {onnx} is not a GGUF file (it starts with b'\\x08\\x07\\x12\\x04', not b'GGUF'): "
+        "model.framework gguf takes GGUF models; convert the model with llama.cpp's convert_hf_to_gguf.py or give a "
+        ".gguf file"
+    )
 
 
 def candidate(improvement: float, agreed: float, ci_high: float = 0.9) -> CandidateResult:

@@ -22,7 +22,7 @@ from kaliper.log import redacted_url
 from kaliper.measure.workload_fit import FitError, LengthFit, WorkloadFit, fit_burstiness, fit_lognormal
 from kaliper.metrics.prometheus import PrometheusMetrics
 from kaliper.metrics.prometheus_api import PrometheusError
-from kaliper.metrics.server_load import rise
+from kaliper.runtimes.server_load import rise
 from kaliper.profiling.workload import fitted_workload
 
 # vLLM's names (v1 engine, 0.7 on): prompt and generated tokens per finished request, histograms with buckets

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import httpx
 
+from kaliper.api.modeldeployment import ModelDeploymentTemplate
 from kaliper.api.modeloptimization import ChosenModel, GenerationEvaluator, ModelOptimizationSpec
 from kaliper.measure.cpu import throttling
 from kaliper.netutil import free_port
@@ -30,7 +31,7 @@ from kaliper.optimize import evaluate, frontier
 from kaliper.optimize.context import Inputs, OptimizationFailed, Progress
 from kaliper.optimize.followups import CHOSEN_GGUF
 from kaliper.report.optimization import CandidateResult, LatencyMeasurement, OptimizationReport
-from kaliper.runtimes.llamacpp import GGUF_MAGIC, LLAMA_QUANTIZE, LLAMA_SERVER, llama_binary
+from kaliper.runtimes.llamacpp import LLAMA_QUANTIZE, LLAMA_SERVER, gguf_problem, llama_binary, llamacpp_args
 
 AGREEMENT = "greedyAgreement"
 READY_TIMEOUT_S = 120.0
@@ -100,14 +101,8 @@ def read_prompts(path: Path | None, count: int) -> list[str]:
 
 
 def check_gguf(path: Path) -> None:
-    with path.open("rb") as model:
-        head = model.read(4)
-    if head != GGUF_MAGIC:
-        raise OptimizationFailed(
-            "ModelDidNotLoad",
-            f"model.source: {path.name} is not a GGUF file (it starts with {head!r}); model.framework gguf takes "
-            "llama.cpp models (convert others with llama.cpp's convert_hf_to_gguf.py)",
-        )
+    if (problem := gguf_problem(str(path), "model.framework gguf")) is not None:
+        raise OptimizationFailed("ModelDidNotLoad", f"model.source: {problem}")
 
 
 def quantize(original: Path, kind: str, target: Path, threads: int) -> None:
@@ -122,8 +117,12 @@ class Server:
 
     def __init__(self, model: Path, threads: int, slots: int, log: Path) -> None:
         self.model, self.port = model, free_port()
-        command = [llama_binary(LLAMA_SERVER), "--model", str(model), "--host", "127.0.0.1", "--port", str(self.port)]
-        command += ["--parallel", str(slots), "--threads", str(threads), "--threads-batch", str(threads), "--no-webui"]
+        # Started as the runtime starts it for a ModelDeployment (kaliper.runtimes.llamacpp), with these slots and
+        # threads: what the optimizer measures is what serving the file would give.
+        serving = ModelDeploymentTemplate.model_validate(
+            {"runtime": {"type": "llamacpp"}, "llm": {"slots": slots}, "threads": {"intraOp": threads}}
+        )
+        command = [llama_binary(LLAMA_SERVER), *llamacpp_args(serving, str(model), model.stem, "127.0.0.1", self.port)]
         self.log = log
         with log.open("wb") as out:
             self.process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)

@@ -11,7 +11,7 @@ import os
 import shutil
 from pathlib import Path
 
-from kaliper.api.modeldeployment import LlmServing, ModelDeploymentSpec, ModelDeploymentTemplate
+from kaliper.api.modeldeployment import LlmServing, ModelDeploymentTemplate
 from kaliper.api.units import parse_cpu, parse_quantity
 from kaliper.runtimes.base import Launch, LoadGauges, Runtime, ServerCommand, TokenCounters
 
@@ -43,7 +43,7 @@ def llama_binary(name: str) -> str:
     )
 
 
-def threads(spec: ModelDeploymentSpec) -> int | None:
+def threads(spec: ModelDeploymentTemplate) -> int | None:
     """llama.cpp's compute threads: threads.intraOp, else one per CPU of the limit (rounded up). llama.cpp's
     own default is every core of the machine, which under a smaller CFS quota spends most of each period
     throttled; without a limit its default stands (None)."""
@@ -55,7 +55,7 @@ def threads(spec: ModelDeploymentSpec) -> int | None:
     return None
 
 
-def prompt_cache_mib(spec: ModelDeploymentSpec) -> int | None:
+def prompt_cache_mib(spec: ModelDeploymentTemplate) -> int | None:
     """llama-server keeps the KV state of earlier prompts in host memory for reuse, up to 8 GiB by default
     (--cache-ram): under a memory limit that cache grows until the kernel OOM-kills the server (seen here: a
     256Mi replica killed after half a minute of chat requests). A quarter of the limit; None without one."""
@@ -65,7 +65,7 @@ def prompt_cache_mib(spec: ModelDeploymentSpec) -> int | None:
     return None
 
 
-def llamacpp_args(spec: ModelDeploymentSpec, model_path: str, served_name: str, host: str, port: int) -> list[str]:
+def llamacpp_args(spec: ModelDeploymentTemplate, model_path: str, served_name: str, host: str, port: int) -> list[str]:
     """llama-server's arguments: the model, its served name, the address, slots, context, threads, batches,
     and the metrics endpoint (read by the profile's self-check and by Prometheus)."""
     llm = spec.llm
@@ -87,15 +87,16 @@ def llamacpp_args(spec: ModelDeploymentSpec, model_path: str, served_name: str, 
     return [*args, "--metrics", "--no-webui"]
 
 
-def gguf_problem(path: str) -> str | None:
-    """Why the file is no GGUF model, or None; reads its first four bytes."""
+def gguf_problem(path: str, taken_by: str = "the llamacpp runtime") -> str | None:
+    """Why the file is no GGUF model, or None; reads its first four bytes. `taken_by` names what asked for one
+    (the runtime, or a ModelOptimization's model.framework)."""
     with contextlib.suppress(OSError), Path(path).open("rb") as model:
         head = model.read(4)
         if head == GGUF_MAGIC:
             return None
         return (
-            f"model {path} is not a GGUF file (it starts with {head!r}, not {GGUF_MAGIC!r}): the llamacpp runtime "
-            "serves GGUF models; convert the model with llama.cpp's convert_hf_to_gguf.py or give a .gguf file"
+            f"model {path} is not a GGUF file (it starts with {head!r}, not {GGUF_MAGIC!r}): {taken_by} takes "
+            "GGUF models; convert the model with llama.cpp's convert_hf_to_gguf.py or give a .gguf file"
         )
     return f"model {path} cannot be read"
 
