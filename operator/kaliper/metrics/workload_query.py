@@ -22,17 +22,15 @@ from kaliper.log import redacted_url
 from kaliper.measure.workload_fit import FitError, LengthFit, WorkloadFit, fit_burstiness, fit_lognormal
 from kaliper.metrics.prometheus import PrometheusMetrics
 from kaliper.metrics.prometheus_api import PrometheusError
-from kaliper.runtimes.server_load import rise
 from kaliper.profiling.workload import fitted_workload
+from kaliper.runtimes.server_load import rise
+from kaliper.runtimes.vllm import WORKLOAD_SERIES
 
-# vLLM's names (v1 engine, 0.7 on): prompt and generated tokens per finished request, histograms with buckets
-# 1, 2, 5, 10, 20, 50, ... up to the model's context length; requests finished, by finished_reason; the prefix
-# cache's queried and hit prompt tokens.
-PROMPT_TOKENS = "vllm:request_prompt_tokens"
-GENERATION_TOKENS = "vllm:request_generation_tokens"
-FINISHED_REQUESTS = "vllm:request_success_total"
-PREFIX_QUERIES = "vllm:prefix_cache_queries_total"
-PREFIX_HITS = "vllm:prefix_cache_hits_total"
+# vLLM's names (kaliper.runtimes.vllm).
+PROMPT_TOKENS = WORKLOAD_SERIES.prompt_tokens
+GENERATION_TOKENS = WORKLOAD_SERIES.generation_tokens
+FINISHED_REQUESTS = WORKLOAD_SERIES.finished_requests
+PREFIX_QUERIES, PREFIX_HITS = WORKLOAD_SERIES.prefix_cache
 
 # The labels a Prometheus adds to every series of a scrape target: the replicas are told apart by them.
 REPLICA_LABELS = ("pod", "instance")

@@ -85,6 +85,16 @@ class LoadGauges:
 
 
 @dataclass(frozen=True)
+class WorkloadSeries:
+    """A server's series from which the workload it served is fitted (kaliper.metrics.workload_query)."""
+
+    prompt_tokens: str  # a histogram of prompt tokens per finished request
+    generation_tokens: str  # a histogram of generated tokens per finished request
+    finished_requests: str  # a counter of finished requests
+    prefix_cache: tuple[str, str]  # (prompt tokens looked up in the prefix cache, of them found there): counters
+
+
+@dataclass(frozen=True)
 class TokenCounters:
     """A server's counters of the tokens it served, set beside what the generator measured."""
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from kaliper.api.modeldeployment import LlmServing, ModelDeploymentSpec
 from kaliper.api.units import parse_cpu, parse_quantity
-from kaliper.runtimes.base import Launch, LoadGauges, ServerCommand, TokenCounters
+from kaliper.runtimes.base import Launch, LoadGauges, ServerCommand, TokenCounters, WorkloadSeries
 from kaliper.runtimes.gpu_llm import GpuLlmServer, Options, gpu_count, render
 
 # The CPU build hack/vllm/venv.sh installs (its cache folder is named after both).
@@ -87,6 +87,18 @@ def _prefix_caching(llm: LlmServing) -> list[str]:
     return ["--enable-prefix-caching" if llm.prefix_caching else "--no-enable-prefix-caching"]
 
 
+# The prefix cache's prompt tokens looked up and, of them, found there (counters, v1 engine, 0.7 on).
+PREFIX_CACHE = ("vllm:prefix_cache_queries_total", "vllm:prefix_cache_hits_total")
+# What a fleet served (v1 engine, 0.7 on): prompt and generated tokens per finished request, histograms with
+# buckets 1, 2, 5, 10, 20, 50, ... up to the model's context length; requests finished, by finished_reason.
+WORKLOAD_SERIES = WorkloadSeries(
+    prompt_tokens="vllm:request_prompt_tokens",
+    generation_tokens="vllm:request_generation_tokens",
+    finished_requests="vllm:request_success_total",
+    prefix_cache=PREFIX_CACHE,
+)
+
+
 class Vllm(GpuLlmServer):
     type = "vllm"
     display_name = "vLLM"
@@ -101,7 +113,7 @@ class Vllm(GpuLlmServer):
         ("vllm:num_requests_waiting",),
         ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"),  # renamed in v0.10
         ("vllm:num_preemptions_total", "vllm:num_preemptions"),
-        prefix_cache=("vllm:prefix_cache_queries_total", "vllm:prefix_cache_hits_total"),
+        prefix_cache=PREFIX_CACHE,
         seconds_in_state=("vllm:request_inference_time_seconds_sum", "vllm:request_queue_time_seconds_sum"),
     )
     # It counts generated tokens as it makes them, so streams in flight at the edges count there in part.
