@@ -17,6 +17,7 @@ from kaliper.manifests.modeldeployment import (
     failed_status,
     observed_status,
 )
+from kaliper.runtimes import grpc_problem
 
 
 def spec(**extra: object) -> ModelDeploymentSpec:
@@ -198,8 +199,16 @@ def test_grpc_ports_follow_the_runtime() -> None:
     assert ports(runtime=custom) == ([{"name": "http", "containerPort": 9000, "protocol": "TCP"}], ["http"])
     with_grpc = ports(runtime={**custom, "grpcPort": 9500})[0]
     assert with_grpc[1] == {"name": "grpc", "containerPort": 9500, "protocol": "TCP"}
-    with pytest.raises(BuildError, match=r"runtime custom serves no gRPC service; set runtime\.grpcPort"):
+    with pytest.raises(BuildError) as refused:
         endpoint("m", "ns", spec(runtime=custom), "oip-v2-grpc")
+    assert str(refused.value) == (
+        "runtime custom serves no gRPC service; set runtime.grpcPort (custom), or use onnxruntime, mlserver and triton"
+    )
+    # Run here as a process (kaliper run), Triton is not among those that serve gRPC (decided in one place).
+    assert grpc_problem(spec(runtime={"type": "triton"}), "pod") is None
+    assert grpc_problem(spec(runtime={"type": "triton"}), "local") == (
+        "runtime triton serves no gRPC service here (onnxruntime and mlserver do)"
+    )
 
 
 def rollout(generation: int, observed: int, replicas: int, ready: int, updated: int, available: int) -> dict:

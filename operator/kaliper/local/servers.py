@@ -22,7 +22,7 @@ from kaliper.local.proxy import RoundRobinProxy
 from kaliper.local.sockets import listens_on
 from kaliper.netutil import free_port
 from kaliper.processes import die_with_parent
-from kaliper.runtimes import RUNTIMES, Launch, ServerCommand, readiness_path, runtime_of
+from kaliper.runtimes import Launch, ServerCommand, grpc_problem, readiness_path, runtime_of
 
 PROBE_TIMEOUT_S = 2.0  # one readiness probe; the deadline is the ModelDeployment's readyTimeout
 
@@ -91,11 +91,6 @@ def server_command(
         for name, text in built.files.items():
             (workdir / name).write_text(text)
     return built
-
-
-def _local_grpc_runtimes() -> str:
-    names = [name for name, runtime in RUNTIMES.items() if runtime.serves_grpc_locally]
-    return ", ".join(names[:-1]) + " and " + names[-1]
 
 
 class ServerGroup:
@@ -211,10 +206,9 @@ class ServerGroup:
         """Where the load goes: the gRPC port for oip-v2-grpc, else the HTTP one."""
         if protocol != "oip-v2-grpc":
             return self.url
-        if self.grpc_port is None:
-            raise ServerError(
-                f"runtime {self.spec.runtime.type} serves no gRPC service here ({_local_grpc_runtimes()} do)"
-            )
+        if (problem := grpc_problem(self.spec, "local")) is not None:
+            raise ServerError(problem)
+        assert self.grpc_port is not None  # the runtime serves gRPC here: a port was chosen for it
         return f"http://127.0.0.1:{self.grpc_port}"
 
     def wait_ready(self, timeout_s: float | None = None, setting: str = "readiness.readyTimeout") -> float:

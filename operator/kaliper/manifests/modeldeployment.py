@@ -13,7 +13,7 @@ from kaliper import __version__
 from kaliper.api.common import API_VERSION, ResourceRequirements
 from kaliper.api.modeldeployment import ModelDeploymentSpec, ModelDeploymentTemplate
 from kaliper.api.units import parse_duration
-from kaliper.runtimes import Launch, grpc_port_of, port_of, readiness_path, runtime_of
+from kaliper.runtimes import Launch, grpc_port_of, grpc_problem, port_of, readiness_path, runtime_of
 from kaliper.runtimes.base import MODEL_DIR, BuildError
 
 # Kaliper's own image: the built-in server and the model fetcher. The operator passes the image it is
@@ -242,9 +242,9 @@ def service_ports(spec: ModelDeploymentSpec) -> list[dict[str, Any]]:
 def endpoint(name: str, namespace: str, spec: ModelDeploymentTemplate, protocol: str = "oip-v2") -> str:
     """The Service's URL for a protocol: its HTTP port, or its gRPC port for oip-v2-grpc."""
     if protocol == "oip-v2-grpc":
+        if (problem := grpc_problem(spec, "pod")) is not None:
+            raise BuildError(problem)
         grpc_port = grpc_port_of(spec)
-        if grpc_port is None:
-            raise BuildError(f"runtime {spec.runtime.type} serves no gRPC service; set runtime.grpcPort (custom)")
         return f"http://{name}.{namespace}.svc:{spec.service.grpc_port or grpc_port}"
     return f"http://{name}.{namespace}.svc:{spec.service.port}"
 

@@ -32,6 +32,25 @@ def grpc_port_of(spec: ModelDeploymentTemplate) -> int | None:
     return spec.runtime.grpc_port or runtime_of(spec).grpc_port
 
 
+def _names(runtimes: list[str]) -> str:
+    return ", ".join(runtimes[:-1]) + " and " + runtimes[-1]
+
+
+def grpc_problem(spec: ModelDeploymentTemplate, place: str) -> str | None:
+    """Why oip-v2-grpc load cannot reach the server `spec` runs, "local" (a process here) or "pod"; None
+    where it serves the Open Inference Protocol's gRPC service there."""
+    kind = spec.runtime.type
+    if place == "local":
+        if runtime_of(spec).serves_grpc_locally:
+            return None
+        local = [name for name, runtime in RUNTIMES.items() if runtime.serves_grpc_locally]
+        return f"runtime {kind} serves no gRPC service here ({_names(local)} do)"
+    if grpc_port_of(spec) is not None:
+        return None
+    served = [name for name, runtime in RUNTIMES.items() if runtime.grpc_port is not None]
+    return f"runtime {kind} serves no gRPC service; set runtime.grpcPort (custom), or use {_names(served)}"
+
+
 def readiness_path(spec: ModelDeploymentTemplate) -> str:
     """The readiness probe's path: the spec's, else the runtime's health endpoint."""
     return spec.readiness.path or runtime_of(spec).health_path(spec)
@@ -56,6 +75,7 @@ __all__ = [
     "ServerCommand",
     "TokenCounters",
     "grpc_port_of",
+    "grpc_problem",
     "load_gauges",
     "port_of",
     "readiness_path",
