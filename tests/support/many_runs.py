@@ -17,7 +17,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
@@ -150,8 +150,20 @@ class LoadGeneratorPlayer:
     ended. `play_new()` is called in the harness's loop; it tolerates an API server that is away (a Job whose
     play failed is played again at the next call)."""
 
-    def __init__(self, kubectl: Kubectl, namespace: str, root: Path, admin_kubeconfig: Path) -> None:
+    def __init__(
+        self,
+        kubectl: Kubectl,
+        namespace: str,
+        root: Path,
+        admin_kubeconfig: Path,
+        results: Callable[[str, dict], str] | None = None,
+    ) -> None:
+        """`results(trial, config)`: the results document a trial's load generator hands in, from the trial's
+        name and the config the operator wrote it; by default result_document at the config's concurrency."""
         self.kubectl, self.namespace, self.root = kubectl, namespace, root
+        self.results = results or (
+            lambda trial, config: result_document(float(config["load"]["closedLoop"]["concurrency"]))
+        )
         self.played: set[str] = set()  # the uids of the Jobs played
         self.uids: dict[str, set[str]] = collections.defaultdict(set)  # Job name -> the uids it had
         self._pool = ThreadPoolExecutor(8)
@@ -185,8 +197,7 @@ class LoadGeneratorPlayer:
         files = self.kubectl.json("get", "configmap", f"{trial}-lg", "-n", self.namespace)["data"]
         template = self.root / f"{trial}.yaml"
         template.write_text(files["results.yaml"])
-        level = float(yaml.safe_load(files["config.yaml"])["load"]["closedLoop"]["concurrency"])
-        publish(result_document(level), template)
+        publish(self.results(trial, yaml.safe_load(files["config.yaml"])), template)
         self.last_result_at = max(self.last_result_at, time.monotonic())
         for pod in self.kubectl.json("get", "pods", "-n", self.namespace, "-l", f"job-name={job}")["items"]:
             now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

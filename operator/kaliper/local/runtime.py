@@ -212,7 +212,7 @@ class LocalRuntime:
                     chosen = plan.start[0]
                 done = len(measured) + len(plan.skipped)
                 self.progress(f"trial {chosen.index}: {describe(chosen.parameters)}", done, len(by_index))
-                trial, servers_up = self._run_trial(spec, chosen, model_name)
+                trial, servers_up = self.run_trial(spec, chosen, model_name)
                 trial = judge(trial, spec, chosen.configuration, self.options.other_work_cores)
                 measured[chosen.index] = trial
                 if not servers_up:  # they will not come up at its other levels either
@@ -239,7 +239,7 @@ class LocalRuntime:
         report.finished_at = datetime.now(UTC)
         return report
 
-    def _run_trial(self, spec: ProfileRunSpec, planned: PlannedTrial, model_name: str) -> tuple[TrialReport, bool]:
+    def run_trial(self, spec: ProfileRunSpec, planned: PlannedTrial, model_name: str) -> tuple[TrialReport, bool]:
         """Start the servers, measure one level, stop them: every trial gets freshly started servers, so
         nothing (a warm cache, a memory peak) carries over from one to the next. Also says whether the
         servers came up."""
