@@ -13,18 +13,15 @@ import os
 import subprocess
 from pathlib import Path
 
-from kaliper.api.profilerun import ProfileRunSpec
 from kaliper.api.resources import ModelDeployment, ProfileRun
-from kaliper.local.runtime import LocalRuntime, RunOptions
-from kaliper.profiling.schedule import PlannedTrial
-from kaliper.profiling.trials import from_load_test
-from kaliper.report.schema import ProfileReport, TrialReport
+from kaliper.local.runtime import RunOptions
+from kaliper.report.schema import ProfileReport
 from tests.support.cluster_objects import apply
 from tests.support.controlplane import Kubectl
 from tests.support.many_runs import TARGET, LoadGeneratorPlayer
 from tests.support.operator_runner import Cluster, running_operator
 from tests.support.paths import KALIPER
-from tests.support.scripted_trials import scripted_result
+from tests.support.scripted_trials import ScriptedLocalRuntime, scripted_result
 
 NAME = "contract"
 RUN = {
@@ -42,14 +39,6 @@ RUN = {
 }
 # Each path's own: what it measured of resources (none here on the cluster: no Prometheus), when, and the name.
 OWN = {"name", "resources", "start_time", "completion_time"}
-
-
-class ScriptedLocalRuntime(LocalRuntime):
-    """`kaliper run` with its executor scripted: no server started, the trial's results as scripted."""
-
-    def run_trial(self, spec: ProfileRunSpec, planned: PlannedTrial, model_name: str) -> tuple[TrialReport, bool]:
-        result = scripted_result(planned.parameters["cpu"], planned.level)
-        return from_load_test(planned.index, f"t{planned.index}", planned.parameters, result, spec.slo), True
 
 
 def decided(report: ProfileReport, names: str) -> dict:

@@ -11,8 +11,12 @@ from __future__ import annotations
 import math
 from datetime import UTC, datetime, timedelta
 
+from kaliper.api.profilerun import ProfileRunSpec
 from kaliper.api.units import parse_cpu
-from kaliper.report.schema import GeneratorInfo, LatencyFigures, LoadTestResult, PercentileFigure
+from kaliper.local.runtime import LocalRuntime
+from kaliper.profiling.schedule import PlannedTrial
+from kaliper.profiling.trials import from_load_test
+from kaliper.report.schema import GeneratorInfo, LatencyFigures, LoadTestResult, PercentileFigure, TrialReport
 from tests.support.reports import make_stage
 
 MEASURED_S = 30
@@ -39,3 +43,11 @@ def scripted_result(cpu: str, users: float) -> LoadTestResult:
         generator=GeneratorInfo(processes=1, workers=0, locust_version="scripted"),
         stages=[stage],
     )
+
+
+class ScriptedLocalRuntime(LocalRuntime):
+    """`kaliper run` with its executor scripted: no server started, the trial's results as scripted."""
+
+    def run_trial(self, spec: ProfileRunSpec, planned: PlannedTrial, model_name: str) -> tuple[TrialReport, bool]:
+        result = scripted_result(planned.parameters["cpu"], planned.level)
+        return from_load_test(planned.index, f"t{planned.index}", planned.parameters, result, spec.slo), True
