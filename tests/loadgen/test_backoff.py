@@ -28,7 +28,9 @@ def test_retry_after_is_honoured_up_to_thirty_seconds() -> None:
 
 
 def window(index: int, requests: int, **errors: int) -> Window:
-    return Window(0, index, requests=requests, errors=Counter({k.replace("_", " "): n for k, n in errors.items()}))
+    """A window of `requests`, the failures by kind; refused connections are the ones the target did not answer."""
+    kinds = Counter({k.replace("_", " "): n for k, n in errors.items()})
+    return Window(0, index, requests=requests, errors=kinds, unanswered=kinds["ConnectionRefusedError"])
 
 
 def test_a_target_is_down_after_ten_seconds_of_nothing_but_refused_connections() -> None:

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import time
 
+from kaliper.loadgen.faults import Fault
 from kaliper.loadgen.recorder import Aggregator, Recorder, Window
 from kaliper.loadgen.results import error_time_share, late_reason
 from kaliper.loadgen.tokens import Reached
@@ -12,7 +13,7 @@ def test_requests_land_in_the_window_they_completed_in() -> None:
     recorder = Recorder(window_s=1.0, open_loop=False)
     recorder.begin_stage(0, start_wall=100.0)
     recorder.record(100.2, 0.010)
-    recorder.record(100.9, 0.020, error="HTTP 503")
+    recorder.record(100.9, 0.020, fault=Fault("HTTP 503", answered=True))
     recorder.record(101.1, 0.030)
     recorder.record(99.5, 0.040)  # before the stage began: a straggler of the previous one
     windows, until = recorder.take_closed(now_wall=101.5)
@@ -65,7 +66,9 @@ def test_a_scheduled_send_is_late_by_the_connections_or_by_the_generator() -> No
     # (due, claimed, sent, answered) on the perf_counter clock, in seconds
     recorder.record_send(10.0, 9.0, 10.001, 10.011, None, 5, 7)  # on time: 1 ms after it was due
     recorder.record_send(10.0, 10.005, 10.006, 10.016, None, 5, 7)  # claimed late: no connection free
-    recorder.record_send(10.0, 9.0, 10.005, 10.015, "HTTP 503", 5, 0)  # claimed in time, sent late
+    recorder.record_send(
+        10.0, 9.0, 10.005, 10.015, Fault("HTTP 503", answered=True), 5, 0
+    )  # claimed in time, sent late
     (window,), _ = recorder.take_closed(time.time() + 3600)
     assert (window.requests, window.late_no_connection, window.late_generator) == (3, 1, 1)
     assert dict(window.errors) == {"HTTP 503": 1}
@@ -133,7 +136,7 @@ def test_the_drain_records_what_was_sent_before_measuring_ended_and_nothing_afte
     assert recorder.holding
     pending, oldest_s = recorder.drain_pending(now_wall=101.5)
     assert (pending, round(oldest_s, 6)) == (2, 0.6)
-    recorder.record(101.6, 0.7, error="timeout")  # a's, sent at 100.9
+    recorder.record(101.6, 0.7, fault=Fault("timeout", answered=True))  # a's, sent at 100.9
     recorder.answered("a")
     recorder.record(101.7, 0.5)  # c's, sent at 101.2: in no figure
     recorder.answered("c")
@@ -153,7 +156,7 @@ def test_closed_loop_failing_time_counts_waits_and_half_the_one_an_answer_ended(
     start = time.time() - 0.1  # the waits start now, 0.1 s into window 0
     recorder.begin_stage(0, start)
     recorder.record(start + 0.05, 0.02)  # an answer: 0.02 s of the user's time, none failing
-    recorder.record(start + 0.08, 0.01, error="ConnectionRefusedError")
+    recorder.record(start + 0.08, 0.01, fault=Fault("ConnectionRefusedError", answered=False))
     recorder.record_wait(1.5, retry_after=False)  # spans windows 0 (0.9 s) and 1 (0.6 s)
     recorder.record_recovered(1.5)  # the next request was answered: half the wait was not failing
     windows, _ = recorder.take_closed(start + 2.0)
@@ -191,3 +194,18 @@ def test_the_drain_records_the_figures_requests_still_in_flight_have_reached() -
     assert tokens is not None and tokens.streams == 0
     assert [round(tokens.ttft_corrected.value_at_rank(r) * 1000) for r in (1, 2)] == [130, 250]
     assert (tokens.ttft.count, tokens.ttfot.count, round(tokens.ttfot.max * 1000)) == (2, 1, 120)
+
+
+def test_failures_the_target_did_not_answer_are_counted_apart_whatever_their_kind() -> None:
+    """Whether a failure was answered is made where it is seen (a Fault), not read back from its kind's text:
+    a kind no list names (here a new one) counts as whatever its fault says, and the count survives the wire."""
+    recorder = Recorder(window_s=1.0, open_loop=False)
+    recorder.begin_stage(0, start_wall=100.0)
+    recorder.record(100.1, 0.01, fault=Fault("gRPC UNAVAILABLE", answered=True, message="the server says so"))
+    recorder.record(100.2, 0.01, fault=Fault("a kind added later", answered=True))
+    recorder.record(100.3, 0.01, fault=Fault("ConnectionResetError", answered=False, message="reset by peer"))
+    (window,), _ = recorder.take_closed(now_wall=101.5)
+    assert (window.requests, sum(window.errors.values()), window.unanswered) == (3, 3, 1)
+    assert window.messages == {"gRPC UNAVAILABLE": ["the server says so"], "ConnectionResetError": ["reset by peer"]}
+    again = Window.from_wire(window.to_wire())
+    assert again.unanswered == 1 and again.merge(window).unanswered == 2

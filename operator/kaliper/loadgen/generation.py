@@ -15,7 +15,6 @@ never as an error.
 from __future__ import annotations
 
 import json
-import socket
 import urllib.error
 import urllib.request
 from collections.abc import Callable
@@ -28,7 +27,7 @@ import gevent
 from kaliper.api.profilerun import GenerationSpec
 from kaliper.api.units import parse_duration
 from kaliper.loadgen.config import LoadGenConfig
-from kaliper.loadgen.grpc_calls import target_is_down
+from kaliper.loadgen.faults import Fault, kind_of
 from kaliper.loadgen.http import ERROR_WORDS, BodySink, StreamingConnection
 from kaliper.loadgen.prompts import GenerationRequest, Prompt, generation_requests, load_tokenizer, request_body
 from kaliper.loadgen.sse import StreamParser, StreamRead, read_whole
@@ -40,15 +39,17 @@ from kaliper.measure.figures import figure
 class Outcome:
     sent: float
     ended: float
-    error: str | None
+    fault: Fault | None
     tokens: RequestTokens | None
     good: bool
     answer: str | None = None
     """The answer's text, for a chat session's next turn (payload.prompts.turns > 1, or a trace's conversation)."""
     thinking: str | None = None
     """A reasoning model's thinking before that answer, for a session that keeps it."""
-    message: str | None = None
-    """A failure in the server's (or the connection's) own words."""
+
+    @property
+    def error(self) -> str | None:
+        return self.fault.kind if self.fault is not None else None
 
 
 @dataclass
@@ -93,36 +94,6 @@ class Objective:
     metric: str
     bound_s: float
     corrected: bool
-
-
-# Errors of answers that did arrive (the server is up, whatever it sent): never a reason to stop the run early.
-ANSWERED_KINDS = frozenset(
-    {
-        "not streamed",
-        "stream cut short",
-        "stream cut short mid-event",
-        "malformed SSE",
-        "error event mid-stream",
-        "the answer is not JSON",
-        "error answer",
-        "protocol mismatch",
-        "no tokens generated",
-    }
-)
-
-
-def unanswered(kind: str) -> bool:
-    """A failure in which the target did not answer at all (refused or lost connections, a gRPC target that
-    is down): a whole window of them ends the run."""
-    if kind.startswith("gRPC "):
-        return target_is_down(kind)
-    return not kind.startswith("HTTP") and kind != "timeout" and kind not in ANSWERED_KINDS
-
-
-def classify(exc: BaseException) -> str:
-    if isinstance(exc, TimeoutError | socket.timeout | gevent.Timeout):
-        return "timeout"
-    return type(exc).__name__
 
 
 def error_kind(message: str) -> str:
@@ -256,22 +227,24 @@ class GenerationSender:
         sent = clock()
         if live is not None:
             live.read, live.sent, live.intended = parser.read, sent, intended
-        error: str | None = None
-        message: str | None = None
+        raised: BaseException | None = None
         try:
             connection.stream(raw, open_body)
         except gevent.GreenletExit:
             raise
         except Exception as exc:  # every failure is counted, with its kind and its words
-            error, message = classify(exc), str(exc)
+            raised = exc
         ended = clock()
         status = answer.get("status")
         if status is None:  # nothing answered: no tokens to count
-            return Outcome(sent, ended, error, None, False, message=message)
+            return Outcome(sent, ended, Fault.of(raised) if raised is not None else None, None, False)
         if status >= 400:
             said = b"".join(whole)[:ERROR_WORDS].decode("utf-8", errors="replace")
-            return Outcome(sent, ended, error or f"HTTP {status}", None, False, message=message or said)
+            kind = kind_of(raised) if raised is not None else f"HTTP {status}"
+            return Outcome(sent, ended, Fault(kind, True, str(raised) if raised else said), None, False)
+        # Answered from here on: whatever went wrong, the target is up.
         read = parser.finish() if answer["streamed"] else read_whole(b"".join(whole), self.chat, ended)
+        error, message = (kind_of(raised), str(raised)) if raised is not None else (None, None)
         timed_out = error == "timeout"  # the request's whole time ran out, whatever its stream was doing
         if read.error is not None and not timed_out:  # what the answer itself said went wrong comes first
             error, message = error_kind(read.error), read.error
@@ -287,17 +260,18 @@ class GenerationSender:
             error = "stream cut short"
         elif not read.content_times:
             error = "no tokens generated"  # a whole answer that says nothing is not a generation
+        fault = Fault(error, answered=True, message=message) if error is not None else None
         request = self.requests[index]
         prompt_tokens = None if in_session else request.prompt_tokens
         (count, thinking_count), count_source = self._count(read)
         tokens = request_tokens(
             read, sent, intended, ended, request.max_tokens, prompt_tokens, count, count_source, thinking_count
         )
-        good = error is None and self._good(tokens, sent, intended, ended)
+        good = fault is None and self._good(tokens, sent, intended, ended)
         answer = thinking = None
         if self.remembers and read.text is not None:  # a session's memory
             answer, thinking = "".join(read.text), "".join(read.reasoning_text or [])
-        return Outcome(sent, ended, error, tokens, good, answer=answer, message=message, thinking=thinking)
+        return Outcome(sent, ended, fault, tokens, good, answer=answer, thinking=thinking)
 
     def _count(self, read: StreamRead) -> tuple[tuple[int | None, int | None], str]:
         """((output tokens, of them thinking), how) counted here: with the local tokenizer, or, where there is

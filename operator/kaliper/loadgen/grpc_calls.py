@@ -22,7 +22,9 @@ from grpc.experimental import gevent as grpc_gevent
 
 from kaliper.api.units import parse_duration
 from kaliper.loadgen.config import LoadGenConfig, request_headers
+from kaliper.loadgen.faults import Fault
 from kaliper.loadgen.payloads import PayloadError
+from kaliper.loadgen.preflight import Preflight
 from kaliper.serving.oip_grpc import MODEL_INFER, MODEL_METADATA, infer_request, messages
 from kaliper.serving.protocol import ProtocolError
 
@@ -157,23 +159,16 @@ def _server_certificate(host: str, port: int, timeout_s: float) -> bytes:
 
 async def infer(
     call: Any, raw: bytes, timeout_s: float, metadata: tuple[tuple[str, str], ...]
-) -> tuple[str | None, int, str | None]:
-    """One ModelInfer call on a grpc.aio channel's method: the failure's kind (None when it succeeded), the
-    answer's size in bytes, and the failure's details in the server's words."""
+) -> tuple[Fault | None, int]:
+    """One ModelInfer call on a grpc.aio channel's method: its failure (None when it succeeded), with the
+    details in the server's words, and the answer's size in bytes."""
     try:
         answer = await call(raw, timeout=timeout_s, metadata=metadata or None)
     except grpc.RpcError as exc:
         details = exc.details() if hasattr(exc, "details") else None
-        return error_kind(exc.code(), details), 0, details
-    return None, len(answer), None
-
-
-@dataclass(frozen=True)
-class Preflight:
-    problem: str | None = None
-    """Why a run would measure nothing (it does not start)."""
-    warning: str | None = None
-    """What the first call met that the run will measure anyway, in the server's words."""
+        kind = error_kind(exc.code(), details)
+        return Fault(kind, answered=not target_is_down(kind), message=details), 0
+    return None, len(answer)
 
 
 def preflight(target: GrpcTarget, model_name: str, first_request: bytes) -> Preflight:

@@ -231,13 +231,13 @@ class GrpcUsers:
             start = clock()
             recorder.sending(me)
             try:
-                error, received, message = await self._infer(call, raw, target.timeout_s, target.metadata)
+                fault, received = await self._infer(call, raw, target.timeout_s, target.metadata)
             finally:  # answered, failed, or the user was cancelled mid-call: no longer in flight
                 recorder.answered(me)
-            recorder.record(wall(), clock() - start, None, error, sent=len(raw), received=received, message=message)
-            if waited_s and error is None:
+            recorder.record(wall(), clock() - start, None, fault, sent=len(raw), received=received)
+            if waited_s and fault is None:
                 recorder.record_recovered(waited_s)
-            waited_s = backoff.wait_s(error is not None)
+            waited_s = backoff.wait_s(fault is not None)
             if waited_s:
                 recorder.record_wait(waited_s, retry_after=False)
             if max(waited_s, think_s):
@@ -259,10 +259,10 @@ class GrpcUsers:
             start = clock()
             recorder.sending(me)
             try:
-                error, received, message = await self._infer(call, raw, target.timeout_s, target.metadata)
+                fault, received = await self._infer(call, raw, target.timeout_s, target.metadata)
             finally:
                 recorder.answered(me)
-            recorder.record_send(slot, claimed, start, clock(), error, len(raw), received, message=message)
+            recorder.record_send(slot, claimed, start, clock(), fault, len(raw), received)
 
     async def push_windows(self, emit: Any) -> None:
         until = -1

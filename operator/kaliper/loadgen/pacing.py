@@ -20,9 +20,9 @@ from locust.env import Environment
 
 from kaliper.loadgen.backoff import Backoff
 from kaliper.loadgen.config import LoadGenConfig
-from kaliper.loadgen.generation import classify
+from kaliper.loadgen.faults import kind_of
 from kaliper.loadgen.generator import Generator, StageWindows
-from kaliper.loadgen.grpc_calls import Preflight
+from kaliper.loadgen.preflight import Preflight
 
 HOLD_POLL_S = 0.01  # how often a held user looks whether the next stage has begun
 SPIN_S = 0.0015  # libev rounds its waits up to whole milliseconds: wake this early, then yield until due
@@ -72,7 +72,7 @@ class KaliperUser(User):
             address = (generator.host, generator.port)
             socket.create_connection(address, timeout=min(generator.timeout_s, 3.0)).close()
         except OSError as exc:
-            return Preflight(f"target {config.url} is unreachable: {classify(exc)}: {exc}")
+            return Preflight(f"target {config.url} is unreachable: {kind_of(exc)}: {exc}")
         return cls.check(generator)
 
     @classmethod

@@ -13,6 +13,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from kaliper.loadgen.faults import Fault
 from kaliper.loadgen.tokens import Reached, RequestTokens, TokenWindow
 from kaliper.measure.cpu import CpuClock
 from kaliper.measure.figures import figure
@@ -62,6 +63,9 @@ class Window:
     """Failed requests: from the send to the failure."""
     requests: int = 0
     errors: Counter[str] = field(default_factory=Counter)
+    unanswered: int = 0
+    """Of the failed requests, those the target did not answer at all (refused, lost before any answer): a
+    whole span of windows of nothing else means the target is down (kaliper.loadgen.stopping)."""
     late_no_connection: int = 0  # sends that waited because every connection was busy
     late_generator: int = 0  # sends that left late although a connection was free (generator too slow)
     bytes_sent: int = 0
@@ -101,6 +105,7 @@ class Window:
             self.corrected = (self.corrected or LatencyHistogram()).add(other.corrected)
         self.requests += other.requests
         self.errors.update(other.errors)
+        self.unanswered += other.unanswered
         self.late_no_connection += other.late_no_connection
         self.late_generator += other.late_generator
         self.bytes_sent += other.bytes_sent
@@ -146,6 +151,7 @@ class Window:
             "failed": self.failed.encode(),
             "requests": self.requests,
             "errors": dict(self.errors),
+            "unanswered": self.unanswered,
             "late_no_connection": self.late_no_connection,
             "late_generator": self.late_generator,
             "bytes_sent": self.bytes_sent,
@@ -171,6 +177,7 @@ class Window:
             failed=LatencyHistogram.decode(data["failed"]),
             requests=data["requests"],
             errors=Counter(data["errors"]),
+            unanswered=data.get("unanswered", 0),
             late_no_connection=data["late_no_connection"],
             late_generator=data["late_generator"],
             bytes_sent=data.get("bytes_sent", 0),
@@ -281,7 +288,7 @@ class Recorder:
         completed_wall: float,
         service_s: float,
         corrected_s: float | None = None,
-        error: str | None = None,
+        fault: Fault | None = None,
         late_no_connection: bool = False,
         late_generator: bool = False,
         sent: int = 0,
@@ -289,7 +296,6 @@ class Recorder:
         resent: int = 0,
         tokens: RequestTokens | None = None,
         good: bool = False,
-        message: str | None = None,
     ) -> None:
         sent_wall = completed_wall - service_s
         if self.holding:
@@ -309,19 +315,20 @@ class Recorder:
         for window in windows:
             window.resent += resent
             if tokens is not None and window.tokens is not None:
-                window.tokens.record(tokens, good, failed=error is not None)
+                window.tokens.record(tokens, good, failed=fault is not None)
             window.bytes_sent += sent
             window.bytes_received += received
             window.requests += 1
             if not self.open_loop:
                 window.user_s += service_s
-            if error is not None:
-                window.errors[error] += 1
+            if fault is not None:
+                window.errors[fault.kind] += 1
+                window.unanswered += not fault.answered
                 window.failed.record(service_s)
                 if not self.open_loop:
                     window.failing_s += service_s
-                if message:
-                    keep_message(window.messages, error, message)
+                if fault.message:
+                    keep_message(window.messages, fault.kind, fault.message)
             else:
                 window.service.record(service_s)
                 if window.corrected is not None:
@@ -337,13 +344,12 @@ class Recorder:
         claimed: float | None,
         start: float,
         end: float,
-        error: str | None,
+        fault: Fault | None,
         sent: int,
         received: int,
         resent: int = 0,
         tokens: RequestTokens | None = None,
         good: bool = False,
-        message: str | None = None,
     ) -> None:
         """One request on the perf_counter clock, whatever its protocol: sent at `start`, answered at `end`.
         Open loop: due at `slot`, claimed by a user at `claimed`; its latency counts from when it was due, and
@@ -354,7 +360,7 @@ class Recorder:
             time.time(),
             end - start,
             end - slot if slot is not None else None,
-            error,
+            fault,
             late_no_connection=late and claimed is not None and slot is not None and claimed > slot + LATE_AFTER_S,
             late_generator=late,
             sent=sent,
@@ -362,7 +368,6 @@ class Recorder:
             resent=resent,
             tokens=tokens,
             good=good,
-            message=message,
         )
 
     def record_wait(self, seconds: float, retry_after: bool) -> None:

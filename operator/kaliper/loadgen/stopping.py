@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from kaliper.loadgen.generation import unanswered
 from kaliper.loadgen.recorder import Window
 from kaliper.measure.histogram import LatencyHistogram
 from kaliper.measure.judgement import Bound, Samples, judge
@@ -185,7 +184,7 @@ def target_down(measured: list[Window], window_s: float) -> str | None:
     for offset, window in enumerate(reversed(measured)):
         if not window.requests:
             continue
-        if sum(n for kind, n in window.errors.items() if unanswered(kind)) < window.requests:
+        if window.unanswered < window.requests:
             break
         silent.update(window.errors)
         failing, span = failing + 1, offset + 1

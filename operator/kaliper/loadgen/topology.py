@@ -26,7 +26,7 @@ from kaliper.loadgen.controller import (
     Controller,
 )
 from kaliper.loadgen.generator import Generator
-from kaliper.loadgen.grpc_calls import Preflight
+from kaliper.loadgen.preflight import Preflight
 from kaliper.loadgen.users import every_user_class, user_class_for
 from kaliper.netutil import free_port
 from kaliper.processes import die_with_parent

@@ -9,9 +9,9 @@ from dataclasses import dataclass
 
 from kaliper.loadgen.generation import GenerationSender, LiveStream, Session
 from kaliper.loadgen.generator import Generator
-from kaliper.loadgen.grpc_calls import Preflight
 from kaliper.loadgen.http import StreamingConnection
 from kaliper.loadgen.pacing import KaliperUser
+from kaliper.loadgen.preflight import Preflight
 from kaliper.loadgen.tokens import Reached
 from kaliper.loadgen.traces import PlayedTrace
 from kaliper.loadgen.user_http import Requests, path_refusal
@@ -46,9 +46,9 @@ def first_generation_check(generator: Generator) -> Preflight:
         outcome = prepared.sender.send(connection, prepared.requests.raw[0], 0, None, time.perf_counter)
     finally:
         connection.close()
-    error, words = outcome.error, outcome.message or ""
-    if error is None:
+    if outcome.fault is None:
         return Preflight()
+    error, words = outcome.fault.kind, outcome.fault.message or ""
     if error in ("HTTP 404", "HTTP 405"):
         return Preflight(path_refusal(generator, int(error[5:]), words))
     if error in REFUSED_FIRST:
@@ -132,13 +132,12 @@ class GenerationUser(KaliperUser):
             claimed,
             outcome.sent,
             outcome.ended,
-            outcome.error,
+            outcome.fault,
             len(raw),
             connection.last_response_bytes,
             resent=connection.resent - resent_before,
             tokens=outcome.tokens,
             good=outcome.good,
-            message=outcome.message,
         )
         self.retry_after_s = connection.retry_after_s if outcome.error else None
         return outcome.error is not None

@@ -11,11 +11,12 @@ import gevent
 
 from kaliper.loadgen.config import LoadGenConfig
 from kaliper.loadgen.generator import Generator, StageWindows
-from kaliper.loadgen.grpc_calls import GrpcTarget, Preflight, grpc_requests
+from kaliper.loadgen.grpc_calls import GrpcTarget, grpc_requests
 from kaliper.loadgen.grpc_calls import preflight as grpc_preflight
 from kaliper.loadgen.grpc_process import GrpcClientProcess
 from kaliper.loadgen.pacing import KaliperUser
 from kaliper.loadgen.payloads import build_bodies
+from kaliper.loadgen.preflight import Preflight
 
 
 @dataclass

@@ -11,12 +11,12 @@ from urllib.parse import urlsplit
 
 import gevent
 
-from kaliper.loadgen.generation import classify
+from kaliper.loadgen.faults import Fault, kind_of
 from kaliper.loadgen.generator import Generator
-from kaliper.loadgen.grpc_calls import Preflight
 from kaliper.loadgen.http import BodySink, Connection, StreamingConnection
 from kaliper.loadgen.pacing import KaliperUser
 from kaliper.loadgen.payloads import build_bodies
+from kaliper.loadgen.preflight import Preflight
 from kaliper.log import get_logger
 
 log = get_logger("kaliper.loadgen")
@@ -53,7 +53,7 @@ def first_request_check(generator: Generator, raw: bytes) -> Preflight:
     try:
         status = connection.stream(raw, keep_first_words).status
     except Exception as exc:
-        log.warning("the first request failed", error=f"{classify(exc)}: {exc}", url=url)
+        log.warning("the first request failed", error=f"{kind_of(exc)}: {exc}", url=url)
         return Preflight()
     finally:
         connection.close()
@@ -101,22 +101,23 @@ class HttpUser(KaliperUser):
     def send_one(self, slot: float | None, claimed: float | None) -> bool:
         raw = self.requests.raw[self.requests.next_index()]
         start = time.perf_counter()
-        message, resent_before = None, self.connection.resent
+        fault: Fault | None = None
+        resent_before = self.connection.resent
         try:
             status = self.connection.request(raw)
-            error, received = (None if status < 400 else f"HTTP {status}"), self.connection.last_response_bytes
-            if error:
-                message = self.connection.error_words
+            received = self.connection.last_response_bytes
+            if status >= 400:
+                fault = Fault(f"HTTP {status}", answered=True, message=self.connection.error_words)
         except gevent.GreenletExit:
             raise
         except Exception as exc:  # every failure is counted, with its kind and its words
-            error, received, message = classify(exc), 0, str(exc)
+            fault, received = Fault.of(exc), 0
         resent = self.connection.resent - resent_before
         self.generator.recorder.record_send(
-            slot, claimed, start, time.perf_counter(), error, len(raw), received, resent=resent, message=message
+            slot, claimed, start, time.perf_counter(), fault, len(raw), received, resent
         )
-        self.retry_after_s = self.connection.retry_after_s if error else None
-        return error is not None
+        self.retry_after_s = self.connection.retry_after_s if fault else None
+        return fault is not None
 
     def close(self) -> None:
         self.connection.close()
