@@ -17,7 +17,7 @@ LAYERS: list[set[str]] = [
     # decisions, the serving runtimes (what each server is and how it starts)
     {"loadgen", "manifests"},  # the load generator, pure builders of Kubernetes objects
     {"profiling", "metrics"},  # the decisions of a ProfileRun, metric queries and samplers
-    {"local", "optimize"},  # the local runtime, the ModelOptimization engine
+    {"local", "optimize"},  # `kaliper run`, the ModelOptimization engine
     {"controllers"},  # kopf handlers
     {"cli"},  # the command line
 ]

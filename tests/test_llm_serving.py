@@ -379,7 +379,7 @@ def test_behind_several_replicas_the_generator_does_not_check_itself_against_one
 
 
 def test_one_llama_cpp_version_is_pinned_everywhere() -> None:
-    """The version the local runtime looks for is the one hack/llama/build.sh builds and the image compiles."""
+    """The version `kaliper run` looks for is the one hack/llama/build.sh builds and the image compiles."""
     import re
 
     from kaliper.runtimes.llamacpp import LLAMA_CPP_PYTHON_VERSION

@@ -198,7 +198,7 @@ def run_command(
 
     from kaliper.api.loader import ManifestError
     from kaliper.local import cgroups
-    from kaliper.local.runtime import load_manifests
+    from kaliper.local.executor import load_manifests
     from kaliper.local.servers import ServerError
     from kaliper.local.sources import NotOnThisMachine
 
@@ -327,7 +327,7 @@ def _run_profile(
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
     from kaliper.lifecycle.gc import expires_at
-    from kaliper.local.runtime import LocalRuntime, RunOptions, write_report
+    from kaliper.local.executor import LocalExecutor, RunOptions, write_report
     from kaliper.local.servers import ServerError
     from kaliper.profiling.outcome import failed_gate
     from kaliper.profiling.trials import OTHER_WORK_CORES
@@ -358,7 +358,7 @@ def _run_profile(
             progress.update(task, description=f"{name}: {what}", completed=done, total=total)
 
         try:
-            report = LocalRuntime(options, update).run(run, found.deployments)
+            report = LocalExecutor(options, update).run(run, found.deployments)
         except (ServerError, ValueError) as exc:
             raise click.ClickException(f"ProfileRun {name}: {exc}") from exc
     if no_limits:

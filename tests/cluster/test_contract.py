@@ -1,4 +1,4 @@
-"""One ProfileRun, two executors: `kaliper run`'s loop (kaliper.local.runtime) and the operator's steps on the
+"""One ProfileRun, two executors: `kaliper run`'s loop (kaliper.local.executor) and the operator's steps on the
 test control plane, given the same scripted measurements (tests/support/scripted_trials.py: each trial's
 load-generator results from its CPU limit and load level), decide the same: the same trials with the same
 verdicts, the same capacities, choice, configuration rows, run verdict, frontier and recommendation. Only what
@@ -14,14 +14,14 @@ import subprocess
 from pathlib import Path
 
 from kaliper.api.resources import ModelDeployment, ProfileRun
-from kaliper.local.runtime import RunOptions
+from kaliper.local.executor import RunOptions
 from kaliper.report.schema import ProfileReport
 from tests.support.cluster_objects import apply
 from tests.support.controlplane import Kubectl
 from tests.support.many_runs import TARGET, LoadGeneratorPlayer
 from tests.support.operator_runner import Cluster, running_operator
 from tests.support.paths import KALIPER
-from tests.support.scripted_trials import ScriptedLocalRuntime, scripted_result
+from tests.support.scripted_trials import ScriptedLocalExecutor, scripted_result
 
 NAME = "contract"
 RUN = {
@@ -59,7 +59,7 @@ def decided(report: ProfileReport, names: str) -> dict:
 def test_kaliper_run_and_the_operator_decide_the_same_from_the_same_measurements(
     crds: Kubectl, namespace: str, tmp_path: Path
 ) -> None:
-    local = ScriptedLocalRuntime(RunOptions(base_dir=tmp_path, output_dir=tmp_path / "work", limits=False)).run(
+    local = ScriptedLocalExecutor(RunOptions(base_dir=tmp_path, output_dir=tmp_path / "work", limits=False)).run(
         ProfileRun.model_validate(copy.deepcopy(RUN)), {"iris": ModelDeployment.model_validate(TARGET)}
     )
     # The scripted servers: half a core meets p99 <= 50 ms at 2 users (40 ms), one core at 2 and 4 (20, 40 ms);

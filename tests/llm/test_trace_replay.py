@@ -105,7 +105,7 @@ def test_a_trace_with_a_burst_reaches_the_server_on_its_clock_and_ttft_is_the_se
 
 
 def test_kaliper_run_replays_a_trace_named_relative_to_its_manifest(tmp_path: Path) -> None:
-    """A ProfileRun with a URL target, its trace and tokenizer beside the manifest: the local runtime finds
+    """A ProfileRun with a URL target, its trace and tokenizer beside the manifest: `kaliper run` finds
     them there, and the report has the trace's rate over time and its verdict on time to first token."""
     shutil.copy(TRACE, tmp_path / "burst.jsonl")
     train_tokenizer(1024).save(str(tmp_path / "tokenizer.json"))

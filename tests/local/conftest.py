@@ -1,4 +1,4 @@
-"""Fixtures of the local runtime's tests."""
+"""Fixtures of `kaliper run`'s tests."""
 
 from __future__ import annotations
 

@@ -392,7 +392,7 @@ def test_mlserver_replicas_sit_behind_a_round_robin_proxy(tmp_path: Path) -> Non
 
 
 def test_secret_headers_map_to_environment_variables_locally() -> None:
-    from kaliper.local.runtime import secret_variable
+    from kaliper.local.executor import secret_variable
 
     assert secret_variable("scoring-key", "authorization") == "SCORING_KEY_AUTHORIZATION"
     assert secret_variable("api", "token.v2") == "API_TOKEN_V2"

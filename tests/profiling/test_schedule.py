@@ -1,5 +1,5 @@
 """The operator's schedule replays the search from recorded outcomes; it must run the same trials, in the
-same order, as the uninterrupted search the local runtime drives."""
+same order, as the uninterrupted search `kaliper run` drives."""
 
 from __future__ import annotations
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from kaliper.api.resources import ModelDeployment, ProfileRun
-from kaliper.local.runtime import RunOptions
+from kaliper.local.executor import RunOptions
 from kaliper.report.schema import ProfileReport
 from tests.support.many_runs import TARGET
-from tests.support.scripted_trials import ScriptedLocalRuntime
+from tests.support.scripted_trials import ScriptedLocalExecutor
 
 
 def run(tmp_path: Path, **spec: object) -> ProfileReport:
@@ -28,7 +28,7 @@ def run(tmp_path: Path, **spec: object) -> ProfileReport:
         },
     }
     options = RunOptions(base_dir=tmp_path, output_dir=tmp_path / "work", limits=False)
-    return ScriptedLocalRuntime(options).run(
+    return ScriptedLocalExecutor(options).run(
         ProfileRun.model_validate(manifest), {"iris": ModelDeployment.model_validate(TARGET)}
     )
 

@@ -1,4 +1,4 @@
-"""What the kernel itself says about local processes, to check Kaliper's local runtime against: the cgroup a
+"""What the kernel itself says about local processes, to check `kaliper run` against: the cgroup a
 process is in (/proc/<pid>/cgroup), a group's CPU quota, and the TCP sockets a process listens on or that
 are connected to a port (/proc/net/tcp)."""
 

@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 
 from kaliper.api.profilerun import ProfileRunSpec
 from kaliper.api.units import parse_cpu
-from kaliper.local.runtime import LocalRuntime
+from kaliper.local.executor import LocalExecutor
 from kaliper.profiling.schedule import PlannedTrial
 from kaliper.profiling.trials import from_load_test
 from kaliper.report.schema import GeneratorInfo, LatencyFigures, LoadTestResult, PercentileFigure, TrialReport
@@ -45,7 +45,7 @@ def scripted_result(cpu: str, users: float) -> LoadTestResult:
     )
 
 
-class ScriptedLocalRuntime(LocalRuntime):
+class ScriptedLocalExecutor(LocalExecutor):
     """`kaliper run` with its executor scripted: no server started, the trial's results as scripted."""
 
     def run_trial(self, spec: ProfileRunSpec, planned: PlannedTrial, model_name: str) -> tuple[TrialReport, bool]:

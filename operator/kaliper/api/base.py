@@ -2,7 +2,7 @@
 
 A `Rule` is written once beside the model it constrains. Its CEL expression goes into the generated CRD
 (`x-kubernetes-validations`), so the API server enforces it; its Python check runs in the model's own
-validation, so `kaliper validate`, the local runtime and the operator enforce it too — with the same message.
+validation, so `kaliper validate`, `kaliper run` and the operator enforce it too — with the same message.
 """
 
 from __future__ import annotations

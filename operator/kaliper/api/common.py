@@ -215,7 +215,7 @@ class GpuRequest(KaliperModel):
 
 
 class ResourceRequirements(KaliperModel):
-    """Requests and limits for each replica, enforced by Kubernetes (or by cgroups in the local runtime)."""
+    """Requests and limits for each replica, enforced by Kubernetes (or by cgroups under `kaliper run`)."""
 
     requests: ResourceList | None = None
     """What the scheduler reserves for each replica."""

@@ -69,7 +69,7 @@ class ModelSource(KaliperModel):
     image: ImageModel | None = None
     """A model baked into a container image."""
     file: Annotated[str, Field(min_length=1, max_length=1024)] | None = None
-    """A path on this machine; only the local runtime (`kaliper run`) can use it."""
+    """A path on this machine; only `kaliper run` can use it."""
     format: Literal["onnx", "sklearn", "gguf", "auto"] = "auto"
     """Model format; auto decides from the file name (.onnx, .joblib/.pkl, .gguf). The llamacpp runtime serves
     GGUF files; vllm, sglang and tgi serve a model directory (config.json, weights, tokenizer)."""

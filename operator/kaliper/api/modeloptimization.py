@@ -365,7 +365,7 @@ class OptimizationOutput(KaliperModel):
     pvc: PvcReference | None = None
     """A folder on a PersistentVolumeClaim (Kubernetes)."""
     directory: Annotated[str, Field(min_length=1, max_length=1024)] | None = None
-    """A folder on this machine (local runtime). Default: ./kaliper-models/<name>."""
+    """A folder on this machine (`kaliper run`). Default: ./kaliper-models/<name>."""
     keep: Annotated[int, Field(ge=1, le=32)] = 3
     """How many of the best candidates to keep as files."""
 

@@ -1,1 +1,1 @@
-"""The local runtime: the same specs on one machine, with processes and real cgroup limits."""
+"""`kaliper run`: the same specs on one machine, with processes and real cgroup limits."""

@@ -33,7 +33,7 @@ RESOURCE_AXES = {"cpu": parse_cpu, "memory": parse_quantity, "gpu": int, "replic
 
 @dataclass(frozen=True)
 class Outcome:
-    """What the search learns from a finished trial: the same from a full report (local runtime) as from the
+    """What the search learns from a finished trial: the same from a full report (`kaliper run`) as from the
     summary in a ProfileRun's status (the operator, replaying the search after a restart)."""
 
     status: str  # Succeeded, Failed or Skipped

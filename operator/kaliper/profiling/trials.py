@@ -1,4 +1,4 @@
-"""What the local runtime and the operator do alike with trials: turn a load test and its resource figures
+"""What `kaliper run` and the operator do alike with trials: turn a load test and its resource figures
 into a trial, price it, judge it against the SLO, flag what limited it, and, once every trial is in, pick the
 best and recommend. Pure functions: the two paths differ only in how they deploy and measure."""
 

@@ -1,1 +1,1 @@
-"""Reports: one schema for the CR status, the local runtime's JSON and the HTML report."""
+"""Reports: one schema for the CR status, `kaliper run`'s JSON and the HTML report."""

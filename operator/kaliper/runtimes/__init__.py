@@ -1,7 +1,7 @@
 """The serving runtimes: one module each, one record in `RUNTIMES` keyed by the API's RuntimeType.
 
 A new runtime is a module here with a `Runtime` subclass, its name in `RuntimeType` (api/modeldeployment.py)
-and one test file; the builders in `manifests/`, the local runtime and the sweep ask it what they need."""
+and one test file; the builders in `manifests/`, `kaliper run` and the sweep ask it what they need."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The cross-field rules of a ProfileRun's spec, each stated once: its CEL for the API server and its check
-for `kaliper validate`, the local runtime and the operator (kaliper.api.base.Rule). The load generator's
+for `kaliper validate`, `kaliper run` and the operator (kaliper.api.base.Rule). The load generator's
 config applies the ones about requests and payloads to itself (kaliper.loadgen.config).
 """
 

@@ -352,7 +352,7 @@ class ReportReference(KaliperModel):
     config_map: ConfigMapKeyReference | None = None
     """A ConfigMap owned by the run (Kubernetes)."""
     path: Annotated[str, Field(max_length=1024)] | None = None
-    """A file path (local runtime)."""
+    """A file path (`kaliper run`)."""
 
 
 class BucketShares(KaliperModel):

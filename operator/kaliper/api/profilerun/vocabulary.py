@@ -184,7 +184,7 @@ class DatasetSource(KaliperModel):
     config_map: ConfigMapKeyReference | None = None
     """A ConfigMap key whose value holds one request body per line."""
     file: Annotated[str, Field(min_length=1, max_length=1024)] | None = None
-    """A file on this machine; only the local runtime (`kaliper run`) can use it."""
+    """A file on this machine; only `kaliper run` can use it."""
     order: Literal["sequential", "random"] = "sequential"
     """Send lines in file order (cycling) or in random order."""
 
@@ -677,7 +677,7 @@ class SearchSpec(KaliperModel):
     """Upper bound on trials: a grid larger than this is refused before anything starts; optuna samples this
     many."""
     parallelism: Annotated[int, Field(ge=1, le=32)] = 1
-    """Trials run at the same time (Kubernetes only; the local runtime runs one at a time)."""
+    """Trials run at the same time (Kubernetes only; `kaliper run` runs one at a time)."""
     seed: Annotated[int, Field(ge=0)] | None = None
     """Random seed for optuna."""
     capacity: CapacitySearch = Field(default_factory=CapacitySearch)
@@ -819,7 +819,7 @@ class PrometheusSource(KaliperModel):
 
 
 class DcgmSpec(KaliperModel):
-    """GPU metrics from NVIDIA dcgm-exporter through Prometheus (NVML in the local runtime)."""
+    """GPU metrics from NVIDIA dcgm-exporter through Prometheus (NVML under `kaliper run`)."""
 
     enabled: bool = False
     """Query GPU utilisation, memory, power and energy for trials that request GPUs."""
@@ -861,7 +861,7 @@ class MetricsSpec(KaliperModel):
     ) = None
     """Extra PromQL figures."""
     sample_interval: PositiveDuration = "1s"
-    """How often the local runtime samples cgroup accounting (and NVML)."""
+    """How often `kaliper run` samples cgroup accounting (and NVML)."""
 
     cross_field_rules = (
         Rule(
@@ -917,7 +917,7 @@ class ReportSpec(KaliperModel):
     ] = Field(default_factory=lambda: ["json", "html", "table"])
     """json: the full report; html: plots that open offline; table: printed to the terminal."""
     directory: Annotated[str, Field(min_length=1, max_length=1024)] | None = None
-    """Where the local runtime writes report files. Default: ./kaliper-reports/<name>."""
+    """Where `kaliper run` writes report files. Default: ./kaliper-reports/<name>."""
     include_time_series: bool = True
     """Keep per-window and resource time series in the full report."""
     keep_for: Duration | None = None

@@ -139,7 +139,7 @@ def loadgen_config(
     )
 
 
-class LocalRuntime:
+class LocalExecutor:
     def __init__(self, options: RunOptions, progress: ProgressCallback | None = None, nvml: Nvml | None = None) -> None:
         self.options = options
         self.progress = progress or (lambda what, done, total: None)
