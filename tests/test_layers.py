@@ -7,6 +7,10 @@ from __future__ import annotations
 import ast
 from collections import defaultdict
 from pathlib import Path
+from typing import get_args
+
+from kaliper.api.modeldeployment import RuntimeType
+from kaliper.api.profilerun.vocabulary import Protocol
 
 PACKAGE = Path(__file__).resolve().parent.parent / "operator" / "kaliper"
 
@@ -170,14 +174,14 @@ def _branches_on(path: Path, names: set[str], attributes: set[str] = frozenset()
 
 def test_no_module_asks_for_a_runtime_by_name_outside_runtimes_and_the_api() -> None:
     # A runtime is asked what it does (kaliper.runtimes); only the API's own rules name runtimes.
-    runtimes = {"onnxruntime", "mlserver", "triton", "llamacpp", "vllm", "sglang", "tgi", "custom"}
+    runtimes = set(get_args(RuntimeType))  # a runtime added to the API is guarded without a change here
     outside = [p for p in PACKAGE.rglob("*.py") if component(module_name(p)) not in ("runtimes", "api")]
     assert [line for path in outside for line in _branches_on(path, runtimes)] == []
 
 
 def test_the_load_generators_stages_and_runners_never_branch_on_the_protocol() -> None:
     # The protocol's user class is chosen once (kaliper.loadgen.users); the rest never asks which it is.
-    protocols = {"oip-v2", "oip-v2-grpc", "http-json", "openai-chat", "openai-completions"}
+    protocols = set(get_args(Protocol))
     modules = ("controller", "topology", "generator", "pacing", "recorder", "stopping", "results")
     paths = [PACKAGE / "loadgen" / f"{name}.py" for name in modules]
     assert [line for p in paths for line in _branches_on(p, protocols, {"grpc", "streaming", "protocol"})] == []
@@ -188,3 +192,11 @@ def test_the_branch_finder_sees_a_branch_on_a_name_and_on_an_attribute(tmp_path:
     module.write_text('if spec.type == "vllm":\n    pass\nx = 1 if config.grpc else 2\ny = config.grpc\n')
     found = _branches_on(module, {"vllm"}, {"grpc"})
     assert [line.rpartition(":")[2] for line in found] == ["1", "3"]
+
+
+def test_every_protocol_the_api_accepts_has_its_user_class() -> None:
+    from kaliper.loadgen.users import USER_CLASSES
+
+    names = sorted(get_args(Protocol))
+    assert names == ["http-json", "oip-v2", "oip-v2-grpc", "openai-chat", "openai-completions"]
+    assert sorted(USER_CLASSES) == names
