@@ -74,7 +74,7 @@ def configuration_rows(trials: list[TrialReport], slo: SloSpec | None, choice: C
     for key, members in grouped.items():
         levels = qualified.get(key, [])
         row = ConfigurationRow(
-            parameters=dict(key), trials=[t.index for t in members], qualified=bool(levels), reason=""
+            parameters=members[0].configuration(), trials=[t.index for t in members], qualified=bool(levels), reason=""
         )
         if not levels:
             row.reason = _why_not(members, slo)
