@@ -22,17 +22,34 @@ from kopf.testing import KopfRunner
 from kaliper.manifests.profilerun import CONFIG_DIR, LABEL_ROLE, LABEL_RUN, LABEL_TRIAL, trial_name
 from tests.support.controlplane import ControlPlaneError, Kubectl
 
+# The tests' servers and Prometheus listen on loopback, where a cluster's tenancy policy refuses to send load
+# or queries by default (kaliper.profiling.tenancy): the test operators are allowed them, as an admin's values
+# would (tenancy.targets.cidrs, tenancy.prometheusUrls). tests/cluster/test_tenancy.py runs one without.
+LOOPBACK_ALLOWED = {"KALIPER_ALLOW_TARGET_CIDRS": "127.0.0.0/8", "KALIPER_ALLOW_PROMETHEUS_URLS": "*"}
+
 
 @contextmanager
-def running_operator(kubectl: Kubectl) -> Iterator[KopfRunner]:
-    """The operator, as `kopf run -A --standalone -m kaliper.controllers.main` runs it, until the block ends."""
+def running_operator(kubectl: Kubectl, allowed: dict[str, str] | None = None) -> Iterator[KopfRunner]:
+    """The operator, as `kopf run -A --standalone -m kaliper.controllers.main` runs it, until the block ends;
+    `allowed`: its tenancy settings (default: loopback targets and any Prometheus)."""
+    allowed = LOOPBACK_ALLOWED if allowed is None else allowed
+    saved = {name: os.environ.get(name) for name in {*LOOPBACK_ALLOWED, *allowed}}
     os.environ["KUBECONFIG"] = str(kubectl.kubeconfig)
+    for name in LOOPBACK_ALLOWED:
+        os.environ.pop(name, None)
+    os.environ.update(allowed)
     from kaliper.controllers import kube
 
     kube.api_client.cache_clear()
     args = ["run", "--all-namespaces", "--standalone", "-m", "kaliper.controllers.main"]
-    with KopfRunner(args, timeout=60) as runner:
-        yield runner
+    try:
+        with KopfRunner(args, timeout=60) as runner:
+            yield runner
+    finally:
+        for name, value in saved.items():
+            os.environ.pop(name, None)
+            if value is not None:
+                os.environ[name] = value
     assert runner.exception is None, runner.output
 
 
@@ -47,7 +64,7 @@ def _relocate(path: str, root: str) -> str:
 @contextmanager
 def operator_process(kubectl: Kubectl, log: Path) -> Iterator[subprocess.Popen]:
     """The operator as a process of its own (`kopf run`), so a test can SIGKILL it mid-step."""
-    env = {**os.environ, "KUBECONFIG": str(kubectl.kubeconfig), "KALIPER_LOG_LEVEL": "debug"}
+    env = {**os.environ, **LOOPBACK_ALLOWED, "KUBECONFIG": str(kubectl.kubeconfig), "KALIPER_LOG_LEVEL": "debug"}
     command = [
         sys.executable,
         "-m",

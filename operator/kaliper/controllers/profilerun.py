@@ -28,7 +28,7 @@ from kaliper.controllers import trial_moves as moves
 from kaliper.controllers.api_health import moving_s
 from kaliper.controllers.diagnosis import restarts_and_oom_kills, template_hashes
 from kaliper.controllers.recommendation import apply_recommendation
-from kaliper.controllers.run_records import REPORT_KEY, RunFailed, RunRecords, baseline_problem, baseline_report
+from kaliper.controllers.run_records import REPORT_KEY, RunFailed, RunRecords, baseline_report
 from kaliper.controllers.run_target import RunTarget
 from kaliper.controllers.run_workload import with_fitted_workload
 from kaliper.controllers.settings import SETTINGS, Settings
@@ -47,7 +47,7 @@ from kaliper.manifests.profilerun import (
 from kaliper.metrics.trial_window import TrialMeasurement
 from kaliper.profiling import trials as run_trials
 from kaliper.profiling.outcome import gated_readiness
-from kaliper.profiling.plan import cluster_problem, configurations, describe, machine_paths_problem, trial_protocol
+from kaliper.profiling.plan import configurations, describe, trial_protocol
 from kaliper.profiling.schedule import (
     PlannedTrial,
     planned_trials,
@@ -132,7 +132,7 @@ class RunStep(StatusStep[ProfileRunStatus]):
             self.fail("InvalidSpec", "; ".join(str(p) for p in problems_from(exc, ProfileRun)))
             return self.write()
         try:
-            self.spec = with_fitted_workload(self.spec, self.status, self.now)
+            self.spec = with_fitted_workload(self.spec, self.status)
             if not self.status.trials and not self.plan():
                 return self.write()
             self.configurations = configurations(self.spec, self.base())
@@ -161,8 +161,7 @@ class RunStep(StatusStep[ProfileRunStatus]):
         """Check what the run needs, snapshot its target and list its trials. False: not yet (the target
         does not exist yet)."""
         spec = self.spec
-        problem = machine_paths_problem(spec) or baseline_problem(spec, self.namespace)
-        if problem:
+        if problem := run_records.admission_problem(spec, self.namespace, SETTINGS.tenancy):
             raise RunFailed(problem)
         base, waiting = self.target.snapshot(self.now)
         if waiting is not None:
@@ -170,7 +169,7 @@ class RunStep(StatusStep[ProfileRunStatus]):
             self.condition("Progressing", False, "WaitingForTarget", waiting)
             return False
         configs = configurations(spec, base)
-        if problem := cluster_problem(spec, configs, self.namespace, SETTINGS.image):
+        if problem := run_records.trials_problem(spec, configs, self.namespace, SETTINGS.image, SETTINGS.tenancy):
             raise RunFailed(problem)
         trials = planned_trials(configs)
         for obj in loadgen_rbac(self.body):

@@ -19,8 +19,9 @@ from kaliper.api.units import parse_duration
 from kaliper.controllers import kube
 from kaliper.lifecycle.gc import FINISHED
 from kaliper.manifests.profilerun import build_report_configmap, report_name, trial_objects
-from kaliper.profiling.plan import Configuration
+from kaliper.profiling.plan import Configuration, cluster_problem, machine_paths_problem
 from kaliper.profiling.schedule import PlannedTrial, next_tie_break_trial
+from kaliper.profiling.tenancy import TenancyPolicy, caps_problem, tenancy_problem
 from kaliper.profiling.trials import median_stage
 from kaliper.report.publish import RESULT_KEY
 from kaliper.report.schema import LoadTestResult, ProfileReport, TrialReport, TrialResources
@@ -213,6 +214,20 @@ def _baseline_text(spec: ProfileRunSpec, namespace: str) -> tuple[str, str | Non
     assert source.config_map is not None
     configmap = kube.get("ConfigMap", namespace, source.config_map.name)
     return "spec.baseline.configMap", read_document(configmap, source.config_map.key) if configmap else None
+
+
+def admission_problem(spec: ProfileRunSpec, namespace: str, tenancy: TenancyPolicy) -> str | None:
+    """Why the run may not start at all, before it makes anything: a path on a machine, something outside
+    what its namespace may reach (kaliper.profiling.tenancy), a baseline that cannot be read."""
+    return machine_paths_problem(spec) or tenancy_problem(spec, namespace, tenancy) or baseline_problem(spec, namespace)
+
+
+def trials_problem(
+    spec: ProfileRunSpec, configs: list[Configuration], namespace: str, image: str, tenancy: TenancyPolicy
+) -> str | None:
+    """Why the planned trials cannot run here: too many, one the cluster cannot deploy, or more load than the
+    namespace may apply (its caps)."""
+    return cluster_problem(spec, configs, namespace, image) or caps_problem(spec, configs, namespace, tenancy)
 
 
 def baseline_problem(spec: ProfileRunSpec, namespace: str) -> str | None:

@@ -12,6 +12,7 @@ from kaliper.api.units import parse_duration
 from kaliper.manifests.modeldeployment import KALIPER_IMAGE
 from kaliper.manifests.profilerun import LoadgenPod
 from kaliper.metrics.trial_window import MetricsDefaults
+from kaliper.profiling.tenancy import LoadCaps, TenancyPolicy
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,8 @@ class Settings:
     operator_namespace: str | None = None
     # The namespaces the operator watches (the chart's watchNamespaces); empty: all of them.
     watch_namespaces: tuple[str, ...] = ()
+    # What a namespace's run may reach besides its own namespace and the Prometheus above (the chart's tenancy).
+    tenancy: TenancyPolicy = field(default_factory=TenancyPolicy)
     dcgm_enabled: bool = False
     dcgm_pod_label: str = "auto"
     loadgen: LoadgenPod = field(default_factory=lambda: LoadgenPod(image=KALIPER_IMAGE, resources={}))
@@ -45,6 +48,7 @@ class Settings:
     @classmethod
     def from_environment(cls, env: dict[str, str] | os._Environ[str] = os.environ) -> Settings:
         image = env.get("KALIPER_IMAGE", KALIPER_IMAGE)
+        caps = json.loads(env.get("KALIPER_LOAD_CAPS") or "{}")  # {"default": {...}, "namespaces": {ns: {...}}}
         return cls(
             step_interval_s=float(env.get("KALIPER_STEP_INTERVAL", "5")),
             api_qps=float(env.get("KALIPER_API_QPS", "50")),
@@ -56,6 +60,18 @@ class Settings:
             prometheus_scrape_interval=env.get("KALIPER_PROMETHEUS_SCRAPE_INTERVAL") or "30s",
             operator_namespace=env.get("KALIPER_NAMESPACE") or None,
             watch_namespaces=tuple(n for n in env.get("KALIPER_WATCH_NAMESPACES", "").split(",") if n),
+            tenancy=TenancyPolicy(
+                prometheus_url=env.get("KALIPER_PROMETHEUS_URL") or None,
+                prometheus_urls=_listed(env.get("KALIPER_ALLOW_PROMETHEUS_URLS")),
+                target_namespaces=_listed(env.get("KALIPER_ALLOW_TARGET_NAMESPACES")),
+                target_hosts=_listed(env.get("KALIPER_ALLOW_TARGET_HOSTS")),
+                target_cidrs=_listed(env.get("KALIPER_ALLOW_TARGET_CIDRS")),
+                caps=LoadCaps.from_values(caps.get("default") or {}),
+                namespace_caps=tuple(
+                    (name, LoadCaps.from_values(values or {}))
+                    for name, values in (caps.get("namespaces") or {}).items()
+                ),
+            ),
             dcgm_enabled=env.get("KALIPER_DCGM_ENABLED", "false") == "true",
             dcgm_pod_label=env.get("KALIPER_DCGM_POD_LABEL", "auto"),
             loadgen=LoadgenPod(
@@ -72,6 +88,11 @@ class Settings:
                 anti_affinity=env.get("KALIPER_LOADGEN_ANTI_AFFINITY") or "required",
             ),
         )
+
+
+def _listed(value: str | None) -> tuple[str, ...]:
+    """A comma-separated setting (the chart joins a list of values so)."""
+    return tuple(item.strip() for item in (value or "").split(",") if item.strip())
 
 
 class _Current:
