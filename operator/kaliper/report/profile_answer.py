@@ -1,6 +1,7 @@
 """The answer a profile report leads with (pure): which configuration to run, what it costs at its capacity,
-how many replicas, how certain the choice is, and what held each other configuration back. The HTML page
-opens with it; the figures it rests on follow in the table and the charts."""
+how many replicas and how certain the choice is (what held each other configuration back is
+profile_text.others, from the choice's rows). The HTML page opens with it; the figures it rests on follow in
+the table and the charts."""
 
 from __future__ import annotations
 
