@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 
@@ -12,6 +13,7 @@ import yaml
 
 from kaliper.api.loader import check_document, read_documents
 from kaliper.loadgen.config import LoadGenConfig
+from tests.support.cluster_objects import model_deployment
 from tests.support.controlplane import Kubectl
 from tests.support.paths import CATALOGUE, EXAMPLES, MINIMAL, REPO
 
@@ -303,3 +305,17 @@ def test_a_status_built_from_a_report_is_accepted_by_the_server(crds: Kubectl, n
     row = re.split(r"\s{2,}", crds("get", "profilerun", "from-report", "-n", namespace).stdout.splitlines()[1])
     # P99-ms: the 198th of the 200 latencies 1..200 ms, as the histogram holds it (198 ms to 3 significant digits).
     assert row[1:6] == ["Succeeded", "1/1", "198.015", "20", "NotMet"]
+
+
+def test_a_status_written_for_an_object_deleted_meanwhile_is_dropped(crds: Kubectl, namespace: str) -> None:
+    """A Deployment's event mirrored into its ModelDeployment just after a trial's teardown deleted it: the
+    operator's status write finds nothing, and that is no error (it logged a traceback before)."""
+    from kaliper.controllers import kube
+
+    os.environ["KUBECONFIG"] = str(crds.kubeconfig)
+    kube.api_client.cache_clear()
+    kube.patch_status("ModelDeployment", namespace, "gone", {"phase": "Ready"})
+    crds("apply", "-n", namespace, "-f", "-", input=json.dumps(model_deployment("here")))
+    kube.patch_status("ModelDeployment", namespace, "here", {"phase": "Pending", "message": "written"})
+    status = crds.json("get", "modeldeployment", "here", "-n", namespace)["status"]
+    assert (status["phase"], status["message"]) == ("Pending", "written")

@@ -232,7 +232,14 @@ def strategic_merge_patch(kind: str, namespace: str, name: str, patch: dict[str,
 
 @_guarded
 def patch_status(kind: str, namespace: str, name: str, status: dict[str, Any]) -> None:
-    result = _custom().patch_namespaced_custom_object_status(
-        GROUP, VERSION, namespace, CUSTOM_PLURALS[kind], name, {"status": status}, **CALL
-    )
+    """Write an object's status; one deleted since it was read has none to write (seen: a trial's Deployment
+    event mirrored into its ModelDeployment just after the trial's teardown deleted it)."""
+    try:
+        result = _custom().patch_namespaced_custom_object_status(
+            GROUP, VERSION, namespace, CUSTOM_PLURALS[kind], name, {"status": status}, **CALL
+        )
+    except client.ApiException as exc:
+        if exc.status == 404:
+            return
+        raise
     _remember(kind, _plain(result))
