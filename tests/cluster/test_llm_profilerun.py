@@ -21,7 +21,8 @@ from tests.support.operator_runner import Cluster, running_operator
 from tests.support.prometheus import instant_value, prometheus
 
 TOKENIZER_REF = {"configMap": {"name": "tiny-tokenizer", "key": "tokenizer.json"}}
-FINISHED = 'sum(vllm:request_success_total{model_name="truth"})'  # what streamtruth -vllm-metrics counted
+SERIES = 'vllm:request_success_total{model_name="truth"}'  # what streamtruth -vllm-metrics counted
+FINISHED = f"sum({SERIES})"
 CHAT_TEMPLATE_TOKENS = 16  # llama-server's ChatML around one user message, with the tiny model's tokenizer
 
 
@@ -73,8 +74,8 @@ def test_a_workload_fitted_from_prometheus_when_planned_is_kept_in_the_status_an
 ) -> None:  # type: ignore[no-untyped-def]
     """payload.prompts.fromPrometheus and load.fitted on the operator: bench/streamtruth exports vLLM's workload
     metrics to a real Prometheus after serving 40 known requests; the operator fits them once, when it plans the
-    run, keeps the fit in the status, and the load generator's Job sends it. A selector that matches nothing
-    fails the run with the reason."""
+    run, keeps the fit in the status, and the load generator's Job sends it; the selector reads the run's
+    namespace's series only (tenancy). A selector that matches nothing fails the run with the reason."""
     train_tokenizer(1024).save(str(tmp_path / "tokenizer.json"))
     tokenizer = {
         "apiVersion": "v1",
@@ -83,9 +84,16 @@ def test_a_workload_fitted_from_prometheus_when_planned_is_kept_in_the_status_an
         "data": {"tokenizer.json": (tmp_path / "tokenizer.json").read_text()},
     }
     flags = ("-vllm-metrics", "-ttft", "2ms", "-gap", "1ms")
-    with groundtruth(*flags, source=STREAM_SOURCE) as base, prometheus([base.removeprefix("http://")]) as prom:
+    # Scraped as the run's namespace's and, again, as another team's: the run reads its own namespace's alone.
+    with (
+        groundtruth(*flags, source=STREAM_SOURCE) as base,
+        prometheus([base.removeprefix("http://")], (namespace, "team-b")) as prom,
+    ):
         # Scraped before the first request: what a series counted before its first sample is in no window.
-        wait_for(lambda: instant_value(prom, FINISHED) == 0, timeout=30, interval=0.2)
+        # Both namespaces' series, or the other's rise would be missed and the test could not tell the two apart.
+        wait_for(
+            lambda: instant_value(prom, f"count(sum by (namespace) ({SERIES}) == 0)") == 2, timeout=30, interval=0.2
+        )
         # 40 requests: prompts of 50 and 150 words in turn (mean 100), answers of 8 tokens.
         for i in range(40):
             body = {
@@ -95,7 +103,7 @@ def test_a_workload_fitted_from_prometheus_when_planned_is_kept_in_the_status_an
             }
             request = urllib.request.Request(f"{base}/v1/completions", json.dumps(body).encode(), method="POST")
             urllib.request.urlopen(request, timeout=10).read()
-        wait_for(lambda: instant_value(prom, FINISHED) == 40, timeout=30, interval=0.5)
+        wait_for(lambda: instant_value(prom, FINISHED) == 80, timeout=30, interval=0.5)  # 40 in each namespace
 
         def run(name: str, selector: str) -> dict:
             prompts = {
@@ -123,6 +131,7 @@ def test_a_workload_fitted_from_prometheus_when_planned_is_kept_in_the_status_an
         cluster.wait_trial(0, "Running")
         workload = cluster.status()["workload"]
         assert workload["source"].startswith(f'{prom} {{model_name="truth"}} over the 10m to ')
+        assert workload["fit"][0].startswith('40 requests finished in 600s by {model_name="truth"} (1 replica)')
         synthetic = workload["prompts"]
         assert (synthetic["inputTokens"]["mean"], synthetic["outputTokens"]["mean"]) == (100, 8)
         assert (synthetic["inputTokens"]["min"], synthetic["inputTokens"]["max"]) == (21, 200)  # buckets 21-50, 101-200

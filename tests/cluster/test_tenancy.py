@@ -1,6 +1,7 @@
 """A namespace user's ProfileRuns against an operator with the chart's default tenancy (nothing allowed beyond
 the run's namespace and the admin's Prometheus, users capped at 16), as an attacker would write them: the
-metadata address, the API server, another namespace's Service, more users than the cap, another Prometheus.
+metadata address, the API server, another namespace's Service, more users than the cap, another namespace's
+series in PromQL, another Prometheus.
 Each is refused before anything is made, with the setting that would allow it; a run within its namespace goes
 ahead. The policy's every case is tests/profiling/test_tenancy.py."""
 
@@ -47,6 +48,17 @@ def test_a_run_reaches_nothing_outside_its_namespace_and_is_refused_before_anyth
             profile_run("crowd", None, sweep={"concurrency": [2, 64]}),
             "the run asks for 64 concurrent users (load.closedLoop.concurrency, sweep.concurrency), more than the 16 "
             "its namespace ",
+        ),
+        "peek": (
+            profile_run(
+                "peek",
+                None,
+                metrics={
+                    "prometheus": {"url": ADMIN_PROMETHEUS},
+                    "customQueries": [{"name": "secrets", "query": 'sum(kube_secret_info{namespace="team-b"})'}],
+                },
+            ),
+            'spec.metrics.customQueries[0].query: kube_secret_info{namespace="team-b"} reads namespace team-b; ',
         ),
         "prometheus": (
             profile_run("prometheus", "http://prometheus.team-b:9090"),

@@ -11,6 +11,7 @@ import pytest
 
 from kaliper.api.profilerun import CustomQuery
 from kaliper.metrics.prometheus import PrometheusMetrics, Window
+from kaliper.metrics.promql_scope import QueryScope
 from kaliper.netutil import free_port
 from tests.support import exporter
 from tests.support.controlplane import wait_for
@@ -69,6 +70,30 @@ def test_a_custom_query_that_cannot_be_one_figure_says_why(metrics) -> None:  # 
         "customQueries per_pod: returned 2 series, not one; aggregate it in PromQL (such as sum(...))"
     )
     assert unavailable[1].startswith("customQueries typo: ")
+
+
+def test_a_namespaces_custom_query_reads_only_its_namespaces_series(metrics) -> None:  # type: ignore[no-untyped-def]
+    """The operator's client for a run of namespace ml: a query without a namespace reads ml's series alone
+    (every namespace of the scene exports memory), one naming another namespace is refused with the reason."""
+    client, window = metrics
+    confined = PrometheusMetrics(client.client.url, scope=QueryScope(exporter.NAMESPACE))
+    every_container = 'sum(container_memory_working_set_bytes{container!="",container!="POD"})'
+    figures, unavailable = confined.custom(
+        window,
+        [
+            query("memory", every_container, "last", "bytes"),
+            query("chat_memory", 'sum(container_memory_working_set_bytes{namespace="chat"})', "last"),
+        ],
+    )
+    assert [(f.name, f.value) for f in figures] == [("memory", 200 * 2**20 + 100 * 2**20 + 9 * 2**30)]
+    assert unavailable == [
+        'customQueries chat_memory: container_memory_working_set_bytes{namespace="chat"} reads namespace chat; a '
+        "run of namespace ml reads only its own series, unless the cluster admin allows more (the chart's "
+        "tenancy.queries.namespaces)"
+    ]
+    # The same query unconfined (`kaliper run`, or the admin's "*") reads every namespace's containers.
+    everything, _ = client.custom(window, [query("memory", every_container, "last", "bytes")])
+    assert everything[0].value > 200 * 2**20 + 100 * 2**20 + 9 * 2**30
 
 
 def test_profiling_metrics_add_the_engine_and_sm_activity_where_exported(metrics) -> None:  # type: ignore[no-untyped-def]

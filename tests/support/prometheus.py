@@ -23,10 +23,13 @@ global:
   scrape_interval: 1s
   evaluation_interval: 1s
 scrape_configs:
-  - job_name: test
+"""
+JOB = """
+  - job_name: {name}
     honor_timestamps: true
     static_configs:
       - targets: [{targets}]
+        labels: {labels}
 """
 
 # kube-prometheus-stack's kubelet job for cAdvisor: HTTPS to the kubelet, the exporter's timestamps kept.
@@ -90,8 +93,13 @@ def _run(config_text: str, address: str) -> Iterator[str]:
 
 
 @contextmanager
-def prometheus(targets: list[str]) -> Iterator[str]:
-    with _run(CONFIG.format(targets=", ".join(f'"{t}"' for t in targets)), "127.0.0.1") as url:
+def prometheus(targets: list[str], namespaces: tuple[str, ...] = ()) -> Iterator[str]:
+    """Prometheus on loopback scraping `targets` every second; with `namespaces`, once per namespace, each
+    scrape's series labelled with it, as Kubernetes discovery labels a pod's series with its namespace."""
+    listed = ", ".join(f'"{t}"' for t in targets)
+    jobs = [JOB.format(name=f"ns-{n}", targets=listed, labels=f"{{namespace: {n}}}") for n in namespaces]
+    config = CONFIG + "".join(jobs or [JOB.format(name="test", targets=listed, labels="{}")])
+    with _run(config, "127.0.0.1") as url:
         yield url
 
 

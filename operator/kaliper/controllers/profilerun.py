@@ -132,7 +132,7 @@ class RunStep(StatusStep[ProfileRunStatus]):
             self.fail("InvalidSpec", "; ".join(str(p) for p in problems_from(exc, ProfileRun)))
             return self.write()
         try:
-            self.spec = with_fitted_workload(self.spec, self.status)
+            self.spec = with_fitted_workload(self.spec, self.status, self.namespace)
             if not self.status.trials and not self.plan():
                 return self.write()
             self.configurations = configurations(self.spec, self.base())

@@ -19,6 +19,8 @@ from kaliper.api.units import parse_duration
 from kaliper.controllers import kube
 from kaliper.lifecycle.gc import FINISHED
 from kaliper.manifests.profilerun import build_report_configmap, report_name, trial_objects
+from kaliper.metrics.promql_scope import QueryScope
+from kaliper.metrics.written_queries import written_queries_problem
 from kaliper.profiling.plan import Configuration, cluster_problem, machine_paths_problem
 from kaliper.profiling.schedule import PlannedTrial, next_tie_break_trial
 from kaliper.profiling.tenancy import TenancyPolicy, caps_problem, tenancy_problem
@@ -218,8 +220,19 @@ def _baseline_text(spec: ProfileRunSpec, namespace: str) -> tuple[str, str | Non
 
 def admission_problem(spec: ProfileRunSpec, namespace: str, tenancy: TenancyPolicy) -> str | None:
     """Why the run may not start at all, before it makes anything: a path on a machine, something outside
-    what its namespace may reach (kaliper.profiling.tenancy), a baseline that cannot be read."""
-    return machine_paths_problem(spec) or tenancy_problem(spec, namespace, tenancy) or baseline_problem(spec, namespace)
+    what its namespace may reach (kaliper.profiling.tenancy), PromQL reading another namespace's series
+    (kaliper.metrics.written_queries), a baseline that cannot be read."""
+    return (
+        machine_paths_problem(spec)
+        or tenancy_problem(spec, namespace, tenancy)
+        or written_queries_problem(spec, query_scope(namespace, tenancy))
+        or baseline_problem(spec, namespace)
+    )
+
+
+def query_scope(namespace: str, tenancy: TenancyPolicy) -> QueryScope:
+    """What the PromQL a run of `namespace` writes may read: its namespace, and those the admin allowed."""
+    return QueryScope(namespace, tenancy.query_namespaces)
 
 
 def trials_problem(

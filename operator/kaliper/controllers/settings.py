@@ -42,7 +42,11 @@ class Settings:
 
     def metrics_defaults(self) -> MetricsDefaults:
         return MetricsDefaults(
-            self.prometheus_url, self.prometheus_scrape_interval, self.dcgm_enabled, self.dcgm_pod_label
+            self.prometheus_url,
+            self.prometheus_scrape_interval,
+            self.dcgm_enabled,
+            self.dcgm_pod_label,
+            self.tenancy.query_namespaces,
         )
 
     @classmethod
@@ -66,6 +70,7 @@ class Settings:
                 target_namespaces=_listed(env.get("KALIPER_ALLOW_TARGET_NAMESPACES")),
                 target_hosts=_listed(env.get("KALIPER_ALLOW_TARGET_HOSTS")),
                 target_cidrs=_listed(env.get("KALIPER_ALLOW_TARGET_CIDRS")),
+                query_namespaces=_listed(env.get("KALIPER_ALLOW_QUERY_NAMESPACES")),
                 caps=LoadCaps.from_values(caps.get("default") or {}),
                 namespace_caps=tuple(
                     (name, LoadCaps.from_values(values or {}))

@@ -25,6 +25,7 @@ from typing import Any
 from kaliper.api.profilerun import CustomQuery
 from kaliper.measure.statistics import nearest_rank
 from kaliper.metrics.prometheus_api import PrometheusAPI
+from kaliper.metrics.promql_scope import QueryScope
 from kaliper.report.schema import CustomFigure, ResourceSeriesPoint, TrialResources
 
 CONTAINER = 'container!="",container!="POD"'
@@ -136,14 +137,21 @@ class Figures:
 
 
 class PrometheusMetrics:
-    def __init__(self, url: str, timeout_s: float = 10) -> None:
+    def __init__(self, url: str, timeout_s: float = 10, scope: QueryScope | None = None) -> None:
         # Bounded at every level: PromQL's own timeout on the server, an HTTP timeout on each request, and
         # few retries (prometheus_api), so one query costs at most about three timeouts.
         self.client = PrometheusAPI(url, timeout_s)
         self.timeout_s = timeout_s
+        # What a namespace's own PromQL may read (the operator's runs); None: `kaliper run`, or the CLI's user.
+        self.scope = scope
 
     def instant(self, query: str, at: float) -> list[dict[str, Any]]:
         return self.client.query(query, at, self.timeout_s)
+
+    def written_instant(self, query: str, at: float) -> list[dict[str, Any]]:
+        """An instant query a user wrote (in part): confined to the run's namespace first, where it has one;
+        QueryRefused says why not. The queries this module builds name the trial's namespace themselves."""
+        return self.instant(self.scope.confine(query) if self.scope else query, at)
 
     def scalar(self, query: str, at: float) -> float | None:
         """The single value of an instant query, or None when there is no series or the value is NaN."""
@@ -212,8 +220,8 @@ class PrometheusMetrics:
             if query.aggregate != "last":
                 promql = f"{over_time[query.aggregate]}(({promql})[{window.range}:{subquery_step(window)}])"
             try:
-                result = self.instant(promql, window.end)
-            except Exception as exc:  # a PromQL error is the user's to fix: say which query and why
+                result = self.written_instant(promql, window.end)
+            except Exception as exc:  # a PromQL error (or a refusal) is the user's to fix: say which query and why
                 unavailable.append(f"customQueries {query.name}: {exc}")
                 continue
             if len(result) != 1:

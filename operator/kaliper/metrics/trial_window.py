@@ -12,6 +12,7 @@ from kaliper.api.profilerun import MetricsSpec
 from kaliper.api.units import parse_duration
 from kaliper.metrics import server_load as prometheus_server_load
 from kaliper.metrics.prometheus import PrometheusMetrics, Window, trial_resources
+from kaliper.metrics.promql_scope import QueryScope
 from kaliper.report.schema import ServerLoad, StageResult, TrialResources
 
 # How long after the window's end a trial waits for Prometheus's next scrape: three intervals and a little
@@ -28,6 +29,7 @@ class MetricsDefaults:
     scrape_interval: str
     dcgm_enabled: bool
     dcgm_pod_label: str
+    query_namespaces: tuple[str, ...] = ()  # besides a run's own, whose series its customQueries may read
 
 
 @dataclass(frozen=True)
@@ -88,6 +90,11 @@ class TrialMeasurement:
     stage: StageResult
     now: datetime
 
+    @property
+    def scope(self) -> QueryScope:
+        """What the run's own PromQL (customQueries) may read: its namespace, and those the admin allowed."""
+        return QueryScope(self.namespace, self.defaults.query_namespaces)
+
     def waiting_for_scrape(self, query: TrialQuery, window: Window) -> bool:
         return self.now.timestamp() <= window.end + SCRAPE_WAITS * query.scrape_interval_s + SCRAPE_SLACK_S
 
@@ -105,7 +112,7 @@ class TrialMeasurement:
             return TrialResources(source="prometheus", unavailable=[f"resources: no server pods of {self.trial} found"])
         window = load_window(self.namespace, self.pod_regex, self.stage, query.scrape_interval_s)
         return trial_resources(
-            PrometheusMetrics(query.prometheus_url, query.timeout_s),
+            PrometheusMetrics(query.prometheus_url, query.timeout_s, self.scope),
             window,
             wait_for_scrape=self.waiting_for_scrape(query, window),
             gpu=query.gpu,

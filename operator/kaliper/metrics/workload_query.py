@@ -22,6 +22,7 @@ from kaliper.log import redacted_url
 from kaliper.measure.workload_fit import FitError, LengthFit, WorkloadFit, fit_burstiness, fit_lognormal
 from kaliper.metrics.prometheus import PrometheusMetrics
 from kaliper.metrics.prometheus_api import PrometheusError
+from kaliper.metrics.promql_scope import QueryRefused, QueryScope
 from kaliper.profiling.workload import fitted_workload
 from kaliper.runtimes.server_load import rise
 from kaliper.runtimes.vllm import WORKLOAD_SERIES
@@ -97,8 +98,9 @@ def read_workload(client: PrometheusMetrics, selector: str, window_s: float, end
     )
 
 
-def fit_for_run(spec: ProfileRunSpec, end: float) -> FittedWorkload:
-    """payload.prompts.fromPrometheus read and fitted for a run being planned (at unix time `end`)."""
+def fit_for_run(spec: ProfileRunSpec, end: float, scope: QueryScope | None = None) -> FittedWorkload:
+    """payload.prompts.fromPrometheus read and fitted for a run being planned (at unix time `end`); `scope`:
+    the namespace the operator's run reads."""
     prompts = spec.payload.prompts
     assert prompts is not None and prompts.from_prometheus is not None
     source = prompts.from_prometheus
@@ -107,8 +109,8 @@ def fit_for_run(spec: ProfileRunSpec, end: float) -> FittedWorkload:
     window_s = parse_duration(source.window)
     where = f"{redacted_url(url)} {{{normalise_selector(source.selector)}}} over the {source.window} to"
     try:
-        fit = read_workload(PrometheusMetrics(url, timeout), source.selector, window_s, end)
-    except (WorkloadError, PrometheusError, httpx.TransportError) as exc:  # their messages show no password
+        fit = read_workload(PrometheusMetrics(url, timeout, scope), source.selector, window_s, end)
+    except (WorkloadError, PrometheusError, QueryRefused, httpx.TransportError) as exc:  # messages show no password
         raise WorkloadError(f"payload.prompts.fromPrometheus: {exc}") from exc
     at = datetime.fromtimestamp(end, UTC)
     return fitted_workload(fit, spec, f"{where} {at.isoformat(timespec='seconds')}", at)
@@ -125,7 +127,7 @@ class _Reader:
     def samples(self, metric: str) -> dict[Labels, Points]:
         """Each matching series' raw samples inside the window, oldest first."""
         query = f"{metric}{{{self.matchers}}}[{round(self.window_s * 1000)}ms]"  # PromQL durations are whole numbers
-        result: list[dict[str, Any]] = self.client.instant(query, self.end)
+        result: list[dict[str, Any]] = self.client.written_instant(query, self.end)
         return {
             tuple(sorted(series["metric"].items())): [(float(t), float(v)) for t, v in series["values"]]
             for series in result

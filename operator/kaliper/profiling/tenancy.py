@@ -66,6 +66,9 @@ class TenancyPolicy:
     """Host names outside the cluster a run may load (tenancy.targets.hosts)."""
     target_cidrs: tuple[str, ...] = ()
     """IP ranges a run may load by address (tenancy.targets.cidrs), such as 10.0.0.0/8."""
+    query_namespaces: tuple[str, ...] = ()
+    """Namespaces besides its own whose series a run's PromQL may read (tenancy.queries.namespaces); "*": any,
+    queries not confined. Applied by kaliper.metrics.promql_scope."""
     caps: LoadCaps = field(default_factory=LoadCaps)
     """Every namespace's caps (tenancy.caps)."""
     namespace_caps: tuple[tuple[str, LoadCaps], ...] = ()
