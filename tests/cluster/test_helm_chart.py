@@ -81,9 +81,20 @@ def test_chart_lints_and_renders(crds: Kubectl) -> None:
     container = deployment["spec"]["template"]["spec"]["containers"][0]
     assert container["command"][-2:] == ["--namespace=ml", "--namespace=staging"]
     # Watching two namespaces: Roles there, and cluster-wide only what has no namespace.
-    roles = {d["metadata"]["namespace"]: d for d in documents if d["kind"] == "Role"}
-    assert sorted(roles) == ["ml", "staging"]
-    assert sorted(d["metadata"]["namespace"] for d in documents if d["kind"] == "RoleBinding") == ["ml", "staging"]
+    # (And one in namespace default that reads the API server's Service and endpoints: the load generators'
+    # NetworkPolicy lets them reach it.)
+    roles = {(d["metadata"]["namespace"], d["metadata"]["name"]): d for d in documents if d["kind"] == "Role"}
+    assert sorted(roles) == [
+        ("default", "kaliper-kaliper-api-server"),
+        ("ml", "kaliper-kaliper"),
+        ("staging", "kaliper-kaliper"),
+    ]
+    assert roles[("default", "kaliper-kaliper-api-server")]["rules"] == [
+        {"apiGroups": [""], "resources": ["services"], "resourceNames": ["kubernetes"], "verbs": ["get"]},
+        {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"], "verbs": ["list"]},
+    ]
+    bindings = sorted(d["metadata"]["namespace"] for d in documents if d["kind"] == "RoleBinding")
+    assert bindings == ["default", "ml", "staging"]
     (cluster_role,) = [d for d in documents if d["kind"] == "ClusterRole"]
     assert cluster_role["rules"] == [
         {
@@ -150,7 +161,8 @@ def test_names_can_be_overridden_and_monitors_labelled_for_the_prometheus_that_s
     names = {
         d["metadata"]["name"] for d in yaml.safe_load_all(full.stdout) if d and d["kind"] != "CustomResourceDefinition"
     }
-    assert names == {"kaliper-operator", "kaliper-operator-test"}  # the second: `helm test`'s pod
+    # `helm test`'s pod, and the Role (and binding) that reads the API server's endpoints in namespace default.
+    assert names == {"kaliper-operator", "kaliper-operator-test", "kaliper-operator-api-server"}
 
 
 def test_install_notes_say_what_to_run_and_what_is_missing(crds: Kubectl, namespace: str) -> None:

@@ -3,7 +3,8 @@ the run's namespace and the admin's Prometheus, users capped at 16), as an attac
 metadata address, the API server, another namespace's Service, more users than the cap, another namespace's
 series in PromQL, another Prometheus.
 Each is refused before anything is made, with the setting that would allow it; a run within its namespace goes
-ahead. The policy's every case is tests/profiling/test_tenancy.py."""
+ahead, its load generators held by a NetworkPolicy to its target. The policy's every case is
+tests/profiling/test_tenancy.py."""
 
 from __future__ import annotations
 
@@ -81,3 +82,43 @@ def test_a_run_reaches_nothing_outside_its_namespace_and_is_refused_before_anyth
     apply(crds, namespace, own)
     status = Cluster(crds, namespace, "own").wait_phase("Running")
     assert [t["name"] for t in status["trials"]] == ["own-t0"]
+    # Its load generators' NetworkPolicy reaches the pods behind the Service it names, DNS, the API server (this
+    # control plane's `kubernetes` Service at 10.0.0.1:443; it publishes no endpoints for its loopback address)
+    # and their master, nothing else; owned by the run.
+    policy = crds.json("get", "networkpolicy", "own-loadgen", "-n", namespace)
+    assert policy["metadata"]["ownerReferences"][0]["name"] == "own"
+    iris = {"app.kubernetes.io/instance": "iris", "app.kubernetes.io/name": "kaliper-model"}
+    assert policy["spec"] == {
+        "podSelector": {
+            "matchLabels": {"kaliper.dev/profilerun": "own"},
+            "matchExpressions": [
+                {"key": "kaliper.dev/role", "operator": "In", "values": ["loadgen", "loadgen-master"]}
+            ],
+        },
+        "policyTypes": ["Egress"],
+        "egress": [
+            {
+                "to": [
+                    {
+                        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
+                        "podSelector": {"matchLabels": {**iris, "kaliper.dev/modeldeployment": "iris"}},
+                    }
+                ]
+            },
+            {
+                "to": [{"namespaceSelector": {}, "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}}],
+                "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}],
+            },
+            {"to": [{"ipBlock": {"cidr": "10.0.0.1/32"}}], "ports": [{"protocol": "TCP", "port": 443}]},
+            {
+                "to": [
+                    {
+                        "podSelector": {
+                            "matchLabels": {"kaliper.dev/profilerun": "own", "kaliper.dev/role": "loadgen-master"}
+                        }
+                    }
+                ],
+                "ports": [{"protocol": "TCP", "port": 5557}],
+            },
+        ],
+    }

@@ -115,6 +115,23 @@ def test_the_walkthroughs_profilerun_succeeds_with_resource_figures_from_prometh
     assert status["trials"][0]["resources"]["cpuThrottledRatio"] > 0  # 500m is tight for this load
 
 
+def test_the_runs_load_generators_are_held_to_their_trial_servers_by_a_network_policy(walkthrough, kind) -> None:  # type: ignore[no-untyped-def]
+    """The chart's operator (its RBAC reads the API server's endpoints in namespace default) gives the run's
+    load generators a NetworkPolicy: their trial servers, DNS, the API server's address and endpoints, their
+    master. This cluster's pod network does not enforce it (docs/security.md says why): this checks what the
+    operator writes with the chart's RBAC, not how a network plugin applies it."""
+    policy = kind.kubectl.json("get", "networkpolicy", "iris-sweep-loadgen")["spec"]
+    servers = {"kaliper.dev/profilerun": "iris-sweep", "kaliper.dev/role": "server"}
+    assert policy["egress"][0] == {"to": [{"podSelector": {"matchLabels": servers}}]}
+    selector = "kubernetes.io/service-name=kubernetes"
+    slices = kind.kubectl.json("get", "endpointslices", "-n", "default", "-l", selector)["items"]
+    endpoints = {f"{a}/32" for s in slices for e in s["endpoints"] for a in e["addresses"]}
+    cluster_ip = kind.kubectl.json("get", "service", "kubernetes", "-n", "default")["spec"]["clusterIP"]
+    assert len(endpoints) == 1  # one control-plane node
+    assert {peer["ipBlock"]["cidr"] for peer in policy["egress"][2]["to"]} == {f"{cluster_ip}/32", *endpoints}
+    assert {port["port"] for port in policy["egress"][2]["ports"]} == {443, 6443}
+
+
 def test_each_trials_cpu_matches_the_kernels_accounting_of_the_servers_cgroup(walkthrough, kind) -> None:  # type: ignore[no-untyped-def]
     steps, truth = walkthrough
     full = json.loads(steps.shell(".venv/bin/kaliper report iris-sweep --json"))

@@ -8,7 +8,7 @@ import pytest
 from kaliper.api.modeldeployment import ModelDeploymentSpec
 from kaliper.api.profilerun import ProfileRunSpec
 from kaliper.profiling.plan import configurations
-from kaliper.profiling.tenancy import LoadCaps, TenancyPolicy, caps_problem, tenancy_problem
+from kaliper.profiling.tenancy import LoadCaps, LoadReach, TenancyPolicy, caps_problem, load_reach, tenancy_problem
 from tests.support.specs import BASE
 from tests.support.specs import spec as sweep_spec
 
@@ -119,3 +119,26 @@ def test_gpus_held_at_once_count_each_trials_gpus_replicas_and_the_trials_at_onc
         "(the chart's tenancy.caps.gpus)"
     )
     assert caps_refusal(run, TenancyPolicy(caps=LoadCaps(gpus=6)), gpu) is None
+
+
+def test_the_load_generators_reach_their_resolved_target_alone() -> None:
+    def reach(target: dict, selector: dict | None = None) -> LoadReach:
+        return load_reach(spec(target), "run", "team-a", selector)
+
+    assert reach({"deploymentRef": {"name": "iris"}}) == LoadReach(
+        [{"podSelector": {"matchLabels": {"kaliper.dev/profilerun": "run", "kaliper.dev/role": "server"}}}]
+    )
+    own = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "team-a"}}}
+    assert reach({"url": "http://scorer:8080"}, {"app": "scorer"}) == LoadReach(
+        [{**own, "podSelector": {"matchLabels": {"app": "scorer"}}}]
+    )
+    assert reach({"url": "http://payments.team-b.svc"}) == LoadReach(
+        [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "team-b"}}}],
+        wider="Service payments has no selector (or cannot be read): any pod of team-b",
+    )
+    assert reach({"url": "http://10.96.0.7:9000"}) == LoadReach([{"ipBlock": {"cidr": "10.96.0.7/32"}}])
+    assert reach({"url": "https://scoring.example.com/v1"}) == LoadReach(
+        [{"ipBlock": {"cidr": "0.0.0.0/0"}}, {"ipBlock": {"cidr": "::/0"}}],
+        [{"protocol": "TCP", "port": 443}],
+        wider="scoring.example.com is outside the cluster: any address, port 443",
+    )

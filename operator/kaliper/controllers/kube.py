@@ -43,6 +43,8 @@ TYPED = {
     "Job": (client.BatchV1Api, "job"),
     "Role": (client.RbacAuthorizationV1Api, "role"),
     "RoleBinding": (client.RbacAuthorizationV1Api, "role_binding"),
+    "NetworkPolicy": (client.NetworkingV1Api, "network_policy"),
+    "EndpointSlice": (client.DiscoveryV1Api, "endpoint_slice"),
 }
 
 

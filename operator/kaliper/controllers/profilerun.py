@@ -23,7 +23,7 @@ from kaliper.api.loader import problems_from
 from kaliper.api.modeldeployment import ModelDeploymentTemplate
 from kaliper.api.profilerun import ProfileRunStatus, Progress, ReportReference, ResourceUsage, TrialSummary
 from kaliper.api.resources import ProfileRun
-from kaliper.controllers import kube, metrics, run_records
+from kaliper.controllers import kube, metrics, run_network, run_records
 from kaliper.controllers import trial_moves as moves
 from kaliper.controllers.api_health import moving_s
 from kaliper.controllers.diagnosis import restarts_and_oom_kills, template_hashes
@@ -39,7 +39,6 @@ from kaliper.manifests.profilerun import (
     LABEL_RUN,
     LABEL_TRIAL,
     build_loadgen,
-    loadgen_rbac,
     report_name,
     trial_name,
     trial_objects,
@@ -172,7 +171,7 @@ class RunStep(StatusStep[ProfileRunStatus]):
         if problem := run_records.trials_problem(spec, configs, self.namespace, SETTINGS.image, SETTINGS.tenancy):
             raise RunFailed(problem)
         trials = planned_trials(configs)
-        for obj in loadgen_rbac(self.body):
+        for obj in run_network.loadgen_objects(self.body, spec):
             kube.apply(obj)
         self.status.phase, self.status.message, self.status.start_time = "Running", None, self.now
         self.status.trials = [

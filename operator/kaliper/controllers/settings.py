@@ -36,6 +36,9 @@ class Settings:
     watch_namespaces: tuple[str, ...] = ()
     # What a namespace's run may reach besides its own namespace and the Prometheus above (the chart's tenancy).
     tenancy: TenancyPolicy = field(default_factory=TenancyPolicy)
+    # Each run's load generators get a NetworkPolicy reaching their target alone (the chart's
+    # tenancy.networkPolicy); it binds where the cluster's network plugin enforces NetworkPolicy.
+    loadgen_network_policy: bool = True
     dcgm_enabled: bool = False
     dcgm_pod_label: str = "auto"
     loadgen: LoadgenPod = field(default_factory=lambda: LoadgenPod(image=KALIPER_IMAGE, resources={}))
@@ -77,6 +80,7 @@ class Settings:
                     for name, values in (caps.get("namespaces") or {}).items()
                 ),
             ),
+            loadgen_network_policy=env.get("KALIPER_LOADGEN_NETWORK_POLICY", "true") == "true",
             dcgm_enabled=env.get("KALIPER_DCGM_ENABLED", "false") == "true",
             dcgm_pod_label=env.get("KALIPER_DCGM_POD_LABEL", "auto"),
             loadgen=LoadgenPod(

@@ -94,7 +94,17 @@ def orphans(
 KEEP_UNTIL = "kaliper.dev/keep-until"
 
 # Kinds Kaliper creates for its resources (labelled app.kubernetes.io/managed-by=kaliper), owned by them.
-MADE_KINDS = ("ModelDeployment", "Deployment", "Service", "Job", "ConfigMap", "ServiceAccount", "Role", "RoleBinding")
+MADE_KINDS = (
+    "ModelDeployment",
+    "Deployment",
+    "Service",
+    "Job",
+    "ConfigMap",
+    "ServiceAccount",
+    "Role",
+    "RoleBinding",
+    "NetworkPolicy",
+)
 MANAGED = "app.kubernetes.io/managed-by=kaliper"
 OWNER_KINDS = ("ProfileRun", "ModelDeployment", "ModelOptimization")
 RUN_KINDS = ("ProfileRun", "ModelOptimization")

@@ -365,6 +365,59 @@ def loadgen_rbac(run: dict[str, Any]) -> list[dict[str, Any]]:
     return results_writer_identity(owned_meta(run, loadgen_account(run["metadata"]["name"]), "loadgen-identity"))
 
 
+REACH_ANNOTATION = "kaliper.dev/reach"
+# The cluster's DNS: CoreDNS and kube-dns pods carry this label in every distribution.
+CLUSTER_DNS = {
+    "to": [{"namespaceSelector": {}, "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}}],
+    "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}],
+}
+
+
+def loadgen_network_policy(
+    run: dict[str, Any],
+    target: list[dict[str, Any]],
+    target_ports: list[dict[str, Any]] | None,
+    api_server: list[tuple[str, int]],
+    wider: str | None = None,
+) -> dict[str, Any]:
+    """The run's NetworkPolicy: its load-generator pods may reach their target (`target`: the egress peers,
+    on `target_ports` or any port), the cluster's DNS, the API server (`api_server`: its addresses and ports,
+    where they write their results) and, with load.workers, their master; nothing else, where the cluster's
+    network enforces NetworkPolicy. Owned by the run; `wider`: why the target's peers are wider than the target
+    itself, kept in an annotation."""
+    name = run["metadata"]["name"]
+    meta = owned_meta(run, loadgen_account(name), "loadgen-network")
+    if wider:
+        meta["annotations"] = {REACH_ANNOTATION: wider}
+    to_target: dict[str, Any] = {"to": target, **({"ports": target_ports} if target_ports else {})}
+    egress = [to_target, CLUSTER_DNS]
+    if api_server:
+        blocks = sorted({f"{ip}/{128 if ':' in ip else 32}" for ip, _ in api_server})
+        ports = sorted({port for _, port in api_server})
+        egress.append(
+            {
+                "to": [{"ipBlock": {"cidr": block}} for block in blocks],
+                "ports": [{"protocol": "TCP", "port": port} for port in ports],
+            }
+        )
+    master = {"matchLabels": {LABEL_RUN: name, LABEL_ROLE: "loadgen-master"}}
+    egress.append({"to": [{"podSelector": master}], "ports": [{"protocol": "TCP", "port": LOADGEN_PORT}]})
+    generators = {LABEL_RUN: name}, ["loadgen", "loadgen-master"]
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": meta,
+        "spec": {
+            "podSelector": {
+                "matchLabels": generators[0],
+                "matchExpressions": [{"key": LABEL_ROLE, "operator": "In", "values": generators[1]}],
+            },
+            "policyTypes": ["Egress"],
+            "egress": egress,
+        },
+    }
+
+
 def results_writer_identity(meta: dict[str, Any]) -> list[dict[str, Any]]:
     """A ServiceAccount (named and owned as `meta` says) that may create ConfigMaps, its results, and nothing
     else: the load generator's and the optimizer's."""

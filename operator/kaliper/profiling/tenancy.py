@@ -13,6 +13,7 @@ from typing import Any
 
 from kaliper.api.profilerun import ProfileRunSpec
 from kaliper.api.units import parse_duration
+from kaliper.manifests.profilerun import LABEL_ROLE, LABEL_RUN
 from kaliper.profiling.plan import Configuration
 
 ANY = "*"
@@ -119,33 +120,54 @@ def _address_kind(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> str
     return "an IP address, which may be any pod, node or host the cluster reaches"
 
 
-def _target_problem(url: str, namespace: str, policy: TenancyPolicy) -> str | None:
-    host = (urllib.parse.urlsplit(url).hostname or "").lower().rstrip(".")
-    if host == "localhost":
-        host = "127.0.0.1"
+@dataclass(frozen=True)
+class TargetHost:
+    """What a target URL's host is, read once for the refusal and for the load generators' NetworkPolicy."""
+
+    host: str
+    address: ipaddress.IPv4Address | ipaddress.IPv6Address | None = None
+    """An IP address (localhost read as 127.0.0.1)."""
+    service: str | None = None
+    """A Service in the cluster by name: `name`, `name.<namespace>`, `name.<namespace>.svc[.cluster.local]`."""
+    namespace: str | None = None
+    """That Service's namespace."""
+    port: int | None = None
+
+
+def target_host(url: str, namespace: str) -> TargetHost:
+    """The host of a run's target URL: an address, a Service of some namespace, or a host outside the cluster."""
+    parts = urllib.parse.urlsplit(url)
+    host = (parts.hostname or "").lower().rstrip(".")
+    port = parts.port or {"http": 80, "https": 443}.get(parts.scheme)
     try:
-        address = ipaddress.ip_address(host)
+        return TargetHost(host, address=ipaddress.ip_address("127.0.0.1" if host == "localhost" else host), port=port)
     except ValueError:
-        address = None
-    if address is not None:
-        if any(address in ipaddress.ip_network(cidr, strict=False) for cidr in policy.target_cidrs):
+        pass
+    labels = host.split(".")
+    if len(labels) == 1 or (len(labels) == 2 and labels[1] == namespace):
+        return TargetHost(host, service=labels[0], namespace=namespace, port=port)  # its own, by the short name
+    if len(labels) >= 3 and labels[2] == "svc":
+        return TargetHost(host, service=labels[0], namespace=labels[1], port=port)
+    return TargetHost(host, port=port)
+
+
+def _target_problem(url: str, namespace: str, policy: TenancyPolicy) -> str | None:
+    target = target_host(url, namespace)
+    if target.address is not None:
+        if any(target.address in ipaddress.ip_network(cidr, strict=False) for cidr in policy.target_cidrs):
             return None
-        what, allowance = _address_kind(address), "tenancy.targets.cidrs"
+        what, allowance = _address_kind(target.address), "tenancy.targets.cidrs"
+    elif target.namespace == namespace:
+        return None
+    elif target.namespace is not None:
+        if ANY in policy.target_namespaces or target.namespace in policy.target_namespaces:
+            return None
+        what, allowance = f"a Service of namespace {target.namespace}", "tenancy.targets.namespaces"
     else:
-        labels = host.split(".")
-        in_cluster = len(labels) >= 3 and labels[2] == "svc"  # <service>.<namespace>.svc[.cluster.local]
-        if len(labels) == 1 or (len(labels) == 2 and labels[1] == namespace):
-            return None  # a Service of the run's own namespace, by its short name
-        if in_cluster and labels[1] == namespace:
+        if target.host in policy.target_hosts:
             return None
-        if in_cluster:
-            if ANY in policy.target_namespaces or labels[1] in policy.target_namespaces:
-                return None
-            what, allowance = f"a Service of namespace {labels[1]}", "tenancy.targets.namespaces"
-        else:
-            if host in policy.target_hosts:
-                return None
-            what, allowance = "a host outside this namespace", "tenancy.targets.hosts"
+        what, allowance = "a host outside this namespace", "tenancy.targets.hosts"
+    host = str(target.address) if target.address is not None else target.host
     return (
         f"spec.target.url: {host} is {what}; a ProfileRun loads only what its own namespace ({namespace}) holds: "
         "a ModelDeployment (target.deploymentRef), a workload (target.workloadRef) or a Service of the namespace "
@@ -216,3 +238,40 @@ def caps_problem(
 def _camel(name: str) -> str:
     head, *rest = ("stage_duration" if name == "stage_seconds" else name).split("_")
     return head + "".join(word.title() for word in rest)
+
+
+# The label Kubernetes puts on every namespace with its name (a NetworkPolicy's namespaceSelector reads it).
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
+EVERYWHERE = [{"ipBlock": {"cidr": "0.0.0.0/0"}}, {"ipBlock": {"cidr": "::/0"}}]
+
+
+@dataclass(frozen=True)
+class LoadReach:
+    """Where a run's load generators may send their load (a NetworkPolicy's egress peers and ports), and what
+    that leaves wider than the target itself, in words (for the docs' and events' sake)."""
+
+    peers: list[dict[str, Any]]
+    ports: list[dict[str, Any]] | None = None  # None: any port of those peers (a server's metrics port too)
+    wider: str | None = None
+
+
+def load_reach(
+    spec: ProfileRunSpec, run_name: str, namespace: str, service_selector: dict[str, str] | None
+) -> LoadReach:
+    """The target alone, resolved: the run's trial servers (a ModelDeployment or workload target), the pods
+    behind a Service it names (`service_selector`, read from the Service; None when it has none), an address,
+    or, for a host outside the cluster, which a NetworkPolicy cannot name, any address on the URL's port."""
+    if spec.target.url is None:
+        return LoadReach([{"podSelector": {"matchLabels": {LABEL_RUN: run_name, LABEL_ROLE: "server"}}}])
+    target = target_host(str(spec.target.url), namespace)
+    if target.address is not None:
+        bits = 32 if target.address.version == 4 else 128
+        return LoadReach([{"ipBlock": {"cidr": f"{target.address}/{bits}"}}])
+    if target.namespace is not None:
+        peer: dict[str, Any] = {"namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: target.namespace}}}
+        if service_selector:
+            return LoadReach([{**peer, "podSelector": {"matchLabels": dict(service_selector)}}])
+        wider = f"Service {target.service} has no selector (or cannot be read): any pod of {target.namespace}"
+        return LoadReach([peer], wider=wider)
+    ports = [{"protocol": "TCP", "port": target.port}] if target.port else None
+    return LoadReach(EVERYWHERE, ports, wider=f"{target.host} is outside the cluster: any address, port {target.port}")
