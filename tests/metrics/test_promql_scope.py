@@ -4,9 +4,11 @@ read differently sent at all."""
 
 from __future__ import annotations
 
+import promql_parser
 import pytest
 
 from kaliper.api.profilerun import ProfileRunSpec
+from kaliper.metrics.prometheus import Window, container_queries, gpu_queries
 from kaliper.metrics.promql_scope import QueryRefused, QueryScope
 from kaliper.metrics.written_queries import written_queries_problem
 
@@ -110,3 +112,12 @@ def test_a_runs_promql_naming_another_namespace_is_refused_before_it_starts_nami
         "out and it is added"
     )
     assert fitted('namespace="serving"', QueryScope("a", ("serving",))) is None
+
+
+def test_the_queries_the_operator_builds_name_the_trials_namespace_already() -> None:
+    """A trial's resource figures need no confining: every selector of them names the trial's namespace."""
+    window = Window("ml", "iris-t0-[a-z0-9]{5}", end=0, seconds=60)
+    built = [*container_queries(window).values(), *gpu_queries(window, "pod", "DCGM_FI_DEV_GPU_UTIL").values()]
+    assert len(built) == 6
+    for query in built:
+        assert QueryScope("ml").confine(query) == str(promql_parser.parse(query))  # nothing added
