@@ -6,7 +6,8 @@ from __future__ import annotations
 from kaliper.api.profilerun import ProfileRunSpec, TrialSummary
 from kaliper.profiling import decisions
 from kaliper.profiling.plan import configurations, trial_count_problem
-from kaliper.profiling.schedule import PlannedTrial, next_tie_break_trial, planned_with_probes
+from kaliper.profiling.schedule import PlannedTrial, next_tie_break_trial, next_trials, planned_with_probes
+from kaliper.profiling.search import Outcome
 from kaliper.profiling.tiebreak import first_index, next_tie_break
 from kaliper.report.schema import LatencyFigures, PercentileFigure, TrialReport, WindowResult
 from tests.support.reports import make_stage
@@ -121,6 +122,19 @@ def test_the_operator_lists_and_replays_a_tie_break_trial_as_the_configuration_i
     listed = [TrialSummary(index=2, name="r-2", parameters=A), TrialSummary(index=3, name="r-3", parameters=B)]
     replayed = planned_with_probes(s, configs, listed)
     assert (replayed[2].configuration, replayed[3].configuration) == (configs[0], configs[1])
+
+
+def test_what_runs_next_is_the_search_then_the_tie_break_round_for_either_executor() -> None:
+    """next_trials, which `kaliper run`'s loop and the operator's steps both call: the two grid trials first;
+    once both are measured, the tie-break trial, listed with the probes; nothing while a report is missing."""
+    s = run_spec()
+    configs = configurations(s, BASE)
+    first = next_trials(s, configs, {}, {}, lambda: [])
+    assert [p.index for p in first.start] == [0, 1] and first.probes == {}
+    outcomes = {t.index: Outcome.of(t) for t in first_two()}
+    tie = next_trials(s, configs, outcomes, {}, first_two)
+    assert tie.start == [PlannedTrial(2, configs[0], 4.0)] and tie.probes == {2: PlannedTrial(2, configs[0], 4.0)}
+    assert next_trials(s, configs, outcomes, {}, lambda: None).finished  # a report still being collected
 
 
 def test_the_trial_count_counts_the_tie_break_rounds() -> None:

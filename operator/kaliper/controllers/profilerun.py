@@ -49,10 +49,10 @@ from kaliper.profiling.outcome import gated_readiness
 from kaliper.profiling.plan import configurations, describe, trial_protocol
 from kaliper.profiling.schedule import (
     PlannedTrial,
+    next_trials_from_status,
     planned_trials,
     planned_with_probes,
     room_to_start,
-    schedule_from_status,
 )
 from kaliper.report.schema import LoadTestResult
 from kaliper.report.status import degraded_condition, final_status, trial_summary
@@ -295,14 +295,12 @@ class RunStep(StatusStep[ProfileRunStatus]):
     # -- what next
 
     def start_trials(self) -> None:
-        decided = schedule_from_status(self.spec, self.configurations, list(self.trials.values()))
+        trials = list(self.trials.values())
+        decided = next_trials_from_status(self.spec, self.configurations, trials, self.records.finished(trials))
         for index, reason in decided.skipped.items():
             if self.trials[index].phase == "Pending":
                 self.trials[index].phase, self.trials[index].message = "Skipped", reason
-        tie_break = decided.finished and self.records.tie_break(self.spec, self.configurations, self.trials.values())
-        if tie_break:  # every trial has run, and the cheapest tie on noise: one measured again
-            decided.probes, decided.start = {tie_break.index: tie_break}, [tie_break]
-        for i in decided.probes.keys() - self.planned.keys():  # a probe is listed once the search reaches it
+        for i in decided.probes.keys() - self.planned.keys():  # a probe (or tie-break) once the search reaches it
             self.planned[i], name = decided.probes[i], trial_name(self.name, i)
             self.trials[i] = TrialSummary(index=i, name=name, parameters=decided.probes[i].parameters)
         for index, reason in decided.failed.items():

@@ -6,7 +6,7 @@ step: the snapshot, the measured trials' reports and the results documents of tr
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -22,7 +22,6 @@ from kaliper.manifests.profilerun import build_report_configmap, report_name, tr
 from kaliper.metrics.promql_scope import QueryScope
 from kaliper.metrics.written_queries import written_queries_problem
 from kaliper.profiling.plan import Configuration, cluster_problem, machine_paths_problem
-from kaliper.profiling.schedule import PlannedTrial, next_tie_break_trial
 from kaliper.profiling.tenancy import TenancyPolicy, caps_problem, tenancy_problem
 from kaliper.profiling.trials import median_stage
 from kaliper.report.publish import RESULT_KEY
@@ -144,14 +143,16 @@ class RunRecords:
         document = report.model_dump_json(by_alias=True, exclude={"stage"}, exclude_none=True)
         kube.merge_patch("ConfigMap", self.namespace, self._results_name(report.index), {"data": {TRIAL_KEY: document}})
 
-    def tie_break(
-        self, spec: ProfileRunSpec, configurations: list[Configuration], trials: Iterable[TrialSummary]
-    ) -> PlannedTrial | None:
-        """Once every trial has finished: the next tie-break trial (profiling/tiebreak.py), from their reports."""
-        summaries = list(trials)
-        if not all(t.phase in FINISHED for t in summaries):
-            return None
-        return next_tie_break_trial(spec, configurations, [self.trial_report(t) for t in summaries])
+    def finished(self, trials: list[TrialSummary]) -> Callable[[], list[TrialReport] | None]:
+        """The reports of every trial, read when the plan asks (once its search has nothing left); None while
+        some trial is still in flight."""
+
+        def reports() -> list[TrialReport] | None:
+            if not all(t.phase in FINISHED for t in trials):
+                return None
+            return [self.trial_report(t) for t in trials]
+
+        return reports
 
     def trial_report(self, trial: TrialSummary) -> TrialReport:
         """A finished trial's report: from memory, else from its results ConfigMap (an operator restarted

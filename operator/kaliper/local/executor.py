@@ -31,13 +31,12 @@ from kaliper.metrics.nvml import Nvml
 from kaliper.metrics.workload_query import WorkloadError, fit_for_run
 from kaliper.netutil import free_port
 from kaliper.profiling.plan import configurations, describe, sweep_problem, trial_count_problem, trial_protocol
-from kaliper.profiling.schedule import PlannedTrial, next_tie_break_trial, planned_trials, schedule
+from kaliper.profiling.schedule import PlannedTrial, next_trials, planned_trials
 from kaliper.profiling.search import Outcome
 from kaliper.profiling.trials import (
     OTHER_WORK_CORES,
     allocated,
     conclude,
-    configuration_cost_per_hour,
     failed,
     from_load_test,
     judge,
@@ -198,18 +197,13 @@ class LocalExecutor:
         try:
             while True:
                 outcomes = {i: Outcome.of(t) for i, t in measured.items()}
-                plan = schedule(spec, configs, outcomes, lambda c: configuration_cost_per_hour(spec, c), never_ready)
-                by_index.update(plan.probes)
+                plan = next_trials(spec, configs, outcomes, never_ready, lambda: list(measured.values()))
+                by_index.update(plan.probes)  # the capacity probes and tie-break rounds it has reached
                 for index, reason in plan.failed.items():
                     measured.setdefault(index, failed(index, f"t{index}", by_index[index].parameters, reason))
                 if plan.finished:
-                    # Every trial the search wanted has run: measure the tied cheapest again, if the spec asks.
-                    tie_break = next_tie_break_trial(spec, configs, list(measured.values()))
-                    if tie_break is None:
-                        break
-                    chosen = by_index[tie_break.index] = tie_break
-                else:
-                    chosen = plan.start[0]
+                    break
+                chosen = plan.start[0]
                 done = len(measured) + len(plan.skipped)
                 self.progress(f"trial {chosen.index}: {describe(chosen.parameters)}", done, len(by_index))
                 trial, servers_up = self.run_trial(spec, chosen, model_name)

@@ -205,10 +205,33 @@ def _probe(
     return False
 
 
-def schedule_from_status(
-    spec: ProfileRunSpec, configurations: list[Configuration], trials: list[TrialSummary]
+def next_trials(
+    spec: ProfileRunSpec,
+    configurations: list[Configuration],
+    outcomes: dict[int, Outcome],
+    never_ready: dict[int, str],
+    finished_reports: Callable[[], list[TrialReport] | None],
 ) -> Schedule:
-    """The schedule from what a cluster run's status records: the finished trials' outcomes, and which
+    """What a run measures next, whichever executor runs it (`kaliper run`'s loop, the operator's steps): the
+    search's schedule over the outcomes so far and, once the search has nothing left, the next tie-break round
+    (a trial measured again, listed with the probes). `finished_reports`: the reports of every trial run so
+    far, asked only then; None while some are still being collected."""
+    plan = schedule(spec, configurations, outcomes, lambda c: configuration_cost_per_hour(spec, c), never_ready)
+    if plan.finished and (reports := finished_reports()) is not None:
+        tie_break = next_tie_break_trial(spec, configurations, reports)
+        if tie_break is not None:
+            plan.probes[tie_break.index] = tie_break
+            plan.start = [tie_break]
+    return plan
+
+
+def next_trials_from_status(
+    spec: ProfileRunSpec,
+    configurations: list[Configuration],
+    trials: list[TrialSummary],
+    finished_reports: Callable[[], list[TrialReport] | None],
+) -> Schedule:
+    """next_trials from what a cluster run's status records: the finished trials' outcomes, and which
     configurations' deployments never became ready."""
     outcomes = {
         t.index: Outcome(t.phase, t.slo_verdict, t.throughput_rps, t.cost_per_million_requests)
@@ -221,4 +244,4 @@ def schedule_from_status(
         for t in trials
         if t.phase == "Failed" and t.failed_in == "Deploying"
     }
-    return schedule(spec, configurations, outcomes, lambda c: configuration_cost_per_hour(spec, c), never_ready)
+    return next_trials(spec, configurations, outcomes, never_ready, finished_reports)
