@@ -1,6 +1,7 @@
 """LLM ProfileRuns through the operator on the kwok control plane: a URL target (llama.cpp's real llama-server
 on loopback), its tokenizer from a ConfigMap mounted into the load-generator Job, and the token figures in the
-status the operator writes; and a workload fitted from a real Prometheus when the run is planned."""
+status the operator writes; a workload fitted from a real Prometheus when the run is planned; and a two-replica
+vLLM trial whose servers' load (its prefix-cache hit rate among it) comes from Prometheus's scrapes of both pods."""
 
 from __future__ import annotations
 
@@ -12,9 +13,11 @@ from pathlib import Path
 
 import pytest
 
+from kaliper.netutil import free_port
 from kaliper.serving.tiny_llm import train_tokenizer
 from tests.support.cluster_objects import apply
 from tests.support.controlplane import Kubectl, wait_for
+from tests.support.exporter import Exporter, PodSeries, VllmSeries
 from tests.support.groundtruth import STREAM_SOURCE, groundtruth
 from tests.support.llama import chat_request, llama_server, synthetic_payload, tiny_model
 from tests.support.operator_runner import Cluster, running_operator
@@ -23,6 +26,7 @@ from tests.support.prometheus import instant_value, prometheus
 TOKENIZER_REF = {"configMap": {"name": "tiny-tokenizer", "key": "tokenizer.json"}}
 SERIES = 'vllm:request_success_total{model_name="truth"}'  # what streamtruth -vllm-metrics counted
 FINISHED = f"sum({SERIES})"
+THREE_SECONDS = {"minDuration": "3s", "maxDuration": "3s"}
 CHAT_TEMPLATE_TOKENS = 16  # llama-server's ChatML around one user message, with the tiny model's tokenizer
 
 
@@ -147,3 +151,85 @@ def test_a_workload_fitted_from_prometheus_when_planned_is_kept_in_the_status_an
         'payload.prompts.fromPrometheus: no vllm:request_success_total series match {model_name="absent"}'
     )
     assert "workload" not in failed and "trials" not in failed
+
+
+def test_a_two_replica_vllm_trial_reports_its_prefix_cache_hit_rate_from_prometheus(
+    operator, crds: Kubectl, namespace: str, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    """A vLLM ModelDeployment of two replicas: the load generator reaches one replica at a time through the
+    Service, so the servers' load comes from Prometheus's scrapes of both pods (the exporter double serves
+    vLLM's series for them: 600 of 1,000 and 150 of 500 prompt tokens a second found in the prefix cache), and
+    the trial's report carries the hit rate of the two together, 0.5."""
+    train_tokenizer(1024).save(str(tmp_path / "tokenizer.json"))
+    tokenizer = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "tiny-tokenizer"},
+        "data": {"tokenizer.json": (tmp_path / "tokenizer.json").read_text()},
+    }
+    deployment = {
+        "apiVersion": "kaliper.dev/v1alpha1",
+        "kind": "ModelDeployment",
+        "metadata": {"name": "chat"},
+        "spec": {
+            "model": {
+                "image": {"image": "registry.example.com/models/tiny:1", "path": "/models/tiny"},
+                "name": "truth",
+            },
+            "runtime": {"type": "vllm"},
+            "replicas": 2,
+            "resources": {
+                "requests": {"cpu": "1", "memory": "1Gi"},
+                "limits": {"cpu": "1", "memory": "1Gi"},
+                "gpu": {"count": 1},  # the kwok nodes offer nvidia.com/gpu
+            },
+        },
+    }
+    pods = {
+        "prefix-a": VllmSeries(2, 0, 1.5, 0.1, 4, prefix_queries_per_s=1000, prefix_hits_per_s=600),
+        "prefix-b": VllmSeries(1, 0, 0.5, 0.0, 2, prefix_queries_per_s=500, prefix_hits_per_s=150),
+    }
+    exporter, port = Exporter(), free_port()
+    server = exporter.serve(port)
+    try:
+        with (
+            groundtruth("-ttft", "2ms", "-gap", "1ms", source=STREAM_SOURCE) as base,
+            prometheus([f"127.0.0.1:{port}"]) as prom,
+        ):
+            run = {
+                "apiVersion": "kaliper.dev/v1alpha1",
+                "kind": "ProfileRun",
+                "metadata": {"name": "prefix"},
+                "spec": {
+                    "target": {"deploymentRef": {"name": "chat"}},
+                    "request": {"protocol": "openai-completions", "modelName": "truth", "generation": {"maxTokens": 8}},
+                    "payload": synthetic_payload(TOKENIZER_REF, 24, 16),
+                    "load": {
+                        "closedLoop": {"concurrency": 2},
+                        "warmup": "0s",
+                        "minDuration": "3s",
+                        "maxDuration": "3s",
+                    },
+                    "metrics": {"prometheus": {"url": prom, "scrapeInterval": "1s", "timeout": "5s"}},
+                },
+            }
+            apply(crds, namespace, tokenizer, deployment, run)
+            cluster = Cluster(crds, namespace, "prefix")
+            cluster.wait_trial(0, "Running")
+            for pod, series in zip(cluster.wait_pods(0, "server", count=2), pods.values(), strict=True):
+                exporter.add(pod["metadata"]["name"], PodSeries(namespace, 0.5, 2**30, container="vllm", vllm=series))
+            wait_for(
+                lambda: instant_value(prom, f'count(vllm:num_requests_running{{namespace="{namespace}"}})') == 2,
+                timeout=30,
+                interval=0.5,
+            )
+            done = cluster.play_load(0, base)
+            assert done.returncode == 0, done.stderr
+            status = cluster.wait_phase("Succeeded", timeout=120)
+            report = json.loads(cluster.get("configmap", "prefix-report")["data"]["report.json"])
+    finally:
+        server.shutdown()
+    load = report["trials"][0]["stage"]["tokens"]["serverLoad"]
+    assert status["trials"][0]["phase"] == "Succeeded"
+    figures = (load["source"], load["readFrom"], load["pods"], load["prefixCacheHitRate"])
+    assert figures == ("vLLM", "prometheus", 2, 0.5)
