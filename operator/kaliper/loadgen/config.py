@@ -27,18 +27,7 @@ from kaliper.api.profilerun import (
     SloSpec,
     StoppingRule,
 )
-from kaliper.api.profilerun.rules import (
-    CONVERSATIONS_NEED_CHAT,
-    CONVERSATIONS_NEED_SESSIONS,
-    FITTED_WHEN_PLANNED,
-    GENERATION_NEEDS_PROMPTS,
-    PROMPTS_NEED_GENERATION,
-    REPLAY_NEEDS_TRACE,
-    SESSIONS_NEED_CHAT,
-    TOKEN_FIGURES_NEED_GENERATION,
-    TRACE_NEEDS_REPLAY,
-    streaming_metrics_used,
-)
+from kaliper.api.profilerun.rules import LOAD, rules_of, streaming_metrics_used
 from kaliper.api.units import parse_duration
 from kaliper.loadgen.payloads import PayloadError
 from kaliper.loadgen.schedule import Part, RampSchedule, Slot, stage_send_times, user_steps
@@ -56,17 +45,7 @@ class LoadGenConfig(KaliperModel):
     """One load test: a target URL and a ProfileRun's request, payload and load settings."""
 
     # The ProfileRun's own rules about its requests and payload, stated once (kaliper.api.profilerun.rules).
-    cross_field_rules = (
-        GENERATION_NEEDS_PROMPTS,
-        PROMPTS_NEED_GENERATION,
-        SESSIONS_NEED_CHAT,
-        TRACE_NEEDS_REPLAY,
-        CONVERSATIONS_NEED_CHAT,
-        CONVERSATIONS_NEED_SESSIONS,
-        REPLAY_NEEDS_TRACE,
-        FITTED_WHEN_PLANNED,
-        TOKEN_FIGURES_NEED_GENERATION,
-    )
+    cross_field_rules = rules_of(LOAD)
 
     url: HttpUrl
     """Base URL of the target, such as http://127.0.0.1:8080."""

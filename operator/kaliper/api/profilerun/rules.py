@@ -11,6 +11,25 @@ from kaliper.api.base import Rule
 from kaliper.api.profilerun.vocabulary import LLM_PROTOCOLS, OIP_PROTOCOLS, WORKLOAD_SWEEP_FIELDS
 from kaliper.measure.figures import figure, token_names_text
 
+# Where a rule holds, said where it is defined; the specs and the load generator's config take their lists from
+# here (rules_of), so a rule is named once.
+TEMPLATE = "template"  # every ProfileRun spec, and a ModelOptimization's follow-up template
+TARGET = "target"  # a ProfileRun spec with its target
+LOAD = "load"  # the load generator's own config (kaliper.loadgen.config): requests and payloads
+_SCOPED: list[tuple[Rule, tuple[str, ...]]] = []
+
+
+def rule(*scopes: str, **fields: Any) -> Rule:
+    """A Rule (kaliper.api.base) that holds in `scopes`."""
+    made = Rule(**fields)
+    _SCOPED.append((made, scopes))
+    return made
+
+
+def rules_of(scope: str) -> tuple[Rule, ...]:
+    """The rules of a scope, in the order they are defined (the API server reports them in this order)."""
+    return tuple(made for made, scopes in _SCOPED if scope in scopes)
+
 
 def streaming_metrics_used(spec: Any) -> bool:
     """Whether an objective or the stopping rule watches a token figure (spec: a ProfileRun's, or a
@@ -21,7 +40,8 @@ def streaming_metrics_used(spec: Any) -> bool:
     return any(figure(m).token for m in metrics)
 
 
-SWEPT_CONCURRENCY_NEEDS_CLOSED_LOOP = Rule(
+SWEPT_CONCURRENCY_NEEDS_CLOSED_LOOP = rule(
+    TEMPLATE,
     cel="!has(self.sweep) || !has(self.sweep.concurrency) || has(self.load.closedLoop)",
     message="sweep.concurrency sets closed-loop load levels; use load.closedLoop, or sweep.rate with load.openLoop",
     check=lambda s: s.sweep is None or s.sweep.concurrency is None or s.load.closed_loop is not None,
@@ -29,7 +49,8 @@ SWEPT_CONCURRENCY_NEEDS_CLOSED_LOOP = Rule(
 )
 
 
-SWEPT_RATE_NEEDS_OPEN_LOOP = Rule(
+SWEPT_RATE_NEEDS_OPEN_LOOP = rule(
+    TEMPLATE,
     cel="!has(self.sweep) || !has(self.sweep.rate) || has(self.load.openLoop)",
     message="sweep.rate sets open-loop load levels; use load.openLoop, or sweep.concurrency with load.closedLoop",
     check=lambda s: s.sweep is None or s.sweep.rate is None or s.load.open_loop is not None,
@@ -37,7 +58,8 @@ SWEPT_RATE_NEEDS_OPEN_LOOP = Rule(
 )
 
 
-TENSORS_NEED_OIP = Rule(
+TENSORS_NEED_OIP = rule(
+    TEMPLATE,
     cel="!has(self.payload.tensors) || !has(self.request) || !has(self.request.protocol) || "
     "self.request.protocol in ['oip-v2', 'oip-v2-grpc']",
     message="payload.tensors generates Open Inference Protocol v2 requests; set request.protocol to oip-v2 "
@@ -47,7 +69,8 @@ TENSORS_NEED_OIP = Rule(
 )
 
 
-SWEPT_PROTOCOL_NEEDS_OIP = Rule(
+SWEPT_PROTOCOL_NEEDS_OIP = rule(
+    TEMPLATE,
     cel="!has(self.sweep) || !has(self.sweep.protocol) || ((!has(self.request) || "
     "!has(self.request.protocol) || self.request.protocol in ['oip-v2', 'oip-v2-grpc']) && "
     "!has(self.payload.prompts))",
@@ -62,7 +85,8 @@ SWEPT_PROTOCOL_NEEDS_OIP = Rule(
 )
 
 
-GRPC_HAS_NO_PATH = Rule(
+GRPC_HAS_NO_PATH = rule(
+    TEMPLATE,
     cel="!has(self.request) || !has(self.request.protocol) || self.request.protocol != 'oip-v2-grpc' || "
     "!has(self.request.path)",
     message="request.path is an HTTP path; oip-v2-grpc calls inference.GRPCInferenceService/ModelInfer on "
@@ -72,7 +96,8 @@ GRPC_HAS_NO_PATH = Rule(
 )
 
 
-GRPC_CHANNELS_NEED_GRPC = Rule(
+GRPC_CHANNELS_NEED_GRPC = rule(
+    TEMPLATE,
     cel="!has(self.request) || !has(self.request.grpc) || (has(self.request.protocol) && "
     "self.request.protocol == 'oip-v2-grpc') || (has(self.sweep) && has(self.sweep.protocol) && "
     "'oip-v2-grpc' in self.sweep.protocol)",
@@ -87,7 +112,8 @@ GRPC_CHANNELS_NEED_GRPC = Rule(
 )
 
 
-GRPC_HAS_NO_MAX_CONNECTIONS = Rule(
+GRPC_HAS_NO_MAX_CONNECTIONS = rule(
+    TEMPLATE,
     cel="!has(self.load.openLoop) || !has(self.load.openLoop.maxConnections) || !has(self.request) || "
     "!has(self.request.protocol) || self.request.protocol != 'oip-v2-grpc'",
     message="gRPC calls share HTTP/2 connections: bound them with request.grpc.connections and "
@@ -99,7 +125,9 @@ GRPC_HAS_NO_MAX_CONNECTIONS = Rule(
 )
 
 
-PROMPTS_NEED_GENERATION = Rule(
+PROMPTS_NEED_GENERATION = rule(
+    TEMPLATE,
+    LOAD,
     cel="!has(self.payload.prompts) || (has(self.request) && has(self.request.protocol) && "
     "self.request.protocol in ['openai-chat', 'openai-completions'])",
     message="payload.prompts are for generation requests; set request.protocol to openai-chat or openai-completions",
@@ -108,7 +136,9 @@ PROMPTS_NEED_GENERATION = Rule(
 )
 
 
-SESSIONS_NEED_CHAT = Rule(
+SESSIONS_NEED_CHAT = rule(
+    TEMPLATE,
+    LOAD,
     cel="!has(self.payload.prompts) || !has(self.payload.prompts.turns) || self.payload.prompts.turns == 1 "
     "|| (has(self.request) && has(self.request.protocol) && self.request.protocol == 'openai-chat')",
     message="multi-turn sessions carry earlier answers as chat messages; set request.protocol to "
@@ -118,7 +148,9 @@ SESSIONS_NEED_CHAT = Rule(
 )
 
 
-GENERATION_NEEDS_PROMPTS = Rule(
+GENERATION_NEEDS_PROMPTS = rule(
+    TEMPLATE,
+    LOAD,
     cel="!has(self.request) || !has(self.request.protocol) || "
     "!(self.request.protocol in ['openai-chat', 'openai-completions']) || has(self.payload.prompts)",
     message="openai-chat and openai-completions requests are built from payload.prompts (synthetic or a "
@@ -128,7 +160,9 @@ GENERATION_NEEDS_PROMPTS = Rule(
 )
 
 
-TOKEN_FIGURES_NEED_GENERATION = Rule(
+TOKEN_FIGURES_NEED_GENERATION = rule(
+    TEMPLATE,
+    LOAD,
     cel="(!has(self.slo) || !has(self.slo.latency) || self.slo.latency.all(o, !has(o.metric) || "
     "o.metric == 'latency')) && (!has(self.load.stopping) || !has(self.load.stopping.metric) || "
     "self.load.stopping.metric == 'latency') || (has(self.request) && has(self.request.protocol) && "
@@ -140,7 +174,8 @@ TOKEN_FIGURES_NEED_GENERATION = Rule(
 )
 
 
-REGRESSION_NEEDS_BASELINE = Rule(
+REGRESSION_NEEDS_BASELINE = rule(
+    TEMPLATE,
     cel="!has(self.slo) || !has(self.slo.failIfRegressed) || has(self.baseline)",
     message="failIfRegressed compares with a baseline run; set spec.baseline (run, configMap or report)",
     check=lambda s: s.slo is None or s.slo.fail_if_regressed is None or s.baseline is not None,
@@ -148,7 +183,8 @@ REGRESSION_NEEDS_BASELINE = Rule(
 )
 
 
-KNEE_NEEDS_LEVELS = Rule(
+KNEE_NEEDS_LEVELS = rule(
+    TEMPLATE,
     cel="!has(self.search) || !has(self.search.strategy) || self.search.strategy != 'knee' || "
     "(has(self.sweep) && (has(self.sweep.concurrency) || has(self.sweep.rate)))",
     message="the knee search climbs load levels; list them in sweep.concurrency or sweep.rate",
@@ -160,7 +196,8 @@ KNEE_NEEDS_LEVELS = Rule(
 )
 
 
-URL_TARGET_SWEEPS_ONLY_LOAD = Rule(
+URL_TARGET_SWEEPS_ONLY_LOAD = rule(
+    TARGET,
     cel="has(self.target.deploymentRef) || has(self.target.workloadRef) || !has(self.sweep) || "
     "[has(self.sweep.cpu), has(self.sweep.memory), has(self.sweep.gpu), has(self.sweep.gpuResource), "
     "has(self.sweep.replicas), has(self.sweep.batchSize), has(self.sweep.threads), has(self.sweep.slots), "
@@ -178,7 +215,8 @@ URL_TARGET_SWEEPS_ONLY_LOAD = Rule(
 )
 
 
-WORKLOAD_SWEEPS_ONLY_POD_SETTINGS = Rule(
+WORKLOAD_SWEEPS_ONLY_POD_SETTINGS = rule(
+    TARGET,
     cel="!has(self.target.workloadRef) || !has(self.sweep) || "
     "[has(self.sweep.batchSize), has(self.sweep.threads), has(self.sweep.slots), "
     "has(self.sweep.contextSize), has(self.sweep.runtime), has(self.sweep.modelVariants), "
@@ -195,7 +233,9 @@ WORKLOAD_SWEEPS_ONLY_POD_SETTINGS = Rule(
 )
 
 
-TRACE_NEEDS_REPLAY = Rule(
+TRACE_NEEDS_REPLAY = rule(
+    TEMPLATE,
+    LOAD,
     cel="!has(self.payload.prompts) || !has(self.payload.prompts.trace) || has(self.load.trace)",
     message="a trace's requests are sent on its own clock: replace load.openLoop or load.closedLoop with "
     "load.trace (speedup, start, duration, loop)",
@@ -204,7 +244,9 @@ TRACE_NEEDS_REPLAY = Rule(
 )
 
 
-REPLAY_NEEDS_TRACE = Rule(
+REPLAY_NEEDS_TRACE = rule(
+    TEMPLATE,
+    LOAD,
     cel="!has(self.load.trace) || (has(self.payload.prompts) && has(self.payload.prompts.trace))",
     message="load.trace replays a trace: set payload.prompts.trace (file or configMap, and its format)",
     check=lambda s: s.load.trace is None or (s.payload.prompts is not None and s.payload.prompts.trace is not None),
@@ -212,7 +254,9 @@ REPLAY_NEEDS_TRACE = Rule(
 )
 
 
-CONVERSATIONS_NEED_CHAT = Rule(
+CONVERSATIONS_NEED_CHAT = rule(
+    TEMPLATE,
+    LOAD,
     cel="!has(self.load.trace) || !has(self.load.trace.conversations) || !self.load.trace.conversations || "
     "(has(self.request) && has(self.request.protocol) && self.request.protocol == 'openai-chat')",
     message="a conversation carries its earlier answers as chat messages: set request.protocol to openai-chat, "
@@ -222,7 +266,9 @@ CONVERSATIONS_NEED_CHAT = Rule(
 )
 
 
-CONVERSATIONS_NEED_SESSIONS = Rule(
+CONVERSATIONS_NEED_SESSIONS = rule(
+    TEMPLATE,
+    LOAD,
     cel="!has(self.load.trace) || !has(self.load.trace.conversations) || !self.load.trace.conversations || "
     "!has(self.payload.prompts) || !has(self.payload.prompts.trace) || self.payload.prompts.trace.format == 'mooncake'",
     message="conversations are the rows that share a session_id, which only mooncake traces have: set "
@@ -238,7 +284,8 @@ CONVERSATIONS_NEED_SESSIONS = Rule(
 )
 
 
-FITTED_NEEDS_PROMETHEUS = Rule(
+FITTED_NEEDS_PROMETHEUS = rule(
+    TEMPLATE,
     cel="!has(self.load.fitted) || (has(self.payload.prompts) && has(self.payload.prompts.fromPrometheus))",
     message="load.fitted sends at the rate fitted from Prometheus: set payload.prompts.fromPrometheus (url, "
     "selector, window), or replace load.fitted with openLoop or closedLoop",
@@ -249,7 +296,8 @@ FITTED_NEEDS_PROMETHEUS = Rule(
 )
 
 
-WORKLOAD_NEEDS_A_PROMETHEUS = Rule(
+WORKLOAD_NEEDS_A_PROMETHEUS = rule(
+    TEMPLATE,
     cel="!has(self.payload.prompts) || !has(self.payload.prompts.fromPrometheus) || "
     "has(self.payload.prompts.fromPrometheus.url) || (has(self.metrics) && has(self.metrics.prometheus))",
     message="payload.prompts.fromPrometheus reads a Prometheus: set its url, or metrics.prometheus.url",
@@ -263,7 +311,8 @@ WORKLOAD_NEEDS_A_PROMETHEUS = Rule(
 )
 
 
-FITTED_WHEN_PLANNED = Rule(
+FITTED_WHEN_PLANNED = rule(
+    LOAD,
     cel="(!has(self.payload.prompts) || !has(self.payload.prompts.fromPrometheus)) && !has(self.load.fitted)",
     message="prompts.fromPrometheus and load.fitted are fitted when a ProfileRun is planned; give the load "
     "generator the synthetic prompts and openLoop they became (kaliper workload --from-prometheus writes them)",

@@ -10,29 +10,7 @@ from kaliper.api.base import KaliperModel
 from kaliper.api.common import (
     PositiveDuration,
 )
-from kaliper.api.profilerun.rules import (
-    CONVERSATIONS_NEED_CHAT,
-    CONVERSATIONS_NEED_SESSIONS,
-    FITTED_NEEDS_PROMETHEUS,
-    GENERATION_NEEDS_PROMPTS,
-    GRPC_CHANNELS_NEED_GRPC,
-    GRPC_HAS_NO_MAX_CONNECTIONS,
-    GRPC_HAS_NO_PATH,
-    KNEE_NEEDS_LEVELS,
-    PROMPTS_NEED_GENERATION,
-    REGRESSION_NEEDS_BASELINE,
-    REPLAY_NEEDS_TRACE,
-    SESSIONS_NEED_CHAT,
-    SWEPT_CONCURRENCY_NEEDS_CLOSED_LOOP,
-    SWEPT_PROTOCOL_NEEDS_OIP,
-    SWEPT_RATE_NEEDS_OPEN_LOOP,
-    TENSORS_NEED_OIP,
-    TOKEN_FIGURES_NEED_GENERATION,
-    TRACE_NEEDS_REPLAY,
-    URL_TARGET_SWEEPS_ONLY_LOAD,
-    WORKLOAD_NEEDS_A_PROMETHEUS,
-    WORKLOAD_SWEEPS_ONLY_POD_SETTINGS,
-)
+from kaliper.api.profilerun.rules import TARGET, TEMPLATE, rules_of
 from kaliper.api.profilerun.vocabulary import (
     BaselineSource,
     CostModel,
@@ -89,27 +67,7 @@ class ProfileRunTemplate(KaliperModel):
     stays Succeeded and its report is kept. The cluster twin of `kaliper run --fail-if-not-met`, which this
     field also turns on. Default false: a run that measured is Ready whatever its verdict."""
 
-    cross_field_rules = (
-        SWEPT_CONCURRENCY_NEEDS_CLOSED_LOOP,
-        SWEPT_RATE_NEEDS_OPEN_LOOP,
-        TENSORS_NEED_OIP,
-        SWEPT_PROTOCOL_NEEDS_OIP,
-        GRPC_HAS_NO_PATH,
-        GRPC_CHANNELS_NEED_GRPC,
-        GRPC_HAS_NO_MAX_CONNECTIONS,
-        PROMPTS_NEED_GENERATION,
-        SESSIONS_NEED_CHAT,
-        TRACE_NEEDS_REPLAY,
-        CONVERSATIONS_NEED_CHAT,
-        CONVERSATIONS_NEED_SESSIONS,
-        REPLAY_NEEDS_TRACE,
-        FITTED_NEEDS_PROMETHEUS,
-        WORKLOAD_NEEDS_A_PROMETHEUS,
-        GENERATION_NEEDS_PROMPTS,
-        TOKEN_FIGURES_NEED_GENERATION,
-        KNEE_NEEDS_LEVELS,
-        REGRESSION_NEEDS_BASELINE,
-    )
+    cross_field_rules = rules_of(TEMPLATE)
 
 
 class ProfileRunSpec(ProfileRunTemplate):
@@ -118,11 +76,7 @@ class ProfileRunSpec(ProfileRunTemplate):
     target: ProfileTarget
     """What to load."""
 
-    cross_field_rules = (
-        *ProfileRunTemplate.cross_field_rules,
-        URL_TARGET_SWEEPS_ONLY_LOAD,
-        WORKLOAD_SWEEPS_ONLY_POD_SETTINGS,
-    )
+    cross_field_rules = (*rules_of(TEMPLATE), *rules_of(TARGET))
     # Enforced by the API server only: every trial of a run is measured against the spec it started with.
     server_only_validations = (
         {"rule": "self == oldSelf", "message": "a ProfileRun's spec cannot change; create a new ProfileRun"},
