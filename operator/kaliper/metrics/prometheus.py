@@ -237,6 +237,15 @@ class PrometheusMetrics:
             figures.append(CustomFigure(name=query.name, value=value, unit=query.unit))
         return figures, unavailable
 
+    def _read(self, queries: dict[str, str], at: float, figures: Figures) -> None:
+        """Each query's single value into `figures`, or why there is none (never a zero)."""
+        for name, query in queries.items():
+            value = self.scalar(query, at)
+            if value is None:
+                figures.unavailable.append(f"{name}: the query returned no value")
+            else:
+                figures.values[name] = value
+
     def trial_figures(
         self, window: Window, gpu: bool = False, dcgm_pod_label: str = "auto", profiling: bool = False
     ) -> Figures:
@@ -263,12 +272,7 @@ class PrometheusMetrics:
             figures.window = window
             queries = container_queries(window)
             self._counters(window, figures)
-        for name, query in queries.items():
-            value = self.scalar(query, window.end)
-            if value is None:
-                figures.unavailable.append(f"{name}: the query returned no value")
-            else:
-                figures.values[name] = value
+        self._read(queries, window.end, figures)
         if gpu:
             self._gpu(window, dcgm_pod_label, figures, profiling)
         return figures
@@ -341,12 +345,7 @@ class PrometheusMetrics:
                         f"{name}: no {metric} series for these pods (metrics.dcgm.profilingMetrics needs DCGM's "
                         "profiling module in dcgm-exporter's collectors)"
                     )
-        for name, query in queries.items():
-            value = self.scalar(query, window.end)
-            if value is None:
-                figures.unavailable.append(f"{name}: the query returned no value")
-            else:
-                figures.values[name] = value
+        self._read(queries, window.end, figures)
 
 
 def trial_resources(
