@@ -6,7 +6,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup test check lint demo demo-llm demo-vllm demo-cluster crds system-deps llama vllm
+.PHONY: setup test check lint docs demo demo-llm demo-vllm demo-cluster crds system-deps llama vllm
 
 setup: $(VENV)/.installed
 
@@ -48,6 +48,11 @@ CHECK_TESTS := $(filter-out tests/test_pytorch_conversion.py tests/test_other_cp
 	tests/runtimes tests/measure tests/profiling tests/loadgen tests/llm/test_broken_servers.py
 check: setup lint
 	$(BIN)/pytest -q --durations=15 $(CHECK_TESTS)
+
+# The documentation site, built strictly into site/ and served on http://127.0.0.1:8000 (Ctrl-C stops it).
+docs: setup
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve --strict --dev-addr 127.0.0.1:8000
 
 crds: setup
 	$(BIN)/kaliper crds generate

@@ -1,7 +1,8 @@
 """The HTML reports as a newcomer opens them: in a real browser (headless chromium), at 1,280 px nothing
 reaches past the window's edge (every folded detail opened too) and every chart is drawn; at 1,400 px, a
 screenshot. The pages: a ProfileRun's with long messages, capacities and a baseline comparison, and a
-ModelOptimization's with a failed candidate."""
+ModelOptimization's with a failed candidate. And the documentation site's pages (tests/test_docs_site.py
+builds it): at 1,280 px nothing past the edge, and three screenshots in the test's output folder."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from kaliper.report.profile_html import write_html
 from kaliper.report.schema import FigureComparison, RecommendationReport
 from tests.support.browser import layout, screenshot
 from tests.support.sample_reports import demo_report, seven_trials
+from tests.test_docs_site import PAGES, REPO, build_site
 
 
 def profile_page(path: Path) -> Path:
@@ -79,3 +81,25 @@ def test_a_screenshot_at_1400_px(name: str, pages: dict[str, Path], tmp_path: Pa
     header = shot.read_bytes()[:24]
     assert header[:8] == b"\x89PNG\r\n\x1a\n"
     assert struct.unpack(">II", header[16:24]) == (1400, 2000)  # the IHDR's width and height
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("docs") / "site"
+    done = build_site(REPO / "mkdocs.yml", out)
+    assert done.returncode == 0, done.stderr
+    return out
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_no_documentation_page_reaches_past_a_1280_px_window(page: str, site: Path) -> None:
+    found = layout(site / page, 1280, (site / page).parent)  # beside the page: its styles and scripts load
+    assert found.wide == [] and found.scroll_width == found.width == 1280
+
+
+def test_screenshots_of_three_documentation_pages(site: Path, tmp_path: Path) -> None:
+    for page in ("index.html", "how-to/gitops.html", "security.html"):
+        shot = screenshot(site / page, 1280, 900, tmp_path / page.replace("/", "-").replace(".html", ".png"))
+        header = shot.read_bytes()[:24]
+        assert header[:8] == b"\x89PNG\r\n\x1a\n" and struct.unpack(">II", header[16:24]) == (1280, 900)
+        print(f"screenshot of {page}: {shot}")

@@ -1,5 +1,5 @@
 """What GitOps tools read from the statuses the operator writes on the real API server: kstatus (the library of
-Flux's health checks, built from sigs.k8s.io/cli-utils) and the README's `kubectl wait` recipes, for the phases
+Flux's health checks, built from sigs.k8s.io/cli-utils) and the GitOps guide's `kubectl wait` recipes, for the phases
 the other operator tests do not reach. Those tests check the rest where their objects already are (a run at work
 and succeeded, a failed trial, a ModelDeployment Ready or refused, Cleanups scheduled, done and refused)."""
 
@@ -149,7 +149,7 @@ def test_argo_cds_lua_runtime_passes_every_case_of_the_shipped_health_tests(crds
 
 
 def test_the_argocd_cm_patch_installs_a_health_check_per_kind(crds: Kubectl, namespace: str) -> None:
-    # As the README says to apply it, to an argocd-cm as Argo CD's install makes it (here in a test namespace).
+    # As the GitOps guide says to apply it, to an argocd-cm as Argo CD's install makes it (here in a test namespace).
     crds("create", "configmap", "argocd-cm", "-n", namespace, "--from-literal=url=https://argocd.example.com")
     patch = ARGOCD_CHECKS.parent / "argocd-cm.yaml"
     crds("patch", "configmap", "argocd-cm", "-n", namespace, "--type", "merge", "--patch-file", str(patch))

@@ -13,15 +13,26 @@ from dataclasses import dataclass
 from pathlib import Path
 
 # Run after the page (and plotly's charts) has drawn, with every folded <details> opened: every element whose
-# box ends right of the window, the page's width (wider than the window: it scrolls sideways), the charts drawn.
+# box ends right of the window (unless a frame inside the window scrolls it sideways), the page's width (wider
+# than the window: it scrolls sideways), the charts drawn.
 _CHECK = """<script>
 window.addEventListener("load", () => setTimeout(() => {
   for (const folded of document.querySelectorAll("details")) folded.open = true;
   const width = window.innerWidth;
   const wide = [];
+  // Inside a frame that scrolls sideways within the window (a wide table's), an element is scrolled to, not cut.
+  const framed = (element) => {
+    for (let up = element.parentElement; up && up !== document.body; up = up.parentElement) {
+      const overflow = getComputedStyle(up).overflowX;
+      if ((overflow === "auto" || overflow === "scroll") && up.getBoundingClientRect().right <= width + 0.5) {
+        return true;
+      }
+    }
+    return false;
+  };
   for (const element of document.body.querySelectorAll("*")) {
     const box = element.getBoundingClientRect();
-    if (box.width > 0 && box.right > width + 0.5) {
+    if (box.width > 0 && box.right > width + 0.5 && !framed(element)) {
       wide.push(`${element.tagName.toLowerCase()}.${element.className.baseVal ?? element.className}`
         + ` right edge ${Math.round(box.right)} px`);
     }

@@ -1,7 +1,7 @@
 """What GitOps tools make of an object as the API server holds it: kstatus, the library Flux's health checks
 and `flux` waits use (hack/testcluster/kstatus, built from sigs.k8s.io/cli-utils), and Argo CD's health
 checks of the chart's charts/kaliper/argocd (hack/testcluster/argocd-health, Argo CD's own Lua runtime); both
-built by hack/testcluster/build.sh. And the README's `kubectl wait` recipes."""
+built by hack/testcluster/build.sh. And the GitOps guide's `kubectl wait` recipes (docs/how-to/gitops.md)."""
 
 from __future__ import annotations
 
@@ -47,10 +47,10 @@ def argocd_health(kubectl: Kubectl, namespace: str, kind: str, name: str) -> tup
 
 
 def kubectl_wait_recipes() -> dict[str, list[list[str]]]:
-    """The README's `kubectl wait` lines (after its marker), by the resource they wait on (profilerun,
+    """The GitOps guide's `kubectl wait` lines (after its marker), by the resource they wait on (profilerun,
     modeldeployment, ...), each as the arguments after `kubectl`, with NAME still to fill in."""
-    readme = (REPO / "README.md").read_text()
-    block = readme.split(RECIPES_MARKER, 1)[1].split("```bash\n", 1)[1].split("```", 1)[0]
+    guide = (REPO / "docs" / "how-to" / "gitops.md").read_text()
+    block = guide.split(RECIPES_MARKER, 1)[1].split("```bash\n", 1)[1].split("```", 1)[0]
     recipes: dict[str, list[list[str]]] = {}
     for line in block.splitlines():
         if line.startswith("kubectl wait "):
@@ -60,5 +60,5 @@ def kubectl_wait_recipes() -> dict[str, list[list[str]]]:
 
 
 def run_recipe(kubectl: Kubectl, recipe: list[str], name: str, namespace: str) -> int:
-    """The exit code of one README recipe line for object NAME in the namespace."""
+    """The exit code of one recipe line for object NAME in the namespace."""
     return kubectl(*[a.replace("NAME", name) for a in recipe], "-n", namespace, check=False).returncode
