@@ -14,7 +14,13 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 PAGES = (
     "index.html",
+    "tutorials/one-machine.html",
+    "tutorials/llm.html",
+    "how-to/install.html",
     "how-to/gitops.html",
+    "reference/resources.html",
+    "reference/load-generator.html",
+    "development.html",
     "api-reference.html",
     "fault-model.html",
     "security.html",

@@ -104,9 +104,9 @@ def test_requests_are_serialised_once_with_length_and_host() -> None:
     assert body == b'{"a":1}'
 
 
-def test_the_readme_example_config_is_valid() -> None:
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    block = readme.split("# loadtest.yaml", 1)[1].split("\n", 1)[1].split("```", 1)[0]
+def test_the_documented_example_config_is_valid() -> None:
+    page = (Path(__file__).resolve().parents[2] / "docs" / "reference" / "load-generator.md").read_text()
+    block = page.split("# loadtest.yaml", 1)[1].split("\n", 1)[1].split("```", 1)[0]
     config = LoadGenConfig.model_validate(yaml.safe_load(block))
     assert config.stage_levels == [100, 200, 400] and config.load.processes == 2
 
