@@ -1,5 +1,6 @@
 """CPU time by test module, printed at the end of a run: on this project's 2-core machines the suite is bound by
-CPU (docs/suite-timings.md), so its time comes down only with the CPU its modules use, and this says which.
+CPU (docs/development.md, "What the suite costs"), so its time comes down only with the CPU its modules use,
+and this says which.
 
 Each test's set-up, call and teardown reports carry the CPU seconds its worker used meanwhile: the worker
 process (threads included) and the child processes it has waited for (with their own children that they waited
