@@ -90,7 +90,14 @@ def test_crds_check_and_generate(tmp_path: Path) -> None:
     reference = (tmp_path / "api.md").read_text()
     assert "| `spec.load.openLoop.rate` * | number |" in reference
     assert "`spec.target`: set exactly one of deploymentRef, workloadRef or url" in reference
+    commands = (tmp_path / "reference" / "cli.md").read_text()  # every command's --help, beside it
+    assert "## `kaliper run`\n\n```text\nUsage: kaliper run [OPTIONS] PATHS...\n" in commands
     assert kaliper("crds", "generate", "--check", *options).returncode == 0
+    (tmp_path / "reference" / "cli.md").write_text(commands.replace("Usage: kaliper run", "Usage: kaliper go"))
+    assert (
+        "out of date: " + str(tmp_path / "reference" / "cli.md")
+        in kaliper("crds", "generate", "--check", *options).stderr
+    )
 
 
 def test_crds_print_one_kind() -> None:

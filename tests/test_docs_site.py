@@ -20,6 +20,7 @@ PAGES = (
     "how-to/gitops.html",
     "reference/resources.html",
     "reference/load-generator.html",
+    "reference/cli.html",
     "development.html",
     "api-reference.html",
     "fault-model.html",
