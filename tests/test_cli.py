@@ -92,6 +92,8 @@ def test_crds_check_and_generate(tmp_path: Path) -> None:
     assert "`spec.target`: set exactly one of deploymentRef, workloadRef or url" in reference
     commands = (tmp_path / "reference" / "cli.md").read_text()  # every command's --help, beside it
     assert "## `kaliper run`\n\n```text\nUsage: kaliper run [OPTIONS] PATHS...\n" in commands
+    fields = (tmp_path / "reference" / "reports.md").read_text()  # every field of a ProfileRun's report.json
+    assert "| `trials[].stage.tokens.serverLoad.prefixCacheHitRate` | number |" in fields
     assert kaliper("crds", "generate", "--check", *options).returncode == 0
     (tmp_path / "reference" / "cli.md").write_text(commands.replace("Usage: kaliper run", "Usage: kaliper go"))
     assert (

@@ -4,37 +4,11 @@ and the README's links into docs/ resolve. The pages in a browser: tests/test_re
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-PAGES = (
-    "index.html",
-    "tutorials/one-machine.html",
-    "tutorials/llm.html",
-    "how-to/install.html",
-    "how-to/gitops.html",
-    "reference/resources.html",
-    "reference/load-generator.html",
-    "reference/cli.html",
-    "development.html",
-    "api-reference.html",
-    "fault-model.html",
-    "security.html",
-    "architecture.html",
-    "benchmarks.html",
-)
-
-
-def build_site(config: Path, out: Path) -> subprocess.CompletedProcess:
-    """`mkdocs build --strict` of `config` into `out`, as `make docs` runs it."""
-    environment = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}  # Material's notice about its successor
-    command = [sys.executable, "-m", "mkdocs", "build", "--strict", "-f", str(config), "-d", str(out)]
-    return subprocess.run(command, capture_output=True, text=True, timeout=300, env=environment)
+from tests.support.docs_site import PAGES, REPO, build_site
 
 
 def test_the_site_builds_strictly_and_offline(tmp_path: Path) -> None:

@@ -16,8 +16,8 @@ from kaliper.report.optimization_html import write_optimization_html
 from kaliper.report.profile_html import write_html
 from kaliper.report.schema import FigureComparison, RecommendationReport
 from tests.support.browser import layout, screenshot
+from tests.support.docs_site import PAGES, REPO, build_site
 from tests.support.sample_reports import demo_report, seven_trials
-from tests.test_docs_site import PAGES, REPO, build_site
 
 
 def profile_page(path: Path) -> Path:

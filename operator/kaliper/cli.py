@@ -21,7 +21,6 @@ if TYPE_CHECKING:  # the CLI imports what a command needs when it runs
 
 DEFAULT_CRD_DIRS = ("crds", "charts/kaliper/files/crds")  # the chart renders its copy (templates/crds.yaml)
 DEFAULT_REFERENCE = "docs/api-reference.md"
-CLI_REFERENCE = "reference/cli.md"  # in the API reference's folder, written with it
 DEFAULT_ARGOCD_DIR = "charts/kaliper/argocd"  # Argo CD's health checks, beside the chart's CRDs
 
 
@@ -114,16 +113,19 @@ def crds_generate(directories: tuple[Path, ...], reference: Path, check: bool) -
     from kaliper.api.argocd import argocd_patch_stale, write_argocd_patch
     from kaliper.api.crd import stale_crds, write_crds
     from kaliper.api.reference import api_reference_markdown
+    from kaliper.report.reference import reports_reference_markdown
 
     targets = list(directories) or [Path(d) for d in DEFAULT_CRD_DIRS]
     argocd = Path(DEFAULT_ARGOCD_DIR)  # there when run from the repository's root
-    markdown = api_reference_markdown()
-    commands = reference.parent / CLI_REFERENCE  # docs/reference/cli.md beside docs/api-reference.md
+    # The API reference, and beside it (docs/reference/) every command's help and every report field.
+    pages = {
+        reference: api_reference_markdown(),
+        reference.parent / "reference" / "cli.md": cli_reference_markdown(),
+        reference.parent / "reference" / "reports.md": reports_reference_markdown(),
+    }
     if check:
         stale = stale_crds(targets)
-        for path, text in ((reference, markdown), (commands, cli_reference_markdown())):
-            if not path.exists() or path.read_text() != text:
-                stale.append(path)
+        stale += [path for path, text in pages.items() if not path.exists() or path.read_text() != text]
         if argocd.is_dir() and argocd_patch_stale(argocd):
             stale.append(argocd / "argocd-cm.yaml")
         if stale:
@@ -134,12 +136,10 @@ def crds_generate(directories: tuple[Path, ...], reference: Path, check: bool) -
         return
     for path in write_crds(targets):
         click.echo(f"wrote {path}")
-    reference.parent.mkdir(parents=True, exist_ok=True)
-    reference.write_text(markdown)
-    click.echo(f"wrote {reference}")
-    commands.parent.mkdir(parents=True, exist_ok=True)
-    commands.write_text(cli_reference_markdown())
-    click.echo(f"wrote {commands}")
+    for path, text in pages.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        click.echo(f"wrote {path}")
     if argocd.is_dir():
         click.echo(f"wrote {write_argocd_patch(argocd)}")
 

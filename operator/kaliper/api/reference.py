@@ -23,7 +23,7 @@ def type_name(node: dict[str, Any]) -> str:
     return node.get("type", "any")
 
 
-def _rows(node: dict[str, Any], path: str, required: bool, rules: list[str]) -> list[str]:
+def field_rows(node: dict[str, Any], path: str, required: bool, rules: list[str]) -> list[str]:
     description = node.get("description", "").replace("|", "\\|")
     rows = [f"| `{path}`{' *' if required else ''} | {type_name(node)} | {description} |"] if path else []
     rules += [f"`{path or '(root)'}`: {r['message']}" for r in node.get("x-kubernetes-validations", [])]
@@ -31,7 +31,7 @@ def _rows(node: dict[str, Any], path: str, required: bool, rules: list[str]) -> 
     needed = set(target.get("required", []))
     for name, sub in target.get("properties", {}).items():
         child = f"{path}[].{name}" if "items" in node else (f"{path}.{name}" if path else name)
-        rows += _rows(sub, child, name in needed, rules)
+        rows += field_rows(sub, child, name in needed, rules)
     return rows
 
 
@@ -48,7 +48,7 @@ def api_reference_markdown() -> str:
         parts.append(f"Short name `{', '.join(info.short_names)}`; plural `{info.plural}`.\n")
         for section, model in (("spec", info.spec_model), ("status", info.status_model)):
             rules: list[str] = []
-            rows = _rows(openapi_schema(model), section, False, rules)
+            rows = field_rows(openapi_schema(model), section, False, rules)
             parts.append(f"### {info.kind} {section}\n")
             parts.append("| Field | Type | Description |\n|---|---|---|\n" + "\n".join(rows[1:]) + "\n")
             if rules:
