@@ -18,6 +18,7 @@ PAGES = (
     "reference/load-generator.html",
     "reference/cli.html",
     "reference/reports.html",
+    "reference/helm-values.html",
     "development.html",
     "api-reference.html",
     "fault-model.html",
