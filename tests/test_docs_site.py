@@ -8,6 +8,9 @@ import re
 import shutil
 from pathlib import Path
 
+import yaml
+
+from kaliper.api.profilerun import ProfileRunSpec
 from tests.support.docs_site import PAGES, REPO, build_site
 
 
@@ -38,3 +41,16 @@ def test_the_readmes_links_into_the_docs_resolve() -> None:
     links = re.findall(r"\]\((docs/[^)#\s]+)", (REPO / "README.md").read_text())
     assert "docs/how-to/gitops.md" in links
     assert [link for link in links if not (REPO / link).is_file()] == []
+
+
+def test_the_release_gates_spec_in_the_guide_is_a_valid_profilerun() -> None:
+    """The YAML of docs/how-to/gate-a-release.md, put into the example ProfileRun, passes the API's checks."""
+    guide = (REPO / "docs" / "how-to" / "gate-a-release.md").read_text()
+    block = guide.split("```yaml\n", 1)[1].split("```", 1)[0]
+    example = yaml.safe_load((REPO / "examples" / "profilerun.yaml").read_text())
+    example["spec"] |= yaml.safe_load(block)["spec"]
+    spec = ProfileRunSpec.model_validate(example["spec"])
+    assert spec.baseline is not None and spec.baseline.run == "iris-sweep-v1"
+    assert spec.slo is not None and spec.slo.fail_if_regressed is not None
+    assert (spec.slo.fail_if_regressed.default, spec.slo.fail_if_regressed.ttft) == (0.05, 0.10)
+    assert spec.fail_if_not_met is True

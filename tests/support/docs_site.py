@@ -13,6 +13,7 @@ PAGES = (
     "tutorials/one-machine.html",
     "tutorials/llm.html",
     "how-to/install.html",
+    "how-to/gate-a-release.html",
     "how-to/gitops.html",
     "reference/resources.html",
     "reference/load-generator.html",
