@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import re
 import shutil
+import textwrap
 from pathlib import Path
 
 import yaml
 
+from kaliper.api.cleanup import CleanupSpec
 from kaliper.api.profilerun import ProfileRunSpec
 from tests.support.docs_site import PAGES, REPO, build_site
 
@@ -54,3 +56,17 @@ def test_the_release_gates_spec_in_the_guide_is_a_valid_profilerun() -> None:
     assert spec.slo is not None and spec.slo.fail_if_regressed is not None
     assert (spec.slo.fail_if_regressed.default, spec.slo.fail_if_regressed.ttft) == (0.05, 0.10)
     assert spec.fail_if_not_met is True
+
+
+def yaml_blocks(page: str) -> list[dict]:
+    text = (REPO / "docs" / page).read_text()
+    return [yaml.safe_load(textwrap.dedent(block.split("```", 1)[0])) for block in text.split("```yaml\n")[1:]]
+
+
+def test_the_how_to_guides_manifests_pass_the_apis_checks() -> None:
+    (workload,) = yaml_blocks("how-to/profile-a-running-deployment.md")
+    example = yaml.safe_load((REPO / "examples" / "profilerun-workload.yaml").read_text())
+    spec = ProfileRunSpec.model_validate(example["spec"] | workload["spec"])
+    assert spec.target.workload_ref is not None and spec.target.workload_ref.name == "scorer"
+    (cleanup,) = yaml_blocks("how-to/clean-up.md")
+    assert CleanupSpec.model_validate(cleanup["spec"]).keep_last == 10

@@ -15,6 +15,8 @@ PAGES = (
     "how-to/install.html",
     "how-to/gate-a-release.html",
     "how-to/gitops.html",
+    "how-to/profile-a-running-deployment.html",
+    "how-to/clean-up.html",
     "reference/resources.html",
     "reference/load-generator.html",
     "reference/cli.html",
