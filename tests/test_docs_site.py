@@ -68,5 +68,13 @@ def test_the_how_to_guides_manifests_pass_the_apis_checks() -> None:
     example = yaml.safe_load((REPO / "examples" / "profilerun-workload.yaml").read_text())
     spec = ProfileRunSpec.model_validate(example["spec"] | workload["spec"])
     assert spec.target.workload_ref is not None and spec.target.workload_ref.name == "scorer"
+    (sizing,) = yaml_blocks("how-to/size-an-llm-deployment.md")
+    example = yaml.safe_load((REPO / "examples" / "llm" / "profilerun-sweep.yaml").read_text())
+    spec = ProfileRunSpec.model_validate(example["spec"] | sizing["spec"])
+    assert spec.slo is not None and spec.slo.target_output_tokens_per_second == 5000
+    (replay,) = yaml_blocks("how-to/replay-production-traffic.md")
+    example = yaml.safe_load((REPO / "examples" / "llm" / "profilerun-trace.yaml").read_text())
+    spec = ProfileRunSpec.model_validate(example["spec"] | replay["spec"])
+    assert spec.load.trace is not None and spec.payload.prompts is not None
     (cleanup,) = yaml_blocks("how-to/clean-up.md")
     assert CleanupSpec.model_validate(cleanup["spec"]).keep_last == 10

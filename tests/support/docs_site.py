@@ -13,6 +13,8 @@ PAGES = (
     "tutorials/one-machine.html",
     "tutorials/llm.html",
     "how-to/install.html",
+    "how-to/size-an-llm-deployment.html",
+    "how-to/replay-production-traffic.html",
     "how-to/gate-a-release.html",
     "how-to/gitops.html",
     "how-to/profile-a-running-deployment.html",
