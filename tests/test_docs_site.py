@@ -12,6 +12,7 @@ from pathlib import Path
 import yaml
 
 from kaliper.api.cleanup import CleanupSpec
+from kaliper.api.modeldeployment import ModelDeploymentSpec
 from kaliper.api.profilerun import ProfileRunSpec
 from tests.support.docs_site import PAGES, REPO, build_site
 
@@ -76,5 +77,10 @@ def test_the_how_to_guides_manifests_pass_the_apis_checks() -> None:
     example = yaml.safe_load((REPO / "examples" / "llm" / "profilerun-trace.yaml").read_text())
     spec = ProfileRunSpec.model_validate(example["spec"] | replay["spec"])
     assert spec.load.trace is not None and spec.payload.prompts is not None
+    (gpus,) = yaml_blocks("how-to/run-on-gpus.md")
+    example = yaml.safe_load((REPO / "examples" / "modeldeployment-gpu.yaml").read_text())
+    deployment = ModelDeploymentSpec.model_validate(example["spec"] | gpus["spec"])
+    assert deployment.resources is not None and deployment.resources.gpu is not None
+    assert deployment.resources.gpu.resource_name == "nvidia.com/mig-1g.5gb"
     (cleanup,) = yaml_blocks("how-to/clean-up.md")
     assert CleanupSpec.model_validate(cleanup["spec"]).keep_last == 10

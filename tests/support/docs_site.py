@@ -19,6 +19,7 @@ PAGES = (
     "how-to/gitops.html",
     "how-to/profile-a-running-deployment.html",
     "how-to/clean-up.html",
+    "how-to/run-on-gpus.html",
     "reference/resources.html",
     "reference/load-generator.html",
     "reference/cli.html",
