@@ -5,15 +5,18 @@ and the README's links into docs/ resolve. The pages in a browser: tests/test_re
 from __future__ import annotations
 
 import re
+import shlex
 import shutil
 import textwrap
 from pathlib import Path
 
 import yaml
+from click.testing import CliRunner
 
 from kaliper.api.cleanup import CleanupSpec
 from kaliper.api.modeldeployment import ModelDeploymentSpec
 from kaliper.api.profilerun import ProfileRunSpec
+from kaliper.cli import main
 from tests.support.docs_site import PAGES, REPO, build_site
 
 
@@ -84,3 +87,33 @@ def test_the_how_to_guides_manifests_pass_the_apis_checks() -> None:
     assert deployment.resources.gpu.resource_name == "nvidia.com/mig-1g.5gb"
     (cleanup,) = yaml_blocks("how-to/clean-up.md")
     assert CleanupSpec.model_validate(cleanup["spec"]).keep_last == 10
+
+
+def documented_kaliper_commands() -> list[tuple[str, list[str]]]:
+    """Every `kaliper` command of the tutorials' and guides' bash blocks (continuation lines joined, comments
+    dropped), as (page, arguments)."""
+    found = []
+    for page in sorted([*(REPO / "docs" / "tutorials").glob("*.md"), *(REPO / "docs" / "how-to").glob("*.md")]):
+        for block in page.read_text().split("```bash\n")[1:]:
+            for line in block.split("```", 1)[0].replace("\\\n", " ").splitlines():
+                for command in line.split("&&"):
+                    words = shlex.split(command, comments=True)
+                    words = words[: next((i for i, w in enumerate(words) if w in (">", ">>", "|")), len(words))]
+                    if words and words[0] in ("kaliper", ".venv/bin/kaliper"):
+                        found.append((str(page.relative_to(REPO)), words[1:]))
+    return found
+
+
+def test_every_kaliper_command_the_guides_give_parses_and_the_manifests_they_run_are_valid() -> None:
+    """Each command as written is one the command line accepts (its options parsed, then --help), and each
+    manifest a `kaliper run` names from examples/ passes `kaliper validate`."""
+    commands = documented_kaliper_commands()
+    assert len(commands) >= 10
+    for page, arguments in commands:
+        parsed = CliRunner().invoke(main, [*arguments, "--help"])
+        assert parsed.exit_code == 0, (page, arguments, parsed.output)
+        if arguments[0] == "run":
+            manifests = [a for a in arguments[1:] if a.startswith("examples/")]
+            for manifest in manifests:
+                checked = CliRunner().invoke(main, ["validate", str(REPO / manifest)])
+                assert checked.exit_code == 0, (page, manifest, checked.output)
