@@ -16,6 +16,14 @@ document says why), 2 for bad input.
 
 from __future__ import annotations
 
+import os
+
+# The generator forks only to exec (its gRPC client process, its worker processes). gRPC's fork handlers would
+# restart its pollers in such a child between fork and exec, which can abort it there ("Check failed:
+# wakeup_fd_->Wakeup().ok()", grpc/grpc#43055: a CI run's gRPC client process died so before it started).
+# Read when grpc is first imported, so set before anything imports it.
+os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
+
 # Locust first: it monkey-patches the standard library for gevent before anything else opens sockets.
 import locust  # noqa: F401
 
