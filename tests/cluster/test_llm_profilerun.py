@@ -30,6 +30,17 @@ THREE_SECONDS = {"minDuration": "3s", "maxDuration": "3s"}
 CHAT_TEMPLATE_TOKENS = 16  # llama-server's ChatML around one user message, with the tiny model's tokenizer
 
 
+def tiny_tokenizer_configmap(folder: Path) -> dict:
+    """The ConfigMap TOKENIZER_REF names: a tokenizer of 1,024 tokens trained here."""
+    train_tokenizer(1024).save(str(folder / "tokenizer.json"))
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "tiny-tokenizer"},
+        "data": {"tokenizer.json": (folder / "tokenizer.json").read_text()},
+    }
+
+
 @pytest.fixture(scope="module")
 def operator(crds: Kubectl) -> Iterator[None]:
     with running_operator(crds):
@@ -80,13 +91,7 @@ def test_a_workload_fitted_from_prometheus_when_planned_is_kept_in_the_status_an
     metrics to a real Prometheus after serving 40 known requests; the operator fits them once, when it plans the
     run, keeps the fit in the status, and the load generator's Job sends it; the selector reads the run's
     namespace's series only (tenancy). A selector that matches nothing fails the run with the reason."""
-    train_tokenizer(1024).save(str(tmp_path / "tokenizer.json"))
-    tokenizer = {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": {"name": "tiny-tokenizer"},
-        "data": {"tokenizer.json": (tmp_path / "tokenizer.json").read_text()},
-    }
+    tokenizer = tiny_tokenizer_configmap(tmp_path)
     flags = ("-vllm-metrics", "-ttft", "2ms", "-gap", "1ms")
     # Scraped as the run's namespace's and, again, as another team's: the run reads its own namespace's alone.
     with (
@@ -160,13 +165,7 @@ def test_a_two_replica_vllm_trial_reports_its_prefix_cache_hit_rate_from_prometh
     Service, so the servers' load comes from Prometheus's scrapes of both pods (the exporter double serves
     vLLM's series for them: 600 of 1,000 and 150 of 500 prompt tokens a second found in the prefix cache), and
     the trial's report carries the hit rate of the two together, 0.5."""
-    train_tokenizer(1024).save(str(tmp_path / "tokenizer.json"))
-    tokenizer = {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": {"name": "tiny-tokenizer"},
-        "data": {"tokenizer.json": (tmp_path / "tokenizer.json").read_text()},
-    }
+    tokenizer = tiny_tokenizer_configmap(tmp_path)
     deployment = {
         "apiVersion": "kaliper.dev/v1alpha1",
         "kind": "ModelDeployment",
