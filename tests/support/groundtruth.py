@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from kaliper.netutil import free_port
+from kaliper.report.schema import StageResult
 from tests.support.controlplane import wait_for
 from tests.support.paths import CACHE as KALIPER_CACHE
 
@@ -78,6 +79,18 @@ def records(base: str) -> tuple[float, list[tuple[float, float]]]:
     unverified = ssl._create_unverified_context()
     data = json.loads(urllib.request.urlopen(f"{base}/_truth/records", timeout=30, context=unverified).read())
     return data["epoch"], [(ns / 1e9, us / 1000) for ns, us in data["records"] or []]  # none: null
+
+
+def served_in_measured_window(base: str, stage: StageResult) -> list[float]:
+    """Service ms of every request the server completed inside a stage's measured window, sorted.
+
+    Their count is the stage's `requests - drained` (the load generator counts what its client received in the
+    window, and what its graceful stop awaited after it), apart only by requests whose two timestamps straddle
+    an edge: completed by the server before it, received by the client after it. At most one per user (or
+    connection) at each edge, one edge adding and the other taking away: so never further apart than the
+    users, however busy the machine."""
+    start = stage.started_at.timestamp() + stage.warmup_s
+    return sorted(ms for done, ms in records(base)[1] if start <= done < start + stage.measured_s)
 
 
 def wait_served_for(base: str, seconds: float, timeout: float = 60, skip: int = 0) -> None:
