@@ -9,6 +9,7 @@ from pathlib import Path
 
 from kaliper.api.common import TensorSpec
 from kaliper.api.profilerun import GeneratedTensors, Payload
+from kaliper.jsonlines import json_lines
 
 GENERATED_BODIES = 64  # distinct generated requests, cycled
 
@@ -26,7 +27,7 @@ def build_bodies(payload: Payload, seed: int | None = None, dataset_root: Path |
         path = Path(payload.dataset.file)
         if dataset_root is not None and not path.is_absolute():
             path = dataset_root / path
-        bodies = read_dataset(path, json_lines="json" in payload.content_type)
+        bodies = read_dataset(path, each_json="json" in payload.content_type)
         if payload.dataset.order == "random":
             random.Random(seed).shuffle(bodies)
         return bodies
@@ -34,22 +35,17 @@ def build_bodies(payload: Payload, seed: int | None = None, dataset_root: Path |
     return generate_oip_requests(payload.tensors, seed)
 
 
-def read_dataset(path: Path, json_lines: bool) -> list[bytes]:
+def read_dataset(path: Path, each_json: bool) -> list[bytes]:
     """One request body per non-empty line; with a JSON content type every line must be valid JSON."""
     try:
         text = path.read_text()
     except OSError as exc:
         raise PayloadError(f"cannot read dataset {path}: {exc.strerror or exc}") from exc
-    bodies = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        if json_lines:
-            try:
-                json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise PayloadError(f"{path}, line {number}: not valid JSON ({exc.msg} at column {exc.colno})") from exc
-        bodies.append(line.encode())
+    lines = text.splitlines()
+    if each_json:
+        for _ in json_lines(lines, path, PayloadError):
+            pass  # each line checked: a body that is not JSON is refused before the run
+    bodies = [line.encode() for line in lines if line.strip()]
     if not bodies:
         raise PayloadError(f"dataset {path} has no requests (it is empty)")
     return bodies

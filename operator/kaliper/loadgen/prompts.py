@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from kaliper.api.profilerun import GenerationSpec, LengthDistribution, PromptSource, RequestSpec, SyntheticPrompts
+from kaliper.jsonlines import json_lines
 from kaliper.loadgen.payloads import PayloadError
 from kaliper.loadgen.traces import PlayedTrace, TraceRequest
 
@@ -180,14 +181,7 @@ def dataset_prompts(path: Path, generation: GenerationSpec, chat: bool) -> list[
     except OSError as exc:
         raise PayloadError(f"cannot read dataset {path}: {exc.strerror or exc}") from exc
     prompts = []
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        where = f"{path}, line {number}"
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise PayloadError(f"{where}: not valid JSON ({exc.msg} at column {exc.colno})") from exc
+    for where, row in json_lines(lines, path, PayloadError):
         if not isinstance(row, dict) or ("prompt" in row) == ("messages" in row):
             raise PayloadError(f'{where}: each row needs exactly one of "prompt" (a string) or "messages" (a list)')
         max_tokens = row.get("max_tokens", generation.max_tokens)

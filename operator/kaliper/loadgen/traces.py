@@ -24,7 +24,6 @@ import csv
 import functools
 import io
 import itertools
-import json
 import math
 import time
 from collections.abc import Iterator
@@ -33,6 +32,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
+from kaliper.jsonlines import json_lines
 from kaliper.loadgen.payloads import PayloadError
 from kaliper.loadgen.schedule import Part, Slot
 
@@ -181,14 +181,7 @@ def parse_mooncake(text: str, source: str) -> list[TraceRequest]:
     rows: list[TraceRequest] = []
     clock_ms = 0.0
     sessions: dict[str, float] = {}  # session id -> its last row's time
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        where = f"{source}, line {number}"
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise TraceError(f"{where}: not valid JSON ({exc.msg} at column {exc.colno})") from exc
+    for where, row in json_lines(text.splitlines(), source, TraceError):
         if not isinstance(row, dict):
             raise TraceError(f"{where}: each line must be a JSON object")
         if "timestamp" not in row and "delay" not in row:
