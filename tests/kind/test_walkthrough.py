@@ -1,11 +1,11 @@
-"""The README's kind walkthrough, run as written on a real kind cluster made from the repository's own
-`kind-config.yaml`: each command of the README's block, the Docker-specific ones in the podman forms the README's
-table gives (tests/support/kind.py says why each is needed on this machine)."""
+"""The kind tutorial (docs/tutorials/kind.md, whose block the README's tour shows too), run as written on a
+real kind cluster made from the repository's own `kind-config.yaml`: each command of its block, the
+Docker-specific ones in the podman forms the tutorial's table gives (tests/support/kind.py says why each is
+needed on this machine)."""
 
 from __future__ import annotations
 
 import json
-import re
 import shlex
 import subprocess
 from collections.abc import Iterator
@@ -14,22 +14,20 @@ import pytest
 import yaml
 
 from tests.support.controlplane import REPO
+from tests.support.docs_site import bash_blocks
 from tests.support.kind import KindError, KindHost, kind_host, wait_for_line
 from tests.support.podcpu import PodCpuSampler, measured_window
 
 README = REPO / "README.md"
+TUTORIAL = REPO / "docs" / "tutorials" / "kind.md"
 IMAGE_SCRIPT = REPO / "hack" / "image" / "build.sh"
 PROMETHEUS_IMAGE_SCRIPT = REPO / "hack" / "kind" / "prometheus-image.sh"
 GPU_EXAMPLE = REPO / "examples" / "modeldeployment-gpu.yaml"
 
 
 def walkthrough_commands() -> list[str]:
-    """The commands of the README's "On kind" block, continuation lines joined, comments kept (bash drops them)."""
-    text = README.read_text()
-    section = text[text.index("### On kind: from zero to a finished ProfileRun") :]
-    block = re.search(r"```bash\n(.*?)```", section, re.S)
-    assert block is not None, "the README's kind section has no bash block"
-    return [c.strip() for c in block.group(1).replace("\\\n", " ").splitlines() if c.strip()]
+    """The commands of the kind tutorial's first block."""
+    return bash_blocks(TUTORIAL.read_text())[0]
 
 
 class Walkthrough:
@@ -88,7 +86,10 @@ def walkthrough(kind: KindHost) -> Iterator[tuple[Walkthrough, PodCpuSampler]]:
     yield steps, truth
 
 
-def test_the_readme_block_is_what_the_walkthrough_runs() -> None:
+def test_the_tutorials_block_is_what_the_walkthrough_runs_and_the_readmes_tour_shows() -> None:
+    readme = README.read_text()
+    tour = readme[readme.index("### On kind: from zero to a finished ProfileRun") :]
+    assert bash_blocks(tour)[0] == walkthrough_commands()
     commands = walkthrough_commands()
     assert commands[0] == "kind create cluster --config kind-config.yaml"
     assert any(c.startswith("helm install kaliper charts/kaliper") and "prometheus.url=" in c for c in commands)
