@@ -49,6 +49,16 @@ def test_the_readmes_links_into_the_docs_resolve() -> None:
     assert [link for link in links if not (REPO / link).is_file()] == []
 
 
+def test_every_page_but_the_home_page_starts_with_what_its_reader_will_be_able_to_do() -> None:
+    leads = {}
+    for page in PAGES:
+        text = (REPO / "docs" / page.removesuffix(".html")).with_suffix(".md").read_text()
+        paragraphs = [p for p in text.split("\n\n") if p.strip() and not p.lstrip().startswith(("<!--", "# "))]
+        leads[page] = paragraphs[0].split()[0]
+    assert leads.pop("index.html") == "**Which"
+    assert {page: word for page, word in leads.items() if word != "After"} == {}
+
+
 def test_the_release_gates_spec_in_the_guide_is_a_valid_profilerun() -> None:
     """The YAML of docs/how-to/gate-a-release.md, put into the example ProfileRun, passes the API's checks."""
     guide = (REPO / "docs" / "how-to" / "gate-a-release.md").read_text()

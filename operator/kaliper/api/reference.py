@@ -39,6 +39,7 @@ def api_reference_markdown() -> str:
     parts = [
         HEADER,
         "# Kaliper API reference\n",
+        "After this page you know every field of the four kinds: its type, its default and what it means.\n",
         f"All kinds are in `{API_VERSION}`. Fields marked * are required. Defaults are applied by Kaliper "
         "(the models), not written into stored objects. `kaliper explain KIND.path` prints the same text.\n",
     ]

@@ -186,24 +186,25 @@ class Connection:
             self.close()
         return status
 
+    def _line_end(self, sock: socket.socket, buffer: bytes, position: int) -> tuple[bytes, int]:
+        """The buffer, read on until it holds a line end at or after `position`, and where that line ends."""
+        line_end = buffer.find(_CRLF, position)
+        while line_end < 0:
+            buffer += self._recv(sock)
+            self._buffer = buffer
+            line_end = buffer.find(_CRLF, position)
+        return buffer, line_end
+
     def _read_chunked(self, sock: socket.socket, buffer: bytes, position: int) -> int:
         """Skip a chunked body starting at `position`; returns the offset just after it."""
         while True:
-            line_end = buffer.find(_CRLF, position)
-            while line_end < 0:
-                buffer += self._recv(sock)
-                self._buffer = buffer
-                line_end = buffer.find(_CRLF, position)
+            buffer, line_end = self._line_end(sock, buffer, position)
             size = int(buffer[position:line_end].split(b";", 1)[0], 16)
             position = line_end + 2
             if size == 0:
                 # Trailers (usually none) end with an empty line.
                 while True:
-                    trailer_end = buffer.find(_CRLF, position)
-                    while trailer_end < 0:
-                        buffer += self._recv(sock)
-                        self._buffer = buffer
-                        trailer_end = buffer.find(_CRLF, position)
+                    buffer, trailer_end = self._line_end(sock, buffer, position)
                     if trailer_end == position:
                         self._buffer = buffer
                         return position + 2

@@ -285,34 +285,38 @@ def stage_result(
     )
 
 
+# A stream count a reader must know before trusting a stage's token figures, and what it means.
+TOKEN_WARNINGS = (
+    ("over_max_tokens", "answers were longer than the max_tokens they asked for; the server ignores max_tokens"),
+    (
+        "events_after_done",
+        "events arrived after [DONE] and were ignored; the server goes on after saying its answer is over",
+    ),
+    (
+        "usage_below_chunks",
+        "answers' usage counted fewer output tokens than the content chunks they carried; "
+        "their tokens are the chunks' count instead (a lower bound)",
+    ),
+    (
+        "usage_off_tokenizer",
+        "answers' usage differs from the tokenizer's count by more than 10%; is "
+        "payload.prompts.tokenizer the served model's?",
+    ),
+)
+
+
 def stage_warnings(stage: StageResult) -> list[str]:
     """What a reader must know before trusting a stage's figures."""
     warnings = []
     if stage.late_sends and stage.late_sends.reason:
         warnings.append(stage.late_sends.reason)
     tokens = stage.tokens
-    if tokens is not None and tokens.over_max_tokens:
-        warnings.append(
-            f"stage {stage.index}: {tokens.over_max_tokens} answers were longer than the max_tokens they asked for; "
-            "the server ignores max_tokens"
-        )
-    if tokens is not None and tokens.events_after_done:
-        warnings.append(
-            f"stage {stage.index}: {tokens.events_after_done} events arrived after [DONE] and were ignored; the "
-            "server goes on after saying its answer is over"
-        )
-    if tokens is not None and tokens.usage_below_chunks:
-        warnings.append(
-            f"stage {stage.index}: {tokens.usage_below_chunks} answers' usage counted fewer output tokens than the "
-            "content chunks they carried; their tokens are the chunks' count instead (a lower bound)"
-        )
-    if tokens is not None and tokens.usage_off_tokenizer:
-        warnings.append(
-            f"stage {stage.index}: {tokens.usage_off_tokenizer} answers' usage differs from the tokenizer's count by "
-            "more than 10%; is payload.prompts.tokenizer the served model's?"
-        )
-    without_usage = (tokens.token_sources.get("chunks", 0) - tokens.usage_below_chunks) if tokens is not None else 0
-    if without_usage:
+    if tokens is None:
+        return warnings
+    for count_field, meaning in TOKEN_WARNINGS:
+        if count := getattr(tokens, count_field):
+            warnings.append(f"stage {stage.index}: {count} {meaning}")
+    if without_usage := tokens.token_sources.get("chunks", 0) - tokens.usage_below_chunks:
         warnings.append(
             f"stage {stage.index}: {without_usage} answers came without usage and no tokenizer was given: their "
             "output tokens are the number of chunks (a lower bound); set payload.prompts.tokenizer"
