@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import signal
 import time
+from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,7 +20,15 @@ from tests.support.controlplane import (
     fresh_namespace,
     interrupt,
 )
-from tests.support.cpu_use import CPU_PROPERTY, SESSION_END, busiest_lines, by_module, cpu_seconds
+from tests.support.cpu_use import (
+    CPU_PROPERTY,
+    SESSION_END,
+    busiest_lines,
+    by_module,
+    cpu_seconds,
+    machine_busy_seconds,
+    wall_lines,
+)
 from tests.support.llama import llama_server_binary
 from tests.support.node import Node, start_node
 from tests.support.paths import REPO
@@ -72,7 +81,9 @@ def _llama_cpp_built(request: pytest.FixtureRequest) -> None:
 _call_seconds: dict[str, float] = {}
 _cpu_used: list[tuple[str, float]] = []  # (module, CPU seconds), from every report (tests/support/cpu_use.py)
 _last_of_session = pytest.StashKey[bool]()
-_cpu_mark = {"seconds": 0.0, "session_start": time.monotonic()}
+_cpu_mark = {"seconds": 0.0, "session_start": time.monotonic(), "machine_start": machine_busy_seconds()}
+_wall_by_group: dict[str, float] = defaultdict(float)  # set-up, call and teardown seconds, by tiers.py's group
+_wall_by_worker: dict[str, float] = defaultdict(float)
 
 
 @pytest.hookimpl(wrapper=True)
@@ -96,6 +107,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> pytes
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     if report.when == "call":
         _call_seconds[report.nodeid] = report.duration
+    _wall_by_group[group_of(report.nodeid)] += report.duration
+    _wall_by_worker[getattr(report, "worker_id", None) or "main"] += report.duration
     _cpu_used.extend(tuple(value) for name, value in report.user_properties if name == CPU_PROPERTY)
 
 
@@ -105,10 +118,16 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     if hasattr(session.config, "workerinput"):
         return  # an xdist worker: its controller sees every report and decides
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
-    busiest = busiest_lines(by_module(_cpu_used), time.monotonic() - _cpu_mark["session_start"])
+    wall_s = time.monotonic() - _cpu_mark["session_start"]
+    busiest = busiest_lines(by_module(_cpu_used), wall_s)
     if reporter is not None and busiest:
         reporter.section("CPU by test module (tests/support/cpu_use.py)")
         for line in busiest:
+            reporter.line(line)
+        machine = (machine_busy_seconds() - _cpu_mark["machine_start"]) / wall_s
+        reporter.line(f"the whole machine: {machine:.2f} of {os.cpu_count()} cores busy on average (containers too)")
+        reporter.section("wall time by group (tests/support/tiers.py)")
+        for line in wall_lines(_wall_by_group, _wall_by_worker):
             reporter.line(line)
     slow = over_ceiling(_call_seconds)
     if slow:

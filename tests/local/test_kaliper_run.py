@@ -117,13 +117,6 @@ def test_bad_input_is_a_clear_error(tmp_path: Path, model: Path) -> None:
     assert process.returncode != 0 and "spec.resources.limits.cpu" in process.stderr
 
 
-def test_report_json_is_versioned(tmp_path: Path, model: Path) -> None:
-    kaliper_run(tmp_path, deployment(model, resources={"limits": {"cpu": "500m"}}), profile_run())
-    document = json.loads((tmp_path / "reports" / "report.json").read_text())
-    assert document["schemaVersion"] == "kaliper.dev/profile/v1"
-    assert document["trials"][0]["stage"]["latency"]["histogram"]  # the load generator's document, embedded
-
-
 def test_cluster_only_settings_are_refused_not_ignored(tmp_path: Path, model: Path) -> None:
     run = profile_run(
         metrics={

@@ -99,8 +99,10 @@ def test_a_scikit_learn_model_is_converted_quantized_and_tuned_under_the_cpu_lim
     picked = next(c for c in report.candidates if c.id == chosen.candidate_id)
     assert picked.meets_goals is True
     assert chosen.settings["intraOp"] == picked.parameters["intraOp"]
-    # int8 weights make this MLP's two 512-wide layers markedly faster: the choice is a quantized model
-    assert "quantization" in picked.passes
+    # Which candidate wins is the machine's to say (int8 weights and a second thread run 7-20% apart here under
+    # the one-CPU quota); the choice among measured candidates is proven on scripted figures in
+    # tests/optimize/test_search.py. This test proves the plumbing: every candidate built and measured under the
+    # limit, and the chosen one kept as the model the report describes.
     # The kept model is a real ONNX model that classifies the rows as the report says.
     rows = [json.loads(line) for line in (models / "iris/rows.jsonl").read_text().splitlines()]
     session = ort.InferenceSession(str(out / "best/model.onnx"), providers=["CPUExecutionProvider"])

@@ -61,6 +61,8 @@ def test_the_tutorial_runs_as_written(tmp_path: Path) -> None:
     assert "report: kaliper-reports/iris-demo/report.json" in ran
     assert "html report: kaliper-reports/iris-demo/report.html" in ran
     report = json.loads((tmp_path / "kaliper-reports" / "iris-demo" / "report.json").read_text())
+    assert report["schemaVersion"] == "kaliper.dev/profile/v1"
+    assert report["trials"][0]["stage"]["latency"]["histogram"]  # the load generator's document, embedded
     assert [(t["parameters"]["cpu"], t["parameters"]["concurrency"]) for t in report["trials"][:6]] == [
         ("250m", "2"),
         ("250m", "8"),
@@ -75,5 +77,9 @@ def test_the_tutorial_runs_as_written(tmp_path: Path) -> None:
             assert trial["resources"]["cpuAvgCores"] <= limit * 1.05, trial["name"]
     assert (tmp_path / "kaliper-reports" / "iris-demo" / "report.html").is_file()
     assert "ProfileRun iris-demo" in outputs[2]
-    # The recommendation as a patch to the demo's ModelDeployment.
-    assert "name: iris-local" in outputs[3] and "cpu:" in outputs[3]
+    # The recommendation as a merge patch of the demo's ModelDeployment: what the run printed, as JSON.
+    patch = json.loads(outputs[3])
+    assert sorted(patch["spec"]) == ["replicas", "resources"]
+    assert sorted(patch["spec"]["resources"]) == ["limits", "requests"]
+    printed = next(line for line in ran.splitlines() if line.startswith("recommendation: requests cpu="))
+    assert printed.startswith(f"recommendation: requests cpu={patch['spec']['resources']['requests']['cpu']} ")

@@ -11,11 +11,30 @@ descendants (containerd's and kind's containers) are not counted.
 
 from __future__ import annotations
 
+import os
 import resource
 from collections import defaultdict
+from pathlib import Path
 
 CPU_PROPERTY = "cpu_s"
 SESSION_END = "(the last module's teardown and the session fixtures')"
+
+
+def machine_busy_seconds() -> float:
+    """CPU seconds the whole machine has spent busy since it booted (every process, containers included):
+    /proc/stat's first line, all but idle and iowait."""
+    fields = [int(value) for value in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
+    user, nice, system, _idle, _iowait, irq, softirq, steal = fields
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+
+
+def wall_lines(seconds_by_group: dict[str, float], seconds_by_worker: dict[str, float], top: int = 12) -> list[str]:
+    """Where the wall time went: each worker's busy seconds (the longest bounds the phase), then the groups of
+    tests/support/tiers.py that took longest (set-up, call and teardown of their tests)."""
+    lines = ["busy per worker: " + ", ".join(f"{w} {s / 60:.1f} min" for w, s in sorted(seconds_by_worker.items()))]
+    for group, seconds in sorted(seconds_by_group.items(), key=lambda kv: (-kv[1], kv[0]))[:top]:
+        lines.append(f"{seconds / 60:6.1f} min  {group}")
+    return lines
 
 
 def cpu_seconds() -> float:
