@@ -115,12 +115,13 @@ def assert_nothing_lost(plane: ControlPlane, namespace: str, figures: dict, runs
     assert made_twice == {}
 
 
-def test_the_api_server_and_etcd_stopped_for_a_minute_under_two_hundred_runs(
-    plane: ControlPlane, tmp_path: Path
-) -> None:
+def test_the_api_server_and_etcd_stopped_for_a_minute_under_sixty_runs(plane: ControlPlane, tmp_path: Path) -> None:
+    """Sixty runs in flight: the behaviour before (every object retried every step interval with a traceback)
+    would log thousands of lines a minute here and use a quarter core or more; 200 runs and ten minutes are
+    bench/operator_outage.py's (docs/benchmarks.md)."""
     runs = [profile_run("multi", ["250m", "500m", "1", "2"])]
-    runs += [profile_run(f"run-{i:03d}", ["1"]) for i in range(199)]
-    figures = through_an_outage(plane, tmp_path, "refused", runs, (plane.take_down, plane.bring_back), 60, 60)
+    runs += [profile_run(f"run-{i:03d}", ["1"]) for i in range(59)]
+    figures = through_an_outage(plane, tmp_path, "refused", runs, (plane.take_down, plane.bring_back), 60, 20)
     assert figures["lines"] <= MAX_LINES_IN_A_MINUTE, figures["log"][-5000:]
     assert figures["cpu_share"] <= MAX_CPU_SHARE
     # Stopping drops the connections in flight, then refuses new ones: the first failure seen names either.
