@@ -5,8 +5,9 @@ from __future__ import annotations
 import ast
 import subprocess
 import sys
+import time
 
-from tests.support.cpu_use import SESSION_END, busiest_lines, by_module, cpu_seconds
+from tests.support.cpu_use import SESSION_END, busiest_lines, by_module, cpu_seconds, machine_busy_seconds, wall_lines
 from tests.support.paths import REPO
 from tests.support.tiers import (
     LONG_TESTS,
@@ -80,6 +81,23 @@ def test_cpu_use_is_summed_by_module_and_the_busiest_listed_first() -> None:
         "   1.5 min  37.5%  tests/b.py",
     ]
     assert busiest_lines({}, wall_s=10.0) == []
+
+
+def test_wall_time_is_listed_per_worker_then_by_group_longest_first() -> None:
+    groups = {"node": 1380.0, "cluster": 600.0, "tests/a.py": 30.0}
+    assert wall_lines(groups, {"gw1": 1500.0, "gw0": 1410.0}, top=2) == [
+        "busy per worker: gw0 23.5 min, gw1 25.0 min",
+        "  23.0 min  node",
+        "  10.0 min  cluster",
+    ]
+
+
+def test_the_machines_busy_time_grows_with_a_process_burning_cpu() -> None:
+    before = machine_busy_seconds()
+    end = time.process_time() + 0.3
+    while time.process_time() < end:
+        pass
+    assert machine_busy_seconds() - before >= 0.25  # clock ticks: 10 ms apiece
 
 
 def test_a_child_process_cpu_is_counted_once_it_is_waited_for() -> None:

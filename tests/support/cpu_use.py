@@ -22,10 +22,10 @@ SESSION_END = "(the last module's teardown and the session fixtures')"
 
 def machine_busy_seconds() -> float:
     """CPU seconds the whole machine has spent busy since it booted (every process, containers included):
-    /proc/stat's first line, all but idle and iowait."""
-    fields = [int(value) for value in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
-    user, nice, system, _idle, _iowait, irq, softirq, steal = fields
-    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+    /proc/stat's first line, all but idle, iowait and the time the hypervisor kept for others (steal)."""
+    fields = [int(value) for value in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:8]]
+    user, nice, system, _idle, _iowait, irq, softirq = fields
+    return (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
 
 
 def wall_lines(seconds_by_group: dict[str, float], seconds_by_worker: dict[str, float], top: int = 12) -> list[str]:
