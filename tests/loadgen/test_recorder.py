@@ -82,14 +82,14 @@ def test_a_scheduled_send_is_late_by_the_connections_or_by_the_generator() -> No
 
 def test_requests_unanswered_at_a_windows_end_are_counted_in_flight() -> None:
     recorder = Recorder(window_s=1.0, open_loop=False)
-    start = time.time() - 2.5  # windows 0 and 1 have ended, and no request was answered in either
+    start = time.time()
     recorder.begin_stage(0, start)
     early, late, done = object(), object(), object()
     recorder.sending(early, at_wall=start + 0.25)
     recorder.sending(late, at_wall=start + 1.5)
     recorder.sending(done, at_wall=start + 0.5)
     recorder.answered(done)
-    windows, until = recorder.take_closed(time.time())
+    windows, until = recorder.take_closed(start + 2.5)  # windows 0 and 1 have ended, no request answered in either
     assert until == 1
     assert [(w.index, w.requests, w.in_flight, round(w.in_flight_oldest_s, 6)) for w in windows] == [
         (0, 0, 1, 0.75),
@@ -153,12 +153,12 @@ def test_the_drain_records_what_was_sent_before_measuring_ended_and_nothing_afte
 
 def test_closed_loop_failing_time_counts_waits_and_half_the_one_an_answer_ended() -> None:
     recorder = Recorder(window_s=1.0, open_loop=False)
-    start = time.time() - 0.1  # the waits start now, 0.1 s into window 0
+    start = time.time()
     recorder.begin_stage(0, start)
     recorder.record(start + 0.05, 0.02)  # an answer: 0.02 s of the user's time, none failing
     recorder.record(start + 0.08, 0.01, fault=Fault("ConnectionRefusedError", answered=False))
-    recorder.record_wait(1.5, retry_after=False)  # spans windows 0 (0.9 s) and 1 (0.6 s)
-    recorder.record_recovered(1.5)  # the next request was answered: half the wait was not failing
+    recorder.record_wait(1.5, retry_after=False, at_wall=start + 0.1)  # spans windows 0 (0.9 s) and 1 (0.6 s)
+    recorder.record_recovered(1.5, at_wall=start + 1.6)  # the next request was answered: half was not failing
     windows, _ = recorder.take_closed(start + 2.0)
     assert [round(w.waited_s, 3) for w in windows] == [0.9, 0.6]
     total = windows[0].merge(windows[1])

@@ -370,11 +370,11 @@ class Recorder:
             good=good,
         )
 
-    def record_wait(self, seconds: float, retry_after: bool) -> None:
-        """A user backing off after a failure (closed loop): counted in the window of the failure it follows,
-        its seconds spread over the windows it spans (none past the stage's measured end), as failing time
-        until `record_recovered` says the next request was answered."""
-        now = time.time()
+    def record_wait(self, seconds: float, retry_after: bool, at_wall: float | None = None) -> None:
+        """A user backing off after a failure (closed loop), from `at_wall` (now unless given): counted in the
+        window of the failure it follows, its seconds spread over the windows it spans (none past the stage's
+        measured end), as failing time until `record_recovered` says the next request was answered."""
+        now = time.time() if at_wall is None else at_wall
         window = None if self.holding else self._window_for(now)
         if window is None:
             return
@@ -389,10 +389,10 @@ class Recorder:
             window.failing_s += part
             seconds, now, first = seconds - part, now + part, first + 1
 
-    def record_recovered(self, waited_s: float) -> None:
-        """The request after a wait of `waited_s` was answered: the server came back at some time during the
-        wait, half of it on average, so half of it was not failing time."""
-        window = None if self.holding else self._window_for(time.time())
+    def record_recovered(self, waited_s: float, at_wall: float | None = None) -> None:
+        """The request after a wait of `waited_s` was answered (at `at_wall`, now unless given): the server came
+        back at some time during the wait, half of it on average, so half of it was not failing time."""
+        window = None if self.holding else self._window_for(time.time() if at_wall is None else at_wall)
         if window is not None:
             window.failing_s -= waited_s / 2
 
