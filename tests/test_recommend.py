@@ -6,6 +6,8 @@ from datetime import UTC, datetime
 
 import pytest
 
+from kaliper.report.profile_answer import answer_rows
+from kaliper.report.profile_text import summary_lines
 from kaliper.report.recommend import (
     NoRecommendation,
     apply_merge_patch,
@@ -185,3 +187,18 @@ def test_the_status_carries_the_patch_of_the_targets_kind() -> None:
     )
     url = status_from_report(report("http://scorer:8080/"), None).recommendation
     assert url is not None and (url.merge_patch, url.strategic_merge_patch) == (None, None)
+
+
+def test_the_summary_names_only_the_resources_the_recommendation_sets() -> None:
+    """A URL target has no CPU or memory figures: its recommendation is replicas alone, never `cpu=None`."""
+    replicas_only = RecommendationReport(replicas=1, rationale="no resource figures were available")
+    assert [line for line in summary_lines(report(recommendation=replicas_only)) if "recommendation" in line] == [
+        "recommendation: replicas=1"
+    ]
+    assert "resources per replica" not in dict(answer_rows(report(recommendation=replicas_only)))
+    assert [line for line in summary_lines(report()) if "recommendation" in line] == [
+        "recommendation: requests cpu=288m memory=173Mi; limits cpu=500m memory=207Mi; replicas=2"
+    ]
+    assert dict(answer_rows(report()))["resources per replica"] == (
+        "requests cpu=288m memory=173Mi; limits cpu=500m memory=207Mi"
+    )

@@ -19,7 +19,7 @@ from tests.support.cluster_objects import apply
 from tests.support.controlplane import Kubectl, wait_for
 from tests.support.exporter import Exporter, PodSeries, VllmSeries
 from tests.support.groundtruth import STREAM_SOURCE, groundtruth
-from tests.support.llama import chat_request, llama_server, synthetic_payload, tiny_model
+from tests.support.llama import CHAT_TEMPLATE_TOKENS, chat_request, llama_server, synthetic_payload, tiny_model
 from tests.support.operator_runner import Cluster, running_operator
 from tests.support.prometheus import instant_value, prometheus
 
@@ -27,7 +27,6 @@ TOKENIZER_REF = {"configMap": {"name": "tiny-tokenizer", "key": "tokenizer.json"
 SERIES = 'vllm:request_success_total{model_name="truth"}'  # what streamtruth -vllm-metrics counted
 FINISHED = f"sum({SERIES})"
 THREE_SECONDS = {"minDuration": "3s", "maxDuration": "3s"}
-CHAT_TEMPLATE_TOKENS = 16  # llama-server's ChatML around one user message, with the tiny model's tokenizer
 
 
 def tiny_tokenizer_configmap(folder: Path) -> dict:

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from kaliper.report.schema import LoadTestResult, ProfileReport, StageResult
-from kaliper.report.status import status_from_report
+from kaliper.report.schema import LoadTestResult, StageResult
 from kaliper.serving.tiny_llm import TinyLlmShape, make_tiny_llm
 from tests.support.llama import (
+    CHAT_TEMPLATE_TOKENS,
     MODEL_NAME,
     chat_request,
     llama_server,
@@ -25,12 +25,8 @@ from tests.support.llama import (
     tiny_model,
 )
 from tests.support.loadgen_run import run_loadgen
-from tests.support.paths import KALIPER
 
 SHORT = {"warmup": "1s", "minDuration": "3s", "maxDuration": "3s", "stopping": {"window": "1s"}}
-# llama-server's ChatML template around a user message adds 16 tokens with this tokenizer (measured with the
-# server's own usage for one-word and two-word messages: 17 and 18 prompt tokens).
-CHAT_TEMPLATE_TOKENS = 16
 
 
 @pytest.fixture(scope="module")
@@ -259,45 +255,3 @@ def test_a_tokenizer_of_another_model_is_refused_before_any_load(tmp_path: Path,
         "payload.prompts.tokenizer does not match the served model: a 32-token probe from it became "
     )
     assert result.error.endswith("give the model's own tokenizer.json")
-
-
-def test_kaliper_run_passes_the_token_figures_to_the_report_and_the_status(
-    tmp_path: Path, server: str, model: Path
-) -> None:
-    """A ProfileRun with a URL target, run by `kaliper run`: the token figures reach report.json unchanged,
-    the terminal summary, and the status the operator would write (kaliper.report.status)."""
-    manifest = {
-        "apiVersion": "kaliper.dev/v1alpha1",
-        "kind": "ProfileRun",
-        "metadata": {"name": "tiny-chat"},
-        "spec": {
-            "target": {"url": server},
-            "request": chat_request(8),
-            "payload": synthetic_payload({"file": str(model.parent / "tokenizer.json")}, 32, 64),
-            "load": {"closedLoop": {"concurrency": 2}, **SHORT},
-            "slo": {"latency": [{"metric": "ttft", "percentile": 90, "max": "10s"}]},
-            "report": {"formats": ["json", "table"]},
-        },
-    }
-    (tmp_path / "run.yaml").write_text(json.dumps(manifest))
-    out = tmp_path / "reports"
-    process = subprocess.run(
-        [str(KALIPER), "run", str(tmp_path / "run.yaml"), "--output-dir", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert process.returncode == 0, process.stderr
-    report = ProfileReport.model_validate_json((out / "report.json").read_text())
-    trial = report.trials[0]
-    assert trial.stage is not None and trial.stage.tokens is not None and trial.slo_verdict == "Met"
-    requests = trial.stage.requests
-    assert trial.stage.tokens.output_tokens == 8 * requests
-    assert trial.stage.tokens.input_tokens == (32 + CHAT_TEMPLATE_TOKENS) * requests
-    assert trial.stage.tokens.server_check is not None and trial.stage.tokens.server_check.source == "llama.cpp"
-    assert "trial 0 tokens: ttft p50/p99" in process.stdout
-    status = status_from_report(report)
-    summary = status.trials[0].tokens if status.trials else None
-    assert summary is not None
-    assert (summary.output_tokens, summary.input_tokens) == (8 * requests, (32 + CHAT_TEMPLATE_TOKENS) * requests)
-    assert summary.ttft_p50_ms == trial.stage.tokens.ttft.at(50).value_ms  # type: ignore[union-attr]

@@ -97,6 +97,7 @@ NEEDS_LLAMA_CPP = {
     "tests/test_llm_serving.py",
     "tests/llm/test_llamacpp_runtime.py",
     "tests/llm/test_gguf_pipeline.py",
+    "tests/llm/test_tutorial_llm.py",
 }
 
 # Seconds a test's own body may take (fixtures' set-up and teardown not counted) unless it is listed below.
@@ -133,6 +134,11 @@ LONG_TESTS: dict[str, tuple[float, str]] = {
         240.0,
         "the demo as the tutorial runs it: six trials of 2 s warm-up and 6-10 s of load under three CPU quotas, and "
         "up to 30 s of tie-break on a quiet machine: 79 s alone here",
+    ),
+    "tests/llm/test_tutorial_llm.py::test_the_llama_cpp_steps_run_as_written": (
+        330.0,
+        "the LLM tutorial's llama.cpp steps as a user runs them: three load-test stages of up to 30 s, three "
+        "ProfileRun trials of up to 20 s, a 15 s trace replayed: 201 s alone here",
     ),
     "tests/node/test_optimization.py::test_the_pipeline_example_runs_end_to_end": (
         240.0,

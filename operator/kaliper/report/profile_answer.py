@@ -12,6 +12,7 @@ from kaliper.report.profile_text import (
     fmt,
     replicas_interval,
 )
+from kaliper.report.recommend import resources_text
 from kaliper.report.schema import ProfileReport
 
 
@@ -52,13 +53,9 @@ def answer_rows(report: ProfileReport) -> list[tuple[str, str]]:
             rows.append(("replicas", f"{r.replicas}{replicas_interval(r.replicas_low, r.replicas_high)}"))
         elif r.replicas is not None:
             rows.append(("replicas", f"{r.replicas}, as measured (the SLO sets no target throughput to size for)"))
-        rows.append(
-            (
-                "resources per replica",
-                f"requests cpu={r.cpu_request} memory={r.memory_request}; "
-                f"limits cpu={r.cpu_limit} memory={r.memory_limit}",
-            )
-        )
+        resources = resources_text(r)
+        if resources is not None:
+            rows.append(("resources per replica", resources))
     if report.choice is not None:
         rows.append(("how certain", f"{report.choice.certainty}: {report.choice.explanation}"))
     measured = f"{len(report.trials)} trials, {report.load_generation_s:.0f} s of load"

@@ -12,6 +12,7 @@ from kaliper.api.profilerun.status import Capacity
 from kaliper.api.units import UnitError, format_memory, parse_cpu, parse_duration
 from kaliper.measure.figures import LATENCY, TPOT, TTFT, Figure
 from kaliper.report.ramp_text import segment_text
+from kaliper.report.recommend import resources_text
 from kaliper.report.replay_text import replay_lines
 from kaliper.report.schema import ConfigurationRow, PercentileFigure, ProfileReport, TrialReport
 from kaliper.report.token_text import token_summary
@@ -300,10 +301,9 @@ def summary_lines(report: ProfileReport) -> list[str]:
     lines += [f"not chosen: {label}: {why}" for label, why in others(report)]
     r = report.recommendation
     if r is not None:
-        lines.append(
-            f"recommendation: requests cpu={r.cpu_request} memory={r.memory_request}; limits cpu={r.cpu_limit} "
-            f"memory={r.memory_limit}; replicas={r.replicas}{replicas_interval(r.replicas_low, r.replicas_high)}"
-        )
+        resources = resources_text(r)
+        replicas = f"replicas={r.replicas}{replicas_interval(r.replicas_low, r.replicas_high)}"
+        lines.append(f"recommendation: {resources}; {replicas}" if resources else f"recommendation: {replicas}")
         lines.append(f"  ({r.rationale})")
     lines += capacity_lines(report)
     lines += workload_lines(report)

@@ -37,9 +37,9 @@ class Target:
         return "merge" if self.kind == "ModelDeployment" else "strategic"
 
 
-def spec_patch(recommendation: RecommendationReport) -> dict[str, Any]:
-    """The JSON merge patch (RFC 7386) of a ModelDeployment that deploys the recommendation."""
-    resources: dict[str, Any] = {}
+def recommended_resources(recommendation: RecommendationReport) -> dict[str, dict[str, str]]:
+    """The requests and limits the recommendation sets, only those it has a figure for (a URL target has none)."""
+    resources = {}
     for field, values in (
         ("requests", {"cpu": recommendation.cpu_request, "memory": recommendation.memory_request}),
         ("limits", {"cpu": recommendation.cpu_limit, "memory": recommendation.memory_limit}),
@@ -47,6 +47,21 @@ def spec_patch(recommendation: RecommendationReport) -> dict[str, Any]:
         named = {k: v for k, v in values.items() if v is not None}
         if named:
             resources[field] = named
+    return resources
+
+
+def resources_text(recommendation: RecommendationReport) -> str | None:
+    """`requests cpu=... memory=...; limits cpu=... memory=...` with what the recommendation sets; None if nothing."""
+    parts = [
+        f"{field} " + " ".join(f"{name}={value}" for name, value in values.items())
+        for field, values in recommended_resources(recommendation).items()
+    ]
+    return "; ".join(parts) or None
+
+
+def spec_patch(recommendation: RecommendationReport) -> dict[str, Any]:
+    """The JSON merge patch (RFC 7386) of a ModelDeployment that deploys the recommendation."""
+    resources: dict[str, Any] = dict(recommended_resources(recommendation))
     if recommendation.gpu is not None:
         resources["gpu"] = {"count": recommendation.gpu}  # the target's resourceName stays
     spec: dict[str, Any] = {}
