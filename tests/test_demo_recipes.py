@@ -7,33 +7,19 @@ from __future__ import annotations
 import re
 import shlex
 
+from tests.support.makefile import make_recipe
 from tests.support.paths import REPO
-
-
-def recipes() -> dict[str, list[list[str]]]:
-    """Each demo target's recipe, its commands split into words."""
-    found: dict[str, list[list[str]]] = {}
-    target = None
-    for line in (REPO / "Makefile").read_text().splitlines():
-        if line.startswith("\t") and target is not None:
-            found[target].append(shlex.split(line.strip()))
-        else:
-            match = re.match(r"(demo[\w-]*):", line)
-            target = match.group(1) if match else None
-            if target is not None:
-                found[target] = []
-    return found
 
 
 def made_and_read(target: str) -> tuple[list[str], set[str]]:
     """The models the recipe makes (its --only values) and those its example manifest reads."""
     made, example = [], None
-    for words in recipes()[target]:
+    for words in map(shlex.split, make_recipe(target)):
         if "make-example-models" in words:
             made = [words[i + 1] for i, word in enumerate(words) if word == "--only"]
         elif words[1:2] == ["run"]:
             example = REPO / words[2]
-    assert example is not None, recipes()[target]
+    assert example is not None, make_recipe(target)
     # `models/x` beside examples/local's manifests, `../local/models/x` from examples/llm's
     read = set(re.findall(r"(?<![\w/.])(?:\.\./local/)?models/([\w.-]+)", example.read_text()))
     return made, read

@@ -1,22 +1,32 @@
-"""The vllm runtime under `kaliper run`: a ModelDeployment serving the random-weight chat model made here
-with a real vLLM (its CPU build) under cgroup limits, a fresh server per configuration, and a ProfileRun
-sweeping max-num-seqs (slots) that is checked against the servers' own counters and gauges, priced per
-million output tokens, and chosen."""
+"""The vllm runtime under `kaliper run`: the LLM tutorial's vLLM step (`make demo-vllm`, docs/tutorials/llm.md)
+run as written, a real vLLM (its CPU build) serving the random-weight chat model made here under cgroup limits,
+a fresh server per configuration, and a ProfileRun sweeping max-num-seqs (slots) that is checked against the
+servers' own counters and gauges, priced per million output tokens, and chosen. And the runtime's own failures,
+on manifests of this module.
+"""
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from kaliper.report.schema import ProfileReport
 from kaliper.serving.hf_llm import make_hf_chat_model
+from tests.support.docs_site import bash_blocks
 from tests.support.local_run import run_manifests
+from tests.support.makefile import make_recipe
+from tests.support.paths import EXAMPLES, REPO
 
-MAX_TOKENS = 16
+MAX_TOKENS = 16  # the failures' manifests
+DEMO_TOKENS = 32  # examples/llm/vllm.yaml: every answer exactly 32 tokens
 
 
-def manifests(model: Path) -> list[dict]:
+def one_trial(model: Path) -> list[dict]:
+    """A ModelDeployment and a one-trial ProfileRun of it, which the failure tests break."""
     deployment = {
         "apiVersion": "kaliper.dev/v1alpha1",
         "kind": "ModelDeployment",
@@ -52,12 +62,9 @@ def manifests(model: Path) -> list[dict]:
                 "maxDuration": "4s",
                 "stopping": {"window": "1s"},
             },
-            "sweep": {"slots": [1, 4]},
             "readyTimeout": "4m",
-            # The median: 4 s of a slow CPU's one slot holds 25 answers, too few to bound a p90 from above.
             "slo": {"latency": [{"metric": "ttft", "percentile": 50, "max": "10s"}]},
-            "cost": {"perCoreHour": 0.04, "perGibHour": 0.004},
-            "report": {"formats": ["json", "table"]},
+            "report": {"formats": ["json"]},
         },
     }
     return [deployment, run]
@@ -65,10 +72,34 @@ def manifests(model: Path) -> list[dict]:
 
 @pytest.fixture(scope="module")
 def swept(tmp_path_factory: pytest.TempPathFactory, vllm_program: Path) -> tuple[ProfileReport, str]:
-    directory = tmp_path_factory.mktemp("vllm-run")
-    model = make_hf_chat_model(directory / "chat-hf")
-    report, process = run_manifests(directory, manifests(model), {"KALIPER_VLLM": str(vllm_program)})
-    return report, process.stdout
+    """`make demo-vllm`'s commands as written, in a folder that holds the examples and this checkout's `.venv`
+    (`make vllm`, its prerequisite, is what the vllm_program fixture installs)."""
+    directory = tmp_path_factory.mktemp("demo-vllm")
+    shutil.copytree(EXAMPLES / "llm", directory / "examples" / "llm")
+    (directory / ".venv").symlink_to(REPO / ".venv")
+    printed = ""
+    for command in make_recipe("demo-vllm"):
+        done = subprocess.run(
+            ["bash", "-c", command],
+            cwd=directory,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            env={**os.environ, "KALIPER_VLLM": str(vllm_program)},
+        )
+        assert done.returncode == 0, (command, done.stderr[-3000:])
+        printed = done.stdout
+    report = ProfileReport.model_validate_json((directory / "kaliper-reports/chat-vllm-slots/report.json").read_text())
+    return report, printed
+
+
+def test_the_tutorials_vllm_step_is_make_demo_vllm() -> None:
+    blocks = bash_blocks((REPO / "docs" / "tutorials" / "llm.md").read_text())
+    assert ["make demo-vllm"] in blocks
+    assert make_recipe("demo-vllm") == [
+        ".venv/bin/kaliper make-example-models examples/local/models --only chat-hf",
+        ".venv/bin/kaliper run examples/llm/vllm.yaml",
+    ]
 
 
 def test_each_configuration_is_served_by_its_own_vllm_with_settings_from_its_limits(
@@ -84,7 +115,7 @@ def test_each_configuration_is_served_by_its_own_vllm_with_settings_from_its_lim
         assert trial.server_settings == {"kvCacheSpace": "1GiB", "ompThreadsBind": "1"}
         tokens = trial.stage.tokens
         assert tokens is not None and trial.stage.errors_by_kind == {}
-        assert tokens.output_tokens == MAX_TOKENS * trial.stage.requests
+        assert tokens.output_tokens == DEMO_TOKENS * trial.stage.requests
         assert tokens.token_sources == {"usage": trial.stage.requests}
         assert trial.resources is not None and trial.resources.source == "cgroup"
         assert trial.resources.memory_peak_bytes is not None and trial.resources.memory_peak_bytes > 2**30
@@ -93,17 +124,19 @@ def test_each_configuration_is_served_by_its_own_vllm_with_settings_from_its_lim
         assert check is not None and check.source == "vLLM"
         counted = {c.figure: c for c in check.comparisons}
         # The generator's side over that interval: the measured windows' answers (the graceful stop's after them).
-        assert counted["outputTokens"].generator == MAX_TOKENS * (trial.stage.requests - trial.stage.drained)
-        # Prefix caching was off: nothing came from the cache, by the server's usage or its counters.
-        assert tokens.cached_input_tokens == 0
-        assert tokens.server_load is not None and tokens.server_load.prefix_cache_hit_rate is None
+        assert counted["outputTokens"].generator == DEMO_TOKENS * (trial.stage.requests - trial.stage.drained)
+        # Prefix caching on, 64 prompts sharing half their text: the cache served prompt tokens, by the server's
+        # usage and by its counters.
+        assert tokens.cached_input_tokens is not None and tokens.cached_input_tokens > 0
+        load = tokens.server_load
+        assert load is not None and load.prefix_cache_hit_rate is not None and load.prefix_cache_hit_rate > 0
     one, four = (trial.stage.tokens.server_load for trial in report.trials)
     # max-num-seqs held, by the seconds vLLM's own clock counted its requests running and queued over the
     # interval (every moment, where its gauges are read at the five window edges only): one sequence at a time
     # with the other users queued, then several at once and none queued. One slot reads about 1: a little over
     # where consecutive requests' stamped running times overlap (measured, cause not pinned down), or where one
     # began before the interval and finished in it. Measured on one host: 1.00 running and 2.67 queued over
-    # 4 s (1.06-1.08 over 10 s in the demo); four slots 3.43 running, while the gauges read 1 at most.
+    # 4 s, 1.06-1.08 over 10 s; four slots 3.43 running, while the gauges read 1 at most.
     assert one.running_max == 1 and one.running_time_weighted is not None and 0.5 < one.running_time_weighted < 1.5
     assert one.waiting_time_weighted is not None and one.waiting_time_weighted > 2
     assert four.running_time_weighted is not None and four.running_time_weighted > 2
@@ -129,13 +162,12 @@ def test_its_own_failures_are_named_in_the_trials_reason(tmp_path: Path, vllm_pr
     (broken / "config.json").write_text("{}")
     reasons = {}
     for name, folder, memory in (("broken", broken, "5Gi"), ("small", model, "600Mi")):
-        deployment, run = manifests(model)
+        deployment, run = one_trial(model)
         deployment["metadata"]["name"] = name
         deployment["spec"] |= {"model": {"file": str(folder), "name": name}}
         deployment["spec"]["resources"]["limits"]["memory"] = memory
-        run["spec"] |= {"target": {"deploymentRef": {"name": name}}, "report": {"formats": ["json"]}}
+        run["spec"] |= {"target": {"deploymentRef": {"name": name}}}
         run["spec"]["request"]["modelName"] = name
-        del run["spec"]["sweep"]
         env = {"KALIPER_VLLM": str(vllm_program)}
         report, _ = run_manifests(tmp_path / name, [deployment, run], env, expect=1)
         (trial,) = report.trials

@@ -11,21 +11,10 @@ import subprocess
 from pathlib import Path
 
 from tests.support.docs_site import bash_blocks
+from tests.support.makefile import make_recipe
 from tests.support.paths import REPO
 
 TUTORIAL = REPO / "docs" / "tutorials" / "one-machine.md"
-
-
-def make_recipe(target: str) -> list[str]:
-    """A Makefile target's commands as written, `$(BIN)` spelled out."""
-    lines = (REPO / "Makefile").read_text().splitlines()
-    start = lines.index(next(line for line in lines if line.startswith(f"{target}:"))) + 1
-    recipe = []
-    for line in lines[start:]:
-        if not line.startswith("\t"):
-            break
-        recipe.append(line.strip().replace("$(BIN)", ".venv/bin"))
-    return recipe
 
 
 def test_make_demo_runs_the_tutorials_first_step() -> None:
