@@ -16,13 +16,12 @@ import pytest
 import yaml
 
 from kaliper.api.modeloptimization import ModelOptimizationStatus
-from kaliper.optimize.tiny_bert import make_tiny_bert
 from kaliper.report.optimization import OptimizationReport
 from kaliper.report.schema import ProfileReport
 from kaliper.serving.examples import make_iris_pipeline, make_iris_sklearn
 from tests.support.cpu import NCHWC_BLOCK
 from tests.support.kernel import kaliper_groups
-from tests.support.paths import EXAMPLES, KALIPER
+from tests.support.paths import KALIPER
 
 FLOAT_INPUT = [{"name": "float_input", "shape": [-1, 4], "datatype": "FP32"}]
 
@@ -295,62 +294,3 @@ def test_an_interrupted_optimization_keeps_the_candidates_measured_so_far(tmp_pa
     assert report.candidates[0].id == "c1" and report.candidates[0].latency_ms is not None
     assert report.message == f"interrupted after {len(report.candidates)} candidates; the rest were not evaluated"
     assert kaliper_groups(f"{process.pid}-") == []
-
-
-def test_the_transformer_example_fuses_tokenizes_and_measures_under_the_cpu_limit(tmp_path: Path) -> None:
-    """examples/local/transformer.yaml (seed 002's example) on the BERT-style model `make-example-models` writes."""
-    make_tiny_bert(tmp_path / "models/tiny-bert", rows=64)
-    example = yaml.safe_load((EXAMPLES / "local/transformer.yaml").read_text())
-    # Fewer runs than the example's 300 and a 5% goal instead of 20%: the test checks the flow, and int8 weights
-    # make this model faster than that on any machine (the goal the example sets is the benchmark's business).
-    # Likewise 64 sentence pairs instead of 256, and a shorter load test of the chosen model.
-    example["spec"]["evaluator"]["latency"].update(runs=100, minImprovementPercent=5)
-    example["spec"]["followUp"]["profileRun"]["template"]["load"].update(minDuration="3s", maxDuration="5s")
-    result = run(tmp_path, example)
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert "tokenizing the text rows to 128 tokens each" in result.stderr
-    report = report_of(tmp_path / "kaliper-models/tiny-bert-optimize")
-    assert report.target["cpuLimit"] == "2"
-    # transformer fusions off/on x quantization off/on x intra-op threads 1, 2
-    assert [(c.id, c.passes, c.parameters["intraOp"]) for c in report.candidates] == [
-        ("c1", ["threadTuning"], "1"),
-        ("c2", ["threadTuning"], "2"),
-        ("c3", ["quantization", "threadTuning"], "1"),
-        ("c4", ["quantization", "threadTuning"], "2"),
-        ("c5", ["transformersOptimization", "threadTuning"], "1"),
-        ("c6", ["transformersOptimization", "threadTuning"], "2"),
-        ("c7", ["transformersOptimization", "quantization", "threadTuning"], "1"),
-        ("c8", ["transformersOptimization", "quantization", "threadTuning"], "2"),
-    ]
-    assert all(c.status == "Succeeded" for c in report.candidates), [c.message for c in report.candidates]
-    # ONNX Runtime's counts of what it fused: four layers of the example model, one embedding layer.
-    fused = {"Attention": 4, "BiasGelu": 4, "EmbedLayerNormalization": 1, "SkipLayerNormalization": 8}
-    assert [c.fused_operators for c in report.candidates] == [None] * 4 + [fused] * 4
-    assert report.candidates[4].parameters["transformersOptimization.numHeads"] == "4"
-    # 64 sentence pairs labelled by the original itself: it scores 1.0, and the fused model answers alike.
-    assert report.baseline is not None and (report.baseline.accuracy, report.baseline.agreement) == (1.0, 1.0)
-    assert [(c.accuracy, c.agreement) for c in report.candidates[4:6]] == [(1.0, 1.0), (1.0, 1.0)]
-    assert all(c.agreement == c.accuracy for c in report.candidates)
-    # The operator types the fused model ran, beside the original's: attention and layer norms replaced.
-    profiles = {p.model: {t.op_type: t.nodes for t in p.operator_types} for p in report.profiles}
-    assert {"Softmax": 4, "LayerNormalization": 9}.items() <= profiles["original"].items()
-    # A profile of a fused candidate is there whichever wins (the chosen one, or the fastest fused one besides):
-    # no Softmax left, one attention operator per layer (quantized when the candidate is).
-    candidates = {c.id: c for c in report.candidates}
-    fused_ids = [m for m in profiles if m != "original" and candidates[m].fused_operators]
-    assert len(fused_ids) == 1
-    attention = "QAttention" if "quantization" in candidates[fused_ids[0]].passes else "Attention"
-    assert "Softmax" not in profiles[fused_ids[0]] and profiles[fused_ids[0]][attention] == 4
-    status = ModelOptimizationStatus.model_validate(
-        yaml.safe_load((tmp_path / "kaliper-models/tiny-bert-optimize/status.yaml").read_text())
-    )
-    assert status.candidates is not None and status.candidates[4].fused_operators == fused
-    assert status.profiles is not None and len(status.profiles) == len(report.profiles)
-    # The follow-ups served the chosen model and load-tested it with the tokenized rows: every request answered.
-    assert "follow-ups: ModelDeployment tiny-bert, ProfileRun tiny-bert-profile" in result.stdout
-    profile = ProfileReport.model_validate_json(
-        (tmp_path / "kaliper-reports/tiny-bert-profile/report.json").read_text()
-    )
-    trial = profile.trials[0]
-    assert trial.status == "Succeeded" and trial.stage is not None
-    assert trial.stage.requests > 0 and trial.stage.errors_by_kind == {}
