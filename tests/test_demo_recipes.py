@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 import shlex
 
-from tests.support.makefile import make_recipe
+from tests.support.as_written import make_recipe
 from tests.support.paths import REPO
 
 

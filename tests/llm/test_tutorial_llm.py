@@ -1,8 +1,8 @@
 """The LLM tutorial (docs/tutorials/llm.md) run as written: the commands of its llama.cpp steps (serve the tiny
-model, load-test it, profile it as a ProfileRun, replay a burst, stop the server), as one shell session in a
-folder of its own that holds the tutorial's examples, this checkout's `.venv` and `hack/` (the suite has built
-llama-server already, as `make llama` does). Step 5 (`make demo-vllm`) is the Makefile's; its recipe's models
-are checked by tests/test_demo_recipes.py, and the vllm runtime itself by tests/llm/test_vllm_runtime.py.
+model, load-test it, profile it as a ProfileRun, replay a burst, stop the server), as one shell session (its
+`kill %1` stops the server its first step started) in a folder of their own (tests/support/as_written.py) that
+also links `hack/` (the suite has built llama-server already, as `make llama` does). Step 5 (`make demo-vllm`)
+runs as written in tests/llm/test_vllm_runtime.py.
 
 What each step prints depends on this machine's speed (another pytest worker runs beside this one), so the test
 holds what does not: every answer's length, the server's own counts, the trials and stages the files list."""
@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -19,6 +18,8 @@ from pathlib import Path
 
 from kaliper.report.schema import LoadTestResult, ProfileReport
 from kaliper.report.status import status_from_report
+from tests.support.as_written import workspace
+from tests.support.controlplane import wait_for
 from tests.support.docs_site import bash_blocks
 from tests.support.llama import CHAT_TEMPLATE_TOKENS
 from tests.support.paths import REPO
@@ -43,9 +44,8 @@ def port_is_free(port: int) -> bool:
 
 def test_the_llama_cpp_steps_run_as_written(tmp_path: Path) -> None:
     assert port_is_free(PORT), f"127.0.0.1:{PORT}, the tutorial's port, is taken before the tutorial starts"
-    shutil.copytree(REPO / "examples" / "llm", tmp_path / "examples" / "llm")
-    (tmp_path / ".venv").symlink_to(REPO / ".venv")
-    (tmp_path / "hack").symlink_to(REPO / "hack")
+    workspace(tmp_path, "examples/llm")
+    (tmp_path / "hack").symlink_to(REPO / "hack")  # hack/llama/build.sh: the llama-server the suite built
     blocks = bash_blocks(TUTORIAL.read_text())
     commands = [command for block in blocks[:5] for command in block]
     assert commands[-1] == "kill %1" and blocks[5] == ["make demo-vllm"], blocks
@@ -114,5 +114,5 @@ def test_the_llama_cpp_steps_run_as_written(tmp_path: Path) -> None:
     assert replayed.errors_by_kind == {} and replayed.requests > 0
     assert "stopped: replayed the trace" in err[5], err[5][-2000:]
 
-    # The server stopped with `kill %1`.
-    assert port_is_free(PORT)
+    # The server stops with `kill %1` (SIGTERM: it lets go of its port once it has shut down, a moment later).
+    wait_for(lambda: port_is_free(PORT), timeout=30, what=f"llama-server to let go of {PORT} after `kill %1`")

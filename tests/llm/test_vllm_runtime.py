@@ -7,19 +7,16 @@ on manifests of this module.
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from kaliper.report.schema import ProfileReport
 from kaliper.serving.hf_llm import make_hf_chat_model
+from tests.support.as_written import make_recipe, run_as_written, workspace
 from tests.support.docs_site import bash_blocks
 from tests.support.local_run import run_manifests
-from tests.support.makefile import make_recipe
-from tests.support.paths import EXAMPLES, REPO
+from tests.support.paths import REPO
 
 MAX_TOKENS = 16  # the failures' manifests
 DEMO_TOKENS = 32  # examples/llm/vllm.yaml: every answer exactly 32 tokens
@@ -74,21 +71,9 @@ def one_trial(model: Path) -> list[dict]:
 def swept(tmp_path_factory: pytest.TempPathFactory, vllm_program: Path) -> tuple[ProfileReport, str]:
     """`make demo-vllm`'s commands as written, in a folder that holds the examples and this checkout's `.venv`
     (`make vllm`, its prerequisite, is what the vllm_program fixture installs)."""
-    directory = tmp_path_factory.mktemp("demo-vllm")
-    shutil.copytree(EXAMPLES / "llm", directory / "examples" / "llm")
-    (directory / ".venv").symlink_to(REPO / ".venv")
-    printed = ""
-    for command in make_recipe("demo-vllm"):
-        done = subprocess.run(
-            ["bash", "-c", command],
-            cwd=directory,
-            capture_output=True,
-            text=True,
-            timeout=600,
-            env={**os.environ, "KALIPER_VLLM": str(vllm_program)},
-        )
-        assert done.returncode == 0, (command, done.stderr[-3000:])
-        printed = done.stdout
+    directory = workspace(tmp_path_factory.mktemp("demo-vllm"), "examples/llm")
+    finished = run_as_written(make_recipe("demo-vllm"), directory, {"KALIPER_VLLM": str(vllm_program)})
+    printed = finished[-1].stdout
     report = ProfileReport.model_validate_json((directory / "kaliper-reports/chat-vllm-slots/report.json").read_text())
     return report, printed
 

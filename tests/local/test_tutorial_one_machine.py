@@ -1,17 +1,13 @@
-"""The one-machine tutorial (docs/tutorials/one-machine.md) run as written: the commands of its blocks, in a
-folder of their own that holds the tutorial's example and this checkout's `.venv` (the suite runs in a set-up
-tree, so `make setup` is the one command it leaves out). `make demo` runs the same first step."""
+"""The one-machine tutorial (docs/tutorials/one-machine.md) run as written: the commands of its blocks
+(tests/support/as_written.py). `make demo` runs the same first step."""
 
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
 from pathlib import Path
 
+from tests.support.as_written import make_recipe, run_as_written, workspace
 from tests.support.docs_site import bash_blocks
-from tests.support.makefile import make_recipe
 from tests.support.paths import REPO
 
 TUTORIAL = REPO / "docs" / "tutorials" / "one-machine.md"
@@ -24,23 +20,9 @@ def test_make_demo_runs_the_tutorials_first_step() -> None:
 
 
 def test_the_tutorial_runs_as_written(tmp_path: Path) -> None:
-    (tmp_path / "examples" / "local").mkdir(parents=True)
-    shutil.copy(REPO / "examples" / "local" / "demo.yaml", tmp_path / "examples" / "local")
-    (tmp_path / ".venv").symlink_to(REPO / ".venv")
     blocks = bash_blocks(TUTORIAL.read_text())
-    commands = blocks[0][1:] + blocks[1]
-    outputs = []
-    for command in commands:
-        done = subprocess.run(
-            ["bash", "-c", command],
-            cwd=tmp_path,
-            capture_output=True,
-            text=True,
-            timeout=600,
-            env={key: value for key, value in os.environ.items() if key != "KUBECONFIG"},
-        )
-        assert done.returncode == 0, (command, done.stderr[-3000:])
-        outputs.append(done.stdout)
+    finished = run_as_written(blocks[0][1:] + blocks[1], workspace(tmp_path, "examples/local/demo.yaml"))
+    outputs = [done.stdout for done in finished]
     ran = outputs[1]
     # The lines step 2 of the tutorial reads, whatever the machine measured (another pytest worker runs beside
     # this one, so which configuration wins is not this test's business: tests/local/test_kaliper_run.py and

@@ -1,6 +1,5 @@
 """The optimization tutorial (docs/tutorials/optimize.md) run as written: its two steps' commands (the iris
-pipeline with its follow-ups, then the transformer example) in a folder of their own that holds the examples
-and this checkout's `.venv`.
+pipeline with its follow-ups, then the transformer example; tests/support/as_written.py).
 
 Which candidate wins and which configuration the follow-up chooses depend on this machine's speed (another
 pytest worker runs beside this one; the choices are proven on scripted figures in tests/optimize and
@@ -9,9 +8,6 @@ the accuracy, the profiles, the follow-ups and their trials."""
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
 from pathlib import Path
 
 import yaml
@@ -19,8 +15,9 @@ import yaml
 from kaliper.api.modeloptimization import ModelOptimizationStatus
 from kaliper.report.optimization import OptimizationReport
 from kaliper.report.schema import ProfileReport
+from tests.support.as_written import run_as_written, workspace
 from tests.support.docs_site import bash_blocks
-from tests.support.paths import EXAMPLES, REPO
+from tests.support.paths import REPO
 
 TUTORIAL = REPO / "docs" / "tutorials" / "optimize.md"
 
@@ -34,24 +31,10 @@ def profile_report(folder: Path) -> ProfileReport:
 
 
 def test_the_tutorial_runs_as_written(tmp_path: Path) -> None:
-    (tmp_path / "examples" / "local").mkdir(parents=True)
-    shutil.copy(EXAMPLES / "pipeline.yaml", tmp_path / "examples")
-    shutil.copy(EXAMPLES / "local" / "transformer.yaml", tmp_path / "examples" / "local")
-    (tmp_path / ".venv").symlink_to(REPO / ".venv")
     blocks = bash_blocks(TUTORIAL.read_text())
     assert len(blocks) == 2, blocks
-    printed = []
-    for command in blocks[0] + blocks[1]:
-        done = subprocess.run(
-            ["bash", "-c", command],
-            cwd=tmp_path,
-            capture_output=True,
-            text=True,
-            timeout=600,
-            env={key: value for key, value in os.environ.items() if key != "KUBECONFIG"},
-        )
-        assert done.returncode == 0, (command, done.stderr[-3000:])
-        printed.append(done.stdout + done.stderr)
+    folder = workspace(tmp_path, "examples/pipeline.yaml", "examples/local/transformer.yaml")
+    printed = [done.stdout + done.stderr for done in run_as_written(blocks[0] + blocks[1], folder)]
     pipeline, transformer = printed[1], printed[3]
 
     # 1. The iris pipeline: three candidates, then the follow-ups serving and profiling the chosen model.
