@@ -39,7 +39,7 @@ class Target:
 
 def recommended_resources(recommendation: RecommendationReport) -> dict[str, dict[str, str]]:
     """The requests and limits the recommendation sets, only those it has a figure for (a URL target has none)."""
-    resources = {}
+    resources: dict[str, dict[str, str]] = {}
     for field, values in (
         ("requests", {"cpu": recommendation.cpu_request, "memory": recommendation.memory_request}),
         ("limits", {"cpu": recommendation.cpu_limit, "memory": recommendation.memory_limit}),
