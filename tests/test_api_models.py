@@ -6,7 +6,9 @@ import copy
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
+from kaliper.api.base import KaliperModel, only_with
 from kaliper.api.loader import ManifestError, parse_resource
 from kaliper.api.profilerun import Progress
 from kaliper.api.resources import KINDS, ModelDeployment, ProfileRun
@@ -328,3 +330,29 @@ def test_a_uniform_length_distribution_needs_its_maximum() -> None:
     assert problems(manifest) == [
         "spec.payload.prompts.synthetic.inputTokens.max: a uniform distribution needs max (and min, default 1)"
     ]
+
+
+class _Inner(KaliperModel):
+    mode: str | None = None
+
+
+class _Outer(KaliperModel):
+    inner: _Inner | None = None
+    needed_field: _Inner | None = None
+
+    cross_field_rules = (only_with("inner.mode", "needed_field.mode", "fast", message="set neededField.mode: fast"),)
+
+
+def test_only_with_states_a_rule_once_for_the_server_and_for_the_models() -> None:
+    rule = _Outer.cross_field_rules[0]
+    assert rule.cel == (
+        "!has(self.inner) || !has(self.inner.mode) || "
+        "(has(self.neededField) && has(self.neededField.mode) && self.neededField.mode == 'fast')"
+    )
+    assert rule.field_path == ".inner.mode"
+    _Outer(), _Outer(inner=_Inner()), _Outer(inner=_Inner(mode="x"), needed_field=_Inner(mode="fast"))
+    for needed in (_Inner(mode="slow"), _Inner(), None):
+        with pytest.raises(ValidationError, match=r"set neededField\.mode: fast"):
+            _Outer(inner=_Inner(mode="x"), needed_field=needed)
+    assert only_with("a", "b", message="m", at="b").cel == "!has(self.a) || has(self.b)"
+    assert only_with("a", "b", message="m", at="b").field_path == ".b"

@@ -33,6 +33,40 @@ class Rule:
         return validation
 
 
+def _value_at(model: Any, path: str) -> Any:
+    """The value at a dotted path of snake_case names; None where any step on the way is unset."""
+    for name in path.split("."):
+        model = None if model is None else getattr(model, name)
+    return model
+
+
+def _has_cel(path: str) -> str:
+    """CEL that is true when every step of a dotted path is set (has() of each, outermost first)."""
+    aliases = [_alias(name) for name in path.split(".")]
+    return " && ".join(f"has(self.{'.'.join(aliases[: depth + 1])})" for depth in range(len(aliases)))
+
+
+def only_with(field: str, needs: str, value: str | None = None, *, message: str, at: str | None = None) -> Rule:
+    """`field` may be set only when `needs` is set (and, given `value`, equals it): both dotted paths of
+    snake_case names in the model the rule sits on. The CEL and the check come from the same two paths, so
+    they cannot disagree; the server points its error at `at` (default: `field`), where the fix goes."""
+    wanted = _has_cel(needs)
+    if value is not None:
+        wanted += f" && self.{'.'.join(_alias(n) for n in needs.split('.'))} == '{value}'"
+    unset = " || ".join(f"!{has}" for has in _has_cel(field).split(" && "))
+
+    def check(model: Any) -> bool:
+        found = _value_at(model, needs)
+        return _value_at(model, field) is None or (found is not None if value is None else found == value)
+
+    return Rule(
+        cel=f"{unset} || ({wanted})" if " && " in wanted else f"{unset} || {wanted}",
+        message=message,
+        check=check,
+        field_path="." + ".".join(_alias(n) for n in (at or field).split(".")),
+    )
+
+
 def _is_set(model: BaseModel, name: str) -> bool:
     value = getattr(model, name)
     return value is not None

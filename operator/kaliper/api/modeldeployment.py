@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, WithJsonSchema
 from pydantic.alias_generators import to_camel
 
-from kaliper.api.base import KaliperModel, Rule, exactly_one_of
+from kaliper.api.base import KaliperModel, Rule, exactly_one_of, only_with
 from kaliper.api.common import (
     Condition,
     ConfigMapKeyReference,
@@ -80,12 +80,7 @@ class ModelSource(KaliperModel):
 
     cross_field_rules = (
         exactly_one_of("pvc", "config_map", "url", "image", "file"),
-        Rule(
-            cel="!has(self.sha256) || has(self.url)",
-            message="sha256 checks a download and needs url; remove sha256 or use url",
-            check=lambda m: m.sha256 is None or m.url is not None,
-            field_path=".sha256",
-        ),
+        only_with("sha256", "url", message="sha256 checks a download and needs url; remove sha256 or use url"),
     )
 
 
@@ -143,11 +138,11 @@ class ServingRuntime(KaliperModel):
             check=lambda r: r.grpc_port is None or r.type not in LLM_RUNTIMES,
             field_path=".grpcPort",
         ),
-        Rule(
-            cel="!has(self.implementation) || (has(self.type) && self.type == 'mlserver')",
+        only_with(
+            "implementation",
+            "type",
+            "mlserver",
             message="implementation applies to the mlserver runtime only; remove it or set type mlserver",
-            check=lambda r: r.implementation is None or r.type == "mlserver",
-            field_path=".implementation",
         ),
     )
 

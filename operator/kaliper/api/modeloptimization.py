@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field
 
-from kaliper.api.base import KaliperModel, Rule, at_most_one_of
+from kaliper.api.base import KaliperModel, Rule, at_most_one_of, only_with
 from kaliper.api.common import (
     Condition,
     CpuQuantity,
@@ -350,12 +350,7 @@ class OptimizationTarget(KaliperModel):
     """GPU for the optimizer pod when device is gpu."""
 
     cross_field_rules = (
-        Rule(
-            cel="!has(self.gpu) || (has(self.device) && self.device == 'gpu')",
-            message="gpu is only used when device is gpu; set device: gpu or remove gpu",
-            check=lambda t: t.gpu is None or t.device == "gpu",
-            field_path=".gpu",
-        ),
+        only_with("gpu", "device", "gpu", message="gpu is only used when device is gpu; set device: gpu or remove gpu"),
     )
 
 
@@ -397,11 +392,10 @@ class FollowUp(KaliperModel):
     profile_run: FollowUpProfileRun | None = None
 
     cross_field_rules = (
-        Rule(
-            cel="!has(self.profileRun) || has(self.deployment)",
+        only_with(
+            "profile_run",
+            "deployment",
             message="followUp.profileRun loads the follow-up deployment; add followUp.deployment",
-            check=lambda f: f.profile_run is None or f.deployment is not None,
-            field_path=".profileRun",
         ),
     )
 
@@ -519,11 +513,11 @@ class ModelOptimizationSpec(KaliperModel):
             ),
             field_path=".model.source",
         ),
-        Rule(
-            cel="!has(self.passes.conversion) || has(self.model.inputs)",
+        only_with(
+            "passes.conversion",
+            "model.inputs",
             message="conversion needs the input tensors; list them in model.inputs",
-            check=lambda s: s.passes.conversion is None or s.model.inputs is not None,
-            field_path=".model.inputs",
+            at="model.inputs",
         ),
         Rule(
             cel="!has(self.passes.quantization) || !has(self.passes.quantization.mode) || "

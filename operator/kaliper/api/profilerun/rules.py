@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kaliper.api.base import Rule
+from kaliper.api.base import Rule, only_with
 from kaliper.api.profilerun.vocabulary import LLM_PROTOCOLS, OIP_PROTOCOLS, WORKLOAD_SWEEP_FIELDS
 from kaliper.measure.figures import figure, token_names_text
 
@@ -21,7 +21,11 @@ _SCOPED: list[tuple[Rule, tuple[str, ...]]] = []
 
 def rule(*scopes: str, **fields: Any) -> Rule:
     """A Rule (kaliper.api.base) that holds in `scopes`."""
-    made = Rule(**fields)
+    return scoped(Rule(**fields), *scopes)
+
+
+def scoped(made: Rule, *scopes: str) -> Rule:
+    """`made` (a Rule, or one of base.py's kinds of rule) holds in `scopes`."""
     _SCOPED.append((made, scopes))
     return made
 
@@ -40,21 +44,23 @@ def streaming_metrics_used(spec: Any) -> bool:
     return any(figure(m).token for m in metrics)
 
 
-SWEPT_CONCURRENCY_NEEDS_CLOSED_LOOP = rule(
+SWEPT_CONCURRENCY_NEEDS_CLOSED_LOOP = scoped(
+    only_with(
+        "sweep.concurrency",
+        "load.closed_loop",
+        message="sweep.concurrency sets closed-loop load levels; use load.closedLoop, or sweep.rate with load.openLoop",
+    ),
     TEMPLATE,
-    cel="!has(self.sweep) || !has(self.sweep.concurrency) || has(self.load.closedLoop)",
-    message="sweep.concurrency sets closed-loop load levels; use load.closedLoop, or sweep.rate with load.openLoop",
-    check=lambda s: s.sweep is None or s.sweep.concurrency is None or s.load.closed_loop is not None,
-    field_path=".sweep.concurrency",
 )
 
 
-SWEPT_RATE_NEEDS_OPEN_LOOP = rule(
+SWEPT_RATE_NEEDS_OPEN_LOOP = scoped(
+    only_with(
+        "sweep.rate",
+        "load.open_loop",
+        message="sweep.rate sets open-loop load levels; use load.openLoop, or sweep.concurrency with load.closedLoop",
+    ),
     TEMPLATE,
-    cel="!has(self.sweep) || !has(self.sweep.rate) || has(self.load.openLoop)",
-    message="sweep.rate sets open-loop load levels; use load.openLoop, or sweep.concurrency with load.closedLoop",
-    check=lambda s: s.sweep is None or s.sweep.rate is None or s.load.open_loop is not None,
-    field_path=".sweep.rate",
 )
 
 
@@ -174,12 +180,13 @@ TOKEN_FIGURES_NEED_GENERATION = rule(
 )
 
 
-REGRESSION_NEEDS_BASELINE = rule(
+REGRESSION_NEEDS_BASELINE = scoped(
+    only_with(
+        "slo.fail_if_regressed",
+        "baseline",
+        message="failIfRegressed compares with a baseline run; set spec.baseline (run, configMap or report)",
+    ),
     TEMPLATE,
-    cel="!has(self.slo) || !has(self.slo.failIfRegressed) || has(self.baseline)",
-    message="failIfRegressed compares with a baseline run; set spec.baseline (run, configMap or report)",
-    check=lambda s: s.slo is None or s.slo.fail_if_regressed is None or s.baseline is not None,
-    field_path=".slo.failIfRegressed",
 )
 
 
@@ -233,24 +240,28 @@ WORKLOAD_SWEEPS_ONLY_POD_SETTINGS = rule(
 )
 
 
-TRACE_NEEDS_REPLAY = rule(
+TRACE_NEEDS_REPLAY = scoped(
+    only_with(
+        "payload.prompts.trace",
+        "load.trace",
+        message="a trace's requests are sent on its own clock: replace load.openLoop or load.closedLoop with "
+        "load.trace (speedup, start, duration, loop)",
+        at="load",
+    ),
     TEMPLATE,
     LOAD,
-    cel="!has(self.payload.prompts) || !has(self.payload.prompts.trace) || has(self.load.trace)",
-    message="a trace's requests are sent on its own clock: replace load.openLoop or load.closedLoop with "
-    "load.trace (speedup, start, duration, loop)",
-    check=lambda s: s.payload.prompts is None or s.payload.prompts.trace is None or s.load.trace is not None,
-    field_path=".load",
 )
 
 
-REPLAY_NEEDS_TRACE = rule(
+REPLAY_NEEDS_TRACE = scoped(
+    only_with(
+        "load.trace",
+        "payload.prompts.trace",
+        message="load.trace replays a trace: set payload.prompts.trace (file or configMap, and its format)",
+        at="payload.prompts",
+    ),
     TEMPLATE,
     LOAD,
-    cel="!has(self.load.trace) || (has(self.payload.prompts) && has(self.payload.prompts.trace))",
-    message="load.trace replays a trace: set payload.prompts.trace (file or configMap, and its format)",
-    check=lambda s: s.load.trace is None or (s.payload.prompts is not None and s.payload.prompts.trace is not None),
-    field_path=".payload.prompts",
 )
 
 
@@ -284,15 +295,14 @@ CONVERSATIONS_NEED_SESSIONS = rule(
 )
 
 
-FITTED_NEEDS_PROMETHEUS = rule(
-    TEMPLATE,
-    cel="!has(self.load.fitted) || (has(self.payload.prompts) && has(self.payload.prompts.fromPrometheus))",
-    message="load.fitted sends at the rate fitted from Prometheus: set payload.prompts.fromPrometheus (url, "
-    "selector, window), or replace load.fitted with openLoop or closedLoop",
-    check=lambda s: (
-        s.load.fitted is None or (s.payload.prompts is not None and s.payload.prompts.from_prometheus is not None)
+FITTED_NEEDS_PROMETHEUS = scoped(
+    only_with(
+        "load.fitted",
+        "payload.prompts.from_prometheus",
+        message="load.fitted sends at the rate fitted from Prometheus: set payload.prompts.fromPrometheus (url, "
+        "selector, window), or replace load.fitted with openLoop or closedLoop",
     ),
-    field_path=".load.fitted",
+    TEMPLATE,
 )
 
 

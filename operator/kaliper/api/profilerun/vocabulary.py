@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field
 
-from kaliper.api.base import KaliperModel, Rule, exactly_one_of
+from kaliper.api.base import KaliperModel, Rule, exactly_one_of, only_with
 from kaliper.api.common import (
     RESOURCE_NAME_PATTERN,
     ConfigMapKeyReference,
@@ -439,11 +439,11 @@ class OpenLoop(KaliperModel):
     for its whole length: set maxDuration, not stopping."""
 
     cross_field_rules = (
-        Rule(
-            cel="!has(self.burstiness) || (has(self.arrival) && self.arrival == 'gamma')",
+        only_with(
+            "burstiness",
+            "arrival",
+            "gamma",
             message="burstiness shapes gamma arrivals: set arrival: gamma, or remove burstiness",
-            check=lambda s: s.burstiness is None or s.arrival == "gamma",
-            field_path=".burstiness",
         ),
     )
 
@@ -773,12 +773,11 @@ class SloSpec(KaliperModel):
             message="an SLO needs at least one objective: latency, maxErrorRate or minThroughput",
             check=lambda s: s.latency is not None or s.max_error_rate is not None or s.min_throughput is not None,
         ),
-        Rule(
-            cel="!has(self.minGoodputShare) || has(self.latency)",
+        only_with(
+            "min_goodput_share",
+            "latency",
             message="goodput counts the requests that meet every latency objective; add slo.latency (such as "
             "{metric: ttft, percentile: 90, max: 500ms}) or remove minGoodputShare",
-            check=lambda s: s.min_goodput_share is None or s.latency is not None,
-            field_path=".minGoodputShare",
         ),
     )
 
@@ -864,11 +863,10 @@ class MetricsSpec(KaliperModel):
     """How often `kaliper run` samples cgroup accounting (and NVML)."""
 
     cross_field_rules = (
-        Rule(
-            cel="!has(self.customQueries) || has(self.prometheus)",
+        only_with(
+            "custom_queries",
+            "prometheus",
             message="customQueries run on Prometheus; set prometheus.url or remove customQueries",
-            check=lambda m: m.custom_queries is None or m.prometheus is not None,
-            field_path=".customQueries",
         ),
     )
 
