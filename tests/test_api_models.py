@@ -356,3 +356,6 @@ def test_only_with_states_a_rule_once_for_the_server_and_for_the_models() -> Non
             _Outer(inner=_Inner(mode="x"), needed_field=needed)
     assert only_with("a", "b", message="m", at="b").cel == "!has(self.a) || has(self.b)"
     assert only_with("a", "b", message="m", at="b").field_path == ".b"
+    assert only_with("a.on", "b", "x", flag=True, message="m").cel == (
+        "!has(self.a) || !has(self.a.on) || !self.a.on || (has(self.b) && self.b == 'x')"
+    )

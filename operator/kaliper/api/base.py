@@ -40,30 +40,38 @@ def _value_at(model: Any, path: str) -> Any:
     return model
 
 
+def _camel_path(path: str) -> str:
+    return ".".join(_alias(name) for name in path.split("."))
+
+
 def _has_cel(path: str) -> str:
     """CEL that is true when every step of a dotted path is set (has() of each, outermost first)."""
-    aliases = [_alias(name) for name in path.split(".")]
-    return " && ".join(f"has(self.{'.'.join(aliases[: depth + 1])})" for depth in range(len(aliases)))
+    names = _camel_path(path).split(".")
+    return " && ".join(f"has(self.{'.'.join(names[: depth + 1])})" for depth in range(len(names)))
 
 
-def only_with(field: str, needs: str, value: str | None = None, *, message: str, at: str | None = None) -> Rule:
-    """`field` may be set only when `needs` is set (and, given `value`, equals it): both dotted paths of
-    snake_case names in the model the rule sits on. The CEL and the check come from the same two paths, so
-    they cannot disagree; the server points its error at `at` (default: `field`), where the fix goes."""
+def only_with(
+    field: str, needs: str, value: str | None = None, *, message: str, at: str | None = None, flag: bool = False
+) -> Rule:
+    """`field` may be set (a `flag`: true) only when `needs` is set (and, given `value`, equals it): both dotted
+    paths of snake_case names in the model the rule sits on. The CEL and the check come from the same two
+    paths, so they cannot disagree; the server points its error at `at` (default: `field`), where the fix goes."""
     wanted = _has_cel(needs)
     if value is not None:
-        wanted += f" && self.{'.'.join(_alias(n) for n in needs.split('.'))} == '{value}'"
+        wanted += f" && self.{_camel_path(needs)} == '{value}'"
     unset = " || ".join(f"!{has}" for has in _has_cel(field).split(" && "))
+    if flag:
+        unset += f" || !self.{_camel_path(field)}"
 
     def check(model: Any) -> bool:
-        found = _value_at(model, needs)
-        return _value_at(model, field) is None or (found is not None if value is None else found == value)
+        found, given = _value_at(model, needs), _value_at(model, field)
+        return (given is None or (flag and not given)) or (found is not None if value is None else found == value)
 
     return Rule(
         cel=f"{unset} || ({wanted})" if " && " in wanted else f"{unset} || {wanted}",
         message=message,
         check=check,
-        field_path="." + ".".join(_alias(n) for n in (at or field).split(".")),
+        field_path="." + _camel_path(at or field),
     )
 
 
@@ -78,23 +86,24 @@ def _alias(name: str) -> str:
 
 def exactly_one_of(*names: str) -> Rule:
     """Exactly one of the (optional) fields is set: `url` or `deploymentRef`, not both, not neither."""
-    aliases = [_alias(n) for n in names]
-    listed = ", ".join(aliases[:-1]) + f" or {aliases[-1]}"
-    return Rule(
-        cel="[" + ", ".join(f"has(self.{a})" for a in aliases) + "].exists_one(x, x)",
-        message=f"set exactly one of {listed}",
-        check=lambda m: sum(_is_set(m, n) for n in names) == 1,
-    )
+    return _how_many_of(names, "or", "set exactly one of {}", ".exists_one(x, x)", lambda count: count == 1)
 
 
 def at_most_one_of(*names: str) -> Rule:
     """At most one of the (optional) fields is set."""
+    message = "{} are mutually exclusive; set at most one"
+    return _how_many_of(names, "and", message, ".filter(x, x).size() <= 1", lambda count: count <= 1)
+
+
+def _how_many_of(
+    names: tuple[str, ...], last_joined_by: str, message: str, cel_count: str, holds: Callable[[int], bool]
+) -> Rule:
     aliases = [_alias(n) for n in names]
-    listed = ", ".join(aliases[:-1]) + f" and {aliases[-1]}"
+    listed = ", ".join(aliases[:-1]) + f" {last_joined_by} {aliases[-1]}"
     return Rule(
-        cel="[" + ", ".join(f"has(self.{a})" for a in aliases) + "].filter(x, x).size() <= 1",
-        message=f"{listed} are mutually exclusive; set at most one",
-        check=lambda m: sum(_is_set(m, n) for n in names) <= 1,
+        cel="[" + ", ".join(f"has(self.{a})" for a in aliases) + "]" + cel_count,
+        message=message.format(listed),
+        check=lambda m: holds(sum(_is_set(m, n) for n in names)),
     )
 
 

@@ -465,18 +465,13 @@ class ModelOptimizationSpec(KaliperModel):
             ),
             field_path=".evaluator",
         ),
-        Rule(
-            cel="!has(self.passes.transformersOptimization) || !has(self.passes.transformersOptimization.float16) || "
-            "!self.passes.transformersOptimization.float16 || (has(self.target) && has(self.target.device) && "
-            "self.target.device == 'gpu')",
+        only_with(
+            "passes.transformers_optimization.float16",
+            "target.device",
+            "gpu",
+            flag=True,
             message="transformersOptimization.float16 makes a model for GPUs (ONNX Runtime's CPU kernels for the "
             "fused operators are float32); set target.device: gpu, or float16: false",
-            check=lambda s: (
-                s.passes.transformers_optimization is None
-                or not s.passes.transformers_optimization.float16
-                or s.target.device == "gpu"
-            ),
-            field_path=".passes.transformersOptimization.float16",
         ),
         Rule(
             cel="!has(self.passes.transformersOptimization) || !has(self.passes.transformersOptimization.float16) || "

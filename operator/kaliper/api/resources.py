@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Literal
+from typing import Generic, Literal, TypeVar
 
 from pydantic import BaseModel
 
@@ -14,6 +14,9 @@ from kaliper.api.common import API_VERSION, ObjectMeta
 from kaliper.api.modeldeployment import ModelDeploymentSpec, ModelDeploymentStatus
 from kaliper.api.modeloptimization import ModelOptimizationSpec, ModelOptimizationStatus
 from kaliper.api.profilerun import ProfileRunSpec, ProfileRunStatus
+
+SpecT = TypeVar("SpecT", bound=BaseModel)
+StatusT = TypeVar("StatusT", bound=BaseModel)
 
 # Service names are DNS-1035 labels (start with a letter, at most 63 characters).
 _DNS_1035 = "^[a-z]([-a-z0-9]*[a-z0-9])?$"
@@ -35,50 +38,41 @@ def _name_rule(max_length: int, why: str) -> Rule:
     )
 
 
-class ModelDeployment(KaliperModel):
-    """Serve a model as an inference Deployment and Service, with resource requests/limits and GPUs."""
+class Resource(KaliperModel, Generic[SpecT, StatusT]):
+    """What every kind has: apiVersion, kind, metadata, spec and status (each kind narrows kind to its name)."""
 
     api_version: Literal["kaliper.dev/v1alpha1"]
-    kind: Literal["ModelDeployment"]
+    kind: str
     metadata: ObjectMeta
-    spec: ModelDeploymentSpec
-    status: ModelDeploymentStatus | None = None
+    spec: SpecT
+    status: StatusT | None = None
 
+
+class ModelDeployment(Resource[ModelDeploymentSpec, ModelDeploymentStatus]):
+    """Serve a model as an inference Deployment and Service, with resource requests/limits and GPUs."""
+
+    kind: Literal["ModelDeployment"]
     cross_field_rules = (_name_rule(63, "it names the Service and Deployment"),)
 
 
-class ProfileRun(KaliperModel):
+class ProfileRun(Resource[ProfileRunSpec, ProfileRunStatus]):
     """Load-test a target over a sweep of configurations and recommend the cheapest one that meets the SLO."""
 
-    api_version: Literal["kaliper.dev/v1alpha1"]
     kind: Literal["ProfileRun"]
-    metadata: ObjectMeta
-    spec: ProfileRunSpec
-    status: ProfileRunStatus | None = None
-
     cross_field_rules = (_name_rule(52, "trial deployments are named <run>-t<index>"),)
 
 
-class ModelOptimization(KaliperModel):
+class ModelOptimization(Resource[ModelOptimizationSpec, ModelOptimizationStatus]):
     """Make a model faster under an accuracy goal; report the candidates and the Pareto frontier."""
 
-    api_version: Literal["kaliper.dev/v1alpha1"]
     kind: Literal["ModelOptimization"]
-    metadata: ObjectMeta
-    spec: ModelOptimizationSpec
-    status: ModelOptimizationStatus | None = None
-
     cross_field_rules = (_name_rule(52, "candidate and follow-up objects are named after it"),)
 
 
-class Cleanup(KaliperModel):
+class Cleanup(Resource[CleanupSpec, CleanupStatus]):
     """Remove finished runs and the objects they created, by selector, age and phase."""
 
-    api_version: Literal["kaliper.dev/v1alpha1"]
     kind: Literal["Cleanup"]
-    metadata: ObjectMeta
-    spec: CleanupSpec
-    status: CleanupStatus | None = None
 
 
 @dataclass(frozen=True)

@@ -265,15 +265,17 @@ REPLAY_NEEDS_TRACE = scoped(
 )
 
 
-CONVERSATIONS_NEED_CHAT = rule(
+CONVERSATIONS_NEED_CHAT = scoped(
+    only_with(
+        "load.trace.conversations",
+        "request.protocol",
+        "openai-chat",
+        flag=True,
+        message="a conversation carries its earlier answers as chat messages: set request.protocol to openai-chat, "
+        "or load.trace.conversations to false",
+    ),
     TEMPLATE,
     LOAD,
-    cel="!has(self.load.trace) || !has(self.load.trace.conversations) || !self.load.trace.conversations || "
-    "(has(self.request) && has(self.request.protocol) && self.request.protocol == 'openai-chat')",
-    message="a conversation carries its earlier answers as chat messages: set request.protocol to openai-chat, "
-    "or load.trace.conversations to false",
-    check=lambda s: s.load.trace is None or not s.load.trace.conversations or s.request.protocol == "openai-chat",
-    field_path=".load.trace.conversations",
 )
 
 
