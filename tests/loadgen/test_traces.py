@@ -12,7 +12,7 @@ import pytest
 
 from kaliper.loadgen.example_traces import write_examples
 from kaliper.loadgen.prompts import trace_prompts
-from kaliper.loadgen.traces import TraceError, TraceRequest, parse_trace, play, trace_send_times
+from kaliper.loadgen.traces import Replay, TraceError, TraceRequest, parse_trace, play, trace_send_times
 from kaliper.serving.tiny_llm import train_tokenizer
 
 REPO = Path(__file__).resolve().parents[2]
@@ -90,11 +90,11 @@ def test_a_later_turn_keeps_its_session_and_its_wait_after_the_turn_before() -> 
 
 def test_conversations_leave_later_turns_off_the_clock_and_chain_them_after_their_answers() -> None:
     rows = parse_trace(CONVERSATIONS, "mooncake", "c.jsonl")
-    on_clock = play(rows, 2, 0, None, False)
+    on_clock = play(rows, Replay(speedup=2))
     assert [place for _, place in on_clock.sends()] == [0, 1, 2, 3, 4, 5]
     assert on_clock.next_turn(0) is None and on_clock.open_sessions_peak() == 0
 
-    played = play(rows, 2, 0, None, False, conversations=True)
+    played = play(rows, Replay(speedup=2, conversations=True))
     assert list(played.sends()) == [(0.0, 0), (0.05, 1), (0.15, 2)]  # each session's first turn, the lone row
     assert played.previous == [None, None, None, 2, 0, 4]
     # The waits are sped up like the clock; a looping replay's later laps (places past 6) keep their turns.
@@ -103,13 +103,13 @@ def test_conversations_leave_later_turns_off_the_clock_and_chain_them_after_thei
     assert [played.turns_from(p) for p in (0, 4, 5, 1, 2)] == [3, 2, 1, 1, 2]
     assert played.open_sessions_peak() == 2  # a from 0 to 0.7 s, 7 from 0.15 to 0.35 s
     # A window that cuts a session starts it at its first turn inside the window.
-    assert play(rows, 1, 0.5, None, False, conversations=True).previous == [None, None, 1]
+    assert play(rows, Replay(start_s=0.5, conversations=True)).previous == [None, None, 1]
 
 
 def test_conversations_need_sessions_in_the_replayed_window() -> None:
     rows = parse_trace(CONVERSATIONS, "mooncake", "c.jsonl")
     with pytest.raises(TraceError) as error:
-        play(rows, 1, 0, 0.6, False, conversations=True)  # only first turns before 0.6 s
+        play(rows, Replay(duration_s=0.6, conversations=True))  # only first turns before 0.6 s
     assert str(error.value).startswith("load.trace.conversations: no request of the replayed window follows")
 
 
@@ -160,23 +160,23 @@ def rows_at(*times: float) -> list[TraceRequest]:
 
 
 def test_a_window_of_the_trace_sped_up_starts_at_the_windows_start() -> None:
-    played = play(rows_at(0, 1, 2, 3, 4, 5, 6), speedup=2, start_s=2, duration_s=3, loop=False)
+    played = play(rows_at(0, 1, 2, 3, 4, 5, 6), Replay(speedup=2, start_s=2, duration_s=3))
     assert [r.at_s for r in played.requests] == [0.0, 0.5, 1.0]
     assert (played.length_s, played.period_s) == (1.0, None)
     assert list(played.offsets()) == [0.0, 0.5, 1.0]
 
 
 def test_a_looping_replay_repeats_with_the_windows_length_or_one_mean_gap_after_its_last_request() -> None:
-    windowed = play(rows_at(0, 1, 2, 3), speedup=1, start_s=0, duration_s=2.5, loop=True)
+    windowed = play(rows_at(0, 1, 2, 3), Replay(duration_s=2.5, loop=True))
     assert list(itertools.islice(windowed.offsets(), 7)) == [0.0, 1.0, 2.0, 2.5, 3.5, 4.5, 5.0]
-    whole = play(rows_at(0, 1, 3), speedup=2, start_s=0, duration_s=None, loop=True)
+    whole = play(rows_at(0, 1, 3), Replay(speedup=2, loop=True))
     # Spans 1.5 s over two gaps: one mean gap (0.75 s) after its last request, it starts again.
     assert list(itertools.islice(whole.offsets(), 6)) == [0.0, 0.5, 1.5, 2.25, 2.75, 3.75]
 
 
 def test_a_window_without_requests_is_refused_saying_where_the_trace_lies() -> None:
     with pytest.raises(TraceError) as error:
-        play(rows_at(0, 1, 2), speedup=1, start_s=5, duration_s=None, loop=False)
+        play(rows_at(0, 1, 2), Replay(start_s=5))
     assert str(error.value) == (
         "no request of the trace falls in its window (5 s to the end; the trace spans 0 to 2 s): move "
         "load.trace.start, or lengthen load.trace.duration"
@@ -184,12 +184,12 @@ def test_a_window_without_requests_is_refused_saying_where_the_trace_lies() -> N
 
 
 def test_the_peak_is_the_most_sends_in_any_one_second() -> None:
-    assert play(rows_at(0, 0.5, 2, 2.1, 2.2, 2.9, 3.05), 1, 0, None, False).peak_per_second() == 4
-    assert play(rows_at(0, 0.5, 2, 2.1, 2.2, 2.9, 3.05), 2, 0, None, False).peak_per_second() == 5  # 1 to 1.525 s
+    assert play(rows_at(0, 0.5, 2, 2.1, 2.2, 2.9, 3.05), Replay()).peak_per_second() == 4
+    assert play(rows_at(0, 0.5, 2, 2.1, 2.2, 2.9, 3.05), Replay(speedup=2)).peak_per_second() == 5  # 1 to 1.525 s
 
 
 def test_processes_share_a_replay_each_sending_its_part_with_its_place_in_the_whole() -> None:
-    played = play(rows_at(*(i * 0.1 for i in range(10))), 1, 0, None, False)
+    played = play(rows_at(*(i * 0.1 for i in range(10))), Replay())
     start_wall = time.time() + 1
     parts = [list(trace_send_times(played, start_wall, (i, 3))) for i in range(3)]
     assert [[place for _, place in part] for part in parts] == [[0, 3, 6, 9], [1, 4, 7], [2, 5, 8]]

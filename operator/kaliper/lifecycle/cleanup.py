@@ -20,19 +20,16 @@ from kaliper.api.cleanup import CleanupSpec, LabelSelector
 from kaliper.api.common import GROUP
 from kaliper.api.units import parse_duration
 from kaliper.lifecycle.gitops import gitops_manager
+from kaliper.lifecycle.objects import ClusterObject
 
 # Kinds whose age for olderThan counts from when they finished; others (ModelDeployment) from creation.
 FINISHING_KINDS = ("ProfileRun", "ModelOptimization")
 
 
 @dataclass(frozen=True)
-class Found:
+class Found(ClusterObject):
     """One object a Cleanup looked at."""
 
-    kind: str
-    namespace: str
-    name: str
-    uid: str
     labels: Mapping[str, str]
     phase: str | None
     created: datetime

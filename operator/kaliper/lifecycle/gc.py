@@ -15,16 +15,13 @@ from typing import Any
 from kaliper.api.common import GROUP
 from kaliper.api.units import parse_duration
 from kaliper.lifecycle.gitops import gitops_manager
+from kaliper.lifecycle.objects import ClusterObject
 
 FINISHED = ("Succeeded", "Failed")
 
 
 @dataclass(frozen=True)
-class ClusterLeftover:
-    kind: str
-    namespace: str
-    name: str
-    uid: str
+class ClusterLeftover(ClusterObject):
     why: str
 
     def as_dict(self) -> dict[str, str]:

@@ -31,7 +31,7 @@ from kaliper.api.profilerun.rules import LOAD, rules_of, streaming_metrics_used
 from kaliper.api.units import parse_duration
 from kaliper.loadgen.payloads import PayloadError
 from kaliper.loadgen.schedule import Part, RampSchedule, Slot, stage_send_times, user_steps
-from kaliper.loadgen.traces import PlayedTrace, played_trace, trace_send_times
+from kaliper.loadgen.traces import PlayedTrace, Replay, played_trace, trace_send_times
 from kaliper.measure.figures import token_names_text
 
 OIP_INFER_PATH = "/v2/models/{model}/infer"
@@ -147,15 +147,8 @@ class LoadGenConfig(KaliperModel):
         if source.file is None:
             raise PayloadError("prompts.trace.configMap is read inside the cluster; locally, use file")
         duration = parse_duration(replay.duration) if replay.duration else None
-        return played_trace(
-            source.file,
-            source.format,
-            replay.speedup,
-            parse_duration(replay.start),
-            duration,
-            replay.loop,
-            replay.conversations,
-        )
+        window = Replay(replay.speedup, parse_duration(replay.start), duration, replay.loop, replay.conversations)
+        return played_trace(source.file, source.format, window)
 
     def graceful_stop_s(self) -> float:
         """How long a stage's end awaits the requests in flight (load.gracefulStop; default the request

@@ -270,19 +270,24 @@ def read_trace(path: Path, trace_format: TraceFormat) -> list[TraceRequest]:
     return parse_trace(text, trace_format, str(path))
 
 
-def play(
-    requests: list[TraceRequest],
-    speedup: float,
-    start_s: float,
-    duration_s: float | None,
-    loop: bool,
-    conversations: bool = False,
-) -> PlayedTrace:
-    """The requests of the window [start_s, start_s + duration_s) of the trace's clock (default: to its end),
-    their times (and a conversation's waits) from the window's start divided by `speedup`. A looping replay
-    repeats with the window's length (without a duration: the span of its requests and one mean gap more, so
-    that its last and first requests do not leave together). A session cut by the window starts at its first
-    turn inside it."""
+@dataclass(frozen=True)
+class Replay:
+    """How load.trace replays a trace: the window [start_s, start_s + duration_s) of its clock (default: to its
+    end), `speedup` times faster, looping or not, rows as conversations or not."""
+
+    speedup: float = 1.0
+    start_s: float = 0.0
+    duration_s: float | None = None
+    loop: bool = False
+    conversations: bool = False
+
+
+def play(requests: list[TraceRequest], replay: Replay) -> PlayedTrace:
+    """The requests of the replay's window of the trace's clock, their times (and a conversation's waits)
+    from the window's start divided by the speedup. A looping replay repeats with the window's length (without
+    a duration: the span of its requests and one mean gap more, so that its last and first requests do not
+    leave together). A session cut by the window starts at its first turn inside it."""
+    speedup, start_s, duration_s = replay.speedup, replay.start_s, replay.duration_s
     end_s = math.inf if duration_s is None else start_s + duration_s
     chosen = [
         replace(r, at_s=(r.at_s - start_s) / speedup, delay_s=None if r.delay_s is None else r.delay_s / speedup)
@@ -295,34 +300,26 @@ def play(
             f"no request of the trace falls in its window ({span}; the trace spans 0 to {requests[-1].at_s:g} s): "
             "move load.trace.start, or lengthen load.trace.duration"
         )
-    if conversations and all(before is None for before in previous_turns(chosen)):
+    if replay.conversations and all(before is None for before in previous_turns(chosen)):
         raise TraceError(
             "load.trace.conversations: no request of the replayed window follows an earlier one of its session "
             '(rows that share a "session_id"): give the trace\'s turns session ids, or set conversations to false'
         )
     length_s = chosen[-1].at_s
     period_s = None
-    if loop:
+    if replay.loop:
         if duration_s is not None:
             period_s = duration_s / speedup
         else:
             gap = length_s / (len(chosen) - 1) if len(chosen) > 1 else 1.0
             period_s = length_s + (gap or 1.0)
-    return PlayedTrace(chosen, length_s, period_s, conversations)
+    return PlayedTrace(chosen, length_s, period_s, replay.conversations)
 
 
 @functools.lru_cache(maxsize=4)
-def played_trace(
-    file: str,
-    trace_format: TraceFormat,
-    speedup: float,
-    start_s: float,
-    duration_s: float | None,
-    loop: bool,
-    conversations: bool = False,
-) -> PlayedTrace:
+def played_trace(file: str, trace_format: TraceFormat, replay: Replay) -> PlayedTrace:
     """The replayed part of the trace in `file`, read once per process however often it is asked for."""
-    return play(read_trace(Path(file), trace_format), speedup, start_s, duration_s, loop, conversations)
+    return play(read_trace(Path(file), trace_format), replay)
 
 
 def trace_send_times(played: PlayedTrace, start_wall: float, part: Part) -> Iterator[Slot]:

@@ -3,13 +3,13 @@ Job writes to its volume, what the HTML page draws, and what the operator's stat
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Literal
 
 from pydantic import Field
 
 from kaliper.api.base import KaliperModel
 from kaliper.api.modeloptimization import ChosenModel, Footprint, GraphLayout
+from kaliper.report.schema import RunReport
 
 OPTIMIZATION_SCHEMA = "kaliper.dev/optimization/v1"
 
@@ -131,14 +131,10 @@ class ParetoFrontiers(KaliperModel):
     latency_size: list[str] = Field(default_factory=list)
 
 
-class OptimizationReport(KaliperModel):
+class OptimizationReport(RunReport):
     """A whole optimization run."""
 
     schema_version: Literal["kaliper.dev/optimization/v1"] = OPTIMIZATION_SCHEMA
-    name: str
-    namespace: str | None = None
-    started_at: datetime
-    finished_at: datetime | None = None
     phase: Literal["Running", "Succeeded", "Failed"] = "Running"
     reason: str | None = None
     """One CamelCase word: Succeeded, NoCandidateMeetsGoals, ModelDidNotLoad, DatasetMismatch, Interrupted..."""

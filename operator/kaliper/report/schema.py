@@ -591,14 +591,20 @@ class ConfigurationRow(KaliperModel):
     """Why it was or was not chosen, in a line."""
 
 
-class ProfileReport(KaliperModel):
-    """The full report of a ProfileRun."""
+class RunReport(KaliperModel):
+    """What every run's report starts with: its schema (each report narrows it), the run and its times."""
 
-    schema_version: Literal["kaliper.dev/profile/v1"] = PROFILE_SCHEMA
+    schema_version: str
     name: str
     namespace: str | None = None
     started_at: datetime
     finished_at: datetime | None = None
+
+
+class ProfileReport(RunReport):
+    """The full report of a ProfileRun."""
+
+    schema_version: Literal["kaliper.dev/profile/v1"] = PROFILE_SCHEMA
     target: str
     """What was loaded: ModelDeployment/<name>, Deployment/<name> (a workloadRef) or the URL."""
     target_container: str | None = None
