@@ -79,6 +79,26 @@ def _ms(seconds: float | None) -> float | None:
     return None if seconds is None else round(seconds * 1000, 4)
 
 
+# The stream counts a stage reports as the windows counted them (TokenWindow's fields of the same names).
+_COUNTS_REPORTED_AS_COUNTED = (
+    "streams",
+    "chunks",
+    "input_tokens",
+    "output_tokens",
+    "reasoning_requests",
+    "reasoning_tokens",
+    "per_token_exact",
+    "per_token_divided",
+    "per_token_unknown",
+    "cut_short",
+    "cut_short_tokens",
+    "over_max_tokens",
+    "events_after_done",
+    "usage_below_chunks",
+    "usage_off_tokenizer",
+)
+
+
 def token_figures(
     tokens: TokenWindow,
     measured_s: float,
@@ -99,29 +119,15 @@ def token_figures(
             distributions[row.report_service] = latency_figures(measured)
     return TokenFigures(
         **distributions,
-        streams=every.streams,
-        chunks=every.chunks,
-        input_tokens=every.input_tokens,
-        output_tokens=every.output_tokens,
+        **{name: getattr(every, name) for name in _COUNTS_REPORTED_AS_COUNTED},
         output_tokens_per_s=per_s(tokens.output_tokens),
         total_tokens_per_s=per_s(tokens.output_tokens + tokens.input_tokens),
         token_sources=dict(every.token_sources),
         cached_input_tokens=every.cached_input_tokens if every.cached_reported else None,
-        reasoning_requests=every.reasoning_requests,
-        reasoning_tokens=every.reasoning_tokens,
         reasoning_sources=dict(every.reasoning_sources),
         tokenizer_mean_difference=round(every.tokenizer_difference / every.tokenizer_compared, 4)
         if every.tokenizer_compared
         else None,
-        per_token_exact=every.per_token_exact,
-        per_token_divided=every.per_token_divided,
-        per_token_unknown=every.per_token_unknown,
-        cut_short=every.cut_short,
-        cut_short_tokens=every.cut_short_tokens,
-        over_max_tokens=every.over_max_tokens,
-        events_after_done=every.events_after_done,
-        usage_below_chunks=every.usage_below_chunks,
-        usage_off_tokenizer=every.usage_off_tokenizer,
         goodput_rps=per_s(tokens.good) if with_objectives else None,
         goodput_share=(round(every.good / requests, 6) if requests else 0.0) if with_objectives else None,
     )

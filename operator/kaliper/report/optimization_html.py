@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import html
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from kaliper.report.optimization import CandidateResult, ModelProfile, OptimizationReport
 from kaliper.report.optimization_plots import optimization_figures
@@ -35,10 +34,6 @@ from kaliper.report.optimization_text import (
     time_us_text,
 )
 from kaliper.report.page import cell, header_row, page, write_page
-
-if TYPE_CHECKING:
-    pass
-
 
 CANDIDATE_HEADERS = (
     "id",

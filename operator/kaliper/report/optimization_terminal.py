@@ -2,48 +2,23 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from rich import box
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from kaliper.report import optimization_text as words
 from kaliper.report.optimization import ModelProfile, OptimizationReport
-from kaliper.report.optimization_text import (
-    ACCURACY_MARK,
-    SIZE_MARK,
-    accuracy_metric,
-    chosen_id,
-    flops_text,
-    format_latency,
-    format_size,
-    frontier_marks,
-    headline,
-    number_text,
-    passes_text,
-    percent_text,
-    profile_caption,
-    rows,
-    settings_text,
-    status_text,
-    summary_lines,
-    time_us_text,
-    yes_no_text,
-)
-
-if TYPE_CHECKING:
-    pass
 
 
 def candidates_table(report: OptimizationReport) -> Table:
     """One row per reference, the original and every candidate; the chosen one in bold green."""
-    metric = accuracy_metric(report)
-    latency_metric = next((r.latency.metric for _, r in rows(report) if r.latency), None)
+    metric = words.accuracy_metric(report)
+    latency_metric = next((r.latency.metric for _, r in words.rows(report) if r.latency), None)
     table = Table(
         title=f"ModelOptimization {report.name}: {len(report.candidates)} candidates ({report.strategy} search)",
         caption=(
-            f"* chosen   {ACCURACY_MARK} latency-accuracy frontier   {SIZE_MARK} latency-size frontier"
+            f"* chosen   {words.ACCURACY_MARK} latency-accuracy frontier   {words.SIZE_MARK} latency-size frontier"
             + (f"   latency: {latency_metric} with its 95% interval" if latency_metric else "")
         ),
         box=box.SIMPLE_HEAD,
@@ -68,22 +43,22 @@ def candidates_table(report: OptimizationReport) -> Table:
     )
     for header, justify, wraps in columns:
         table.add_column(header, justify=justify, no_wrap=not wraps, overflow="fold")  # type: ignore[arg-type]
-    chosen = chosen_id(report)
-    for kind, result in rows(report):
+    chosen = words.chosen_id(report)
+    for kind, result in words.rows(report):
         style = "bold green" if result.id == chosen else "red" if result.status == "Failed" else None
         # Text, not markup: a message with brackets ("[ONNXRuntimeError]") is shown as written.
         table.add_row(
             Text(result.id + (" *" if result.id == chosen else "")),
-            Text(passes_text(result)),
-            Text(settings_text(result.parameters)),
-            format_latency(result),
-            percent_text(result.latency_improvement_percent),
-            number_text(result.accuracy),
-            number_text(result.accuracy_degradation),
-            format_size(result.model_size_bytes),
-            yes_no_text(result.meets_goals),
-            frontier_marks(report, result.id),
-            Text(status_text(result)),
+            Text(words.passes_text(result)),
+            Text(words.settings_text(result.parameters)),
+            words.format_latency(result),
+            words.percent_text(result.latency_improvement_percent),
+            words.number_text(result.accuracy),
+            words.number_text(result.accuracy_degradation),
+            words.format_size(result.model_size_bytes),
+            words.yes_no_text(result.meets_goals),
+            words.frontier_marks(report, result.id),
+            Text(words.status_text(result)),
             style=style or ("dim" if kind == "reference" else None),
         )
     return table
@@ -96,7 +71,7 @@ def profile_table(profile: ModelProfile, top: int = 10) -> Table:
     table = Table(
         title=f"Profile of {profile.model}: time per operator type"
         + (f" (top {len(shown)} of {len(profile.operator_types)})" if more else ""),
-        caption=profile_caption(profile),
+        caption=words.profile_caption(profile),
         box=box.SIMPLE_HEAD,
         show_edge=False,
         pad_edge=False,
@@ -108,9 +83,9 @@ def profile_table(profile: ModelProfile, top: int = 10) -> Table:
         table.add_row(
             Text(op.op_type),
             str(op.nodes),
-            time_us_text(op.time_us),
-            percent_text(op.time_percent),
-            flops_text(op.flops),
+            words.time_us_text(op.time_us),
+            words.percent_text(op.time_percent),
+            words.flops_text(op.flops),
         )
     return table
 
@@ -121,8 +96,8 @@ def print_optimization(report: OptimizationReport, console: Console | None = Non
     if not console.is_terminal and not console.record:
         # A file or a pipe: no terminal width to fit, keep rows whole.
         console = Console(file=console.file, width=220)
-    alerts = len(headline(report)) if report.phase == "Failed" or report.interrupted else 0
-    for position, line in enumerate(summary_lines(report)):
+    alerts = len(words.headline(report)) if report.phase == "Failed" or report.interrupted else 0
+    for position, line in enumerate(words.summary_lines(report)):
         console.print(Text(line, style="bold red" if position < alerts else ""))
     console.print(candidates_table(report))
     for profile in report.profiles:

@@ -7,15 +7,11 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from kaliper.api.modeloptimization import ChosenModel
 from kaliper.report.optimization import CandidateResult, MachineInfo, ModelProfile, OptimizationReport
 from kaliper.report.profile_text import SLO_COLOUR, colour
-
-if TYPE_CHECKING:
-    pass
-
 
 Kind = Literal["reference", "original", "candidate"]
 
