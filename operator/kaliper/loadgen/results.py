@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 from kaliper.loadgen.config import LoadGenConfig
 from kaliper.loadgen.recorder import LATE_AFTER_S, Window
-from kaliper.loadgen.tokens import TokenWindow
+from kaliper.loadgen.tokens import WINDOW_COUNTS, TokenWindow
 from kaliper.measure.figures import TOKEN_FIGURES
 from kaliper.measure.histogram import LatencyHistogram
 from kaliper.measure.statistics import REPORTED_PERCENTILES, estimate
@@ -79,23 +79,10 @@ def _ms(seconds: float | None) -> float | None:
     return None if seconds is None else round(seconds * 1000, 4)
 
 
-# The stream counts a stage reports as the windows counted them (TokenWindow's fields of the same names).
-_COUNTS_REPORTED_AS_COUNTED = (
-    "streams",
-    "chunks",
-    "input_tokens",
-    "output_tokens",
-    "reasoning_requests",
-    "reasoning_tokens",
-    "per_token_exact",
-    "per_token_divided",
-    "per_token_unknown",
-    "cut_short",
-    "cut_short_tokens",
-    "over_max_tokens",
-    "events_after_done",
-    "usage_below_chunks",
-    "usage_off_tokenizer",
+# The stream counts a stage reports as the windows counted them: TokenWindow's counts that TokenFigures has too
+# (cached prompt tokens only where the server said, set apart).
+_COUNTS_REPORTED_AS_COUNTED = tuple(
+    name for name in WINDOW_COUNTS if name in TokenFigures.model_fields and name != "cached_input_tokens"
 )
 
 

@@ -321,7 +321,7 @@ class TokenWindow:
         for name in _CORRECTED:
             if (theirs := getattr(other, name)) is not None:
                 setattr(self, name, (getattr(self, name) or LatencyHistogram()).add(theirs))
-        for name in _COUNTS:
+        for name in WINDOW_COUNTS:
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.token_sources.update(other.token_sources)
         self.reasoning_sources.update(other.reasoning_sources)
@@ -330,7 +330,7 @@ class TokenWindow:
     def to_wire(self) -> dict[str, Any]:
         wire: dict[str, Any] = {name: getattr(self, name).encode() for name in _HISTOGRAMS}
         wire |= {name: h.encode() if (h := getattr(self, name)) is not None else None for name in _CORRECTED}
-        wire.update({name: getattr(self, name) for name in _COUNTS})
+        wire.update({name: getattr(self, name) for name in WINDOW_COUNTS})
         wire["token_sources"] = dict(self.token_sources)
         wire["reasoning_sources"] = dict(self.reasoning_sources)
         return wire
@@ -342,7 +342,7 @@ class TokenWindow:
             setattr(window, name, LatencyHistogram.decode(data[name]))
         for name in _CORRECTED:
             setattr(window, name, _histogram_or_none(data[name]))
-        for name in _COUNTS:
+        for name in WINDOW_COUNTS:
             setattr(window, name, data[name])
         return window
 
@@ -350,7 +350,7 @@ class TokenWindow:
 # Which histograms a window holds: the catalogue's token figures, as measured and, under open loop, corrected.
 _HISTOGRAMS = tuple(f.window for f in TOKEN_FIGURES)
 _CORRECTED = tuple(f.window_corrected for f in TOKEN_FIGURES if f.window_corrected)
-_COUNTS = (
+WINDOW_COUNTS = (
     "streams",
     "chunks",
     "input_tokens",
