@@ -7,7 +7,7 @@ import os
 import signal
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
@@ -19,9 +19,26 @@ if TYPE_CHECKING:  # the CLI imports what a command needs when it runs
 
     from kaliper.report.recommend import Target
 
+F = TypeVar("F", bound="Callable[..., Any]")  # a command function, as click's decorators take and return it
+
 DEFAULT_CRD_DIRS = ("crds", "charts/kaliper/files/crds")  # the chart renders its copy (templates/crds.yaml)
 DEFAULT_REFERENCE = "docs/api-reference.md"
 DEFAULT_ARGOCD_DIR = "charts/kaliper/argocd"  # Argo CD's health checks, beside the chart's CRDs
+
+
+def file_to_write(*names: str, help: str, default: Path | None = None) -> Callable[[F], F]:
+    """An option naming a file a command writes."""
+    return click.option(
+        *names,
+        type=click.Path(dir_okay=False, path_type=Path),
+        default=default,
+        show_default=default is not None,
+        help=help,
+    )
+
+
+def run_namespace(help: str = "The run's namespace (cluster).") -> Callable[[F], F]:
+    return click.option("--namespace", "-n", default="default", show_default=True, help=help)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -99,13 +116,7 @@ def crds() -> None:
     type=click.Path(file_okay=False, path_type=Path),
     help=f"Directory to write into (repeatable). Default: {', '.join(DEFAULT_CRD_DIRS)}.",
 )
-@click.option(
-    "--reference",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=Path(DEFAULT_REFERENCE),
-    show_default=True,
-    help="Where the Markdown API reference goes.",
-)
+@file_to_write("--reference", default=Path(DEFAULT_REFERENCE), help="Where the Markdown API reference goes.")
 @click.option("--check", is_flag=True, help="Write nothing; exit 1 if the files differ from the models.")
 def crds_generate(directories: tuple[Path, ...], reference: Path, check: bool) -> None:
     """Write the CRD YAML files, the API reference and the chart's argocd-cm patch (or check that they are up
@@ -497,15 +508,9 @@ def gc_command(remove: bool, as_json: bool, reports: Path, cluster: bool | None,
 
 @main.command("report")
 @click.argument("source")
-@click.option("--namespace", "-n", default="default", show_default=True, help="The run's namespace (cluster).")
+@run_namespace()
 @click.option("--json", "as_json", is_flag=True, help="Print the report's JSON instead of the table.")
-@click.option(
-    "--html",
-    "html_path",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="Also write the HTML report here.",
-)
+@file_to_write("--html", "html_path", help="Also write the HTML report here.")
 def report_command(source: str, namespace: str, as_json: bool, html_path: Path | None) -> None:
     """Show a profile report: SOURCE is a saved report.json, or the name of a finished ProfileRun in the
     cluster of $KUBECONFIG (or ~/.kube/config), read from its ConfigMap whether stored plain or gzipped."""
@@ -538,7 +543,7 @@ def _load_report(source: str, namespace: str):  # type: ignore[no-untyped-def]
 @main.command("compare")
 @click.argument("baseline")
 @click.argument("new")
-@click.option("--namespace", "-n", default="default", show_default=True, help="The runs' namespace (cluster).")
+@run_namespace("The runs' namespace (cluster).")
 @click.option(
     "--tolerance",
     type=click.FloatRange(min=0),
@@ -548,11 +553,9 @@ def _load_report(source: str, namespace: str):  # type: ignore[no-untyped-def]
 )
 @click.option("--fail-if-regressed", is_flag=True, help="Exit 1 when any figure regressed (a CI gate).")
 @click.option("--json", "as_json", is_flag=True, help="Print the comparisons as JSON.")
-@click.option(
+@file_to_write(
     "--html",
     "html_path",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
     help="Also write NEW's report page with one chart per figure against BASELINE, both with their intervals.",
 )
 def compare_command(
@@ -593,7 +596,7 @@ def compare_command(
 
 @main.command("recommend")
 @click.argument("source")
-@click.option("--namespace", "-n", default="default", show_default=True, help="The run's namespace (cluster).")
+@run_namespace()
 @click.option(
     "--format",
     "output_format",
@@ -767,13 +770,8 @@ def make_example_traces(directory: Path) -> None:
     default=None,
     help="The model's tokenizer.json for the synthetic prompts (default: the --into ProfileRun's own).",
 )
-@click.option(
-    "--output",
-    "-o",
-    "output",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="Write the manifest (or the sections) here instead of to standard output.",
+@file_to_write(
+    "--output", "-o", "output", help="Write the manifest (or the sections) here instead of to standard output."
 )
 def workload_command(
     prometheus_url: str,
