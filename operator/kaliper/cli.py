@@ -37,6 +37,11 @@ def file_to_write(*names: str, help: str, default: Path | None = None) -> Callab
     )
 
 
+def file_to_read(*names: str, help: str) -> Callable[[F], F]:
+    """An option naming a file a command reads (it must exist)."""
+    return click.option(*names, type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None, help=help)
+
+
 def run_namespace(help: str = "The run's namespace (cluster).") -> Callable[[F], F]:
     return click.option("--namespace", "-n", default="default", show_default=True, help=help)
 
@@ -607,11 +612,9 @@ def compare_command(
     "default, strategic); merge-patch: the same, refused for a Deployment; kustomize: a patch file for "
     "`patches:`; manifest: the target with the recommendation applied.",
 )
-@click.option(
+@file_to_read(
     "--target",
     "target_file",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    default=None,
     help="With --format manifest: the target's manifest as Git holds it (default: the target in the cluster).",
 )
 def recommend_command(source: str, namespace: str, output_format: str, target_file: Path | None) -> None:
@@ -757,11 +760,9 @@ def make_example_traces(directory: Path) -> None:
 )
 @click.option("--window", default="1h", show_default=True, help="How far back from --end to read (30m, 6h, 1d).")
 @click.option("--end", "end_at", default=None, help="The window's end, an ISO 8601 time (default: now).")
-@click.option(
+@file_to_read(
     "--into",
     "base_file",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    default=None,
     help="A ProfileRun manifest whose payload prompts and load model the fitted ones replace (the rest is kept).",
 )
 @click.option(

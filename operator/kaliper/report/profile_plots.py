@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import html
 from collections import defaultdict
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kaliper.measure.figures import ITL, TTFT
 from kaliper.report.profile_text import (
@@ -156,9 +156,19 @@ def _shown_trial(report: ProfileReport) -> int | None:
     return report.best_trial if report.best_trial in with_series else next(iter(with_series), None)
 
 
+def _by_trial(trace: Any, trial: int, shown: int | None, name: str, **fields: Any) -> Any:
+    """One trial's trace (a plotly Scatter, lines unless `fields` say otherwise, or a Bar), named and grouped
+    by its trial: drawn for the shown trial, a click in the legend away for the others (eight trials' lines
+    at once hide each other)."""
+    if trace.__name__ == "Scatter":
+        fields.setdefault("mode", "lines")
+    visible = True if trial == shown else "legendonly"
+    return trace(name=f"t{trial} {name}", legendgroup=f"t{trial}", visible=visible, **fields)
+
+
 def _usage_figures(report: ProfileReport, colours: dict[int, str]) -> list[go.Figure]:
     """CPU over each trial's load, and memory, one chart each: the chosen trial drawn, every other trial one
-    click away in the legend (eight trials' lines at once hide each other)."""
+    click away in the legend (_by_trial)."""
     import plotly.graph_objects as go
 
     shown = _shown_trial(report)
@@ -166,45 +176,20 @@ def _usage_figures(report: ProfileReport, colours: dict[int, str]) -> list[go.Fi
     for trial in report.trials:
         if not (trial.resources and trial.resources.series):
             continue
-        series, trial_colour = trial.resources.series, colours[trial.index]
-        visible: bool | str = True if trial.index == shown else "legendonly"
+        series, colour = trial.resources.series, colours[trial.index]
         t = [p.t_s for p in series]
-        group = f"t{trial.index}"
-        cpu.add_trace(
-            go.Scatter(
-                x=t,
-                y=[p.cpu_cores for p in series],
-                mode="lines",
-                name=f"t{trial.index} CPU",
-                legendgroup=group,
-                visible=visible,
-                line={"color": trial_colour},
-            )
-        )
+        cpu_cores = [p.cpu_cores for p in series]
+        cpu.add_trace(_by_trial(go.Scatter, trial.index, shown, "CPU", x=t, y=cpu_cores, line={"color": colour}))
         limit = cpu_limit_cores(trial)
         if limit is not None:
             replicas = f" x {trial.replicas}" if trial.replicas > 1 else ""
+            name = html.escape(f"limit ({trial.parameters['cpu']}{replicas})")
+            line = {"color": colour, "dash": "longdash", "width": 1}
             cpu.add_trace(
-                go.Scatter(
-                    x=[min(t), max(t)],
-                    y=[limit, limit],
-                    mode="lines",
-                    name=html.escape(f"t{trial.index} limit ({trial.parameters['cpu']}{replicas})"),
-                    legendgroup=group,
-                    visible=visible,
-                    line={"color": trial_colour, "dash": "longdash", "width": 1},
-                )
+                _by_trial(go.Scatter, trial.index, shown, name, x=[min(t), max(t)], y=[limit, limit], line=line)
             )
-        memory.add_trace(
-            go.Scatter(
-                x=t,
-                y=[p.memory_bytes / 2**20 for p in series],
-                mode="lines",
-                name=f"t{trial.index} memory",
-                visible=visible,
-                line={"color": trial_colour},
-            )
-        )
+        mib = [p.memory_bytes / 2**20 for p in series]
+        memory.add_trace(_by_trial(go.Scatter, trial.index, shown, "memory", x=t, y=mib, line={"color": colour}))
     if not cpu.data:
         return []
     # Both axes from zero: a memory series that wobbles by a few hundred KiB around 100 MiB is flat, not a
@@ -237,39 +222,26 @@ def _replay_figure(report: ProfileReport, colours: dict[int, str]) -> go.Figure 
     for trial in replays:
         assert trial.stage is not None
         windows, colour = trial.stage.windows, colours[trial.index]
-        visible: bool | str = True if trial.index == shown else "legendonly"
         t = [w.start_s for w in windows]
-        group = f"t{trial.index}"
+        asked = [w.scheduled for w in windows]
+        bars = {"color": colour, "opacity": 0.35}
         figure.add_trace(
-            go.Bar(
-                x=t,
-                y=[w.scheduled for w in windows],
-                name=f"t{trial.index} sends the trace asked",
-                legendgroup=group,
-                visible=visible,
-                marker={"color": colour, "opacity": 0.35},
-                offset=0,
-            )
+            _by_trial(go.Bar, trial.index, shown, "sends the trace asked", x=t, y=asked, marker=bars, offset=0)
         )
+        late, crosses = [w.late_sends for w in windows], {"color": colour, "symbol": "x"}
         figure.add_trace(
-            go.Scatter(
-                x=t,
-                y=[w.late_sends for w in windows],
-                mode="markers",
-                name=f"t{trial.index} late sends",
-                legendgroup=group,
-                visible=visible,
-                marker={"color": colour, "symbol": "x"},
-            )
+            _by_trial(go.Scatter, trial.index, shown, "late sends", x=t, y=late, mode="markers", marker=crosses)
         )
+        p99 = [w.p99_ms for w in windows]
         figure.add_trace(
-            go.Scatter(
+            _by_trial(
+                go.Scatter,
+                trial.index,
+                shown,
+                "p99 (ms)",
                 x=t,
-                y=[w.p99_ms for w in windows],
+                y=p99,
                 mode="lines+markers",
-                name=f"t{trial.index} p99 (ms)",
-                legendgroup=group,
-                visible=visible,
                 yaxis="y2",
                 line={"color": colour},
             )
