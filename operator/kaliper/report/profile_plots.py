@@ -23,6 +23,8 @@ from kaliper.report.profile_text import (
 from kaliper.report.schema import FigureComparison, ProfileReport, TrialReport
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     import plotly.graph_objects as go
 
 
@@ -39,10 +41,7 @@ def _slo_line(figure: go.Figure, percentile: float, bound_ms: float) -> None:
 def _latency_figure(report: ProfileReport, colours: dict[int, str], bounds: dict[float, float]) -> go.Figure | None:
     import plotly.graph_objects as go
 
-    by_config: dict[str, list[TrialReport]] = defaultdict(list)
-    for trial in report.trials:
-        if trial.stage is not None and trial.stage.latency.percentiles:
-            by_config[configuration_label(trial)].append(trial)
+    by_config = _by_configuration(report, lambda t: t.stage is not None and bool(t.stage.latency.percentiles))
     if not by_config:
         return None
     percentiles = sorted({50.0, 99.0, *bounds})
@@ -56,17 +55,9 @@ def _latency_figure(report: ProfileReport, colours: dict[int, str], bounds: dict
             y = [latency_at(t, percentile) for t in trials]
             if all(v is None for v in y):
                 continue
-            figure.add_trace(
-                go.Scatter(
-                    x=x,
-                    y=y,
-                    mode="lines+markers",
-                    name=html.escape(f"{label} p{percentile:g}"),
-                    text=[f"t{t.index}" for t in trials],
-                    legendgroup=html.escape(label),
-                    line={"color": line_colour, "dash": dashes.get(percentile, "dot")},
-                )
-            )
+            line = {"color": line_colour, "dash": dashes.get(percentile, "dot")}
+            trial_names = [f"t{t.index}" for t in trials]
+            figure.add_trace(_configuration_line(label, f"p{percentile:g}", x=x, y=y, text=trial_names, line=line))
     for percentile, bound in bounds.items():
         _slo_line(figure, percentile, bound)
     _capacity_marks(report, figure, max(bounds) if bounds else 99.0)
@@ -76,6 +67,24 @@ def _latency_figure(report: ProfileReport, colours: dict[int, str], bounds: dict
         yaxis={"title": "latency (ms)", "rangemode": "tozero"},
     )
     return figure
+
+
+def _by_configuration(report: ProfileReport, drawn: Callable[[TrialReport], bool]) -> dict[str, list[TrialReport]]:
+    """The trials a chart draws, by their configuration's label (a line per configuration)."""
+    by_config: dict[str, list[TrialReport]] = defaultdict(list)
+    for trial in report.trials:
+        if drawn(trial):
+            by_config[configuration_label(trial)].append(trial)
+    return by_config
+
+
+def _configuration_line(label: str, name: str, **fields: Any) -> Any:
+    """One configuration's line of a figure (a plotly Scatter with markers), grouped with its other lines."""
+    import plotly.graph_objects as go
+
+    return go.Scatter(
+        mode="lines+markers", name=html.escape(f"{label} {name}"), legendgroup=html.escape(label), **fields
+    )
 
 
 def _capacity_marks(report: ProfileReport, figure: go.Figure, percentile: float) -> None:
@@ -103,10 +112,7 @@ def _token_figures(report: ProfileReport, colours: dict[int, str]) -> list[go.Fi
     tokens per second against it, a line per configuration."""
     import plotly.graph_objects as go
 
-    by_config: dict[str, list[TrialReport]] = defaultdict(list)
-    for trial in report.trials:
-        if trial.stage is not None and trial.stage.tokens is not None:
-            by_config[configuration_label(trial)].append(trial)
+    by_config = _by_configuration(report, lambda t: t.stage is not None and t.stage.tokens is not None)
     if not by_config:
         return []
     level_name = "rate" if any("rate" in t.parameters for t in report.trials) else "concurrency"
@@ -118,16 +124,7 @@ def _token_figures(report: ProfileReport, colours: dict[int, str]) -> list[go.Fi
         for row, percentile, dash in ((TTFT, 50, "solid"), (TTFT, 99, "dash"), (ITL, 99, "dot")):
             name = f"{row.label} p{percentile}"
             y = [figure_at(t, row, percentile) for t in trials]
-            latency.add_trace(
-                go.Scatter(
-                    x=x,
-                    y=y,
-                    mode="lines+markers",
-                    name=html.escape(f"{label} {name}"),
-                    legendgroup=html.escape(label),
-                    line={"color": line_colour, "dash": dash},
-                )
-            )
+            latency.add_trace(_configuration_line(label, name, x=x, y=y, line={"color": line_colour, "dash": dash}))
         rates.add_trace(
             go.Scatter(
                 x=x,
@@ -404,28 +401,25 @@ def _cost_figure(report: ProfileReport, colours: dict[int, str], bounds: dict[fl
     if not points:
         return None
     front = set(report.frontier)
+    costs, p99s, indexes = (list(column) for column in zip(*points, strict=True))
+    marker = {
+        "size": [16 if i in front else 10 for i in indexes],
+        "color": [colours[i] for i in indexes],
+        "symbol": ["star" if i == report.best_trial else "circle" for i in indexes],
+        "line": {"color": [SLO_COLOUR if i in front else "white" for i in indexes], "width": 2},
+    }
+    names = [f"t{i}" for i in indexes]
     figure = go.Figure()
     figure.add_trace(
         go.Scatter(
-            x=[p[0] for p in points],
-            y=[p[1] for p in points],
-            mode="markers+text",
-            name="trials",
-            text=[f"t{p[2]}" for p in points],
-            textposition="top center",
-            marker={
-                "size": [16 if p[2] in front else 10 for p in points],
-                "color": [colours[p[2]] for p in points],
-                "symbol": ["star" if p[2] == report.best_trial else "circle" for p in points],
-                "line": {"color": [SLO_COLOUR if p[2] in front else "white" for p in points], "width": 2},
-            },
+            x=costs, y=p99s, mode="markers+text", name="trials", text=names, textposition="top center", marker=marker
         )
     )
-    frontier = sorted((p for p in points if p[2] in front), key=lambda p: p[0])
+    frontier = sorted((cost, p99) for cost, p99, i in points if i in front)
     figure.add_trace(
         go.Scatter(
-            x=[p[0] for p in frontier],
-            y=[p[1] for p in frontier],
+            x=[cost for cost, _ in frontier],
+            y=[p99 for _, p99 in frontier],
             mode="lines",
             name="Pareto frontier",
             line={"color": SLO_COLOUR},
