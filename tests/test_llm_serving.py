@@ -369,11 +369,13 @@ def test_the_llm_examples_plan_on_a_cluster_and_the_demo_locally() -> None:
 
 def test_behind_several_replicas_the_generator_does_not_check_itself_against_one_of_them() -> None:
     from kaliper.loadgen.config import LoadGenConfig
-    from kaliper.manifests.profilerun import loadgen_config
+    from kaliper.manifests.profilerun import TrialLoad, loadgen_config
 
     run = profile({"slots": [1]})
-    one = LoadGenConfig.model_validate(loadgen_config(run, "http://tiny", "tiny", 1, {}, None, "/t.json"))
-    three = LoadGenConfig.model_validate(loadgen_config(run, "http://tiny", "tiny", 1, {}, None, "/t.json", 3))
+    one = LoadGenConfig.model_validate(loadgen_config(run, TrialLoad("http://tiny", "tiny", 1), {}, None, "/t.json"))
+    three = LoadGenConfig.model_validate(
+        loadgen_config(run, TrialLoad("http://tiny", "tiny", 1, 3), {}, None, "/t.json")
+    )
     assert one.server_metrics_url == "http://tiny/metrics"
     assert three.server_metrics_url is None
 

@@ -16,6 +16,7 @@ from kaliper.controllers.diagnosis import job_problem, pod_problem, restarts_and
 from kaliper.loadgen.config import LoadGenConfig
 from kaliper.manifests.profilerun import (
     LoadgenPod,
+    TrialLoad,
     build_loadgen,
     build_trial_deployment,
     loadgen_rbac,
@@ -56,7 +57,7 @@ def test_the_trial_deployment_is_owned_by_the_run_and_labels_its_pods() -> None:
 
 def test_a_single_generator_job_mounts_its_config_and_payload_and_takes_secrets_from_env() -> None:
     config_map, job = build_loadgen(
-        RUN, 0, spec(), "http://r-t0.ml.svc:80", "iris", 16, LoadgenPod("img:1", {"requests": {"cpu": "1"}})
+        RUN, 0, spec(), TrialLoad("http://r-t0.ml.svc:80", "iris", 16), LoadgenPod("img:1", {"requests": {"cpu": "1"}})
     )
     config = LoadGenConfig.model_validate(yaml.safe_load(config_map["data"]["config.yaml"]))
     assert config.load.closed_loop.concurrency == 16 and config.request.model_name == "iris"
@@ -87,7 +88,11 @@ def test_a_single_generator_job_mounts_its_config_and_payload_and_takes_secrets_
 
 def test_distributed_load_is_a_master_job_its_service_and_a_worker_job() -> None:
     objects = build_loadgen(
-        RUN, 1, spec(load={"closedLoop": {"concurrency": 4}, "workers": 3}), "http://x", "iris", 4, LoadgenPod("img")
+        RUN,
+        1,
+        spec(load={"closedLoop": {"concurrency": 4}, "workers": 3}),
+        TrialLoad("http://x", "iris", 4),
+        LoadgenPod("img"),
     )
     kinds = [(o["kind"], o["metadata"]["name"]) for o in objects]
     assert kinds == [("ConfigMap", "r-t1-lg"), ("Service", "r-t1-lgm"), ("Job", "r-t1-lgm"), ("Job", "r-t1-lgw")]
@@ -207,14 +212,16 @@ def test_load_generators_keep_off_the_server_node_and_go_where_they_are_told() -
     }
     term = {"labelSelector": server_pods, "topologyKey": "kubernetes.io/hostname"}
     placed = LoadgenPod("img", node_selector={"pool": "load"}, tolerations=[{"key": "load", "operator": "Exists"}])
-    _, job = build_loadgen(RUN, 2, spec(), "http://x", "iris", 4, placed)
+    _, job = build_loadgen(RUN, 2, spec(), TrialLoad("http://x", "iris", 4), placed)
     pod = job["spec"]["template"]["spec"]
     assert pod["affinity"] == {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
     assert pod["nodeSelector"] == {"pool": "load"} and pod["tolerations"] == [{"key": "load", "operator": "Exists"}]
-    _, job = build_loadgen(RUN, 2, spec(), "http://x", "iris", 4, LoadgenPod("img", anti_affinity="preferred"))
+    _, job = build_loadgen(
+        RUN, 2, spec(), TrialLoad("http://x", "iris", 4), LoadgenPod("img", anti_affinity="preferred")
+    )
     preferred = job["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"]
     assert preferred == {"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 100, "podAffinityTerm": term}]}
-    _, job = build_loadgen(RUN, 2, spec(), "http://x", "iris", 4, LoadgenPod("img", anti_affinity="none"))
+    _, job = build_loadgen(RUN, 2, spec(), TrialLoad("http://x", "iris", 4), LoadgenPod("img", anti_affinity="none"))
     assert "affinity" not in job["spec"]["template"]["spec"]
     with pytest.raises(ValueError) as refused:
         LoadgenPod("img", anti_affinity="sometimes")
@@ -231,7 +238,9 @@ def test_prompts_and_tokenizer_from_config_maps_are_mounted_into_the_generator()
             }
         },
     )
-    config_map, job = build_loadgen(RUN, 0, run_spec, "http://llm:8080", "tiny", 4, LoadgenPod(image="kaliper:test"))
+    config_map, job = build_loadgen(
+        RUN, 0, run_spec, TrialLoad("http://llm:8080", "tiny", 4), LoadgenPod(image="kaliper:test")
+    )
     config = LoadGenConfig.model_validate(yaml.safe_load(config_map["data"]["config.yaml"]))
     assert config.payload.prompts is not None
     assert config.payload.prompts.dataset is not None
@@ -264,7 +273,9 @@ def test_a_trace_from_a_config_map_is_mounted_and_replayed_at_the_trials_speedup
         },
         load={"trace": {"speedup": 3, "start": "5s", "duration": "20s"}, "warmup": "2s"},
     )
-    config_map, job = build_loadgen(RUN, 0, run_spec, "http://llm:8080", "tiny", 3, LoadgenPod(image="kaliper:test"))
+    config_map, job = build_loadgen(
+        RUN, 0, run_spec, TrialLoad("http://llm:8080", "tiny", 3), LoadgenPod(image="kaliper:test")
+    )
     config = LoadGenConfig.model_validate(yaml.safe_load(config_map["data"]["config.yaml"]))
     assert config.payload.prompts is not None and config.payload.prompts.trace is not None
     assert config.payload.prompts.trace.model_dump(exclude_none=True) == {
@@ -311,7 +322,7 @@ def test_a_protocol_sweeps_trial_config_speaks_its_own_protocol() -> None:
 
     def config_of(protocol: str) -> LoadGenConfig:
         config_map, _ = build_loadgen(
-            RUN, 0, swept, "http://r-t0.ml.svc:8081", "iris", 4, LoadgenPod("img"), 1, protocol
+            RUN, 0, swept, TrialLoad("http://r-t0.ml.svc:8081", "iris", 4, 1, protocol), LoadgenPod("img")
         )
         return LoadGenConfig.model_validate(yaml.safe_load(config_map["data"]["config.yaml"]))
 

@@ -38,6 +38,7 @@ from kaliper.controllers.trial_moves import IN_FLIGHT, Move, TrialObjectsSeen
 from kaliper.manifests.profilerun import (
     LABEL_RUN,
     LABEL_TRIAL,
+    TrialLoad,
     build_loadgen,
     report_name,
     trial_name,
@@ -232,9 +233,8 @@ class RunStep(StatusStep[ProfileRunStatus]):
         model = action.model_name or run_trials.target_model_name(self.spec, self.base())
         deployment = planned.configuration.deployment
         replicas = deployment.replicas if deployment is not None else 1
-        for obj in build_loadgen(
-            self.body, trial.index, self.spec, url, model, planned.level, SETTINGS.loadgen, replicas, protocol
-        ):
+        load = TrialLoad(url, model, planned.level, replicas, protocol)
+        for obj in build_loadgen(self.body, trial.index, self.spec, load, SETTINGS.loadgen):
             kube.apply(obj)
         self.event("TrialRunning", f"trial {trial.name}: load generator started ({describe(trial.parameters)})")
 

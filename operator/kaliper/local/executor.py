@@ -25,8 +25,8 @@ from kaliper.local.sampler import Sampler, summarize
 from kaliper.local.servers import ServerError, ServerGroup, local_problem
 from kaliper.local.sources import NotOnThisMachine, deployment_model, local_path
 from kaliper.log import get_logger
+from kaliper.manifests.profilerun import TrialLoad, payload_file
 from kaliper.manifests.profilerun import loadgen_config as build_loadgen_config
-from kaliper.manifests.profilerun import payload_file
 from kaliper.metrics.nvml import Nvml
 from kaliper.metrics.workload_query import WorkloadError, fit_for_run
 from kaliper.netutil import free_port
@@ -116,15 +116,7 @@ def secret_variable(secret: str, key: str) -> str:
     return "".join(c if c.isalnum() else "_" for c in f"{secret}_{key}").upper()
 
 
-def loadgen_config(
-    spec: ProfileRunSpec,
-    url: str,
-    model_name: str,
-    level: float,
-    base_dir: Path,
-    server_replicas: int = 1,
-    protocol: str | None = None,
-) -> dict:
+def loadgen_config(spec: ProfileRunSpec, trial: TrialLoad, base_dir: Path) -> dict:
     # Locally there is no Secret to read: a header from secret S, key K comes from the variable S_K.
     headers = {
         h.name: secret_variable(h.secret_key_ref.name, h.secret_key_ref.key) for h in spec.request.headers_from or []
@@ -133,9 +125,7 @@ def loadgen_config(
     dataset_file = str(local_path(dataset.file, base_dir)) if dataset is not None and dataset.file is not None else None
     tokenizer = spec.payload.prompts.tokenizer if spec.payload.prompts else None
     tokenizer_file = str(local_path(tokenizer.file, base_dir)) if tokenizer and tokenizer.file else None
-    return build_loadgen_config(
-        spec, url, model_name, level, headers, dataset_file, tokenizer_file, server_replicas, protocol
-    )
+    return build_loadgen_config(spec, trial, headers, dataset_file, tokenizer_file)
 
 
 class LocalExecutor:
@@ -305,7 +295,8 @@ class LocalExecutor:
         index = planned.index
         replicas = servers.spec.replicas if servers is not None else 1
         protocol = trial_protocol(spec, planned.configuration.parameters)
-        config = loadgen_config(spec, url, model_name, planned.level, self.options.base_dir, replicas, protocol)
+        trial = TrialLoad(url, model_name, planned.level, replicas, protocol)
+        config = loadgen_config(spec, trial, self.options.base_dir)
         workdir.mkdir(parents=True, exist_ok=True)
         config_path = workdir / f"loadgen-{index}.yaml"
         config_path.write_text(yaml.safe_dump(config))

@@ -152,23 +152,32 @@ def header_variable(index: int) -> str:
     return f"KALIPER_HEADER_{index}"
 
 
+@dataclass(frozen=True)
+class TrialLoad:
+    """Where one trial's load goes and how much of it: the target's URL and model name, the load level, the
+    server replicas behind the URL, and the trial's protocol where the run sweeps it."""
+
+    url: str
+    model_name: str
+    level: float
+    server_replicas: int = 1
+    protocol: str | None = None
+
+
 def loadgen_config(
     spec: ProfileRunSpec,
-    url: str,
-    model_name: str,
-    level: float,
+    trial: TrialLoad,
     env_headers: dict[str, str],
     dataset_file: str | None = None,
     tokenizer_file: str | None = None,
-    server_replicas: int = 1,
-    protocol: str | None = None,
 ) -> dict[str, Any]:
     """The load generator's config (a LoadGenConfig) for one trial. Secret-backed headers become
     environment variable names (env_headers: header -> variable), never values. `dataset_file` and
     `tokenizer_file` say where the generator finds the payload's dataset (or prompts dataset or trace) and the
     prompts' tokenizer: a mounted ConfigMap key in the cluster, a resolved path locally. Behind one endpoint
     for several server replicas, each read of the server's metrics reaches one replica, so the generator does
-    not check itself against them. `protocol` is the trial's, where the run sweeps it."""
+    not check itself against them."""
+    url, model_name, level, protocol = trial.url, trial.model_name, trial.level, trial.protocol
     load = spec.load.to_manifest()
     if spec.load.closed_loop is not None:
         load["closedLoop"]["concurrency"] = int(level)
@@ -191,7 +200,7 @@ def loadgen_config(
     if request.get("protocol") != "oip-v2-grpc":
         request.pop("grpc", None)  # set for the gRPC trials of a protocol sweep
     request.pop("headersFrom", None)
-    if server_replicas > 1 and "generation" in request:
+    if trial.server_replicas > 1 and "generation" in request:
         request["generation"]["serverMetricsPath"] = None
     config = {"url": url, "request": request, "payload": payload, "load": load, "envHeaders": env_headers}
     if spec.slo is not None and spec.slo.latency:
@@ -280,15 +289,7 @@ def _job(
 
 
 def build_loadgen(
-    run: dict[str, Any],
-    index: int,
-    spec: ProfileRunSpec,
-    url: str,
-    model_name: str,
-    level: float,
-    pod: LoadgenPod,
-    server_replicas: int = 1,
-    protocol: str | None = None,
+    run: dict[str, Any], index: int, spec: ProfileRunSpec, trial: TrialLoad, pod: LoadgenPod
 ) -> list[dict[str, Any]]:
     """The trial's load-generator objects: its config ConfigMap, then the Job (or master Job, Service and
     worker Job)."""
@@ -301,9 +302,7 @@ def build_loadgen(
     tokenizer_file = (
         str(PurePosixPath(TOKENIZER_DIR) / tokenizer.config_map.key) if tokenizer and tokenizer.config_map else None
     )
-    config = loadgen_config(
-        spec, url, model_name, level, headers, dataset_file, tokenizer_file, server_replicas, protocol
-    )
+    config = loadgen_config(spec, trial, headers, dataset_file, tokenizer_file)
     results_meta = owned_meta(run, names.results, "results", index)
     # The load generator's identity may not update the run's finalizers, which blocking the owner's deletion
     # needs (OwnerReferencesPermissionEnforcement); the results need not hold up a deletion anyway.
