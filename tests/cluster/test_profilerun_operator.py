@@ -26,7 +26,6 @@ import yaml
 from kaliper.api.units import parse_cpu
 from kaliper.netutil import free_port
 from kaliper.report.schema import ProfileReport
-from tests.support.capacity import CAPACITY_RUN, SLOTS_SERVER_FLAGS
 from tests.support.cluster_objects import apply, model_deployment, profile_run
 from tests.support.controlplane import Kubectl
 from tests.support.exporter import Exporter, PodSeries
@@ -403,40 +402,6 @@ def test_a_step_that_keeps_failing_says_why_in_events_until_it_goes_through(
     (recovered,) = events("StepRecovered")
     assert recovered.startswith("a step went through after ") and recovered.endswith(" failed in a row")
     cluster.wait_trial(0, "Deploying", "Running")
-
-
-def test_knee_probes_bracket_a_known_capacity_in_the_status(operator, crds: Kubectl, namespace: str) -> None:  # type: ignore[no-untyped-def]
-    """A server of known capacity (tests/support/capacity.py): 4 users under its p95 objective. The operator
-    lists each capacity probe once the search reaches it, and its status brackets the capacity between 4 (met)
-    and 5 (not)."""
-    run = profile_run("capacity", None, **CAPACITY_RUN)
-    apply(crds, namespace, model_deployment(replicas=1), run)
-    cluster = Cluster(crds, namespace, "capacity")
-    with groundtruth(*SLOTS_SERVER_FLAGS) as server:
-        for index in (1, 0, 2, 3, 4):  # 8 users, 2; then the probes: 5, 3, 4
-            cluster.wait_trial(index, "Running")
-            assert cluster.play_load(index, server).returncode == 0
-            cluster.wait_trial(index, "Succeeded")
-        status = cluster.wait_phase("Succeeded")
-    trials = [(t["index"], t["name"], t["parameters"]["concurrency"], t["sloVerdict"]) for t in status["trials"]]
-    assert trials == [
-        (0, "capacity-t0", "2", "Met"),
-        (1, "capacity-t1", "8", "NotMet"),
-        (2, "capacity-t2", "5", "NotMet"),
-        (3, "capacity-t3", "3", "Met"),
-        (4, "capacity-t4", "4", "Met"),
-    ]
-    (capacity,) = status["capacity"]
-    assert {k: capacity[k] for k in ("levelName", "met", "notMet", "trial", "probes", "replicas")} == {
-        "levelName": "concurrency",
-        "met": 4.0,
-        "notMet": 5.0,
-        "trial": 4,
-        "probes": 3,
-        "replicas": 3,
-    }
-    assert status["best"]["trial"] == 4 and status["recommendation"]["replicas"] == 3
-    assert status["progress"]["summary"] == "5/5"
 
 
 def test_a_tie_on_noise_is_measured_again_before_the_choice(operator, crds: Kubectl, namespace: str) -> None:  # type: ignore[no-untyped-def]

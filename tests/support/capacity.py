@@ -1,5 +1,7 @@
-"""A server of known capacity and the ProfileRun settings that find it, for the capacity search's tests on both
-paths (tests/local/test_capacity_search.py, tests/cluster/test_profilerun_operator.py).
+"""A server of known capacity and the ProfileRun settings that find it, for the capacity search's benchmark
+(bench/capacity_runs.py: whether `kaliper run` finds a real server's true boundary, run after run). The search's
+decisions are tested on scripted measurements (tests/cluster/test_contract.py, tests/profiling/test_scripted_plan.py),
+which no busy machine can move.
 
 The ground-truth server with four slots and a 200 ms service time (lognormal, sigma 0.05) serves up to four
 users in about 200 ms; a fifth waits for a slot, so from five users on a fifth of the requests wait up to
