@@ -1,4 +1,4 @@
-"""How `make test` spreads the suite over two pytest-xdist workers, which tests it runs alone afterwards, and
+"""How `make test` spreads the suite over three pytest-xdist workers, which tests it runs alone afterwards, and
 how long one test may take.
 
 Half of the suite's time is waiting (the real node tier for cAdvisor's scrapes, the control-plane tier for
@@ -169,7 +169,7 @@ def queue_position(nodeid: str) -> float:
     pytest-xdist gives a worker its next group only when it is almost out of tests, so the node tier keeps one
     worker for its whole length (about 24 minutes here) and the other works through the queue. Queued last, the
     control-plane tier (about 10 minutes, one group) ran alone at the end after the other worker had done every
-    other module: 34 minutes for 58 of work. Queued second, the modules after it fill both workers at the end."""
+    other module: 34 minutes for 58 of work. Queued second, the modules after it fill the other workers at the end."""
     if nodeid.startswith("tests/kind/"):
         return 0.5
     return {"node": 0, "cluster": 1}.get(group_of(nodeid), 2)
