@@ -33,21 +33,25 @@ system-deps:
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
 	fi
 
-# Two phases. First two pytest-xdist workers: the tiers that wait (the real node, the control plane) beside
+# Two phases. First three pytest-xdist workers: the tiers that wait (the real node, the control plane) beside
 # the tiers that compute, grouped by tests/support/tiers.py; the Go binaries, llama.cpp, the pytorch environment
 # and the vLLM environment are built (or found cached) by the first test that needs them, so on a cold machine
-# the other worker's tests run while they build. Then the tests marked quiet (CPU quotas, latency fidelity), alone.
+# the other workers' tests run while they build. Then the tests marked quiet (CPU quotas, latency fidelity), alone.
 test: setup lint system-deps
 	$(BIN)/pytest -n 3 --no-loadscope-reorder -m "not quiet" --durations=15
 	$(BIN)/pytest -m quiet --durations=15
 
-# The inner loop while developing (about 5 minutes on this project's 2-core machine): lint, the unit tests,
-# the runtimes and decisions, and the load generator against real servers on loopback (not the Chromium check of
-# the HTML pages, which needs `make system-deps`). `make test` stays the whole suite and CI's gate.
-CHECK_TESTS := $(filter-out tests/test_pytorch_conversion.py tests/test_other_cpu.py tests/test_reports_in_browser.py,$(wildcard tests/test_*.py)) \
-	tests/runtimes tests/measure tests/profiling tests/loadgen tests/llm/test_broken_servers.py
+# The inner loop while developing (under 5 minutes on this project's 2-core machine): lint, the unit tests,
+# the runtimes and decisions, and the load generator against real servers on loopback on two workers (the
+# longest modules first, so that both end together), then the HTTP generator's fidelity to a server's own
+# records alone (not the gRPC one's, nor the Chromium check of the HTML pages, which needs `make system-deps`).
+# `make test` stays the whole suite and CI's gate.
+CHECK_TESTS := tests/llm/test_broken_servers.py tests/loadgen \
+	$(filter-out tests/test_pytorch_conversion.py tests/test_other_cpu.py tests/test_reports_in_browser.py,$(wildcard tests/test_*.py)) \
+	tests/runtimes tests/measure tests/profiling
 check: setup lint
-	$(BIN)/pytest -q --durations=15 $(CHECK_TESTS)
+	$(BIN)/pytest -q -n 2 --no-loadscope-reorder -m "not quiet" --durations=15 $(CHECK_TESTS)
+	$(BIN)/pytest -q -m quiet --durations=15 tests/loadgen/test_end_to_end.py
 
 # The documentation site, built strictly into site/ and served on http://127.0.0.1:8000 (Ctrl-C stops it).
 docs: setup

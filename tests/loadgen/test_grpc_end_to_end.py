@@ -7,6 +7,7 @@ from __future__ import annotations
 import ipaddress
 import itertools
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -19,6 +20,8 @@ import pytest
 import yaml
 from hdrh.histogram import HdrHistogram
 
+from kaliper.loadgen.config import LoadGenConfig, LoadGenError
+from kaliper.loadgen.grpc_process import GrpcClientProcess
 from kaliper.netutil import free_port
 from kaliper.report.schema import LoadTestResult
 from kaliper.serving.examples import make_iris
@@ -188,6 +191,24 @@ def test_a_grpc_client_process_that_dies_ends_the_run_with_the_reason(tmp_path: 
     else:
         assert result.error is not None and result.error.startswith("load-generator worker ")
         assert result.error.endswith(f": {reason}")
+
+
+def test_a_grpc_client_process_that_dies_before_it_is_ready_is_reported_at_once_with_its_exit_code(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A child that exits before its ready line (here `false` stands for the interpreter: it exits 1 without a
+    word) is reported with its exit code, not as a start that timed out ("it did not start within 30s", which a
+    run whose client process was killed before it was ready said)."""
+    config = LoadGenConfig.model_validate(
+        {"url": "http://127.0.0.1:9", "request": GRPC, "payload": BODY, "load": {"closedLoop": {"concurrency": 1}}}
+    )
+    monkeypatch.setattr(sys, "executable", shutil.which("false"))
+    with pytest.raises(LoadGenError) as refused:
+        GrpcClientProcess(config, (0, 1))
+    assert str(refused.value) == (
+        "the gRPC client process could not start: the gRPC client process exited with code 1; its messages are on "
+        "the generator's stderr"
+    )
 
 
 @pytest.fixture(scope="module")

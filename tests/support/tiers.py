@@ -76,6 +76,7 @@ NOT_QUIET = (
         f"tests/loadgen/test_grpc_end_to_end.py::{name}"
         for name in (
             "test_a_grpc_client_process_that_dies_ends_the_run_with_the_reason",
+            "test_a_grpc_client_process_that_dies_before_it_is_ready_is_reported_at_once_with_its_exit_code",
             "test_calls_that_would_all_be_refused_stop_the_run_with_the_servers_reason",
             "test_a_port_that_does_not_speak_grpc_is_named_as_such",
             "test_a_grpc_target_that_goes_away_mid_run_ends_it_early",

@@ -70,7 +70,10 @@ class GrpcClientProcess:
         self._stdin: IO[bytes] = self._process.stdin
         self._stdout: IO[bytes] = self._process.stdout
         self._send({"config": config.to_wire(), "part": list(part)})
-        first = self._read_line(READY_TIMEOUT_S)
+        try:
+            first = self._read_line(READY_TIMEOUT_S)
+        except EOFError:  # it died before it was ready: its exit code, not a start that timed out
+            first = {"error": self._exited()}
         if first is None or "ready" not in first:
             self.close()
             reason = first["error"] if first else f"it did not start within {READY_TIMEOUT_S:g}s"
@@ -130,11 +133,17 @@ class GrpcClientProcess:
             self._failure = self._failure or self._exited()
 
     def _read_line(self, timeout_s: float) -> dict[str, Any] | None:
+        """The child's next message; None when none came within `timeout_s`. EOFError: its output ended (it
+        exited)."""
         result: list[bytes] = []
         reader = threading.Thread(target=lambda: result.append(self._stdout.readline()), daemon=True)
         reader.start()
         reader.join(timeout_s)
-        return json.loads(result[0]) if result and result[0] else None
+        if not result:
+            return None
+        if not result[0]:
+            raise EOFError
+        return json.loads(result[0])
 
     def _read_windows(self) -> None:
         for line in self._stdout:
