@@ -44,10 +44,10 @@ def _camel_path(path: str) -> str:
     return ".".join(_alias(name) for name in path.split("."))
 
 
-def _has_cel(path: str) -> str:
-    """CEL that is true when every step of a dotted path is set (has() of each, outermost first)."""
+def _has_steps(path: str) -> list[str]:
+    """CEL's has() of each step of a dotted path, outermost first: all true when the path is set."""
     names = _camel_path(path).split(".")
-    return " && ".join(f"has(self.{'.'.join(names[: depth + 1])})" for depth in range(len(names)))
+    return [f"has(self.{'.'.join(names[: depth + 1])})" for depth in range(len(names))]
 
 
 def only_with(
@@ -56,19 +56,15 @@ def only_with(
     """`field` may be set (a `flag`: true) only when `needs` is set (and, given `value`, equals it): both dotted
     paths of snake_case names in the model the rule sits on. The CEL and the check come from the same two
     paths, so they cannot disagree; the server points its error at `at` (default: `field`), where the fix goes."""
-    wanted = _has_cel(needs)
-    if value is not None:
-        wanted += f" && self.{_camel_path(needs)} == '{value}'"
-    unset = " || ".join(f"!{has}" for has in _has_cel(field).split(" && "))
-    if flag:
-        unset += f" || !self.{_camel_path(field)}"
+    wanted = _has_steps(needs) + ([f"self.{_camel_path(needs)} == '{value}'"] if value is not None else [])
+    unset = [f"!{has}" for has in _has_steps(field)] + ([f"!self.{_camel_path(field)}"] if flag else [])
 
     def check(model: Any) -> bool:
         found, given = _value_at(model, needs), _value_at(model, field)
         return (given is None or (flag and not given)) or (found is not None if value is None else found == value)
 
     return Rule(
-        cel=f"{unset} || ({wanted})" if " && " in wanted else f"{unset} || {wanted}",
+        cel=" || ".join(unset) + (f" || ({' && '.join(wanted)})" if len(wanted) > 1 else f" || {wanted[0]}"),
         message=message,
         check=check,
         field_path="." + _camel_path(at or field),
