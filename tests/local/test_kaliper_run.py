@@ -203,10 +203,13 @@ def test_the_grpc_example_loads_the_builtin_server_over_rest_and_grpc(tmp_path: 
 
 
 def test_optuna_search_runs_a_sample_and_reports_the_rest(tmp_path: Path, model: Path) -> None:
-    # The server is the ground-truth server (Go): it answers in 5 ms and needs next to no CPU, so a trial's
-    # throughput is set by its concurrency alone, whatever CPU it has. (Locally it listens on $KALIPER_PORT; the
-    # port is the one it would have in a pod.)
-    serve = f"exec {groundtruth.binary()} -addr 127.0.0.1:$KALIPER_PORT -median 5ms -sigma 0.05"
+    # The server is the ground-truth server (Go): it answers in 50 ms and needs next to no CPU, so a trial's
+    # throughput is set by its concurrency alone (4 / 50 ms = 80 requests per second), whatever CPU it has and
+    # however busy the machine is: the load generator keeps up with 80 per second beside other work, where at
+    # 5 ms (800 per second) its own share of a busy machine set the pace, and a 1-core trial could measure more
+    # than twice its 500m twin's rate and win. (Locally it listens on $KALIPER_PORT; the port
+    # is the one it would have in a pod.)
+    serve = f"exec {groundtruth.binary()} -addr 127.0.0.1:$KALIPER_PORT -median 50ms -sigma 0.05"
     runtime = {"type": "custom", "command": ["sh", "-c", serve], "port": 8080, "protocol": "oip-v2"}
     process, report = kaliper_run(
         tmp_path,
@@ -223,7 +226,7 @@ def test_optuna_search_runs_a_sample_and_reports_the_rest(tmp_path: Path, model:
     assert statuses == ["Skipped", "Skipped", "Succeeded", "Succeeded"]
     assert all(t.message == "not explored by the search" for t in report.trials if t.status == "Skipped")
     # Seed 1's first two proposals (TPE samples at random while it starts up): both at concurrency 4. They serve
-    # the same requests per second, and 500m costs half as much per hour as 1 core: it is the best.
+    # the same 80 requests per second, and 500m costs half as much per hour as 1 core: it is the best.
     ran = {t.index: t.parameters for t in report.trials if t.status == "Succeeded"}
     assert sorted(ran.values(), key=str) == [{"cpu": "1", "concurrency": "4"}, {"cpu": "500m", "concurrency": "4"}]
     assert ran[report.best_trial] == {"cpu": "500m", "concurrency": "4"}
