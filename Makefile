@@ -19,8 +19,9 @@ $(VENV)/.installed: pyproject.toml
 lint: setup
 	$(BIN)/ruff check .
 
-# From Debian: Prometheus (the metrics tests scrape with a real one) and the real node tier's parts: containerd,
-# runc, the CNI plugins, iptables and conntrack (kube-proxy), buildah/podman/debootstrap (the image), gcc;
+# From Debian: Prometheus (the metrics tests scrape with a real one) and the kind tier's parts: podman (kind's
+# provider) with runc, the CNI plugins, iptables and conntrack, containerd (preloads kind's node image),
+# buildah/debootstrap (the images), gcc;
 # qemu-user runs the optimizer tests again on an emulated AVX2 CPU (tests/test_other_cpu.py); cmake, ninja and
 # g++ build llama.cpp's llama-server (hack/llama/build.sh), the real streaming server of the LLM tests;
 # chromium opens the HTML reports as a reader would (tests/test_reports_in_browser.py).
@@ -33,7 +34,7 @@ system-deps:
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
 	fi
 
-# Two phases. First three pytest-xdist workers: the tiers that wait (the real node, the control plane) beside
+# Two phases. First three pytest-xdist workers: the tiers that wait (the kind cluster, the control plane) beside
 # the tiers that compute, grouped by tests/support/tiers.py; the Go binaries, llama.cpp, the pytorch environment
 # and the vLLM environment are built (or found cached) by the first test that needs them, so on a cold machine
 # the other workers' tests run while they build. Then the tests marked quiet (CPU quotas, latency fidelity), alone.

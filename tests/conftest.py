@@ -30,7 +30,6 @@ from tests.support.cpu_use import (
     wall_lines,
 )
 from tests.support.llama import llama_server_binary
-from tests.support.node import Node, start_node
 from tests.support.paths import REPO
 from tests.support.settle import wait_until_quiet
 from tests.support.tiers import NEEDS_LLAMA_CPP, group_of, is_quiet, module_of, over_ceiling, queue_position
@@ -44,7 +43,7 @@ os.environ.setdefault("KALIPER_NAMESPACE", "kaliper-system")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Each test's quiet mark (tests/support/tiers.py), and the node tier queued first."""
+    """Each test's quiet mark (tests/support/tiers.py), and the kind tier queued first."""
     for item in items:
         if is_quiet(item.nodeid):
             item.add_marker(pytest.mark.quiet)
@@ -176,24 +175,3 @@ def crds(kubectl: Kubectl) -> Kubectl:
 def namespace(crds: Kubectl, request: pytest.FixtureRequest) -> Iterator[str]:
     """A fresh namespace per test on the kwok control plane."""
     yield from fresh_namespace(crds, request, "t")
-
-
-@pytest.fixture(scope="session")
-def node() -> Iterator[Node]:
-    """The real node tier (tests/support/node.py): a control plane of its own and one real node, with the
-    project's image, built from its Dockerfile, imported into the node's containerd."""
-    signal.signal(signal.SIGTERM, interrupt)
-    try:
-        started = start_node()
-    except ControlPlaneError as exc:
-        pytest.fail(f"could not start the real node tier: {exc}", pytrace=False)
-    try:
-        yield started
-    finally:
-        started.stop()  # raises if anything of the node is left on this machine
-
-
-@pytest.fixture
-def node_namespace(node: Node, request: pytest.FixtureRequest) -> Iterator[str]:
-    """A fresh namespace on the real node tier."""
-    yield from fresh_namespace(node.kubectl, request, "n")

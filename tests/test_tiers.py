@@ -23,12 +23,12 @@ from tests.support.tiers import (
 
 
 def test_each_waiting_tier_is_one_group_and_every_other_module_its_own() -> None:
-    assert group_of("tests/node/test_trials.py::test_a") == group_of("tests/node/test_node.py::test_b") == "node"
-    assert group_of("tests/kind/test_pipeline.py::test_c") == "node"  # one after the other: host settings
+    assert group_of("tests/kind/test_trials.py::test_a") == group_of("tests/kind/test_pods.py::test_b") == "kind"
+    assert group_of("tests/kind/test_walkthrough.py::test_c") == "kind"
     assert group_of("tests/cluster/test_gc.py::test_c[x]") == "cluster"
     assert group_of("tests/loadgen/test_sse.py::test_d") == "tests/loadgen/test_sse.py"
-    tiers = ("node", "kind", "cluster", "loadgen")
-    assert [queue_position(f"tests/{t}/test_x.py::t") for t in tiers] == [0, 0.5, 1, 2]
+    ids = ("kind/test_walkthrough.py", "kind/test_trials.py", "cluster/test_x.py", "loadgen/test_x.py")
+    assert [queue_position(f"tests/{i}::t") for i in ids] == [0, 0.5, 1, 2]
 
 
 def test_quiet_modules_are_named_with_why() -> None:
@@ -52,7 +52,7 @@ def test_quiet_modules_are_named_with_why() -> None:
 
 
 def test_a_test_over_its_ceiling_is_named_unless_it_says_why() -> None:
-    pipeline = "tests/node/test_optimization.py::test_the_pipeline_example_runs_end_to_end"
+    pipeline = "tests/kind/test_optimization.py::test_the_pipeline_example_runs_end_to_end"
     assert over_ceiling({"tests/test_units.py::test_a[1]": 151.0, "tests/test_units.py::test_b": 149.0}) == [
         "tests/test_units.py::test_a: 151 s, over its ceiling of 150 s"
     ]

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Builds the project's image from its Dockerfile with buildah, for the real node tier of the test suite (or
-# for you), and writes it as an archive that containerd imports (`ctr -n k8s.io images import`).
+# Builds the project's image from its Dockerfile with buildah, for the kind tier of the test suite (or for
+# you), and writes it as an archive that `kind load image-archive` (or containerd's `ctr images import`) takes.
 #
 #   hack/image/build.sh [TAG]     # prints the archive path on its last line; TAG defaults to localhost/kaliper:test
 #   ONNXRUNTIME=onnxruntime-gpu hack/image/build.sh localhost/kaliper:gpu    # the GPU variant

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Builds (or reuses) the control-plane and node binaries the cluster tests need, from the Go module proxy.
+# Builds (or reuses) the control-plane binaries and those of kind's nodes the tests need, from the Go module proxy.
 #
 #   hack/testcluster/build.sh            # prints the bin directory on its last line
-#   hack/testcluster/build.sh node       # only what the real node tier starts with (etcd, Kubernetes, CoreDNS)
+#   hack/testcluster/build.sh node       # only what kind's node image holds (etcd, Kubernetes, CoreDNS)
 #   hack/testcluster/build.sh controlplane  # only what a kwok control plane starts with (etcd, Kubernetes, kwok)
 #   hack/testcluster/build.sh helm       # only one of the others: kwok, helm, helm-controller, kstatus,
 #                                        # argocd-health, kind, kubeadm or prometheus
@@ -18,7 +18,7 @@ source "$here/versions.env"
 cache=${KALIPER_CACHE:-$HOME/.cache/kaliper}
 bin="$cache/bin"
 mkdir -p "$bin"
-# One build of each part at a time: make test's two pytest workers and the node tier's background build may
+# One build of each part at a time: make test's pytest workers (and kind's node image build) may
 # ask for the same binary; the others wait for that binary alone, then find it cached (a test that needs helm
 # does not wait for Argo CD's build).
 locked() { local name=$1; shift; ( flock 9; "$@" ) 9>"$cache/build-$name.lock"; }
@@ -34,7 +34,7 @@ log() { echo "[$(date +%H:%M:%S)] $*" >&2; }
 # have NAME VERSION -> true when the cached binary exists
 have() { [ -x "$bin/$1-$2/$1" ]; }
 # Point LINK at TARGET by a rename, never by unlink-then-link as `ln -sf` does: a control plane starting beside
-# another build.sh (the node tier's background build) execs these links, and saw one missing for that instant.
+# another build.sh execs these links, and saw one missing for that instant.
 relink() {
   local target=$1 link=$2
   [ "$(readlink "$link" 2>/dev/null)" = "$target" ] && return 0
@@ -44,7 +44,7 @@ relink() {
 # Kubernetes: k8s.io/kubernetes cannot be `go install`ed (its go.mod replaces the staging modules with
 # local paths), so a throw-away wrapper module requires it and replaces each staging module by the
 # published k8s.io/<name> v0.Y.Z.  The list of staging modules comes from that release's own go.mod.
-# Builds the commands named, or by default those the node tier runs (kind's nodes add kubeadm).
+# Builds the commands named, or by default those kind's nodes run (with kubeadm).
 build_kubernetes() {
   local v=$KUBERNETES_VERSION staging_v="v0.${KUBERNETES_VERSION#v1.}"
   local names=("$@") missing=()
@@ -200,7 +200,7 @@ fi
 if [ "$what" = all ] || [ "$what" = node ]; then
   locked coredns go_install coredns github.com/coredns/coredns "$COREDNS_VERSION"
 fi
-# The node tier and the control-plane tier start with the binaries above and ask for the rest (helm, kstatus,
+# kind's node image and the control-plane tier start with the binaries above and ask for the rest (helm, kstatus,
 # ...) when a test needs them, so on a cold machine those build while the tiers' first tests wait.
 if want kwok || [ "$what" = controlplane ]; then locked kwok go_install kwok sigs.k8s.io/kwok/cmd/kwok "$KWOK_VERSION"; fi
 if want helm; then locked helm go_install helm helm.sh/helm/v3/cmd/helm "$HELM_VERSION"; fi

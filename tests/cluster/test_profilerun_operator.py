@@ -2,7 +2,7 @@
 generator's work is played by running its real command here against a ground-truth server (see
 tests/support/operator_runner.py); a real Prometheus scrapes a test double of cAdvisor and dcgm-exporter that
 serves known values for the trial pods, and the status must carry exactly those. What real pods, containers
-and cAdvisor do (and the README's kind walkthrough) is tested on the real node tier, tests/node/."""
+and cAdvisor do (and the README's kind walkthrough) is tested on the kind tier, tests/kind/."""
 
 from __future__ import annotations
 

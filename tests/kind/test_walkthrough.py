@@ -1,13 +1,12 @@
 """The kind tutorial (docs/tutorials/kind.md, whose block the README's tour shows too), run as written on a
 real kind cluster made from the repository's own `kind-config.yaml`: each command of its block, the
 Docker-specific ones in the podman forms the tutorial's table gives (tests/support/kind.py says why each is
-needed on this machine)."""
+needed on this machine). Its cluster-wide steps make the session's cluster (tests/support/kind_cluster.py),
+which the other tests of tests/kind use after this module (tests/support/tiers.py queues it first)."""
 
 from __future__ import annotations
 
 import json
-import shlex
-import subprocess
 from collections.abc import Iterator
 
 import pytest
@@ -15,73 +14,26 @@ import yaml
 
 from tests.support.controlplane import REPO
 from tests.support.docs_site import bash_blocks
-from tests.support.kind import KindError, KindHost, kind_host, wait_for_line
+from tests.support.kind import KindHost
+from tests.support.kind_cluster import KindCluster, Walkthrough, cluster_steps, walkthrough_commands
 from tests.support.podcpu import PodCpuSampler, measured_window
 
 README = REPO / "README.md"
-TUTORIAL = REPO / "docs" / "tutorials" / "kind.md"
-IMAGE_SCRIPT = REPO / "hack" / "image" / "build.sh"
-PROMETHEUS_IMAGE_SCRIPT = REPO / "hack" / "kind" / "prometheus-image.sh"
 GPU_EXAMPLE = REPO / "examples" / "modeldeployment-gpu.yaml"
 
 
-def walkthrough_commands() -> list[str]:
-    """The commands of the kind tutorial's first block."""
-    return bash_blocks(TUTORIAL.read_text())[0]
-
-
-class Walkthrough:
-    """Runs README commands on this machine, translating the Docker-specific ones."""
-
-    def __init__(self, host: KindHost) -> None:
-        self.host = host
-        self.archives: dict[str, str] = {}  # image -> the archive hack/image/build.sh wrote for it
-        self.outputs: dict[str, str] = {}  # command -> what it printed
-
-    def shell(self, command: str, timeout: float = 900) -> str:
-        result = subprocess.run(
-            ["bash", "-c", command], cwd=REPO, env=self.host.env(), capture_output=True, text=True, timeout=timeout
-        )
-        if result.returncode != 0:
-            raise KindError(f"`{command}` exited {result.returncode}:\n{(result.stdout + result.stderr)[-3000:]}")
-        return result.stdout
-
-    def run(self, command: str) -> None:
-        words = shlex.split(command, comments=True)
-        if words[:3] == ["kind", "create", "cluster"]:
-            self.host.create_cluster(*words[3:])
-            out = ""
-        elif words[:2] == ["docker", "build"]:
-            image = words[words.index("-t") + 1]
-            out = self.shell(f"bash {IMAGE_SCRIPT} {image}")
-            self.archives[image] = out.strip().splitlines()[-1]
-        elif words[:3] == ["kind", "load", "docker-image"]:
-            out = self.host.kind("load", "image-archive", self.archives[words[3]], *words[4:])
-        elif words[:2] == ["kubectl", "get"] and "-w" in words:
-            process = subprocess.Popen(
-                words, cwd=REPO, env=self.host.env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-            )
-            out = wait_for_line(process, ("Succeeded", "Failed"), timeout=600)
-        else:
-            if command.startswith("kubectl apply -f examples/kind/prometheus.yaml"):
-                # Here no registry serves Prometheus's image: load the one built from its source first.
-                archive = self.shell(f"bash {PROMETHEUS_IMAGE_SCRIPT}").strip().splitlines()[-1]
-                self.host.kind("load", "image-archive", archive, "--name", self.host.name, "--nodes", self.host.workers)
-            out = self.shell(command)
-        self.outputs[command] = out
+@pytest.fixture(scope="module")
+def kind(cluster: KindCluster) -> KindHost:
+    return cluster.host
 
 
 @pytest.fixture(scope="module")
-def kind() -> Iterator[KindHost]:
-    with kind_host() as host:
-        yield host
-
-
-@pytest.fixture(scope="module")
-def walkthrough(kind: KindHost) -> Iterator[tuple[Walkthrough, PodCpuSampler]]:
-    steps = Walkthrough(kind)
-    with PodCpuSampler(kind, "default", "kaliper.dev/role=server", "server") as truth:
-        for command in walkthrough_commands():
+def walkthrough(cluster: KindCluster) -> Iterator[tuple[Walkthrough, PodCpuSampler]]:
+    """The tutorial's steps after the cluster-wide ones (which made the session's cluster): the iris model, its
+    ProfileRun, the reports; with the kernel's accounting of the servers' CPU sampled meanwhile."""
+    steps = cluster.steps
+    with PodCpuSampler(cluster.host, "default", "kaliper.dev/role=server", "server") as truth:
+        for command in cluster_steps()[1]:
             steps.run(command)
     yield steps, truth
 
@@ -173,3 +125,4 @@ def test_the_gpu_labelled_worker_receives_the_gpu_example(walkthrough, kind) -> 
 
     kind.kubectl.wait_for(scheduled, timeout=120, what="the GPU example's pod to be scheduled")
     assert scheduled() == ["kaliper-worker2"]
+    kind.kubectl("delete", "-f", "-", input=yaml.safe_dump(example))  # its image is nowhere: no pulls meanwhile

@@ -40,6 +40,8 @@ from kaliper.processes import die_with_parent
 
 REPO = Path(__file__).resolve().parents[2]
 BUILD_SCRIPT = REPO / "hack" / "testcluster" / "build.sh"
+ADDRESS = "127.0.0.1"  # where the API server listens
+SERVICE_CIDR = "10.0.0.0/16"
 FAKE_NODES = ("kwok-node-0", "kwok-node-1")
 KWOK_STAGES = Path(__file__).with_name("kwok-stages.yaml")
 
@@ -59,7 +61,7 @@ def wait_for(predicate, timeout: float = 60, what: str = "condition", interval: 
 
 
 def build_binaries(which: str = "all") -> Path:
-    """Run the build script for `which` ("all"; "node": what the node tier starts with; "controlplane": what a
+    """Run the build script for `which` ("all"; "node": what kind's node image holds; "controlplane": what a
     kwok control plane starts with; or one binary such as "helm"), a no-op when it is cached, and return the
     directory of binaries."""
     result = subprocess.run(["bash", str(BUILD_SCRIPT), which], capture_output=True, text=True)
@@ -293,9 +295,6 @@ class ControlPlane:
     kubectl: Kubectl | None = None
     server: str = ""
     audit_log: Path | None = None  # log every request's metadata here (the operator benchmark counts them)
-    address: str = "127.0.0.1"  # where the API server listens (the real node tier uses its veth's address)
-    service_cidr: str = "10.0.0.0/16"
-    fake_nodes: bool = True  # kwok and its fake nodes; the real node tier has a kubelet instead
     # How long the node controller waits for a node's heartbeat before marking its pods NotReady. A kubelet
     # reports its pods ready again once it can; kwok does not, so a control plane whose API server is stopped
     # for longer than the default 50 s (the outage tests) sets this beyond the outage.
@@ -310,10 +309,10 @@ class ControlPlane:
         return self
 
     def _start(self, timeout: float) -> None:
-        service_ip = str(next(ipaddress.ip_network(self.service_cidr).hosts()))
-        pki = _make_pki(self.root / "pki", self.address, service_ip)
+        service_ip = str(next(ipaddress.ip_network(SERVICE_CIDR).hosts()))
+        pki = _make_pki(self.root / "pki", ADDRESS, service_ip)
         etcd_port, etcd_peer, api_port = free_port(), free_port(), free_port()
-        self.server = f"https://{self.address}:{api_port}"
+        self.server = f"https://{ADDRESS}:{api_port}"
         self.kubeconfig = self.root / "kubeconfig"
         self.kubeconfig.write_text(json.dumps(_kubeconfig(self.server, pki), indent=2))
         self.kubectl = Kubectl(str(self.bin_dir / "kubectl"), self.kubeconfig)
@@ -335,8 +334,8 @@ class ControlPlane:
         self._spawn(
             "kube-apiserver",
             f"--etcd-servers=http://127.0.0.1:{etcd_port}",
-            f"--bind-address={self.address}",
-            f"--advertise-address={self.address}",
+            f"--bind-address={ADDRESS}",
+            f"--advertise-address={ADDRESS}",
             f"--secure-port={api_port}",
             f"--tls-cert-file={pki.serving_cert}",
             f"--tls-private-key-file={pki.serving_key}",
@@ -347,11 +346,7 @@ class ControlPlane:
             f"--service-account-key-file={pki.sa_pub}",
             f"--service-account-signing-key-file={pki.sa_key}",
             "--service-account-issuer=https://kubernetes.default.svc",
-            f"--service-cluster-ip-range={self.service_cidr}",
-            # logs, exec and the kubelet's metrics through the API server (the real node tier)
-            f"--kubelet-client-certificate={pki.admin_cert}",
-            f"--kubelet-client-key={pki.admin_key}",
-            "--kubelet-preferred-address-types=InternalIP",
+            f"--service-cluster-ip-range={SERVICE_CIDR}",
             "--allow-privileged=true",
             f"--cert-dir={self.root / 'apiserver-certs'}",
             *self._audit_flags(),
@@ -382,8 +377,7 @@ class ControlPlane:
             f"--secure-port={free_port()}",
             "--leader-elect=false",
         )
-        if self.fake_nodes:
-            self._start_kwok(component_kubeconfig, timeout)
+        self._start_kwok(component_kubeconfig, timeout)
         self._wait_until(self._default_service_account, timeout, "the controller manager to create service accounts")
 
     def _start_kwok(self, component_kubeconfig: str, timeout: float) -> None:

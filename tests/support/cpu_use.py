@@ -5,7 +5,7 @@ and this says which.
 Each test's set-up, call and teardown reports carry the CPU seconds its worker used meanwhile: the worker
 process (threads included) and the child processes it has waited for (with their own children that they waited
 for). Daemons a module starts and stops itself are counted in that module; those of a session fixture (the
-control planes, the real node) when the session ends, under SESSION_END. Processes that are not the worker's
+control planes) when the session ends, under SESSION_END. Processes that are not the worker's
 descendants (containerd's and kind's containers) are not counted.
 """
 

@@ -37,11 +37,13 @@ from tests.support.paths import CACHE
 KIND_DIR = REPO / "hack" / "kind"
 CONFIG = REPO / "kind-config.yaml"
 NETWORK = "kaliper-kind"
-SUBNET = "10.214.0.0/24"  # beside the real node tier's 10.213.0.0/16
+SUBNET = "10.214.0.0/24"
 IP_FORWARD = Path("/proc/sys/net/ipv4/ip_forward")
 LIB_MODULES = Path("/lib/modules")
 NETNS = Path("/run/netns")
 CGROUP_ROOT = Path("/sys/fs/cgroup")
+HOST_IP = "10.214.0.1"  # this machine's end of the network (its gateway): pods reach servers of the tests here
+AUDIT_DIR = "/etc/kubernetes/kaliper-audit"  # in the control-plane node, over this machine's folder
 
 
 class KindError(RuntimeError):
@@ -123,12 +125,27 @@ def _cgroup_v1() -> bool:
     return not (CGROUP_ROOT / "cgroup.controllers").exists()
 
 
-def layered_config(target: Path) -> Path:
-    """kind-config.yaml as it is, plus the kubelet setting a cgroup v1 machine needs."""
+def layered_config(target: Path, shared: Path, audit: Path) -> Path:
+    """kind-config.yaml as it is, plus the kubelet setting a cgroup v1 machine needs, and what the suite reads
+    beside what a user sees: this machine's folder `shared` at the same path in every node (local
+    PersistentVolumes over folders a test fills), and the API server's audit log (who did what) written into
+    `audit` (the policy of the test control plane: every request's metadata)."""
     config = yaml.safe_load(CONFIG.read_text())
+    patches = config.setdefault("kubeadmConfigPatches", [])
     if _cgroup_v1():
-        patches = config.setdefault("kubeadmConfigPatches", [])
         patches.append("kind: KubeletConfiguration\nfailCgroupV1: false\n")
+    for node in config["nodes"]:
+        mounts = node.setdefault("extraMounts", [])
+        mounts.append({"hostPath": str(shared), "containerPath": str(shared)})
+        if node["role"] == "control-plane":
+            mounts.append({"hostPath": str(audit), "containerPath": AUDIT_DIR})
+    policy = {"apiVersion": "audit.k8s.io/v1", "kind": "Policy", "omitStages": ["RequestReceived", "ResponseStarted"]}
+    (audit / "policy.yaml").write_text(json.dumps({**policy, "rules": [{"level": "Metadata"}]}))
+    flags = {"audit-policy-file": f"{AUDIT_DIR}/policy.yaml", "audit-log-path": f"{AUDIT_DIR}/audit.log"}
+    volume = {"name": "kaliper-audit", "hostPath": AUDIT_DIR, "mountPath": AUDIT_DIR, "pathType": "DirectoryOrCreate"}
+    # kind v0.33 writes kubeadm's v1beta3 for Kubernetes before 1.36, where extraArgs is a map (a list from v1beta4).
+    audit_patch = {"kind": "ClusterConfiguration", "apiServer": {"extraArgs": flags, "extraVolumes": [volume]}}
+    patches.append(yaml.safe_dump(audit_patch))
     target.write_text(yaml.safe_dump(config, sort_keys=False))
     return target
 
@@ -146,6 +163,15 @@ class KindHost:
     @property
     def kubeconfig(self) -> Path:
         return self.root / "kubeconfig"
+
+    @property
+    def shared(self) -> Path:
+        """This machine's folder mounted at the same path in every node."""
+        return self.root / "shared"
+
+    @property
+    def audit_log(self) -> Path:
+        return self.root / "audit" / "audit.log"
 
     def env(self) -> dict[str, str]:
         env = dict(os.environ)
@@ -168,7 +194,10 @@ class KindHost:
     def create_cluster(self, *args: str) -> None:
         """`kind create cluster ARGS` with this host's node image and layered configuration, then the
         kubeconfig pointed at the control-plane node (no forwarded port on an internal network)."""
-        config = layered_config(self.root / "kind-config.yaml")
+        for folder in (self.shared, self.audit_log.parent):
+            folder.mkdir(exist_ok=True)
+        self.shared.chmod(0o755)  # pods' users reach the volumes under it
+        config = layered_config(self.root / "kind-config.yaml", self.shared, self.audit_log.parent)
         rest = [a for a in args if a not in ("--config", str(CONFIG), CONFIG.name)]
         self.kind("create", "cluster", "--config", str(config), "--image", self.node_image, *rest)
         address = _run(

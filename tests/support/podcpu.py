@@ -1,4 +1,4 @@
-"""Ground truth for the node and kind tiers: the CPU a pod's container used, read from its own cgroup on the node
+"""Ground truth for the kind tier: the CPU a pod's container used, read from its own cgroup on the node
 (`cpuacct.usage`, nanoseconds) while a test runs, so a figure the operator reports can be checked against
 what the kernel accounted over the same window."""
 
@@ -16,7 +16,7 @@ from tests.support.controlplane import Kubectl
 
 
 class PodHost(Protocol):
-    """Where the pods run: the real node (tests/support/node.py) or a kind cluster (tests/support/kind.py)."""
+    """Where the pods run: a kind cluster (tests/support/kind.py)."""
 
     @property
     def kubectl(self) -> Kubectl: ...

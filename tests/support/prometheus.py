@@ -1,5 +1,5 @@
-"""A real Prometheus (Debian's package): on loopback scraping given targets every second, or scraping the real
-node's kubelet (`/metrics/cadvisor`) at a chosen interval, as kube-prometheus-stack does, and the pods that ask
+"""A real Prometheus (Debian's package): on loopback scraping given targets every second, or scraping a kind
+cluster's kubelets (`/metrics/cadvisor`) at a chosen interval, as kube-prometheus-stack does, and the pods that ask
 for it by the prometheus.io annotations, as the Prometheus community chart's `kubernetes-pods` job does (the
 discovery through a file, since Debian builds Prometheus without Kubernetes service discovery)."""
 
@@ -48,7 +48,7 @@ scrape_configs:
       cert_file: {cert}
       key_file: {key}
     static_configs:
-      - targets: ["{kubelet}"]
+      - targets: [{kubelets}]
   # The pods that ask for it by the prometheus.io annotations. Debian's Prometheus is built without
   # kubernetes_sd_configs, so `pod_targets` does that discovery's part: the pods' IPs and annotated ports and
   # paths, with the namespace and pod labels the community chart's kubernetes-pods job gives them.
@@ -105,11 +105,12 @@ def prometheus(targets: list[str], namespaces: tuple[str, ...] = ()) -> Iterator
 
 @contextmanager
 def cluster_prometheus(
-    kubelet: str, address: str, cert: Path, key: Path, interval: str, pods_file: Path
+    kubelets: list[str], address: str, cert: Path, key: Path, interval: str, pods_file: Path
 ) -> Iterator[str]:
-    """Prometheus on `address` (where pods can reach it) scraping the kubelet at `kubelet` (host:port) and
+    """Prometheus on `address` (where pods can reach it) scraping the kubelets at `kubelets` (host:port) and
     the pod targets written to `pods_file` (pod_targets)."""
-    config = CLUSTER_CONFIG.format(interval=interval, cert=cert, key=key, kubelet=kubelet, pods_file=pods_file)
+    listed = ", ".join(f'"{kubelet}"' for kubelet in kubelets)
+    config = CLUSTER_CONFIG.format(interval=interval, cert=cert, key=key, kubelets=listed, pods_file=pods_file)
     with _run(config, address) as url:
         yield url
 

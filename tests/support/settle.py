@@ -1,6 +1,6 @@
 """Waiting for the machine to be quiet before the tests that need it (tests/support/tiers.py's QUIET).
 
-`make test` runs them right after the parallel phase, whose last tiers tear down a kind cluster and a real node:
+`make test` runs them right after the parallel phase, whose last tiers tear down a kind cluster:
 their processes exit, and the gigabytes they wrote (images, etcd, containers' layers) are still being written
 back for a while. A quiet test that starts then is timed beside that work: CI's trace replay read a time to
 first token 10 ms (2.7%) above the server's own at the quiet phase's start, against 0.3-2 ms in three runs

@@ -1,11 +1,11 @@
 """How `make test` spreads the suite over three pytest-xdist workers, which tests it runs alone afterwards, and
 how long one test may take.
 
-Half of the suite's time is waiting (the real node tier for cAdvisor's scrapes, the control-plane tier for
-the operator's steps and minute-scheduled Cleanups), so the tiers that wait run beside the tiers that compute:
-each waiting tier is one group that a single worker runs whole (it starts its node or control plane once),
-every other module is a group of its own (its module fixtures start once), and the node tier is queued first
-because it is the longest. tests/conftest.py hands these groups to pytest-xdist's scheduler (xdist's own
+Half of the suite's time is waiting (the kind tier for its cluster and cAdvisor's scrapes, the control-plane tier
+for the operator's steps and minute-scheduled Cleanups), so the tiers that wait run beside the tiers that
+compute: each waiting tier is one group that a single worker runs whole (it makes its cluster or control plane
+once), every other module is a group of its own (its module fixtures start once), and the kind tier is queued
+first because it is the longest. tests/conftest.py hands these groups to pytest-xdist's scheduler (xdist's own
 xdist_group marks no longer take effect under pytest 9.2, whose node ids cannot be rewritten). Tests that
 measure a CPU quota or compare latencies with a server's own records are marked `quiet` and run after the
 parallel phase, with nothing beside them that they did not start.
@@ -13,10 +13,11 @@ parallel phase, with nothing beside them that they did not start.
 
 from __future__ import annotations
 
-# Path prefix -> group. One real node per machine (fixed addresses, veth and iptables chains). The kind tier
-# runs in the node's group, one after the other: both save and restore host settings (ip_forward, iptables),
-# which two at once would restore out of order.
-WAITING_TIERS = {"tests/node/": "node", "tests/kind/": "node", "tests/cluster/": "cluster"}
+# Path prefix -> group. One kind cluster per machine (a fixed network; it saves and restores host settings such
+# as ip_forward and iptables, which two at once would restore out of order).
+WAITING_TIERS = {"tests/kind/": "kind", "tests/cluster/": "cluster"}
+# Runs first in the kind tier: the tutorial's own steps, before any other test changes the chart's settings.
+WALKTHROUGH = "tests/kind/test_walkthrough.py"
 
 # Modules (or single tests, "module::test") whose figures a neighbour's load would move, and why.
 QUIET = {
@@ -107,7 +108,7 @@ CEILING_S = 150.0
 
 # Test id (module path and test name, parameters left off) -> (its ceiling, why it needs that long).
 LONG_TESTS: dict[str, tuple[float, str]] = {
-    "tests/node/test_llm_pipeline.py::"
+    "tests/kind/test_llm_pipeline.py::"
     "test_the_follow_up_profile_reads_both_replicas_load_from_prometheus_and_decides_as_kaliper_run": (
         300.0,
         "a GGUF quantization Job, then two llama-server replicas profiled at two CPU limits (12-30 s each: "
@@ -142,10 +143,10 @@ LONG_TESTS: dict[str, tuple[float, str]] = {
         "the LLM tutorial's llama.cpp steps as a user runs them: three load-test stages of up to 30 s, three "
         "ProfileRun trials of up to 20 s, a 15 s trace replayed: 201 s alone here",
     ),
-    "tests/node/test_optimization.py::test_the_pipeline_example_runs_end_to_end": (
+    "tests/kind/test_optimization.py::test_the_pipeline_example_runs_end_to_end": (
         240.0,
         "examples/pipeline.yaml whole: an optimization Job, then its ModelDeployment and a four-trial ProfileRun "
-        "on the node",
+        "on the kind cluster",
     ),
 }
 
@@ -163,17 +164,16 @@ def group_of(nodeid: str) -> str:
 
 
 def queue_position(nodeid: str) -> float:
-    """The node tier first (the longest group), the control-plane tier second, the rest after; inside the node's
-    group the kind tier comes last, so on a cold machine what only it needs (kubeadm, Prometheus, built in the
-    background by the node's start) is built while the node tier runs.
+    """The kind tier first (the longest group; the tutorial's walkthrough first inside it), the control-plane tier
+    second, the rest after.
 
-    pytest-xdist gives a worker its next group only when it is almost out of tests, so the node tier keeps one
-    worker for its whole length (about 24 minutes here) and the other works through the queue. Queued last, the
-    control-plane tier (about 10 minutes, one group) ran alone at the end after the other worker had done every
-    other module: 34 minutes for 58 of work. Queued second, the modules after it fill the other workers at the end."""
-    if nodeid.startswith("tests/kind/"):
-        return 0.5
-    return {"node": 0, "cluster": 1}.get(group_of(nodeid), 2)
+    pytest-xdist gives a worker its next group only when it is almost out of tests, so the kind tier keeps one
+    worker for its whole length and the others work through the queue. Queued last, the control-plane tier
+    (about 10 minutes, one group) ran alone at the end after the other workers had done every other module.
+    Queued second, the modules after it fill the other workers at the end."""
+    if nodeid.startswith(WALKTHROUGH):
+        return 0
+    return {"kind": 0.5, "cluster": 1}.get(group_of(nodeid), 2)
 
 
 def is_quiet(nodeid: str) -> bool:

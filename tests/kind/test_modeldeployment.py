@@ -1,4 +1,4 @@
-"""A ModelDeployment whose model comes from a URL, on the real node: the model-fetch init container (the
+"""A ModelDeployment whose model comes from a URL, on the kind cluster: the model-fetch init container (the
 project's image) downloads and checks it, the built-in server answers through the Service, and a wrong
 checksum stops the pod before it serves."""
 
@@ -16,13 +16,15 @@ from pathlib import Path
 import pytest
 
 from kaliper.netutil import free_port
-from tests.support.node import HOST_IP, IMAGE, Node
-from tests.support.node_operator import Operator
+from tests.support.kind import HOST_IP
+from tests.support.kind_cluster import IMAGE, KindCluster
+from tests.support.kind_operator import Operator
 
 
 @pytest.fixture
 def model_server(iris_model: Path) -> Iterator[str]:
-    """The model file over HTTP on this machine's end of the node's veth (the only place pods can reach)."""
+    """The model file over HTTP on this machine's address on the kind network (the only place outside the
+    cluster that pods can reach)."""
     handler = functools.partial(SimpleHTTPRequestHandler, directory=str(iris_model.parent))
     server = ThreadingHTTPServer((HOST_IP, free_port()), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -43,37 +45,38 @@ def deployment(name: str, url: str, sha256: str) -> dict:
     }
 
 
-def pods_of(node: Node, namespace: str, name: str) -> list[dict]:
-    return node.kubectl.json("get", "pods", "-n", namespace, "-l", f"app.kubernetes.io/instance={name}")["items"]
+def pods_of(cluster: KindCluster, namespace: str, name: str) -> list[dict]:
+    return cluster.kubectl.json("get", "pods", "-n", namespace, "-l", f"app.kubernetes.io/instance={name}")["items"]
 
 
-def server_pod(node: Node, namespace: str, name: str) -> dict:
-    pods = pods_of(node, namespace, name)
+def server_pod(cluster: KindCluster, namespace: str, name: str) -> dict:
+    pods = pods_of(cluster, namespace, name)
     assert len(pods) == 1, [p["metadata"]["name"] for p in pods]
     return pods[0]
 
 
 def test_a_model_from_a_url_is_fetched_checked_and_served(
-    node: Node, operator: Operator, node_namespace: str, model_server: str, iris_model: Path
+    cluster: KindCluster, operator: Operator, cluster_namespace: str, model_server: str, iris_model: Path
 ) -> None:
-    kubectl = node.kubectl
+    kubectl = cluster.kubectl
     digest = hashlib.sha256(iris_model.read_bytes()).hexdigest()
-    kubectl("apply", "-n", node_namespace, "-f", "-", input=json.dumps(deployment("fetched", model_server, digest)))
+    kubectl("apply", "-n", cluster_namespace, "-f", "-", input=json.dumps(deployment("fetched", model_server, digest)))
     kubectl.wait_for(
         lambda: (
-            (kubectl.json("get", "mdep", "fetched", "-n", node_namespace).get("status") or {}).get("phase") == "Ready"
+            (kubectl.json("get", "mdep", "fetched", "-n", cluster_namespace).get("status") or {}).get("phase")
+            == "Ready"
         ),
         timeout=120,
         what="ModelDeployment fetched to be Ready",
     )
-    pod = server_pod(node, node_namespace, "fetched")
+    pod = server_pod(cluster, cluster_namespace, "fetched")
     fetch = pod["status"]["initContainerStatuses"][0]
     assert fetch["name"] == "fetch-model" and fetch["image"] == IMAGE
     assert fetch["state"]["terminated"]["exitCode"] == 0
-    logs = kubectl("logs", pod["metadata"]["name"], "-c", "fetch-model", "-n", node_namespace).stdout
+    logs = kubectl("logs", pod["metadata"]["name"], "-c", "fetch-model", "-n", cluster_namespace).stdout
     assert logs.strip() == f"fetched {model_server} to /models/source/iris.onnx (sha256 {digest})"
-    # An inference through the Service's cluster IP (this machine routes the Service range into the node).
-    cluster_ip = node.service_address(node_namespace, "fetched")
+    # An inference through the Service's cluster IP (this machine routes the Service range into the cluster).
+    cluster_ip = cluster.service_address(cluster_namespace, "fetched")
     body = {"inputs": [{"name": "float_input", "shape": [1, 4], "datatype": "FP32", "data": [5.1, 3.5, 1.4, 0.2]}]}
     request = urllib.request.Request(
         f"http://{cluster_ip}:80/v2/models/iris/infer",
@@ -86,21 +89,21 @@ def test_a_model_from_a_url_is_fetched_checked_and_served(
 
 
 def test_a_wrong_checksum_stops_the_pod_before_it_serves(
-    node: Node, operator: Operator, node_namespace: str, model_server: str, iris_model: Path
+    cluster: KindCluster, operator: Operator, cluster_namespace: str, model_server: str, iris_model: Path
 ) -> None:
-    kubectl = node.kubectl
+    kubectl = cluster.kubectl
     wrong = "0" * 64
-    kubectl("apply", "-n", node_namespace, "-f", "-", input=json.dumps(deployment("tampered", model_server, wrong)))
+    kubectl("apply", "-n", cluster_namespace, "-f", "-", input=json.dumps(deployment("tampered", model_server, wrong)))
 
     def fetch_failed() -> bool:
-        if not pods_of(node, node_namespace, "tampered"):
+        if not pods_of(cluster, cluster_namespace, "tampered"):
             return False  # the operator has not made its Deployment's pod yet
-        statuses = server_pod(node, node_namespace, "tampered")["status"].get("initContainerStatuses") or []
+        statuses = server_pod(cluster, cluster_namespace, "tampered")["status"].get("initContainerStatuses") or []
         state = statuses[0] if statuses else {}
         return (state.get("lastState") or state.get("state") or {}).get("terminated", {}).get("exitCode") == 1
 
     kubectl.wait_for(fetch_failed, timeout=120, what="the fetch-model init container to fail")
-    pod = server_pod(node, node_namespace, "tampered")
+    pod = server_pod(cluster, cluster_namespace, "tampered")
     said = f"SHA-256 is {hashlib.sha256(iris_model.read_bytes()).hexdigest()}, expected {wrong}"
 
     def fetch_logs() -> str:
@@ -108,7 +111,7 @@ def test_a_wrong_checksum_stops_the_pod_before_it_serves(
         one of the two may be unreadable for a moment ("unable to retrieve container logs", seen on a cold run)."""
         name = pod["metadata"]["name"]
         runs = [
-            kubectl("logs", name, "-c", "fetch-model", "-n", node_namespace, *flag, check=False)
+            kubectl("logs", name, "-c", "fetch-model", "-n", cluster_namespace, *flag, check=False)
             for flag in (["--previous"], [])
         ]
         return "".join(run.stdout + run.stderr for run in runs)

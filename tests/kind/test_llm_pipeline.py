@@ -1,7 +1,7 @@
-"""The LLM loop on the real node. A ModelOptimization quantizes a GGUF chat model on a PersistentVolumeClaim in
+"""The LLM loop on the real cluster. A ModelOptimization quantizes a GGUF chat model on a PersistentVolumeClaim in
 a Job of Kaliper's image (llama.cpp's llama-quantize, then llama-server measuring the candidate beside the
 original under the target's CPU limit); its follow-ups serve the chosen file with llama-server in two
-replicas and profile it under two CPU limits. The node's Prometheus scrapes the server pods' metrics every 5 s
+replicas and profile it under two CPU limits. The tier's Prometheus scrapes the server pods' metrics every 5 s
 (found by their prometheus.io annotations), and each trial's server load comes from those scrapes of both
 replicas. The same ProfileRun under `kaliper run` on this machine reaches the same decisions."""
 
@@ -21,8 +21,8 @@ from kaliper.report.optimization import OptimizationReport
 from kaliper.report.schema import ProfileReport
 from kaliper.serving.tiny_llm import demo_shape, make_tiny_llm
 from tests.support.controlplane import fresh_namespace
-from tests.support.node import Node
-from tests.support.node_operator import Operator, local_claim, run_report, wait_for_optimization, wait_for_phase
+from tests.support.kind_cluster import KindCluster
+from tests.support.kind_operator import Operator, local_claim, run_report, wait_for_optimization, wait_for_phase
 from tests.support.paths import KALIPER
 
 PROMPTS = [
@@ -42,7 +42,7 @@ SERVING = {
 # out the rest of the period (~90 ms), and at a few tenths of a millisecond of CPU a token that is one gap in
 # a few dozen, far above 1%. At 600m a stream of this model needs less than its limit and its gaps stay at a
 # millisecond or two. Whatever the machine, 100m misses an ITL p99 of 50 ms and 600m meets it: the best
-# configuration is cpu=600m (two replicas of 600m fit the node's two cores beside the operator and the load
+# configuration is cpu=600m (two replicas of 600m fit the machine's two cores beside the operator and the load
 # generator). Measured here: ITL p99 86 ms against 1.6 ms.
 PROFILE = {
     "request": {"protocol": "openai-chat", "generation": {"maxTokens": 32, "ignoreEos": True}},
@@ -98,21 +98,23 @@ OPTIMIZATION = {
 
 
 @pytest.fixture(scope="module")
-def pipeline(node: Node, operator: Operator, request: pytest.FixtureRequest) -> Iterator[tuple[str, Path, dict]]:
+def pipeline(
+    cluster: KindCluster, operator: Operator, request: pytest.FixtureRequest
+) -> Iterator[tuple[str, Path, dict]]:
     """The optimization applied and finished: (namespace, the claim's folder, the optimization object)."""
-    for namespace in fresh_namespace(node.kubectl, request, "n"):
-        folder = node.root / "volumes" / namespace
+    for namespace in fresh_namespace(cluster.kubectl, request, "n"):
+        folder = cluster.shared / "volumes" / namespace
         make_tiny_llm(folder, demo_shape(), name="small")
         prompts = folder / "prompts.jsonl"
         prompts.write_text("".join(json.dumps({"prompt": p}) + "\n" for p in PROMPTS))
-        with local_claim(node, namespace, folder):
-            node.kubectl("create", "configmap", "prompts", f"--from-file=prompts.jsonl={prompts}", "-n", namespace)
-            node.kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(OPTIMIZATION))
-            yield namespace, folder, wait_for_optimization(node, namespace, "small-llm")
+        with local_claim(cluster, namespace, folder):
+            cluster.kubectl("create", "configmap", "prompts", f"--from-file=prompts.jsonl={prompts}", "-n", namespace)
+            cluster.kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(OPTIMIZATION))
+            yield namespace, folder, wait_for_optimization(cluster, namespace, "small-llm")
 
 
 def test_the_quantized_model_is_chosen_in_a_job_and_its_follow_ups_deploy_it(
-    node: Node, pipeline: tuple[str, Path, dict]
+    cluster: KindCluster, pipeline: tuple[str, Path, dict]
 ) -> None:
     namespace, folder, body = pipeline
     status = body["status"]
@@ -125,17 +127,17 @@ def test_the_quantized_model_is_chosen_in_a_job_and_its_follow_ups_deploy_it(
     assert q8.model_size_bytes is not None and q8.model_size_bytes < (folder / "small.gguf").stat().st_size
     chosen = folder / "quantized" / "best" / "model.gguf"
     assert chosen.read_bytes()[:4] == b"GGUF"
-    deployment = node.kubectl.json("get", "modeldeployment", "small-llm", "-n", namespace)
+    deployment = cluster.kubectl.json("get", "modeldeployment", "small-llm", "-n", namespace)
     assert deployment["spec"]["model"]["pvc"] == {"claimName": "models", "path": "quantized/best/model.gguf"}
     assert deployment["metadata"]["ownerReferences"][0]["uid"] == body["metadata"]["uid"]
 
 
 def test_the_follow_up_profile_reads_both_replicas_load_from_prometheus_and_decides_as_kaliper_run(
-    node: Node, pipeline: tuple[str, Path, dict], tmp_path: Path
+    cluster: KindCluster, pipeline: tuple[str, Path, dict], tmp_path: Path
 ) -> None:
     namespace, folder, _ = pipeline
-    status = wait_for_phase(node, namespace, "small-llm-load", "Succeeded", timeout=600)
-    report = run_report(node, namespace, "small-llm-load")
+    status = wait_for_phase(cluster, namespace, "small-llm-load", "Succeeded", timeout=600)
+    report = run_report(cluster, namespace, "small-llm-load")
     for trial in report["trials"]:
         load = trial["stage"]["tokens"]["serverLoad"]
         assert (load["source"], load["readFrom"]) == ("llama.cpp", "prometheus"), trial["parameters"]
@@ -170,9 +172,9 @@ def test_the_follow_up_profile_reads_both_replicas_load_from_prometheus_and_deci
         )
     )
     out = tmp_path / "report"
-    # As on the node, the other work on this machine (the node's own processes) is not the run's to judge. At nice
+    # As in the cluster, the other work on this machine (the cluster's own processes) is not the run's to judge. At nice
     # -10 (its servers and load generator too), as tests/support/local_run.py favours a run: beside a cold build
-    # (the node's background build of kind, Prometheus and Argo CD's health checker) the 600m trial made 82 answers
+    # (a background build of kind, Prometheus and Argo CD's health checker) the 600m trial made 82 answers
     # in its 30 s, too few to bound a p99 with its two requests in flight at the end: Inconclusive.
     process = subprocess.run(
         [str(KALIPER), "run", str(manifest), "--output-dir", str(out), "--ignore-other-work"],

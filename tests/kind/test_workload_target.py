@@ -1,4 +1,4 @@
-"""A ProfileRun whose target is a Deployment that already runs, on the real node: each trial runs a copy of
+"""A ProfileRun whose target is a Deployment that already runs, on the kind cluster: each trial runs a copy of
 its pod template with the swept CPU, measured from cAdvisor through Prometheus, while the original keeps
 serving behind its own Service, untouched; the recommendation is a patch of the original."""
 
@@ -12,8 +12,8 @@ import yaml
 
 from kaliper.api.modeldeployment import ModelDeploymentSpec
 from kaliper.manifests.modeldeployment import build_deployment
-from tests.support.node import IMAGE, Node
-from tests.support.node_operator import Operator, apply_with_model, poll_until_phase
+from tests.support.kind_cluster import IMAGE, KindCluster
+from tests.support.kind_operator import Operator, apply_with_model, poll_until_phase
 from tests.support.paths import KALIPER
 
 APP = {"app": "scorer"}
@@ -50,8 +50,8 @@ SIZING = {
         "target": {"workloadRef": {"name": "scorer"}},
         "request": {"modelName": "iris"},
         "payload": {"tensors": {"inputs": [{"name": "float_input", "shape": [-1, 4], "datatype": "FP32"}]}},
-        # CPU and memory figures need two samples of each pod in the window: the node's Prometheus
-        # scrapes every 5 s (node_prometheus_source), and each sample carries cAdvisor's own timestamp, up to 15 s
+        # CPU and memory figures need two samples of each pod in the window: the tier's Prometheus
+        # scrapes every 5 s (prometheus_source), and each sample carries cAdvisor's own timestamp, up to 15 s
         # older: 2 x (5 + 15) = 40 s at least (at kube-prometheus-stack's 30 s it is 90 s, as
         # examples/kind/profilerun.yaml says).
         "load": {"closedLoop": {"concurrency": 2}, "warmup": "1s", "minDuration": "45s", "maxDuration": "45s"},
@@ -65,16 +65,16 @@ SIZING = {
 
 
 def test_trials_run_copies_of_a_deployment_and_leave_it_alone(
-    node: Node, operator: Operator, node_namespace: str, iris_model, node_prometheus_source: dict[str, str]
+    cluster: KindCluster, operator: Operator, cluster_namespace: str, iris_model, prometheus_source: dict[str, str]
 ) -> None:  # type: ignore[no-untyped-def]
-    kubectl, ns = node.kubectl, node_namespace
+    kubectl, ns = cluster.kubectl, cluster_namespace
     deployment, service = scorer()
-    apply_with_model(node, ns, iris_model, deployment, service)
+    apply_with_model(cluster, ns, iris_model, deployment, service)
     kubectl("rollout", "status", "deployment/scorer", "-n", ns, "--timeout=180s")
     before = kubectl.json("get", "deployment", "scorer", "-n", ns)
     original_pods = {p["status"]["podIP"] for p in kubectl.json("get", "pods", "-n", ns, "-l", "app=scorer")["items"]}
 
-    sizing = {**SIZING, "spec": {**SIZING["spec"], "metrics": {"prometheus": node_prometheus_source}}}
+    sizing = {**SIZING, "spec": {**SIZING["spec"], "metrics": {"prometheus": prometheus_source}}}
     kubectl("apply", "-n", ns, "-f", "-", input=json.dumps(sizing))
     behind_original: set[str] = set()  # every address the original Service's EndpointSlices listed
     copies: dict[str, tuple[str, str]] = {}  # trial pod IP -> (its trial, its CPU limit)
@@ -91,7 +91,7 @@ def test_trials_run_copies_of_a_deployment_and_leave_it_alone(
                 limits = pod["spec"]["containers"][0]["resources"]["limits"]
                 copies[pod["status"]["podIP"]] = (pod["metadata"]["labels"]["kaliper.dev/trial"], limits["cpu"])
 
-    status = poll_until_phase(node, ns, "sizing", "Succeeded", look, timeout=360)
+    status = poll_until_phase(cluster, ns, "sizing", "Succeeded", look, timeout=360)
 
     # Each trial ran its own copy with the swept CPU (and the original's memory), and only the original's pod
     # ever stood behind the original's Service.
@@ -121,7 +121,7 @@ def test_trials_run_copies_of_a_deployment_and_leave_it_alone(
     assert container["resources"]["requests"]["cpu"] == recommendation["requests"]["cpu"]
 
     # `kaliper recommend` reads the report and the original from the cluster: the manifest, patched.
-    env = {**os.environ, "KUBECONFIG": str(node.kubeconfig)}
+    env = {**os.environ, "KUBECONFIG": str(cluster.kubeconfig)}
     shown = subprocess.run(
         [str(KALIPER), "recommend", "sizing", "-n", ns, "--format", "manifest"],
         capture_output=True,

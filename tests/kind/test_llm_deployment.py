@@ -1,4 +1,4 @@
-"""A llamacpp ModelDeployment on the real node: Kaliper's image runs llama.cpp's llama-server (built into it
+"""A llamacpp ModelDeployment on the kind cluster: Kaliper's image runs llama.cpp's llama-server (built into it
 from the pinned source) on the tiny GGUF model made here, fetched from a URL and checked; it streams chat
 completions through the Service with its slots and metrics on; a file that is not GGUF fails the pod with
 llama.cpp's own reason in the status."""
@@ -17,14 +17,15 @@ from pathlib import Path
 import pytest
 
 from kaliper.netutil import free_port
+from tests.support.kind import HOST_IP
+from tests.support.kind_cluster import IMAGE, KindCluster
+from tests.support.kind_operator import Operator
 from tests.support.llama import MODEL_NAME, tiny_model
-from tests.support.node import HOST_IP, IMAGE, Node
-from tests.support.node_operator import Operator
 
 
 @pytest.fixture(scope="module")
 def model_files(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
-    """The tiny model (and a file that is not GGUF) over HTTP on this machine's end of the node's veth."""
+    """The tiny model (and a file that is not GGUF) over HTTP on this machine's address on the kind network."""
     model = tiny_model(tmp_path_factory.mktemp("tiny-llm"))
     (model.parent / "not-a-model.gguf").write_text("<html>404 Not Found</html>\n")
     handler = functools.partial(SimpleHTTPRequestHandler, directory=str(model.parent))
@@ -48,36 +49,37 @@ def llama_deployment(name: str, url: str, sha256: str) -> dict:
     }
 
 
-def pods_of(node: Node, namespace: str, name: str) -> list[dict]:
-    return node.kubectl.json("get", "pods", "-n", namespace, "-l", f"app.kubernetes.io/instance={name}")["items"]
+def pods_of(cluster: KindCluster, namespace: str, name: str) -> list[dict]:
+    return cluster.kubectl.json("get", "pods", "-n", namespace, "-l", f"app.kubernetes.io/instance={name}")["items"]
 
 
-def pod_of(node: Node, namespace: str, name: str) -> dict:
-    pods = pods_of(node, namespace, name)
+def pod_of(cluster: KindCluster, namespace: str, name: str) -> dict:
+    pods = pods_of(cluster, namespace, name)
     assert len(pods) == 1, [p["metadata"]["name"] for p in pods]
     return pods[0]
 
 
 def test_llama_server_from_kaliper_image_streams_through_the_service(
-    node: Node, operator: Operator, node_namespace: str, model_files: tuple[str, Path]
+    cluster: KindCluster, operator: Operator, cluster_namespace: str, model_files: tuple[str, Path]
 ) -> None:
-    kubectl = node.kubectl
+    kubectl = cluster.kubectl
     base, model = model_files
     digest = hashlib.sha256(model.read_bytes()).hexdigest()
     manifest = llama_deployment("tiny-llm", f"{base}/{model.name}", digest)
-    kubectl("apply", "-n", node_namespace, "-f", "-", input=json.dumps(manifest))
+    kubectl("apply", "-n", cluster_namespace, "-f", "-", input=json.dumps(manifest))
     kubectl.wait_for(
         lambda: (
-            (kubectl.json("get", "mdep", "tiny-llm", "-n", node_namespace).get("status") or {}).get("phase") == "Ready"
+            (kubectl.json("get", "mdep", "tiny-llm", "-n", cluster_namespace).get("status") or {}).get("phase")
+            == "Ready"
         ),
         timeout=120,
         what="ModelDeployment tiny-llm to be Ready",
     )
-    pod = pod_of(node, node_namespace, "tiny-llm")
+    pod = pod_of(cluster, cluster_namespace, "tiny-llm")
     (server,) = pod["spec"]["containers"]
     assert (server["image"], server["command"]) == (IMAGE, ["llama-server"])
     assert server["securityContext"]["runAsUser"] == 10001
-    endpoint = f"http://{node.service_address(node_namespace, 'tiny-llm')}:80"
+    endpoint = f"http://{cluster.service_address(cluster_namespace, 'tiny-llm')}:80"
     body = {
         "model": MODEL_NAME,
         "messages": [{"role": "user", "content": "no ka li"}],
@@ -102,18 +104,18 @@ def test_llama_server_from_kaliper_image_streams_through_the_service(
 
 
 def test_a_file_that_is_not_gguf_fails_the_pod_with_llama_cpp_reason(
-    node: Node, operator: Operator, node_namespace: str, model_files: tuple[str, Path]
+    cluster: KindCluster, operator: Operator, cluster_namespace: str, model_files: tuple[str, Path]
 ) -> None:
-    kubectl = node.kubectl
+    kubectl = cluster.kubectl
     base, model = model_files
     wrong = model.parent / "not-a-model.gguf"
     digest = hashlib.sha256(wrong.read_bytes()).hexdigest()
     manifest = llama_deployment("not-gguf", f"{base}/{wrong.name}", digest)
-    kubectl("apply", "-n", node_namespace, "-f", "-", input=json.dumps(manifest))
+    kubectl("apply", "-n", cluster_namespace, "-f", "-", input=json.dumps(manifest))
 
     def terminated() -> dict:
         # Nothing yet while the operator's Deployment has not made its pod (CI once polled before it had).
-        pods = pods_of(node, node_namespace, "not-gguf")
+        pods = pods_of(cluster, cluster_namespace, "not-gguf")
         statuses = (pods[0]["status"].get("containerStatuses") or []) if len(pods) == 1 else []
         state = statuses[0] if statuses else {}
         return (state.get("lastState") or {}).get("terminated") or (state.get("state") or {}).get("terminated") or {}

@@ -1,4 +1,4 @@
-"""The operator as the real node tier runs it (a pod the chart installed), and what its tests share."""
+"""The operator as the kind tier runs it (a pod the chart installed), and what its tests share."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from tests.support.controlplane import ControlPlaneError, wait_for
-from tests.support.node import NODE_NAME, Node
+from tests.support.kind_cluster import KindCluster
 
 OPERATOR_NAMESPACE = "kaliper-system"
 OPERATOR_ACCOUNT = f"system:serviceaccount:{OPERATOR_NAMESPACE}:kaliper-kaliper"
@@ -28,8 +28,8 @@ class Operator:
         return self.pod["metadata"]["name"]
 
 
-def operator_pod(node: Node) -> dict:
-    pods = node.kubectl.json("get", "pods", "-n", OPERATOR_NAMESPACE, "-l", "app.kubernetes.io/name=kaliper")
+def operator_pod(cluster: KindCluster) -> dict:
+    pods = cluster.kubectl.json("get", "pods", "-n", OPERATOR_NAMESPACE, "-l", "app.kubernetes.io/name=kaliper")
     running = [
         p for p in pods["items"] if p["status"].get("phase") == "Running" and not p["metadata"].get("deletionTimestamp")
     ]
@@ -37,67 +37,67 @@ def operator_pod(node: Node) -> dict:
     return running[0]
 
 
-def wait_for_optimization(node: Node, namespace: str, name: str, timeout: float = 600) -> dict[str, Any]:
+def wait_for_optimization(cluster: KindCluster, namespace: str, name: str, timeout: float = 600) -> dict[str, Any]:
     """The object once it has finished (Succeeded or Failed); the test fails with its status and events
     when the time is up."""
     body: dict[str, Any] = {}
 
     def finished() -> bool:
         nonlocal body
-        body = node.kubectl.json("get", "modeloptimization", name, "-n", namespace)
+        body = cluster.kubectl.json("get", "modeloptimization", name, "-n", namespace)
         return (body.get("status") or {}).get("phase") in ("Succeeded", "Failed")
 
     with contextlib.suppress(ControlPlaneError):
         wait_for(finished, timeout, what=f"ModelOptimization {name} to finish", interval=2)
     if (body.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
-        events = node.kubectl("get", "events", "-n", namespace, "--sort-by=.lastTimestamp", check=False).stdout
+        events = cluster.kubectl("get", "events", "-n", namespace, "--sort-by=.lastTimestamp", check=False).stdout
         pytest.fail(
             f"ModelOptimization {name} did not finish: {json.dumps(body.get('status'))[-3000:]}\n{events[-3000:]}"
         )
     return body
 
 
-def wait_for_phase(node: Node, namespace: str, run: str, phase: str, timeout: float) -> dict:
+def wait_for_phase(cluster: KindCluster, namespace: str, run: str, phase: str, timeout: float) -> dict:
     """The run's status once it reaches `phase`; the test fails with the status and the events once it has
     failed instead, or the time is up."""
     status: dict = {}
 
     def settled() -> bool:
         nonlocal status
-        status = node.kubectl.json("get", "profilerun", run, "-n", namespace).get("status") or {}
+        status = cluster.kubectl.json("get", "profilerun", run, "-n", namespace).get("status") or {}
         return status.get("phase") in (phase, "Failed")
 
     with contextlib.suppress(ControlPlaneError):
         wait_for(settled, timeout, what=f"ProfileRun {run} to be {phase}", interval=2)
     if status.get("phase") == phase:
         return status
-    events = node.kubectl("get", "events", "-n", namespace, "--sort-by=.lastTimestamp", check=False).stdout
+    events = cluster.kubectl("get", "events", "-n", namespace, "--sort-by=.lastTimestamp", check=False).stdout
     pytest.fail(f"ProfileRun {run} is not {phase}: {json.dumps(status, indent=1)[-3000:]}\n{events[-3000:]}")
 
 
 def poll_until_phase(
-    node: Node, namespace: str, run: str, phase: str, each: Callable[[], None], timeout: float
+    cluster: KindCluster, namespace: str, run: str, phase: str, each: Callable[[], None], timeout: float
 ) -> dict:
     """wait_for_phase, calling `each` before every look at the run."""
 
     def settled() -> bool:
         each()
-        status = node.kubectl.json("get", "profilerun", run, "-n", namespace).get("status") or {}
+        status = cluster.kubectl.json("get", "profilerun", run, "-n", namespace).get("status") or {}
         return status.get("phase") in (phase, "Failed")
 
     with contextlib.suppress(ControlPlaneError):
         wait_for(settled, timeout, what=f"ProfileRun {run} to be {phase}", interval=1)
-    return wait_for_phase(node, namespace, run, phase, timeout=1)
+    return wait_for_phase(cluster, namespace, run, phase, timeout=1)
 
 
-def run_report(node: Node, namespace: str, run: str) -> dict:
+def run_report(cluster: KindCluster, namespace: str, run: str) -> dict:
     """The run's whole report, as the operator keeps it in the ConfigMap `<run>-report`."""
-    configmap = node.kubectl.json("get", "configmap", f"{run}-report", "-n", namespace)
+    configmap = cluster.kubectl.json("get", "configmap", f"{run}-report", "-n", namespace)
     return json.loads(configmap["data"]["report.json"])
 
 
-def apply_with_model(node: Node, namespace: str, iris_model, *objects: dict) -> None:  # type: ignore[no-untyped-def]
-    kubectl = node.kubectl
+def apply_with_model(cluster: KindCluster, namespace: str, iris_model, *objects: dict) -> None:  # type: ignore[no-untyped-def]
+    kubectl = cluster.kubectl
     kubectl("create", "configmap", "iris-model", f"--from-file=model.onnx={iris_model}", "-n", namespace)
     kubectl(
         "apply",
@@ -110,12 +110,13 @@ def apply_with_model(node: Node, namespace: str, iris_model, *objects: dict) -> 
 
 
 @contextlib.contextmanager
-def local_claim(node: Node, namespace: str, folder: Path, name: str = "models") -> Iterator[Path]:
-    """The PVC `name` in `namespace`, bound to a local PersistentVolume on the node over `folder` (made
-    writable for uid 10001, the image's user); both go, and the folder with them, afterwards."""
+def local_claim(cluster: KindCluster, namespace: str, folder: Path, name: str = "models") -> Iterator[Path]:
+    """The PVC `name` in `namespace`, bound to a local PersistentVolume on the first worker over `folder` (a
+    folder under `cluster.shared`, made writable for uid 10001, the image's user); both go, and the folder with
+    them, afterwards."""
     for path in [folder, *folder.rglob("*")]:
         path.chmod(0o777 if path.is_dir() else 0o666)
-    on_this_node = {"key": "kubernetes.io/hostname", "operator": "In", "values": [NODE_NAME]}
+    on_this_node = {"key": "kubernetes.io/hostname", "operator": "In", "values": [cluster.workers[0]]}
     volume = {
         "apiVersion": "v1",
         "kind": "PersistentVolume",
@@ -140,14 +141,16 @@ def local_claim(node: Node, namespace: str, folder: Path, name: str = "models") 
             "resources": {"requests": {"storage": "1Gi"}},
         },
     }
-    node.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": [volume, claim]}))
-    node.kubectl.wait_for(
-        lambda: node.kubectl.json("get", "pvc", name, "-n", namespace)["status"].get("phase") == "Bound",
+    cluster.kubectl(
+        "apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": [volume, claim]})
+    )
+    cluster.kubectl.wait_for(
+        lambda: cluster.kubectl.json("get", "pvc", name, "-n", namespace)["status"].get("phase") == "Bound",
         timeout=60,
         what=f"the {name} claim to be bound",
     )
     yield folder
     # Both go once the namespace's pods are gone (the claim and volume protection finalizers wait for them).
-    node.kubectl("delete", "pvc", name, "-n", namespace, "--wait=false", check=False)
-    node.kubectl("delete", "pv", volume["metadata"]["name"], "--wait=false", check=False)
+    cluster.kubectl("delete", "pvc", name, "-n", namespace, "--wait=false", check=False)
+    cluster.kubectl("delete", "pv", volume["metadata"]["name"], "--wait=false", check=False)
     shutil.rmtree(folder, ignore_errors=True)

@@ -1,0 +1,187 @@
+"""The suite's one real cluster: a kind cluster made by the kind tutorial's own commands (docs/tutorials/kind.md:
+`kind create cluster` from kind-config.yaml, the project's image built and loaded on the workers, Prometheus, the
+chart), made once per test session and shared by every test that needs real pods (tests/kind).
+
+The tutorial's block runs command by command through `Walkthrough`, which translates the Docker-specific ones
+into this machine's podman forms (tests/support/kind.py says why each is needed). Its cluster-wide steps (through
+`helm install`) run when the session first asks for the cluster; the rest (the iris model, its ProfileRun and
+the reports) is tests/kind/test_walkthrough.py's, which runs first in its group, before any other test changes
+the chart's settings.
+
+What the other tests read beside what a user sees: this machine routes the cluster's pod and Service ranges to
+the nodes over the kind network (so a test reaches a Service's cluster IP, and a Prometheus on this machine
+scrapes the pods), the API server keeps an audit log, and a folder of this machine is mounted in every node
+(local PersistentVolumes). All of it goes with the cluster's network when the session ends.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import shlex
+import socket
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from kaliper.manifests.modeldeployment import KALIPER_IMAGE
+from tests.support.controlplane import REPO, Kubectl, wait_for
+from tests.support.docs_site import bash_blocks
+from tests.support.kind import KindError, KindHost, kind_host, wait_for_line
+
+TUTORIAL = REPO / "docs" / "tutorials" / "kind.md"
+IMAGE_SCRIPT = REPO / "hack" / "image" / "build.sh"
+PROMETHEUS_IMAGE_SCRIPT = REPO / "hack" / "kind" / "prometheus-image.sh"
+IMAGE = KALIPER_IMAGE
+SERVICE_CIDR = "10.96.0.0/16"  # kind's default serviceSubnet, which kind-config.yaml keeps
+
+
+def walkthrough_commands() -> list[str]:
+    """The commands of the kind tutorial's first block."""
+    return bash_blocks(TUTORIAL.read_text())[0]
+
+
+def cluster_steps() -> tuple[list[str], list[str]]:
+    """The tutorial's commands split after `helm install`: the cluster-wide steps, then the walkthrough's own."""
+    commands = walkthrough_commands()
+    installed = next(i for i, c in enumerate(commands) if c.startswith("helm install")) + 1
+    return commands[:installed], commands[installed:]
+
+
+class Walkthrough:
+    """Runs the tutorial's commands on this machine, translating the Docker-specific ones."""
+
+    def __init__(self, host: KindHost) -> None:
+        self.host = host
+        self.archives: dict[str, str] = {}  # image -> the archive hack/image/build.sh wrote for it
+        self.outputs: dict[str, str] = {}  # command -> what it printed
+
+    def shell(self, command: str, timeout: float = 900) -> str:
+        result = subprocess.run(
+            ["bash", "-c", command], cwd=REPO, env=self.host.env(), capture_output=True, text=True, timeout=timeout
+        )
+        if result.returncode != 0:
+            raise KindError(f"`{command}` exited {result.returncode}:\n{(result.stdout + result.stderr)[-3000:]}")
+        return result.stdout
+
+    def run(self, command: str) -> None:
+        words = shlex.split(command, comments=True)
+        if words[:3] == ["kind", "create", "cluster"]:
+            self.host.create_cluster(*words[3:])
+            out = ""
+        elif words[:2] == ["docker", "build"]:
+            image = words[words.index("-t") + 1]
+            out = self.shell(f"bash {IMAGE_SCRIPT} {image}")
+            self.archives[image] = out.strip().splitlines()[-1]
+        elif words[:3] == ["kind", "load", "docker-image"]:
+            out = self.host.kind("load", "image-archive", self.archives[words[3]], *words[4:])
+        elif words[:2] == ["kubectl", "get"] and "-w" in words:
+            process = subprocess.Popen(
+                words, cwd=REPO, env=self.host.env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+            )
+            out = wait_for_line(process, ("Succeeded", "Failed"), timeout=600)
+        else:
+            if command.startswith("kubectl apply -f examples/kind/prometheus.yaml"):
+                # Here no registry serves Prometheus's image: load the one built from its source first.
+                archive = self.shell(f"bash {PROMETHEUS_IMAGE_SCRIPT}").strip().splitlines()[-1]
+                self.host.kind("load", "image-archive", archive, "--name", self.host.name, "--nodes", self.host.workers)
+            out = self.shell(command)
+        self.outputs[command] = out
+
+
+@dataclass
+class KindCluster:
+    """The session's kind cluster, as the tests of tests/kind use it."""
+
+    host: KindHost
+    steps: Walkthrough
+    _credentials: tuple[Path, Path] | None = field(default=None, repr=False)
+
+    @property
+    def kubectl(self) -> Kubectl:
+        return self.host.kubectl
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.host.kubeconfig
+
+    @property
+    def shared(self) -> Path:
+        """A folder of this machine at the same path in every node."""
+        return self.host.shared
+
+    @property
+    def workers(self) -> list[str]:
+        return self.host.workers.split(",")
+
+    def pod_cgroup(self, pod: dict, container: str, controller: str) -> Path:
+        return self.host.pod_cgroup(pod, container, controller)
+
+    def audit_events(self) -> list[dict]:
+        """The API server's audit log so far (request metadata: who did what to which object)."""
+        path = self.host.audit_log
+        return [json.loads(line) for line in path.read_text().splitlines() if line] if path.exists() else []
+
+    def node_addresses(self) -> dict[str, str]:
+        """Each node's address on the kind network, by name."""
+        nodes = self.kubectl.json("get", "nodes")["items"]
+        return {
+            n["metadata"]["name"]: next(a["address"] for a in n["status"]["addresses"] if a["type"] == "InternalIP")
+            for n in nodes
+        }
+
+    def kubelets(self) -> list[str]:
+        """The workers' kubelets (host:port), whose cAdvisor Prometheus scrapes."""
+        addresses = self.node_addresses()
+        return [f"{addresses[name]}:10250" for name in self.workers]
+
+    def admin_credentials(self) -> tuple[Path, Path]:
+        """The kubeconfig's client certificate and key as files (what a Prometheus on this machine shows the
+        kubelets, as kube-prometheus-stack shows them its service account's)."""
+        if self._credentials is None:
+            user = yaml.safe_load(self.kubeconfig.read_text())["users"][0]["user"]
+            cert, key = self.host.root / "admin.crt", self.host.root / "admin.key"
+            cert.write_bytes(base64.b64decode(user["client-certificate-data"]))
+            key.write_bytes(base64.b64decode(user["client-key-data"]))
+            key.chmod(0o600)
+            self._credentials = cert, key
+        return self._credentials
+
+    def route_cluster_ranges(self) -> None:
+        """Routes from this machine into the cluster over the kind network: each node's pod range to that node,
+        the Service range to the first worker (whose kube-proxy forwards it, masqueraded, to a pod)."""
+        addresses = self.node_addresses()
+        for node in self.kubectl.json("get", "nodes")["items"]:
+            cidr = node["spec"]["podCIDR"]
+            subprocess.run(["ip", "route", "replace", cidr, "via", addresses[node["metadata"]["name"]]], check=True)
+        subprocess.run(["ip", "route", "replace", SERVICE_CIDR, "via", addresses[self.workers[0]]], check=True)
+
+    def service_address(self, namespace: str, name: str, port: int = 80, timeout: float = 60) -> str:
+        """The Service's cluster IP, once a connection to it from this machine goes through (a Ready Deployment
+        is not enough: kube-proxy writes its rules on its next sync)."""
+        cluster_ip = self.kubectl.json("get", "service", name, "-n", namespace)["spec"]["clusterIP"]
+
+        def connects() -> bool:
+            with contextlib.suppress(OSError), socket.create_connection((cluster_ip, port), timeout=2):
+                return True
+            return False
+
+        wait_for(connects, timeout, f"a connection to Service {namespace}/{name} ({cluster_ip}:{port})", interval=0.5)
+        return cluster_ip
+
+
+@contextlib.contextmanager
+def cluster_session() -> Iterator[KindCluster]:
+    """The kind cluster the tutorial's cluster-wide steps make, with this machine's routes into it; deleted, with
+    every setting of this machine put back, afterwards."""
+    with kind_host() as host:
+        steps = Walkthrough(host)
+        for command in cluster_steps()[0]:
+            steps.run(command)
+        cluster = KindCluster(host, steps)
+        cluster.route_cluster_ranges()
+        yield cluster
