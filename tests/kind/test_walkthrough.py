@@ -36,6 +36,8 @@ def walkthrough(cluster: KindCluster) -> Iterator[tuple[Walkthrough, PodCpuSampl
         for command in cluster_steps()[1]:
             steps.run(command)
     yield steps, truth
+    # The tutorial's objects go, and their CPU requests with them: the tier's other tests schedule on these nodes.
+    cluster.kubectl("delete", "profilerun/iris-sweep", "modeldeployment/iris", "configmap/iris-model", "--timeout=100s")
 
 
 def test_the_tutorials_block_is_what_the_walkthrough_runs_and_the_readmes_tour_shows() -> None:

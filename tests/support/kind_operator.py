@@ -111,12 +111,12 @@ def apply_with_model(cluster: KindCluster, namespace: str, iris_model, *objects:
 
 @contextlib.contextmanager
 def local_claim(cluster: KindCluster, namespace: str, folder: Path, name: str = "models") -> Iterator[Path]:
-    """The PVC `name` in `namespace`, bound to a local PersistentVolume on the first worker over `folder` (a
-    folder under `cluster.shared`, made writable for uid 10001, the image's user); both go, and the folder with
-    them, afterwards."""
+    """The PVC `name` in `namespace`, bound to a local PersistentVolume over `folder` (a folder under
+    `cluster.shared`, which every worker mounts at the same path, so the volume is on each of them; made writable
+    for uid 10001, the image's user); both go, and the folder with them, afterwards."""
     for path in [folder, *folder.rglob("*")]:
         path.chmod(0o777 if path.is_dir() else 0o666)
-    on_this_node = {"key": "kubernetes.io/hostname", "operator": "In", "values": [cluster.workers[0]]}
+    on_the_workers = {"key": "kubernetes.io/hostname", "operator": "In", "values": cluster.workers}
     volume = {
         "apiVersion": "v1",
         "kind": "PersistentVolume",
@@ -127,7 +127,7 @@ def local_claim(cluster: KindCluster, namespace: str, folder: Path, name: str = 
             "persistentVolumeReclaimPolicy": "Retain",
             "storageClassName": "kaliper-local",
             "local": {"path": str(folder)},
-            "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [on_this_node]}]}},
+            "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [on_the_workers]}]}},
         },
     }
     claim = {
