@@ -5,21 +5,16 @@ llama.cpp's own reason in the status."""
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
-import threading
 import urllib.request
 from collections.abc import Iterator
-from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
-from kaliper.netutil import free_port
-from tests.support.kind import HOST_IP
-from tests.support.kind_cluster import IMAGE, KindCluster
-from tests.support.kind_operator import Operator
+from tests.support.kind_cluster import IMAGE, KindCluster, files_for_pods
+from tests.support.kind_operator import Operator, pods_of, server_pod
 from tests.support.llama import MODEL_NAME, tiny_model
 
 
@@ -28,11 +23,8 @@ def model_files(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str,
     """The tiny model (and a file that is not GGUF) over HTTP on this machine's address on the kind network."""
     model = tiny_model(tmp_path_factory.mktemp("tiny-llm"))
     (model.parent / "not-a-model.gguf").write_text("<html>404 Not Found</html>\n")
-    handler = functools.partial(SimpleHTTPRequestHandler, directory=str(model.parent))
-    server = ThreadingHTTPServer((HOST_IP, free_port()), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://{HOST_IP}:{server.server_address[1]}", model
-    server.shutdown()
+    with files_for_pods(model.parent) as base:
+        yield base, model
 
 
 def llama_deployment(name: str, url: str, sha256: str) -> dict:
@@ -47,16 +39,6 @@ def llama_deployment(name: str, url: str, sha256: str) -> dict:
             "llm": {"slots": 2, "contextSize": 2048},
         },
     }
-
-
-def pods_of(cluster: KindCluster, namespace: str, name: str) -> list[dict]:
-    return cluster.kubectl.json("get", "pods", "-n", namespace, "-l", f"app.kubernetes.io/instance={name}")["items"]
-
-
-def pod_of(cluster: KindCluster, namespace: str, name: str) -> dict:
-    pods = pods_of(cluster, namespace, name)
-    assert len(pods) == 1, [p["metadata"]["name"] for p in pods]
-    return pods[0]
 
 
 def test_llama_server_from_kaliper_image_streams_through_the_service(
@@ -75,7 +57,7 @@ def test_llama_server_from_kaliper_image_streams_through_the_service(
         timeout=120,
         what="ModelDeployment tiny-llm to be Ready",
     )
-    pod = pod_of(cluster, cluster_namespace, "tiny-llm")
+    pod = server_pod(cluster, cluster_namespace, "tiny-llm")
     (server,) = pod["spec"]["containers"]
     assert (server["image"], server["command"]) == (IMAGE, ["llama-server"])
     assert server["securityContext"]["runAsUser"] == 10001

@@ -4,32 +4,24 @@ checksum stops the pod before it serves."""
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
-import threading
 import urllib.request
 from collections.abc import Iterator
-from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
-from kaliper.netutil import free_port
-from tests.support.kind import HOST_IP
-from tests.support.kind_cluster import IMAGE, KindCluster
-from tests.support.kind_operator import Operator
+from tests.support.kind_cluster import IMAGE, KindCluster, files_for_pods
+from tests.support.kind_operator import Operator, pods_of, server_pod
 
 
 @pytest.fixture
 def model_server(iris_model: Path) -> Iterator[str]:
     """The model file over HTTP on this machine's address on the kind network (the only place outside the
     cluster that pods can reach)."""
-    handler = functools.partial(SimpleHTTPRequestHandler, directory=str(iris_model.parent))
-    server = ThreadingHTTPServer((HOST_IP, free_port()), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://{HOST_IP}:{server.server_address[1]}/{iris_model.name}"
-    server.shutdown()
+    with files_for_pods(iris_model.parent) as base:
+        yield f"{base}/{iris_model.name}"
 
 
 def deployment(name: str, url: str, sha256: str) -> dict:
@@ -43,16 +35,6 @@ def deployment(name: str, url: str, sha256: str) -> dict:
             "resources": {"limits": {"cpu": "250m", "memory": "256Mi"}},
         },
     }
-
-
-def pods_of(cluster: KindCluster, namespace: str, name: str) -> list[dict]:
-    return cluster.kubectl.json("get", "pods", "-n", namespace, "-l", f"app.kubernetes.io/instance={name}")["items"]
-
-
-def server_pod(cluster: KindCluster, namespace: str, name: str) -> dict:
-    pods = pods_of(cluster, namespace, name)
-    assert len(pods) == 1, [p["metadata"]["name"] for p in pods]
-    return pods[0]
 
 
 def test_a_model_from_a_url_is_fetched_checked_and_served(

@@ -18,20 +18,24 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import functools
 import json
 import shlex
 import socket
 import subprocess
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import yaml
 
 from kaliper.manifests.modeldeployment import KALIPER_IMAGE
+from kaliper.netutil import free_port
 from tests.support.controlplane import REPO, Kubectl, wait_for
 from tests.support.docs_site import bash_blocks
-from tests.support.kind import KindError, KindHost, kind_host, wait_for_line
+from tests.support.kind import HOST_IP, KindError, KindHost, kind_host, wait_for_line
 
 TUTORIAL = REPO / "docs" / "tutorials" / "kind.md"
 IMAGE_SCRIPT = REPO / "hack" / "image" / "build.sh"
@@ -172,6 +176,19 @@ class KindCluster:
 
         wait_for(connects, timeout, f"a connection to Service {namespace}/{name} ({cluster_ip}:{port})", interval=0.5)
         return cluster_ip
+
+
+@contextlib.contextmanager
+def files_for_pods(folder: Path) -> Iterator[str]:
+    """`folder` served over HTTP on this machine's address on the kind network (the only place outside the
+    cluster that pods can reach): its base URL."""
+    handler = functools.partial(SimpleHTTPRequestHandler, directory=str(folder))
+    server = ThreadingHTTPServer((HOST_IP, free_port()), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://{HOST_IP}:{server.server_address[1]}"
+    finally:
+        server.shutdown()
 
 
 @contextlib.contextmanager

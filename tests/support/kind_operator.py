@@ -37,6 +37,18 @@ def operator_pod(cluster: KindCluster) -> dict:
     return running[0]
 
 
+def pods_of(cluster: KindCluster, namespace: str, name: str) -> list[dict]:
+    """The pods of a ModelDeployment (or of a Deployment Kaliper made), by their instance label."""
+    return cluster.kubectl.json("get", "pods", "-n", namespace, "-l", f"app.kubernetes.io/instance={name}")["items"]
+
+
+def server_pod(cluster: KindCluster, namespace: str, name: str) -> dict:
+    """Its one pod (the test fails naming them when there are several)."""
+    pods = pods_of(cluster, namespace, name)
+    assert len(pods) == 1, [p["metadata"]["name"] for p in pods]
+    return pods[0]
+
+
 def wait_for_optimization(cluster: KindCluster, namespace: str, name: str, timeout: float = 600) -> dict[str, Any]:
     """The object once it has finished (Succeeded or Failed); the test fails with its status and events
     when the time is up."""
