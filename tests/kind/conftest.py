@@ -1,4 +1,4 @@
-"""Fixtures of the kind tier: the session's kind cluster (tests/support/kind_cluster.py), a real Prometheus on this
+"""Fixtures of the kind tier: the tier's kind cluster (tests/support/kind_cluster.py), a real Prometheus on this
 machine scraping its kubelets every 5 s, and the chart's operator pointed at it."""
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The kind tutorial (docs/tutorials/kind.md, whose block the README's tour shows too), run as written on a
 real kind cluster made from the repository's own `kind-config.yaml`: each command of its block, the
 Docker-specific ones in the podman forms the tutorial's table gives (tests/support/kind.py says why each is
-needed on this machine). Its cluster-wide steps make the session's cluster (tests/support/kind_cluster.py),
+needed on this machine). Its cluster-wide steps make the tier's cluster (tests/support/kind_cluster.py),
 which the other tests of tests/kind use after this module (tests/support/tiers.py queues it first)."""
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ def kind(cluster: KindCluster) -> KindHost:
 
 @pytest.fixture(scope="module")
 def walkthrough(cluster: KindCluster) -> Iterator[tuple[Walkthrough, PodCpuSampler]]:
-    """The tutorial's steps after the cluster-wide ones (which made the session's cluster): the iris model, its
+    """The tutorial's steps after the cluster-wide ones (which made the tier's cluster): the iris model, its
     ProfileRun, the reports; with the kernel's accounting of the servers' CPU sampled meanwhile."""
     steps = cluster.steps
     with PodCpuSampler(cluster.host, "default", "kaliper.dev/role=server", "server") as truth:

@@ -1,17 +1,17 @@
 """The suite's one real cluster: a kind cluster made by the kind tutorial's own commands (docs/tutorials/kind.md:
 `kind create cluster` from kind-config.yaml, the project's image built and loaded on the workers, Prometheus, the
-chart), made once per test session and shared by every test that needs real pods (tests/kind).
+chart), made once per run of tests/kind and shared by every test that needs real pods (tests/kind).
 
 The tutorial's block runs command by command through `Walkthrough`, which translates the Docker-specific ones
 into this machine's podman forms (tests/support/kind.py says why each is needed). Its cluster-wide steps (through
-`helm install`) run when the session first asks for the cluster; the rest (the iris model, its ProfileRun and
+`helm install`) run when a test first asks for the cluster; the rest (the iris model, its ProfileRun and
 the reports) is tests/kind/test_walkthrough.py's, which runs first in its group, before any other test changes
 the chart's settings.
 
 What the other tests read beside what a user sees: this machine routes the cluster's pod and Service ranges to
 the nodes over the kind network (so a test reaches a Service's cluster IP, and a Prometheus on this machine
 scrapes the pods), the API server keeps an audit log, and a folder of this machine is mounted in every node
-(local PersistentVolumes). All of it goes with the cluster's network when the session ends.
+(local PersistentVolumes). All of it goes with the cluster's network when the tier's last test has run.
 """
 
 from __future__ import annotations
@@ -99,7 +99,7 @@ class Walkthrough:
 
 @dataclass
 class KindCluster:
-    """The session's kind cluster, as the tests of tests/kind use it."""
+    """The kind tier's cluster, as the tests of tests/kind use it."""
 
     host: KindHost
     steps: Walkthrough
