@@ -32,10 +32,6 @@ def operator(crds: Kubectl) -> Iterator[None]:
         yield
 
 
-def phase_of(kubectl: Kubectl, namespace: str, kind: str, name: str) -> str | None:
-    return (kubectl.json("get", kind, name, "-n", namespace).get("status") or {}).get("phase")
-
-
 @pytest.fixture
 def in_process_client(crds: Kubectl, monkeypatch: pytest.MonkeyPatch) -> None:
     """The operator's API client in this process, on the test control plane."""
@@ -69,13 +65,13 @@ def test_a_run_waiting_for_its_target_is_in_progress_then_failed_and_the_wait_re
 ) -> None:  # type: ignore[no-untyped-def]
     run = profile_run("orphan", None, target={"deploymentRef": {"name": "not-there"}}, readyTimeout="8s")
     apply(crds, namespace, run)
-    crds.wait_for(lambda: phase_of(crds, namespace, "profilerun", "orphan") == "Pending", what="orphan Pending")
+    crds.wait_for_phase("profilerun", "orphan", namespace, "Pending")
     waiting = "waiting for ModelDeployment not-there (spec.target.deploymentRef)"
     assert kstatus(crds, namespace, "profilerun", "orphan") == ("InProgress", waiting)
     assert argocd_health(crds, namespace, "profilerun", "orphan") == ("Progressing", waiting)
     # The first recipe waits until the run has finished, either way; the second then fails it.
     assert run_recipe(crds, FINISHED, "orphan", namespace) == 0
-    assert phase_of(crds, namespace, "profilerun", "orphan") == "Failed"
+    assert crds.phase_of("profilerun", "orphan", namespace) == "Failed"
     assert run_recipe(crds, SUCCEEDED, "orphan", namespace) == 1
     missing = "ModelDeployment not-there does not exist; create it or fix spec.target.deploymentRef"
     assert kstatus(crds, namespace, "profilerun", "orphan") == ("Failed", missing)
@@ -107,17 +103,13 @@ def test_a_rollout_that_cannot_schedule_is_in_progress_and_one_that_cannot_creat
         ),
         what="the waiting deployment's pod",
     )
-    assert phase_of(crds, namespace, "modeldeployment", "waiting") == "Progressing"
+    assert crds.phase_of("modeldeployment", "waiting", namespace) == "Progressing"
     assert kstatus(crds, namespace, "modeldeployment", "waiting") == ("InProgress", "0/1 replicas ready")
     assert argocd_health(crds, namespace, "modeldeployment", "waiting") == ("Progressing", "0/1 replicas ready")
     assert run_recipe(crds, [*DEPLOYED[:-1], "--timeout=0"], "waiting", namespace) == 1
 
     apply(crds, namespace, model_deployment("refused", replicas=1))
-    crds.wait_for(
-        lambda: phase_of(crds, namespace, "modeldeployment", "refused") == "Degraded",
-        timeout=60,
-        what="the refused deployment Degraded",
-    )
+    crds.wait_for_phase("modeldeployment", "refused", namespace, "Degraded")
     status, message = kstatus(crds, namespace, "modeldeployment", "refused")
     assert status == "Failed"
     assert 'pods "refused-' in message and "exceeded quota: one-pod" in message, message

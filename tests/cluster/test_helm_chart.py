@@ -296,14 +296,7 @@ def test_the_operator_does_its_work_under_the_charts_identity(
                 "spec": {"model": {"configMap": {"name": "m", "key": "model.onnx"}}},
             }
             crds("apply", "-n", namespace, "-f", "-", input=json.dumps(manifest))
-            crds.wait_for(
-                lambda: (
-                    (crds.json("get", "modeldeployment", "rbac", "-n", namespace).get("status") or {}).get("phase")
-                    == "Ready"
-                ),
-                timeout=90,
-                what="Ready under the chart's RBAC",
-            )
+            crds.wait_for_phase("modeldeployment", "rbac", namespace, "Ready", timeout=90)  # under the chart's RBAC
             # A ProfileRun: the operator creates the load generator's identity, which may write its results
             # (the stand-in runs under that identity's token) and nothing else.
             crds("apply", "-n", namespace, "-f", "-", input=json.dumps(PROFILE_RUN))

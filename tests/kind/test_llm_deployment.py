@@ -49,14 +49,7 @@ def test_llama_server_from_kaliper_image_streams_through_the_service(
     digest = hashlib.sha256(model.read_bytes()).hexdigest()
     manifest = llama_deployment("tiny-llm", f"{base}/{model.name}", digest)
     kubectl("apply", "-n", cluster_namespace, "-f", "-", input=json.dumps(manifest))
-    kubectl.wait_for(
-        lambda: (
-            (kubectl.json("get", "mdep", "tiny-llm", "-n", cluster_namespace).get("status") or {}).get("phase")
-            == "Ready"
-        ),
-        timeout=120,
-        what="ModelDeployment tiny-llm to be Ready",
-    )
+    kubectl.wait_for_phase("modeldeployment", "tiny-llm", cluster_namespace, "Ready", timeout=120)
     pod = server_pod(cluster, cluster_namespace, "tiny-llm")
     (server,) = pod["spec"]["containers"]
     assert (server["image"], server["command"]) == (IMAGE, ["llama-server"])

@@ -43,14 +43,7 @@ def test_a_model_from_a_url_is_fetched_checked_and_served(
     kubectl = cluster.kubectl
     digest = hashlib.sha256(iris_model.read_bytes()).hexdigest()
     kubectl("apply", "-n", cluster_namespace, "-f", "-", input=json.dumps(deployment("fetched", model_server, digest)))
-    kubectl.wait_for(
-        lambda: (
-            (kubectl.json("get", "mdep", "fetched", "-n", cluster_namespace).get("status") or {}).get("phase")
-            == "Ready"
-        ),
-        timeout=120,
-        what="ModelDeployment fetched to be Ready",
-    )
+    kubectl.wait_for_phase("modeldeployment", "fetched", cluster_namespace, "Ready", timeout=120)
     pod = server_pod(cluster, cluster_namespace, "fetched")
     fetch = pod["status"]["initContainerStatuses"][0]
     assert fetch["name"] == "fetch-model" and fetch["image"] == IMAGE

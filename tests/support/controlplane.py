@@ -165,6 +165,14 @@ class Kubectl:
     def wait_for(self, predicate, timeout: float = 60, what: str = "condition") -> None:  # type: ignore[no-untyped-def]
         wait_for(predicate, timeout, what, interval=0.5)
 
+    def phase_of(self, kind: str, name: str, namespace: str) -> str | None:
+        """An object's status.phase, None before the operator has written one."""
+        return (self.json("get", kind, name, "-n", namespace).get("status") or {}).get("phase")
+
+    def wait_for_phase(self, kind: str, name: str, namespace: str, phase: str, timeout: float = 60) -> None:
+        what = f"{kind} {name} to be {phase}"
+        self.wait_for(lambda: self.phase_of(kind, name, namespace) == phase, timeout, what)
+
 
 # --- certificates ------------------------------------------------------------------------------------
 
