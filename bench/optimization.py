@@ -311,7 +311,7 @@ def ratio(slow: CandidateResult | None, fast: CandidateResult | None) -> float |
 
 def row(label: str, batch: int, report: OptimizationReport, seconds: float, others: float) -> dict:
     unoptimized = next((r for r in report.references if r.id == "unoptimized"), None)
-    defaults = report.baseline
+    defaults = report.original
     chosen = next((c for c in report.candidates if report.chosen and c.id == report.chosen.candidate_id), None)
     return {
         "model": label,
@@ -397,7 +397,7 @@ def print_candidates(label: str, report: OptimizationReport) -> None:
     )
     print("|---|---|---|---|---|---|---|---|---|---|")
     unoptimized = next((r for r in report.references if r.id == "unoptimized"), None)
-    everything = [*report.references, *([report.baseline] if report.baseline else []), *report.candidates]
+    everything = [*report.references, *([report.original] if report.original else []), *report.candidates]
     names = {"unoptimized": "unoptimized (graph optimizations off)", "original": "original (ORT defaults)"}
     for c in everything:
         meets = "-" if c.meets_goals is None else "yes" if c.meets_goals else "no"

@@ -13,8 +13,8 @@ exhaustively, twice per fusion set: ONNX Runtime's default fusions, and the same
 fusions (attention, embeddings and Gelu only).
 
 Printed (markdown for docs/benchmarks.md), per run: every candidate's avg latency and its paired ratio against
-ONNX Runtime's defaults on the original (the baseline, timed in alternating blocks with it), the unoptimized
-original (graph optimizations off), the fused operators, accuracy and agreement; the chosen candidate's
+ONNX Runtime's defaults on the original (the report's `original`, timed in alternating blocks with it), the
+unoptimized original (graph optimizations off), the fused operators, accuracy and agreement; the chosen candidate's
 speed-up over the unoptimized model and over the defaults; and the fused candidate's time per operator type
 (from the report's profile), which shows where the fusions' time goes.
 """
@@ -102,8 +102,8 @@ def table(label: str, report: OptimizationReport, seconds: float) -> list[str]:
         "| model | passes | avg ms [95% CI] | vs ORT defaults (paired) | fused operators | accuracy | agreement |",
         "|---|---|---|---|---|---|---|",
     ]
-    assert report.baseline is not None
-    for result in [report.baseline, *report.references, *report.candidates]:
+    assert report.original is not None
+    for result in [report.original, *report.references, *report.candidates]:
         name = {"original": "original, ORT defaults", "unoptimized": "original, graph optimizations off"}.get(
             result.id, result.id + (" (chosen)" if report.chosen and report.chosen.candidate_id == result.id else "")
         )

@@ -356,3 +356,19 @@ def test_chosen_line_falls_back_on_the_candidate_and_says_gain() -> None:
         "  settings: level=all, mode=dynamic, weight_type=int8",
     ]
     assert lines[7] == "latency-accuracy frontier: c2, c1"  # no artifact, no model line
+
+
+def test_a_report_of_the_previous_schema_reads_its_baseline_as_the_original() -> None:
+    """v1 reports (an optimizer Job of the previous release) called the original model's measurement
+    `baseline`; the word is now a ProfileRun's earlier run only."""
+    v1 = {
+        "schemaVersion": "kaliper.dev/optimization/v1",
+        "name": "old",
+        "startedAt": "2026-11-01T00:00:00Z",
+        "baseline": {"id": "original", "accuracy": 0.96, "modelSizeBytes": 10000},
+    }
+    report = OptimizationReport.model_validate(v1)
+    assert report.schema_version == "kaliper.dev/optimization/v2"
+    assert report.original is not None
+    assert (report.original.id, report.original.accuracy, report.original.model_size_bytes) == ("original", 0.96, 10000)
+    assert "baseline" not in report.model_dump(by_alias=True)

@@ -127,7 +127,7 @@ def test_a_scikit_learn_model_is_optimized_in_a_job_under_the_target_cpu(
         ["conversion", "quantization", "threadTuning"],
     ]
     # 150 labelled rows from the ConfigMap; the converted MLP agrees with scikit-learn's own predictions.
-    assert status["baseline"]["accuracy"] == pytest.approx(0.98, abs=0.011)
+    assert status["original"]["accuracy"] == pytest.approx(0.98, abs=0.011)
     assert status["artifacts"] == "pvc://models/iris/optimized"
     assert status["profiles"][0]["model"] == "original"
     assert status["profiles"][0]["parameters"] == 266759
@@ -172,7 +172,7 @@ def test_the_bert_example_fuses_and_evaluates_on_tokenized_text_in_a_job(
     assert [c.status for c in report.candidates] == ["Succeeded"] * 4, [c.message for c in report.candidates]
     # 64 sentence pairs tokenized in the pod with the tokenizer.json beside the model; the original labelled
     # them, and the fused model (its outputs within float rounding) answers every one alike.
-    assert (status["baseline"]["accuracy"], status["baseline"]["agreement"]) == (1.0, 1.0)
+    assert (status["original"]["accuracy"], status["original"]["agreement"]) == (1.0, 1.0)
     assert (status["candidates"][2]["accuracy"], status["candidates"][2]["agreement"]) == (1.0, 1.0)
     # The profiles of the original and of a fused candidate: the attention's Softmax is gone from the latter.
     by_model = {p["model"]: {t["opType"] for t in p["topOperatorTypes"]} for p in status["profiles"]}

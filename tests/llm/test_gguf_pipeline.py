@@ -92,8 +92,8 @@ def ran(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, str]:
 def test_each_quantization_is_measured_beside_the_original(ran: tuple[Path, Path, str]) -> None:
     model, _, _ = ran
     report = OptimizationReport.model_validate_json((model.parent / "optimized" / "report.json").read_text())
-    baseline = report.baseline
-    assert baseline is not None and baseline.id == "original" and baseline.model_size_bytes == model.stat().st_size
+    original = report.original
+    assert original is not None and original.id == "original" and original.model_size_bytes == model.stat().st_size
     # The twin serves the very same file: greedy answers are identical, token for token (else a warning).
     assert report.noise_percent is not None
     assert not [w for w in report.warnings if "twin" in w], report.warnings

@@ -83,15 +83,15 @@ def test_a_scikit_learn_model_is_converted_quantized_and_tuned_under_the_cpu_lim
         ("c4", ["conversion", "quantization", "threadTuning"], "2"),
     ]
     assert [r.id for r in report.references] == ["unoptimized"]
-    assert report.baseline is not None and report.baseline.passes == ["conversion"]
+    assert report.original is not None and report.original.passes == ["conversion"]
     # Accuracy on the 150 labelled rows: the converted MLP predicts like the scikit-learn one.
-    assert report.baseline.accuracy == pytest.approx(0.98, abs=0.011)
+    assert report.original.accuracy == pytest.approx(0.98, abs=0.011)
     # at least the 2000 runs asked for (blocks of 200, more while the measurement is under a second)
-    assert report.baseline.latency is not None and report.baseline.latency.runs >= 2000
+    assert report.original.latency is not None and report.original.latency.runs >= 2000
     assert report.noise_percent is not None  # two sessions of the original measured together
     quantized = [c for c in report.candidates if "quantization" in c.passes]
     assert all(
-        c.model_size_bytes is not None and c.model_size_bytes < report.baseline.model_size_bytes / 3 for c in quantized
+        c.model_size_bytes is not None and c.model_size_bytes < report.original.model_size_bytes / 3 for c in quantized
     )  # type: ignore[operator]
     chosen = report.chosen
     assert chosen is not None and chosen.artifact == str(out / "best/model.onnx")
@@ -184,7 +184,7 @@ def test_operators_that_cannot_be_quantized_fail_their_candidates_with_the_reaso
     assert "LinearClassifier" in candidate.message
     assert report.message == "none of the 1 candidates meets the goals; 1 failed (see their messages)"
     # The original was still measured and profiled: the user sees what the model costs.
-    assert report.baseline is not None and report.baseline.latency_ms is not None
+    assert report.original is not None and report.original.latency_ms is not None
     assert [p.model for p in report.profiles] == ["original"]
 
 

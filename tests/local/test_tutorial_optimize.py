@@ -76,7 +76,7 @@ def test_the_tutorial_runs_as_written(tmp_path: Path) -> None:
     assert [c.fused_operators for c in report.candidates] == [None] * 4 + [fused] * 4
     assert report.candidates[4].parameters["transformersOptimization.numHeads"] == "4"
     # Sentence pairs labelled by the original itself: it scores 1.0, and the fused model answers alike.
-    assert report.baseline is not None and (report.baseline.accuracy, report.baseline.agreement) == (1.0, 1.0)
+    assert report.original is not None and (report.original.accuracy, report.original.agreement) == (1.0, 1.0)
     assert [(c.accuracy, c.agreement) for c in report.candidates[4:6]] == [(1.0, 1.0), (1.0, 1.0)]
     assert all(c.agreement == c.accuracy for c in report.candidates)
     # The operator types the fused model ran, beside the original's: attention and layer norms replaced.

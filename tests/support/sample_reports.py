@@ -238,7 +238,7 @@ def demo_report() -> OptimizationReport:
                 id="ortDefaults", latency=measured_latency(2.00, 1.95, 2.05), accuracy=0.96, model_size_bytes=10000
             ),
         ],
-        baseline=CandidateResult(
+        original=CandidateResult(
             id="original",
             latency=measured_latency(2.00, 1.95, 2.05),
             latency_improvement_percent=0.0,

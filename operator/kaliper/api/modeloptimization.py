@@ -645,8 +645,8 @@ class ModelOptimizationStatus(KaliperModel):
     """When work finished (succeeded or failed)."""
     evaluated: Annotated[int, Field(ge=0)] | None = None
     """Candidates evaluated so far."""
-    baseline: Footprint | None = None
-    """The original model, measured the same way."""
+    original: Footprint | None = None
+    """The original model, measured the same way as the candidates (ONNX Runtime's defaults)."""
     candidates: Annotated[list[Footprint], Field(max_length=1000)] | None = None
     """Every evaluated candidate."""
     pareto_frontier: Annotated[list[Annotated[str, Field(max_length=64)]], Field(max_length=1000)] | None = None

@@ -181,10 +181,10 @@ class Optimization:
             )
 
     def measure_original(self) -> tuple[CandidateResult, CandidateResult, float]:
-        """The original with ONNX Runtime's defaults (the baseline) and with its graph optimizations off,
-        measured together; first the baseline with a twin (the same model and settings in a session of its
-        own): the last value is how far the twin's figure was from the baseline's, in percent, what two
-        measurements of one model differ by on this machine under this limit."""
+        """The original with ONNX Runtime's defaults (what every candidate is measured against) and with its
+        graph optimizations off, measured together; first the original with a twin (the same model and settings
+        in a session of its own): the last value is how far the twin's figure was from the original's, in
+        percent, what two measurements of one model differ by on this machine under this limit."""
         plan = CandidatePlan()
         self.original_session = passes.open_session(self.original, self.settings(plan))
         twin = passes.open_session(self.original, self.settings(plan))
@@ -192,15 +192,15 @@ class Optimization:
         gap = abs(1 - second.value_ms / first.value_ms) * 100
         del twin
         unoptimized_session = passes.open_session(self.original, self.settings(plan, "disabled"))
-        (baseline_figures, unoptimized_figures), throttled = self._paired(self.original_session, unoptimized_session)
+        (original_figures, unoptimized_figures), throttled = self._paired(self.original_session, unoptimized_session)
         results = []
         for candidate_id, session, figures, level in (
-            ("original", self.original_session, baseline_figures, None),
+            ("original", self.original_session, original_figures, None),
             ("unoptimized", unoptimized_session, unoptimized_figures, "disabled"),
         ):
             parameters = {"graphLevel": level} if level else {}
             result = measured(
-                candidate_id, plan.passes(self.converted), parameters, figures, baseline_figures, self.original
+                candidate_id, plan.passes(self.converted), parameters, figures, original_figures, self.original
             )
             result.throttled_percent = throttled
             self._score(session, result)
@@ -208,9 +208,9 @@ class Optimization:
                 self.original_score = result.accuracy
                 result.accuracy_degradation = 0.0
             results.append(result)
-        baseline, unoptimized = results
-        baseline.latency_improvement_percent = None  # it is the reference
-        return baseline, unoptimized, gap
+        original, unoptimized = results
+        original.latency_improvement_percent = None  # it is the reference
+        return original, unoptimized, gap
 
     def settings(self, plan: CandidatePlan, graph_level: str | None = None) -> passes.SessionSettings:
         level = graph_level or (
@@ -411,19 +411,19 @@ def _optimize(job: Optimization, report: OptimizationReport, inputs: Inputs) -> 
         )
     job.progress("measuring the original model (ONNX Runtime's defaults, and with its graph optimizations off)")
     try:
-        baseline, unoptimized, gap = job.measure_original()
+        original, unoptimized, gap = job.measure_original()
     except evaluate.EvaluationError as error:
         raise OptimizationFailed("DatasetMismatch", f"evaluator.accuracy: {error}") from error
     except passes.ModelLoadError as error:
         raise OptimizationFailed("ModelDidNotLoad", f"model.source: {error}") from error
-    report.references, report.baseline = [unoptimized], baseline
+    report.references, report.original = [unoptimized], original
     report.noise_percent = round(gap, 1)
     if gap > MIN_IMPROVEMENT_PERCENT:
         report.warnings.append(
             f"two sessions of the original measured together differed by {gap:.1f}%: this machine is noisy, and "
             f"improvements of that order may be chance (measure again, or on a quieter machine)"
         )
-    job.progress(f"original: {_describe(baseline)}; with graph optimizations off: {unoptimized.latency_ms:.3f} ms")
+    job.progress(f"original: {_describe(original)}; with graph optimizations off: {unoptimized.latency_ms:.3f} ms")
 
     def evaluate_plan(plan: CandidatePlan) -> float | None:
         index = len(report.candidates) + 1
@@ -459,7 +459,7 @@ def _settings_text(result: CandidateResult) -> str:
 def _decide(job: Optimization, report: OptimizationReport, inputs: Inputs) -> None:
     spec = job.spec
     higher = evaluate.higher_is_better(spec.evaluator.accuracy.metric) if spec.evaluator.accuracy else True
-    measured = [*([report.baseline] if report.baseline else []), *report.candidates]
+    measured = [*([report.original] if report.original else []), *report.candidates]
     report.frontiers.latency_accuracy, report.frontiers.latency_size = frontier.frontiers(measured, higher)
     chosen = frontier.choose(report.candidates)
     throttled = frontier.throttling_note(measured, spec.evaluator.latency.metric)

@@ -282,21 +282,23 @@ def optimize(
     progress(f"measuring the original against a twin of itself ({len(prompts)} prompts x {evaluator.rounds} rounds)")
     with serving(model, threads, evaluator.slots, work / "original.log") as original:
         with serving(model, threads, evaluator.slots, work / "twin.log") as twin:
-            baseline = result_of("original", None, ask_in_turn(original, twin, prompts, evaluator), len(prompts), model)
-        noise = abs(baseline.latency_improvement_percent or 0.0)
+            original_result = result_of(
+                "original", None, ask_in_turn(original, twin, prompts, evaluator), len(prompts), model
+            )
+        noise = abs(original_result.latency_improvement_percent or 0.0)
         report.noise_percent = round(noise, 1)
-        if baseline.accuracy is not None and baseline.accuracy < 1:
+        if original_result.accuracy is not None and original_result.accuracy < 1:
             report.warnings.append(
-                f"the original and a twin of it (the same file) agreed on only {baseline.accuracy:.0%} of their "
+                f"the original and a twin of it (the same file) agreed on only {original_result.accuracy:.0%} of their "
                 "greedy tokens: decoding is not deterministic on this machine, and every agreement figure carries "
                 "that noise"
             )
-        report.baseline = baseline.model_copy(
+        report.original = original_result.model_copy(
             update={"latency_improvement_percent": 0.0, "accuracy": 1.0, "accuracy_degradation": 0.0}
         )
         progress(
-            f"original: {baseline.original_latency_ms:.3f} ms per token; its twin differed by {noise:.1f}%, "
-            f"agreeing on {baseline.accuracy:.0%} of greedy tokens"
+            f"original: {original_result.original_latency_ms:.3f} ms per token; its twin differed by {noise:.1f}%, "
+            f"agreeing on {original_result.accuracy:.0%} of greedy tokens"
         )
         files: dict[str, Path] = {}
         for index, kind in enumerate(kinds, 1):
@@ -329,7 +331,7 @@ def optimize(
 def decide(
     report: OptimizationReport, files: dict[str, Path], output: Path, artifact_uri: Callable[[Path], str]
 ) -> None:
-    measured = [*([report.baseline] if report.baseline else []), *report.candidates]
+    measured = [*([report.original] if report.original else []), *report.candidates]
     report.frontiers.latency_accuracy, report.frontiers.latency_size = frontier.frontiers(measured, True)
     note = frontier.throttling_note(measured, "avg")
     if note:

@@ -3,15 +3,18 @@ Job writes to its volume, what the HTML page draws, and what the operator's stat
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from kaliper.api.base import KaliperModel
 from kaliper.api.modeloptimization import ChosenModel, Footprint, GraphLayout
 from kaliper.report.schema import RunReport
 
-OPTIMIZATION_SCHEMA = "kaliper.dev/optimization/v1"
+OPTIMIZATION_SCHEMA = "kaliper.dev/optimization/v2"
+# v1 called the original model's measurement `baseline`, the word a ProfileRun uses for an earlier run to compare
+# with; v2 calls it `original`. A v1 report (an optimizer Job of the previous release) still reads.
+_V1 = "kaliper.dev/optimization/v1"
 
 
 class LatencyMeasurement(KaliperModel):
@@ -134,7 +137,7 @@ class ParetoFrontiers(KaliperModel):
 class OptimizationReport(RunReport):
     """A whole optimization run."""
 
-    schema_version: Literal["kaliper.dev/optimization/v1"] = OPTIMIZATION_SCHEMA
+    schema_version: Literal["kaliper.dev/optimization/v2"] = OPTIMIZATION_SCHEMA
     phase: Literal["Running", "Succeeded", "Failed"] = "Running"
     reason: str | None = None
     """One CamelCase word: Succeeded, NoCandidateMeetsGoals, ModelDidNotLoad, DatasetMismatch, Interrupted..."""
@@ -148,12 +151,12 @@ class OptimizationReport(RunReport):
     """Candidates the search may evaluate (after maxCandidates)."""
     references: list[CandidateResult] = Field(default_factory=list)
     """The original model with ONNX Runtime's graph optimizations off (`unoptimized`), measured with the
-    baseline: how much ONNX Runtime's own defaults already give."""
+    original: how much ONNX Runtime's own defaults already give."""
     noise_percent: float | None = None
     """How far two sessions of the original, measured together, were apart (percent): the noise of this
     machine under this limit, against which improvements can be read (a warning says when it exceeds the 5%
     a candidate must at least gain without minImprovementPercent)."""
-    baseline: CandidateResult | None = None
+    original: CandidateResult | None = None
     """The original model as it would be served unchanged (ONNX Runtime's defaults); improvements and
     degradations are against it."""
     candidates: list[CandidateResult] = Field(default_factory=list)
@@ -168,3 +171,12 @@ class OptimizationReport(RunReport):
     """The folder the kept models, report.json and report.html are in (pvc://claim/path or a local path)."""
     warnings: list[str] = Field(default_factory=list)
     interrupted: bool = False
+
+    @model_validator(mode="before")
+    @classmethod
+    def _read_v1(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("schemaVersion") == _V1:
+            data = {**data, "schemaVersion": OPTIMIZATION_SCHEMA}
+            if "baseline" in data:
+                data["original"] = data.pop("baseline")
+        return data

@@ -144,10 +144,10 @@ def status_text(result: CandidateResult) -> str:
 
 
 def rows(report: OptimizationReport) -> list[tuple[Kind, CandidateResult]]:
-    """Every evaluated model in table order: the references, the original (baseline), the candidates."""
+    """Every evaluated model in table order: the references, the original, the candidates."""
     found: list[tuple[Kind, CandidateResult]] = [("reference", r) for r in report.references]
-    if report.baseline is not None:
-        found.append(("original", report.baseline))
+    if report.original is not None:
+        found.append(("original", report.original))
     found += [("candidate", c) for c in report.candidates]
     return found
 
@@ -229,8 +229,8 @@ def summary_lines(report: OptimizationReport) -> list[str]:
         lines.append("target: " + settings_text(report.target))
     if report.machine is not None:
         lines.append(machine_line(report.machine))
-    if report.baseline is not None:
-        lines.append(f"original: {_measured(report.baseline)}")
+    if report.original is not None:
+        lines.append(f"original: {_measured(report.original)}")
     if report.chosen is not None:
         result = _chosen_result(report)
         lines.append(_chosen_line(report.chosen, result))

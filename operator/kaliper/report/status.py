@@ -187,7 +187,7 @@ def optimization_status(report: OptimizationReport) -> ModelOptimizationStatus:
         start_time=report.started_at,
         completion_time=report.finished_at,
         evaluated=len(report.candidates),
-        baseline=footprint(report.baseline) if report.baseline else None,
+        original=footprint(report.original) if report.original else None,
         candidates=[footprint(c) for c in report.candidates[:1000]],
         pareto_frontier=report.frontiers.latency_accuracy or None,
         size_frontier=report.frontiers.latency_size or None,
