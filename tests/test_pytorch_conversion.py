@@ -15,6 +15,7 @@ import yaml
 
 from kaliper.optimize.tiny_bert import make_tiny_bert
 from kaliper.report.optimization import OptimizationReport
+from tests.support.builds import run_build
 from tests.support.paths import REPO
 
 
@@ -22,7 +23,7 @@ from tests.support.paths import REPO
 def pytorch_python() -> Path:
     """The pytorch environment's python, installed on first use (a no-op when cached: minutes otherwise, set-up
     and not the tests' own time)."""
-    built = subprocess.run(["bash", str(REPO / "hack/pytorch/venv.sh")], capture_output=True, text=True)
+    built = run_build(["bash", str(REPO / "hack/pytorch/venv.sh")], capture_output=True, text=True)
     assert built.returncode == 0, built.stderr[-4000:]
     return Path(built.stdout.strip().splitlines()[-1])
 

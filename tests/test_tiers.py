@@ -7,6 +7,7 @@ import subprocess
 import sys
 import time
 
+from tests.support.builds import ceilings_enforced, run_build, waited_s
 from tests.support.cpu_use import SESSION_END, busiest_lines, by_module, cpu_seconds, machine_busy_seconds, wall_lines
 from tests.support.paths import REPO
 from tests.support.tiers import (
@@ -58,6 +59,14 @@ def test_a_test_over_its_ceiling_is_named_unless_it_says_why() -> None:
     ]
     assert over_ceiling({pipeline: 230.0}) == []
     assert over_ceiling({pipeline: 241.0}) == [f"{pipeline}: 241 s, over its ceiling of 240 s"]
+
+
+def test_a_build_waited_for_is_timed_and_minutes_of_builds_lift_the_ceilings() -> None:
+    before = waited_s()
+    run_build(["sleep", "0.2"], check=True)
+    assert waited_s() - before >= 0.2
+    assert ceilings_enforced(60.0)  # a warm run that rebuilt the image's last layers
+    assert not ceilings_enforced(300.0)  # a cold cache: its builds shared the cores with the tests
 
 
 def test_every_long_test_quiet_module_and_llama_cpp_module_exists() -> None:

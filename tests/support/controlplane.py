@@ -37,6 +37,7 @@ from cryptography.x509.oid import NameOID
 
 from kaliper.netutil import free_port
 from kaliper.processes import die_with_parent
+from tests.support.builds import run_build
 
 REPO = Path(__file__).resolve().parents[2]
 BUILD_SCRIPT = REPO / "hack" / "testcluster" / "build.sh"
@@ -64,7 +65,7 @@ def build_binaries(which: str = "all") -> Path:
     """Run the build script for `which` ("all"; "node": what kind's node image holds; "controlplane": what a
     kwok control plane starts with; or one binary such as "helm"), a no-op when it is cached, and return the
     directory of binaries."""
-    result = subprocess.run(["bash", str(BUILD_SCRIPT), which], capture_output=True, text=True)
+    result = run_build(["bash", str(BUILD_SCRIPT), which], capture_output=True, text=True)
     if result.returncode != 0:
         raise ControlPlaneError(
             f"{BUILD_SCRIPT.relative_to(REPO)} failed (exit {result.returncode}):\n{result.stderr[-4000:]}"

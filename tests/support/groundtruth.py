@@ -18,6 +18,7 @@ from pathlib import Path
 
 from kaliper.netutil import free_port
 from kaliper.report.schema import StageResult
+from tests.support.builds import waiting_for_build
 from tests.support.controlplane import wait_for
 from tests.support.paths import CACHE as KALIPER_CACHE
 
@@ -32,7 +33,7 @@ def binary(source: Path = SOURCE) -> Path:
     digest = hashlib.sha256(b"".join(path.read_bytes() for path in files)).hexdigest()
     target = CACHE / f"{source.name}-{digest[:12]}"
     CACHE.mkdir(parents=True, exist_ok=True)
-    with open(CACHE / f"{source.name}.lock", "w") as lock:
+    with waiting_for_build(), open(CACHE / f"{source.name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # make test's two pytest workers may both ask for it
         if not target.exists():
             subprocess.run(

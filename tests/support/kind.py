@@ -31,6 +31,7 @@ from pathlib import Path
 
 import yaml
 
+from tests.support.builds import run_build
 from tests.support.controlplane import REPO, Kubectl, build_binaries
 from tests.support.paths import CACHE
 
@@ -269,7 +270,7 @@ class KindHost:
 
 
 def _node_image() -> str:
-    result = subprocess.run(["bash", str(KIND_DIR / "node-image.sh")], capture_output=True, text=True)
+    result = run_build(["bash", str(KIND_DIR / "node-image.sh")], capture_output=True, text=True)
     if result.returncode != 0:
         raise KindError(f"hack/kind/node-image.sh failed:\n{result.stderr[-4000:]}")
     return result.stdout.strip().splitlines()[-1]

@@ -33,6 +33,7 @@ import yaml
 
 from kaliper.manifests.modeldeployment import KALIPER_IMAGE
 from kaliper.netutil import free_port
+from tests.support.builds import waiting_for_build
 from tests.support.controlplane import REPO, Kubectl, wait_for
 from tests.support.docs_site import bash_blocks
 from tests.support.kind import HOST_IP, KindError, KindHost, kind_host, wait_for_line
@@ -79,7 +80,8 @@ class Walkthrough:
             out = ""
         elif words[:2] == ["docker", "build"]:
             image = words[words.index("-t") + 1]
-            out = self.shell(f"bash {IMAGE_SCRIPT} {image}")
+            with waiting_for_build():
+                out = self.shell(f"bash {IMAGE_SCRIPT} {image}")
             self.archives[image] = out.strip().splitlines()[-1]
         elif words[:3] == ["kind", "load", "docker-image"]:
             out = self.host.kind("load", "image-archive", self.archives[words[3]], *words[4:])
@@ -91,7 +93,8 @@ class Walkthrough:
         else:
             if command.startswith("kubectl apply -f examples/kind/prometheus.yaml"):
                 # Here no registry serves Prometheus's image: load the one built from its source first.
-                archive = self.shell(f"bash {PROMETHEUS_IMAGE_SCRIPT}").strip().splitlines()[-1]
+                with waiting_for_build():
+                    archive = self.shell(f"bash {PROMETHEUS_IMAGE_SCRIPT}").strip().splitlines()[-1]
                 self.host.kind("load", "image-archive", archive, "--name", self.host.name, "--nodes", self.host.workers)
             out = self.shell(command)
         self.outputs[command] = out

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from kaliper.netutil import free_port
 from kaliper.serving.tiny_llm import make_tiny_llm
+from tests.support.builds import run_build
 from tests.support.groundtruth import wait_http
 from tests.support.paths import REPO
 
@@ -28,7 +29,7 @@ CHAT_TEMPLATE_TOKENS = 16
 @cache
 def llama_server_binary() -> Path:
     """The cached binary (built now if it is not: about 5 minutes on two cores)."""
-    built = subprocess.run(
+    built = run_build(
         ["bash", str(REPO / "hack" / "llama" / "build.sh")],
         env={**os.environ, "PYTHON": sys.executable},  # its pip fetches the source
         check=True,

@@ -17,6 +17,7 @@ from typing import Any
 from kaliper.api.modeldeployment import ModelDeploymentSpec
 from kaliper.local.servers import server_command
 from kaliper.netutil import free_port
+from tests.support.builds import run_build
 from tests.support.groundtruth import wait_http
 from tests.support.paths import REPO
 
@@ -24,7 +25,7 @@ from tests.support.paths import REPO
 def vllm_installed() -> Path:
     """The cached `vllm` program (installed now if it is not: about 2 minutes)."""
     script = REPO / "hack" / "vllm" / "venv.sh"
-    built = subprocess.run(["bash", str(script)], check=True, capture_output=True, text=True)
+    built = run_build(["bash", str(script)], check=True, capture_output=True, text=True)
     return Path(built.stdout.strip().splitlines()[-1])
 
 
