@@ -35,7 +35,7 @@ def test_stop_leaves_no_process_and_no_files() -> None:
 def test_killing_the_owner_takes_the_control_plane_down() -> None:
     """SIGKILL gives no chance to clean up: the children's parent-death signal does it."""
     owner = subprocess.Popen(
-        [sys.executable, str(REPO / "tests/support/controlplane.py"), "up"],
+        [sys.executable, "-m", "tests.support.controlplane", "up"],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,

@@ -5,7 +5,7 @@ The binaries come from `hack/testcluster/build.sh` (built from the Go module pro
 Every process is started in its own session with a parent-death signal, so nothing outlives the test run,
 and `stop()` checks that none did.
 
-By hand:  python tests/support/controlplane.py up     (prints the kubeconfig path; Ctrl-C stops it)
+By hand:  python -m tests.support.controlplane up     (prints the kubeconfig path; Ctrl-C stops it)
 """
 
 from __future__ import annotations
@@ -555,7 +555,7 @@ def interrupt(signum: int, frame: object) -> None:
 
 def main() -> None:
     if sys.argv[1:] != ["up"]:
-        sys.exit("usage: python tests/support/controlplane.py up")
+        sys.exit("usage: python -m tests.support.controlplane up")
     plane = ControlPlane(build_binaries("controlplane")).start()
     print(f"export KUBECONFIG={plane.kubeconfig}", flush=True)
     signal.signal(signal.SIGTERM, interrupt)
@@ -565,10 +565,6 @@ def main() -> None:
         pass
     finally:
         plane.stop()
-
-
-if __name__ == "__main__":
-    main()
 
 
 def fresh_namespace(kubectl: Kubectl, request: pytest.FixtureRequest, prefix: str) -> Iterator[str]:
@@ -582,3 +578,7 @@ def fresh_namespace(kubectl: Kubectl, request: pytest.FixtureRequest, prefix: st
     )
     yield name
     kubectl("delete", "namespace", name, "--wait=false")
+
+
+if __name__ == "__main__":
+    main()
