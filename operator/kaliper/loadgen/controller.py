@@ -46,6 +46,9 @@ MESSAGE_WINDOWS = "kaliper_windows"
 MESSAGE_STAGE = "kaliper_stage"
 MESSAGE_DRAIN = "kaliper_drain"
 MESSAGE_DRAINED = "kaliper_drained"
+# A worker's first message, once its handlers are registered: the master sends no stage before every worker has
+# sent it (Locust counts a worker as connected before that, and a stage message it receives then is dropped).
+MESSAGE_READY = "kaliper_ready"
 DRAIN_POLL_S = 0.05
 DRAINED_LATE_S = 10.0  # how much past the grace the master waits for a worker's drain window
 

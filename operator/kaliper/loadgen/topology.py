@@ -21,6 +21,7 @@ from kaliper.loadgen.controller import (
     DRAIN_POLL_S,
     MESSAGE_DRAIN,
     MESSAGE_DRAINED,
+    MESSAGE_READY,
     MESSAGE_STAGE,
     MESSAGE_WINDOWS,
     Controller,
@@ -78,13 +79,15 @@ def run_master(
         return failed_result(config, checked.problem, expect_workers, expect_workers)
     environment = Environment(user_classes=[user_class_for(config)], catch_exceptions=False)
     runner = environment.create_master_runner(bind_host, bind_port)
+    ready: set[str] = set()  # workers whose stage handlers are registered
+    runner.register_message(MESSAGE_READY, lambda environment, msg: ready.add(msg.node_id))
     deadline = time.monotonic() + join_timeout
-    while runner.worker_count < expect_workers:
+    while len(ready) < expect_workers:
         if time.monotonic() > deadline:
             runner.quit()
             return failed_result(
                 config,
-                f"only {runner.worker_count} of {expect_workers} load-generator workers connected "
+                f"only {len(ready)} of {expect_workers} load-generator workers connected and ready "
                 f"within {join_timeout:g}s",
                 expect_workers,
                 expect_workers,
@@ -164,6 +167,7 @@ def run_worker(master_host: str, master_port: int) -> None:
 
     runner.register_message(MESSAGE_STAGE, on_stage)
     runner.register_message(MESSAGE_DRAIN, on_drain)
+    runner.send_message(MESSAGE_READY, None)
     pusher = gevent.spawn(push_windows)
     try:
         runner.greenlet.join()
