@@ -79,7 +79,7 @@ def _llama_cpp_built(request: pytest.FixtureRequest) -> None:
 
 
 _call_seconds: dict[str, float] = {}
-_build_seconds: dict[str, float] = defaultdict(float)  # seconds each test's call waited for builds (builds.py)
+_build_seconds: dict[str, float] = defaultdict(float)  # seconds waited for builds (builds.py), by phase
 _cpu_used: list[tuple[str, float]] = []  # (module, CPU seconds), from every report (tests/support/cpu_use.py)
 _last_of_session = pytest.StashKey[bool]()
 _cpu_mark = {"seconds": 0.0, "session_start": time.monotonic(), "machine_start": machine_busy_seconds()}
