@@ -79,10 +79,10 @@ def _llama_cpp_built(request: pytest.FixtureRequest) -> None:
 
 
 _call_seconds: dict[str, float] = {}
-_build_seconds: dict[str, float] = defaultdict(float)  # seconds waited for builds (builds.py), by phase
 _cpu_used: list[tuple[str, float]] = []  # (module, CPU seconds), from every report (tests/support/cpu_use.py)
 _last_of_session = pytest.StashKey[bool]()
 _cpu_mark = {"seconds": 0.0, "session_start": time.monotonic(), "machine_start": machine_busy_seconds()}
+_builds_waited = {"seconds": 0.0}  # by every test phase of the run, all workers (tests/support/builds.py)
 _wall_by_group: dict[str, float] = defaultdict(float)  # set-up, call and teardown seconds, by tiers.py's group
 _wall_by_worker: dict[str, float] = defaultdict(float)
 
@@ -110,7 +110,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> pytes
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     built = sum(value for name, value in report.user_properties if name == BUILD_PROPERTY)
-    _build_seconds[report.when] += built
+    _builds_waited["seconds"] += built
     if report.when == "call":
         _call_seconds[report.nodeid] = report.duration - built
     _wall_by_group[group_of(report.nodeid)] += report.duration
@@ -135,7 +135,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         reporter.section("wall time by group (tests/support/tiers.py)")
         for line in wall_lines(_wall_by_group, _wall_by_worker):
             reporter.line(line)
-    built = sum(_build_seconds.values())
+    built = _builds_waited["seconds"]
     if reporter is not None and built >= 1:
         reporter.line(f"waited for builds (tests/support/builds.py): {built / 60:.1f} min")
     slow = over_ceiling(_call_seconds)
