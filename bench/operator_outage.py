@@ -34,7 +34,6 @@ from tests.support.many_runs import (  # noqa: E402
     ProcessSampler,
     apply_runs,
     operator_process,
-    phases,
     prepare_namespace,
     profile_run,
 )
@@ -104,7 +103,7 @@ def main() -> None:
         per_hour = {k: round(v * 3600 / during, 1) for k, v in outage.items()}
         end()
         back = time.monotonic()
-        while (counted := phases(kubectl, NAMESPACE)) is None or counted["Succeeded"] + counted["Failed"] < args.runs:
+        while (counted := player.phases()) is None or counted["Succeeded"] + counted["Failed"] < args.runs:
             if time.monotonic() - back > 1200:
                 raise SystemExit(f"runs not finished 20 minutes after the API server came back: {counted}")
             player.play_new()

@@ -33,7 +33,6 @@ from tests.support.many_runs import (  # noqa: E402
     ProcessSampler,
     apply_runs,
     operator_process,
-    phases,
     prepare_namespace,
     profile_run,
 )
@@ -88,7 +87,7 @@ def main() -> None:
             started = time.monotonic()
             apply_runs(kubectl, NAMESPACE, runs)
             while True:
-                counted = phases(kubectl, NAMESPACE) or collections.Counter()
+                counted = player.phases() or collections.Counter()
                 if counted["Succeeded"] + counted["Failed"] == args.runs:
                     break
                 if time.monotonic() - started > args.timeout:

@@ -1,26 +1,15 @@
-"""Shared fixtures. The cluster ones start a real control plane (see tests/support/controlplane.py) once per
-session, or use an existing cluster when KALIPER_TEST_KUBECONFIG points at one (a kind cluster)."""
+"""Shared fixtures, and how the suite is spread over its workers and timed (tests/support/tiers.py). The
+control plane of tests/cluster is that package's own (tests/cluster/conftest.py)."""
 
 from __future__ import annotations
 
 import os
-import signal
 import time
 from collections import defaultdict
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from tests.support.builds import BUILD_PROPERTY, ceilings_enforced, waited_s
-from tests.support.controlplane import (
-    ControlPlane,
-    ControlPlaneError,
-    Kubectl,
-    build_binaries,
-    fresh_namespace,
-    interrupt,
-)
 from tests.support.cpu_use import (
     CPU_PROPERTY,
     SESSION_END,
@@ -31,7 +20,6 @@ from tests.support.cpu_use import (
     wall_lines,
 )
 from tests.support.llama import llama_server_binary
-from tests.support.paths import REPO
 from tests.support.settle import wait_until_quiet
 from tests.support.tiers import NEEDS_LLAMA_CPP, group_of, is_quiet, module_of, over_ceiling, queue_position
 
@@ -152,43 +140,3 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
                 )
         if not cold:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
-
-
-@pytest.fixture(scope="session")
-def kubectl() -> Iterator[Kubectl]:
-    existing = os.environ.get("KALIPER_TEST_KUBECONFIG")
-    # What a control plane starts with, not every binary: on a cold machine this tier's tests, which mostly wait
-    # for the operator, run while the rest (helm, kind, Argo CD's health checker, ...) compiles for the tests that
-    # ask for them.
-    bin_dir = build_binaries("controlplane")
-    if existing:
-        yield Kubectl(str(bin_dir / "kubectl"), Path(existing))
-        return
-    plane = ControlPlane(bin_dir)
-    plane.audit_log = plane.root / "audit.log"  # the operator's requests, counted by tests/cluster
-    # A CI timeout sends SIGTERM: turn it into KeyboardInterrupt so this fixture's teardown still runs.
-    signal.signal(signal.SIGTERM, interrupt)
-    try:
-        plane.start()
-    except ControlPlaneError as exc:
-        pytest.fail(f"could not start the test control plane: {exc}", pytrace=False)
-    try:
-        assert plane.kubectl is not None
-        plane.kubectl.audit_log = plane.audit_log
-        yield plane.kubectl
-    finally:
-        plane.stop()  # raises if any control-plane process survived
-
-
-@pytest.fixture(scope="session")
-def crds(kubectl: Kubectl) -> Kubectl:
-    """The CRDs from crds/ installed and Established."""
-    kubectl("apply", "--server-side", "--force-conflicts", "-f", str(REPO / "crds"))
-    kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd", "-l", "app.kubernetes.io/part-of=kaliper")
-    return kubectl
-
-
-@pytest.fixture
-def namespace(crds: Kubectl, request: pytest.FixtureRequest) -> Iterator[str]:
-    """A fresh namespace per test on the kwok control plane."""
-    yield from fresh_namespace(crds, request, "t")

@@ -12,6 +12,7 @@ from tests.support.cpu_use import SESSION_END, busiest_lines, by_module, cpu_sec
 from tests.support.paths import REPO
 from tests.support.tiers import (
     LONG_TESTS,
+    LONGEST_FIRST,
     NEEDS_LLAMA_CPP,
     NOT_QUIET,
     QUIET,
@@ -30,6 +31,12 @@ def test_each_waiting_tier_is_one_group_and_every_other_module_its_own() -> None
     assert group_of("tests/loadgen/test_sse.py::test_d") == "tests/loadgen/test_sse.py"
     ids = ("kind/test_walkthrough.py", "kind/test_trials.py", "cluster/test_x.py", "loadgen/test_x.py")
     assert [queue_position(f"tests/{i}::t") for i in ids] == [0, 0.5, 1, 2]
+    longest = ("outage/test_api_server_outage.py", "local/test_tutorial_optimize.py", "test_pytorch_conversion.py")
+    assert [queue_position(f"tests/{i}::t") for i in longest] == [1.5, 1.51, 1.59]
+
+
+def test_the_longest_modules_queued_first_exist() -> None:
+    assert [m for m in LONGEST_FIRST if not (REPO / m).is_file()] == []
 
 
 def test_quiet_modules_are_named_with_why() -> None:

@@ -64,10 +64,11 @@ def host_prometheus(cluster: KindCluster, interval: str) -> Iterator[str]:
 
     def discover() -> None:
         while not stop.wait(5):
-            listed = cluster.kubectl("get", "pods", "-A", "-o", "json", check=False)
-            if listed.returncode != 0:
+            try:
+                listed = cluster.kubectl.json("get", "pods", "-A")
+            except ControlPlaneError:
                 continue
-            found = json.dumps(pod_targets(json.loads(listed.stdout)["items"]), sort_keys=True)
+            found = json.dumps(pod_targets(listed["items"]), sort_keys=True)
             if found != pods_file.read_text():
                 partial = pods_file.with_suffix(".partial")
                 partial.write_text(found)

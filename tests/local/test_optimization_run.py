@@ -1,7 +1,8 @@
 """`kaliper run` with ModelOptimizations: real conversions, quantization and measurements of small real models
 under a real cgroup CPU limit; the failures a user meets (a model that does not load, a dataset that does
-not fit the model, operators that cannot be quantized, a goal nobody meets) end in a clear report; and a
-file holding several kinds runs in order, the follow-ups serving and profiling the chosen model."""
+not fit the model, operators that cannot be quantized, a goal nobody meets) end in a clear report. A file
+holding several kinds, run in order with the follow-ups serving and profiling the chosen model, is the
+optimization tutorial's first step (tests/local/test_tutorial_optimize.py)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,6 @@ import yaml
 
 from kaliper.api.modeloptimization import ModelOptimizationStatus
 from kaliper.report.optimization import OptimizationReport
-from kaliper.report.schema import ProfileReport
 from kaliper.serving.examples import make_iris_pipeline, make_iris_sklearn
 from tests.support.cpu import NCHWC_BLOCK
 from tests.support.kernel import kaliper_groups
@@ -206,64 +206,6 @@ def test_a_goal_no_candidate_meets_keeps_every_candidate_and_names_the_closest(t
         "none of the 2 candidates meets the goals; the fastest, c"
     )
     assert report.chosen is None and not (out / "best").exists()
-
-
-def test_a_pipeline_file_runs_in_order_and_the_follow_ups_serve_the_chosen_model(tmp_path: Path, models: Path) -> None:
-    out = tmp_path / "volume/iris/optimized"
-    optimize = optimization(
-        "iris-pipeline-opt",
-        model={"source": {"pvc": {"claimName": "models", "path": "iris/model.onnx"}}},
-        passes={"quantization": {"mode": "dynamic"}, "threadTuning": {"intraOp": [1]}},
-        evaluator={
-            "accuracy": {"dataset": {"file": str(models / "iris/rows.jsonl")}, "maxDegradation": 0.05},
-            "latency": {"metric": "p50", "runs": 300},
-        },
-        target={"cpu": "1"},
-        output={"pvc": {"claimName": "models", "path": "iris/optimized"}, "keep": 1},
-        followUp={
-            "deployment": {
-                "name": "iris-optimized",
-                "template": {"resources": {"limits": {"cpu": "500m", "memory": "256Mi"}}},
-            },
-            "profileRun": {
-                "name": "iris-optimized-profile",
-                "template": {
-                    "payload": {"tensors": {"inputs": FLOAT_INPUT, "seed": 1}},
-                    "load": {
-                        "closedLoop": {"concurrency": 2},
-                        "minDuration": "2s",
-                        "maxDuration": "4s",
-                        "warmup": "1s",
-                    },
-                    "report": {"directory": str(tmp_path / "profile")},
-                },
-            },
-        },
-    )
-    cleanup = {
-        "apiVersion": "kaliper.dev/v1alpha1",
-        "kind": "Cleanup",
-        "metadata": {"name": "iris-cleanup"},
-        "spec": {"kinds": ["ProfileRun"], "olderThan": "1h"},
-    }
-    (tmp_path / "volume/iris").mkdir(parents=True)
-    (tmp_path / "volume/iris/model.onnx").write_bytes((models / "iris/model.onnx").read_bytes())
-    result = run(tmp_path, optimize, cleanup, args=("--volume", f"models={tmp_path / 'volume'}"))
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert (
-        "Cleanup iris-cleanup: skipped (it removes cluster objects; locally, `kaliper gc` does that)" in result.stderr
-    )
-    assert "follow-ups: ModelDeployment iris-optimized, ProfileRun iris-optimized-profile" in result.stdout
-    report = report_of(out)
-    assert report.chosen is not None and report.chosen.artifact == str(out / "best/model.onnx")
-    status = yaml.safe_load((out / "status.yaml").read_text())
-    assert status["followUp"] == {"deploymentName": "iris-optimized", "profileRunName": "iris-optimized-profile"}
-    # The follow-up ProfileRun loaded a server of the chosen model: its trial succeeded against it.
-    profile = ProfileReport.model_validate_json((tmp_path / "profile/report.json").read_text())
-    assert profile.name == "iris-optimized-profile"
-    (trial,) = profile.trials
-    assert trial.status == "Succeeded" and trial.stage is not None and trial.stage.requests > 0
-    assert trial.parameters == {"concurrency": "2"}
 
 
 def test_an_interrupted_optimization_keeps_the_candidates_measured_so_far(tmp_path: Path, models: Path) -> None:

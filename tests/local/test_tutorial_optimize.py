@@ -46,6 +46,10 @@ def test_the_tutorial_runs_as_written(tmp_path: Path) -> None:
         ("c3", ["quantization", "graphOptimization"], "Succeeded"),
     ]
     assert optimized.target["cpuLimit"] == "1" and (models / "iris/pipeline/best/model.onnx").is_file()
+    assert optimized.chosen is not None and optimized.chosen.artifact == str(models / "iris/pipeline/best/model.onnx")
+    # The file's kinds ran in order: the follow-ups once a model was chosen, then the Cleanup (skipped locally).
+    status = yaml.safe_load((models / "iris/pipeline/status.yaml").read_text())
+    assert status["followUp"] == {"deploymentName": "iris-pipeline", "profileRunName": "iris-pipeline-size"}
     assert "follow-ups: ModelDeployment iris-pipeline, ProfileRun iris-pipeline-size" in pipeline
     assert "Cleanup iris-pipeline-cleanup: skipped" in pipeline
     sized = profile_report(tmp_path / "kaliper-reports" / "iris-pipeline-size")

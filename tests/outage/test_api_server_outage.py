@@ -26,7 +26,6 @@ from tests.support.many_runs import (
     apply_runs,
     log_lines,
     operator_process,
-    phases,
     prepare_namespace,
     profile_run,
 )
@@ -88,7 +87,7 @@ def through_an_outage(
         figures["lines"] = log_lines(log) - lines
         figures["cpu_share"] = (sampler.cpu_seconds() - cpu) / (time.monotonic() - started)
         end()
-        while (counted := phases(kubectl, namespace)) is None or counted["Succeeded"] + counted["Failed"] < len(runs):
+        while (counted := player.phases()) is None or counted["Succeeded"] + counted["Failed"] < len(runs):
             assert time.monotonic() < deadline, f"runs not finished after the outage: {counted}"
             player.play_new()
             time.sleep(2)

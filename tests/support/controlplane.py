@@ -13,6 +13,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import datetime as dt
+import functools
 import ipaddress
 import json
 import os
@@ -28,8 +29,10 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
@@ -105,6 +108,127 @@ def log_tail(root: Path, name: str, lines: int = 30) -> str:
 
 
 OPERATOR_AGENTS = ("OpenAPI-Generator/", "kopf/")
+SUITE_AGENT = "kaliper-test-suite"  # the suite's own reads and the load-generator stand-in's (api_client)
+
+
+# The resources the suite reads with `Kubectl.json("get", ...)`, by the names kubectl takes for them: their API
+# path and whether they live in a namespace. Polling them with a kubectl process each time (about 2,000 calls of
+# 56 ms of CPU in a run) was two CPU-minutes of a two-core machine; in this process a read costs a few ms.
+_KALIPER_API = "/apis/kaliper.dev/v1alpha1"
+RESOURCE_PATHS: dict[str, tuple[str, bool]] = {
+    name: (f"{prefix}/{plural}", namespaced)
+    for names, prefix, plural, namespaced in (
+        (("pod", "pods", "po"), "/api/v1", "pods", True),
+        (("configmap", "configmaps", "cm"), "/api/v1", "configmaps", True),
+        (("service", "services", "svc"), "/api/v1", "services", True),
+        (("event", "events", "ev"), "/api/v1", "events", True),
+        (("pvc", "persistentvolumeclaim", "persistentvolumeclaims"), "/api/v1", "persistentvolumeclaims", True),
+        (("node", "nodes", "no"), "/api/v1", "nodes", False),
+        (("deployment", "deployments", "deploy"), "/apis/apps/v1", "deployments", True),
+        (("job", "jobs"), "/apis/batch/v1", "jobs", True),
+        (("profilerun", "profileruns", "prun"), _KALIPER_API, "profileruns", True),
+        (("modeldeployment", "modeldeployments", "mdep"), _KALIPER_API, "modeldeployments", True),
+        (("modeloptimization", "modeloptimizations", "mopt"), _KALIPER_API, "modeloptimizations", True),
+        (("cleanup", "cleanups", "kclean"), _KALIPER_API, "cleanups", True),
+    )
+    for name in names
+}
+
+
+@dataclass(frozen=True)
+class GetRequest:
+    """A plain `kubectl get RESOURCE [NAME] [-n NAMESPACE | -A] [-l SELECTOR]`."""
+
+    resource: str
+    name: str | None
+    namespace: str | None  # None: the kubeconfig's (kubectl's default)
+    all_namespaces: bool
+    selector: str | None
+
+
+def get_request(args: tuple[str, ...]) -> GetRequest | None:
+    """`args` as a GetRequest when they are a plain get of a resource in RESOURCE_PATHS; None for anything
+    else (other verbs, flags or resources: those run kubectl)."""
+    if not args or args[0] != "get":
+        return None
+    positional: list[str] = []
+    options: dict[str, str] = {}
+    rest = list(args[1:])
+    while rest:
+        word = rest.pop(0)
+        if word in ("-A", "--all-namespaces"):
+            options["all"] = "yes"
+        elif word in ("-n", "--namespace", "-l", "--selector") and rest:
+            options["namespace" if word in ("-n", "--namespace") else "selector"] = rest.pop(0)
+        elif word.startswith(("--namespace=", "--selector=")):
+            key, value = word[2:].split("=", 1)
+            options[key] = value
+        elif word.startswith("-"):
+            return None
+        else:
+            positional.append(word)
+    if not 1 <= len(positional) <= 2 or positional[0] not in RESOURCE_PATHS:
+        return None
+    name = positional[1] if len(positional) == 2 else None
+    if name is not None and ("all" in options or "selector" in options):
+        return None
+    return GetRequest(positional[0], name, options.get("namespace"), "all" in options, options.get("selector"))
+
+
+def api_client(kubeconfig: Path) -> Any:
+    """The Python kubernetes client for the kubeconfig's cluster, as the suite's own (SUITE_AGENT: the audit log
+    tells its requests from the operator's), each request tried once (a caller that polls tries again itself;
+    urllib3's own retries would only log a warning each)."""
+    from kubernetes import client, config
+
+    configuration = client.Configuration()
+    config.load_kube_config(config_file=str(kubeconfig), client_configuration=configuration)
+    configuration.retries = False
+    api = client.ApiClient(configuration)
+    api.user_agent = SUITE_AGENT
+    return api
+
+
+@functools.cache
+def _cached_client(kubeconfig: str, _modified_ns: int) -> tuple[Any, str]:
+    """api_client, and the kubeconfig's context's namespace (kubectl's default one); made again when the file
+    changes."""
+    loaded = yaml.safe_load(Path(kubeconfig).read_text())
+    context = next(c for c in loaded["contexts"] if c["name"] == loaded.get("current-context"))["context"]
+    return api_client(Path(kubeconfig)), context.get("namespace", "default")
+
+
+def in_process_get(kubeconfig: Path, args: tuple[str, ...], request: GetRequest) -> dict:
+    """The request read through the API in this process, as `kubectl get -o json` prints it: the object, or a
+    List whose items carry their apiVersion and kind; ControlPlaneError with the API server's reason otherwise."""
+    api, default_namespace = _cached_client(str(kubeconfig), kubeconfig.stat().st_mtime_ns)
+    path, namespaced = RESOURCE_PATHS[request.resource]
+    if namespaced and not request.all_namespaces:
+        prefix, plural = path.rsplit("/", 1)
+        path = f"{prefix}/namespaces/{request.namespace or default_namespace}/{plural}"
+    if request.name is not None:
+        path += f"/{request.name}"
+    query = [("labelSelector", request.selector)] if request.selector else []
+    try:
+        method, url, headers, _, _ = api.param_serialize(
+            "GET", path, query_params=query, header_params={"Accept": "application/json"}, auth_settings=["BearerToken"]
+        )
+        response = api.call_api(method, url, headers, _request_timeout=(10, 60))
+        response.read()
+    except Exception as exc:  # refused, reset, timed out: kubectl would fail too
+        raise ControlPlaneError(f"kubectl {' '.join(args)} failed:\n{exc}") from None
+    data = json.loads(response.data)
+    if not 200 <= response.status < 300:  # the API server's Status, in kubectl's words
+        said = f"Error from server ({data.get('reason', response.status)}): {data.get('message', '')}"
+        raise ControlPlaneError(f"kubectl {' '.join(args)} failed:\n{said}")
+    if request.name is None:  # kubectl prints a List, each item with its apiVersion and kind
+        api_version, kind = data.get("apiVersion", "v1"), data.get("kind", "List").removesuffix("List")
+        items = [{"apiVersion": api_version, "kind": kind, **item} for item in data.get("items") or []]
+        for item in items:
+            item.get("metadata", {}).pop("managedFields", None)  # kubectl leaves them out unless asked
+        return {"apiVersion": "v1", "kind": "List", "items": items, "metadata": {"resourceVersion": ""}}
+    data.get("metadata", {}).pop("managedFields", None)
+    return data
 
 
 class Kubectl:
@@ -143,6 +267,11 @@ class Kubectl:
         return result
 
     def json(self, *args: str) -> dict:
+        """What `kubectl ARGS -o json` prints. A plain `get` of a resource the suite polls is read through the API
+        in this process (`in_process_get`): the same object or List, and the same ControlPlaneError."""
+        request = get_request(args)
+        if request is not None:
+            return in_process_get(self.kubeconfig, args, request)
         return json.loads(self(*args, "-o", "json").stdout)
 
     def token_kubeconfig(self, service_account: str, namespace: str, path: Path, duration: str = "10m") -> Path:

@@ -27,10 +27,13 @@ import yaml
 
 from kaliper.report.publish import publish
 from kaliper.report.schema import GeneratorInfo, LatencyFigures, LoadTestResult, PercentileFigure
-from tests.support.controlplane import REPO, Kubectl, die_with_this_process, stop_process
+from tests.support.controlplane import REPO, Kubectl, api_client, die_with_this_process, stop_process
 from tests.support.reports import make_stage
 
 OPERATOR_ACCOUNT = "kaliper-under-test"
+# (connect, read) seconds for the player's requests: a frozen API server fails them, as kubectl's handshake
+# timeout would, instead of holding the harness's loop.
+REQUEST_TIMEOUT = (5.0, 15.0)
 TARGET = {
     "apiVersion": "kaliper.dev/v1alpha1",
     "kind": "ModelDeployment",
@@ -148,7 +151,9 @@ def operator_process(kubeconfig: Path, log: Path, namespace: str, **env: str) ->
 class LoadGeneratorPlayer:
     """Plays every load-generator Job of the namespace once it is active: its results handed in, its pod
     ended. `play_new()` is called in the harness's loop; it tolerates an API server that is away (a Job whose
-    play failed is played again at the next call)."""
+    play failed is played again at the next call). It talks to the API server in this process (the Python
+    client, as the Job's publish code does): a kubectl process per listing and per Job cost more CPU than the
+    operator under test on a two-core machine."""
 
     def __init__(
         self,
@@ -160,6 +165,8 @@ class LoadGeneratorPlayer:
     ) -> None:
         """`results(trial, config)`: the results document a trial's load generator hands in, from the trial's
         name and the config the operator wrote it; by default result_document at the config's concurrency."""
+        from kubernetes import client
+
         self.kubectl, self.namespace, self.root = kubectl, namespace, root
         self.results = results or (
             lambda trial, config: result_document(float(config["load"]["closedLoop"]["concurrency"]))
@@ -170,20 +177,35 @@ class LoadGeneratorPlayer:
         self._guard = threading.Lock()
         self.last_result_at = 0.0  # monotonic time of the last results document handed in
         os.environ["KUBECONFIG"] = str(admin_kubeconfig)  # publish() reads it, as the Job reads its own
+        api = api_client(admin_kubeconfig)
+        self._jobs, self._core = client.BatchV1Api(api), client.CoreV1Api(api)
+        self._runs = client.CustomObjectsApi(api)
 
     def play_new(self) -> None:
-        listed = self.kubectl("get", "jobs", "-n", self.namespace, "-l", "kaliper.dev/role=loadgen", "-o", "json",
-                              check=False)  # fmt: skip
-        if listed.returncode != 0:
+        try:
+            listed = self._jobs.list_namespaced_job(
+                self.namespace, label_selector="kaliper.dev/role=loadgen", _request_timeout=REQUEST_TIMEOUT
+            )
+        except Exception:  # the API server away, as a kubelet would meet it: listed again at the next call
             return
-        for job in json.loads(listed.stdout)["items"]:
-            name, uid = job["metadata"]["name"], job["metadata"]["uid"]  # a Job made again is played again
+        for job in listed.items:
+            name, uid = job.metadata.name, job.metadata.uid  # a Job made again is played again
             with self._guard:
-                if uid in self.played or not (job.get("status") or {}).get("active"):
+                if uid in self.played or not (job.status and job.status.active):
                     continue
                 self.played.add(uid)
                 self.uids[name].add(uid)
             self._pool.submit(self._play, name, uid)
+
+    def phases(self) -> collections.Counter[str] | None:
+        """The runs' phases, counted (None while the API server does not answer)."""
+        try:
+            listed = self._runs.list_namespaced_custom_object(
+                "kaliper.dev", "v1alpha1", self.namespace, "profileruns", _request_timeout=REQUEST_TIMEOUT
+            )
+        except Exception:
+            return None
+        return collections.Counter((r.get("status") or {}).get("phase", "New") for r in listed["items"])
 
     def _play(self, job: str, uid: str) -> None:
         try:
@@ -194,29 +216,29 @@ class LoadGeneratorPlayer:
 
     def _hand_in(self, job: str) -> None:
         trial = job.removesuffix("-lg")
-        files = self.kubectl.json("get", "configmap", f"{trial}-lg", "-n", self.namespace)["data"]
+        files = self._core.read_namespaced_config_map(f"{trial}-lg", self.namespace, _request_timeout=REQUEST_TIMEOUT)
         template = self.root / f"{trial}.yaml"
-        template.write_text(files["results.yaml"])
-        publish(self.results(trial, yaml.safe_load(files["config.yaml"])), template)
+        template.write_text(files.data["results.yaml"])
+        publish(self.results(trial, yaml.safe_load(files.data["config.yaml"])), template)
         self.last_result_at = max(self.last_result_at, time.monotonic())
-        for pod in self.kubectl.json("get", "pods", "-n", self.namespace, "-l", f"job-name={job}")["items"]:
+        pods = self._core.list_namespaced_pod(
+            self.namespace, label_selector=f"job-name={job}", _request_timeout=REQUEST_TIMEOUT
+        )
+        for pod in pods.items:
             now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
             ended = {"exitCode": 0, "reason": "Completed", "startedAt": now, "finishedAt": now}
             container = {"name": "loadgen", "image": "x", "imageID": "", "ready": False, "restartCount": 0}
             status = {"phase": "Succeeded", "containerStatuses": [{**container, "state": {"terminated": ended}}]}
-            self.kubectl("patch", "pod", pod["metadata"]["name"], "-n", self.namespace, "--subresource=status",
-                         "--type=merge", "-p", json.dumps({"status": status}))  # fmt: skip
+            self._core.patch_namespaced_pod_status(
+                pod.metadata.name,
+                self.namespace,
+                {"status": status},
+                _content_type="application/merge-patch+json",
+                _request_timeout=REQUEST_TIMEOUT,
+            )
 
     def close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
-
-
-def phases(kubectl: Kubectl, namespace: str) -> collections.Counter[str] | None:
-    """The runs' phases, counted (None while the API server does not answer)."""
-    listed = kubectl("get", "profileruns", "-n", namespace, "-o", "json", check=False)
-    if listed.returncode != 0:
-        return None
-    return collections.Counter((r.get("status") or {}).get("phase", "New") for r in json.loads(listed.stdout)["items"])
 
 
 def log_lines(path: Path) -> int:
