@@ -1,16 +1,27 @@
 """A report page opened in a real browser (Debian's chromium, headless; `make system-deps` installs it): a
 screenshot, and every element that reaches past the window's right edge, as a newcomer opening the page
-would see them."""
+would see them. One browser per test process serves every page (Browser)."""
 
 from __future__ import annotations
 
-import html
+import atexit
+import base64
+import contextlib
+import functools
 import json
-import re
+import os
+import select
 import shutil
+import signal
 import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+
+from kaliper.processes import die_with_parent
 
 # Run after the page (and plotly's charts) has drawn, with every folded <details> opened: every element whose
 # box ends right of the window (unless a frame inside the window scrolls it sideways), the page's width (wider
@@ -66,36 +77,110 @@ def chromium() -> str:
     return found
 
 
-def _headless(*arguments: str, width: int, height: int) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [
-            chromium(),
-            "--headless",
-            "--no-sandbox",  # running as root
-            "--disable-gpu",
-            "--hide-scrollbars",
-            f"--window-size={width},{height}",
-            "--virtual-time-budget=5000",  # timers run (the check waits on one) without waiting in real time
-            *arguments,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+class Browser:
+    """One headless chromium, driven over the DevTools protocol on a pipe (`--remote-debugging-pipe`: no port
+    opened), each page in a tab of its own sized to the window asked. One browser serves every page of a test
+    process: a chromium started per page was about 16 processes and 2 s of CPU each, some 35 times a run."""
+
+    def __init__(self) -> None:
+        self._profile = tempfile.mkdtemp(prefix="kaliper-chromium-")
+        to_browser, self._commands = os.pipe()
+        self._replies, from_browser = os.pipe()
+
+        def on_fds_3_and_4() -> None:  # in the child: chromium reads commands on fd 3, answers on fd 4
+            os.dup2(to_browser, 3)
+            os.dup2(from_browser, 4)
+            die_with_parent(signal.SIGKILL)
+
+        self._process = subprocess.Popen(
+            [chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+             "--remote-debugging-pipe", f"--user-data-dir={self._profile}", "about:blank"],
+            pass_fds=(3, 4), preexec_fn=on_fds_3_and_4, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        os.close(to_browser)
+        os.close(from_browser)
+        self._buffer, self._next_id = b"", 0
+
+    def _message(self, timeout: float) -> dict:
+        while b"\0" not in self._buffer:
+            ready, _, _ = select.select([self._replies], [], [], timeout)
+            chunk = os.read(self._replies, 1 << 16) if ready else b""
+            assert chunk, f"chromium gave no answer within {timeout} s (exit code {self._process.poll()})"
+            self._buffer += chunk
+        message, _, self._buffer = self._buffer.partition(b"\0")
+        return json.loads(message)
+
+    def call(self, method: str, params: dict | None = None, session: str | None = None, timeout: float = 60) -> dict:
+        """A command's result (events that arrive meanwhile are dropped: the pages are waited on by polling)."""
+        self._next_id += 1
+        command = {"id": self._next_id, "method": method, "params": params or {}}
+        if session is not None:
+            command["sessionId"] = session
+        os.write(self._commands, json.dumps(command).encode() + b"\0")
+        while (message := self._message(timeout)).get("id") != self._next_id:
+            pass
+        assert "error" not in message, f"{method}: {message['error']}"
+        return message["result"]
+
+    @contextmanager
+    def page(self, url: str, width: int, height: int) -> Iterator[str]:
+        """A tab `width` x `height` px showing `url` once it has loaded; yields its session for `call`."""
+        target = self.call("Target.createTarget", {"url": "about:blank"})["targetId"]
+        session = self.call("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
+        try:
+            metrics = {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False}
+            self.call("Emulation.setDeviceMetricsOverride", metrics, session)
+            self.call("Page.navigate", {"url": url}, session)
+            self.poll(session, "document.readyState === 'complete' || null", "the page to load")
+            yield session
+        finally:
+            self.call("Target.closeTarget", {"targetId": target})
+
+    def poll(self, session: str, expression: str, what: str, timeout: float = 30) -> object:
+        """The expression's value in the page once it is not null."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            evaluated = self.call("Runtime.evaluate", {"expression": expression, "returnByValue": True}, session)
+            value = evaluated["result"].get("value")
+            if value is not None:
+                return value
+            time.sleep(0.05)
+        raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self.call("Browser.close", timeout=10)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self._process.wait(10)
+        self._process.kill()
+        self._process.wait()
+        shutil.rmtree(self._profile, ignore_errors=True)
+
+
+@functools.cache
+def browser() -> Browser:
+    """This process's browser, closed when it exits."""
+    started = Browser()
+    atexit.register(started.close)
+    return started
 
 
 def layout(page: Path, width: int, workdir: Path) -> Layout:
     """Where the page's elements end in a window `width` px wide."""
     checked = workdir / f"{page.stem}-checked.html"
     checked.write_text(page.read_text(encoding="utf-8").replace("</body>", _CHECK + "</body>"), encoding="utf-8")
-    process = _headless("--dump-dom", checked.as_uri(), width=width, height=900)
-    found = re.search(r'<pre id="kaliper-layout">(.*?)</pre>', process.stdout)
-    assert found is not None, f"the page's check did not run: {process.stderr[-2000:]}"
-    data = json.loads(html.unescape(found.group(1)))
+    with browser().page(checked.as_uri(), width, 900) as session:
+        found = browser().poll(
+            session, "document.getElementById('kaliper-layout')?.textContent ?? null", f"{page.name}'s check to run"
+        )
+    data = json.loads(str(found))
     return Layout(data["width"], data["scrollWidth"], data["wide"], data["charts"])
 
 
 def screenshot(page: Path, width: int, height: int, out: Path) -> Path:
-    process = _headless(f"--screenshot={out}", page.as_uri(), width=width, height=height)
-    assert out.exists() and out.stat().st_size > 0, f"no screenshot: {process.stderr[-2000:]}"
+    """The window `width` x `height` px once the page has loaded, as a PNG."""
+    with browser().page(page.as_uri(), width, height) as session:
+        time.sleep(0.5)  # as the layout check waits after the load: plotly's charts drawn
+        shot = browser().call("Page.captureScreenshot", {"format": "png"}, session)["data"]
+    out.write_bytes(base64.b64decode(shot))
     return out
