@@ -77,7 +77,7 @@ def main() -> None:
         log = root / "operator.log"
         operator = stack.enter_context(operator_process(kubeconfig, log, NAMESPACE))
         sampler = ProcessSampler(operator.pid)
-        player = LoadGeneratorPlayer(kubectl, NAMESPACE, root, plane.kubeconfig)
+        player = LoadGeneratorPlayer(NAMESPACE, root, plane.kubeconfig)
         stack.callback(player.close)
         apply_runs(kubectl, NAMESPACE, runs)
         while len(player.played) < 2 * args.runs // 3:

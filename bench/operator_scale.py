@@ -83,7 +83,7 @@ def main() -> None:
             sampler = ProcessSampler(operator.pid)
             sampler.start()
             time.sleep(5)  # the operator's startup is not part of the figure
-            player = LoadGeneratorPlayer(kubectl, NAMESPACE, root, plane.kubeconfig)
+            player = LoadGeneratorPlayer(NAMESPACE, root, plane.kubeconfig)
             started = time.monotonic()
             apply_runs(kubectl, NAMESPACE, runs)
             while True:

@@ -89,7 +89,7 @@ def run_on_the_operator(
     with running_operator(crds):
         apply(crds, namespace, TARGET)
         apply(crds, namespace, run)
-        player = LoadGeneratorPlayer(crds, namespace, tmp_path, crds.kubeconfig, results)
+        player = LoadGeneratorPlayer(namespace, tmp_path, crds.kubeconfig, results)
         try:
 
             def finished() -> bool:

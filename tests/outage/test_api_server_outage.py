@@ -72,7 +72,7 @@ def through_an_outage(
     figures: dict = {}
     with operator_process(kubeconfig, log, namespace) as operator:
         sampler = ProcessSampler(operator.pid)
-        player = LoadGeneratorPlayer(kubectl, namespace, root, plane.kubeconfig)  # type: ignore[arg-type]
+        player = LoadGeneratorPlayer(namespace, root, plane.kubeconfig)
         apply_runs(kubectl, namespace, runs)
         deadline = time.monotonic() + 900  # generous: beside the suite's other worker
         while len(player.played) < start_after_played:

@@ -157,7 +157,6 @@ class LoadGeneratorPlayer:
 
     def __init__(
         self,
-        kubectl: Kubectl,
         namespace: str,
         root: Path,
         admin_kubeconfig: Path,
@@ -167,7 +166,7 @@ class LoadGeneratorPlayer:
         name and the config the operator wrote it; by default result_document at the config's concurrency."""
         from kubernetes import client
 
-        self.kubectl, self.namespace, self.root = kubectl, namespace, root
+        self.namespace, self.root = namespace, root
         self.results = results or (
             lambda trial, config: result_document(float(config["load"]["closedLoop"]["concurrency"]))
         )
