@@ -103,7 +103,9 @@ def test_a_rollout_that_cannot_schedule_is_in_progress_and_one_that_cannot_creat
         ),
         what="the waiting deployment's pod",
     )
-    assert crds.phase_of("modeldeployment", "waiting", namespace) == "Progressing"
+    # The operator writes the phase on its next step after the pod appears (read in-process, the pod can be seen
+    # within a millisecond of its creation: clean-clone run of 1842ea3).
+    crds.wait_for_phase("modeldeployment", "waiting", namespace, "Progressing")
     assert kstatus(crds, namespace, "modeldeployment", "waiting") == ("InProgress", "0/1 replicas ready")
     assert argocd_health(crds, namespace, "modeldeployment", "waiting") == ("Progressing", "0/1 replicas ready")
     assert run_recipe(crds, [*DEPLOYED[:-1], "--timeout=0"], "waiting", namespace) == 1
