@@ -180,7 +180,11 @@ def layout(page: Path, width: int, workdir: Path) -> Layout:
 def screenshot(page: Path, width: int, height: int, out: Path) -> Path:
     """The window `width` x `height` px once the page has loaded, as a PNG."""
     with browser().page(page.as_uri(), width, height) as session:
-        time.sleep(0.5)  # as the layout check waits after the load: plotly's charts drawn
+        charts_drawn = (
+            "document.querySelectorAll('.plotly-graph-div .main-svg').length >= "
+            "document.querySelectorAll('.plotly-graph-div').length || null"
+        )
+        browser().poll(session, charts_drawn, f"{page.name}'s charts to be drawn")
         shot = browser().call("Page.captureScreenshot", {"format": "png"}, session)["data"]
     out.write_bytes(base64.b64decode(shot))
     return out
