@@ -87,10 +87,12 @@ class Browser:
         to_browser, self._commands = os.pipe()
         self._replies, from_browser = os.pipe()
 
+        parent = os.getpid()
+
         def on_fds_3_and_4() -> None:  # in the child: chromium reads commands on fd 3, answers on fd 4
             os.dup2(to_browser, 3)
             os.dup2(from_browser, 4)
-            die_with_parent(signal.SIGKILL)
+            die_with_parent(parent, signal.SIGKILL)
 
         self._process = subprocess.Popen(
             [chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",

@@ -26,7 +26,7 @@ import tempfile
 import time
 import urllib.request
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -76,17 +76,22 @@ def build_binaries(which: str = "all") -> Path:
     return Path(result.stdout.strip().splitlines()[-1])
 
 
-def die_with_this_process() -> None:
-    """Runs in the child before exec: the kernel kills it if the test process dies, even by SIGKILL."""
-    die_with_parent(signal.SIGKILL)
-    os.setsid()
+def killed_with_this_process() -> Callable[[], None]:
+    """A preexec_fn: the kernel kills the child if the test process dies, even by SIGKILL."""
+    parent = os.getpid()
+
+    def prepare() -> None:
+        die_with_parent(parent, signal.SIGKILL)
+        os.setsid()
+
+    return prepare
 
 
 def spawn_logged(root: Path, name: str, argv: list[str], append: bool = False) -> subprocess.Popen:
     """A cluster component, its output in ROOT/NAME.log, killed by the kernel if the test process dies."""
     log = open(root / f"{name}.log", "ab" if append else "wb")  # noqa: SIM115 - the process holds it
     return subprocess.Popen(
-        argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, preexec_fn=die_with_this_process
+        argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, preexec_fn=killed_with_this_process()
     )
 
 

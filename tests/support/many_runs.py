@@ -27,7 +27,7 @@ import yaml
 
 from kaliper.report.publish import publish
 from kaliper.report.schema import GeneratorInfo, LatencyFigures, LoadTestResult, PercentileFigure
-from tests.support.controlplane import REPO, Kubectl, api_client, die_with_this_process, stop_process
+from tests.support.controlplane import REPO, Kubectl, api_client, killed_with_this_process, stop_process
 from tests.support.reports import make_stage
 
 OPERATOR_ACCOUNT = "kaliper-under-test"
@@ -140,7 +140,12 @@ def operator_process(kubeconfig: Path, log: Path, namespace: str, **env: str) ->
                "-m", "kaliper.controllers.main"]  # fmt: skip
     with log.open("ab") as out:
         process = subprocess.Popen(
-            command, env=environment, stdout=out, stderr=subprocess.STDOUT, cwd=REPO, preexec_fn=die_with_this_process
+            command,
+            env=environment,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            cwd=REPO,
+            preexec_fn=killed_with_this_process(),
         )
     try:
         yield process

@@ -50,7 +50,7 @@ class GrpcClientProcess:
     stands where an HTTP generator's Recorder stands (`stage`, `take_closed`)."""
 
     def __init__(self, config: LoadGenConfig, part: Part) -> None:
-        from kaliper.processes import die_with_parent
+        from kaliper.processes import dies_with_this_process
 
         self.stage = -1
         self._window_s = config.window_s
@@ -64,7 +64,7 @@ class GrpcClientProcess:
             [sys.executable, "-m", "kaliper.loadgen.grpc_process"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
-            preexec_fn=die_with_parent,  # its stderr is this process's: its messages land in the same log
+            preexec_fn=dies_with_this_process(),  # its stderr is this process's: its messages land in the same log
         )
         assert self._process.stdin is not None and self._process.stdout is not None
         self._stdin: IO[bytes] = self._process.stdin

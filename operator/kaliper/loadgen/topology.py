@@ -30,7 +30,7 @@ from kaliper.loadgen.generator import Generator
 from kaliper.loadgen.preflight import Preflight
 from kaliper.loadgen.users import every_user_class, user_class_for
 from kaliper.netutil import free_port
-from kaliper.processes import die_with_parent
+from kaliper.processes import dies_with_this_process
 from kaliper.report.schema import GeneratorInfo, LoadTestResult
 
 
@@ -184,7 +184,7 @@ def run_processes(config: LoadGenConfig, processes: int) -> LoadTestResult:
         subprocess.Popen(
             [sys.executable, "-m", "kaliper.loadgen", "worker", "--master", f"127.0.0.1:{port}"],
             stdin=subprocess.DEVNULL,
-            preexec_fn=die_with_parent,  # a killed master takes its workers with it
+            preexec_fn=dies_with_this_process(),  # a killed master takes its workers with it
         )
         for _ in range(processes)
     ]

@@ -3,6 +3,7 @@ with the target's CPU limit, as the optimizer Job runs in a pod with that limit 
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from collections.abc import Callable
@@ -40,10 +41,12 @@ def run_optimization(
     cpu = float(parse_cpu(spec.target.cpu)) if spec.target.cpu else None
     group = Cgroup(group_name("optimize", 0), Limits(cpu_cores=cpu)).create() if limits and cpu else None
 
+    parent = os.getpid()
+
     def prepare() -> None:
+        die_with_parent(parent)  # first: a process seen in its cgroup is one a killed run takes with it
         if group is not None:
             group.join_in_child()
-        die_with_parent()
 
     try:
         process = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, preexec_fn=prepare)

@@ -123,13 +123,16 @@ class ServerGroup:
         self.grpc_port = free_port() if self.runtime.serves_grpc_locally else None
 
     def _preexec(self, group: Cgroup | None) -> Callable[[], None]:
+        parent = os.getpid()
+
         def prepare() -> None:
+            # First: a server seen in its cgroup is one that a `kaliper run` killed outright takes with it.
+            die_with_parent(parent)
             if group is not None:
                 group.join_in_child()
             if self.cpus:
                 os.sched_setaffinity(0, self.cpus)
             os.setsid()
-            die_with_parent()  # a `kaliper run` killed outright takes its servers with it
 
         return prepare
 

@@ -69,9 +69,10 @@ def main(
         # Fork before the model is loaded (an ONNX Runtime session does not survive a fork): every process
         # loads its own and listens on the same port, and the kernel spreads connections among them.
         reuse_port = True
+        first = os.getpid()
         for _ in range(workers - 1):
             if os.fork() == 0:
-                die_with_parent()  # the kubelet's SIGTERM reaches the first process; the others follow it
+                die_with_parent(first)  # the kubelet's SIGTERM reaches the first process; the others follow it
                 break
     log = get_logger("kaliper.serving")
     try:
