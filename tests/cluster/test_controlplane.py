@@ -87,6 +87,23 @@ def test_a_plain_get_is_read_in_this_process_as_kubectl_prints_it(kubectl: Kubec
     assert str(failed.value).endswith('Error from server (NotFound): configmaps "nope" not found')
 
 
+def test_a_namespace_is_made_and_deleted_in_this_process_as_kubectl_would(kubectl: Kubectl) -> None:
+    name = f"inproc-{os.getpid()}"
+    kubectl.create_namespace(name)
+    shown = json.loads(kubectl("get", "namespace", name, "-o", "json").stdout)
+    assert (shown["metadata"]["name"], shown["status"]["phase"]) == (name, "Active")
+    with pytest.raises(ControlPlaneError) as failed:
+        kubectl.create_namespace(name)
+    assert str(failed.value) == (
+        f"kubectl create namespace {name} failed:\n"
+        f'Error from server (AlreadyExists): namespaces "{name}" already exists'
+    )
+    kubectl.delete_namespace(name)
+    kubectl.wait_for(
+        lambda: kubectl("get", "namespace", name, check=False).returncode != 0, what=f"namespace {name} to go"
+    )
+
+
 def test_only_a_plain_get_of_a_known_resource_is_read_in_this_process() -> None:
     assert get_request(("get", "prun", "r", "--namespace=n")) == GetRequest("prun", "r", "n", False, None)
     assert get_request(("get", "pods", "-A", "--selector=a=b")) == GetRequest("pods", None, None, True, "a=b")

@@ -129,6 +129,8 @@ RESOURCE_PATHS: dict[str, tuple[str, bool]] = {
         (("event", "events", "ev"), "/api/v1", "events", True),
         (("pvc", "persistentvolumeclaim", "persistentvolumeclaims"), "/api/v1", "persistentvolumeclaims", True),
         (("node", "nodes", "no"), "/api/v1", "nodes", False),
+        (("namespace", "namespaces", "ns"), "/api/v1", "namespaces", False),
+        (("serviceaccount", "serviceaccounts", "sa"), "/api/v1", "serviceaccounts", True),
         (("deployment", "deployments", "deploy"), "/apis/apps/v1", "deployments", True),
         (("job", "jobs"), "/apis/batch/v1", "jobs", True),
         (("profilerun", "profileruns", "prun"), _KALIPER_API, "profileruns", True),
@@ -203,22 +205,22 @@ def _cached_client(kubeconfig: str, _modified_ns: int) -> tuple[Any, str]:
     return api_client(Path(kubeconfig)), context.get("namespace", "default")
 
 
-def in_process_get(kubeconfig: Path, args: tuple[str, ...], request: GetRequest) -> dict:
-    """The request read through the API in this process, as `kubectl get -o json` prints it: the object, or a
-    List whose items carry their apiVersion and kind; ControlPlaneError with the API server's reason otherwise."""
-    api, default_namespace = _cached_client(str(kubeconfig), kubeconfig.stat().st_mtime_ns)
-    path, namespaced = RESOURCE_PATHS[request.resource]
-    if namespaced and not request.all_namespaces:
-        prefix, plural = path.rsplit("/", 1)
-        path = f"{prefix}/namespaces/{request.namespace or default_namespace}/{plural}"
-    if request.name is not None:
-        path += f"/{request.name}"
-    query = [("labelSelector", request.selector)] if request.selector else []
+def in_process_request(
+    kubeconfig: Path, args: tuple[str, ...], method: str, path: str, query: list | None = None, body: dict | None = None
+) -> dict:
+    """One request to the API server from this process, its JSON answer; ControlPlaneError, worded as kubectl
+    ARGS would fail, when it is refused or the API server answers with an error."""
+    api, _ = _cached_client(str(kubeconfig), kubeconfig.stat().st_mtime_ns)
     try:
-        method, url, headers, _, _ = api.param_serialize(
-            "GET", path, query_params=query, header_params={"Accept": "application/json"}, auth_settings=["BearerToken"]
+        method, url, headers, serialized, _ = api.param_serialize(
+            method,
+            path,
+            query_params=query or [],
+            header_params={"Accept": "application/json", "Content-Type": "application/json"},
+            body=body,
+            auth_settings=["BearerToken"],
         )
-        response = api.call_api(method, url, headers, _request_timeout=(10, 60))
+        response = api.call_api(method, url, headers, serialized, _request_timeout=(10, 60))
         response.read()
     except Exception as exc:  # refused, reset, timed out: kubectl would fail too
         raise ControlPlaneError(f"kubectl {' '.join(args)} failed:\n{exc}") from None
@@ -226,6 +228,21 @@ def in_process_get(kubeconfig: Path, args: tuple[str, ...], request: GetRequest)
     if not 200 <= response.status < 300:  # the API server's Status, in kubectl's words
         said = f"Error from server ({data.get('reason', response.status)}): {data.get('message', '')}"
         raise ControlPlaneError(f"kubectl {' '.join(args)} failed:\n{said}")
+    return data
+
+
+def in_process_get(kubeconfig: Path, args: tuple[str, ...], request: GetRequest) -> dict:
+    """The request read through the API in this process, as `kubectl get -o json` prints it: the object, or a
+    List whose items carry their apiVersion and kind; ControlPlaneError with the API server's reason otherwise."""
+    _, default_namespace = _cached_client(str(kubeconfig), kubeconfig.stat().st_mtime_ns)
+    path, namespaced = RESOURCE_PATHS[request.resource]
+    if namespaced and not request.all_namespaces:
+        prefix, plural = path.rsplit("/", 1)
+        path = f"{prefix}/namespaces/{request.namespace or default_namespace}/{plural}"
+    if request.name is not None:
+        path += f"/{request.name}"
+    query = [("labelSelector", request.selector)] if request.selector else []
+    data = in_process_request(kubeconfig, args, "GET", path, query)
     if request.name is None:  # kubectl prints a List, each item with its apiVersion and kind
         api_version, kind = data.get("apiVersion", "v1"), data.get("kind", "List").removesuffix("List")
         items = [{"apiVersion": api_version, "kind": kind, **item} for item in data.get("items") or []]
@@ -278,6 +295,16 @@ class Kubectl:
         if request is not None:
             return in_process_get(self.kubeconfig, args, request)
         return json.loads(self(*args, "-o", "json").stdout)
+
+    def create_namespace(self, name: str) -> None:
+        """`kubectl create namespace NAME`, in this process."""
+        body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+        in_process_request(self.kubeconfig, ("create", "namespace", name), "POST", "/api/v1/namespaces", body=body)
+
+    def delete_namespace(self, name: str) -> None:
+        """`kubectl delete namespace NAME --wait=false`, in this process: its objects go in the background."""
+        args = ("delete", "namespace", name, "--wait=false")
+        in_process_request(self.kubeconfig, args, "DELETE", f"/api/v1/namespaces/{name}")
 
     def token_kubeconfig(self, service_account: str, namespace: str, path: Path, duration: str = "10m") -> Path:
         """A kubeconfig that authenticates as the service account (a bound token), as its pod would."""
@@ -705,13 +732,17 @@ def fresh_namespace(kubectl: Kubectl, request: pytest.FixtureRequest, prefix: st
     """A namespace named after the test, ready for pods (its default service account exists), deleted after."""
     readable = "".join(c if c.isalnum() else "-" for c in request.node.name.lower())[:40].strip("-")
     name = f"{prefix}-{readable}-{uuid.uuid4().hex[:6]}"
-    kubectl("create", "namespace", name)
-    kubectl.wait_for(
-        lambda: kubectl("get", "serviceaccount", "default", "-n", name, check=False).returncode == 0,
-        what=f"the default service account in {name}",
-    )
+    kubectl.create_namespace(name)
+
+    def has_service_account() -> bool:
+        try:
+            return bool(kubectl.json("get", "serviceaccount", "default", "-n", name))
+        except ControlPlaneError:
+            return False
+
+    kubectl.wait_for(has_service_account, what=f"the default service account in {name}")
     yield name
-    kubectl("delete", "namespace", name, "--wait=false")
+    kubectl.delete_namespace(name)
 
 
 if __name__ == "__main__":
