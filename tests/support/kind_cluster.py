@@ -41,6 +41,10 @@ from tests.support.kind import HOST_IP, KindError, KindHost, kind_host, wait_for
 TUTORIAL = REPO / "docs" / "tutorials" / "kind.md"
 IMAGE_SCRIPT = REPO / "hack" / "image" / "build.sh"
 PROMETHEUS_IMAGE_SCRIPT = REPO / "hack" / "kind" / "prometheus-image.sh"
+# An image build on a cold machine: the image's base from debootstrap, llama.cpp compiled (or waited for behind
+# its lock) and every dependency's wheel, beside the Go builds on the same two cores. A clean-clone cold run
+# here passed 15 minutes in it and was cut off; a warm one takes under a minute.
+IMAGE_BUILD_TIMEOUT_S = 3600.0
 IMAGE = KALIPER_IMAGE
 SERVICE_CIDR = "10.96.0.0/16"  # kind's default serviceSubnet, which kind-config.yaml keeps
 
@@ -81,7 +85,7 @@ class Walkthrough:
         elif words[:2] == ["docker", "build"]:
             image = words[words.index("-t") + 1]
             with waiting_for_build():
-                out = self.shell(f"bash {IMAGE_SCRIPT} {image}")
+                out = self.shell(f"bash {IMAGE_SCRIPT} {image}", timeout=IMAGE_BUILD_TIMEOUT_S)
             self.archives[image] = out.strip().splitlines()[-1]
         elif words[:3] == ["kind", "load", "docker-image"]:
             out = self.host.kind("load", "image-archive", self.archives[words[3]], *words[4:])
@@ -94,7 +98,8 @@ class Walkthrough:
             if command.startswith("kubectl apply -f examples/kind/prometheus.yaml"):
                 # Here no registry serves Prometheus's image: load the one built from its source first.
                 with waiting_for_build():
-                    archive = self.shell(f"bash {PROMETHEUS_IMAGE_SCRIPT}").strip().splitlines()[-1]
+                    archive = self.shell(f"bash {PROMETHEUS_IMAGE_SCRIPT}", timeout=IMAGE_BUILD_TIMEOUT_S)
+                    archive = archive.strip().splitlines()[-1]
                 self.host.kind("load", "image-archive", archive, "--name", self.host.name, "--nodes", self.host.workers)
             out = self.shell(command)
         self.outputs[command] = out
