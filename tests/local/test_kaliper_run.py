@@ -32,13 +32,15 @@ from tests.support.paths import KALIPER
 def run_beside_a_hog(
     tmp_path: Path, model: Path, flags: tuple[str, ...] = ()
 ) -> tuple[subprocess.CompletedProcess, ProfileReport | None]:
-    """One trial at 250m with a process burning a whole core beside the run."""
+    """One trial at 250m with a process burning a whole core beside the run. Its objective (a median within 10 s,
+    for a model answered in milliseconds) is met however busy the machine is: a p99 within 1 s read Inconclusive
+    beside the suite's other workers (no trial chosen, so no choice to call Disturbed)."""
     hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])
     try:
         return kaliper_run(
             tmp_path,
             deployment(model, resources={"limits": {"cpu": "250m", "memory": "512Mi"}}),
-            profile_run(slo={"latency": [{"percentile": 99, "max": "1s"}]}),
+            profile_run(slo={"latency": [{"percentile": 50, "max": "10s"}]}),
             flags=flags,
         )
     finally:
