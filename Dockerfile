@@ -82,10 +82,9 @@ COPY --from=llama /llama-server /llama-quantize /usr/local/bin/
 ARG DEPS_KEY=unset
 RUN --mount=type=bind,from=build,source=/wheels,target=/wheels \
     echo "dependencies $DEPS_KEY" && python -m pip install --no-cache-dir --no-index /wheels/*.whl
-# Kaliper's own wheel (under a megabyte) is copied, not mounted: buildah 1.28 mounts another stage's files only
-# while that stage's container is up in the same build, so a RUN mounting from a stage whose steps all came from
-# the cache found nothing there ("couldn't find .../merged/app on host"), and neither did a second RUN mounting
-# from the same stage (a cold build: the dependencies' step above used it first).
+# Kaliper's own wheel (under a megabyte) is copied, not mounted: with buildah 1.28, this step mounting /app from a
+# build stage whose steps all came from the cache found nothing there ("couldn't find .../merged/app on host"),
+# every time, after an image build had been cut off part way.
 COPY --from=build /app/ /tmp/app/
 RUN python -m pip install --no-cache-dir --no-index --no-deps /tmp/app/*.whl && rm -rf /tmp/app
 USER 10001
