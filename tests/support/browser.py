@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from kaliper.processes import die_with_parent
+from kaliper.processes import dies_with_this_process
 
 # Run after the page (and plotly's charts) has drawn, with every folded <details> opened: every element whose
 # box ends right of the window (unless a frame inside the window scrolls it sideways), the page's width (wider
@@ -87,12 +87,12 @@ class Browser:
         to_browser, self._commands = os.pipe()
         self._replies, from_browser = os.pipe()
 
-        parent = os.getpid()
+        tie_to_this_process = dies_with_this_process(signal.SIGKILL)
 
         def on_fds_3_and_4() -> None:  # in the child: chromium reads commands on fd 3, answers on fd 4
             os.dup2(to_browser, 3)
             os.dup2(from_browser, 4)
-            die_with_parent(parent, signal.SIGKILL)
+            tie_to_this_process()
 
         self._process = subprocess.Popen(
             [chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",

@@ -39,7 +39,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.x509.oid import NameOID
 
 from kaliper.netutil import free_port
-from kaliper.processes import die_with_parent
+from kaliper.processes import dies_with_this_process
 from tests.support.builds import run_build
 
 REPO = Path(__file__).resolve().parents[2]
@@ -78,10 +78,10 @@ def build_binaries(which: str = "all") -> Path:
 
 def killed_with_this_process() -> Callable[[], None]:
     """A preexec_fn: the kernel kills the child if the test process dies, even by SIGKILL."""
-    parent = os.getpid()
+    tie_to_this_process = dies_with_this_process(signal.SIGKILL)
 
     def prepare() -> None:
-        die_with_parent(parent, signal.SIGKILL)
+        tie_to_this_process()
         os.setsid()
 
     return prepare

@@ -3,7 +3,6 @@ with the target's CPU limit, as the optimizer Job runs in a pod with that limit 
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from collections.abc import Callable
@@ -16,7 +15,7 @@ from kaliper.api.units import parse_cpu
 from kaliper.local.cgroups import Cgroup, Limits, group_name
 from kaliper.local.servers import ServerError
 from kaliper.local.sources import optimization_dataset, optimization_model, optimization_output
-from kaliper.processes import die_with_parent
+from kaliper.processes import dies_with_this_process
 from kaliper.report.optimization import OptimizationReport
 
 
@@ -41,10 +40,10 @@ def run_optimization(
     cpu = float(parse_cpu(spec.target.cpu)) if spec.target.cpu else None
     group = Cgroup(group_name("optimize", 0), Limits(cpu_cores=cpu)).create() if limits and cpu else None
 
-    parent = os.getpid()
+    tie_to_this_process = dies_with_this_process()
 
     def prepare() -> None:
-        die_with_parent(parent)  # first: a process seen in its cgroup is one a killed run takes with it
+        tie_to_this_process()  # first: a process seen in its cgroup is one a killed run takes with it
         if group is not None:
             group.join_in_child()
 

@@ -21,7 +21,7 @@ from kaliper.local.cgroups import Cgroup, Limits, group_name
 from kaliper.local.proxy import RoundRobinProxy
 from kaliper.local.sockets import listens_on
 from kaliper.netutil import free_port
-from kaliper.processes import die_with_parent
+from kaliper.processes import dies_with_this_process
 from kaliper.runtimes import Launch, ServerCommand, grpc_problem, readiness_path, runtime_of
 
 PROBE_TIMEOUT_S = 2.0  # one readiness probe; the deadline is the ModelDeployment's readyTimeout
@@ -123,11 +123,11 @@ class ServerGroup:
         self.grpc_port = free_port() if self.runtime.serves_grpc_locally else None
 
     def _preexec(self, group: Cgroup | None) -> Callable[[], None]:
-        parent = os.getpid()
+        tie_to_this_process = dies_with_this_process()
 
         def prepare() -> None:
             # First: a server seen in its cgroup is one that a `kaliper run` killed outright takes with it.
-            die_with_parent(parent)
+            tie_to_this_process()
             if group is not None:
                 group.join_in_child()
             if self.cpus:

@@ -15,7 +15,7 @@ import click
 
 from kaliper.api.units import UnitError, parse_duration
 from kaliper.log import configure_logging, get_logger
-from kaliper.processes import die_with_parent
+from kaliper.processes import dies_with_this_process
 
 
 @click.command()
@@ -69,10 +69,10 @@ def main(
         # Fork before the model is loaded (an ONNX Runtime session does not survive a fork): every process
         # loads its own and listens on the same port, and the kernel spreads connections among them.
         reuse_port = True
-        first = os.getpid()
+        tie_to_the_first = dies_with_this_process()
         for _ in range(workers - 1):
             if os.fork() == 0:
-                die_with_parent(first)  # the kubelet's SIGTERM reaches the first process; the others follow it
+                tie_to_the_first()  # the kubelet's SIGTERM reaches the first process; the others follow it
                 break
     log = get_logger("kaliper.serving")
     try:
