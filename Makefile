@@ -10,10 +10,10 @@ BIN := $(VENV)/bin
 
 setup: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test]'
+# The dependencies installed once outside the repository, kept while pyproject.toml stays the same; Kaliper itself
+# from this checkout, editable (hack/venv.sh).
+$(VENV)/.installed: pyproject.toml hack/venv.sh
+	PYTHON=$(PYTHON) hack/venv.sh $(VENV)
 	touch $@
 
 lint: setup
