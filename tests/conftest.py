@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import time
 from collections import defaultdict
+from pathlib import Path
 
 import pytest
 
@@ -21,7 +22,15 @@ from tests.support.cpu_use import (
 )
 from tests.support.llama import llama_server_binary
 from tests.support.settle import wait_until_quiet
-from tests.support.tiers import NEEDS_LLAMA_CPP, group_of, is_quiet, module_of, over_ceiling, queue_position
+from tests.support.tiers import (
+    NEEDS_LLAMA_CPP,
+    group_of,
+    holds_quiet_tests,
+    is_quiet,
+    module_of,
+    over_ceiling,
+    queue_position,
+)
 
 # The operator steps each ProfileRun every second in tests (5 s by default), read when its module is imported.
 os.environ.setdefault("KALIPER_STEP_INTERVAL", "1")
@@ -29,6 +38,16 @@ os.environ.setdefault("KALIPER_STEP_INTERVAL", "1")
 os.environ.setdefault("KALIPER_EXPIRY_INTERVAL", "2")
 # The operator's own namespace, as the chart sets it from its pod: only Cleanups there reach other namespaces.
 os.environ.setdefault("KALIPER_NAMESPACE", "kaliper-system")
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """Under `-m quiet` alone (make test's quiet phase) only the modules holding quiet tests are imported: the
+    others would all be deselected, after about 8 s of collecting them."""
+    if config.getoption("markexpr") != "quiet" or not collection_path.name.startswith("test_"):
+        return None
+    if collection_path.suffix != ".py" or not collection_path.is_relative_to(config.rootpath):
+        return None
+    return not holds_quiet_tests(collection_path.relative_to(config.rootpath).as_posix())
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
