@@ -25,8 +25,8 @@ from tests.support.settle import wait_until_quiet
 from tests.support.tiers import (
     NEEDS_LLAMA_CPP,
     group_of,
-    holds_quiet_tests,
     is_quiet,
+    left_uncollected,
     module_of,
     over_ceiling,
     queue_position,
@@ -41,13 +41,10 @@ os.environ.setdefault("KALIPER_NAMESPACE", "kaliper-system")
 
 
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
-    """Under `-m quiet` alone (make test's quiet phase) only the modules holding quiet tests are imported: the
-    others would all be deselected, after about 8 s of collecting them."""
-    if config.getoption("markexpr") != "quiet" or not collection_path.name.startswith("test_"):
+    """The quiet phase imports only the modules holding quiet tests (tests/support/tiers.py)."""
+    if not collection_path.is_relative_to(config.rootpath):
         return None
-    if collection_path.suffix != ".py" or not collection_path.is_relative_to(config.rootpath):
-        return None
-    return not holds_quiet_tests(collection_path.relative_to(config.rootpath).as_posix())
+    return left_uncollected(collection_path.relative_to(config.rootpath).as_posix(), config.getoption("markexpr"))
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -6,9 +6,7 @@ import ast
 import subprocess
 import sys
 import time
-from types import SimpleNamespace
 
-from tests.conftest import pytest_ignore_collect
 from tests.support.builds import ceilings_enforced, run_build, waited_s
 from tests.support.cpu_use import SESSION_END, busiest_lines, by_module, cpu_seconds, machine_busy_seconds, wall_lines
 from tests.support.paths import REPO
@@ -21,6 +19,7 @@ from tests.support.tiers import (
     group_of,
     holds_quiet_tests,
     is_quiet,
+    left_uncollected,
     module_of,
     over_ceiling,
     queue_position,
@@ -66,16 +65,12 @@ def test_the_quiet_phase_collects_only_the_modules_holding_quiet_tests() -> None
     assert holds_quiet_tests("tests/local/test_cgroups.py")  # a whole module
     assert holds_quiet_tests("tests/test_settle.py")  # one test of it
     assert not holds_quiet_tests("tests/local/test_kaliper_run.py")
-
-    def ignored(markexpr: str, path: str) -> bool | None:
-        config = SimpleNamespace(getoption=lambda name: {"markexpr": markexpr}[name], rootpath=REPO)
-        return pytest_ignore_collect(REPO / path, config)  # type: ignore[arg-type]
-
-    assert ignored("quiet", "tests/local/test_kaliper_run.py") is True
-    assert ignored("quiet", "tests/local/test_cgroups.py") is False
-    assert ignored("quiet", "tests/local") is None  # directories are walked
-    assert ignored("not quiet", "tests/local/test_kaliper_run.py") is None
-    assert ignored("", "tests/local/test_kaliper_run.py") is None
+    assert left_uncollected("tests/local/test_kaliper_run.py", "quiet") is True
+    assert left_uncollected("tests/local/test_cgroups.py", "quiet") is False
+    assert left_uncollected("tests/local", "quiet") is None  # directories are walked
+    assert left_uncollected("tests/local/conftest.py", "quiet") is None
+    assert left_uncollected("tests/local/test_kaliper_run.py", "not quiet") is None
+    assert left_uncollected("tests/local/test_kaliper_run.py", "") is None
 
 
 def test_a_test_over_its_ceiling_is_named_unless_it_says_why() -> None:

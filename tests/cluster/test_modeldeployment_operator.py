@@ -33,6 +33,9 @@ def model_deployment(name: str, **spec: object) -> dict:
     }
 
 
+KINDS = ("deployment", "service")  # what the operator makes of a ModelDeployment, in the order it applies them
+
+
 def status_of(kubectl: Kubectl, namespace: str, name: str) -> dict:
     return kubectl.json("get", "modeldeployment", name, "-n", namespace).get("status") or {}
 
@@ -44,8 +47,10 @@ def test_a_model_deployment_becomes_a_ready_deployment_and_service(operator, crd
         "threads": {"intraOp": 1},
     }
     crds("apply", "-n", namespace, "-f", "-", input=json.dumps(model_deployment("iris", **spec)))
+    # The operator applies the Deployment, then the Service (a clean-clone run read the Service in between).
     crds.wait_for(
-        lambda: crds("get", "deployment", "iris", "-n", namespace, check=False).returncode == 0, what="the Deployment"
+        lambda: all(crds("get", kind, "iris", "-n", namespace, check=False).returncode == 0 for kind in KINDS),
+        what="the Deployment and the Service",
     )
     owner = crds.json("get", "modeldeployment", "iris", "-n", namespace)
     stored = crds.json("get", "deployment", "iris", "-n", namespace)

@@ -217,6 +217,16 @@ def holds_quiet_tests(module: str) -> bool:
     return any(module_of(key) == module for key in QUIET)
 
 
+def left_uncollected(path: str, markexpr: str) -> bool | None:
+    """For pytest_ignore_collect: under `-m quiet` alone (make test's quiet phase) a test module without quiet tests
+    is not imported (its tests would all be deselected, after about 8 s of collecting them all); None leaves the
+    choice to pytest (directories, other files, other mark expressions). `path` is from the repository's root."""
+    name = path.rpartition("/")[2]
+    if markexpr != "quiet" or not (name.startswith("test_") and name.endswith(".py")):
+        return None
+    return not holds_quiet_tests(path)
+
+
 def is_quiet(nodeid: str) -> bool:
     if plain_id(nodeid) in NOT_QUIET:
         return False
