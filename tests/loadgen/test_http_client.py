@@ -54,7 +54,9 @@ class Handler(socketserver.BaseRequestHandler):
                 0,
             )
             while len(buffer) < length:
-                buffer += self.request.recv(65536)
+                if not (data := self.request.recv(65536)):
+                    return  # closed mid-body: reading on would spin on b"" in this process
+                buffer += data
             buffer = buffer[length:]
             SEEN[path] += 1
             if path == b"/slow":
