@@ -108,9 +108,7 @@ def test_the_thinking_is_measured_as_tokens_and_the_answer_after_it(
     assert 0 < tokens.chunks <= 14 * answers
     # One time to first token and one time to first output token (the answer's) per answer.
     assert tokens.ttft.count == tokens.ttfot.count == answers
-    # The server's own counters over the same interval, and its gauges: two slots (max-num-seqs) for eight
-    # users (with four, or without priority beside a cold build, a load generator behind the machine's other
-    # work left one request running at its readings).
+    # The server's own counters over the same interval, and its gauges: two slots (max-num-seqs) for eight users.
     check = tokens.server_check
     assert check is not None and check.source == "vLLM"
     # No mean gap per token: <think> and </think> are tokens without a chunk, so chunks and tokens differ and
@@ -120,8 +118,13 @@ def test_the_thinking_is_measured_as_tokens_and_the_answer_after_it(
     assert [c.figure for c in check.comparisons] == ["outputTokens", "inputTokens", "meanTtftMs"], said
     # (An answer the server, behind, sent in a single chunk has no gap to split at all.)
     assert (tokens.per_token_exact, tokens.per_token_divided) == (0, 0) and 0 < tokens.per_token_unknown <= answers
+    # The slots are judged on the seconds the server counts its requests running, per second of the interval (the
+    # time-weighted mean of requests running): between one and two. Its running gauge, read once a second, never
+    # above two; a reading can fall between two steps (a clean-clone quiet phase read 0 and 1 four times over, the
+    # time-weighted mean 1.54), so it is not asked to show two.
     load = tokens.server_load
-    assert load is not None and load.source == "vLLM" and load.running_max == 2
+    assert load is not None and load.source == "vLLM" and load.running_max is not None and load.running_max <= 2
+    assert load.running_time_weighted is not None and 1.0 < load.running_time_weighted <= 2.1, load
     # Half of every prompt is shared: at least one 128-token block of it comes from the prefix cache, which the
     # server's counters and its usage both say.
     assert load.prefix_cache_hit_rate is not None and load.prefix_cache_hit_rate > 0
