@@ -26,6 +26,9 @@ locked() { local name=$1; shift; ( flock 9; "$@" ) 9>"$cache/build-$name.lock"; 
 export CGO_ENABLED=0
 export GOFLAGS=-mod=mod
 export GOTOOLCHAIN=local
+# Every binary is linked with -s -w (no symbol table, no DWARF), so the compiler need not write DWARF either:
+# 14 % less CPU for a cold build (kwok from an empty build cache: 203 CPU-seconds, 175 with it).
+go_flags=(-trimpath -gcflags=all=-dwarf=false)
 
 die() { echo "build.sh: $*" >&2; exit 1; }
 command -v go >/dev/null || die "go is not installed; install Go 1.25 or newer"
@@ -69,7 +72,7 @@ build_kubernetes() {
   for n in "${missing[@]}"; do
     log "  go build k8s.io/kubernetes/cmd/$n"
     mkdir -p "$bin/$n-$v.tmp"
-    (cd "$work" && go build -trimpath -ldflags "$ver_flags" -o "$bin/$n-$v.tmp/$n" "k8s.io/kubernetes/cmd/$n") \
+    (cd "$work" && go build "${go_flags[@]}" -ldflags "$ver_flags" -o "$bin/$n-$v.tmp/$n" "k8s.io/kubernetes/cmd/$n") \
       || die "building $n $v failed (see the Go errors above)"
     rm -rf "$bin/$n-$v" && mv "$bin/$n-$v.tmp" "$bin/$n-$v"
   done
@@ -84,7 +87,7 @@ build_etcd() {
   local work; work=$(mktemp -d); trap 'rm -rf "$work"' RETURN
   printf 'module kaliper.dev/testcluster/etcd\ngo 1.25\nrequire go.etcd.io/etcd/server/v3 %s\n' "$v" >"$work/go.mod"
   mkdir -p "$bin/etcd-$v.tmp"
-  (cd "$work" && go build -trimpath -ldflags "-s -w" -o "$bin/etcd-$v.tmp/etcd" go.etcd.io/etcd/server/v3) \
+  (cd "$work" && go build "${go_flags[@]}" -ldflags "-s -w" -o "$bin/etcd-$v.tmp/etcd" go.etcd.io/etcd/server/v3) \
     || die "building etcd $v failed (see the Go errors above)"
   rm -rf "$bin/etcd-$v" && mv "$bin/etcd-$v.tmp" "$bin/etcd-$v"
 }
@@ -95,7 +98,7 @@ go_install() {
   have "$name" "$v" && { log "$name $v: cached"; return; }
   log "$name $v: go install $pkg@$v"
   mkdir -p "$bin/$name-$v.tmp"
-  GOBIN="$bin/$name-$v.tmp" GOFLAGS= go install -trimpath -ldflags "-s -w" "$pkg@$v" \
+  GOBIN="$bin/$name-$v.tmp" GOFLAGS= go install "${go_flags[@]}" -ldflags "-s -w" "$pkg@$v" \
     || die "installing $name $v failed (see the Go errors above)"
   rm -rf "$bin/$name-$v" && mv "$bin/$name-$v.tmp" "$bin/$name-$v"
 }
@@ -115,7 +118,7 @@ build_program() {
     { printf 'module kaliper.dev/testcluster/%s\ngo 1.25\nrequire %s %s\n' "$name" "$module" "$lib_v"
       if [ -n "$more_gomod" ]; then "$more_gomod"; fi; } >"$work/go.mod"
     mkdir -p "$bin/$name-$v.tmp"
-    (cd "$work" && go build -trimpath -ldflags "-s -w" -o "$bin/$name-$v.tmp/$name" .) \
+    (cd "$work" && go build "${go_flags[@]}" -ldflags "-s -w" -o "$bin/$name-$v.tmp/$name" .) \
       || die "building $name $v failed (see the Go errors above)"
     rm -rf "$bin/$name-$v" && mv "$bin/$name-$v.tmp" "$bin/$name-$v"
   fi
@@ -162,7 +165,7 @@ build_helm_controller() {
   rm -rf "$work/src/api" && cp -r "$api" "$work/src/api" && chmod -R u+w "$work/src/api"
   local out="$bin/helm-controller-$v.tmp"
   mkdir -p "$out"
-  (cd "$work/src" && go build -trimpath -ldflags "-s -w" -o "$out/helm-controller" .) \
+  (cd "$work/src" && go build "${go_flags[@]}" -ldflags "-s -w" -o "$out/helm-controller" .) \
     || die "building helm-controller $v failed (see the Go errors above)"
   cp "$controller/config/crd/bases/helm.toolkit.fluxcd.io_helmreleases.yaml" "$out/"
   for crd in "${FLUX_SOURCE_CRDS[@]}"; do cp "$source/config/crd/bases/source.toolkit.fluxcd.io_$crd.yaml" "$out/"; done
@@ -179,7 +182,7 @@ build_prometheus() {
   local module_v; module_v=$(printf 'v0.3%02d.%s' "$minor" "$patch")
   log "prometheus $v: go install github.com/prometheus/prometheus/cmd/prometheus@$module_v"
   mkdir -p "$bin/prometheus-$v.tmp"
-  GOBIN="$bin/prometheus-$v.tmp" GOFLAGS= go install -trimpath -tags remove_all_sd,enable_kubernetes_sd \
+  GOBIN="$bin/prometheus-$v.tmp" GOFLAGS= go install "${go_flags[@]}" -tags remove_all_sd,enable_kubernetes_sd \
     -ldflags "-s -w -X github.com/prometheus/common/version.Version=${v#v}" \
     "github.com/prometheus/prometheus/cmd/prometheus@$module_v" \
     || die "installing prometheus $v failed (see the Go errors above)"

@@ -20,9 +20,12 @@ import base64
 import contextlib
 import functools
 import json
+import os
 import shlex
+import signal
 import socket
 import subprocess
+import tempfile
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -61,21 +64,81 @@ def cluster_steps() -> tuple[list[str], list[str]]:
     return commands[:installed], commands[installed:]
 
 
+class ImageBuilds:
+    """The image builds the cluster-wide steps load (the project's image, Prometheus's), started together before
+    the cluster is made, so they run beside kind's node image and the Go builds: on a cold machine each is minutes
+    of compiling (llama.cpp for the project's image), and one after another they kept the kind tier from its first
+    test for 40 minutes of a 52-minute phase 1 while the other workers ran out of tests. Warm, the project's image
+    is rebuilt after any change to the code (about 50 s), now while the cluster is made."""
+
+    def __init__(self, commands: list[str], logs: Path) -> None:
+        self.started: dict[str, tuple[subprocess.Popen, Path]] = {}  # build command -> its process, its output
+        for command in commands:
+            build = image_build(command)
+            if build is not None:
+                output = logs / f"build-{len(self.started)}.log"
+                with output.open("w") as sink:
+                    process = subprocess.Popen(
+                        ["bash", "-c", build],
+                        cwd=REPO,
+                        stdout=sink,
+                        stderr=subprocess.STDOUT,
+                        start_new_session=True,  # stop() ends the build's children with it
+                    )
+                self.started[build] = (process, output)
+
+    def wait(self, build: str) -> str | None:
+        """What a started build printed, once it has ended; None where `build` was not started."""
+        if build not in self.started:
+            return None
+        process, output = self.started.pop(build)
+        try:
+            process.wait(timeout=IMAGE_BUILD_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+            raise KindError(f"`{build}` ran past {IMAGE_BUILD_TIMEOUT_S:.0f} s") from None
+        said = output.read_text(errors="replace")
+        if process.returncode != 0:
+            raise KindError(f"`{build}` exited {process.returncode}:\n{said[-3000:]}")
+        return said
+
+    def stop(self) -> None:
+        """Ends every build not waited for (the cluster failed before it loaded that image)."""
+        for process, _ in self.started.values():
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+        self.started.clear()
+
+
+def image_build(command: str) -> str | None:
+    """The build script behind a step of the walkthrough that needs an image no registry serves here."""
+    words = shlex.split(command, comments=True)
+    if words[:2] == ["docker", "build"]:
+        return f"bash {IMAGE_SCRIPT} {words[words.index('-t') + 1]}"
+    if command.startswith("kubectl apply -f examples/kind/prometheus.yaml"):
+        return f"bash {PROMETHEUS_IMAGE_SCRIPT}"
+    return None
+
+
 class Walkthrough:
     """Runs the tutorial's commands on this machine, translating the Docker-specific ones."""
 
-    def __init__(self, host: KindHost) -> None:
+    def __init__(self, host: KindHost, builds: ImageBuilds) -> None:
         self.host = host
         self.archives: dict[str, str] = {}  # image -> the archive hack/image/build.sh wrote for it
         self.outputs: dict[str, str] = {}  # command -> what it printed
+        self.builds = builds
 
-    def shell(self, command: str, timeout: float = 900) -> str:
-        result = subprocess.run(
-            ["bash", "-c", command], cwd=REPO, env=self.host.env(), capture_output=True, text=True, timeout=timeout
-        )
-        if result.returncode != 0:
-            raise KindError(f"`{command}` exited {result.returncode}:\n{(result.stdout + result.stderr)[-3000:]}")
-        return result.stdout
+    def built(self, build: str) -> str:
+        """The last line an image build printed (the archive it wrote): the one started beside the cluster's
+        creation, waited for, or run now where none was started."""
+        with waiting_for_build():
+            said = self.builds.wait(build)
+            if said is None:
+                said = self.shell(build, timeout=IMAGE_BUILD_TIMEOUT_S)
+            return said.strip().splitlines()[-1]
 
     def run(self, command: str) -> None:
         words = shlex.split(command, comments=True)
@@ -84,9 +147,8 @@ class Walkthrough:
             out = ""
         elif words[:2] == ["docker", "build"]:
             image = words[words.index("-t") + 1]
-            with waiting_for_build():
-                out = self.shell(f"bash {IMAGE_SCRIPT} {image}", timeout=IMAGE_BUILD_TIMEOUT_S)
-            self.archives[image] = out.strip().splitlines()[-1]
+            out = self.built(f"bash {IMAGE_SCRIPT} {image}")
+            self.archives[image] = out
         elif words[:3] == ["kind", "load", "docker-image"]:
             out = self.host.kind("load", "image-archive", self.archives[words[3]], *words[4:])
         elif words[:2] == ["kubectl", "get"] and "-w" in words:
@@ -97,9 +159,7 @@ class Walkthrough:
         else:
             if command.startswith("kubectl apply -f examples/kind/prometheus.yaml"):
                 # Here no registry serves Prometheus's image: load the one built from its source first.
-                with waiting_for_build():
-                    archive = self.shell(f"bash {PROMETHEUS_IMAGE_SCRIPT}", timeout=IMAGE_BUILD_TIMEOUT_S)
-                    archive = archive.strip().splitlines()[-1]
+                archive = self.built(f"bash {PROMETHEUS_IMAGE_SCRIPT}")
                 self.host.kind("load", "image-archive", archive, "--name", self.host.name, "--nodes", self.host.workers)
             out = self.shell(command)
         self.outputs[command] = out
@@ -203,10 +263,16 @@ def files_for_pods(folder: Path) -> Iterator[str]:
 def cluster_session() -> Iterator[KindCluster]:
     """The kind cluster the tutorial's cluster-wide steps make, with this machine's routes into it; deleted, with
     every setting of this machine put back, afterwards."""
-    with kind_host() as host:
-        steps = Walkthrough(host)
-        for command in cluster_steps()[0]:
-            steps.run(command)
-        cluster = KindCluster(host, steps)
-        cluster.route_cluster_ranges()
-        yield cluster
+    commands = cluster_steps()[0]
+    with tempfile.TemporaryDirectory(prefix="kaliper-image-builds-") as logs:
+        builds = ImageBuilds(commands, Path(logs))
+        try:
+            with kind_host() as host:
+                steps = Walkthrough(host, builds)
+                for command in commands:
+                    steps.run(command)
+                cluster = KindCluster(host, steps)
+                cluster.route_cluster_ranges()
+                yield cluster
+        finally:
+            builds.stop()
