@@ -131,6 +131,14 @@ class Walkthrough:
         self.outputs: dict[str, str] = {}  # command -> what it printed
         self.builds = builds
 
+    def shell(self, command: str, timeout: float = 900) -> str:
+        result = subprocess.run(
+            ["bash", "-c", command], cwd=REPO, env=self.host.env(), capture_output=True, text=True, timeout=timeout
+        )
+        if result.returncode != 0:
+            raise KindError(f"`{command}` exited {result.returncode}:\n{(result.stdout + result.stderr)[-3000:]}")
+        return result.stdout
+
     def built(self, build: str) -> str:
         """The last line an image build printed (the archive it wrote): the one started beside the cluster's
         creation, waited for, or run now where none was started."""
