@@ -18,7 +18,17 @@ PACKAGE = Path(__file__).resolve().parent.parent / "operator" / "kaliper"
 
 # Lowest first. A module may import from its own layer's packages (without a circle) and from lower layers.
 LAYERS: list[set[str]] = [
-    {"__init__", "log", "netutil", "processes", "pareto", "jsonlines", "measure", "api"},  # leaves and the API's models
+    {
+        "__init__",
+        "log",
+        "netutil",
+        "destination",
+        "processes",
+        "pareto",
+        "jsonlines",
+        "measure",
+        "api",
+    },  # leaves and the API's models
     {"report", "serving", "lifecycle", "runtimes"},  # report schemas and rendering, the model server, cleanup
     # decisions, the serving runtimes (what each server is and how it starts)
     {"loadgen", "manifests"},  # the load generator, pure builders of Kubernetes objects

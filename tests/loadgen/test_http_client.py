@@ -92,7 +92,7 @@ def server() -> Iterator[int]:
 
 
 def request(port: int, path: str) -> bytes:
-    return build_request("POST", "127.0.0.1", port, path, {}, b"{}")
+    return build_request("POST", f"127.0.0.1:{port}", path, {}, b"{}")
 
 
 @pytest.mark.parametrize(

@@ -93,7 +93,7 @@ def test_oip_path_and_levels() -> None:
 
 
 def test_requests_are_serialised_once_with_length_and_host() -> None:
-    raw = build_request("POST", "h", 80, "/p", {"Content-Type": "application/json", "Host": "x"}, b'{"a":1}')
+    raw = build_request("POST", "h:80", "/p", {"Content-Type": "application/json", "Host": "x"}, b'{"a":1}')
     head, body = raw.split(b"\r\n\r\n")
     assert head.split(b"\r\n") == [
         b"POST /p HTTP/1.1",

@@ -9,7 +9,7 @@ import pytest
 
 from kaliper.api.profilerun import ProfileRunSpec
 from kaliper.metrics.prometheus import Window, container_queries, gpu_queries
-from kaliper.metrics.promql_scope import QueryRefused, QueryScope
+from kaliper.metrics.promql_scope import QueryRefused, QueryScope, terms
 from kaliper.metrics.written_queries import written_queries_problem
 
 TEAM_A = QueryScope("team-a")
@@ -121,3 +121,38 @@ def test_the_queries_the_operator_builds_name_the_trials_namespace_already() -> 
     assert len(built) == 6
     for query in built:
         assert QueryScope("ml").confine(query) == str(promql_parser.parse(query))  # nothing added
+
+
+def test_terms_are_counted_on_the_text_before_anything_parses_it() -> None:
+    assert terms("up") == 1
+    assert terms('sum by (le) (rate(x{a="b",c=~"d.+"}[5m])) # a comment (with brackets') == 13
+    assert terms('x{a="}"} + y[1m] / "a string with ( and {"') == 7  # brackets inside strings hold nothing
+    assert terms("(" * 2000 + "up" + ")" * 2000) == 4001
+
+
+def test_a_query_too_large_to_check_quickly_is_refused_naming_the_bound_before_it_is_parsed() -> None:
+    """A chain of 65 selectors (129 terms) is refused; 64 (127) are confined. Unbounded, the parser's walk of a
+    4 KiB query of nested brackets held a core for minutes."""
+    assert TEAM_A.confine("+".join(["up"] * 64)).count('namespace="team-a"') == 64
+    for worst in ("+".join(["up"] * 65), "(" * 2000 + "up" + ")" * 2000, "abs(" * 1000 + "up" + ")" * 1000):
+        with pytest.raises(QueryRefused) as refused:
+            TEAM_A.confine(worst)
+        assert str(refused.value) == (
+            f"the query has {terms(worst)} terms, more than the 128 a run's query may have (checking it would hold "
+            "the operator); split it into several customQueries"
+        )
+    run = ProfileRunSpec.model_validate(
+        {
+            "target": {"deploymentRef": {"name": "m"}},
+            "payload": {"inline": "{}"},
+            "load": {"closedLoop": {"concurrency": 1}},
+            "metrics": {
+                "prometheus": {"url": "http://prometheus.monitoring:9090"},
+                "customQueries": [{"name": "deep", "query": "(" * 2000 + "up" + ")" * 2000}],
+            },
+        }
+    )
+    assert written_queries_problem(run, TEAM_A) == (
+        "spec.metrics.customQueries[0].query: the query has 4001 terms, more than the 128 a run's query may have "
+        "(checking it would hold the operator); split it into several customQueries"
+    )

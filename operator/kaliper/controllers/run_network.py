@@ -1,47 +1,27 @@
 """What a ProfileRun's load-generator pods run as and may reach: their identity (a ServiceAccount that may
 write their results) and, unless the chart turns it off (tenancy.networkPolicy), a NetworkPolicy that lets them
-reach their resolved target alone (kaliper.profiling.tenancy.load_reach), the cluster's DNS, the API server
-and their master. Made when the run is planned, owned by it."""
+reach their target alone, as admission resolved it (kaliper.profiling.tenancy.load_reach), the cluster's DNS,
+the API server (where they write their results) and their master. Made when the run is planned, owned by it."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from kubernetes.client import ApiException
-
-from kaliper.api.profilerun import ProfileRunSpec
 from kaliper.controllers import kube
+from kaliper.controllers.admission import Admitted
 from kaliper.controllers.settings import SETTINGS
 from kaliper.manifests.profilerun import loadgen_network_policy, loadgen_rbac
-from kaliper.profiling.tenancy import load_reach, target_host
+from kaliper.profiling.tenancy import load_reach
 
 
-def loadgen_objects(run: dict[str, Any], spec: ProfileRunSpec) -> list[dict[str, Any]]:
+def loadgen_objects(run: dict[str, Any], admitted: Admitted) -> list[dict[str, Any]]:
     """The run's load-generator identity and, where enabled, its NetworkPolicy."""
     objects = loadgen_rbac(run)
     if not SETTINGS.loadgen_network_policy:
         return objects
-    namespace, name = run["metadata"]["namespace"], run["metadata"]["name"]
-    selector = None
-    if spec.target.url is not None:
-        target = target_host(str(spec.target.url), namespace)
-        if target.service is not None and target.namespace is not None:
-            selector = _service_selector(target.namespace, target.service)
-    reach = load_reach(spec, name, namespace, selector)
+    reach = load_reach(run["metadata"]["name"], admitted.target, admitted.service_selector)
     policy = loadgen_network_policy(run, reach.peers, reach.ports, api_server_addresses(), reach.wider)
     return [*objects, policy]
-
-
-def _service_selector(namespace: str, name: str) -> dict[str, str] | None:
-    """The target Service's selector; None when it has none, is not there yet, or is in a namespace the
-    operator may not read (watchNamespaces): the policy then reaches the whole namespace, and says so."""
-    try:
-        service = kube.get("Service", namespace, name)
-    except ApiException as exc:
-        if exc.status == 403:
-            return None
-        raise
-    return (service or {}).get("spec", {}).get("selector")
 
 
 def api_server_addresses() -> list[tuple[str, int]]:

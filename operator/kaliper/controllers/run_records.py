@@ -19,10 +19,6 @@ from kaliper.api.units import parse_duration
 from kaliper.controllers import kube
 from kaliper.lifecycle.gc import FINISHED
 from kaliper.manifests.profilerun import build_report_configmap, report_name, trial_objects
-from kaliper.metrics.promql_scope import QueryScope
-from kaliper.metrics.written_queries import written_queries_problem
-from kaliper.profiling.plan import Configuration, cluster_problem, machine_paths_problem
-from kaliper.profiling.tenancy import TenancyPolicy, caps_problem, tenancy_problem
 from kaliper.profiling.trials import median_stage
 from kaliper.report.publish import RESULT_KEY
 from kaliper.report.schema import LoadTestResult, ProfileReport, TrialReport, TrialResources
@@ -208,7 +204,7 @@ def saved_report_text(namespace: str, run: str) -> str | None:
     return read_document(configmap, REPORT_KEY) if configmap is not None else None
 
 
-def _baseline_text(spec: ProfileRunSpec, namespace: str) -> tuple[str, str | None]:
+def baseline_text(spec: ProfileRunSpec, namespace: str) -> tuple[str, str | None]:
     """(which field, the baseline report's JSON or None when it is not there)."""
     source = spec.baseline
     assert source is not None
@@ -219,55 +215,11 @@ def _baseline_text(spec: ProfileRunSpec, namespace: str) -> tuple[str, str | Non
     return "spec.baseline.configMap", read_document(configmap, source.config_map.key) if configmap else None
 
 
-def admission_problem(spec: ProfileRunSpec, namespace: str, tenancy: TenancyPolicy) -> str | None:
-    """Why the run may not start at all, before it makes anything: a path on a machine, something outside
-    what its namespace may reach (kaliper.profiling.tenancy), PromQL reading another namespace's series
-    (kaliper.metrics.written_queries), a baseline that cannot be read."""
-    return (
-        machine_paths_problem(spec)
-        or tenancy_problem(spec, namespace, tenancy)
-        or written_queries_problem(spec, query_scope(namespace, tenancy))
-        or baseline_problem(spec, namespace)
-    )
-
-
-def query_scope(namespace: str, tenancy: TenancyPolicy) -> QueryScope:
-    """What the PromQL a run of `namespace` writes may read: its namespace, and those the admin allowed."""
-    return QueryScope(namespace, tenancy.query_namespaces)
-
-
-def trials_problem(
-    spec: ProfileRunSpec, configs: list[Configuration], namespace: str, image: str, tenancy: TenancyPolicy
-) -> str | None:
-    """Why the planned trials cannot run here: too many, one the cluster cannot deploy, or more load than the
-    namespace may apply (its caps)."""
-    return cluster_problem(spec, configs, namespace, image) or caps_problem(spec, configs, namespace, tenancy)
-
-
-def baseline_problem(spec: ProfileRunSpec, namespace: str) -> str | None:
-    """Why spec.baseline cannot be read on Kubernetes (checked before any trial runs), or None."""
-    if spec.baseline is None:
-        return None
-    if spec.baseline.report is not None:
-        return (
-            "spec.baseline.report is a file for `kaliper run`; on Kubernetes name a finished ProfileRun "
-            "(baseline.run) or a ConfigMap holding a report (baseline.configMap)"
-        )
-    field, text = _baseline_text(spec, namespace)
-    if text is None:
-        return f"{field}: {spec.baseline.describe()} has no report in namespace {namespace} (not finished, or absent)"
-    try:
-        ProfileReport.model_validate_json(text)
-    except ValidationError as exc:
-        return f"{field}: {spec.baseline.describe()} is not a Kaliper profile report: {exc.errors()[0]['msg']}"
-    return None
-
-
 def baseline_report(spec: ProfileRunSpec, namespace: str) -> ProfileReport | None:
     """spec.baseline's report at the end of the run (None without one, or if it went away since the start)."""
     if spec.baseline is None or spec.baseline.report is not None:
         return None
-    _, text = _baseline_text(spec, namespace)
+    _, text = baseline_text(spec, namespace)
     try:
         return ProfileReport.model_validate_json(text) if text is not None else None
     except ValidationError:

@@ -13,10 +13,12 @@ from kaliper.api.profilerun import ProfileRunSpec
 from kaliper.api.units import parse_duration
 from kaliper.controllers import kube
 from kaliper.controllers.run_records import RunFailed, RunRecords
+from kaliper.controllers.settings import SETTINGS
 from kaliper.controllers.store import STORE
 from kaliper.manifests import workload
 from kaliper.manifests.modeldeployment import endpoint
 from kaliper.manifests.profilerun import build_trial_deployment, trial_name
+from kaliper.profiling.tenancy import target_host
 
 
 class RunTarget:
@@ -34,8 +36,12 @@ class RunTarget:
         return None
 
     def url(self) -> str | None:
-        """The URL a run without a deployment loads."""
-        return str(self.spec.target.url) if self.reference() is None else None
+        """The URL a run without a deployment loads, as admission resolved it (a Service by its absolute cluster
+        name, an address in its canonical form): never the spelling written in spec.target.url."""
+        if self.reference() is not None:
+            return None
+        tenancy = SETTINGS.tenancy
+        return target_host(str(self.spec.target.url), self.namespace, tenancy).load_url(tenancy.cluster_domain)
 
     def snapshot(self, now: datetime) -> tuple[ModelDeploymentTemplate | None, str | None]:
         """Read the target and keep it: (what its trials vary, None) once it exists, (None, why the run

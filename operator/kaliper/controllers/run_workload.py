@@ -6,7 +6,8 @@ from __future__ import annotations
 import time
 
 from kaliper.api.profilerun import ProfileRunSpec, ProfileRunStatus
-from kaliper.controllers.run_records import RunFailed, query_scope
+from kaliper.controllers.admission import query_scope
+from kaliper.controllers.run_records import RunFailed
 from kaliper.controllers.settings import SETTINGS
 from kaliper.metrics.workload_query import WorkloadError, fit_for_run
 from kaliper.profiling.workload import resolve

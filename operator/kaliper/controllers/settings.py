@@ -73,6 +73,7 @@ class Settings:
                 target_namespaces=_listed(env.get("KALIPER_ALLOW_TARGET_NAMESPACES")),
                 target_hosts=_listed(env.get("KALIPER_ALLOW_TARGET_HOSTS")),
                 target_cidrs=_listed(env.get("KALIPER_ALLOW_TARGET_CIDRS")),
+                cluster_domain=env.get("KALIPER_CLUSTER_DOMAIN") or "cluster.local",
                 query_namespaces=_listed(env.get("KALIPER_ALLOW_QUERY_NAMESPACES")),
                 caps=LoadCaps.from_values(caps.get("default") or {}),
                 namespace_caps=tuple(

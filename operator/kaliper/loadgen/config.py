@@ -9,8 +9,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Iterator
-from typing import Annotated, Any, Literal
-from urllib.parse import urlsplit
+from typing import Annotated, Any, Literal, Protocol
 
 from pydantic import Field, model_validator
 
@@ -29,6 +28,7 @@ from kaliper.api.profilerun import (
 )
 from kaliper.api.profilerun.rules import LOAD, rules_of, streaming_metrics_used
 from kaliper.api.units import parse_duration
+from kaliper.destination import Destination, destination
 from kaliper.loadgen.payloads import PayloadError
 from kaliper.loadgen.schedule import Part, RampSchedule, Slot, stage_send_times, user_steps
 from kaliper.loadgen.traces import PlayedTrace, Replay, played_trace, trace_send_times
@@ -39,6 +39,19 @@ OIP_INFER_PATH = "/v2/models/{model}/infer"
 # long the request timeout: an LLM's timeout of minutes would otherwise hold every stage that long.
 GRACEFUL_STOP_CAP_S = 30.0
 DEFAULT_PATHS = {"openai-chat": "/v1/chat/completions", "openai-completions": "/v1/completions"}
+
+
+class _HasLoadAndRequest(Protocol):
+    load: LoadSpec
+    request: RequestSpec
+
+
+def graceful_stop_s(run: _HasLoadAndRequest) -> float:
+    """How long a stage's end awaits the requests in flight (load.gracefulStop; default the request timeout, at
+    most GRACEFUL_STOP_CAP_S): of a load test, or of a ProfileRun's every trial."""
+    if run.load.graceful_stop is not None:
+        return parse_duration(run.load.graceful_stop)
+    return min(parse_duration(run.request.timeout), GRACEFUL_STOP_CAP_S)
 
 
 class LoadGenConfig(KaliperModel):
@@ -66,6 +79,7 @@ class LoadGenConfig(KaliperModel):
 
     @model_validator(mode="after")
     def _levels_fit_the_load_model(self) -> LoadGenConfig:
+        destination(str(self.url))  # BadUrl (a ValueError): a host no connection could be made to
         if self.levels and self.load.closed_loop is not None and any(v != int(v) for v in self.levels):
             raise ValueError("levels are concurrent users under closedLoop; use whole numbers")
         if self.request.protocol == "oip-v2" and self.request.path is None and not self.request.model_name:
@@ -151,11 +165,7 @@ class LoadGenConfig(KaliperModel):
         return played_trace(source.file, source.format, window)
 
     def graceful_stop_s(self) -> float:
-        """How long a stage's end awaits the requests in flight (load.gracefulStop; default the request
-        timeout, at most GRACEFUL_STOP_CAP_S)."""
-        if self.load.graceful_stop is not None:
-            return parse_duration(self.load.graceful_stop)
-        return min(parse_duration(self.request.timeout), GRACEFUL_STOP_CAP_S)
+        return graceful_stop_s(self)
 
     def replay_measured_s(self) -> float | None:
         """A trace replayed once: its measurement up to its last send, in whole windows (at least one); None
@@ -204,10 +214,15 @@ class LoadGenConfig(KaliperModel):
         return [level for level in levels for _ in range(self.load.repetitions)]
 
     @property
+    def destination(self) -> Destination:
+        """Where the requests go, the host read as the socket will read it (kaliper.destination)."""
+        return destination(str(self.url))
+
+    @property
     def target(self) -> str:
         """The URL each request goes to: the base URL's own path, then the request's path."""
-        url = urlsplit(self.url)
-        return f"{url.scheme}://{url.netloc}{url.path.rstrip('/')}{self.path}"
+        where = self.destination
+        return where.url().removesuffix(where.path) + where.path.rstrip("/") + self.path
 
     @property
     def path(self) -> str:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from typing import Any, Protocol
-from urllib.parse import urlsplit
 
 from kaliper.api.units import parse_duration
 from kaliper.loadgen.config import LoadGenConfig, request_headers
@@ -88,11 +87,11 @@ class Generator:
     def __init__(self, config: LoadGenConfig, user_class: UserClass, part: Part = (0, 1)) -> None:
         self.config = config
         self.part = part  # this process's part of an open-loop schedule
-        url = urlsplit(config.url)
-        self.ssl = url.scheme == "https"
-        self.host = url.hostname or "localhost"
-        self.port = url.port or (443 if self.ssl else 80)
-        self.path = url.path.rstrip("/") + config.path
+        where = config.destination
+        self.ssl = where.scheme == "https"
+        self.host, self.port = where.connect_host, where.port  # what the socket connects to
+        self.authority = where.authority  # what the Host header says
+        self.path = where.path.rstrip("/") + config.path
         self.timeout_s = parse_duration(config.request.timeout)
         self.think_s = parse_duration(config.load.closed_loop.think_time) if config.load.closed_loop else 0.0
         self.headers = request_headers(config)
@@ -114,7 +113,7 @@ class Generator:
 
     def http_request(self, body: bytes) -> bytes:
         """A complete HTTP request for a body, ready to send again and again."""
-        return build_request(self.config.request.method, self.host, self.port, self.path, self.headers, body)
+        return build_request(self.config.request.method, self.authority, self.path, self.headers, body)
 
     def begin_stage(self, stage: int, start_wall: float, level: float) -> None:
         self.windows.begin_stage(stage, start_wall, level)

@@ -15,7 +15,6 @@ import socket
 import ssl
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit
 
 import grpc
 from grpc.experimental import gevent as grpc_gevent
@@ -111,14 +110,22 @@ class GrpcTarget:
 
     @classmethod
     def for_config(cls, config: LoadGenConfig) -> GrpcTarget:
-        url = urlsplit(config.url)
-        tls = url.scheme == "https"
-        host, port = url.hostname or "localhost", url.port or (443 if tls else 80)
-        return cls.from_headers(host, port, tls, request_headers(config), parse_duration(config.request.timeout))
+        where = config.destination
+        tls = where.scheme == "https"
+        headers, timeout_s = request_headers(config), parse_duration(config.request.timeout)
+        return cls.from_headers(where.connect_host, where.port, tls, headers, timeout_s)
 
     @property
     def address(self) -> str:
-        return f"{self.host}:{self.port}"
+        """The channel's target: the host as the socket resolves it (absolute when it was given so)."""
+        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+
+    @property
+    def options(self) -> list[tuple[str, Any]]:
+        """The channel's options; an absolute name's authority without its trailing dot, as Host says it."""
+        if not self.host.endswith("."):
+            return CHANNEL_OPTIONS
+        return [*CHANNEL_OPTIONS, ("grpc.default_authority", f"{self.host.rstrip('.')}:{self.port}")]
 
     def channel(self) -> grpc.Channel:
         """A blocking channel for the gevent-patched Locust process (the preflight's calls)."""
@@ -127,14 +134,14 @@ class GrpcTarget:
             grpc_gevent.init_gevent()  # before the first channel; once per process
             _gevent_ready = True
         if not self.tls:
-            return grpc.insecure_channel(self.address, options=CHANNEL_OPTIONS)
-        return grpc.secure_channel(self.address, self._credentials(), options=CHANNEL_OPTIONS)
+            return grpc.insecure_channel(self.address, options=self.options)
+        return grpc.secure_channel(self.address, self._credentials(), options=self.options)
 
     def aio_channel(self) -> grpc.aio.Channel:
         """A grpc.aio channel, for a process gevent has not patched (kaliper.loadgen.grpc_process)."""
         if not self.tls:
-            return grpc.aio.insecure_channel(self.address, options=CHANNEL_OPTIONS)
-        return grpc.aio.secure_channel(self.address, self._credentials(), options=CHANNEL_OPTIONS)
+            return grpc.aio.insecure_channel(self.address, options=self.options)
+        return grpc.aio.secure_channel(self.address, self._credentials(), options=self.options)
 
     def _credentials(self) -> grpc.ChannelCredentials:
         # Load testing a known target, as the HTTP client does without verifying: trust the certificate the
@@ -149,7 +156,7 @@ def _server_certificate(host: str, port: int, timeout_s: float) -> bytes:
     context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
     with (
         socket.create_connection((host, port), timeout=min(timeout_s, 10.0)) as raw,
-        context.wrap_socket(raw, server_hostname=host) as tls,
+        context.wrap_socket(raw, server_hostname=host.rstrip(".")) as tls,
     ):
         der = tls.getpeercert(binary_form=True)
     if der is None:

@@ -36,9 +36,9 @@ class DeadlinePassed(TimeoutError):
     comments never makes a request last longer than that."""
 
 
-def build_request(method: str, host: str, port: int, path: str, headers: dict[str, str], body: bytes) -> bytes:
-    """The bytes of one request, ready to send again and again."""
-    lines = [f"{method} {path} HTTP/1.1", f"Host: {host}:{port}"]
+def build_request(method: str, authority: str, path: str, headers: dict[str, str], body: bytes) -> bytes:
+    """The bytes of one request, ready to send again and again (`authority`: host:port, as Host says it)."""
+    lines = [f"{method} {path} HTTP/1.1", f"Host: {authority}"]
     lines += [f"{name}: {value}" for name, value in headers.items() if name.lower() not in ("host", "content-length")]
     if body or method in ("POST", "PUT"):
         lines.append(f"Content-Length: {len(body)}")
@@ -67,7 +67,7 @@ class Connection:
             context = ssl_module.create_default_context()
             context.check_hostname = False
             context.verify_mode = ssl_module.CERT_NONE  # load testing a known target; no trust decision here
-            sock = context.wrap_socket(sock, server_hostname=self.host)
+            sock = context.wrap_socket(sock, server_hostname=self.host.rstrip("."))  # SNI: the name, not absolute
         self._sock, self._buffer = sock, b""
         return sock
 

@@ -366,8 +366,14 @@ def loadgen_rbac(run: dict[str, Any]) -> list[dict[str, Any]]:
 
 REACH_ANNOTATION = "kaliper.dev/reach"
 # The cluster's DNS: CoreDNS and kube-dns pods carry this label in every distribution.
+# The cluster's DNS, in kube-system only: a namespace's own pod labelled k8s-app=kube-dns is not it.
 CLUSTER_DNS = {
-    "to": [{"namespaceSelector": {}, "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}}],
+    "to": [
+        {
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
+            "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}},
+        }
+    ],
     "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}],
 }
 

@@ -7,12 +7,15 @@ values (tenancy.*). `kaliper run` on one's own machine applies none of this: the
 from __future__ import annotations
 
 import ipaddress
+import re
 import urllib.parse
 from dataclasses import dataclass, field
 from typing import Any
 
 from kaliper.api.profilerun import ProfileRunSpec
 from kaliper.api.units import parse_duration
+from kaliper.destination import Address, BadUrl, Destination, destination
+from kaliper.loadgen.config import graceful_stop_s
 from kaliper.manifests.profilerun import LABEL_ROLE, LABEL_RUN
 from kaliper.profiling.plan import Configuration
 
@@ -25,15 +28,15 @@ class LoadCaps:
     """The most load a run of a namespace may apply (None: no cap beyond the API's maxima)."""
 
     users: int | None = None
-    """Concurrent users at any load level (closed loop)."""
+    """Concurrent users at once (closed loop), at the most any level or ramp reaches, over the trials at once."""
     rate: float | None = None
-    """Requests per second at any load level (open loop)."""
+    """Requests per second at once (open loop, a trace), as for users."""
     processes: int | None = None
-    """Load-generator processes per pod."""
+    """Load-generator processes at once (in every pod of every trial running)."""
     workers: int | None = None
-    """Distributed load-generator workers."""
+    """Distributed load-generator workers at once."""
     stage_seconds: float | None = None
-    """A stage's longest measurement (load.maxDuration)."""
+    """A stage's longest time under load: warm-up, measurement (load.maxDuration) and graceful stop."""
     parallel_trials: int | None = None
     """Trials at the same time (search.parallelism)."""
     gpus: int | None = None
@@ -59,14 +62,16 @@ class TenancyPolicy:
     prometheus_url: str | None = None
     """The cluster admin's Prometheus (the chart's prometheus.url): a run may always name it."""
     prometheus_urls: tuple[str, ...] = ()
-    """Other Prometheus URLs a run may name (tenancy.prometheusUrls), compared by scheme, host and port; "*":
-    any."""
+    """Other Prometheus URLs a run may name (tenancy.prometheusUrls), compared whole: scheme, host, port and path
+    (a URL below the path too); "*": any."""
     target_namespaces: tuple[str, ...] = ()
     """Namespaces besides its own whose Services a run may load by URL (tenancy.targets.namespaces); "*": any."""
     target_hosts: tuple[str, ...] = ()
     """Host names outside the cluster a run may load (tenancy.targets.hosts)."""
     target_cidrs: tuple[str, ...] = ()
     """IP ranges a run may load by address (tenancy.targets.cidrs), such as 10.0.0.0/8."""
+    cluster_domain: str = "cluster.local"
+    """The cluster's DNS domain (the chart's clusterDomain): a Service's absolute name ends with it."""
     query_namespaces: tuple[str, ...] = ()
     """Namespaces besides its own whose series a run's PromQL may read (tenancy.queries.namespaces); "*": any,
     queries not confined. Applied by kaliper.metrics.promql_scope."""
@@ -81,6 +86,9 @@ class TenancyPolicy:
                 ipaddress.ip_network(cidr, strict=False)
             except ValueError:
                 raise ValueError(f"tenancy.targets.cidrs: {cidr!r} is not an IP range such as 10.0.0.0/8") from None
+        for url in (self.prometheus_url, *self.prometheus_urls):
+            if url and url != ANY:
+                prometheus_place(url)  # BadUrl (a ValueError) names it
 
     def caps_of(self, namespace: str) -> tuple[LoadCaps, str]:
         """The caps a namespace's runs have, and the chart value that sets them."""
@@ -88,95 +96,156 @@ class TenancyPolicy:
         return (own, f"tenancy.namespaceCaps.{namespace}") if own is not None else (self.caps, "tenancy.caps")
 
 
-def _origin(url: str) -> tuple[str, str, int | None]:
-    parts = urllib.parse.urlsplit(url)
-    port = parts.port or {"http": 80, "https": 443}.get(parts.scheme)
-    return parts.scheme, (parts.hostname or "").lower(), port
-
-
 def _prometheus_allowed(url: str, policy: TenancyPolicy) -> bool:
     if ANY in policy.prometheus_urls:
         return True
-    allowed = [policy.prometheus_url, *policy.prometheus_urls]
-    return any(_origin(url) == _origin(a) for a in allowed if a)
+    written = prometheus_place(url)
+    return any(_within(written, prometheus_place(a)) for a in (policy.prometheus_url, *policy.prometheus_urls) if a)
+
+
+def prometheus_place(url: str) -> tuple[str, str, int, str]:
+    """A Prometheus URL whole, as compared: scheme, host (as it resolves), port and path (no trailing slash).
+    BadUrl for a path that could mean another once a gateway decodes or normalises it."""
+    where = destination(url, "a Prometheus URL")
+    decoded = urllib.parse.unquote(where.path)
+    if decoded != where.path or any(part in (".", "..") for part in where.path.split("/")):
+        raise BadUrl(f"{url}: a Prometheus URL's path is compared whole; write it without %-escapes, . or ..")
+    return where.scheme, where.host, where.port, where.path.rstrip("/")
+
+
+def _within(written: tuple[str, str, int, str], allowed: tuple[str, str, int, str]) -> bool:
+    """Same scheme, host and port, and the path the allowed one's or below it (/prom/team-a/x, not /prom/team-b)."""
+    path, prefix = written[3], allowed[3]
+    return written[:3] == allowed[:3] and (path == prefix or path.startswith(prefix + "/"))
 
 
 def _prometheus_problem(field: str, remove: str, url: str, policy: TenancyPolicy) -> str | None:
-    if _prometheus_allowed(url, policy):
+    try:
+        allowed = _prometheus_allowed(url, policy)
+    except BadUrl as exc:
+        return f"{field}: {exc}"
+    if allowed:
         return None
     admins = f"the cluster's, {policy.prometheus_url}" if policy.prometheus_url else "the one the chart names"
     return (
         f"{field}: {url} is not a Prometheus this operator may query for a namespace's run: it queries {admins} "
-        f"(the chart's prometheus.url); remove {remove} to use it, or ask the cluster admin to allow this URL "
-        f"({ALLOWANCES}: tenancy.prometheusUrls)"
+        f"(the chart's prometheus.url, and paths below it); remove {remove} to use it, or ask the cluster admin "
+        f"to allow this URL ({ALLOWANCES}: tenancy.prometheusUrls)"
     )
 
 
-def _address_kind(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> str:
+def _address_kind(address: Address) -> str:
+    mapped = address.ipv4_mapped if isinstance(address, ipaddress.IPv6Address) else None
+    address = mapped or address
     if address.is_loopback:
         return "a loopback address (the operator's own pod)"
+    if address.is_unspecified:
+        return "the unspecified address, which reaches the pod itself"
     if address.is_link_local:
         return "a link-local address (such as the cloud's metadata service)"
     return "an IP address, which may be any pod, node or host the cluster reaches"
 
 
+_SERVICE = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")  # a Service's name (DNS-1035)
+_NAMESPACE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")  # a namespace's (DNS-1123 label)
+
+
 @dataclass(frozen=True)
 class TargetHost:
-    """What a target URL's host is, read once for the refusal and for the load generators' NetworkPolicy."""
+    """What a target URL's host is, read once for the refusal, the load generators' URL and their
+    NetworkPolicy: an address, a Service by one of its cluster names, or a host outside the cluster."""
 
-    host: str
-    address: ipaddress.IPv4Address | ipaddress.IPv6Address | None = None
-    """An IP address (localhost read as 127.0.0.1)."""
+    destination: Destination
     service: str | None = None
-    """A Service in the cluster by name: `name`, `name.<namespace>`, `name.<namespace>.svc[.cluster.local]`."""
     namespace: str | None = None
-    """That Service's namespace."""
-    port: int | None = None
+    """The Service's namespace."""
+    outside: bool = False
+    """A host the admin allowed outside the cluster (tenancy.targets.hosts)."""
+
+    @property
+    def address(self) -> Address | None:
+        return self.destination.address
+
+    def load_url(self, cluster_domain: str) -> str:
+        """The URL the load generators are given: a Service by its absolute cluster name, a host by its
+        absolute name, an address in its canonical form; never the spelling the user wrote."""
+        if self.service is not None:
+            return self.destination.url(f"{self.service}.{self.namespace}.svc.{cluster_domain}.")
+        if self.outside:
+            return self.destination.url(self.destination.host + ".")
+        return self.destination.url()
 
 
-def target_host(url: str, namespace: str) -> TargetHost:
-    """The host of a run's target URL: an address, a Service of some namespace, or a host outside the cluster."""
-    parts = urllib.parse.urlsplit(url)
-    host = (parts.hostname or "").lower().rstrip(".")
-    port = parts.port or {"http": 80, "https": 443}.get(parts.scheme)
-    try:
-        return TargetHost(host, address=ipaddress.ip_address("127.0.0.1" if host == "localhost" else host), port=port)
-    except ValueError:
-        pass
-    labels = host.split(".")
-    if len(labels) == 1 or (len(labels) == 2 and labels[1] == namespace):
-        return TargetHost(host, service=labels[0], namespace=namespace, port=port)  # its own, by the short name
-    if len(labels) >= 3 and labels[2] == "svc":
-        return TargetHost(host, service=labels[0], namespace=labels[1], port=port)
-    return TargetHost(host, port=port)
+def target_host(url: str, namespace: str, policy: TenancyPolicy) -> TargetHost:
+    """The host of a run's target URL, read as the load generator's socket will read it (BadUrl: it cannot
+    be). A name is a Service only in one of the forms cluster DNS gives it (`name`, `name.<namespace>`,
+    `name.<namespace>.svc`, `name.<namespace>.svc.<cluster domain>`); a host the admin allowed outside the
+    cluster is that host, even where it has a Service's form."""
+    where = destination(url, "spec.target.url")
+    if where.address is not None:
+        return TargetHost(where)
+    if where.host in policy.target_hosts:
+        return TargetHost(where, outside=True)
+    labels = where.labels
+    service_form = len(labels) <= 2 or labels[2:] in (["svc"], ["svc", *policy.cluster_domain.split(".")])
+    service_namespace = labels[1] if len(labels) > 1 else namespace
+    if service_form and _SERVICE.fullmatch(labels[0]) and _NAMESPACE.fullmatch(service_namespace):
+        return TargetHost(where, service=labels[0], namespace=service_namespace)
+    return TargetHost(where)
 
 
 def _target_problem(url: str, namespace: str, policy: TenancyPolicy) -> str | None:
-    target = target_host(url, namespace)
+    try:
+        target = target_host(url, namespace, policy)
+    except BadUrl as exc:
+        return str(exc)
     if target.address is not None:
         if any(target.address in ipaddress.ip_network(cidr, strict=False) for cidr in policy.target_cidrs):
             return None
         what, allowance = _address_kind(target.address), "tenancy.targets.cidrs"
-    elif target.namespace == namespace:
+    elif target.outside or target.namespace == namespace:
         return None
     elif target.namespace is not None:
         if ANY in policy.target_namespaces or target.namespace in policy.target_namespaces:
             return None
         what, allowance = f"a Service of namespace {target.namespace}", "tenancy.targets.namespaces"
     else:
-        if target.host in policy.target_hosts:
-            return None
-        what, allowance = "a host outside this namespace", "tenancy.targets.hosts"
-    host = str(target.address) if target.address is not None else target.host
+        what, allowance = "not a Service of this namespace, and a host outside the cluster", "tenancy.targets.hosts"
     return (
-        f"spec.target.url: {host} is {what}; a ProfileRun loads only what its own namespace ({namespace}) holds: "
-        "a ModelDeployment (target.deploymentRef), a workload (target.workloadRef) or a Service of the namespace "
-        f"by URL, unless the cluster admin allows more ({ALLOWANCES}: {allowance})"
+        f"spec.target.url: {target.destination.host} is {what}; a ProfileRun loads only what its own namespace "
+        f"({namespace}) holds: a ModelDeployment (target.deploymentRef), a workload (target.workloadRef) or a "
+        f"Service of the namespace by URL, unless the cluster admin allows more ({ALLOWANCES}: {allowance})"
     )
 
 
+def service_problem(service: dict[str, Any] | None, target: TargetHost, policy: TenancyPolicy) -> str | None:
+    """Why the Service a target URL names may not be loaded, as the API holds it (None: it may). Its
+    selector's pods are what the load reaches; a Service that names a host (ExternalName) or has hand-written
+    endpoints (no selector) could send the load anywhere."""
+    assert target.service is not None
+    name = f"Service {target.service} of namespace {target.namespace}"
+    if service is None:
+        return f"spec.target.url: {name} does not exist; create it, or fix the URL"
+    spec = service.get("spec") or {}
+    if spec.get("type") == "ExternalName":
+        external = str(spec.get("externalName") or "").lower().rstrip(".")
+        if external in policy.target_hosts:
+            return None
+        return (
+            f"spec.target.url: {name} is an ExternalName for {external}, a host outside the cluster; load it by its "
+            f"own name if the cluster admin allows it ({ALLOWANCES}: tenancy.targets.hosts)"
+        )
+    if not spec.get("selector"):
+        return (
+            f"spec.target.url: {name} has no selector: its endpoints are written by hand and may point anywhere; "
+            "give it a selector of the serving pods, or load them through a Service that has one"
+        )
+    return None
+
+
 def tenancy_problem(spec: ProfileRunSpec, namespace: str, policy: TenancyPolicy) -> str | None:
-    """Why the run may not reach what it names, or None."""
+    """Why the run may not reach what it names, or None: from the spec alone (the Service a URL names is
+    looked up after, service_problem)."""
     if spec.target.url is not None and (problem := _target_problem(str(spec.target.url), namespace, policy)):
         return problem
     if spec.metrics.prometheus is not None:
@@ -198,29 +267,71 @@ def _gpus_per_trial(config: Configuration) -> int:
     return (deployment.resources.gpu.count or 0) * deployment.replicas
 
 
+def _peak_of_each_trial(
+    spec: ProfileRunSpec, configs: list[Configuration], trace_peak_per_s: float | None
+) -> list[float]:
+    """The most users (closed loop) or requests per second (open loop, a trace) each planned trial reaches: a
+    ramp's end where it ends higher, a trace's busiest second times its speed-up."""
+    ramp = spec.load.ramp
+    peaks = []
+    for config in configs:
+        for level in config.levels:
+            if config.level_name == "speedup":
+                peaks.append((trace_peak_per_s or 0.0) * level)
+            else:
+                peaks.append(max(level, float(ramp.to)) if ramp is not None else level)
+    return peaks
+
+
+def stage_seconds(spec: ProfileRunSpec) -> float:
+    """A stage's whole time under load: its warm-up, its measurement at most, and the graceful stop after it."""
+    return parse_duration(spec.load.warmup) + parse_duration(spec.load.max_duration) + graceful_stop_s(spec)
+
+
 def caps_problem(
-    spec: ProfileRunSpec, configs: list[Configuration], namespace: str, policy: TenancyPolicy
+    spec: ProfileRunSpec,
+    configs: list[Configuration],
+    namespace: str,
+    policy: TenancyPolicy,
+    trace_peak_per_s: float | None = None,
 ) -> str | None:
-    """Why the run would apply more load than its namespace may, or None: checked before it starts."""
+    """Why the run would apply more load than its namespace may, or None: checked before it starts, over every
+    way it applies load (a level, a ramp's end, a trace at its speed-up; the trials it runs at once summed).
+    `trace_peak_per_s`: the most requests in any one second of the trace a trace replay plays."""
     caps, setting = policy.caps_of(namespace)
     level_name = configs[0].level_name if configs else ""
-    highest = max((level for c in configs for level in c.levels), default=0.0)
-    trials = sum(len(c.levels) for c in configs)
-    at_once = min(spec.search.parallelism, max(trials, 1))
+    peaks = sorted(_peak_of_each_trial(spec, configs, trace_peak_per_s), reverse=True)
+    at_once = min(spec.search.parallelism, max(len(peaks), 1))
+    load = sum(peaks[:at_once])
+    pods = max(spec.load.workers, 1)
     gpus = max((_gpus_per_trial(c) for c in configs), default=0) * at_once
+    together = "summed over the trials at once (search.parallelism)"
     asked = (
         (
             "users",
-            "concurrent users (load.closedLoop.concurrency, sweep.concurrency)",
-            highest if level_name == "concurrency" else None,
+            f"concurrent users at the most (load.closedLoop.concurrency, sweep.concurrency, a ramp's end), {together}",
+            load if level_name == "concurrency" else None,
         ),
-        ("rate", "requests per second (load.openLoop.rate, sweep.rate)", highest if level_name == "rate" else None),
-        ("processes", "load-generator processes per pod (load.processes)", spec.load.processes),
-        ("workers", "load-generator workers (load.workers)", spec.load.workers),
+        (
+            "rate",
+            "requests per second at the most (load.openLoop.rate, sweep.rate, a ramp's end, a trace's busiest "
+            f"second times load.trace.speedup), {together}",
+            load if level_name in ("rate", "speedup") else None,
+        ),
+        (
+            "processes",
+            "load-generator processes at once (load.processes in each of its pods, times the trials at once)",
+            spec.load.processes * pods * at_once,
+        ),
+        (
+            "workers",
+            "load-generator workers at once (load.workers, times the trials at once)",
+            spec.load.workers * at_once,
+        ),
         (
             "stage_seconds",
-            "seconds of measurement per stage (load.maxDuration)",
-            parse_duration(spec.load.max_duration),
+            "seconds of load per stage (load.warmup, load.maxDuration and the graceful stop after it)",
+            stage_seconds(spec),
         ),
         ("parallel_trials", "trials at once (search.parallelism)", spec.search.parallelism),
         ("gpus", "GPUs held at once (each trial's GPUs times its replicas, times the trials at once)", gpus),
@@ -255,23 +366,23 @@ class LoadReach:
     wider: str | None = None
 
 
-def load_reach(
-    spec: ProfileRunSpec, run_name: str, namespace: str, service_selector: dict[str, str] | None
-) -> LoadReach:
-    """The target alone, resolved: the run's trial servers (a ModelDeployment or workload target), the pods
-    behind a Service it names (`service_selector`, read from the Service; None when it has none), an address,
-    or, for a host outside the cluster, which a NetworkPolicy cannot name, any address on the URL's port."""
-    if spec.target.url is None:
+def load_reach(run_name: str, target: TargetHost | None, service_selector: dict[str, str] | None) -> LoadReach:
+    """The target alone, as admission resolved it: the run's trial servers (None: a ModelDeployment or workload
+    target), the pods the selector of the Service its URL names picks in that Service's namespace, an address
+    the admin allowed, or, for a host outside the cluster the admin allowed (which a NetworkPolicy cannot
+    name), any address on the URL's port."""
+    if target is None:
         return LoadReach([{"podSelector": {"matchLabels": {LABEL_RUN: run_name, LABEL_ROLE: "server"}}}])
-    target = target_host(str(spec.target.url), namespace)
     if target.address is not None:
-        bits = 32 if target.address.version == 4 else 128
-        return LoadReach([{"ipBlock": {"cidr": f"{target.address}/{bits}"}}])
-    if target.namespace is not None:
-        peer: dict[str, Any] = {"namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: target.namespace}}}
-        if service_selector:
-            return LoadReach([{**peer, "podSelector": {"matchLabels": dict(service_selector)}}])
-        wider = f"Service {target.service} has no selector (or cannot be read): any pod of {target.namespace}"
-        return LoadReach([peer], wider=wider)
-    ports = [{"protocol": "TCP", "port": target.port}] if target.port else None
-    return LoadReach(EVERYWHERE, ports, wider=f"{target.host} is outside the cluster: any address, port {target.port}")
+        mapped = target.address.ipv4_mapped if isinstance(target.address, ipaddress.IPv6Address) else None
+        address = mapped or target.address
+        return LoadReach([{"ipBlock": {"cidr": f"{address}/{address.max_prefixlen}"}}])
+    port = target.destination.port
+    if target.service is not None:
+        assert service_selector, "admission refuses a Service without a selector"
+        namespace = {"namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: target.namespace}}}
+        return LoadReach([{**namespace, "podSelector": {"matchLabels": dict(service_selector)}}])
+    host = target.destination.host
+    return LoadReach(
+        EVERYWHERE, [{"protocol": "TCP", "port": port}], f"{host} is outside the cluster: any address, port {port}"
+    )
