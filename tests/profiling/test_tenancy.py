@@ -204,9 +204,6 @@ def test_a_malformed_url_is_refused_with_what_to_write(written: str, message: st
 def test_the_service_a_url_names_must_send_the_load_to_its_own_pods() -> None:
     target = target_host("http://scorer:8080", "team-a", ADMIN)
     assert service_problem({"spec": {"selector": {"app": "scorer"}, "ports": [{"port": 8080}]}}, target, ADMIN) is None
-    assert service_problem(None, target, ADMIN) == (
-        "spec.target.url: Service scorer of namespace team-a does not exist; create it, or fix the URL"
-    )
     external = {"spec": {"type": "ExternalName", "externalName": "metadata.google.internal."}}
     assert service_problem(external, target, ADMIN) == (
         "spec.target.url: Service scorer of namespace team-a is an ExternalName for metadata.google.internal, a host "

@@ -8,7 +8,6 @@ malformed input must not retry forever). Only the API server failing is retried.
 from __future__ import annotations
 
 import base64
-from dataclasses import dataclass
 from typing import Any
 
 from kubernetes.client import ApiException
@@ -22,37 +21,24 @@ from kaliper.loadgen.traces import Replay, TraceError, parse_trace, play
 from kaliper.metrics.promql_scope import QueryScope
 from kaliper.metrics.written_queries import written_queries_problem
 from kaliper.profiling.plan import Configuration, cluster_problem, machine_paths_problem
-from kaliper.profiling.tenancy import (
-    TargetHost,
-    TenancyPolicy,
-    caps_problem,
-    service_problem,
-    target_host,
-    tenancy_problem,
-)
+from kaliper.profiling.tenancy import TargetHost, TenancyPolicy, caps_problem, service_problem, tenancy_problem
 from kaliper.report.schema import ProfileReport
-
-
-@dataclass(frozen=True)
-class Admitted:
-    """What admission resolved, for the run's plan: the Service a target URL names, as the API holds it."""
-
-    target: TargetHost | None = None
-    service_selector: dict[str, str] | None = None
 
 
 def _refused_on_error(check: Any, what: str) -> Any:
     """A check's answer; an exception (not the API server's) as a refusal, naming what was checked."""
     try:
         return check()
-    except (ApiException, RunFailed):
+    except ApiException:
         raise
     except Exception as exc:  # malformed input the checks did not foresee: said once, never retried
-        raise RunFailed(f"{what} could not be checked: {exc.__class__.__name__}: {exc}") from None
+        return f"{what} could not be checked: {exc.__class__.__name__}: {exc}"
 
 
-def admit(spec: ProfileRunSpec, namespace: str, tenancy: TenancyPolicy) -> Admitted:
-    """The run's spec checked and its target URL's Service looked up; RunFailed says why it may not run."""
+def admission_problem(spec: ProfileRunSpec, namespace: str, tenancy: TenancyPolicy) -> str | None:
+    """Why the run may not start at all, from its spec, before it makes or sends anything: a path on a machine,
+    something outside what its namespace may reach, PromQL reading another namespace's series, a baseline that
+    cannot be read."""
 
     def problem() -> str | None:
         return (
@@ -62,14 +48,13 @@ def admit(spec: ProfileRunSpec, namespace: str, tenancy: TenancyPolicy) -> Admit
             or baseline_problem(spec, namespace)
         )
 
-    if found := _refused_on_error(problem, "the run's spec"):
-        raise RunFailed(found)
-    if spec.target.url is None:
-        return Admitted()
-    target = target_host(str(spec.target.url), namespace, tenancy)
-    if target.service is None:
-        return Admitted(target)
-    assert target.namespace is not None
+    return _refused_on_error(problem, "the run's spec")
+
+
+def url_service(target: TargetHost, tenancy: TenancyPolicy) -> dict[str, Any] | None:
+    """The Service a target URL names, as the API holds it (None: not there, yet); RunFailed when it may not be
+    loaded (kaliper.profiling.tenancy.service_problem) or the operator may not read it."""
+    assert target.service is not None and target.namespace is not None
     try:
         service = kube.get("Service", target.namespace, target.service)
     except ApiException as exc:
@@ -79,10 +64,9 @@ def admit(spec: ProfileRunSpec, namespace: str, tenancy: TenancyPolicy) -> Admit
             f"spec.target.url: the operator may not read Services of namespace {target.namespace} (the chart's "
             "watchNamespaces), so it cannot check where the load would go"
         ) from None
-    if found := service_problem(service, target, tenancy):
-        raise RunFailed(found)
-    assert service is not None
-    return Admitted(target, service["spec"]["selector"])
+    if service is not None and (problem := service_problem(service, target, tenancy)):
+        raise RunFailed(problem)
+    return service
 
 
 def query_scope(namespace: str, tenancy: TenancyPolicy) -> QueryScope:

@@ -25,7 +25,7 @@ from kaliper.api.profilerun import ProfileRunStatus, Progress, ReportReference, 
 from kaliper.api.resources import ProfileRun
 from kaliper.controllers import kube, metrics, run_network, run_records
 from kaliper.controllers import trial_moves as moves
-from kaliper.controllers.admission import admit, trials_problem
+from kaliper.controllers.admission import admission_problem, trials_problem
 from kaliper.controllers.api_health import moving_s
 from kaliper.controllers.diagnosis import restarts_and_oom_kills, template_hashes
 from kaliper.controllers.recommendation import apply_recommendation
@@ -133,11 +133,9 @@ class RunStep(StatusStep[ProfileRunStatus]):
             self.fail("InvalidSpec", "; ".join(str(p) for p in problems_from(exc, ProfileRun)))
             return self.write()
         try:
-            if not self.status.trials:  # before anything is sent on the run's behalf, the fit's queries included
-                self.admitted = admit(self.spec, self.namespace, SETTINGS.tenancy)
-            self.spec = with_fitted_workload(self.spec, self.status, self.namespace)
             if not self.status.trials and not self.plan():
                 return self.write()
+            self.spec = with_fitted_workload(self.spec, self.status, self.namespace)
             self.configurations = configurations(self.spec, self.base())
             self.trials = {t.index: t for t in self.status.trials or []}
             self.planned = planned_with_probes(self.spec, self.configurations, list(self.trials.values()))
@@ -163,17 +161,19 @@ class RunStep(StatusStep[ProfileRunStatus]):
     def plan(self) -> bool:
         """Check what the run needs, snapshot its target and list its trials. False: not yet (the target
         does not exist yet)."""
-        spec = self.spec
+        if problem := admission_problem(self.spec, self.namespace, SETTINGS.tenancy):
+            raise RunFailed(problem)  # before the run makes or sends anything: the fit's queries come after
         base, waiting = self.target.snapshot(self.now)
         if waiting is not None:
             self.status.phase, self.status.message = "Pending", waiting
             self.condition("Progressing", False, "WaitingForTarget", waiting)
             return False
+        spec = self.spec = with_fitted_workload(self.spec, self.status, self.namespace)
         configs = configurations(spec, base)
         if problem := trials_problem(spec, configs, self.namespace, SETTINGS.image, SETTINGS.tenancy):
             raise RunFailed(problem)
         trials = planned_trials(configs)
-        for obj in run_network.loadgen_objects(self.body, self.admitted):
+        for obj in run_network.loadgen_objects(self.body, self.target):
             kube.apply(obj)
         self.status.phase, self.status.message, self.status.start_time = "Running", None, self.now
         self.status.trials = [

@@ -8,18 +8,20 @@ from __future__ import annotations
 from typing import Any
 
 from kaliper.controllers import kube
-from kaliper.controllers.admission import Admitted
+from kaliper.controllers.run_target import RunTarget
 from kaliper.controllers.settings import SETTINGS
 from kaliper.manifests.profilerun import loadgen_network_policy, loadgen_rbac
 from kaliper.profiling.tenancy import load_reach
 
 
-def loadgen_objects(run: dict[str, Any], admitted: Admitted) -> list[dict[str, Any]]:
-    """The run's load-generator identity and, where enabled, its NetworkPolicy."""
+def loadgen_objects(run: dict[str, Any], target: RunTarget) -> list[dict[str, Any]]:
+    """The run's load-generator identity and, where enabled, its NetworkPolicy (the target as its snapshot read
+    it: a URL's Service)."""
     objects = loadgen_rbac(run)
     if not SETTINGS.loadgen_network_policy:
         return objects
-    reach = load_reach(run["metadata"]["name"], admitted.target, admitted.service_selector)
+    selector = (target.service or {}).get("spec", {}).get("selector")
+    reach = load_reach(run["metadata"]["name"], target.url_target(), selector)
     policy = loadgen_network_policy(run, reach.peers, reach.ports, api_server_addresses(), reach.wider)
     return [*objects, policy]
 

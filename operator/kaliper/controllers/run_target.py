@@ -12,19 +12,21 @@ from kaliper.api.modeldeployment import ModelDeploymentSpec, ModelDeploymentTemp
 from kaliper.api.profilerun import ProfileRunSpec
 from kaliper.api.units import parse_duration
 from kaliper.controllers import kube
+from kaliper.controllers.admission import url_service
 from kaliper.controllers.run_records import RunFailed, RunRecords
 from kaliper.controllers.settings import SETTINGS
 from kaliper.controllers.store import STORE
 from kaliper.manifests import workload
 from kaliper.manifests.modeldeployment import endpoint
 from kaliper.manifests.profilerun import build_trial_deployment, trial_name
-from kaliper.profiling.tenancy import target_host
+from kaliper.profiling.tenancy import TargetHost, target_host
 
 
 class RunTarget:
     def __init__(self, run: dict[str, Any], spec: ProfileRunSpec, records: RunRecords) -> None:
         self.run, self.spec, self.records = run, spec, records
         self.namespace, self.name = run["metadata"]["namespace"], run["metadata"]["name"]
+        self.service: dict[str, Any] | None = None  # a target URL's Service, as the snapshot read it
 
     def reference(self) -> tuple[str, str, str] | None:
         """(kind, name, the spec field that names it), or None for a URL."""
@@ -38,25 +40,41 @@ class RunTarget:
     def url(self) -> str | None:
         """The URL a run without a deployment loads, as admission resolved it (a Service by its absolute cluster
         name, an address in its canonical form): never the spelling written in spec.target.url."""
-        if self.reference() is not None:
-            return None
-        tenancy = SETTINGS.tenancy
-        return target_host(str(self.spec.target.url), self.namespace, tenancy).load_url(tenancy.cluster_domain)
+        target = self.url_target()
+        return target.load_url(SETTINGS.tenancy.cluster_domain) if target is not None else None
+
+    def url_target(self) -> TargetHost | None:
+        """What the target URL's host is, as admission reads it (None: not a URL)."""
+        url = self.url_written()
+        return target_host(url, self.namespace, SETTINGS.tenancy) if url is not None else None
+
+    def url_written(self) -> str | None:
+        return str(self.spec.target.url) if self.reference() is None else None
+
+    def _absent(self, what: str, field: str, now: datetime) -> tuple[None, str]:
+        created = datetime.fromisoformat(self.run["metadata"]["creationTimestamp"].replace("Z", "+00:00"))
+        if (now - created).total_seconds() > parse_duration(self.spec.ready_timeout):
+            raise RunFailed(f"{what} does not exist; create it or fix {field}")
+        return None, f"waiting for {what} ({field})"
 
     def snapshot(self, now: datetime) -> tuple[ModelDeploymentTemplate | None, str | None]:
         """Read the target and keep it: (what its trials vary, None) once it exists, (None, why the run
-        waits) until then. Raises RunFailed when it never came within readyTimeout, or cannot be copied."""
+        waits) until then. Raises RunFailed when it never came within readyTimeout, or cannot be copied, or
+        the Service a URL names may not be loaded (admission.url_service)."""
         reference = self.reference()
         if reference is None:
+            target = self.url_target()
+            if target is not None and target.service is not None:
+                self.service = url_service(target, SETTINGS.tenancy)
+                if self.service is None:
+                    where = "" if target.namespace == self.namespace else f" of namespace {target.namespace}"
+                    return self._absent(f"Service {target.service}{where}", "spec.target.url", now)
             self.records.save_target(None)
             return None, None
         kind, name, field = reference
         found = STORE.get(kind, self.namespace, name) or kube.get(kind, self.namespace, name)  # not seen yet
         if found is None:
-            created = datetime.fromisoformat(self.run["metadata"]["creationTimestamp"].replace("Z", "+00:00"))
-            if (now - created).total_seconds() > parse_duration(self.spec.ready_timeout):
-                raise RunFailed(f"{kind} {name} does not exist; create it or fix {field}")
-            return None, f"waiting for {kind} {name} ({field})"
+            return self._absent(f"{kind} {name}", field, now)
         if kind == "ModelDeployment":
             base = ModelDeploymentSpec.model_validate(found["spec"])
             self.records.save_target(base)

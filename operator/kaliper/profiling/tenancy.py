@@ -218,14 +218,12 @@ def _target_problem(url: str, namespace: str, policy: TenancyPolicy) -> str | No
     )
 
 
-def service_problem(service: dict[str, Any] | None, target: TargetHost, policy: TenancyPolicy) -> str | None:
+def service_problem(service: dict[str, Any], target: TargetHost, policy: TenancyPolicy) -> str | None:
     """Why the Service a target URL names may not be loaded, as the API holds it (None: it may). Its
     selector's pods are what the load reaches; a Service that names a host (ExternalName) or has hand-written
     endpoints (no selector) could send the load anywhere."""
     assert target.service is not None
     name = f"Service {target.service} of namespace {target.namespace}"
-    if service is None:
-        return f"spec.target.url: {name} does not exist; create it, or fix the URL"
     spec = service.get("spec") or {}
     if spec.get("type") == "ExternalName":
         external = str(spec.get("externalName") or "").lower().rstrip(".")
