@@ -1,20 +1,23 @@
 """Percentiles with sample counts and confidence intervals, from HDR histograms.
 
 The interval of a quantile comes from order statistics: with n samples, the number of samples below the
-true q-quantile is Binomial(n, q), so the ranks nq ± z·sqrt(nq(1-q)) bracket it with the chosen confidence.
-No distribution is assumed. When n is too small for the tail asked for (a p99.9 from 500 samples), the upper
-bound does not exist and is reported as absent.
+true q-quantile is Binomial(n, q), so the order statistics of ranks l and u bracket it with probability
+P(l <= B <= u - 1), computed from the binomial distribution itself (Hahn and Meeker's distribution-free
+interval, as SciPy's quantile_test gives it), not its normal approximation, which at a few dozen samples puts
+the upper rank of a p90 past the last sample where the exact one is the last sample. No distribution of the
+latencies is assumed. When n is too small for the tail asked for (a p99.9 from 500 samples), the upper bound
+does not exist and is reported as absent.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
 from kaliper.measure.histogram import LatencyHistogram
 
 REPORTED_PERCENTILES = (50.0, 90.0, 95.0, 99.0, 99.9)
-_Z = {0.90: 1.6449, 0.95: 1.9600, 0.99: 2.5758}
 
 
 @dataclass(frozen=True)
@@ -34,29 +37,45 @@ class PercentileEstimate:
         return (self.ci_high_s - self.ci_low_s) / self.value_s
 
 
+@functools.lru_cache(maxsize=4096)
 def rank_interval(count: int, quantile: float, confidence: float = 0.95) -> tuple[int, int | None]:
-    """1-based ranks (low, high) of the order statistics that bracket the quantile; high is None when the
-    sample is too small to bound it from above."""
+    """1-based ranks (low, high) of the order statistics that bracket the quantile with at least `confidence`,
+    equal-tailed: low the largest rank with P(B <= low - 1) <= (1 - confidence) / 2, high the smallest with
+    P(B <= high - 1) >= (1 + confidence) / 2, B ~ Binomial(count, quantile). high is None when the sample is too
+    small to bound the quantile from above; low is 1 when it is too small to bound it from below."""
     if count <= 0:
         return (0, None)
-    z = _Z.get(confidence) or _z_for(confidence)
-    centre = count * quantile
-    spread = z * math.sqrt(count * quantile * (1 - quantile))
-    low = max(1, math.floor(centre - spread))
-    high = math.ceil(centre + spread) + 1
-    return (low, high if high <= count else None)
+    tail = (1 - confidence) / 2
+    first, cdf = _binomial_cdf(count, quantile)
+    # P(B <= k) for k = low - 1 and high - 1; below the window it is under 1e-30, within any tail.
+    below = [k for k, p in enumerate(cdf, start=first) if p <= tail]
+    above = [k for k, p in enumerate(cdf, start=first) if p >= 1 - tail and k <= count - 1]
+    low = below[-1] + 1 if below else first
+    return (max(1, low), above[0] + 1 if above else None)
 
 
-def _z_for(confidence: float) -> float:
-    # Inverse normal CDF by bisection on erf: only for confidence levels outside the table.
-    lo, hi = 0.0, 10.0
-    for _ in range(80):
-        mid = (lo + hi) / 2
-        if math.erf(mid / math.sqrt(2)) < confidence:
-            lo = mid
-        else:
-            hi = mid
-    return (lo + hi) / 2
+def _binomial_cdf(count: int, quantile: float) -> tuple[int, list[float]]:
+    """P(B <= k) for k from `first` on, B ~ Binomial(count, quantile), over the window where its mass lies (the
+    mean plus or minus 12 standard deviations and 10: what lies outside is under 1e-30 of it), each term from its
+    neighbour from the mode outwards, so that no term underflows or overflows at a million samples."""
+    if quantile <= 0 or quantile >= 1:
+        return 0, [0.0 if quantile >= 1 else 1.0] * count + [1.0]
+    mean, spread = count * quantile, 12 * math.sqrt(count * quantile * (1 - quantile)) + 10
+    first, last = max(0, math.floor(mean - spread)), min(count, math.ceil(mean + spread))
+    mode = min(max(math.floor((count + 1) * quantile), first), last)
+    odds = quantile / (1 - quantile)
+    mass = [0.0] * (last - first + 1)
+    mass[mode - first] = 1.0
+    for k in range(mode, last):  # pmf(k + 1) = pmf(k) (n - k) / (k + 1) q / (1 - q)
+        mass[k + 1 - first] = mass[k - first] * (count - k) / (k + 1) * odds
+    for k in range(mode, first, -1):
+        mass[k - 1 - first] = mass[k - first] * k / (count - k + 1) / odds
+    total = math.fsum(mass)
+    cdf, running = [], 0.0
+    for value in mass:
+        running += value / total
+        cdf.append(min(running, 1.0))
+    return first, cdf
 
 
 def percentile_rank(count: int, percentile: float) -> int:
