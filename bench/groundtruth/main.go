@@ -37,21 +37,35 @@ type server struct {
 	sigma        float64
 	stallEvery   time.Duration
 	stallFor     time.Duration
-	failEvery    int64
-	epoch        time.Time
+	// -stall-at-request: one stall instead, from the arrival of that request on (a stall placed on a load
+	// generator's schedule: at 100 requests per second, the 151st arrives 1.5 s into it).
+	stallAtRequest int64
+	failEvery      int64
+	epoch          time.Time
 	// -slots: requests served at once (nil: no limit); the others wait for a slot, and their delay starts
 	// when they get one, so a known capacity: latency doubles once the load exceeds the slots.
 	slots chan struct{}
 
-	mu      sync.Mutex
-	rng     *rand.Rand
-	served  int64
-	records [][2]int64
+	mu         sync.Mutex
+	rng        *rand.Rand
+	served     int64
+	arrivals   int64
+	stallStart time.Time
+	records    [][2]int64
 }
 
 // stallRemaining is how long a request arriving at t waits for the current stall to end (0 outside stalls).
 // Stalls occupy [k*every, k*every+for) after the epoch.
 func (s *server) stallRemaining(t time.Time) time.Duration {
+	if s.stallAtRequest > 0 {
+		s.mu.Lock()
+		from := s.stallStart
+		s.mu.Unlock()
+		if !from.IsZero() && !t.Before(from) && t.Sub(from) < s.stallFor {
+			return s.stallFor - t.Sub(from)
+		}
+		return 0
+	}
 	if s.stallEvery <= 0 {
 		return 0
 	}
@@ -81,6 +95,12 @@ func grpcFrame(message []byte) []byte {
 
 func (s *server) serve(w http.ResponseWriter, r *http.Request) {
 	arrived := time.Now()
+	s.mu.Lock()
+	s.arrivals++
+	if s.arrivals == s.stallAtRequest {
+		s.stallStart = arrived
+	}
+	s.mu.Unlock()
 	_, _ = io.Copy(io.Discard, r.Body)
 	start := arrived
 	if s.slots != nil {
@@ -146,6 +166,7 @@ func main() {
 	sigma := flag.Float64("sigma", 0.35, "sigma of the lognormal delay (of the log)")
 	stallEvery := flag.Duration("stall-every", 0, "period of the stalls (0: none)")
 	stallFor := flag.Duration("stall-for", 2*time.Second, "length of each stall")
+	stallAtRequest := flag.Int64("stall-at-request", 0, "one stall, from this request's arrival on (0: -stall-every's)")
 	seed := flag.Int64("seed", 1, "random seed")
 	failEvery := flag.Int64("fail-every", 0, "answer every Nth request with 503 (0: never)")
 	tlsCert := flag.String("tls-cert", "", "serve TLS (HTTP/2 by ALPN) with this certificate (PEM)")
@@ -155,7 +176,7 @@ func main() {
 	flag.Parse()
 
 	s := &server{
-		median: *median, sigma: *sigma, stallEvery: *stallEvery, stallFor: *stallFor, failEvery: *failEvery,
+		median: *median, sigma: *sigma, stallEvery: *stallEvery, stallFor: *stallFor, stallAtRequest: *stallAtRequest, failEvery: *failEvery,
 		epoch: time.Now(), rng: rand.New(rand.NewSource(*seed)),
 	}
 	if *slots > 0 {

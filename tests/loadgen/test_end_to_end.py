@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import socketserver
 import statistics
 import subprocess
@@ -577,3 +578,29 @@ def test_requests_resent_after_the_server_closed_the_connection_are_in_the_summa
         f"  {stage.resent} requests sent again on a new connection: the server had closed a kept-alive one before "
         "answering (not errors)"
     ) in summarize(result).splitlines()
+
+
+@pytest.mark.parametrize(
+    "stall_at", [151, 451], ids=["a stall across the warm-ups end", "a stall across the measurements end"]
+)
+def test_each_request_counts_in_the_window_it_was_meant_for(tmp_path: Path, stall_at: int) -> None:
+    """Open loop at 100 requests per second, 2 s of warm-up, 3 s measured; the server holds every request that
+    arrives for 1 s from the arrival of request `stall_at` on (151: 1.5 s into the stage, so the 50 requests
+    sent in the warm-up's last half second are answered in the measurement's first; 451: 4.5 s, so those sent in
+    its last half second are answered after it). Each edge keeps the requests meant for its side: the stage
+    counts the 300 sends of its window, as many as the server received in it, and its corrected percentiles are
+    the server's own latencies of those requests, within 5%."""
+    with groundtruth(
+        "-median", "100ms", "-sigma", "0.1", "-stall-at-request", str(stall_at), "-stall-for", "1s"
+    ) as base:
+        load = {"openLoop": {"rate": 100, "maxConnections": 300}, **SHORT, "warmup": "2s"}
+        process, result = run_loadgen(tmp_path, {"url": base, "request": OIP, "payload": BODY, "load": load})
+        assert process.returncode == 0, process.stderr
+        (stage,) = result.stages
+        start = stage.started_at.timestamp() + stage.warmup_s
+        truth = sorted(ms for done, ms in records(base)[1] if start <= done - ms / 1000 < start + stage.measured_s)
+    assert (stage.requests, stage.errors, stage.in_flight_at_end) == (300, 0, 0)
+    assert len(truth) == 300  # arrived at the server within the measured window
+    for p in (50, 90, 99):
+        rank = math.ceil(len(truth) * p / 100) - 1
+        assert percentile(stage.latency, p) == pytest.approx(truth[rank], rel=0.05), p

@@ -195,6 +195,11 @@ class LoadGenConfig(KaliperModel):
         return user_steps(int(level), ramp) if ramp is not None and self.load.closed_loop is not None else None
 
     @property
+    def warmup_s(self) -> float:
+        """The warm-up as the stages run it: whole measurement windows."""
+        return self.warmup_windows * self.window_s
+
+    @property
     def warmup_windows(self) -> int:
         """The warm-up, in whole measurement windows."""
         return math.ceil(parse_duration(self.load.warmup) / self.window_s)

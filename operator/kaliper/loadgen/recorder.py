@@ -1,7 +1,9 @@
 """Per-window recording in each generator process, and exact merging of windows across processes.
 
 A request belongs to the window in which it completed (wall-clock time, so processes on different machines
-agree within clock skew). A window is closed once the clock has passed its end; closed windows travel as
+agree within clock skew), within the stage it was meant for: one meant for the warm-up (its intended send
+before the measurement began) and answered after is in no measured window, as one sent before the measurement
+ended is awaited into the stage's drain. A window is closed once the clock has passed its end; closed windows travel as
 encoded histograms to whoever aggregates them (the same process, or the Locust master).
 """
 
@@ -203,9 +205,10 @@ class Recorder:
     measuring ends it drains (k6's gracefulStop): no request starts, and those sent before the end are awaited
     and recorded with their real figures into one more window, the stage's drain."""
 
-    def __init__(self, window_s: float, open_loop: bool, tokens: bool = False) -> None:
+    def __init__(self, window_s: float, open_loop: bool, tokens: bool = False, warmup_s: float = 0.0) -> None:
         self.window_s = window_s
         self.open_loop = open_loop
+        self.warmup_s = warmup_s  # from each stage's start: what is meant for it is in no measured window
         self.tokens = tokens  # its windows keep token-stream figures
         self.stage = -1
         self.stage_start = 0.0
@@ -298,6 +301,9 @@ class Recorder:
         good: bool = False,
     ) -> None:
         sent_wall = completed_wall - service_s
+        meant_wall = completed_wall - corrected_s if corrected_s is not None else sent_wall
+        if meant_wall < self.stage_start + self.warmup_s <= completed_wall:
+            return  # meant for the warm-up (or the stage before), answered once measuring began: in no figure
         if self.holding:
             if self._drain is None or sent_wall >= self._drain_edge:
                 return  # sent after measuring ended (or answered after the drain): in no figure
