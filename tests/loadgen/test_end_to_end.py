@@ -589,7 +589,9 @@ def test_each_request_counts_in_the_window_it_was_meant_for(tmp_path: Path, stal
     sent in the warm-up's last half second are answered in the measurement's first; 451: 4.5 s, so those sent in
     its last half second are answered after it). Each edge keeps the requests meant for its side: the stage
     counts the 300 sends of its window, as many as the server received in it, and its corrected percentiles are
-    the server's own latencies of those requests, within 5%."""
+    the server's own latencies of those requests, within 5%. A send the generator made late (a new connection
+    while the stall holds a hundred) reaches the server after its intended time: the server's count is taken
+    with the edges 50 ms (five sends) in and out, 351 without the rule at the warm-up's end."""
     with groundtruth(
         "-median", "100ms", "-sigma", "0.1", "-stall-at-request", str(stall_at), "-stall-for", "1s"
     ) as base:
@@ -598,9 +600,14 @@ def test_each_request_counts_in_the_window_it_was_meant_for(tmp_path: Path, stal
         assert process.returncode == 0, process.stderr
         (stage,) = result.stages
         start = stage.started_at.timestamp() + stage.warmup_s
-        truth = sorted(ms for done, ms in records(base)[1] if start <= done - ms / 1000 < start + stage.measured_s)
+        arrived = [(done - ms / 1000, ms) for done, ms in records(base)[1]]
+
+    def received(margin_s: float) -> list[float]:
+        return sorted(ms for at, ms in arrived if start - margin_s <= at < start + stage.measured_s + margin_s)
+
     assert (stage.requests, stage.errors, stage.in_flight_at_end) == (300, 0, 0)
-    assert len(truth) == 300  # arrived at the server within the measured window
+    assert len(received(-0.05)) <= stage.requests <= len(received(0.05))
+    truth = received(0.0)
     for p in (50, 90, 99):
         rank = math.ceil(len(truth) * p / 100) - 1
         assert percentile(stage.latency, p) == pytest.approx(truth[rank], rel=0.05), p
