@@ -411,3 +411,12 @@ def test_the_streaming_ground_truth_server_misbehaving_one_answer_in_four(
     )
     if fault == "error-object":
         assert stage.error_messages == {kind: ["EngineCore encountered an issue"]}
+
+
+def test_a_first_request_that_fails_leads_the_warnings_naming_its_kind_once(tmp_path: Path, server: str) -> None:
+    """Every answer cut short (the connection closed after some tokens): the run measures it, and the first
+    request's failure is the results' first warning, as gRPC's first call's is, its kind once, with words."""
+    result = run(tmp_path, server, "cut")
+    assert result.warnings[0] == (
+        "the first request failed: stream cut short: connection closed by the server mid-response"
+    )

@@ -279,6 +279,19 @@ def test_timeouts_are_errors_with_their_time_to_failure(tmp_path: Path) -> None:
     assert percentile(stage.failure_time, 50) >= 300
 
 
+def test_a_first_request_answered_with_an_error_leads_the_warnings(tmp_path: Path) -> None:
+    """Every request answered 503 (the server sheds load): measured, and the first answer, with the server's
+    words, is the results' first warning, as a gRPC target's first call is."""
+    with groundtruth("-median", "5ms", "-sigma", "0.05", "-fail-every", "1") as base:
+        load = {"closedLoop": {"concurrency": 1}, "warmup": "0s", "minDuration": "1s", "maxDuration": "1s"}
+        process, result = run_loadgen(tmp_path, {"url": base, "request": OIP, "payload": BODY, "load": load})
+    assert process.returncode == 0, process.stderr
+    assert result.warnings[0] == (
+        'the first request failed: HTTP 503: {"outputs":[{"name":"y","shape":[1],"datatype":"FP32","data":[1.0]}]}'
+    )
+    assert result.stages[0].errors_by_kind == {"HTTP 503": result.stages[0].requests}
+
+
 def test_unreachable_target_fails_fast_with_a_clear_error(tmp_path: Path) -> None:
     started = time.monotonic()
     process, result = run_loadgen(

@@ -62,7 +62,7 @@ def test_a_window_is_complete_only_when_every_source_closed_it() -> None:
 
 def test_a_scheduled_send_is_late_by_the_connections_or_by_the_generator() -> None:
     recorder = Recorder(window_s=3600.0, open_loop=True)
-    recorder.begin_stage(0, start_wall=time.time())  # each completes now, on the wall clock
+    recorder.begin_stage(0, start_wall=time.time() - 1)  # each completes now, on the wall clock, a second in
     # (due, claimed, sent, answered) on the perf_counter clock, in seconds
     recorder.record_send(10.0, 9.0, 10.001, 10.011, None, 5, 7)  # on time: 1 ms after it was due
     recorder.record_send(10.0, 10.005, 10.006, 10.016, None, 5, 7)  # claimed late: no connection free
@@ -209,3 +209,11 @@ def test_failures_the_target_did_not_answer_are_counted_apart_whatever_their_kin
     assert window.messages == {"gRPC UNAVAILABLE": ["the server says so"], "ConnectionResetError": ["reset by peer"]}
     again = Window.from_wire(window.to_wire())
     assert again.unanswered == 1 and again.merge(window).unanswered == 2
+
+
+def test_a_faults_words_say_its_kind_once_and_no_colon_before_nothing() -> None:
+    assert Fault("stream cut short", answered=True).words == "stream cut short"
+    assert Fault("stream cut short", answered=True, message="").words == "stream cut short"
+    engine = Fault("error event mid-stream", answered=True, message="error event mid-stream: engine dead")
+    assert engine.words == "error event mid-stream: engine dead"
+    assert Fault("HTTP 503", answered=True, message="busy,\n  try later").words == "HTTP 503: busy, try later"

@@ -79,7 +79,7 @@ def test_windows_count_failed_answers_apart_and_merge_exactly_over_the_wire() ->
     recorder.begin_stage(0, start_wall=100.0)
     whole = request_tokens(read([1.1, 1.2, 1.4], completion=3), 1.0, 0.9, 1.5, 3, None, None)
     cut = request_tokens(StreamRead(content_times=[1.1, 1.3]), 1.0, 1.0, 1.3, 3, None, None)
-    recorder.record(100.2, 0.5, 0.6, None, tokens=whole, good=True)
+    recorder.record(100.7, 0.5, 0.6, None, tokens=whole, good=True)  # meant for 100.1, in the stage
     recorder.record(100.3, 0.3, 0.3, Fault("stream cut short", answered=True), tokens=cut, resent=1)
     (window,), _ = recorder.take_closed(101.0)
     merged = Window.from_wire(window.to_wire()).merge(Window.from_wire(window.to_wire()))

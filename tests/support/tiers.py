@@ -63,6 +63,7 @@ NOT_QUIET = (
         for name in (
             "test_timeouts_are_errors_with_their_time_to_failure",
             "test_unreachable_target_fails_fast_with_a_clear_error",
+            "test_a_first_request_answered_with_an_error_leads_the_warnings",
             "test_bad_input_is_refused_before_anything_starts",
             "test_results_document_is_versioned_json",
             "test_a_target_that_goes_down_mid_run_ends_it_early",

@@ -20,6 +20,15 @@ class Fault:
     request and ran out of time: it is up. False: refused or lost before any answer."""
     message: str | None = None
 
+    @property
+    def words(self) -> str:
+        """The kind and its words on one line, as a warning says them: the kind once (a message that starts
+        with it is not prefixed again), and no colon before words that are not there."""
+        message = " ".join((self.message or "").split())
+        if message.startswith(self.kind):
+            return message
+        return f"{self.kind}: {message}" if message else self.kind
+
     @classmethod
     def of(cls, exc: BaseException) -> Fault:
         """A request that raised before any answer: a timeout is an answer of a kind (the target took the

@@ -257,7 +257,7 @@ class GenerationSender:
             error = "not streamed"
             message = f"the answer's Content-Type is {answer['content_type'] or 'absent'}, not text/event-stream"
         elif not (read.done or read.finish_reason is not None):
-            error = "stream cut short"
+            error, message = "stream cut short", "the stream ended without a finish reason or [DONE]"
         elif not read.content_times:
             error = "no tokens generated"  # a whole answer that says nothing is not a generation
         fault = Fault(error, answered=True, message=message) if error is not None else None

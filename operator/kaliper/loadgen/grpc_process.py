@@ -236,6 +236,8 @@ class GrpcUsers:
         while True:
             while recorder.holding:  # measuring has ended: nothing starts until the next stage
                 await asyncio.sleep(HOLD_POLL_S)
+            if ahead_s := recorder.until_start(wall()):
+                await asyncio.sleep(ahead_s)  # started before the stage begins: its first call is made at it
             raw = next(self._request_cycle)
             start = clock()
             recorder.sending(me)

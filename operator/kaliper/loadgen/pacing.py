@@ -96,6 +96,8 @@ class KaliperUser(User):
             while True:
                 while recorder.holding:  # measuring has ended: nothing starts until the next stage
                     gevent.sleep(HOLD_POLL_S)
+                if not open_loop and (ahead_s := recorder.until_start(time.time())):
+                    gevent.sleep(ahead_s)  # spawned before the stage begins: its first request is sent at it
                 slot, claimed = self._wait_for_slot() if open_loop else (None, None)
                 if recorder.holding:
                     continue  # claimed before the stage's end, due after it

@@ -200,6 +200,9 @@ class Window:
         )
 
 
+EDGE_GRACE_S = 0.001
+
+
 class Recorder:
     """Records requests of the current stage into windows; hands out the windows that have closed. When
     measuring ends it drains (k6's gracefulStop): no request starts, and those sent before the end are awaited
@@ -243,6 +246,11 @@ class Recorder:
         self._windows, self._carried, self._current, self._current_end = {}, {}, None, -math.inf
         self._taken_until = -1
         self.holding, self._drain, self._drain_edge = False, None, math.inf
+
+    def until_start(self, now_wall: float) -> float:
+        """Seconds until the stage begins (0 once it has): a closed loop's users, started ahead of it, send
+        nothing before it, so that no request of theirs is meant for before the stage."""
+        return max(0.0, self.stage_start - now_wall)
 
     def begin_drain(self, edge_wall: float) -> None:
         """Measuring ended at `edge_wall` (the last measured window's end): hold every user, and record what
@@ -302,7 +310,12 @@ class Recorder:
     ) -> None:
         sent_wall = completed_wall - service_s
         meant_wall = completed_wall - corrected_s if corrected_s is not None else sent_wall
-        if meant_wall < self.stage_start + self.warmup_s <= completed_wall:
+        # (A millisecond's grace: the intended time comes back through two clocks, and the stage's first send is
+        # due at its very start.)
+        if (
+            meant_wall < self.stage_start + self.warmup_s - EDGE_GRACE_S
+            and self.stage_start + self.warmup_s <= completed_wall
+        ):
             return  # meant for the warm-up (or the stage before), answered once measuring began: in no figure
         if self.holding:
             if self._drain is None or sent_wall >= self._drain_edge:

@@ -59,8 +59,9 @@ def first_generation_check(generator: Generator) -> Preflight:
                 "text/event-stream (Server-Sent Events), as the OpenAI API does"
             )
         return Preflight(f"{target}: every answer would fail as the first did: {words}{hint}")
-    log.warning("the first request failed", error=f"{error}: {words}", url=target)
-    return Preflight()
+    warning = f"the first request failed: {outcome.fault.words}"
+    log.warning(warning, url=target)
+    return Preflight(warning=warning)
 
 
 class GenerationUser(KaliperUser):

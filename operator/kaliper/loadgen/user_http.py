@@ -11,7 +11,7 @@ from urllib.parse import urlsplit
 
 import gevent
 
-from kaliper.loadgen.faults import Fault, kind_of
+from kaliper.loadgen.faults import Fault
 from kaliper.loadgen.generator import Generator
 from kaliper.loadgen.http import BodySink, Connection, StreamingConnection
 from kaliper.loadgen.pacing import KaliperUser
@@ -53,16 +53,22 @@ def first_request_check(generator: Generator, raw: bytes) -> Preflight:
     try:
         status = connection.stream(raw, keep_first_words).status
     except Exception as exc:
-        log.warning("the first request failed", error=f"{kind_of(exc)}: {exc}", url=url)
-        return Preflight()
+        return _warned(Fault.of(exc), url)
     finally:
         connection.close()
     words = said.decode("utf-8", errors="replace").strip()
     if status in (404, 405):
         return Preflight(path_refusal(generator, status, words))
     if status >= 400:
-        log.warning("the first request failed", status=status, answer=words, url=url)
+        return _warned(Fault(f"HTTP {status}", True, words), url)
     return Preflight()
+
+
+def _warned(fault: Fault, url: str) -> Preflight:
+    """A first request that failed in a way the run measures: logged, and the results' first warning."""
+    warning = f"the first request failed: {fault.words}"
+    log.warning(warning, url=url)
+    return Preflight(warning=warning)
 
 
 def path_refusal(generator: Generator, status: int, words: str) -> str:
