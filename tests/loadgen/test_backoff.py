@@ -11,9 +11,10 @@ from kaliper.loadgen.stopping import target_down
 
 def test_waits_double_after_failures_in_a_row_up_to_two_seconds_and_reset_on_success() -> None:
     backoff = Backoff()
-    waits = [backoff.wait_s(True) for _ in range(7)]
-    assert waits == [0.05, 0.1, 0.2, 0.4, 0.8, 1.6, 2.0]
+    waits = [backoff.wait_s(True) for _ in range(8)]
+    assert waits == [0.0, 0.05, 0.1, 0.2, 0.4, 0.8, 1.6, 2.0]  # a single failure is no outage: no wait
     assert backoff.wait_s(False) == 0.0
+    assert backoff.wait_s(True) == 0.0
     assert backoff.wait_s(True) == 0.05
 
 

@@ -546,6 +546,21 @@ def test_a_model_mlserver_does_not_serve_stops_the_run(tmp_path: Path, mlserver:
     )
 
 
+def test_a_server_that_refuses_one_call_in_four_is_measured_at_its_pace(tmp_path: Path) -> None:
+    """One user, every fourth call answered UNAVAILABLE: four single failures in a row never, so the user never
+    waits (a wait sized for an outage after each would leave it waiting a third of the stage): the failures'
+    share of the time is their share of the calls."""
+    with groundtruth("-median", "20ms", "-sigma", "0.05", "-fail-every", "4") as base:
+        load = {"closedLoop": {"concurrency": 1}, "warmup": "0s", "minDuration": "3s", "maxDuration": "3s"}
+        process, result = run_loadgen(tmp_path, {"url": base, "request": GRPC, "payload": BODY, "load": load})
+    assert process.returncode == 0, process.stderr
+    (stage,) = result.stages
+    assert stage.backoffs is None  # no wait at all
+    failed = stage.errors_by_kind["gRPC UNAVAILABLE"]
+    assert abs(failed - stage.requests / 4) <= 1
+    assert stage.error_time_share == pytest.approx(0.25, abs=0.03)
+
+
 def test_a_server_that_answers_unavailable_itself_is_up_and_measured(tmp_path: Path) -> None:
     """Every call answered with gRPC UNAVAILABLE and the server's own words (as a server sheds load): not "does
     not answer gRPC calls" before the load, nor a target down after 10 s of them; measured to maxDuration,
@@ -559,7 +574,8 @@ def test_a_server_that_answers_unavailable_itself_is_up_and_measured(tmp_path: P
     )
     (stage,) = result.stages
     assert stage.stop_reason == "reached maxDuration (11s)"
-    # Two users backing off (50 ms doubling to 2 s) after each refusal: a handful of calls, all the time failing.
+    # Two users backing off (from the second refusal in a row, 50 ms doubling to 2 s): a handful of calls, all
+    # the time failing.
     assert stage.errors_by_kind == {"gRPC UNAVAILABLE": stage.requests} and stage.requests >= 10
     assert stage.error_time_share == 1.0
     assert stage.error_messages == {"gRPC UNAVAILABLE": ["groundtruth: failed as asked (-fail-every)"]}

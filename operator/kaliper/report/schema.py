@@ -99,8 +99,8 @@ class GeneratorUsage(KaliperModel):
 
 
 class Backoffs(KaliperModel):
-    """Closed loop: users waiting after failures before sending again (50 ms doubling to 2 s, or the server's
-    Retry-After up to 30 s), as real clients do."""
+    """Closed loop: users waiting after failures before sending again (none after a single failure, then 50 ms
+    doubling to 2 s, or the server's Retry-After up to 30 s), as real clients do."""
 
     waits: int
     seconds: float
