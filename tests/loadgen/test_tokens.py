@@ -110,6 +110,10 @@ def test_a_usage_the_stream_or_the_tokenizer_contradicts_is_named() -> None:
     # Usage 11 against 10: a re-tokenized word, within the tolerance.
     near = request_tokens(read(times, completion=11), 1.0, None, 1.5, 32, None, 10)
     assert (near.usage_below_chunks, near.usage_off_tokenizer) == (False, False)
+    # Usage 0 for four chunks whose text the tokenizer counts as 12: both findings, not the first alone.
+    both = request_tokens(read(times, completion=0), 1.0, None, 1.5, 32, None, 12)
+    assert (both.output_tokens, both.source, both.usage_below_chunks) == (4, "chunks", True)
+    assert (both.usage_off_tokenizer, both.tokenizer_difference) == (True, 12)
 
 
 def thinking_read(

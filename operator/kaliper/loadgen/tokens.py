@@ -104,9 +104,10 @@ def request_tokens(
         output, source = tokenizer_count, count_source
     else:
         output, source = len(times), "chunks"
-    difference = None
-    if source == "usage" and tokenizer_count is not None:
-        difference = abs(output - tokenizer_count)
+    # The usage against the tokenizer, whenever both counted: also where the stream contradicts the usage (its
+    # chunks then count), so that both findings are shown, not the first alone.
+    reported = usage.completion_tokens if usage is not None else None
+    difference = abs(reported - tokenizer_count) if reported is not None and tokenizer_count is not None else None
     off_tokenizer = difference is not None and difference > max(2, USAGE_TOLERANCE * (tokenizer_count or 0))
     input_tokens = usage.prompt_tokens if usage is not None and usage.prompt_tokens is not None else prompt_tokens
     gaps = [later - earlier for earlier, later in itertools.pairwise(times)]
