@@ -171,6 +171,8 @@ def test_a_host_outside_the_cluster_the_admin_allowed_is_that_host_even_in_a_ser
         ),
         ("http://[::1", "'http://[::1' is not a URL (Invalid IPv6 URL); write it as http://host:port/path"),
         ("http://scorer:0", "'http://scorer:0' names port 0, which no server listens on; write the server's port"),
+        ("http://:8080/v2", "'http://:8080/v2' has no host; write it as http://host:port/path"),
+        ("http://@/", "'http://@/' has no host; write it as http://host:port/path"),
         (
             "http://127%2e0%2e0%2e1/",
             "'http://127%2e0%2e0%2e1/': the host '127%2e0%2e0%2e1' is not a host name (letters, digits, hyphens "
