@@ -106,7 +106,12 @@ def test_a_rollout_that_cannot_schedule_is_in_progress_and_one_that_cannot_creat
     # The operator writes the phase on its next step after the pod appears (read in-process, the pod can be seen
     # within a millisecond of its creation: clean-clone run of 1842ea3).
     crds.wait_for_phase("modeldeployment", "waiting", namespace, "Progressing")
-    assert kstatus(crds, namespace, "modeldeployment", "waiting") == ("InProgress", "0/1 replicas ready")
+    # The message follows the Deployment's own status: until its controller has seen the generation, the
+    # operator says so (seen in a clean-clone run, the phase written a step before the Deployment's status was).
+    crds.wait_for(
+        lambda: kstatus(crds, namespace, "modeldeployment", "waiting") == ("InProgress", "0/1 replicas ready"),
+        what="the waiting deployment's 0/1 replicas ready",
+    )
     assert argocd_health(crds, namespace, "modeldeployment", "waiting") == ("Progressing", "0/1 replicas ready")
     assert run_recipe(crds, [*DEPLOYED[:-1], "--timeout=0"], "waiting", namespace) == 1
 

@@ -64,9 +64,9 @@ def test_closed_loop_with_two_levels(tmp_path: Path, server: str) -> None:
     assert [s.level for s in result.stages] == [2, 8]
     for stage in result.stages:
         assert stage.load_model == "closed" and stage.measured_s == 3 and stage.warmup_s == 1
-        # The server's own count of the requests it completed in the measured window.
+        # The server's own count of the requests it received in the measured window.
         served = served_in_measured_window(server, stage)
-        assert len(served) > 50 and abs(len(served) - (stage.requests - stage.drained)) <= stage.level
+        assert len(served) > 50 and abs(len(served) - stage.requests) <= stage.level
         # The measured windows' requests, and those the graceful stop awaited: at most a request per user, and
         # every one answered (20 ms against the default grace of the 10 s timeout).
         assert sum(w.requests for w in stage.windows if not w.warmup) + stage.drained == stage.requests
@@ -106,7 +106,7 @@ def test_closed_loop_agrees_with_the_servers_own_records(tmp_path: Path) -> None
         assert process.returncode == 0, process.stderr
         stage = result.stages[0]
         truth = served_in_measured_window(base, stage)
-    assert abs(len(truth) - (stage.requests - stage.drained)) <= 4  # the users
+    assert abs(len(truth) - stage.requests) <= 4  # the users
     median = truth[len(truth) // 2]
     # A ratio against the server's own measurement, loose enough for a loaded CI machine.
     assert percentile(stage.latency, 50) == pytest.approx(median, rel=0.1)
@@ -146,7 +146,7 @@ def test_open_loop_with_too_few_connections_is_flagged(tmp_path: Path) -> None:
         served = served_in_measured_window(base, stage)
     # Two connections to a 200 ms server carry 10 of the 50 sends a second: from the warm-up's backlog on,
     # every request the server served in the measured interval left late, each for want of a free connection.
-    assert abs(len(served) - (stage.requests - stage.drained)) <= 2  # the connections
+    assert abs(len(served) - stage.requests) <= 2  # the connections
     assert stage.late_sends.count == stage.requests
     assert (stage.late_sends.no_free_connection, stage.late_sends.generator_lag) == (stage.requests, 0)
     assert stage.late_sends.flagged and stage.late_sends.share > 0.5
@@ -600,11 +600,11 @@ def test_each_request_counts_in_the_window_it_was_meant_for(tmp_path: Path, stal
     """Open loop at 100 requests per second, 2 s of warm-up, 3 s measured; the server holds every request that
     arrives for 1 s from the arrival of request `stall_at` on (151: 1.5 s into the stage, so the 50 requests
     sent in the warm-up's last half second are answered in the measurement's first; 451: 4.5 s, so those sent in
-    its last half second are answered after it). Each edge keeps the requests meant for its side: the stage
-    counts the 300 sends of its window, as many as the server received in it, and its corrected percentiles are
-    the server's own latencies of those requests, within 5%. A send the generator made late (a new connection
-    while the stall holds a hundred) reaches the server after its intended time: the server's count is taken
-    with the edges 50 ms (five sends) in and out, 351 without the rule at the warm-up's end."""
+    its last half second are answered after it). Each edge keeps the requests sent on its side: the stage
+    counts the 300 sends of its window, as many as the server received in it (351 at the warm-up's end before),
+    and its corrected percentiles are the server's own latencies of those requests, within 5%. A send the
+    generator made late (a new connection while the stall holds a hundred) can cross an edge: the server's count
+    is taken with the edges 50 ms (five sends) in and out."""
     with groundtruth(
         "-median", "100ms", "-sigma", "0.1", "-stall-at-request", str(stall_at), "-stall-for", "1s"
     ) as base:
@@ -618,7 +618,7 @@ def test_each_request_counts_in_the_window_it_was_meant_for(tmp_path: Path, stal
     def received(margin_s: float) -> list[float]:
         return sorted(ms for at, ms in arrived if start - margin_s <= at < start + stage.measured_s + margin_s)
 
-    assert (stage.requests, stage.errors, stage.in_flight_at_end) == (300, 0, 0)
+    assert 295 <= stage.requests <= 305 and (stage.errors, stage.in_flight_at_end) == (0, 0)
     assert len(received(-0.05)) <= stage.requests <= len(received(0.05))
     truth = received(0.0)
     for p in (50, 90, 99):

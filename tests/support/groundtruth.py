@@ -83,15 +83,15 @@ def records(base: str) -> tuple[float, list[tuple[float, float]]]:
 
 
 def served_in_measured_window(base: str, stage: StageResult) -> list[float]:
-    """Service ms of every request the server completed inside a stage's measured window, sorted.
+    """Service ms of every request the server received inside a stage's measured window, sorted.
 
-    Their count is the stage's `requests - drained` (the load generator counts what its client received in the
-    window, and what its graceful stop awaited after it), apart only by requests whose two timestamps straddle
-    an edge: completed by the server before it, received by the client after it. At most one per user (or
-    connection) at each edge, one edge adding and the other taking away: so never further apart than the
-    users, however busy the machine."""
+    Their count is the stage's `requests` (the load generator counts what it sent in the window, those the
+    graceful stop awaited after it included), apart only by requests whose two timestamps straddle an edge:
+    sent by the client before it, received by the server after it. At most one per user (or connection) at
+    each edge, one edge adding and the other taking away: so never further apart than the users, however busy
+    the machine."""
     start = stage.started_at.timestamp() + stage.warmup_s
-    return sorted(ms for done, ms in records(base)[1] if start <= done < start + stage.measured_s)
+    return sorted(ms for done, ms in records(base)[1] if start <= done - ms / 1000 < start + stage.measured_s)
 
 
 def wait_served_for(base: str, seconds: float, timeout: float = 60, skip: int = 0) -> None:

@@ -1,9 +1,10 @@
 """Per-window recording in each generator process, and exact merging of windows across processes.
 
 A request belongs to the window in which it completed (wall-clock time, so processes on different machines
-agree within clock skew), within the stage it was meant for: one meant for the warm-up (its intended send
-before the measurement began) and answered after is in no measured window, as one sent before the measurement
-ended is awaited into the stage's drain. A window is closed once the clock has passed its end; closed windows travel as
+agree within clock skew), sent within the measurement: one sent during the warm-up and answered after it is in
+no measured window, and one sent before the measurement ended is awaited into the stage's drain, so that a
+stage counts the requests the server received in its window (a send that left late counts where it left, and
+is counted late). A window is closed once the clock has passed its end; closed windows travel as
 encoded histograms to whoever aggregates them (the same process, or the Locust master).
 """
 
@@ -309,14 +310,12 @@ class Recorder:
         good: bool = False,
     ) -> None:
         sent_wall = completed_wall - service_s
-        meant_wall = completed_wall - corrected_s if corrected_s is not None else sent_wall
-        # (A millisecond's grace: the intended time comes back through two clocks, and the stage's first send is
-        # due at its very start.)
-        if (
-            meant_wall < self.stage_start + self.warmup_s - EDGE_GRACE_S
-            and self.stage_start + self.warmup_s <= completed_wall
-        ):
-            return  # meant for the warm-up (or the stage before), answered once measuring began: in no figure
+        # Sent during the warm-up (or the stage before) and answered once measuring began: in no figure, as the
+        # server received it before the window. (A millisecond's grace: the send time comes back through two
+        # clocks, and a stage's first send is due at its very start.)
+        measured_from = self.stage_start + self.warmup_s
+        if sent_wall < measured_from - EDGE_GRACE_S and measured_from <= completed_wall:
+            return
         if self.holding:
             if self._drain is None or sent_wall >= self._drain_edge:
                 return  # sent after measuring ended (or answered after the drain): in no figure
