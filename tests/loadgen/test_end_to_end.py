@@ -596,7 +596,7 @@ def test_requests_resent_after_the_server_closed_the_connection_are_in_the_summa
 @pytest.mark.parametrize(
     "stall_at", [151, 451], ids=["a stall across the warm-ups end", "a stall across the measurements end"]
 )
-def test_each_request_counts_in_the_window_it_was_meant_for(tmp_path: Path, stall_at: int) -> None:
+def test_each_request_counts_in_the_window_it_was_sent_in(tmp_path: Path, stall_at: int) -> None:
     """Open loop at 100 requests per second, 2 s of warm-up, 3 s measured; the server holds every request that
     arrives for 1 s from the arrival of request `stall_at` on (151: 1.5 s into the stage, so the 50 requests
     sent in the warm-up's last half second are answered in the measurement's first; 451: 4.5 s, so those sent in

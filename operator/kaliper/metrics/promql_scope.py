@@ -22,9 +22,10 @@ ANY = "*"
 ALLOWANCE = "the chart's tenancy.queries.namespaces"
 UNWRITABLE = ('"', "\\", "\n", "\r")
 # The most terms (names, numbers, operators, brackets; a selector's braces and a range's brackets one each) a
-# query may have. The parser's tree walk grows with the cube of a chain's length: 64 selectors joined by `+`
-# (127 terms) take about 40 ms here, 128 of them 300 ms, and a 4 KiB query of nested brackets minutes. The
-# operator checks every run's queries in its own process, so one tenant's query must not hold it.
+# query may have. The parser's tree walk grows with about the cube of a chain's length: the worst shape at this
+# bound takes about 50 ms here, twice it 0.4 s, and a 4 KiB query of nested brackets minutes
+# (bench/promql_bound.py). The operator checks every run's queries in its own process: one tenant's query must
+# not hold it.
 MAX_TERMS = 128  # the parser writes label values unescaped: these would not read back
 
 
