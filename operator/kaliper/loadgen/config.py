@@ -172,7 +172,7 @@ class LoadGenConfig(KaliperModel):
         for any other load. (The stage then waits for those answers: stopping.replay_done.)"""
         if self.load.trace is None or self.load.trace.loop:
             return None
-        replay_s = self.played_trace().length_s - self.warmup_windows * self.window_s
+        replay_s = self.played_trace().length_s - self.warmup_s
         return max(self.window_s, math.ceil(replay_s / self.window_s - 1e-9) * self.window_s)
 
     @property
@@ -184,7 +184,7 @@ class LoadGenConfig(KaliperModel):
         return RampSchedule(
             to=ramp.to,
             length_s=parse_duration(self.load.max_duration),
-            warmup_s=self.warmup_windows * self.window_s,
+            warmup_s=self.warmup_s,
             stepped=ramp.shape == "stepped",
             segments=ramp.segments,
         )

@@ -171,7 +171,7 @@ class Controller:
                     index,
                     level,
                     self.config.load_model,
-                    self.warmup_windows * self.window_s,
+                    self.config.warmup_s,
                     self.params.min_duration_s,
                     self.params.max_duration_s,
                     self.replay_s,
@@ -211,7 +211,7 @@ class Controller:
         return user_class_for(self.config).connections(self.config)
 
     def _measure(self, stage: int, level: float, start_wall: float) -> StageResult:
-        deadline = start_wall + (self.warmup_windows * self.window_s) + self.params.max_duration_s + 30
+        deadline = start_wall + self.config.warmup_s + self.params.max_duration_s + 30
         watched = (self.config.watched_metric, True)
         bounds = [o.bound() for o in self.config.objectives]  # the SLO's latency objectives, parsed once
         # One cumulative histogram per distribution watched (by the stopping rule or an objective).
