@@ -71,10 +71,10 @@ def measured_interval(stage: dict[str, Any]) -> tuple[float, float]:
 
 
 def stage_truth(served: list[tuple[float, float]], start: float, end: float) -> list[float]:
-    """The server's times (ms) of the requests a Kaliper stage measured: those under way in its measured
-    interval [start, end) and sent before its end (its graceful stop awaits the ones in flight then); each
-    record is (done, unix seconds; took, ms)."""
-    return [ms for done, ms in served if start <= done and done - ms / 1000 < end]
+    """The server's times (ms) of the requests a Kaliper stage measured: those it received in the measured
+    interval [start, end), as a request counts in the window it was sent in (the graceful stop awaits the ones
+    in flight at its end); each record is (done, unix seconds; took, ms)."""
+    return [ms for done, ms in served if start <= done - ms / 1000 < end]
 
 
 def percent_error(value: float, truth: float) -> str:

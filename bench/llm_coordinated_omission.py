@@ -56,9 +56,7 @@ def main() -> None:
         }
         stage = run_kaliper(kaliper_config(base, load, MAX_TOKENS))["stages"][0]
         start, end = measured_interval(stage)
-        recorded, _ = true_ttfts_and_gaps(
-            [(a, c) for a, c in stream_records(base)[1] if c and c[-1] >= start and a < end]
-        )
+        recorded, _ = true_ttfts_and_gaps([(a, c) for a, c in stream_records(base)[1] if c and start <= a < end])
         reset(base)
         rate_args = ["--request-rate", f"{args.rate:g}", "--arrival-pattern", "constant"]
         aiperf, _ = run_aiperf(

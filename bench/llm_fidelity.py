@@ -100,9 +100,9 @@ def main() -> None:
         stage = run_kaliper(kaliper_config(base, load, MAX_TOKENS, protocol=protocol))["stages"][0]
         start, end = measured_interval(stage)
         _, served = stream_records(base)
-        # Kaliper's stage: the streams under way in its measured interval and sent before its end (those in
-        # flight at the end were awaited by its graceful stop).
-        k_served = [(a, c) for a, c in served if c and c[-1] >= start and a < end]
+        # Kaliper's stage: the streams the server received in its measured interval (a request counts in the
+        # window it was sent in; those in flight at the end were awaited by its graceful stop).
+        k_served = [(a, c) for a, c in served if c and start <= a < end]
 
         reset(base)
         bare = run_bare(base, args.concurrency, args.duration, 3, MAX_TOKENS, chat=bool(args.reasoning))

@@ -16,6 +16,9 @@ from kaliper.loadgen.http import Connection, DeadlinePassed, HttpError, Streamin
 
 SEEN: Counter[bytes] = Counter()  # requests the server read, by path
 PARTIAL_READ = threading.Event()  # the client has read the partial answer of /reset-mid-answer
+READER_HELD = threading.Event()  # /held-reader: the client holds its reader after the first piece
+SECOND_SENT = threading.Event()  # /held-reader: the server has sent the second piece
+SECOND_SENDING: list[float] = []  # /held-reader: when the server began sending it (perf_counter)
 
 RESPONSES = {
     b"/length": [b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello"],
@@ -66,6 +69,13 @@ class Handler(socketserver.BaseRequestHandler):
                 for _ in range(40):
                     time.sleep(0.1)
                     self.request.sendall(b"x")
+                continue
+            if path == b"/held-reader":  # a piece, then (while the client holds its reader) another
+                self.request.sendall(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nfirst\r\n")
+                READER_HELD.wait(5)
+                SECOND_SENDING.append(time.perf_counter())
+                self.request.sendall(b"6\r\nsecond\r\n0\r\n\r\n")
+                SECOND_SENT.set()
                 continue
             if path == b"/reset-mid-answer":  # part of an answer, then, once it was read, a reset (RST, not FIN)
                 self.request.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\npartial")
@@ -186,3 +196,24 @@ def test_the_streaming_client_reads_past_an_interim_answer(server: int) -> None:
         request(server, "/interim"), lambda status, kind: heads.append((status, kind)) or (lambda *_: None)
     )
     assert (answer.status, heads) == (201, [(201, "")])
+
+
+def test_a_piece_is_timed_when_it_arrived_not_when_a_held_reader_read_it(server: int) -> None:
+    """The second piece arrives while the reader is held (as a greenlet is by another user's work or a garbage
+    collection): it is timed by its arrival (the kernel's stamp), before the reader was even released; timed
+    when the read returned, it would read after."""
+    pieces: list[tuple[bytes, float]] = []
+    released: list[float] = []
+
+    def sink(piece: bytes, arrived: float) -> None:
+        pieces.append((piece, arrived))
+        if len(pieces) == 1:
+            READER_HELD.set()
+            SECOND_SENT.wait(5)
+            released.append(time.perf_counter())
+
+    connection = StreamingConnection("127.0.0.1", server, timeout=5)
+    assert connection.stream(request(server, "/held-reader"), lambda *_: sink).status == 200
+    (first, _), (second, second_arrived) = pieces
+    assert (first, second) == (b"first", b"second")
+    assert SECOND_SENDING[0] <= second_arrived < released[0]
