@@ -4,10 +4,11 @@
 // compare with what load generators report.
 //
 //	groundtruth -addr 127.0.0.1:18090 -median 105ms -sigma 0.35 [-stall-every 10s -stall-for 2s] [-fail-every N]
-//	            [-tls-cert cert.pem -tls-key key.pem] [-require-header 'name: value']
+//	            [-down-at-request N -down-for 3s] [-tls-cert cert.pem -tls-key key.pem] [-require-header 'name: value']
 //
 // GET /_truth/records returns {"epoch": <unix s of the stall clock>, "records": [[completed_unix_ns,
-// service_us], ...]}; POST /_truth/reset clears them. Every other path is the service.
+// service_us], ...], "down": [from_unix_s, until_unix_s] once an outage began}; POST /_truth/reset clears the
+// records. Every other path is the service.
 //
 // The same port also speaks gRPC (HTTP/2 without TLS, prior knowledge, as gRPC clients connect to a plaintext
 // target): a request whose Content-Type is application/grpc gets one length-prefixed message back, a fixed
@@ -41,7 +42,11 @@ type server struct {
 	// generator's schedule: at 100 requests per second, the 151st arrives 1.5 s into it).
 	stallAtRequest int64
 	failEvery      int64
-	epoch          time.Time
+	// -down-at-request: an outage from the arrival of that request on, for -down-for: every request arriving
+	// in it is answered 503 (gRPC UNAVAILABLE) at once, as a load balancer with no backend answers.
+	downAtRequest int64
+	downFor       time.Duration
+	epoch         time.Time
 	// -slots: requests served at once (nil: no limit); the others wait for a slot, and their delay starts
 	// when they get one, so a known capacity: latency doubles once the load exceeds the slots.
 	slots chan struct{}
@@ -51,6 +56,7 @@ type server struct {
 	served     int64
 	arrivals   int64
 	stallStart time.Time
+	downStart  time.Time
 	records    [][2]int64
 }
 
@@ -100,6 +106,10 @@ func (s *server) serve(w http.ResponseWriter, r *http.Request) {
 	if s.arrivals == s.stallAtRequest {
 		s.stallStart = arrived
 	}
+	if s.arrivals == s.downAtRequest {
+		s.downStart = arrived
+	}
+	down := !s.downStart.IsZero() && arrived.Sub(s.downStart) < s.downFor
 	s.mu.Unlock()
 	_, _ = io.Copy(io.Discard, r.Body)
 	start := arrived
@@ -108,13 +118,16 @@ func (s *server) serve(w http.ResponseWriter, r *http.Request) {
 		start = time.Now()
 	}
 	delay := s.stallRemaining(start) + s.draw()
+	if down {
+		delay = 0
+	}
 	time.Sleep(time.Until(start.Add(delay)))
 	if s.slots != nil {
 		<-s.slots
 	}
 	s.mu.Lock()
 	s.served++
-	fail := s.failEvery > 0 && s.served%s.failEvery == 0
+	fail := down || (s.failEvery > 0 && s.served%s.failEvery == 0)
 	s.mu.Unlock()
 	denied := s.requireName != "" && r.Header.Get(s.requireName) != s.requireValue
 	if strings.HasPrefix(r.Header.Get("Content-Type"), "application/grpc") {
@@ -123,6 +136,9 @@ func (s *server) serve(w http.ResponseWriter, r *http.Request) {
 		if denied {
 			w.Header().Set("Grpc-Status", "16")
 			w.Header().Set("Grpc-Message", "groundtruth: missing or wrong "+s.requireName)
+		} else if down {
+			w.Header().Set("Grpc-Status", "14")
+			w.Header().Set("Grpc-Message", "groundtruth: down as asked (-down-at-request)")
 		} else if fail {
 			w.Header().Set("Grpc-Status", "14")
 			w.Header().Set("Grpc-Message", "groundtruth: failed as asked (-fail-every)")
@@ -154,10 +170,12 @@ func (s *server) truth(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(map[string]any{
-		"epoch":   float64(s.epoch.UnixNano()) / 1e9,
-		"records": s.records,
-	})
+	answer := map[string]any{"epoch": float64(s.epoch.UnixNano()) / 1e9, "records": s.records}
+	if !s.downStart.IsZero() {
+		from := float64(s.downStart.UnixNano()) / 1e9
+		answer["down"] = []float64{from, from + s.downFor.Seconds()}
+	}
+	_ = json.NewEncoder(w).Encode(answer)
 }
 
 func main() {
@@ -169,6 +187,8 @@ func main() {
 	stallAtRequest := flag.Int64("stall-at-request", 0, "one stall, from this request's arrival on (0: -stall-every's)")
 	seed := flag.Int64("seed", 1, "random seed")
 	failEvery := flag.Int64("fail-every", 0, "answer every Nth request with 503 (0: never)")
+	downAtRequest := flag.Int64("down-at-request", 0, "an outage from this request's arrival on (0: none)")
+	downFor := flag.Duration("down-for", 3*time.Second, "length of the outage")
 	tlsCert := flag.String("tls-cert", "", "serve TLS (HTTP/2 by ALPN) with this certificate (PEM)")
 	tlsKey := flag.String("tls-key", "", "the certificate's private key (PEM)")
 	slots := flag.Int("slots", 0, "requests served at once, the others queued (0: no limit)")
@@ -177,7 +197,7 @@ func main() {
 
 	s := &server{
 		median: *median, sigma: *sigma, stallEvery: *stallEvery, stallFor: *stallFor, stallAtRequest: *stallAtRequest, failEvery: *failEvery,
-		epoch: time.Now(), rng: rand.New(rand.NewSource(*seed)),
+		downAtRequest: *downAtRequest, downFor: *downFor, epoch: time.Now(), rng: rand.New(rand.NewSource(*seed)),
 	}
 	if *slots > 0 {
 		s.slots = make(chan struct{}, *slots)

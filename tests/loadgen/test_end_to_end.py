@@ -12,6 +12,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -433,16 +434,36 @@ def test_a_target_that_comes_back_is_measured_on(tmp_path: Path) -> None:
     assert set(stage.errors_by_kind) == {"ConnectionRefusedError"}
     answered = [w.requests - w.errors for w in stage.windows if not w.warmup]
     assert answered[0] > 50 and answered[-1] > 50  # before the outage and after it
-    # A fifth of the time failed (2 of 10 s; the users learn the server is back within their last wait, half
-    # of which counts), while the users backing off as real clients do sent few requests: not the flood of
-    # instant refusals that resending at once makes (over 90% of the requests).
-    # (An outage stretched past 3.15 s by a slow restart ends in the 2 s wait instead: up to about 0.42.)
+    # About a fifth of the time failed (2 of 10 s, and however long the server took to start again: the
+    # outage's exact share is test_an_outage_reads_as_the_share_of_the_time_it_took's, on a server that
+    # records it), while the users backing off as real clients do sent few requests: not the flood of instant
+    # refusals that resending at once makes (over 90% of the requests).
     assert 0.1 <= stage.error_time_share <= 0.45
     assert stage.error_rate < 0.1 and stage.backoffs is not None and stage.backoffs.retry_after == 0
     assert stage.backoffs.seconds <= 2 * stage.measured_s  # two users: never more waiting than there was time
     # The users backed off, so few requests failed; the error budget judges the time the outage took.
     check = error_rate_check(stage, 0.05)
     assert check.verdict == "NotMet", check
+
+
+@pytest.mark.parametrize(("down_s", "verdict"), [(2.0, "Met"), (2.5, "NotMet")])
+def test_an_outage_reads_as_the_share_of_the_time_it_took(tmp_path: Path, down_s: float, verdict: str) -> None:
+    """A server that answers 503 to everything for 2 s (2.5 s) of a 10 s stage, on its own clock and in its own
+    record: sixteen users backing off with jittered waits, and the share of the time failing reads the outage's
+    share within two points (the users' last waits, whose course the requests sent in them show). An error
+    budget of 22.5% passes the 20% outage and fails the 25% one."""
+    flags = ("-median", "20ms", "-sigma", "0.1", "-down-at-request", "1200", "-down-for", f"{down_s}s")
+    with groundtruth(*flags) as base:
+        load = {"closedLoop": {"concurrency": 16}, "warmup": "1s", "minDuration": "10s", "maxDuration": "10s"}
+        process, result = run_loadgen(tmp_path, {"url": base, "request": OIP, "payload": BODY, "load": load})
+        down_from, down_until = json.loads(urllib.request.urlopen(f"{base}/_truth/records", timeout=10).read())["down"]
+    assert process.returncode == 0, process.stderr
+    (stage,) = result.stages
+    start = stage.started_at.timestamp() + stage.warmup_s
+    assert start < down_from and down_until < start + stage.measured_s  # the whole outage was measured
+    assert stage.measured_s == 10.0 and set(stage.errors_by_kind) == {"HTTP 503"}
+    assert stage.error_time_share == pytest.approx(down_s / 10, abs=0.02)
+    assert error_rate_check(stage, 0.225).verdict == verdict
 
 
 def test_master_without_workers_gives_up_with_a_reason(tmp_path: Path, server: str) -> None:

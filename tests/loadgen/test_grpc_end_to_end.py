@@ -574,7 +574,7 @@ def test_a_server_that_answers_unavailable_itself_is_up_and_measured(tmp_path: P
     )
     (stage,) = result.stages
     assert stage.stop_reason == "reached maxDuration (11s)"
-    # Two users backing off (from the second refusal in a row, 50 ms doubling to 2 s): a handful of calls, all
+    # Two users backing off (from the second refusal in a row, waits of 50 ms to 2 s): a handful of calls, all
     # the time failing.
     assert stage.errors_by_kind == {"gRPC UNAVAILABLE": stage.requests} and stage.requests >= 10
     assert stage.error_time_share == 1.0

@@ -158,12 +158,32 @@ def test_closed_loop_failing_time_counts_waits_and_half_the_one_an_answer_ended(
     recorder.record(start + 0.05, 0.02)  # an answer: 0.02 s of the user's time, none failing
     recorder.record(start + 0.08, 0.01, fault=Fault("ConnectionRefusedError", answered=False))
     recorder.record_wait(1.5, retry_after=False, at_wall=start + 0.1)  # spans windows 0 (0.9 s) and 1 (0.6 s)
-    recorder.record_recovered(1.5, at_wall=start + 1.6)  # the next request was answered: half was not failing
+    # The next request was answered, and nothing else was sent during the wait: the server came back at some
+    # time in it, its middle as the estimate.
+    recorder.record_recovered(start + 0.1, 1.5)
     windows, _ = recorder.take_closed(start + 2.0)
     assert [round(w.waited_s, 3) for w in windows] == [0.9, 0.6]
+    assert [round(w.failing_s, 3) for w in windows] == [0.76, 0.0]  # failing until 0.85 s
     total = windows[0].merge(windows[1])
     assert (total.waits, round(total.user_s, 3), round(total.failing_s, 3)) == (1, 1.53, 0.76)
     assert error_time_share(total, open_loop=False) == round(0.76 / 1.53, 6)
+
+
+def test_a_wait_is_failing_until_other_users_requests_show_the_server_back() -> None:
+    """Another user's request sent 0.5 s into the wait failed and its next, sent at 0.7 s, was answered: the
+    server came back between the two (0.6 s, their middle), not at the wait's middle."""
+    recorder = Recorder(window_s=1.0, open_loop=False)
+    start = time.time()
+    recorder.begin_stage(0, start)
+    recorder.record(start + 0.08, 0.01, fault=Fault("ConnectionRefusedError", answered=False))
+    recorder.record_wait(1.5, retry_after=False, at_wall=start + 0.1)
+    recorder.record(start + 0.52, 0.02, fault=Fault("ConnectionRefusedError", answered=False))  # sent at 0.5 s
+    recorder.record(start + 0.72, 0.02)  # sent at 0.7 s, answered
+    recorder.record_recovered(start + 0.1, 1.5)
+    windows, _ = recorder.take_closed(start + 2.0)
+    # Failing: the two failed requests (0.03 s) and the wait until 0.6 s (0.5 s), all in window 0.
+    assert [round(w.failing_s, 3) for w in windows] == [0.53, 0.0]
+    assert round(windows[0].merge(windows[1]).user_s, 3) == 1.55
 
 
 class _Streaming:

@@ -232,7 +232,7 @@ class GrpcUsers:
         closed_loop = self.config.load.closed_loop
         think_s = parse_duration(closed_loop.think_time) if closed_loop else 0.0
         clock, wall = time.perf_counter, time.time
-        backoff, me, waited_s = Backoff(), object(), 0.0
+        backoff, me, waited_s, waited_from = Backoff(), object(), 0.0, 0.0
         while True:
             while recorder.holding:  # measuring has ended: nothing starts until the next stage
                 await asyncio.sleep(HOLD_POLL_S)
@@ -247,10 +247,11 @@ class GrpcUsers:
                 recorder.answered(me)
             recorder.record(wall(), clock() - start, None, fault, sent=len(raw), received=received)
             if waited_s and fault is None:
-                recorder.record_recovered(waited_s)
+                recorder.record_recovered(waited_from, waited_s)
             waited_s = backoff.wait_s(fault is not None)
             if waited_s:
-                recorder.record_wait(waited_s, retry_after=False)
+                waited_from = wall()
+                recorder.record_wait(waited_s, retry_after=False, at_wall=waited_from)
             if max(waited_s, think_s):
                 await asyncio.sleep(max(waited_s, think_s))
 

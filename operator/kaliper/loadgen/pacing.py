@@ -91,7 +91,7 @@ class KaliperUser(User):
         recorder = generator.recorder
         open_loop = generator.config.open_loop
         backoff = Backoff()
-        waited_s = 0.0  # the wait after the last failure, if any: half of it is not failing time if answered
+        waited_s = waited_from = 0.0  # the wait after the last failure, if any, and when it began (wall clock)
         try:
             while True:
                 while recorder.holding:  # measuring has ended: nothing starts until the next stage
@@ -113,10 +113,11 @@ class KaliperUser(User):
                         break
                     failed = self._send(slot, slot)
                 if waited_s and not failed:
-                    recorder.record_recovered(waited_s)
+                    recorder.record_recovered(waited_from, waited_s)
                 waited_s = 0.0 if open_loop else backoff.wait_s(failed, self.retry_after_s)
                 if waited_s:
-                    recorder.record_wait(waited_s, self.retry_after_s is not None)
+                    waited_from = time.time()
+                    recorder.record_wait(waited_s, self.retry_after_s is not None, waited_from)
                 if max(waited_s, generator.think_s):
                     gevent.sleep(max(waited_s, generator.think_s))
         finally:

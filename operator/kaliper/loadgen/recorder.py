@@ -13,9 +13,11 @@ from __future__ import annotations
 import math
 import time
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from kaliper.loadgen.backoff import Recoveries
 from kaliper.loadgen.faults import Fault
 from kaliper.loadgen.tokens import Reached, RequestTokens, TokenWindow
 from kaliper.measure.cpu import CpuClock
@@ -96,8 +98,8 @@ class Window:
     """A drain window: of its requests still in flight, how many reached each figure (ttft, ttfot), recorded
     in that figure's distribution."""
     failing_s: float = 0.0
-    """Closed loop: user-seconds spent failing: in failed requests, and backing off after them (a wait the next
-    request answered counts half: the server came back at some time during it)."""
+    """Closed loop: user-seconds spent failing: in failed requests, and backing off after them (up to when the
+    server came back, kaliper.loadgen.backoff.Recoveries)."""
     user_s: float = 0.0
     """Closed loop: user-seconds spent in requests and waits (the share's whole)."""
 
@@ -228,6 +230,7 @@ class Recorder:
         """Measuring has ended: users send nothing until the next stage begins."""
         self._drain: Window | None = None
         self._drain_edge = math.inf  # measuring ended here: requests sent before it are awaited
+        self.recoveries = Recoveries()  # closed loop: what shows when a server came back during a wait
 
     def new_window(self, index: int) -> Window:
         window = Window(self.stage, index, corrected=LatencyHistogram() if self.open_loop else None)
@@ -310,6 +313,8 @@ class Recorder:
         good: bool = False,
     ) -> None:
         sent_wall = completed_wall - service_s
+        if not self.open_loop:
+            self.recoveries.seen(sent_wall, completed_wall, failed=fault is not None)
         # Sent during the warm-up (or the stage before) and answered once measuring began: in no figure, as the
         # server received it before the window. (A millisecond's grace: the send time comes back through two
         # clocks, and a stage's first send is due at its very start.)
@@ -390,29 +395,38 @@ class Recorder:
 
     def record_wait(self, seconds: float, retry_after: bool, at_wall: float | None = None) -> None:
         """A user backing off after a failure (closed loop), from `at_wall` (now unless given): counted in the
-        window of the failure it follows, its seconds spread over the windows it spans (none past the stage's
-        measured end), as failing time until `record_recovered` says the next request was answered."""
+        window of the failure it follows, its seconds spread over the windows it spans, as failing time until
+        `record_recovered` says the next request was answered."""
         now = time.time() if at_wall is None else at_wall
         window = None if self.holding else self._window_for(now)
         if window is None:
             return
         window.waits += 1
         window.retry_after_waits += retry_after
-        first = window.index
-        while seconds > 0:
-            window = self._window_at(first)
-            part = min(seconds, self.stage_start + (first + 1) * self.window_s - now)
-            window.waited_s += part
-            window.user_s += part
-            window.failing_s += part
-            seconds, now, first = seconds - part, now + part, first + 1
+        for spanned, part in self._spans(window.index, now, seconds):
+            spanned.waited_s += part
+            spanned.user_s += part
+            spanned.failing_s += part
 
-    def record_recovered(self, waited_s: float, at_wall: float | None = None) -> None:
-        """The request after a wait of `waited_s` was answered (at `at_wall`, now unless given): the server came
-        back at some time during the wait, half of it on average, so half of it was not failing time."""
-        window = None if self.holding else self._window_for(time.time() if at_wall is None else at_wall)
-        if window is not None:
-            window.failing_s -= waited_s / 2
+    def record_recovered(self, waited_from: float, waited_s: float) -> None:
+        """The request after a wait of `waited_s` from `waited_from` (wall clock) was answered: the part of the
+        wait after the server came back, as the requests sent during it show (kaliper.loadgen.backoff.
+        Recoveries), was not failing time."""
+        window = None if self.holding else self._window_for(waited_from)
+        if window is None:
+            return
+        failing = self.recoveries.failing_part(waited_from, waited_from + waited_s)
+        back = waited_from + failing
+        for spanned, part in self._spans(int((back - self.stage_start) // self.window_s), back, waited_s - failing):
+            spanned.failing_s -= part
+
+    def _spans(self, index: int, from_wall: float, seconds: float) -> Iterator[tuple[Window, float]]:
+        """The windows from `index` (the one holding `from_wall`) on that `seconds` from `from_wall` span, with
+        the seconds in each."""
+        while seconds > 0:
+            part = min(seconds, self.stage_start + (index + 1) * self.window_s - from_wall)
+            yield self._window_at(index), part
+            seconds, from_wall, index = seconds - part, from_wall + part, index + 1
 
     def closed_until(self, now_wall: float) -> int:
         """Index of the last window of this stage whose end has passed (-1 if none)."""

@@ -99,8 +99,9 @@ class GeneratorUsage(KaliperModel):
 
 
 class Backoffs(KaliperModel):
-    """Closed loop: users waiting after failures before sending again (none after a single failure, then 50 ms
-    doubling to 2 s, or the server's Retry-After up to 30 s), as real clients do."""
+    """Closed loop: users waiting after failures before sending again (none after a single failure, then each
+    wait drawn between 50 ms and three times the one before, up to 2 s, or the server's Retry-After up to
+    30 s), as real clients do."""
 
     waits: int
     seconds: float
@@ -297,9 +298,9 @@ class StageResult(KaliperModel):
     """Failed requests over all requests."""
     error_time_share: float = 0.0
     """The share of the measured time that failed. Closed loop: of the time users spent in requests and waits,
-    the time in failed requests and backing off after them (a wait the next request answered counts half), so
-    that users who back off during an outage do not hide it; open loop, whose sends keep to the clock: the
-    share of requests. An outage of 3 s in 15 s is about 0.2 either way."""
+    the time in failed requests and backing off after them (up to when the requests sent during the wait show
+    the server came back), so that users who back off during an outage do not hide it; open loop, whose sends
+    keep to the clock: the share of requests. An outage of 3 s in 15 s is about 0.2 either way."""
     backoffs: Backoffs | None = None
     drained: int = 0
     """Requests sent before measuring ended and awaited after it (load.gracefulStop), answered or failed:
