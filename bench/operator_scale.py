@@ -37,14 +37,15 @@ from tests.support.many_runs import (  # noqa: E402
     profile_run,
 )
 
+from kaliper.api.units import parse_quantity  # noqa: E402
+
 NAMESPACE = "bench"
 OPERATOR_USER = f"system:serviceaccount:{NAMESPACE}:{OPERATOR_ACCOUNT}"
 
 
 def chart_memory_limit_mib() -> float:
     limit = yaml.safe_load((REPO / "charts" / "kaliper" / "values.yaml").read_text())["resources"]["limits"]["memory"]
-    assert limit.endswith("Mi"), limit
-    return float(limit[:-2])
+    return float(parse_quantity(limit)) / 2**20
 
 
 def operator_requests(root: Path) -> collections.Counter[str]:

@@ -70,3 +70,26 @@ def test_priming_lists_once_per_kind_and_namespace() -> None:
     store.clear()
     store.prime("ModelDeployment", "ns", listing)
     assert calls == ["list", "list"]
+
+
+def test_the_store_keeps_what_the_operator_reads_and_not_managed_fields_or_pod_and_job_specs() -> None:
+    store = Store(group_label=RUN)
+    managed = [{"manager": "kubelet", "operation": "Update", "fieldsV1": {"f:status": {"f:phase": {}}}}]
+    pod = obj("p", 3, run="r", spec={"containers": [{"name": "locust"}]}, status={"phase": "Running"})
+    pod["metadata"]["managedFields"] = managed
+    store.seen("Pod", pod)
+    run = obj("r", 4, spec={"sweep": {"cpu": ["1"]}}, status={"phase": "Running", "trials": [{"index": 0}]})
+    run["metadata"]["managedFields"] = managed
+    store.seen("ProfileRun", run)
+    assert store.group("Pod", "ns", "r") == [
+        {
+            "metadata": {"namespace": "ns", "name": "p", "resourceVersion": "3", "labels": {RUN: "r"}},
+            "status": {"phase": "Running"},
+        }
+    ]
+    assert store.get("ProfileRun", "ns", "r") == {
+        "metadata": {"namespace": "ns", "name": "r", "resourceVersion": "4", "labels": {}},
+        "spec": {"sweep": {"cpu": ["1"]}},
+        "status": {"phase": "Running", "trials": [{"index": 0}]},
+    }
+    assert pod["metadata"]["managedFields"] == managed  # the caller's object is left as it was
