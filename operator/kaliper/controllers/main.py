@@ -10,7 +10,16 @@ from typing import Any
 import kopf
 
 # Importing a controller registers its handlers.
-from kaliper.controllers import cleanup, expiry, kube, metrics, modeldeployment, modeloptimization, profilerun  # noqa: F401
+from kaliper.controllers import (  # noqa: F401
+    cleanup,
+    expiry,
+    kube,
+    metrics,
+    modeldeployment,
+    modeloptimization,
+    profilerun,
+    run_network,
+)
 from kaliper.controllers.api_health import API_SERVER
 from kaliper.controllers.pacer import PACER
 from kaliper.controllers.settings import SETTINGS
@@ -69,6 +78,7 @@ def stop_pacer(**_: Any) -> None:
 
 def forget_everything() -> None:
     STORE.clear()
+    run_network.forget_addresses()
     modeldeployment.forget_all()
     profilerun.forget_all()
     modeloptimization.forget_all()

@@ -5,6 +5,8 @@ the API server (where they write their results) and their master. Made when the 
 
 from __future__ import annotations
 
+import threading
+import time
 from typing import Any
 
 from kaliper.controllers import kube
@@ -26,10 +28,21 @@ def loadgen_objects(run: dict[str, Any], target: RunTarget) -> list[dict[str, An
     return [*objects, policy]
 
 
+# The API server's addresses, read once a minute rather than for every run (two requests each: a thousand runs
+# created at once all find the same); an address that moved reaches runs planned within a minute of it late.
+ADDRESSES_FOR_S = 60.0
+_addresses: tuple[float, list[tuple[str, int]]] | None = None
+_addresses_guard = threading.Lock()
+
+
 def api_server_addresses() -> list[tuple[str, int]]:
     """Where the pods reach the API server: the `kubernetes` Service's address and port, and the endpoints
     behind it (a NetworkPolicy is applied after the Service's address is translated to one of them, by most
     network plugins)."""
+    global _addresses
+    with _addresses_guard:
+        if _addresses is not None and time.monotonic() - _addresses[0] < ADDRESSES_FOR_S:
+            return list(_addresses[1])
     found: list[tuple[str, int]] = []
     service = kube.get("Service", "default", "kubernetes")
     if service is not None and service["spec"].get("clusterIP"):
@@ -38,4 +51,13 @@ def api_server_addresses() -> list[tuple[str, int]]:
         ports = [port["port"] for port in endpoint_slice.get("ports") or [] if port.get("port")]
         for endpoint in endpoint_slice.get("endpoints") or []:
             found += [(address, port) for address in endpoint.get("addresses") or [] for port in ports]
-    return found
+    with _addresses_guard:
+        _addresses = (time.monotonic(), found)
+    return list(found)
+
+
+def forget_addresses() -> None:
+    """An operator started again in the same process (tests) may face another API server."""
+    global _addresses
+    with _addresses_guard:
+        _addresses = None
