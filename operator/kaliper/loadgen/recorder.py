@@ -206,6 +206,15 @@ class Window:
 EDGE_GRACE_S = 0.001
 
 
+def spans(stage_start: float, window_s: float, from_wall: float, seconds: float) -> Iterator[tuple[int, float]]:
+    """The windows (by index) that `seconds` from `from_wall` span, with the seconds in each."""
+    index = int((from_wall - stage_start) // window_s)
+    while seconds > 0:
+        part = min(seconds, stage_start + (index + 1) * window_s - from_wall)
+        yield index, part
+        seconds, from_wall, index = seconds - part, from_wall + part, index + 1
+
+
 class Recorder:
     """Records requests of the current stage into windows; hands out the windows that have closed. When
     measuring ends it drains (k6's gracefulStop): no request starts, and those sent before the end are awaited
@@ -403,7 +412,8 @@ class Recorder:
             return
         window.waits += 1
         window.retry_after_waits += retry_after
-        for spanned, part in self._spans(window.index, now, seconds):
+        for index, part in spans(self.stage_start, self.window_s, now, seconds):
+            spanned = self._window_at(index)
             spanned.waited_s += part
             spanned.user_s += part
             spanned.failing_s += part
@@ -416,17 +426,8 @@ class Recorder:
         if window is None:
             return
         failing = self.recoveries.failing_part(waited_from, waited_from + waited_s)
-        back = waited_from + failing
-        for spanned, part in self._spans(int((back - self.stage_start) // self.window_s), back, waited_s - failing):
-            spanned.failing_s -= part
-
-    def _spans(self, index: int, from_wall: float, seconds: float) -> Iterator[tuple[Window, float]]:
-        """The windows from `index` (the one holding `from_wall`) on that `seconds` from `from_wall` span, with
-        the seconds in each."""
-        while seconds > 0:
-            part = min(seconds, self.stage_start + (index + 1) * self.window_s - from_wall)
-            yield self._window_at(index), part
-            seconds, from_wall, index = seconds - part, from_wall + part, index + 1
+        for index, part in spans(self.stage_start, self.window_s, waited_from + failing, waited_s - failing):
+            self._window_at(index).failing_s -= part
 
     def closed_until(self, now_wall: float) -> int:
         """Index of the last window of this stage whose end has passed (-1 if none)."""
