@@ -10,7 +10,6 @@ delete runs in every other, with the operator's rights.
 
 from __future__ import annotations
 
-import threading
 from datetime import UTC, datetime
 from typing import Any
 
@@ -33,8 +32,6 @@ PLURAL = "cleanups"
 PASS = "cleanup-pass"
 MAX_LISTED = 500  # status.removed holds the first 500; the counts hold them all
 log = get_logger("kaliper.cleanup")
-_locks: dict[tuple[str, str], threading.Lock] = {}
-_locks_guard = threading.Lock()
 
 
 class CannotRun(Exception):
@@ -50,11 +47,8 @@ def cleanup_changed(body: Any, type: str | None, namespace: str, name: str, **_:
     gone = type == "DELETED" or bool(body["metadata"].get("deletionTimestamp"))
     STORE.seen("Cleanup", body, deleted=type == "DELETED")
     PACER.track(PASS, (namespace, name), not gone and not _done(body))
-    if gone:
-        with _locks_guard:
-            _locks.pop((namespace, name), None)
-    elif not _done(body):
-        tick(namespace, name)
+    if not gone and not _done(body):
+        PACER.nudge(PASS, (namespace, name))
 
 
 def _done(body: Any) -> bool:
@@ -68,18 +62,12 @@ def _done(body: Any) -> bool:
 
 
 def tick(namespace: str, name: str) -> None:
-    """Run a pass if one is due. Called by watch events and every few seconds by the pacer."""
-    with _locks_guard:
-        lock = _locks.setdefault((namespace, name), threading.Lock())
-    if not lock.acquire(blocking=False):
-        return
-    try:
-        body = STORE.get("Cleanup", namespace, name)
-        if body is not None and not body["metadata"].get("deletionTimestamp") and not _done(body):
-            with metrics.reconciling("Cleanup"):
-                Pass(body).advance()
-    finally:
-        lock.release()
+    """Run a pass if one is due: the pacer's call every few seconds and when a watch event hurries it (never
+    two of one Cleanup at once)."""
+    body = STORE.get("Cleanup", namespace, name)
+    if body is not None and not body["metadata"].get("deletionTimestamp") and not _done(body):
+        with metrics.reconciling("Cleanup"):
+            Pass(body).advance()
 
 
 PACER.every(PASS, 5, tick)

@@ -20,7 +20,7 @@ from kubernetes import client, config
 
 from kaliper.api.common import GROUP, VERSION
 from kaliper.controllers.api_health import API_SERVER, ApiServerAway, TokenBucket
-from kaliper.controllers.pacer import PACER_WORKERS
+from kaliper.controllers.pacer import HANDLER_WORKERS, PACER_WORKERS
 from kaliper.controllers.store import STORE, WATCHED
 
 FIELD_MANAGER = "kaliper"
@@ -56,9 +56,9 @@ def api_client() -> client.ApiClient:
         # The library reads $KUBECONFIG when it is imported; read it now instead.
         config.load_kube_config(config_file=os.environ.get("KUBECONFIG"))
     configuration = client.Configuration.get_default_copy()
-    # One connection per thread that calls the API (kopf's executor, KALIPER_WORKERS, and the pacer's pool), so
-    # none is thrown away.
-    configuration.connection_pool_maxsize = int(os.environ.get("KALIPER_WORKERS", "16")) + PACER_WORKERS + 4
+    # One connection per thread that calls the API (kopf's executor and the pacer's two pools), so none is thrown
+    # away.
+    configuration.connection_pool_maxsize = HANDLER_WORKERS + 2 * PACER_WORKERS + 4
     return client.ApiClient(configuration)
 
 

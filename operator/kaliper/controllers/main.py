@@ -21,7 +21,7 @@ from kaliper.controllers import (  # noqa: F401
     run_network,
 )
 from kaliper.controllers.api_health import API_SERVER
-from kaliper.controllers.pacer import PACER
+from kaliper.controllers.pacer import HANDLER_WORKERS, PACER
 from kaliper.controllers.settings import SETTINGS
 from kaliper.controllers.store import STORE
 from kaliper.log import configure_logging
@@ -48,8 +48,8 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.networking.connect_timeout = settings.watching.connect_timeout = 10
     settings.networking.request_timeout = 60
     settings.watching.client_timeout = settings.watching.server_timeout + 30
-    # Handlers are synchronous (the kubernetes client blocks); give many runs room to step at once.
-    settings.execution.max_workers = int(os.environ.get("KALIPER_WORKERS", "16"))
+    # Handlers only store what an event shows and hurry the pacer, whose pool does the work.
+    settings.execution.max_workers = HANDLER_WORKERS
     if port := os.environ.get("KALIPER_METRICS_PORT"):
         metrics.serve(int(port))
     SETTINGS.load()  # the environment as it is now, not as it was when the modules were imported

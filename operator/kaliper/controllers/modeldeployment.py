@@ -111,11 +111,13 @@ def sync_status(namespace: str, name: str) -> None:
 def deployment_changed(body: Any, type: str | None, namespace: str, **_: Any) -> None:
     """Mirror the Deployment's rollout into its ModelDeployment's status as it happens."""
     STORE.seen("Deployment", body, deleted=type == "DELETED")
-    sync_status(namespace, body["metadata"]["labels"][LABEL_DEPLOYMENT])
+    PACER.nudge(RESYNC, (namespace, body["metadata"]["labels"][LABEL_DEPLOYMENT]))
 
 
 RESYNC = "modeldeployment-resync"
-# A safety net: an event missed while the operator was down, or an apply that failed, is caught up within 30 s.
+# Events hurry a reconcile onto the pacer's pool, where one object's calls never overlap (two handlers
+# syncing the same status at once each patched it); the round every 30 s is a safety net: an event missed
+# while the operator was down, or an apply that failed, is caught up.
 PACER.every(RESYNC, 30, reconcile)
 
 
@@ -130,7 +132,7 @@ def deployment_seen(body: Any, type: str | None, namespace: str, name: str, uid:
         with _applied_guard:
             _applied.pop(uid, None)
         return
-    reconcile(namespace, name)
+    PACER.nudge(RESYNC, (namespace, name))
 
 
 def forget_all() -> None:

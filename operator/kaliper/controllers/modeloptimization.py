@@ -97,7 +97,7 @@ forget_all = STEPPER.forget_all
 @kopf.on.event(GROUP, VERSION, PLURAL)
 def optimization_changed(body: Any, type: str | None, namespace: str, name: str, **_: Any) -> None:
     if STEPPER.object_changed(body, type):
-        STEPPER.step_quietly(namespace, name)
+        STEPPER.hurry(namespace, name)
 
 
 @kopf.on.event("batch", "v1", "jobs", labels={LABEL_OPTIMIZATION: kopf.PRESENT})

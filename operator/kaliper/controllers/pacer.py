@@ -8,6 +8,13 @@ recurring work from their watch events (which add none), and one thread calls th
 a small pool. A call still running from the last round is skipped, not queued, so a slow dependency (a
 Prometheus that never answers) cannot pile up calls.
 
+A watch event that calls for work now (a run's Job ended) nudges the pacer instead of doing the work in
+the handler: kopf's worker of that object holds the event's whole body until the handler returns, and
+while handlers did steps inline (seconds each, on kopf's executor) every object's events piled up behind
+them, each a full copy with managedFields. A nudge puts the call on a pool of its own at once (behind no
+round of every object); one arriving while the object's call is under way runs it once more when it ends
+(the event may have come after the call read the store), never more than once.
+
 A call that fails is retried with exponential backoff per object (from the interval, doubling up to
 `retry_cap_s`, with jitter), as controller-runtime's work queue does, and its failure is logged through the
 failure log (one line per kind of failure and interval, no traceback for the API server's answers). While
@@ -17,6 +24,7 @@ the API server is away (api_health) nothing is submitted: one prober waits for i
 from __future__ import annotations
 
 import contextvars
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -41,7 +49,10 @@ class _Recurring:
     not_before: dict[Key, float] = field(default_factory=dict)  # backing off until (monotonic)
 
 
-PACER_WORKERS = 8
+# Threads of each of the two pools (rounds, nudges), where every object's work runs; KALIPER_WORKERS gives
+# many runs more room.
+PACER_WORKERS = int(os.environ.get("KALIPER_WORKERS", "8"))
+HANDLER_WORKERS = 4  # kopf's executor: the handlers only store an event and nudge the pacer
 RETRY_CAP_S = 300.0
 
 
@@ -51,11 +62,13 @@ class Pacer:
         self.failure_log = FailureLog(log)
         self._work: dict[str, _Recurring] = {}
         self._busy: set[tuple[str, Key]] = set()
+        self._again: set[tuple[str, Key]] = set()  # nudged while busy: called once more when it ends
         self._guard = threading.Lock()
         self._workers = workers
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._pool: ThreadPoolExecutor | None = None
+        self._pool: ThreadPoolExecutor | None = None  # the rounds' calls
+        self._hurried: ThreadPoolExecutor | None = None  # the nudges' calls
         self._context = contextvars.Context()
 
     def every(self, name: str, interval_s: float, action: Callable[[str, str], None]) -> None:
@@ -79,6 +92,17 @@ class Pacer:
                 work.failures.pop(key, None)
                 work.not_before.pop(key, None)
 
+    def nudge(self, name: str, key: Key) -> None:
+        """Called from kopf's handlers: the work for this object now, on the pool, not in the handler."""
+        self._context = contextvars.copy_context()
+        if self._hurried is None or not API_SERVER.reachable:
+            return  # the first round after the start, or after the API server is back, calls every tracked one
+        with self._guard:
+            if (name, key) in self._busy:
+                self._again.add((name, key))
+                return
+        self._submit(name, self._work[name], key, hurried=True)
+
     def tracked(self, name: str) -> set[Key]:
         with self._guard:
             return set(self._work[name].keys)
@@ -88,6 +112,7 @@ class Pacer:
             return
         self._stop.clear()
         self._pool = ThreadPoolExecutor(self._workers, thread_name_prefix="kaliper-pacer")
+        self._hurried = ThreadPoolExecutor(self._workers, thread_name_prefix="kaliper-hurried")
         self._thread = threading.Thread(target=self._loop, name="kaliper-pacer", daemon=True)
         self._thread.start()
 
@@ -97,9 +122,10 @@ class Pacer:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=10)
-        if self._pool is not None:
-            self._pool.shutdown(wait=True, cancel_futures=True)
-        self._thread = self._pool = None
+        for pool in (self._pool, self._hurried):
+            if pool is not None:
+                pool.shutdown(wait=True, cancel_futures=True)
+        self._thread = self._pool = self._hurried = None
         with self._guard:
             for work in self._work.values():
                 work.keys.clear()
@@ -107,6 +133,7 @@ class Pacer:
                 work.not_before.clear()
                 work.next_due = 0.0
             self._busy.clear()
+            self._again.clear()
 
     def waiting(self) -> int:
         """How many objects have work waiting (what an API server outage holds up)."""
@@ -121,17 +148,18 @@ class Pacer:
                     work.next_due = now + work.interval_s
                     for key in self.tracked(name):
                         if now >= work.not_before.get(key, 0.0):
-                            self._submit(name, work, key)
+                            self._submit(name, work, key, hurried=False)
             self.failure_log.flush()
             self._stop.wait(0.2)
 
-    def _submit(self, name: str, work: _Recurring, key: Key) -> None:
+    def _submit(self, name: str, work: _Recurring, key: Key, hurried: bool) -> None:
         with self._guard:
             if (name, key) in self._busy:
                 return
             self._busy.add((name, key))
-        assert self._pool is not None
-        self._pool.submit(self._call, name, work, key)
+        pool = self._hurried if hurried else self._pool
+        assert pool is not None
+        pool.submit(self._call, name, work, key)
 
     def _call(self, name: str, work: _Recurring, key: Key) -> None:
         try:
@@ -151,6 +179,10 @@ class Pacer:
         finally:
             with self._guard:
                 self._busy.discard((name, key))
+                again = (name, key) in self._again
+                self._again.discard((name, key))
+            if again and not self._stop.is_set() and API_SERVER.reachable:
+                self._submit(name, work, key, hurried=True)
 
 
 PACER = Pacer()

@@ -94,14 +94,14 @@ def trial_deployment_changed(body: Any, type: str | None, namespace: str, **_: A
     # The ModelDeployment controller stores it too; whichever handler kopf calls first, the step sees it.
     STORE.seen("ModelDeployment", body, deleted=type == "DELETED")
     if (body.get("status") or {}).get("phase") in ("Ready", "Degraded", "Failed"):
-        STEPPER.step_quietly(namespace, body["metadata"]["labels"][LABEL_RUN])
+        STEPPER.hurry(namespace, body["metadata"]["labels"][LABEL_RUN])
 
 
 @kopf.on.event("apps", "v1", "deployments", labels={LABEL_RUN: kopf.PRESENT})
 def trial_workload_changed(body: Any, type: str | None, namespace: str, **_: Any) -> None:
     """A trial's copy of a workload target (only those carry the run label; a ModelDeployment's do not)."""
     STORE.seen("Deployment", body, deleted=type == "DELETED")
-    STEPPER.step_quietly(namespace, body["metadata"]["labels"][LABEL_RUN])
+    STEPPER.hurry(namespace, body["metadata"]["labels"][LABEL_RUN])
 
 
 @kopf.on.event("batch", "v1", "jobs", labels={LABEL_RUN: kopf.PRESENT})

@@ -51,6 +51,10 @@ class StepFailures:
         with self._guard:
             self._streaks.pop(key, None)
 
+    def clear(self) -> None:
+        with self._guard:
+            self._streaks.clear()
+
 
 def describe(exc: BaseException) -> str:
     """What went wrong, in the API server's words where it gave some (its Status message), short enough for an

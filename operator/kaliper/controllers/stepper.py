@@ -2,11 +2,11 @@
 
 A step controller moves an object along in steps: each step reads the object and its children from the
 store of what the watch streams delivered, does what is due, and writes the status once. Steps come from
-the pacer (while the object is unfinished), from the object's own events and from its Jobs ending; a
-per-object lock keeps them one at a time. This module holds the parts that are the same for every kind:
-the status being written (conditions, phase, observedGeneration, the failure), stepping quietly from an
-event, steps that keep failing told as events (step_failures), and the handling of the object's and its
-Jobs' watch events.
+the pacer (while the object is unfinished), and sooner when the object's own events or its Jobs ending
+hurry them (also on the pacer's pool, so a handler returns at once); the pacer keeps one object's steps one at a
+time. This module holds the parts that are the same for every kind: the status being written (conditions,
+phase, observedGeneration, the failure), steps that keep failing told as events (step_failures), and the
+handling of the object's and its Jobs' watch events.
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ from kaliper.api.common import KaliperModel, Readiness, readiness_of_phase, with
 from kaliper.controllers import expiry, kube, metrics
 from kaliper.controllers.api_health import ApiServerAway
 from kaliper.controllers.diagnosis import job_ended
-from kaliper.controllers.locks import StepLocks
 from kaliper.controllers.pacer import PACER, Key
 from kaliper.controllers.step_failures import StepFailures, describe
 from kaliper.controllers.store import STORE
@@ -95,18 +94,13 @@ class Stepper:
     def __init__(self, kind: str, step: Callable[[str, str], None], interval_s: float) -> None:
         self.kind = kind
         self.work = f"{kind.lower()}-step"
-        self.locks = StepLocks()
         self._step = step
         self.failures = StepFailures()
         # The interval may be changed before the operator starts (controllers.main sets the configured one).
+        # Every step is the pacer's call, and the pacer never calls one object's work twice at once.
         PACER.every(self.work, interval_s, self.step)
 
     def step(self, namespace: str, name: str) -> None:
-        """One step, unless one of the same object is under way (then nothing: the next event or pacer round
-        steps again)."""
-        self.locks.run_alone(namespace, name, self._measured_step)
-
-    def _measured_step(self, namespace: str, name: str) -> None:
         key = (namespace, name)
         with metrics.reconciling(self.kind):
             try:
@@ -131,14 +125,10 @@ class Stepper:
         if body is not None:
             (kopf.warn if warning else kopf.info)(body, reason=reason, message=message)
 
-    def step_quietly(self, namespace: str, name: str) -> None:
-        # An event only hurries the next step; if it fails, the pacer tries again.
-        try:
-            self.step(namespace, name)
-        except ApiServerAway:
-            pass  # the pacer steps it once the API server is back
-        except Exception as exc:
-            PACER.failure_log.failed(self.work, f"{namespace}/{name}", exc, "the pacer retries")
+    def hurry(self, namespace: str, name: str) -> None:
+        """An event calls for a step now: the pacer's pool takes it (the handler returns at once), and its
+        failures are the pacer's to retry."""
+        PACER.nudge(self.work, (namespace, name))
 
     def object_changed(self, body: Any, type: str | None) -> bool:
         """A watch event of the object itself: store it, have the pacer step it while it is unfinished and
@@ -150,7 +140,6 @@ class Stepper:
         PACER.track(self.work, (namespace, name), not gone and not done)
         expiry.track(self.kind, body, gone)
         if gone or done:
-            self.locks.forget(namespace, name)
             self.failures.forget((namespace, name))
         return not gone and not done
 
@@ -159,7 +148,7 @@ class Stepper:
         pacer round."""
         STORE.seen("Job", body, deleted=type == "DELETED")
         if job_ended(body):
-            self.step_quietly(body["metadata"]["namespace"], body["metadata"]["labels"][owner_label])
+            self.hurry(body["metadata"]["namespace"], body["metadata"]["labels"][owner_label])
 
     def forget_all(self) -> None:
-        self.locks.clear()
+        self.failures.clear()
