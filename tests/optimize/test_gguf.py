@@ -90,6 +90,21 @@ def test_goals_are_the_agreement_and_a_speed_up_beyond_the_noise() -> None:
     assert goal_problems(candidate(40.0, 0.9), wanted, noise_percent=2.0) == [
         "40.0% less time per token than the original, less than evaluator.generation.minImprovementPercent=50"
     ]
+    assert goal_problems(candidate(-5.0, 0.9), wanted, noise_percent=2.0) == [
+        "5.0% more time per token than the original; evaluator.generation.minImprovementPercent=50 asks for less"
+    ]
+
+
+def test_a_negative_improvement_goal_lets_a_smaller_model_be_that_much_slower() -> None:
+    tolerant = GenerationEvaluator.model_validate({"dataset": {"file": "p.jsonl"}, "minImprovementPercent": -25})
+    assert goal_problems(candidate(-20.0, 0.9), tolerant, noise_percent=2.0) == []
+    assert goal_problems(candidate(1.0, 0.9), tolerant, noise_percent=2.0) == []  # the noise rule is the default's
+    assert goal_problems(candidate(-30.0, 0.9), tolerant, noise_percent=2.0) == [
+        "30.0% more time per token than the original; evaluator.generation.minImprovementPercent=-25 allows at "
+        "most 25% more"
+    ]
+    with pytest.raises(ValueError, match=r"minImprovementPercent\n  Input should be greater than -100"):
+        GenerationEvaluator.model_validate({"dataset": {"file": "p.jsonl"}, "minImprovementPercent": -100})
 
 
 def test_gguf_models_take_the_gguf_pass_and_the_generation_evaluator_only() -> None:

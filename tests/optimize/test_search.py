@@ -148,6 +148,11 @@ def test_goals_name_the_field_a_candidate_misses() -> None:
     ]
     slower = result("c3", 1.0, latency_improvement_percent=-3.0)
     assert goal_problems(slower, Evaluator()) == ["not faster than the original (-3.0%)"]
+    tolerant = Evaluator.model_validate({"latency": {"minImprovementPercent": -5}})
+    assert goal_problems(slower, tolerant) == []
+    assert goal_problems(result("c5", 1.0, latency_improvement_percent=-8.0), tolerant) == [
+        "8.0% slower than the original; evaluator.latency.minImprovementPercent=-5 allows at most 5% slower"
+    ]
     # the original measured alongside each candidate took 1.0 ms
     paired = {"original_latency_ms": 1.0, "latency_improvement_percent": None}
     noise = result(

@@ -284,8 +284,10 @@ class LatencyEvaluator(KaliperModel):
 
     metric: Literal["avg", "p50", "p90", "p95", "p99"] = "avg"
     """Which latency figure decides."""
-    min_improvement_percent: Annotated[float, Field(ge=0, lt=100)] | None = None
-    """A candidate must be at least this much faster than the original (20 = 20% lower latency)."""
+    min_improvement_percent: Annotated[float, Field(gt=-100, lt=100)] | None = None
+    """A candidate must be at least this much faster than the original (20 = 20% lower latency); a negative
+    value lets it be up to that much slower (-10: at most 10% higher latency), for a smaller model where speed
+    may give a little."""
     batch_size: Annotated[int, Field(ge=1, le=4096)] = 1
     """Rows per inference."""
     warmup_runs: Annotated[int, Field(ge=0, le=10000)] = 10
@@ -310,9 +312,11 @@ class GenerationEvaluator(KaliperModel):
     min_agreement: Annotated[float, Field(ge=0, le=1)] = 0.5
     """Quality goal: the share of the original's greedy output tokens the candidate reproduces before the
     two first differ, averaged over the prompts (1: identical answers)."""
-    min_improvement_percent: Annotated[float, Field(ge=0, lt=100)] | None = None
-    """A candidate must generate tokens at least this much faster than the original (time per token).
-    Default: faster beyond the noise of two measurements of the original."""
+    min_improvement_percent: Annotated[float, Field(gt=-100, lt=100)] | None = None
+    """A candidate must generate tokens at least this much faster than the original (time per token); a
+    negative value lets it be up to that much slower (-10: at most 10% more time per token), for a smaller
+    model where speed may give a little. Default: faster beyond the noise of two measurements of the
+    original."""
     slots: Annotated[int, Field(ge=1, le=64)] = 1
     """llama-server slots while measuring (1: one request at a time)."""
 

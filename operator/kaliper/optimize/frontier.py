@@ -43,9 +43,12 @@ def goal_problems(candidate: CandidateResult, evaluator: Evaluator, noise_percen
     if improvement is None:
         return problems
     if wanted is not None and improvement < wanted:
-        problems.append(
-            f"{improvement:.1f}% faster than the original, less than evaluator.latency.minImprovementPercent={wanted:g}"
-        )
+        setting = f"evaluator.latency.minImprovementPercent={wanted:g}"
+        if improvement >= 0:
+            problems.append(f"{improvement:.1f}% faster than the original, less than {setting}")
+        else:
+            allowed = f"allows at most {-wanted:g}% slower" if wanted < 0 else "asks for faster"
+            problems.append(f"{-improvement:.1f}% slower than the original; {setting} {allowed}")
     elif wanted is None and improvement <= 0:
         problems.append(f"not faster than the original ({improvement:.1f}%)")
     elif wanted is None and improvement <= noise_percent:
