@@ -420,3 +420,19 @@ def test_a_first_request_that_fails_leads_the_warnings_naming_its_kind_once(tmp_
     assert result.warnings[0] == (
         "the first request failed: stream cut short: connection closed by the server mid-response"
     )
+
+
+def test_goodput_counts_the_requests_within_every_objective(tmp_path: Path, server: str) -> None:
+    """Each answered request is judged against every latency objective as it ends: all within a generous first
+    token bound is a goodput share of 1; a whole-request bound no answer can meet makes it 0."""
+    config = chat_config(tmp_path, server, "error-null")
+    config["objectives"] = [{"metric": "ttft", "percentile": 90, "max": "30s"}]
+    process, result = run_loadgen(tmp_path, config)
+    assert process.returncode == 0, process.stderr
+    assert result is not None and result.stages[0].tokens is not None
+    assert result.stages[0].tokens.goodput_share == 1.0
+    config["objectives"].append({"metric": "latency", "percentile": 90, "max": "1us"})
+    process, result = run_loadgen(tmp_path, config)
+    assert process.returncode == 0, process.stderr
+    assert result is not None and result.stages[0].tokens is not None and result.stages[0].requests > 0
+    assert (result.stages[0].tokens.goodput_share, result.stages[0].tokens.goodput_rps) == (0.0, 0.0)

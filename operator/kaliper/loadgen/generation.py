@@ -25,7 +25,6 @@ from typing import Any
 import gevent
 
 from kaliper.api.profilerun import GenerationSpec
-from kaliper.api.units import parse_duration
 from kaliper.loadgen.config import LoadGenConfig
 from kaliper.loadgen.faults import Fault, kind_of
 from kaliper.loadgen.http import ERROR_WORDS, BodySink, StreamingConnection
@@ -33,6 +32,7 @@ from kaliper.loadgen.prompts import GenerationRequest, Prompt, generation_reques
 from kaliper.loadgen.sse import StreamParser, StreamRead, read_whole
 from kaliper.loadgen.tokens import Reached, RequestTokens, reached_so_far, request_tokens
 from kaliper.measure.figures import figure
+from kaliper.measure.judgement import Bound
 
 
 @dataclass(frozen=True)
@@ -87,15 +87,6 @@ class Session:
         self.messages = [*self.messages, *asked, message]
 
 
-@dataclass(frozen=True)
-class Objective:
-    """A latency objective applied to one request (for goodput)."""
-
-    metric: str
-    bound_s: float
-    corrected: bool
-
-
 def error_kind(message: str) -> str:
     """The kind of a stream's problem: its message up to the first colon ("malformed SSE: ...")."""
     return message.split(":", 1)[0]
@@ -110,7 +101,7 @@ class GenerationSender:
         chat: bool,
         stream: bool,
         tokenizer: Any | None,
-        objectives: list[Objective],
+        objectives: list[Bound],
         turns: int = 1,
         keeps_reasoning: bool = False,
         session_body: Callable[[list[dict[str, Any]], int], bytes] | None = None,
@@ -141,7 +132,7 @@ class GenerationSender:
                 raise PayloadError("prompts.tokenizer.configMap is read inside the cluster; locally, use file")
             tokenizer = load_tokenizer(Path(prompts.tokenizer.file))
         generation = config.request.generation or GenerationSpec()
-        objectives = [Objective(o.metric, parse_duration(o.max), o.measure == "corrected") for o in config.objectives]
+        objectives = [o.bound() for o in config.objectives]  # each request judged against them (goodput)
         model = config.request.model_name
         trace = config.played_trace() if prompts.trace is not None else None
         requests = generation_requests(prompts, config.request, model, tokenizer, trace)
