@@ -12,7 +12,7 @@ import threading
 import urllib3
 from kubernetes.client import ApiException
 
-from kaliper.controllers.api_health import ApiServerHealth, Backoff, TokenBucket, outage_reason
+from kaliper.controllers.api_health import ApiServerHealth, ExponentialBackoff, TokenBucket, outage_reason
 from kaliper.controllers.failure_log import FailureLog, failure_kind
 from kaliper.log import RepeatedRetries, configure_logging, get_logger
 from kaliper.report.publish import retryable
@@ -53,7 +53,7 @@ def test_an_outage_is_the_api_servers_failure_not_the_calls() -> None:
 
 
 def test_backoff_doubles_to_its_cap_with_jitter_from_the_upper_half() -> None:
-    backoff = Backoff(5.0, 300.0)
+    backoff = ExponentialBackoff(5.0, 300.0)
     assert [backoff.delay(n, lambda: 1.0) for n in (1, 2, 3, 4, 7, 8, 20)] == [5, 10, 20, 40, 300, 300, 300]
     assert [backoff.delay(n, lambda: 0.0) for n in (1, 2, 7)] == [2.5, 5.0, 150.0]
 
@@ -93,7 +93,7 @@ def test_an_outage_is_one_line_a_minute_and_one_when_it_is_back() -> None:
         now[0] += 40.0  # every wait passes 40 s of the scripted clock
         return stop.is_set()
 
-    health = ApiServerHealth(probe, Backoff(1.0, 30.0), clock=lambda: now[0], sleep=sleep)
+    health = ApiServerHealth(probe, ExponentialBackoff(1.0, 30.0), clock=lambda: now[0], sleep=sleep)
     health.waiting = lambda: 595
     assert health.check(ValueError("a bug")) is False and health.reachable
     assert health.check(refused()) is True

@@ -66,12 +66,12 @@ def test_a_saturated_generator_is_flagged() -> None:
     trial = measured(0, 2, 2.0, 0.5, 0.0)
     assert trial.stage is not None
     trial.stage.generator_usage = GeneratorUsage(cpu_cores=0.95, capacity_cores=1.0)
-    assert trials.judge(trial, s, config).limited_by == [
+    assert trials.judge_trial(trial, s, config).limited_by == [
         "the load generator used 0.95 of the 1 cores it can use: it may have set the pace "
         "(add load.processes, or give it more CPU)"
     ]
     trial.stage.generator_usage = GeneratorUsage(cpu_cores=0.5, capacity_cores=1.0)
-    assert trials.judge(trial, s, config).limited_by == []
+    assert trials.judge_trial(trial, s, config).limited_by == []
 
 
 def run_spec(**slo: object) -> ProfileRunSpec:
@@ -87,7 +87,10 @@ def test_the_run_is_inconclusive_when_no_trial_met_the_slo_and_one_could_not_be_
     missed = measured(1, 8, 9.0, 0.9, 0.5)
     assert missed.stage is not None
     missed.stage.latency.percentiles[0].ci_low_ms = 8.5
-    report.trials = [trials.judge(measured(0, 2, 4.0, 0.5, 0.0), s, planned[0]), trials.judge(missed, s, planned[0])]
+    report.trials = [
+        trials.judge_trial(measured(0, 2, 4.0, 0.5, 0.0), s, planned[0]),
+        trials.judge_trial(missed, s, planned[0]),
+    ]
     assert [t.slo_verdict for t in report.trials] == ["Inconclusive", "NotMet"]
     trials.conclude(s, report, planned)
     assert report.verdict == "Inconclusive" and report.best_trial is None and report.error is None
@@ -117,7 +120,7 @@ def test_repetitions_take_the_median_and_disagreement_is_inconclusive() -> None:
     assert trial.stage is not None and trial.stage.index == 2  # throughputs 100, 300, 200: the median is 200
     assert trial.spread == 1.0  # (300 - 100) / 200
     assert [(r.stage, r.slo_verdict) for r in trial.repetitions] == [(0, "Met"), (1, "NotMet"), (2, "Met")]
-    judged = trials.judge(trial, s, configurations(s, BASE)[0])
+    judged = trials.judge_trial(trial, s, configurations(s, BASE)[0])
     assert judged.slo_verdict == "Inconclusive"
     assert judged.slo[-1].objective == "repetitions agree" and judged.slo[-1].observed == "Met, NotMet, Met"
 
@@ -129,17 +132,17 @@ def test_other_work_on_the_machine_is_flagged() -> None:
     assert trial.stage is not None and trial.resources is not None
     trial.stage.generator_usage = GeneratorUsage(cpu_cores=0.3, capacity_cores=1.0)
     trial.resources.host_cpu_cores = 1.9  # 0.5 server + 0.3 generator + 1.1 of something else
-    assert trials.judge(trial, s, config).limited_by == [
+    assert trials.judge_trial(trial, s, config).limited_by == [
         "the machine was busy with other work: 1.10 cores besides the server (0.50) and the load generator (0.30)"
     ]
     trial.resources.host_cpu_cores = 0.85  # 0.05 besides: the runtime's own sampling
-    assert trials.judge(trial, s, config).limited_by == []
+    assert trials.judge_trial(trial, s, config).limited_by == []
     # With the check off (kaliper run --ignore-other-work) the same busy trial is not flagged
     trial.resources.host_cpu_cores = 1.9
-    assert trials.judge(trial, s, config, other_work_cores=None).limited_by == []
+    assert trials.judge_trial(trial, s, config, other_work_cores=None).limited_by == []
     # and a stricter threshold flags less other work
     trial.resources.host_cpu_cores = 0.95  # 0.15 besides
-    assert trials.judge(trial, s, config, other_work_cores=0.1).limited_by == [
+    assert trials.judge_trial(trial, s, config, other_work_cores=0.1).limited_by == [
         "the machine was busy with other work: 0.15 cores besides the server (0.50) and the load generator (0.30)"
     ]
 
@@ -182,8 +185,8 @@ def test_generation_is_priced_and_chosen_per_million_output_tokens() -> None:
     s = spec(sweep={"cpu": ["2", "1"]}, cost={"perCoreHour": 0.036}, slo=slo)
     configs = configurations(s, BASE)
     judged = [
-        trials.judge(generating(0, "2", 10, 400), s, configs[0]),
-        trials.judge(generating(1, "1", 4, 250), s, configs[1]),
+        trials.judge_trial(generating(0, "2", 10, 400), s, configs[0]),
+        trials.judge_trial(generating(1, "1", 4, 250), s, configs[1]),
     ]
     t0, t1 = judged
     assert (t0.cost_per_million_requests, t1.cost_per_million_requests) == (pytest.approx(2.0), pytest.approx(2.5))
@@ -252,7 +255,7 @@ def test_server_load_from_prometheus_stands_in_for_the_endpoint_only_where_the_g
     assert with_load.stage is not None and with_load.stage.tokens is not None
     assert with_load.stage.tokens.server_load == scraped
     s = spec(sweep={"cpu": ["1"]}, cost={"perCoreHour": 0.036})
-    judged = trials.judge(with_load, s, configurations(s, BASE)[0])
+    judged = trials.judge_trial(with_load, s, configurations(s, BASE)[0])
     assert judged.limited_by == [
         "requests queued in the llama.cpp server for a free slot (up to 3, 0.0 on average) while its slots "
         "were busy: the slots set the pace"

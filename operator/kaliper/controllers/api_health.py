@@ -9,7 +9,7 @@ watches reconnect on their own). While it is away, one line per LOG_EVERY_S
 says for how long and how many steps wait; one line says when it is back. Failures that are the object's own
 (403 from RBAC, 422 from validation, a webhook's 500) are not outages: they back off per object in the pacer.
 
-`outage_reason` and `Backoff` are pure; `ApiServerHealth` holds the state and its clock, probe and logger are
+`outage_reason` and `ExponentialBackoff` are pure; `ApiServerHealth` holds the state and its clock, probe and logger are
 passed in (tests drive it with their own).
 """
 
@@ -66,7 +66,7 @@ def outage_reason(exc: BaseException) -> str | None:
 
 
 @dataclass(frozen=True)
-class Backoff:
+class ExponentialBackoff:
     """Exponential backoff with jitter: `first` seconds doubling to `cap`, each delay drawn from its upper
     half (so many objects failing together do not retry together)."""
 
@@ -117,7 +117,7 @@ class ApiServerHealth:
     def __init__(
         self,
         probe: Callable[[], None] | None = None,
-        backoff: Backoff = Backoff(1.0, 30.0),
+        backoff: ExponentialBackoff = ExponentialBackoff(1.0, 30.0),
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[threading.Event, float], bool] = lambda stop, s: stop.wait(s),
         wall: Callable[[], float] = time.time,

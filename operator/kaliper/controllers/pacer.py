@@ -31,7 +31,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from kaliper.controllers.api_health import API_SERVER, ApiServerAway, Backoff
+from kaliper.controllers.api_health import API_SERVER, ApiServerAway, ExponentialBackoff
 from kaliper.controllers.failure_log import FailureLog
 from kaliper.log import get_logger
 
@@ -169,7 +169,7 @@ class Pacer:
         except Exception as exc:
             with self._guard:
                 failures = work.failures[key] = work.failures.get(key, 0) + 1
-                delay = Backoff(work.interval_s, max(work.interval_s, self.retry_cap_s)).delay(failures)
+                delay = ExponentialBackoff(work.interval_s, max(work.interval_s, self.retry_cap_s)).delay(failures)
                 work.not_before[key] = time.monotonic() + delay
             self.failure_log.failed(name, "/".join(key), exc, f"retried in {delay:.0f} s ({failures} in a row)")
         else:

@@ -36,7 +36,7 @@ from kaliper.measure.judgement import Bound
 
 
 @dataclass(frozen=True)
-class Outcome:
+class RequestOutcome:
     sent: float
     ended: float
     fault: Fault | None
@@ -201,7 +201,7 @@ class GenerationSender:
         clock: Callable[[], float],
         in_session: bool = False,
         live: LiveStream | None = None,
-    ) -> Outcome:
+    ) -> RequestOutcome:
         """Send request `index` (its prepared bytes `raw`); `intended` is its intended send time (open loop).
         `in_session`: a later turn of a chat session, whose prompt is more than request `index`'s own."""
         parser = StreamParser(self.chat, keep_text=True)
@@ -228,11 +228,11 @@ class GenerationSender:
         ended = clock()
         status = answer.get("status")
         if status is None:  # nothing answered: no tokens to count
-            return Outcome(sent, ended, Fault.of(raised) if raised is not None else None, None, False)
+            return RequestOutcome(sent, ended, Fault.of(raised) if raised is not None else None, None, False)
         if status >= 400:
             said = b"".join(whole)[:ERROR_WORDS].decode("utf-8", errors="replace")
             kind = kind_of(raised) if raised is not None else f"HTTP {status}"
-            return Outcome(sent, ended, Fault(kind, True, str(raised) if raised else said), None, False)
+            return RequestOutcome(sent, ended, Fault(kind, True, str(raised) if raised else said), None, False)
         # Answered from here on: whatever went wrong, the target is up.
         read = parser.finish() if answer["streamed"] else read_whole(b"".join(whole), self.chat, ended)
         error, message = (kind_of(raised), str(raised)) if raised is not None else (None, None)
@@ -262,7 +262,7 @@ class GenerationSender:
         answer = thinking = None
         if self.remembers and read.text is not None:  # a session's memory
             answer, thinking = "".join(read.text), "".join(read.reasoning_text or [])
-        return Outcome(sent, ended, fault, tokens, good, answer=answer, thinking=thinking)
+        return RequestOutcome(sent, ended, fault, tokens, good, answer=answer, thinking=thinking)
 
     def _count(self, read: StreamRead) -> tuple[tuple[int | None, int | None], str]:
         """((output tokens, of them thinking), how) counted here: with the local tokenizer, or, where there is

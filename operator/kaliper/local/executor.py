@@ -39,7 +39,7 @@ from kaliper.profiling.trials import (
     conclude,
     failed,
     from_load_test,
-    judge,
+    judge_trial,
     new_report,
     skipped,
     target_model_name,
@@ -197,7 +197,7 @@ class LocalExecutor:
                 done = len(measured) + len(plan.skipped)
                 self.progress(f"trial {chosen.index}: {describe(chosen.parameters)}", done, len(by_index))
                 trial, servers_up = self.run_trial(spec, chosen, model_name)
-                trial = judge(trial, spec, chosen.configuration, self.options.other_work_cores)
+                trial = judge_trial(trial, spec, chosen.configuration, self.options.other_work_cores)
                 measured[chosen.index] = trial
                 if not servers_up:  # they will not come up at its other levels either
                     never_ready[chosen.configuration.index] = trial.message or "the server did not start"

@@ -13,11 +13,11 @@ from __future__ import annotations
 from kaliper.metrics.prometheus import PrometheusMetrics, Window, selector
 from kaliper.report.schema import ServerLoad
 from kaliper.runtimes import load_gauges
-from kaliper.runtimes.server_load import Samples
+from kaliper.runtimes.server_load import PodSeries
 from kaliper.runtimes.server_load import server_load as load_from_samples
 
 
-def raw_samples(client: PrometheusMetrics, metric: str, window: Window) -> Samples:
+def raw_samples(client: PrometheusMetrics, metric: str, window: Window) -> PodSeries:
     """The samples stored inside the window, per pod (a pod's series are summed: labels such as model_name)."""
     found: dict[str, dict[float, float]] = {}
     for series in client.instant(f"{metric}{{{selector(window)}}}[{window.range}]", window.end):

@@ -185,7 +185,7 @@ def configuration_cost_per_hour(spec: ProfileRunSpec, config: Configuration) -> 
     return decisions.allocation_cost_per_hour(cores, memory, gpus, replicas, spec.cost)
 
 
-def judge(
+def judge_trial(
     trial: TrialReport, spec: ProfileRunSpec, config: Configuration, other_work_cores: float | None = OTHER_WORK_CORES
 ) -> TrialReport:
     """The trial with its price (per hour, per million requests, core-hours), SLO verdict and the flags

@@ -21,13 +21,13 @@ from typing import Literal
 from kaliper.report.schema import ServerLoad
 from kaliper.runtimes.base import LoadGauges
 
-Samples = dict[str, list[tuple[float, float]]]
+PodSeries = dict[str, list[tuple[float, float]]]
 """pod -> (seconds, value), oldest first."""
-Reader = Callable[[str], Samples]
+Reader = Callable[[str], PodSeries]
 """A metric's samples inside the interval, by name; empty where there are none."""
 
 
-def first_present(read: Reader, names: tuple[str, ...]) -> Samples:
+def first_present(read: Reader, names: tuple[str, ...]) -> PodSeries:
     """The samples of the first of a gauge's names that has any."""
     for name in names:
         if samples := read(name):
@@ -35,7 +35,7 @@ def first_present(read: Reader, names: tuple[str, ...]) -> Samples:
     return {}
 
 
-def mean_and_peak(samples: Samples) -> tuple[float | None, float | None]:
+def mean_and_peak(samples: PodSeries) -> tuple[float | None, float | None]:
     if not samples:
         return None, None
     means = [sum(v for _, v in points) / len(points) for points in samples.values()]
@@ -48,13 +48,13 @@ def rise(points: list[tuple[float, float]]) -> float:
     return sum(b - a if b >= a else b for (_, a), (_, b) in pairwise(points))
 
 
-def increase(samples: Samples) -> float | None:
+def increase(samples: PodSeries) -> float | None:
     """A counter's increase, summed over the pods with two samples at least."""
     spans = [points for points in samples.values() if len(points) >= 2]
     return sum(rise(points) for points in spans) if spans else None
 
 
-def per_second(samples: Samples) -> float | None:
+def per_second(samples: PodSeries) -> float | None:
     """A counter's rise per second between each pod's first and last sample, summed over pods (vLLM's seconds
     spent running or queued: the time-weighted mean of requests in that state, by Little's law)."""
     rates = [
@@ -65,7 +65,7 @@ def per_second(samples: Samples) -> float | None:
     return round(sum(rates), 4) if rates else None
 
 
-def busy_slots_per_decode(average: Samples, decodes: Samples) -> float | None:
+def busy_slots_per_decode(average: PodSeries, decodes: PodSeries) -> float | None:
     """llama.cpp exports the running average since it started (busy slots summed over decode calls / decode
     calls): per pod, the sums at its first and last sample give the interval's own average."""
     busy = calls = 0.0
@@ -78,7 +78,7 @@ def busy_slots_per_decode(average: Samples, decodes: Samples) -> float | None:
     return round(busy / calls, 4) if calls > 0 else None
 
 
-def hit_rate(queries: Samples, hits: Samples) -> float | None:
+def hit_rate(queries: PodSeries, hits: PodSeries) -> float | None:
     asked, found = increase(queries), increase(hits)
     return round(found / asked, 4) if asked and found is not None else None
 
