@@ -24,6 +24,16 @@ def frontiers(measured: Sequence[CandidateResult], higher_is_better: bool) -> tu
     return by_accuracy, by_size
 
 
+def short_of(improvement: float, wanted: float, setting: str, better: str, worse: str, figure: str = "") -> str:
+    """Why an improvement below the one `setting` asks for misses it, in words either way: "10.0% faster than
+    the original, less than ..." or, for a candidate slower than the original, "8.0% slower than the
+    original; ... allows at most 5% slower" (a negative goal) or "... asks for faster"."""
+    if improvement >= 0:
+        return f"{improvement:.1f}% {better}{figure} than the original, less than {setting}"
+    allowed = f"allows at most {-wanted:g}% {worse}" if wanted < 0 else f"asks for {better}"
+    return f"{-improvement:.1f}% {worse}{figure} than the original; {setting} {allowed}"
+
+
 def goal_problems(candidate: CandidateResult, evaluator: Evaluator, noise_percent: float = 0.0) -> list[str]:
     """Why a measured candidate misses the goals (empty: it meets them). Improvements are read against the
     original measured alongside the candidate (`originalLatencyMs`). Without minImprovementPercent a
@@ -44,11 +54,7 @@ def goal_problems(candidate: CandidateResult, evaluator: Evaluator, noise_percen
         return problems
     if wanted is not None and improvement < wanted:
         setting = f"evaluator.latency.minImprovementPercent={wanted:g}"
-        if improvement >= 0:
-            problems.append(f"{improvement:.1f}% faster than the original, less than {setting}")
-        else:
-            allowed = f"allows at most {-wanted:g}% slower" if wanted < 0 else "asks for faster"
-            problems.append(f"{-improvement:.1f}% slower than the original; {setting} {allowed}")
+        problems.append(short_of(improvement, wanted, setting, "faster", "slower"))
     elif wanted is None and improvement <= 0:
         problems.append(f"not faster than the original ({improvement:.1f}%)")
     elif wanted is None and improvement <= noise_percent:

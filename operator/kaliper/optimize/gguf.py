@@ -253,11 +253,7 @@ def goal_problems(result: CandidateResult, evaluator: GenerationEvaluator, noise
     wanted = evaluator.min_improvement_percent
     if wanted is not None and improvement < wanted:
         setting = f"evaluator.generation.minImprovementPercent={wanted:g}"
-        if improvement >= 0:
-            problems.append(f"{improvement:.1f}% less time per token than the original, less than {setting}")
-        else:
-            allowed = f"allows at most {-wanted:g}% more" if wanted < 0 else "asks for less"
-            problems.append(f"{-improvement:.1f}% more time per token than the original; {setting} {allowed}")
+        problems.append(frontier.short_of(improvement, wanted, setting, "less", "more", " time per token"))
     elif wanted is None and (improvement <= noise_percent or frontier.within_noise(result)):
         problems.append(f"not faster than the original beyond the noise ({improvement:.1f}%, noise {noise_percent:g}%)")
     return problems
