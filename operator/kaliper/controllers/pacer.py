@@ -97,11 +97,7 @@ class Pacer:
         self._context = contextvars.copy_context()
         if self._hurried is None or not API_SERVER.reachable:
             return  # the first round after the start, or after the API server is back, calls every tracked one
-        with self._guard:
-            if (name, key) in self._busy:
-                self._again.add((name, key))
-                return
-        self._submit(name, self._work[name], key, hurried=True)
+        self._submit(name, self._work[name], key, hurried=True, again_if_busy=True)
 
     def tracked(self, name: str) -> set[Key]:
         with self._guard:
@@ -152,9 +148,11 @@ class Pacer:
             self.failure_log.flush()
             self._stop.wait(0.2)
 
-    def _submit(self, name: str, work: _Recurring, key: Key, hurried: bool) -> None:
-        with self._guard:
+    def _submit(self, name: str, work: _Recurring, key: Key, hurried: bool, again_if_busy: bool = False) -> None:
+        with self._guard:  # one check and one mark, so a nudge cannot fall between a call's end and the next
             if (name, key) in self._busy:
+                if again_if_busy:
+                    self._again.add((name, key))
                 return
             self._busy.add((name, key))
         pool = self._hurried if hurried else self._pool
