@@ -269,7 +269,7 @@ class RunStep(StatusStep[ProfileRunStatus]):
                 if load is None:
                     return  # the server pods' final scrape is not in yet
                 report = run_trials.with_server_load(report, load)
-        report = run_trials.judge(report, self.spec, planned.configuration)
+        report = run_trials.judge_trial(report, self.spec, planned.configuration)
         self.records.save_trial_report(report)
         summary = trial_summary(report)
         summary.start_time, summary.completion_time = trial.start_time, self.now
