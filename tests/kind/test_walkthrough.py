@@ -62,7 +62,7 @@ def test_the_walkthroughs_profilerun_succeeds_with_resource_figures_from_prometh
     report = kind.kubectl.json("get", "configmap", "iris-sweep-report")
     assert json.loads(report["data"]["report.json"])["trials"][1]["name"] == "iris-sweep-t1"  # plain: under 900 KiB
     for summary, limit in zip(status["trials"], (0.5, 1.0), strict=True):
-        assert summary["phase"] == "Succeeded" and summary["requests"] > 0
+        assert summary["phase"] == "Succeeded" and summary["requests"] > 0, json.dumps(summary)[:3000]
         resources = summary["resources"]
         assert resources["restarts"] == 0 and resources["oomKills"] == 0
         assert resources["cpuAvgCores"] <= limit * 1.05  # the CFS quota held
