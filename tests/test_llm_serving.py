@@ -14,7 +14,8 @@ from kaliper.api.profilerun import ProfileRunSpec
 from kaliper.api.resources import ModelDeployment, ProfileRun
 from kaliper.local.servers import local_problem, server_command
 from kaliper.manifests.modeldeployment import KALIPER_IMAGE, BuildError, build_deployment
-from kaliper.profiling.plan import cluster_problem, configurations, sweep_problem
+from kaliper.profiling.plan import configurations, deploy_problem, sweep_problem
+from kaliper.profiling.run_plan import RunPlan
 from kaliper.runtimes import RUNTIMES
 from tests.support.paths import EXAMPLES
 
@@ -301,7 +302,7 @@ def test_swept_values_that_break_the_deployment_rules_are_refused_with_the_confi
     )
     vllm = deployment(model={"pvc": {"claimName": "m", "path": "q"}}, runtime={"type": "vllm"}, resources={"gpu": {}})
     gpus = profile({"gpu": [1, 0]})
-    assert cluster_problem(gpus, configurations(gpus, vllm), "ml", KALIPER_IMAGE) == (
+    assert deploy_problem(configurations(gpus, vllm), "ml", KALIPER_IMAGE) == (
         "the target cannot be deployed on Kubernetes in configuration gpu=0: spec.resources.gpu: on Kubernetes vllm "
         "serves from its upstream GPU image: set resources.gpu.count (at least 1); vLLM on CPUs runs under "
         "`kaliper run` (its CPU build)"
@@ -351,7 +352,15 @@ def test_the_llm_examples_plan_on_a_cluster_and_the_demo_locally() -> None:
     sizing = one("llm/profilerun-sweep.yaml", ProfileRun)
     configs = configurations(sizing.spec, qwen.spec)  # type: ignore[attr-defined]
     assert len(configs) == 9 and configs[-1].parameters == {"cpu": "8", "slots": "8"}
-    assert cluster_problem(sizing.spec, configs, "default", KALIPER_IMAGE) is None  # type: ignore[attr-defined]
+    plan = RunPlan.admit(
+        sizing.spec,  # type: ignore[attr-defined]
+        qwen.spec,  # type: ignore[attr-defined]
+        None,
+        "sizing",
+        "sizing-t",
+        lambda spec, configs: deploy_problem(configs, "default", KALIPER_IMAGE),
+    )
+    assert len(plan.listed()) == 45  # 9 configurations at 5 concurrency levels each
     assert container_of(build_deployment("qwen-cpu", "default", "u", configs[-1].deployment))["args"][8:14] == [  # type: ignore[arg-type]
         *("--parallel", "8", "--ctx-size", "32768", "--threads", "8"),
     ]

@@ -20,7 +20,7 @@ from kaliper.controllers.run_records import RunFailed, baseline_text
 from kaliper.loadgen.traces import Replay, TraceError, parse_trace, play
 from kaliper.metrics.promql_scope import QueryScope
 from kaliper.metrics.written_queries import written_queries_problem
-from kaliper.profiling.plan import Configuration, cluster_problem, machine_paths_problem
+from kaliper.profiling.plan import Configuration, deploy_problem, machine_paths_problem
 from kaliper.profiling.tenancy import TargetHost, TenancyPolicy, caps_problem, service_problem, tenancy_problem
 from kaliper.report.schema import ProfileReport
 
@@ -77,11 +77,12 @@ def query_scope(namespace: str, tenancy: TenancyPolicy) -> QueryScope:
 def trials_problem(
     spec: ProfileRunSpec, configs: list[Configuration], namespace: str, image: str, tenancy: TenancyPolicy
 ) -> str | None:
-    """Why the planned trials cannot run here: too many, one the cluster cannot deploy, or more load than the
-    namespace may apply (its caps, a trace's busiest second read from its ConfigMap)."""
+    """Why the planned trials cannot run on this cluster (after profiling.run_plan's own checks): one it cannot
+    deploy, or more load than the namespace may apply (its caps, a trace's busiest second read from its
+    ConfigMap)."""
 
     def problem() -> str | None:
-        if found := cluster_problem(spec, configs, namespace, image):
+        if found := deploy_problem(configs, namespace, image):
             return found
         if spec.load.trace is None:
             return caps_problem(spec, configs, namespace, tenancy)

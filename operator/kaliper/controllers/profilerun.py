@@ -21,7 +21,14 @@ from pydantic import ValidationError
 from kaliper.api.common import GROUP, VERSION, Readiness
 from kaliper.api.loader import problems_from
 from kaliper.api.modeldeployment import ModelDeploymentTemplate
-from kaliper.api.profilerun import ProfileRunStatus, Progress, ReportReference, ResourceUsage, TrialSummary
+from kaliper.api.profilerun import (
+    ProfileRunSpec,
+    ProfileRunStatus,
+    Progress,
+    ReportReference,
+    ResourceUsage,
+    TrialSummary,
+)
 from kaliper.api.resources import ProfileRun
 from kaliper.controllers import kube, metrics, run_network, run_records
 from kaliper.controllers import trial_moves as moves
@@ -31,7 +38,7 @@ from kaliper.controllers.diagnosis import restarts_and_oom_kills, template_hashe
 from kaliper.controllers.recommendation import apply_recommendation
 from kaliper.controllers.run_records import REPORT_KEY, RunFailed, RunRecords, baseline_report
 from kaliper.controllers.run_target import RunTarget
-from kaliper.controllers.run_workload import with_fitted_workload
+from kaliper.controllers.run_workload import fitted_workload
 from kaliper.controllers.settings import SETTINGS, Settings
 from kaliper.controllers.stepper import StatusStep, Stepper, finished
 from kaliper.controllers.store import STORE
@@ -42,22 +49,17 @@ from kaliper.manifests.profilerun import (
     TrialLoad,
     build_loadgen,
     report_name,
-    trial_name,
     trial_objects,
+    trial_prefix,
 )
 from kaliper.metrics.trial_window import TrialMeasurement
 from kaliper.profiling import trials as run_trials
 from kaliper.profiling.outcome import gated_readiness
-from kaliper.profiling.plan import configurations, describe, trial_protocol
-from kaliper.profiling.schedule import (
-    PlannedTrial,
-    next_trials_from_status,
-    planned_trials,
-    planned_with_probes,
-    room_to_start,
-)
+from kaliper.profiling.plan import Configuration, describe, trial_protocol
+from kaliper.profiling.run_plan import NotAdmitted, RunPlan
+from kaliper.profiling.schedule import PlannedTrial
 from kaliper.report.schema import LoadTestResult
-from kaliper.report.status import degraded_condition, final_status, trial_summary
+from kaliper.report.status import degraded_condition, final_status
 
 PLURAL = "profileruns"
 
@@ -128,21 +130,14 @@ class RunStep(StatusStep[ProfileRunStatus]):
     def advance(self) -> None:
         try:
             self.spec = ProfileRun.model_validate(self.body).spec
-            self.target = RunTarget(self.body, self.spec, self.records)
         except ValidationError as exc:
             self.fail("InvalidSpec", "; ".join(str(p) for p in problems_from(exc, ProfileRun)))
             return self.write()
+        self.target = RunTarget(self.body, self.spec, self.records)
         try:
-            if not self.status.trials and not self.plan():
-                return self.write()
-            self.spec = with_fitted_workload(self.spec, self.status, self.namespace)
-            self.configurations = configurations(self.spec, self.base())
-            self.trials = {t.index: t for t in self.status.trials or []}
-            self.planned = planned_with_probes(self.spec, self.configurations, list(self.trials.values()))
-            self.move_trials()
-            self.start_trials()
-            if not any(t.phase in IN_FLIGHT or t.phase == "Pending" for t in self.trials.values()):
-                self.finish()
+            plan = self.resumed() if self.status.trials else self.admitted()
+            if plan is not None:
+                self.carry_out_plan(plan)
         except RunFailed as exc:
             for trial in self.status.trials or []:
                 if trial.phase in IN_FLIGHT:
@@ -156,32 +151,47 @@ class RunStep(StatusStep[ProfileRunStatus]):
     def readiness(self) -> Readiness:  # self.spec is not there when the spec was invalid
         return gated_readiness(getattr(self, "spec", None), self.status) or super().readiness()
 
-    # -- planning, once
+    # -- the plan: admitted once, then carried out step by step
 
-    def plan(self) -> bool:
-        """Check what the run needs, snapshot its target and list its trials. False: not yet (the target
-        does not exist yet)."""
-        if problem := admission_problem(self.spec, self.namespace, SETTINGS.tenancy):
+    def admitted(self) -> RunPlan | None:
+        """Check what the run needs, snapshot its target and list its trials (profiling.run_plan). None: not
+        yet (the target does not exist yet)."""
+        spec = self.spec
+        if problem := admission_problem(spec, self.namespace, SETTINGS.tenancy):
             raise RunFailed(problem)  # before the run makes or sends anything: the fit's queries come after
         base, waiting = self.target.snapshot(self.now)
         if waiting is not None:
             self.status.phase, self.status.message = "Pending", waiting
             self.condition("Progressing", False, "WaitingForTarget", waiting)
-            return False
-        spec = self.spec = with_fitted_workload(self.spec, self.status, self.namespace)
-        configs = configurations(spec, base)
-        if problem := trials_problem(spec, configs, self.namespace, SETTINGS.image, SETTINGS.tenancy):
-            raise RunFailed(problem)
-        trials = planned_trials(configs)
+            return None
+        fitted = fitted_workload(spec, self.status, self.namespace)
+
+        def deployable(spec: ProfileRunSpec, configs: list[Configuration]) -> str | None:
+            return trials_problem(spec, configs, self.namespace, SETTINGS.image, SETTINGS.tenancy)
+
+        try:
+            plan = RunPlan.admit(spec, base, fitted, self.name, trial_prefix(self.name), deployable)
+        except NotAdmitted as exc:
+            raise RunFailed(str(exc)) from None
         for obj in run_network.loadgen_objects(self.body, self.target):
             kube.apply(obj)
         self.status.phase, self.status.message, self.status.start_time = "Running", None, self.now
-        self.status.trials = [
-            TrialSummary(index=t.index, name=trial_name(self.name, t.index), parameters=t.parameters) for t in trials
-        ]
-        self.condition("Progressing", True, "TrialsRunning", f"{len(trials)} trials planned")
-        self.event("Started", f"planned {len(trials)} trials ({spec.search.strategy} search)")
-        return True
+        self.status.trials = plan.listed()
+        self.condition("Progressing", True, "TrialsRunning", f"{len(self.status.trials)} trials planned")
+        self.event("Started", f"planned {len(self.status.trials)} trials ({spec.search.strategy} search)")
+        return plan
+
+    def resumed(self) -> RunPlan:
+        prefix = trial_prefix(self.name)
+        return RunPlan.resumed(self.spec, self.base(), self.status.workload, self.name, prefix)
+
+    def carry_out_plan(self, plan: RunPlan) -> None:
+        self.plan = plan
+        self.trials = {t.index: t for t in self.status.trials or []}
+        self.planned = plan.planned(list(self.trials.values()))
+        self.move_trials()
+        if self.start_trials():
+            self.finish()
 
     # -- trials in flight
 
@@ -193,7 +203,7 @@ class RunStep(StatusStep[ProfileRunStatus]):
         for kind in kinds:  # what existed before this process's watches caught up
             STORE.prime(kind, self.namespace, lambda kind=kind: kube.list_objects(kind, self.namespace, LABEL_RUN))
         objects = {kind: STORE.group(kind, self.namespace, self.name) for kind in kinds}
-        timeouts = moves.Timeouts.of(self.spec)
+        timeouts = moves.Timeouts.of(self.plan.spec)
         for trial in in_flight:
             seen = TrialObjectsSeen.of_trial(trial.index, trial.name, objects)
             if trial.phase == "Collecting" or (trial.phase == "Running" and moves.results_due(seen)):
@@ -227,15 +237,15 @@ class RunStep(StatusStep[ProfileRunStatus]):
     def start_load(self, trial: TrialSummary, planned: PlannedTrial, action: moves.StartLoad) -> None:
         self.records.remove_stale_results(trial.index)
         url = action.url
-        protocol = trial_protocol(self.spec, trial.parameters)
+        protocol = trial_protocol(self.plan.spec, trial.parameters)
         if url is None:  # a trial deployment: its Service
             assert planned.configuration.deployment is not None
             url = self.target.trial_url(trial.index, planned.configuration.deployment, protocol)
-        model = action.model_name or run_trials.target_model_name(self.spec, self.base())
+        model = action.model_name or run_trials.target_model_name(self.plan.spec, self.base())
         deployment = planned.configuration.deployment
         replicas = deployment.replicas if deployment is not None else 1
         load = TrialLoad(url, model, planned.level, replicas, protocol)
-        for obj in build_loadgen(self.body, trial.index, self.spec, load, SETTINGS.loadgen):
+        for obj in build_loadgen(self.body, trial.index, self.plan.spec, load, SETTINGS.loadgen):
             kube.apply(obj)
         self.event("TrialRunning", f"trial {trial.name}: load generator started ({describe(trial.parameters)})")
 
@@ -246,11 +256,11 @@ class RunStep(StatusStep[ProfileRunStatus]):
         assert text is not None  # trial_moves collects only when it is there
         planned = self.planned[trial.index]
         result = LoadTestResult.model_validate_json(text)
-        report = run_trials.from_load_test(trial.index, trial.name, trial.parameters, result, self.spec.slo)
+        report = run_trials.from_load_test(trial.index, trial.name, trial.parameters, result, self.plan.spec.slo)
         if report.stage is not None:
             servers = seen.pods_of("server")
             measured = TrialMeasurement(
-                self.spec.metrics,
+                self.plan.spec.metrics,
                 SETTINGS.metrics_defaults(),
                 planned.configuration.deployment,
                 self.namespace,
@@ -269,13 +279,9 @@ class RunStep(StatusStep[ProfileRunStatus]):
                 if load is None:
                     return  # the server pods' final scrape is not in yet
                 report = run_trials.with_server_load(report, load)
-        report = run_trials.judge_trial(report, self.spec, planned.configuration)
+        report = run_trials.judge_trial(report, self.plan.spec, planned.configuration)
         self.records.save_trial_report(report)
-        summary = trial_summary(report)
-        summary.start_time, summary.completion_time = trial.start_time, self.now
-        if report.status == "Failed":
-            summary.failed_in = "Running"
-        self.trials[trial.index] = summary
+        self.trials[trial.index] = self.plan.ended(report, trial.start_time, self.now)
         self.teardown(trial.index)
         metrics.TRIALS.labels(report.status).inc()
         if report.resources is not None and report.resources.unavailable:
@@ -295,22 +301,12 @@ class RunStep(StatusStep[ProfileRunStatus]):
 
     # -- what next
 
-    def start_trials(self) -> None:
-        trials = list(self.trials.values())
-        decided = next_trials_from_status(self.spec, self.configurations, trials, self.records.finished(trials))
-        for index, reason in decided.skipped.items():
-            if self.trials[index].phase == "Pending":
-                self.trials[index].phase, self.trials[index].message = "Skipped", reason
-        for i in decided.probes.keys() - self.planned.keys():  # a probe (or tie-break) once the search reaches it
-            self.planned[i], name = decided.probes[i], trial_name(self.name, i)
-            self.trials[i] = TrialSummary(index=i, name=name, parameters=decided.probes[i].parameters)
-        for index, reason in decided.failed.items():
-            if self.trials[index].phase == "Pending":
-                trial = self.trials[index]
-                trial.phase, trial.message, trial.failed_in = "Failed", reason, "Deploying"
-                trial.completion_time = self.now
-        free = room_to_start(self.spec, sum(t.phase in IN_FLIGHT for t in self.trials.values()))
-        for planned in [p for p in decided.start if self.trials[p.index].phase == "Pending"][:free]:
+    def start_trials(self) -> bool:
+        """Start what the plan wants now; True when it has nothing left to run or wait for."""
+        step = self.plan.next(list(self.trials.values()), self.records.measured, self.now)
+        self.trials = {t.index: t for t in step.trials}
+        self.planned = self.plan.planned(step.trials)  # with the probes and tie-break rounds it reached
+        for planned in step.start:
             trial = self.trials[planned.index]
             trial.start_time = self.now
             self.carry_out(trial, moves.start(self.target.url()), TrialObjectsSeen())
@@ -319,18 +315,19 @@ class RunStep(StatusStep[ProfileRunStatus]):
         self.status.trials = [self.trials[i] for i in sorted(self.trials)]
         current = next((t.name for t in self.status.trials if t.phase in IN_FLIGHT), None)
         self.status.progress = Progress.of(self.status.trials, len(self.status.trials), current)
+        return step.finished
 
     # -- the end
 
     def finish(self) -> None:
         """Every trial is done: write the full report, then the status from it."""
-        report = run_trials.new_report(self.spec, self.name, self.namespace, self.status.start_time or self.now)
-        report.finished_at, report.target_container = self.now, self.target.container()
-        report.trials = [self.records.trial_report(t) for t in self.status.trials or []]
-        report.workload = self.status.workload
-        run_trials.conclude(self.spec, report, self.configurations, baseline_report(self.spec, self.namespace))
+        start, baseline = self.status.start_time or self.now, baseline_report(self.spec, self.namespace)
+        trials, workload = self.status.trials or [], self.status.workload
+        measured = self.records.measured
+        report = self.plan.conclusion(self.namespace, start, self.now, trials, measured, baseline, workload)
+        report.target_container = self.target.container()
         self.records.save_report(report)
-        apply_recommendation(self.spec, self.namespace, report, self.event)
+        apply_recommendation(self.plan.spec, self.namespace, report, self.event)
         reference = ReportReference(config_map={"name": report_name(self.name), "key": REPORT_KEY})
         self.status = final_status(report, reference, self.status)
         self.condition("Degraded", *degraded_condition(report))

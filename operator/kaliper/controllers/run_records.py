@@ -6,7 +6,6 @@ step: the snapshot, the measured trials' reports and the results documents of tr
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -21,7 +20,7 @@ from kaliper.lifecycle.gc import FINISHED
 from kaliper.manifests.profilerun import build_report_configmap, report_name, trial_objects
 from kaliper.profiling.trials import median_stage
 from kaliper.report.publish import RESULT_KEY
-from kaliper.report.schema import LoadTestResult, ProfileReport, TrialReport, TrialResources
+from kaliper.report.schema import LoadTestResult, ProfileReport, TrialReport
 from kaliper.report.store import DocumentTooLarge, configmap_content, read_document
 
 TRIAL_KEY, TARGET_KEY, REPORT_KEY = "trial.json", "target.json", "report.json"  # beside the Job's RESULT_KEY
@@ -139,44 +138,22 @@ class RunRecords:
         document = report.model_dump_json(by_alias=True, exclude={"stage"}, exclude_none=True)
         kube.merge_patch("ConfigMap", self.namespace, self._results_name(report.index), {"data": {TRIAL_KEY: document}})
 
-    def finished(self, trials: list[TrialSummary]) -> Callable[[], list[TrialReport] | None]:
-        """The reports of every trial, read when the plan asks (once its search has nothing left); None while
-        some trial is still in flight."""
-
-        def reports() -> list[TrialReport] | None:
-            if not all(t.phase in FINISHED for t in trials):
-                return None
-            return [self.trial_report(t) for t in trials]
-
-        return reports
-
-    def trial_report(self, trial: TrialSummary) -> TrialReport:
-        """A finished trial's report: from memory, else from its results ConfigMap (an operator restarted
-        mid-run), else what its summary says (skipped, or failed before it measured)."""
-        measured = self.memory.trial_reports.get(trial.index)
-        if measured is not None:
-            return measured
-        if trial.phase in FINISHED:
-            stored = self.results(trial.index) or {}
-            text = read_document(stored, TRIAL_KEY)
-            if text is not None:
-                report = TrialReport.model_validate_json(text)
-                result = read_document(stored, RESULT_KEY)
-                if result is not None and report.stage is None:
-                    stages = LoadTestResult.model_validate_json(result).stages
-                    report.stage = median_stage(stages) if stages else None
-                return report
-        resources = None
-        if trial.resources is not None:  # restarts and OOM kills of a trial that never served
-            resources = TrialResources(source="pod-status", **trial.resources.model_dump(exclude_none=True))
-        return TrialReport(
-            index=trial.index,
-            name=trial.name,
-            parameters=trial.parameters,
-            status="Skipped" if trial.phase == "Skipped" else "Failed",
-            message=trial.message,
-            resources=resources,
-        )
+    def measured(self, trial: TrialSummary) -> TrialReport | None:
+        """A finished trial's report as collected: from memory, else from its results ConfigMap (an operator
+        restarted mid-run); None when it measured nothing (skipped, or failed before it measured)."""
+        found = self.memory.trial_reports.get(trial.index)
+        if found is not None or trial.phase not in FINISHED:
+            return found
+        stored = self.results(trial.index) or {}
+        text = read_document(stored, TRIAL_KEY)
+        if text is None:
+            return None
+        report = TrialReport.model_validate_json(text)
+        result = read_document(stored, RESULT_KEY)
+        if result is not None and report.stage is None:
+            stages = LoadTestResult.model_validate_json(result).stages
+            report.stage = median_stage(stages) if stages else None
+        return report
 
     # -- the report
 

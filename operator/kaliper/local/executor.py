@@ -17,7 +17,7 @@ from pathlib import Path
 import yaml
 
 from kaliper.api.modeldeployment import ModelDeploymentSpec
-from kaliper.api.profilerun import ProfileRunSpec, ReportReference
+from kaliper.api.profilerun import FittedWorkload, ProfileRunSpec, ReportReference
 from kaliper.api.resources import Cleanup, ModelDeployment, ModelOptimization, ProfileRun
 from kaliper.api.units import parse_duration
 from kaliper.local.baseline import local_baseline
@@ -30,22 +30,17 @@ from kaliper.manifests.profilerun import loadgen_config as build_loadgen_config
 from kaliper.metrics.nvml import Nvml
 from kaliper.metrics.workload_query import WorkloadError, fit_for_run
 from kaliper.netutil import free_port
-from kaliper.profiling.plan import configurations, describe, sweep_problem, trial_count_problem, trial_protocol
-from kaliper.profiling.schedule import PlannedTrial, next_trials, planned_trials
-from kaliper.profiling.search import Outcome
+from kaliper.profiling.plan import Configuration, describe, trial_protocol
+from kaliper.profiling.run_plan import DONE, RunPlan
+from kaliper.profiling.schedule import PlannedTrial
 from kaliper.profiling.trials import (
     OTHER_WORK_CORES,
     allocated,
-    conclude,
-    failed,
     from_load_test,
     judge_trial,
-    new_report,
-    skipped,
     target_model_name,
     with_resources,
 )
-from kaliper.profiling.workload import resolve
 from kaliper.report.schema import LoadTestResult, ProfileReport, TrialReport, TrialResources
 from kaliper.report.status import status_from_report
 
@@ -116,6 +111,28 @@ def secret_variable(secret: str, key: str) -> str:
     return "".join(c if c.isalnum() else "_" for c in f"{secret}_{key}").upper()
 
 
+def target_of(spec: ProfileRunSpec, deployments: dict[str, ModelDeployment]) -> ModelDeploymentSpec | None:
+    """The ModelDeployment spec.target.deploymentRef names, among the files given (None: a URL target)."""
+    if spec.target.deployment_ref is None:
+        return None
+    name = spec.target.deployment_ref.name
+    if name not in deployments:
+        raise NotOnThisMachine(
+            f"spec.target.deploymentRef names ModelDeployment {name!r}, which is not among the files given; "
+            "pass its manifest to `kaliper run` too"
+        )
+    return deployments[name].spec
+
+
+def runnable_here(spec: ProfileRunSpec, configs: list[Configuration]) -> str | None:
+    """Why a configuration cannot run on this machine (a model source or setting only Kubernetes has), or None."""
+    return next((p for c in configs if c.deployment is not None and (p := local_problem(c.deployment))), None)
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
 def loadgen_config(spec: ProfileRunSpec, trial: TrialLoad, base_dir: Path) -> dict:
     # Locally there is no Secret to read: a header from secret S, key K comes from the variable S_K.
     headers = {
@@ -141,87 +158,64 @@ class LocalExecutor:
         return self._nvml
 
     def run(self, run: ProfileRun, deployments: dict[str, ModelDeployment]) -> ProfileReport:
-        """Drive the search as the operator does (profiling.schedule replays it over the outcomes so far),
-        one trial at a time; each trial joins the report as soon as it is done, so an interrupted run keeps
-        it."""
-        spec = run.spec
-        problems = cluster_only(spec)
+        """Carry out the run's plan (profiling.run_plan, as the operator does) one trial at a time; each trial
+        joins the run as soon as it is done, so an interrupted run keeps it."""
+        started = datetime.now(UTC)
+        problems = cluster_only(run.spec)
         if problems:
             raise NotOnThisMachine("; ".join(problems))
-        baseline = local_baseline(spec, self.options.base_dir)
-        fitted = None
-        if spec.payload.prompts is not None and spec.payload.prompts.from_prometheus is not None:
-            self.progress("fitting the workload from Prometheus", 0, 0)
-            try:
-                fitted = fit_for_run(spec, time.time())
-            except WorkloadError as exc:
-                raise ValueError(str(exc)) from exc
-            spec = resolve(spec, fitted)
-        base = None
-        if spec.target.deployment_ref is not None:
-            name = spec.target.deployment_ref.name
-            if name not in deployments:
-                raise NotOnThisMachine(
-                    f"spec.target.deploymentRef names ModelDeployment {name!r}, which is not among the files given; "
-                    "pass its manifest to `kaliper run` too"
-                )
-            base = deployments[name].spec
-        model_name = target_model_name(spec, base)
-        report = new_report(spec, run.metadata.name or "profilerun", run.metadata.namespace, datetime.now(UTC))
-        report.workload = fitted
-        configs = configurations(spec, base)
-        for config in configs:
-            problem = local_problem(config.deployment) if config.deployment is not None else None
-            if problem:
-                raise NotOnThisMachine(problem)
-        problem = sweep_problem(spec, configs)
-        if problem:
-            raise ValueError(problem)
-        by_index = {p.index: p for p in planned_trials(configs)}
-        problem = trial_count_problem(spec, configs)
-        if problem:
-            raise ValueError(problem)
-        measured: dict[int, TrialReport] = {}
-        never_ready: dict[int, str] = {}  # configuration index -> why its servers did not come up
-        plan = None
+        baseline = local_baseline(run.spec, self.options.base_dir)
+        base = target_of(run.spec, deployments)
+        fitted = self.fitted(run.spec)
+        plan = RunPlan.admit(run.spec, base, fitted, run.metadata.name or "profilerun", "t", runnable_here)
+        model_name = target_model_name(plan.spec, base)
+        trials, measured = plan.listed(), dict[int, TrialReport]()
         try:
-            while True:
-                outcomes = {i: Outcome.of(t) for i, t in measured.items()}
-                plan = next_trials(spec, configs, outcomes, never_ready, lambda: list(measured.values()))
-                by_index.update(plan.probes)  # the capacity probes and tie-break rounds it has reached
-                for index, reason in plan.failed.items():
-                    measured.setdefault(index, failed(index, f"t{index}", by_index[index].parameters, reason))
-                if plan.finished:
-                    break
-                chosen = plan.start[0]
-                done = len(measured) + len(plan.skipped)
-                self.progress(f"trial {chosen.index}: {describe(chosen.parameters)}", done, len(by_index))
-                trial, servers_up = self.run_trial(spec, chosen, model_name)
-                trial = judge_trial(trial, spec, chosen.configuration, self.options.other_work_cores)
-                measured[chosen.index] = trial
-                if not servers_up:  # they will not come up at its other levels either
-                    never_ready[chosen.configuration.index] = trial.message or "the server did not start"
+            while not (step := plan.next(trials, lambda t: measured.get(t.index), _now(), 1)).finished:
+                trials = step.trials
+                for planned in step.start:
+                    finished = sum(t.phase in DONE for t in trials)
+                    self.progress(f"trial {planned.index}: {describe(planned.parameters)}", finished, len(trials))
+                    began = _now()
+                    report, served = self.run_trial(plan.spec, planned, model_name)
+                    report = judge_trial(report, plan.spec, planned.configuration, self.options.other_work_cores)
+                    measured[planned.index] = report
+                    ended = plan.ended(report, began, _now(), served)
+                    trials = [ended if t.index == ended.index else t for t in trials]
+            trials, interrupted = step.trials, False
         except KeyboardInterrupt:
             # Ctrl-C or SIGTERM: the trial under way has stopped its servers and removed its cgroups (its
             # `finally`); what finished is kept and reported.
-            report.interrupted = True
-            report.warnings.append(
-                f"interrupted after {len(measured)} of {len(by_index)} trials; the rest were not run"
-            )
-        reasons = {} if report.interrupted or plan is None else plan.skipped
-        why = "not run: the run was interrupted" if report.interrupted else "not explored by the search"
-        report.trials = [
-            measured.get(i) or skipped(i, f"t{i}", planned_trial.parameters, reasons.get(i, why))
-            for i, planned_trial in sorted(by_index.items())
-        ]
+            interrupted = True
+        warnings = []
+        if interrupted:
+            warnings.append(f"interrupted after {len(measured)} of {len(trials)} trials; the rest were not run")
         if self.options.other_work_cores is None:
-            report.warnings.append(
+            warnings.append(
                 "other work on this machine was not checked (--ignore-other-work): a busy machine's trials are "
                 "not flagged"
             )
-        conclude(spec, report, configs, baseline)
-        report.finished_at = datetime.now(UTC)
-        return report
+        return plan.conclusion(
+            run.metadata.namespace,
+            started,
+            _now(),
+            trials,
+            lambda t: measured.get(t.index),
+            baseline,
+            fitted,
+            warnings,
+            interrupted,
+        )
+
+    def fitted(self, spec: ProfileRunSpec) -> FittedWorkload | None:
+        """payload.prompts.fromPrometheus's fit, made once before any trial runs."""
+        if spec.payload.prompts is None or spec.payload.prompts.from_prometheus is None:
+            return None
+        self.progress("fitting the workload from Prometheus", 0, 0)
+        try:
+            return fit_for_run(spec, time.time())
+        except WorkloadError as exc:
+            raise ValueError(str(exc)) from exc
 
     def run_trial(self, spec: ProfileRunSpec, planned: PlannedTrial, model_name: str) -> tuple[TrialReport, bool]:
         """Start the servers, measure one level, stop them: every trial gets freshly started servers, so

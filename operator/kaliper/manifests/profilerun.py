@@ -72,8 +72,13 @@ TOKENIZER_DIR = "/etc/kaliper/tokenizer"
 MASTER_JOIN_TIMEOUT_S = 120
 
 
+def trial_prefix(run: str) -> str:
+    """A trial's name less its index: a namespace holds many runs' trials."""
+    return f"{run}-t"
+
+
 def trial_name(run: str, index: int) -> str:
-    return f"{run}-t{index}"
+    return f"{trial_prefix(run)}{index}"
 
 
 @dataclass(frozen=True)

@@ -210,12 +210,8 @@ def machine_paths_problem(spec: ProfileRunSpec) -> str | None:
     return None
 
 
-def cluster_problem(spec: ProfileRunSpec, configs: list[Configuration], namespace: str, image: str) -> str | None:
-    """Why the sweep cannot run on Kubernetes, or None: too many trials, or a configuration the cluster
-    cannot deploy."""
-    problem = trial_count_problem(spec, configs) or sweep_problem(spec, configs)
-    if problem:
-        return problem
+def deploy_problem(configs: list[Configuration], namespace: str, image: str) -> str | None:
+    """Why a configuration of the sweep cannot be deployed on Kubernetes (its runtime's rules there), or None."""
     for config in configs:
         if isinstance(config.deployment, ModelDeploymentSpec):  # a workload's copy is built from its template
             try:

@@ -12,7 +12,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from kaliper.api.profilerun import ProfileRunSpec, TrialSummary
-from kaliper.lifecycle.gc import FINISHED
 from kaliper.profiling.plan import Configuration
 from kaliper.profiling.search import ConfigurationSearch, Outcome, order_for_search
 from kaliper.profiling.tiebreak import first_index, next_tie_break
@@ -223,25 +222,3 @@ def next_trials(
             plan.probes[tie_break.index] = tie_break
             plan.start = [tie_break]
     return plan
-
-
-def next_trials_from_status(
-    spec: ProfileRunSpec,
-    configurations: list[Configuration],
-    trials: list[TrialSummary],
-    finished_reports: Callable[[], list[TrialReport] | None],
-) -> Schedule:
-    """next_trials from what a cluster run's status records: the finished trials' outcomes, and which
-    configurations' deployments never became ready."""
-    outcomes = {
-        t.index: Outcome(t.phase, t.slo_verdict, t.throughput_rps, t.cost_per_million_requests)
-        for t in trials
-        if t.phase in FINISHED
-    }
-    configuration_of = {i: p.configuration.index for i, p in planned_with_probes(spec, configurations, trials).items()}
-    never_ready = {
-        configuration_of[t.index]: t.message or "not ready"
-        for t in trials
-        if t.phase == "Failed" and t.failed_in == "Deploying"
-    }
-    return next_trials(spec, configurations, outcomes, never_ready, finished_reports)

@@ -8,7 +8,7 @@ from collections import defaultdict
 from datetime import datetime
 
 from kaliper.api.modeldeployment import ModelDeploymentSpec, ModelDeploymentTemplate
-from kaliper.api.profilerun import ProfileRunSpec, RegressionTolerance, SloSpec
+from kaliper.api.profilerun import ProfileRunSpec, RegressionTolerance, SloSpec, TrialSummary
 from kaliper.api.units import parse_cpu, parse_quantity
 from kaliper.profiling import decisions, tiebreak
 from kaliper.profiling.capacity import capacities
@@ -130,10 +130,6 @@ def with_server_load(trial: TrialReport, load: ServerLoad | str) -> TrialReport:
     return trial.model_copy(update={"resources": resources.model_copy(update={"unavailable": unavailable})})
 
 
-def failed(index: int, name: str, parameters: dict[str, str], reason: str) -> TrialReport:
-    return TrialReport(index=index, name=name, parameters=parameters, status="Failed", message=reason)
-
-
 def target_model_name(spec: ProfileRunSpec, base: ModelDeploymentTemplate | None) -> str:
     """The model name requests carry: the target ModelDeployment's model name, else its name (a workload's
     server has no model name Kaliper knows: request.modelName sets it)."""
@@ -150,8 +146,24 @@ def outcome_words(report: TrialReport) -> str:
     return verdicts.get(report.slo_verdict or "", "measured")
 
 
-def skipped(index: int, name: str, parameters: dict[str, str], reason: str) -> TrialReport:
-    return TrialReport(index=index, name=name, parameters=parameters, status="Skipped", message=reason)
+def unmeasured_report(trial: TrialSummary, interrupted: bool = False) -> TrialReport:
+    """The report of a trial that measured nothing, from its summary: skipped (with why), failed before it
+    measured (its restarts and OOM kills kept), or still Pending at the end: not run, the run interrupted."""
+    resources = None
+    if trial.resources is not None:  # restarts and OOM kills of a trial that never served
+        resources = TrialResources(source="pod-status", **trial.resources.model_dump(exclude_none=True))
+    status, message = trial.phase, trial.message
+    if status not in ("Skipped", "Failed"):
+        status = "Skipped"
+        message = "not run: the run was interrupted" if interrupted else (message or "not explored by the search")
+    return TrialReport(
+        index=trial.index,
+        name=trial.name,
+        parameters=trial.parameters,
+        status=status,
+        message=message,
+        resources=resources,
+    )
 
 
 def allocated(config: Configuration) -> tuple[float, float, int, int]:
