@@ -153,6 +153,43 @@ def test_no_class_over_250_lines_and_the_profilerun_controller_under_350() -> No
     assert len((PACKAGE / "controllers" / "profilerun.py").read_text().splitlines()) < 350
 
 
+# The report's modules that write words or pages; the decisions (profiling) return data with their reasons, and
+# these print what the data says.
+RENDERERS = {
+    f"kaliper.report.{name}"
+    for name in ("comparison_text", "optimization_html", "optimization_plots", "optimization_terminal",
+                 "optimization_text", "page", "profile_answer", "profile_html", "profile_plots", "profile_terminal",
+                 "profile_text", "ramp_text", "replay_text", "token_text")
+}  # fmt: skip
+
+
+def test_no_decision_module_imports_a_renderer() -> None:
+    assert set(imports()) >= RENDERERS  # every name above is a module
+    found = sorted(
+        f"{m} imports {t}" for m, ts in imports().items() if component(m) == "profiling" for t in ts & RENDERERS
+    )
+    assert found == []
+
+
+def test_both_executors_carry_out_the_same_run_plan_and_decide_nothing_of_it() -> None:
+    """`kaliper run` and the operator's step call the plan (profiling.run_plan) for admission, what to run next,
+    a trial's end and the conclusion, and import none of the search, the schedule or the tie-break."""
+    calls = {"admit", "listed", "next", "ended", "conclusion"}
+    deciders = {"kaliper.profiling.schedule", "kaliper.profiling.search", "kaliper.profiling.tiebreak"}
+    for executor in ("kaliper.local.executor", "kaliper.controllers.profilerun"):
+        tree = ast.parse((PACKAGE.parent / (executor.replace(".", "/") + ".py")).read_text())
+        called = {n.func.attr for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)}
+        assert calls - called == set(), executor
+        imported = {
+            f"{n.module}.{a.name}"
+            for n in ast.walk(tree)
+            if isinstance(n, ast.ImportFrom) and n.module
+            for a in n.names
+        }
+        uses = sorted(name for name in imported if name.rpartition(".")[0] in deciders)
+        assert uses == ["kaliper.profiling.schedule.PlannedTrial"], executor  # the type of a trial to start
+
+
 def test_a_test_module_imports_no_other_test_module() -> None:
     # Shared helpers live in tests/support; fixtures in a conftest.py, which pytest hands over by name.
     tests = Path(__file__).resolve().parent

@@ -368,7 +368,7 @@ def test_the_answer_prices_the_choice_at_its_capacity_with_intervals_and_charts_
 def test_a_configuration_that_never_met_says_which_objective_it_missed() -> None:
     report = seven_trials()
     report.trials[3] = succeeded(3, "1", 30.0, verdict="NotMet", observed="30.00ms (95% CI 29.00-31.00ms)")
-    chosen(report, 0, tied=(1,))
+    chosen(report, 0, {1: "headroom"})
     assert dict(others(report))["cpu=1"] == (
         "never met the SLO (p99 <= 25ms: 30.00ms (95% CI 29.00-31.00ms) at cpu=1, concurrency=4)"
     )
@@ -455,7 +455,7 @@ def test_a_cheaper_configuration_not_chosen_is_marked_as_the_tie_it_lost_and_why
     """t0 is half t1's cost but was measured while the machine was busy; the choice took t1 from their tie."""
     report = seven_trials()
     report.trials[0].limited_by = ["the machine was busy: 1.4 cores of other work"]
-    chosen(report, 1, tied=(0,))
+    chosen(report, 1, {0: "undisturbed"})
     assert dict(others(report))["cpu=250m"] == (
         "0.0100 USD per million requests, -50.0% against the choice; a tie within the noise, which the choice won "
         "as the one measured undisturbed; limited by the machine was busy: 1.4 cores of other work"

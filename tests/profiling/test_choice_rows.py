@@ -55,6 +55,30 @@ def test_a_tie_lost_on_headroom_and_one_lost_to_an_undisturbed_trial_say_so() ->
     ]
 
 
+def test_the_explanation_and_the_rows_name_the_rule_that_decided_the_tie() -> None:
+    """One rule decides a tie, recorded once by the choice: its explanation and the row of the configuration that
+    lost say the same. Equal latency (the same headroom), 0.24 against 0.25 inside the noise: the cheaper wins;
+    equal cost too: the first measured. (The row said "won as the cheaper" where the explanation said "decided by
+    latency headroom" before the choice recorded its rule.)"""
+    trials = [trial(0, 20, 900, 0.25, "Met"), trial(1, 20, 900, 0.24, "Met")]
+    choice = decisions.best_trial(trials, SLO, 0.05)
+    assert choice is not None and (choice.best, choice.won_by) == (1, {0: "cheaper"})
+    assert (
+        choice.report.explanation
+        == "t0 costs 4.2% more per request, inside the 5.0% noise: a tie, decided as the cheaper"
+    )
+    (lost, _) = configuration_rows(trials, SLO, choice)
+    assert (lost.decided_by, lost.reason) == ("cheaper", "a tie within the noise, which the choice won as the cheaper")
+    same = [trial(0, 20, 900, 0.25, "Met"), trial(1, 20, 900, 0.25, "Met")]
+    choice = decisions.best_trial(same, SLO, 0.05)
+    assert choice is not None and (choice.best, choice.won_by) == (0, {1: "first"})
+    assert choice.report.explanation.endswith("a tie, decided as the first measured")
+    assert (
+        configuration_rows(same, SLO, choice)[1].reason
+        == "a tie within the noise, which the choice won as the first measured"
+    )
+
+
 def test_configurations_that_did_not_qualify_say_why() -> None:
     """Failed; missed the SLO at its lowest level; measured twice (a tie-break), the second time missed."""
     failed = trial(1, 10, 900, 0.1, None, parameters={"cpu": "1", "slots": "2"}).model_copy(

@@ -6,7 +6,6 @@ import pytest
 
 from kaliper.api.profilerun import RegressionTolerance
 from kaliper.profiling.comparison import FAMILIES, compare_runs, regressions, unmatched
-from kaliper.report.comparison_text import comparison_line
 from kaliper.report.schema import LatencyFigures, PercentileFigure, TokenFigures, TrialReport
 from tests.support.reports import make_stage
 
@@ -68,9 +67,7 @@ def test_a_slower_tail_beyond_both_intervals_is_worse_by_its_size() -> None:
     found = compare_runs([BASE], [trial((45.0, 42.0, 48.0))])
     (p99,) = [c for c in found if c.figure == "latency p99"]
     assert (p99.verdict, p99.change) == ("worse", 0.5)
-    assert comparison_line(p99) == (
-        "cpu=1 concurrency=4: latency p99 30.00 ms -> 45.00 ms (+50.0%): worse (95%: 28-32 vs 42-48)"
-    )
+    assert p99.line() == ("cpu=1 concurrency=4: latency p99 30.00 ms -> 45.00 ms (+50.0%): worse (95%: 28-32 vs 42-48)")
     assert regressions(found, lambda figure: 0.05) == [p99] and regressions(found, lambda figure: 0.6) == []
 
 

@@ -226,11 +226,12 @@ def test_a_tie_goes_to_a_trial_measured_undisturbed_before_headroom() -> None:
     trials = [trial(0, 10, 900, 0.25, "Met", limited_by=[flag]), trial(1, 40, 500, 0.24, "Met")]
     choice = decisions.best_trial(trials, SLO, 0.05)
     assert choice is not None and choice.best == 1 and choice.report.certainty == "Tie"
+    # The explanation names the rule that decided (the configuration rows name the same: test_choice_rows.py).
     assert choice.report.explanation == (
-        "t0 costs 4.2% more per request, inside the 5.0% noise: a tie, decided by latency headroom "
-        "(t1 16% below its latency bound, t0 79% below its latency bound) among the trials measured undisturbed "
+        "t0 costs 4.2% more per request, inside the 5.0% noise: a tie, decided as the one measured undisturbed "
         "(t0 measured while limited by something other than its configuration)"
     )
+    assert choice.won_by == {0: "undisturbed"}
     # Both disturbed: headroom decides, and the choice says it was disturbed.
     both = [trial(0, 10, 900, 0.25, "Met", limited_by=[flag]), trial(1, 40, 500, 0.24, "Met", limited_by=[flag])]
     choice = decisions.best_trial(both, SLO, 0.05)

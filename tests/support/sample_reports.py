@@ -29,6 +29,7 @@ from kaliper.report.schema import (
     ProfileReport,
     ResourceSeriesPoint,
     SloCheck,
+    TieRule,
     TrialReport,
     TrialResources,
 )
@@ -106,11 +107,15 @@ def report_with(trials: list[TrialReport], **fields: object) -> ProfileReport:
 SLO = SloSpec.model_validate({"latency": [{"percentile": 99, "max": "25ms"}], "maxErrorRate": 0.01})
 
 
-def chosen(report: ProfileReport, best: int, tied: tuple[int, ...] = (), slo: SloSpec | None = SLO) -> ProfileReport:
-    """The report with `best` chosen (by hand: the tests of views set what the choice decided), and each
-    configuration's row as the choice writes it for that choice (kaliper.profiling.choice_rows)."""
+def chosen(
+    report: ProfileReport, best: int, won_by: dict[int, TieRule] | None = None, slo: SloSpec | None = SLO
+) -> ProfileReport:
+    """The report with `best` chosen (by hand: the tests of views set what the choice decided: the trials it
+    tied with, each with the rule that decided), and each configuration's row as the choice writes it for that
+    choice (kaliper.profiling.choice_rows)."""
     report.best_trial = best
-    report.configurations = configuration_rows(report.trials, slo, Choice(best, report.choice, tied))  # type: ignore[arg-type]
+    won_by = won_by or {}
+    report.configurations = configuration_rows(report.trials, slo, Choice(best, report.choice, won_by))  # type: ignore[arg-type]
     return report
 
 
@@ -125,7 +130,7 @@ def seven_trials() -> ProfileReport:
         verdict="Met",
         choice=BestChoice(certainty="Tie", runner_up=1, explanation="t1 costs within the noise of t0"),
     )
-    return chosen(report, 0, tied=(1,))
+    return chosen(report, 0, {1: "headroom"})
 
 
 FAILED_MESSAGE = (

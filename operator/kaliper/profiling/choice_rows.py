@@ -5,17 +5,18 @@ answer page, the terminal and `kaliper report` print them and decide nothing aga
 from __future__ import annotations
 
 from kaliper.api.profilerun import SloSpec
-from kaliper.profiling.decisions import (
-    Choice,
-    Measured,
-    disturbances,
-    headroom,
-    measured_configurations,
-    qualifies,
-    score,
-)
-from kaliper.report.profile_text import parameters_text
-from kaliper.report.schema import ConfigurationRow, TrialReport
+from kaliper.profiling.decisions import Choice, Measured, measured_configurations, qualifies
+from kaliper.profiling.plan import describe
+from kaliper.report.schema import ConfigurationRow, TieRule, TrialReport
+
+# Why the choice won a tie against a configuration, by the rule of the tie order that decided it
+# (decisions.best_trial records it; its explanation words the same rule).
+LOST_THE_TIE: dict[TieRule, str] = {
+    "undisturbed": "a tie within the noise, which the choice won as the one measured undisturbed",
+    "headroom": "a tie within the noise, which the choice won on latency headroom",
+    "cheaper": "a tie within the noise, which the choice won as the cheaper",
+    "first": "a tie within the noise, which the choice won as the first measured",
+}
 
 
 def _key(parameters: dict[str, str]) -> tuple[tuple[str, str], ...]:
@@ -45,18 +46,7 @@ def _why_not(trials: list[TrialReport], slo: SloSpec | None) -> str:
     missed = next((c for c in lowest.slo if c.verdict != "Met"), None)
     if missed is None:
         return "no trial met the SLO"
-    return f"never met the SLO ({missed.objective}: {missed.observed} at {parameters_text(lowest)})"
-
-
-def _lost_the_tie(level: Measured, chosen: TrialReport, slo: SloSpec | None) -> str:
-    """Why the choice won a tie against `level`, by the rule that decided it (decisions.best_trial)."""
-    if disturbances(level.first) and not disturbances(chosen):
-        return "a tie within the noise, which the choice won as the one measured undisturbed"
-    if headroom(chosen, slo) != headroom(level.first, slo):
-        return "a tie within the noise, which the choice won on latency headroom"
-    if score(chosen) != level.score():
-        return "a tie within the noise, which the choice won as the cheaper"
-    return "a tie within the noise, which the choice won as the first measured"
+    return f"never met the SLO ({missed.objective}: {missed.observed} at {describe(lowest.parameters)})"
 
 
 def configuration_rows(trials: list[TrialReport], slo: SloSpec | None, choice: Choice | None) -> list[ConfigurationRow]:
@@ -80,7 +70,7 @@ def configuration_rows(trials: list[TrialReport], slo: SloSpec | None, choice: C
             row.reason = _why_not(members, slo)
             rows.append(row)
             continue
-        tied = [m for m in levels if choice is not None and m.first.index in choice.tied]
+        tied = [m for m in levels if choice is not None and m.first.index in choice.won_by]
         row.chosen = any(m is chosen for m in levels)
         row.tied = bool(tied) and not row.chosen
         stands_for = chosen if row.chosen and chosen is not None else (tied or levels)[0]
@@ -92,10 +82,11 @@ def configuration_rows(trials: list[TrialReport], slo: SloSpec | None, choice: C
         if row.cost is not None and chosen_cost:
             row.cost_change = round(row.cost / chosen_cost - 1, 4)
         assert chosen is not None  # a configuration qualified: the choice is among those that did
-        row.reason = (
-            _lost_the_tie(stands_for, chosen.first, slo)
-            if row.tied
-            else "costs more than the cheapest configuration, beyond the noise"
-        )
+        if row.tied:
+            assert choice is not None
+            row.decided_by = choice.won_by[stands_for.first.index]
+            row.reason = LOST_THE_TIE[row.decided_by]
+        else:
+            row.reason = "costs more than the cheapest configuration, beyond the noise"
         rows.append(row)
     return rows

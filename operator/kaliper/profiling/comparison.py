@@ -23,7 +23,6 @@ from kaliper.profiling.decisions import (
     relative_noise,
     share_interval,
 )
-from kaliper.report.comparison_text import comparison_line
 from kaliper.report.schema import FigureComparison, StageResult, TrialReport
 
 INFINITE = float("inf")
@@ -228,7 +227,7 @@ def against_baseline(
         figures=len(found),
         worse=sum(c.verdict == "worse" for c in found),
         better=sum(c.verdict == "better" for c in found),
-        regressions=[comparison_line(c)[:512] for c in regressions(found, tolerance.for_figure)][:20],
+        regressions=[c.line()[:512] for c in regressions(found, tolerance.for_figure)][:20],
         not_compared=[line[:512] for line in unmatched(baseline, new)][:20],
     )
     return summary, found

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from kaliper.api.profilerun import CostModel, LatencyObjective, RecommendationSpec, SloSpec, SloVerdict
 from kaliper.api.units import format_cpu, format_memory, parse_cpu, parse_duration, parse_quantity
@@ -30,6 +30,7 @@ from kaliper.report.schema import (
     RecommendationReport,
     SloCheck,
     StageResult,
+    TieRule,
     TrialReport,
 )
 
@@ -312,8 +313,9 @@ def per_million(hourly: float, throughput_rps: float) -> float | None:
 class Choice:
     best: int
     report: BestChoice
-    tied: tuple[int, ...] = ()
-    """The first trials of the load levels that tied with the chosen one and lost the tie."""
+    won_by: dict[int, TieRule] = field(default_factory=dict)
+    """The first trials of the load levels that tied with the chosen one and lost the tie, each with the rule of
+    the tie order (tie_key) that decided against it."""
 
 
 def score(trial: TrialReport) -> float:
@@ -477,7 +479,8 @@ def best_trial(trials: list[TrialReport], slo: SloSpec | None, tie_tolerance: fl
         return abs(b.score() - a.score()) / min(a.score(), b.score())
 
     tied = [m for m in ranked if difference(cheapest, m) <= noise(cheapest, m)]
-    chosen = max(tied, key=lambda m: (not disturbances(m.first), headroom(m.first, slo), -m.score(), -m.first.index))
+    chosen = max(tied, key=lambda m: tie_key(m, slo))
+    won_by = {m.first.index: tie_rule(chosen, m, slo) for m in tied if m is not chosen}
     best = chosen.first
     flagged = disturbances(best)
     # Disturbed trials that would have won the tie on headroom alone (none when the chosen one is disturbed too).
@@ -496,15 +499,15 @@ def best_trial(trials: list[TrialReport], slo: SloSpec | None, tie_tolerance: fl
         more = "more" if runner_up.score() >= chosen.score() else "less"
         if len(tied) > 1:
             certainty = "Tie"
-            text = (
-                f"{second.name} costs {gap:.1%} {more} {unit}, inside the {margin:.1%} noise: a tie, "
-                f"decided by latency headroom ({best.name} {_headroom_text(best, slo)}, "
-                f"{second.name} {_headroom_text(second, slo)})"
-            )
+            rule = won_by[second.index]
+            text = f"{second.name} costs {gap:.1%} {more} {unit}, inside the {margin:.1%} noise: a tie, "
+            text += TIE_WORDS[rule]
+            if rule == "headroom":
+                text += f" ({best.name} {_headroom_text(best, slo)}, {second.name} {_headroom_text(second, slo)})"
             if passed_over:
+                among = " (" if rule == "undisturbed" else " among the trials measured undisturbed ("
                 text += (
-                    f" among the trials measured undisturbed ({', '.join(passed_over)} measured while limited by "
-                    "something other than its configuration)"
+                    f"{among}{', '.join(passed_over)} measured while limited by something other than its configuration)"
                 )
         else:
             certainty = "Clear"
@@ -523,7 +526,28 @@ def best_trial(trials: list[TrialReport], slo: SloSpec | None, tie_tolerance: fl
         noise=round(margin, 4) if margin is not None else None,
         explanation=text,
     )
-    return Choice(best.index, report, tuple(m.first.index for m in tied if m is not chosen))
+    return Choice(best.index, report, won_by)
+
+
+TIE_WORDS: dict[TieRule, str] = {
+    "undisturbed": "decided as the one measured undisturbed",
+    "headroom": "decided by latency headroom",
+    "cheaper": "decided as the cheaper",
+    "first": "decided as the first measured",
+}
+
+
+def tie_key(level: Measured, slo: SloSpec | None) -> tuple[bool, float, float, int]:
+    """The tie order, highest wins: measured undisturbed, then the most latency headroom, then the cheaper, then
+    the first measured."""
+    return (not disturbances(level.first), headroom(level.first, slo), -level.score(), -level.first.index)
+
+
+def tie_rule(chosen: Measured, other: Measured, slo: SloSpec | None) -> TieRule:
+    """Which rule of the tie order decided between the chosen load level and another it tied with."""
+    rules: tuple[TieRule, ...] = ("undisturbed", "headroom", "cheaper", "first")
+    won, lost = tie_key(chosen, slo), tie_key(other, slo)
+    return next((rule for rule, a, b in zip(rules, won, lost, strict=True) if a != b), "first")
 
 
 def _headroom_text(trial: TrialReport, slo: SloSpec | None) -> str:

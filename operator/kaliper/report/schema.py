@@ -554,6 +554,37 @@ class FigureComparison(KaliperModel):
     verdict: Literal["better", "worse", "within the noise"]
     """better or worse when the two intervals do not overlap; within the noise when they do."""
 
+    def line(self) -> str:
+        """Such as "concurrency=4: latency p99 52.10 ms -> 61.30 ms (+17.7%): worse (95%: 50.2-54 vs 59.8-63.1)":
+        what the status's regressions and every view of the comparison say of it."""
+        where = " ".join(f"{k}={v}" for k, v in self.parameters.items()) or "the target"
+        size = f" ({self.change:+.1%})" if self.change is not None else ""
+        unit = self.unit
+        intervals = (
+            f"95%: {_bound(self.baseline_low, unit)}-{_bound(self.baseline_high, unit)} vs "
+            f"{_bound(self.low, unit)}-{_bound(self.high, unit)}"
+        )
+        return (
+            f"{where}: {self.figure} {_number(self.baseline, unit)} -> {_number(self.value, unit)}{size}: "
+            f"{self.verdict} ({intervals})"
+        )
+
+
+def _number(value: float | None, unit: str) -> str:
+    if value is None:
+        return "beyond every answer"
+    if unit == "share":
+        return f"{value:.2%}"
+    if unit == "":
+        return f"{value:.4g}"
+    return f"{value:.2f} {unit}"
+
+
+def _bound(value: float | None, unit: str) -> str:
+    if value is None:
+        return "unbounded"
+    return f"{value:.2%}" if unit == "share" else f"{value:.4g}"
+
 
 class BestChoice(KaliperModel):
     """How certain the choice of the best trial is."""
@@ -566,6 +597,9 @@ class BestChoice(KaliperModel):
     noise: float | None = None
     """The relative uncertainty of the two costs together: differences below it are ties."""
     explanation: str
+
+
+TieRule = Literal["undisturbed", "headroom", "cheaper", "first"]  # the tie order, in order (decisions.tie_key)
 
 
 class ConfigurationRow(KaliperModel):
@@ -588,6 +622,9 @@ class ConfigurationRow(KaliperModel):
     """The trial that stands for that load level."""
     cost_change: float | None = None
     """Its cost against the chosen configuration's, as a fraction."""
+    decided_by: TieRule | None = None
+    """A tie the choice won: the rule of the tie order that decided it (measured undisturbed, latency headroom,
+    the cheaper, the first measured); the choice's explanation names the same rule."""
     reason: str
     """Why it was or was not chosen, in a line."""
 
