@@ -256,7 +256,7 @@ class RunStep(StatusStep[ProfileRunStatus]):
         assert text is not None  # trial_moves collects only when it is there
         planned = self.planned[trial.index]
         result = LoadTestResult.model_validate_json(text)
-        report = run_trials.from_load_test(trial.index, trial.name, trial.parameters, result, self.plan.spec.slo)
+        report = run_trials.from_load_test(trial.index, trial.name, planned.parameters, result, self.plan.spec.slo)
         if report.stage is not None:
             servers = seen.pods_of("server")
             measured = TrialMeasurement(

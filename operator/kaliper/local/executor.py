@@ -178,7 +178,8 @@ class LocalExecutor:
                     self.progress(f"trial {planned.index}: {describe(planned.parameters)}", finished, len(trials))
                     began = _now()
                     report, served = self.run_trial(plan.spec, planned, model_name)
-                    report = judge_trial(report, plan.spec, planned.configuration, self.options.other_work_cores)
+                    if served:  # as on Kubernetes: a trial whose servers never came up is not priced or judged
+                        report = judge_trial(report, plan.spec, planned.configuration, self.options.other_work_cores)
                     measured[planned.index] = report
                     ended = plan.ended(report, began, _now(), served)
                     trials = [ended if t.index == ended.index else t for t in trials]

@@ -138,7 +138,7 @@ class RunPlan:
         def finished_reports() -> list[TrialReport] | None:
             if any(t.phase in IN_FLIGHT for t in trials):
                 return None
-            return [self.report(t, measured) for t in trials if t.phase in ("Succeeded", "Failed")]
+            return self.reports([t for t in trials if t.phase in ("Succeeded", "Failed")], measured)
 
         decided = next_trials(self.spec, self.configurations, outcomes, never_ready, finished_reports)
         by_index = {t.index: t for t in trials}
@@ -156,10 +156,16 @@ class RunPlan:
         start = [p for p in decided.start if by_index[p.index].phase == "Pending"][:room]
         return NextTrials([by_index[i] for i in sorted(by_index)], start)
 
-    @staticmethod
-    def report(trial: TrialSummary, measured: Measured, interrupted: bool = False) -> TrialReport:
-        """A trial's measured report, else what its summary says (profiling.trials.unmeasured_report)."""
-        return measured(trial) or unmeasured_report(trial, interrupted)
+    def reports(self, trials: list[TrialSummary], measured: Measured, interrupted: bool = False) -> list[TrialReport]:
+        """Each trial's measured report, else what its summary says (profiling.trials.unmeasured_report); its
+        parameters in the sweep's order, as the plan lists them (a status read back from the API server has them
+        in alphabetical order, and the words of a decision name them in order)."""
+        planned = self.planned(trials)
+        found = []
+        for trial in trials:
+            report = measured(trial) or unmeasured_report(trial, interrupted)
+            found.append(report.model_copy(update={"parameters": planned[trial.index].parameters}))
+        return found
 
     @staticmethod
     def ended(report: TrialReport, started: datetime | None, now: datetime, served: bool = True) -> TrialSummary:
@@ -190,7 +196,7 @@ class RunPlan:
         report.interrupted = interrupted
         report.warnings = list(warnings or [])
         report.workload = workload
-        report.trials = [self.report(t, measured, interrupted) for t in trials]
+        report.trials = self.reports(trials, measured, interrupted)
         conclude(self.spec, report, self.configurations, baseline)
         report.finished_at = finished
         return report
