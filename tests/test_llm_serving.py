@@ -356,8 +356,7 @@ def test_the_llm_examples_plan_on_a_cluster_and_the_demo_locally() -> None:
         sizing.spec,  # type: ignore[attr-defined]
         qwen.spec,  # type: ignore[attr-defined]
         None,
-        "sizing",
-        "sizing-t",
+        ("sizing", "sizing-t"),
         lambda spec, configs: deploy_problem(configs, "default", KALIPER_IMAGE),
     )
     assert len(plan.listed()) == 45  # 9 configurations at 5 concurrency levels each

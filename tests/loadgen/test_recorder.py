@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import time
 
-from kaliper.loadgen.faults import Fault
+from kaliper.loadgen.faults import TIMEOUT, Family, Fault, FaultKind, Stream, grpc_status, http_status, transport
 from kaliper.loadgen.recorder import Aggregator, Recorder, Window
 from kaliper.loadgen.results import error_time_share, late_reason
 from kaliper.loadgen.tokens import Reached
@@ -13,7 +13,7 @@ def test_requests_land_in_the_window_they_completed_in() -> None:
     recorder = Recorder(window_s=1.0, open_loop=False)
     recorder.begin_stage(0, start_wall=100.0)
     recorder.record(100.2, 0.010)
-    recorder.record(100.9, 0.020, fault=Fault("HTTP 503", answered=True))
+    recorder.record(100.9, 0.020, fault=Fault(http_status(503)))
     recorder.record(101.1, 0.030)
     recorder.record(99.5, 0.040)  # before the stage began: a straggler of the previous one
     windows, until = recorder.take_closed(now_wall=101.5)
@@ -66,9 +66,7 @@ def test_a_scheduled_send_is_late_by_the_connections_or_by_the_generator() -> No
     # (due, claimed, sent, answered) on the perf_counter clock, in seconds
     recorder.record_send(10.0, 9.0, 10.001, 10.011, None, 5, 7)  # on time: 1 ms after it was due
     recorder.record_send(10.0, 10.005, 10.006, 10.016, None, 5, 7)  # claimed late: no connection free
-    recorder.record_send(
-        10.0, 9.0, 10.005, 10.015, Fault("HTTP 503", answered=True), 5, 0
-    )  # claimed in time, sent late
+    recorder.record_send(10.0, 9.0, 10.005, 10.015, Fault(http_status(503)), 5, 0)  # claimed in time, sent late
     (window,), _ = recorder.take_closed(time.time() + 3600)
     assert (window.requests, window.late_no_connection, window.late_generator) == (3, 1, 1)
     assert dict(window.errors) == {"HTTP 503": 1}
@@ -136,7 +134,7 @@ def test_the_drain_records_what_was_sent_before_measuring_ended_and_nothing_afte
     assert recorder.holding
     pending, oldest_s = recorder.drain_pending(now_wall=101.5)
     assert (pending, round(oldest_s, 6)) == (2, 0.6)
-    recorder.record(101.6, 0.7, fault=Fault("timeout", answered=True))  # a's, sent at 100.9
+    recorder.record(101.6, 0.7, fault=Fault(TIMEOUT))  # a's, sent at 100.9
     recorder.answered("a")
     recorder.record(101.7, 0.5)  # c's, sent at 101.2: in no figure
     recorder.answered("c")
@@ -156,7 +154,7 @@ def test_closed_loop_failing_time_counts_waits_and_half_the_one_an_answer_ended(
     start = time.time()
     recorder.begin_stage(0, start)
     recorder.record(start + 0.05, 0.02)  # an answer: 0.02 s of the user's time, none failing
-    recorder.record(start + 0.08, 0.01, fault=Fault("ConnectionRefusedError", answered=False))
+    recorder.record(start + 0.08, 0.01, fault=Fault(transport(ConnectionRefusedError())))
     recorder.record_wait(1.5, retry_after=False, at_wall=start + 0.1)  # spans windows 0 (0.9 s) and 1 (0.6 s)
     # The next request was answered, and nothing else was sent during the wait: the server came back at some
     # time in it, its middle as the estimate.
@@ -175,9 +173,9 @@ def test_a_wait_is_failing_until_other_users_requests_show_the_server_back() -> 
     recorder = Recorder(window_s=1.0, open_loop=False)
     start = time.time()
     recorder.begin_stage(0, start)
-    recorder.record(start + 0.08, 0.01, fault=Fault("ConnectionRefusedError", answered=False))
+    recorder.record(start + 0.08, 0.01, fault=Fault(transport(ConnectionRefusedError())))
     recorder.record_wait(1.5, retry_after=False, at_wall=start + 0.1)
-    recorder.record(start + 0.52, 0.02, fault=Fault("ConnectionRefusedError", answered=False))  # sent at 0.5 s
+    recorder.record(start + 0.52, 0.02, fault=Fault(transport(ConnectionRefusedError())))  # sent at 0.5 s
     recorder.record(start + 0.72, 0.02)  # sent at 0.7 s, answered
     recorder.record_recovered(start + 0.1, 1.5)
     windows, _ = recorder.take_closed(start + 2.0)
@@ -221,9 +219,9 @@ def test_failures_the_target_did_not_answer_are_counted_apart_whatever_their_kin
     a kind no list names (here a new one) counts as whatever its fault says, and the count survives the wire."""
     recorder = Recorder(window_s=1.0, open_loop=False)
     recorder.begin_stage(0, start_wall=100.0)
-    recorder.record(100.1, 0.01, fault=Fault("gRPC UNAVAILABLE", answered=True, message="the server says so"))
-    recorder.record(100.2, 0.01, fault=Fault("a kind added later", answered=True))
-    recorder.record(100.3, 0.01, fault=Fault("ConnectionResetError", answered=False, message="reset by peer"))
+    recorder.record(100.1, 0.01, fault=Fault(grpc_status("UNAVAILABLE"), "the server says so"))
+    recorder.record(100.2, 0.01, fault=Fault(FaultKind(Family.STREAM, "a kind added later", answered=True)))
+    recorder.record(100.3, 0.01, fault=Fault(transport(ConnectionResetError()), "reset by peer"))
     (window,), _ = recorder.take_closed(now_wall=101.5)
     assert (window.requests, sum(window.errors.values()), window.unanswered) == (3, 3, 1)
     assert window.messages == {"gRPC UNAVAILABLE": ["the server says so"], "ConnectionResetError": ["reset by peer"]}
@@ -232,8 +230,8 @@ def test_failures_the_target_did_not_answer_are_counted_apart_whatever_their_kin
 
 
 def test_a_faults_words_say_its_kind_once_and_no_colon_before_nothing() -> None:
-    assert Fault("stream cut short", answered=True).words == "stream cut short"
-    assert Fault("stream cut short", answered=True, message="").words == "stream cut short"
-    engine = Fault("error event mid-stream", answered=True, message="error event mid-stream: engine dead")
+    assert Fault(Stream.CUT_SHORT.kind).words == "stream cut short"
+    assert Fault(Stream.CUT_SHORT.kind, "").words == "stream cut short"
+    engine = Fault(Stream.ERROR_EVENT.kind, "error event mid-stream: engine dead")
     assert engine.words == "error event mid-stream: engine dead"
-    assert Fault("HTTP 503", answered=True, message="busy,\n  try later").words == "HTTP 503: busy, try later"
+    assert Fault(http_status(503), "busy,\n  try later").words == "HTTP 503: busy, try later"

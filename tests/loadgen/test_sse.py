@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from kaliper.loadgen.faults import Fault, Stream
 from kaliper.loadgen.sse import StreamParser, read_whole
 
 
@@ -109,7 +110,7 @@ def test_an_error_event_mid_stream_ends_the_read_with_the_servers_message() -> N
     parser.feed(event({"error": {"message": "slot unavailable", "type": "server_error"}}), 2.0)
     parser.feed(chat_chunk("b"), 3.0)
     read = parser.finish()
-    assert read.error == "error event mid-stream: slot unavailable"
+    assert read.error == Fault(Stream.ERROR_EVENT.kind, "error event mid-stream: slot unavailable")
     assert read.content_times == [1.0]
 
 
@@ -117,7 +118,7 @@ def test_an_error_object_in_vllms_older_shape_is_an_error_and_error_null_is_not(
     died = StreamParser(chat=True)
     died.feed(event({"object": "error", "message": "engine dead", "type": "InternalServerError", "code": 500}), 1.0)
     died.feed(event("[DONE]"), 1.1)
-    assert died.finish().error == "error event mid-stream: engine dead"
+    assert died.finish().error == Fault(Stream.ERROR_EVENT.kind, "error event mid-stream: engine dead")
     fine = StreamParser(chat=True)
     fine.feed(chat_chunk("a", error=None), 1.0)
     fine.feed(event("[DONE]"), 1.1)
@@ -136,32 +137,41 @@ def test_events_after_done_are_ignored_and_counted() -> None:
 def test_the_other_apis_shape_is_a_protocol_mismatch() -> None:
     completions = StreamParser(chat=False)
     completions.feed(chat_chunk("a"), 1.0)
-    assert completions.finish().error == (
+    assert completions.finish().error == Fault(
+        Stream.PROTOCOL_MISMATCH.kind,
         "protocol mismatch: a chat-shaped answer (choices[].delta) to a completions request; set request.protocol "
-        "openai-chat"
+        "openai-chat",
     )
     chat = StreamParser(chat=True)
     chat.feed(event({"choices": [{"index": 0, "text": "a", "finish_reason": None}]}), 1.0)
-    assert chat.finish().error == (
+    assert chat.finish().error == Fault(
+        Stream.PROTOCOL_MISMATCH.kind,
         "protocol mismatch: a completions-shaped answer (choices[].text) to a chat request; set request.protocol "
-        "openai-completions"
+        "openai-completions",
     )
 
 
 def test_malformed_events_are_named() -> None:
     parser = StreamParser(chat=True)
     parser.feed(b"data: {not json\n\n", 1.0)
-    assert parser.finish().error == "malformed SSE: an event whose data is not JSON: b'{not json'"
+    assert parser.finish().error == Fault(
+        Stream.MALFORMED_SSE.kind, "malformed SSE: an event whose data is not JSON: b'{not json'"
+    )
     parser = StreamParser(chat=True)
     parser.feed(b"garbage line\n\n", 1.0)
-    assert parser.finish().error == "malformed SSE: a line that is not a field: b'garbage line'"
+    assert parser.finish().error == Fault(
+        Stream.MALFORMED_SSE.kind, "malformed SSE: a line that is not a field: b'garbage line'"
+    )
 
 
 def test_a_stream_cut_inside_an_event_says_so() -> None:
     parser = StreamParser(chat=True)
     parser.feed(chat_chunk("a") + b'data: {"choices":[{"delta":{"content":"b', 1.0)
     read = parser.finish()
-    assert (read.content_times, read.error) == ([1.0], "stream cut short mid-event")
+    assert (read.content_times, read.error) == (
+        [1.0],
+        Fault(Stream.CUT_SHORT_MID_EVENT.kind, "stream cut short mid-event"),
+    )
 
 
 def test_kept_text_is_what_the_chunks_carried() -> None:
@@ -179,7 +189,9 @@ def test_a_whole_answer_is_one_arrival() -> None:
     ).encode()
     read = read_whole(body, chat=True, arrived=7.0)
     assert (read.content_times, read.done, read.usage.completion_tokens, read.error) == ([7.0], True, 2, None)
-    assert read_whole(b"<html>", chat=True, arrived=1.0).error == "the answer is not JSON: b'<html>'"
+    assert read_whole(b"<html>", chat=True, arrived=1.0).error == Fault(
+        Stream.NOT_JSON.kind, "the answer is not JSON: b'<html>'"
+    )
 
 
 def test_crlf_events_fed_one_byte_at_a_time() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kaliper.loadgen.faults import Fault
+from kaliper.loadgen.faults import Fault, Stream
 from kaliper.loadgen.recorder import Recorder, Window
 from kaliper.loadgen.sse import StreamRead, Usage
 from kaliper.loadgen.tokens import TokenWindow, request_tokens
@@ -80,7 +80,7 @@ def test_windows_count_failed_answers_apart_and_merge_exactly_over_the_wire() ->
     whole = request_tokens(read([1.1, 1.2, 1.4], completion=3), 1.0, 0.9, 1.5, 3, None, None)
     cut = request_tokens(StreamRead(content_times=[1.1, 1.3]), 1.0, 1.0, 1.3, 3, None, None)
     recorder.record(100.7, 0.5, 0.6, None, tokens=whole, good=True)  # meant for 100.1, in the stage
-    recorder.record(100.3, 0.3, 0.3, Fault("stream cut short", answered=True), tokens=cut, resent=1)
+    recorder.record(100.3, 0.3, 0.3, Fault(Stream.CUT_SHORT.kind), tokens=cut, resent=1)
     (window,), _ = recorder.take_closed(101.0)
     merged = Window.from_wire(window.to_wire()).merge(Window.from_wire(window.to_wire()))
     tokens = merged.tokens

@@ -170,7 +170,7 @@ class RunStep(StatusStep[ProfileRunStatus]):
             return trials_problem(spec, configs, self.namespace, SETTINGS.image, SETTINGS.tenancy)
 
         try:
-            plan = RunPlan.admit(spec, base, fitted, self.name, trial_prefix(self.name), deployable)
+            plan = RunPlan.admit(spec, base, fitted, self.names(), deployable)
         except NotAdmitted as exc:
             raise RunFailed(str(exc)) from None
         for obj in run_network.loadgen_objects(self.body, self.target):
@@ -182,8 +182,10 @@ class RunStep(StatusStep[ProfileRunStatus]):
         return plan
 
     def resumed(self) -> RunPlan:
-        prefix = trial_prefix(self.name)
-        return RunPlan.resumed(self.spec, self.base(), self.status.workload, self.name, prefix)
+        return RunPlan.resumed(self.spec, self.base(), self.status.workload, self.names())
+
+    def names(self) -> tuple[str, str]:
+        return self.name, trial_prefix(self.name)
 
     def carry_out_plan(self, plan: RunPlan) -> None:
         self.plan = plan

@@ -2,12 +2,9 @@
 
 The prepared bodies come from kaliper.loadgen.prompts; each answer is read as it arrives
 (StreamingConnection), parsed (kaliper.loadgen.sse) and turned into the request's figures
-(kaliper.loadgen.tokens). What counts as an error, by kind (errorsByKind in the results):
-- "HTTP <status>": the server refused the request;
-- "not streamed": stream: true was asked and the answer was not text/event-stream (its tokens still count);
-- "stream cut short": the stream ended without a finish reason or [DONE] (its tokens count apart);
-- "malformed SSE", "error event mid-stream", "the answer is not JSON", "error answer": as they say;
-- "timeout" or the exception's name, as for every protocol.
+(kaliper.loadgen.tokens). What counts as an error is a fault of one of the kinds of kaliper.loadgen.faults
+(errorsByKind in the results): an HTTP status, a stream's (not streamed, cut short, malformed, an error event,
+...), or the transport's (a timeout, or the exception's name), as for every protocol.
 A kept-alive connection found closed before any answer is resent on a new one, and counted apart (resent),
 never as an error.
 """
@@ -26,7 +23,7 @@ import gevent
 
 from kaliper.api.profilerun import GenerationSpec
 from kaliper.loadgen.config import LoadGenConfig
-from kaliper.loadgen.faults import Fault, kind_of
+from kaliper.loadgen.faults import TIMEOUT, Fault, Stream, http_status
 from kaliper.loadgen.http import ERROR_WORDS, BodySink, StreamingConnection
 from kaliper.loadgen.prompts import GenerationRequest, Prompt, generation_requests, load_tokenizer, request_body
 from kaliper.loadgen.sse import StreamParser, StreamRead, read_whole
@@ -48,8 +45,8 @@ class RequestOutcome:
     """A reasoning model's thinking before that answer, for a session that keeps it."""
 
     @property
-    def error(self) -> str | None:
-        return self.fault.kind if self.fault is not None else None
+    def failed(self) -> bool:
+        return self.fault is not None
 
 
 @dataclass
@@ -85,11 +82,6 @@ class Session:
         if self.keeps_reasoning and thinking:
             message["reasoning"] = thinking  # vLLM's field for it (reasoning_content before)
         self.messages = [*self.messages, *asked, message]
-
-
-def error_kind(message: str) -> str:
-    """The kind of a stream's problem: its message up to the first colon ("malformed SSE: ...")."""
-    return message.split(":", 1)[0]
 
 
 class GenerationSender:
@@ -231,27 +223,28 @@ class GenerationSender:
             return RequestOutcome(sent, ended, Fault.of(raised) if raised is not None else None, None, False)
         if status >= 400:
             said = b"".join(whole)[:ERROR_WORDS].decode("utf-8", errors="replace")
-            kind = kind_of(raised) if raised is not None else f"HTTP {status}"
-            return RequestOutcome(sent, ended, Fault(kind, True, str(raised) if raised else said), None, False)
+            fault = Fault.of(raised, after_answer=True) if raised is not None else Fault(http_status(status), said)
+            return RequestOutcome(sent, ended, fault, None, False)
         # Answered from here on: whatever went wrong, the target is up.
         read = parser.finish() if answer["streamed"] else read_whole(b"".join(whole), self.chat, ended)
-        error, message = (kind_of(raised), str(raised)) if raised is not None else (None, None)
-        timed_out = error == "timeout"  # the request's whole time ran out, whatever its stream was doing
+        fault = Fault.of(raised, after_answer=True) if raised is not None else None
+        timed_out = fault is not None and fault.kind == TIMEOUT  # the request's whole time ran out
         if read.error is not None and not timed_out:  # what the answer itself said went wrong comes first
-            error, message = error_kind(read.error), read.error
+            fault = read.error
             if not answer["streamed"]:
-                message += f" (Content-Type {answer['content_type'] or 'absent'})"
-        elif error is not None:
-            if read.content_times and not timed_out:
-                error = "stream cut short"  # the connection failed after tokens had arrived
+                fault = Fault(fault.kind, f"{fault.message} (Content-Type {answer['content_type'] or 'absent'})")
+        elif fault is not None:
+            if read.content_times and not timed_out:  # the connection failed after tokens had arrived
+                fault = Fault(Stream.CUT_SHORT.kind, fault.message)
         elif self.stream and not answer["streamed"]:
-            error = "not streamed"
-            message = f"the answer's Content-Type is {answer['content_type'] or 'absent'}, not text/event-stream"
+            content_type = answer["content_type"] or "absent"
+            fault = Fault(
+                Stream.NOT_STREAMED.kind, f"the answer's Content-Type is {content_type}, not text/event-stream"
+            )
         elif not (read.done or read.finish_reason is not None):
-            error, message = "stream cut short", "the stream ended without a finish reason or [DONE]"
-        elif not read.content_times:
-            error = "no tokens generated"  # a whole answer that says nothing is not a generation
-        fault = Fault(error, answered=True, message=message) if error is not None else None
+            fault = Fault(Stream.CUT_SHORT.kind, "the stream ended without a finish reason or [DONE]")
+        elif not read.content_times:  # a whole answer that says nothing is not a generation
+            fault = Fault(Stream.NO_TOKENS.kind)
         request = self.requests[index]
         prompt_tokens = None if in_session else request.prompt_tokens
         (count, thinking_count), count_source = self._count(read)

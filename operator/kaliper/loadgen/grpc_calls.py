@@ -21,7 +21,7 @@ from grpc.experimental import gevent as grpc_gevent
 
 from kaliper.api.units import parse_duration
 from kaliper.loadgen.config import LoadGenConfig, request_headers
-from kaliper.loadgen.faults import Fault
+from kaliper.loadgen.faults import NO_CONNECTION, TIMEOUT, Fault, FaultKind, grpc_status
 from kaliper.loadgen.payloads import PayloadError
 from kaliper.loadgen.preflight import Preflight
 from kaliper.serving.oip_grpc import MODEL_INFER, MODEL_METADATA, infer_request, messages
@@ -67,7 +67,6 @@ TRANSPORT_WORDS = (
     "keepalive watchdog timeout",
     "http1.x server",
 )
-NO_CONNECTION = "gRPC UNAVAILABLE (no connection)"
 
 
 def no_connection(code: grpc.StatusCode, details: str | None) -> bool:
@@ -76,18 +75,12 @@ def no_connection(code: grpc.StatusCode, details: str | None) -> bool:
     return code == grpc.StatusCode.UNAVAILABLE and any(w in words for w in TRANSPORT_WORDS)
 
 
-def error_kind(code: grpc.StatusCode, details: str | None = None) -> str:
-    """How a failed call is counted: a deadline passed is a timeout, as for HTTP; no connection is its own
-    kind; the rest by status name, as the server sent it."""
+def fault_kind(code: grpc.StatusCode, details: str | None = None) -> FaultKind:
+    """How a failed call is counted: a deadline passed is a timeout, as for HTTP; no connection is the
+    transport's own kind (the target did not answer at all); the rest a status the server sent, by name."""
     if code == grpc.StatusCode.DEADLINE_EXCEEDED:
-        return "timeout"
-    return NO_CONNECTION if no_connection(code, details) else f"gRPC {code.name}"
-
-
-def target_is_down(kind: str) -> bool:
-    """Whether a failed call's kind says the target did not answer at all (rather than answered no): a
-    server that answers UNAVAILABLE itself is up, and says so."""
-    return kind == NO_CONNECTION
+        return TIMEOUT
+    return NO_CONNECTION if no_connection(code, details) else grpc_status(code.name)
 
 
 @dataclass(frozen=True)
@@ -173,8 +166,7 @@ async def infer(
         answer = await call(raw, timeout=timeout_s, metadata=metadata or None)
     except grpc.RpcError as exc:
         details = exc.details() if hasattr(exc, "details") else None
-        kind = error_kind(exc.code(), details)
-        return Fault(kind, answered=not target_is_down(kind), message=details), 0
+        return Fault(fault_kind(exc.code(), details), details), 0
     return None, len(answer)
 
 
@@ -213,7 +205,7 @@ def preflight(target: GrpcTarget, model_name: str, first_request: bytes) -> Pref
                     f"{address} refused the first ModelInfer call for model {model_name!r} with gRPC {code}: "
                     f"{exc.details()}; every request of the run would be refused the same way"
                 )
-            kind = error_kind(exc.code(), exc.details())
+            kind = fault_kind(exc.code(), exc.details())
             return Preflight(warning=f"the first ModelInfer call failed with {kind}: {exc.details()}")
         return Preflight()
     finally:

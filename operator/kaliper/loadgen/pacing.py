@@ -20,7 +20,7 @@ from locust.env import Environment
 
 from kaliper.loadgen.backoff import Backoff
 from kaliper.loadgen.config import LoadGenConfig
-from kaliper.loadgen.faults import kind_of
+from kaliper.loadgen.faults import Fault
 from kaliper.loadgen.generator import Generator, StageWindows
 from kaliper.loadgen.preflight import Preflight
 
@@ -72,7 +72,7 @@ class KaliperUser(User):
             address = (generator.host, generator.port)
             socket.create_connection(address, timeout=min(generator.timeout_s, 3.0)).close()
         except OSError as exc:
-            return Preflight(f"target {config.url} is unreachable: {kind_of(exc)}: {exc}")
+            return Preflight(f"target {config.url} is unreachable: {Fault.of(exc).words}")
         return cls.check(generator)
 
     @classmethod

@@ -354,13 +354,13 @@ class Recorder:
             if not self.open_loop:
                 window.user_s += service_s
             if fault is not None:
-                window.errors[fault.kind] += 1
+                window.errors[fault.kind.name] += 1
                 window.unanswered += not fault.answered
                 window.failed.record(service_s)
                 if not self.open_loop:
                     window.failing_s += service_s
                 if fault.message:
-                    keep_message(window.messages, fault.kind, fault.message)
+                    keep_message(window.messages, fault.kind.name, fault.message)
             else:
                 window.service.record(service_s)
                 if window.corrected is not None:

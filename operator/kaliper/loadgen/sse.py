@@ -24,6 +24,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from kaliper.loadgen.faults import Fault, Stream
+
 _DONE = b"[DONE]"
 
 
@@ -50,9 +52,9 @@ class StreamRead:
     finish_reason: str | None = None
     done: bool = False
     """`data: [DONE]` arrived."""
-    error: str | None = None
+    error: Fault | None = None
     """Why the response is not a complete answer (an error event, malformed SSE, not a stream, the other
-    API's shape)."""
+    API's shape): a fault of the stream family."""
     events_after_done: int = 0
     """Events that arrived after `data: [DONE]`: ignored (the stream said it was over)."""
     text_chars: int = 0
@@ -120,7 +122,7 @@ class StreamParser:
             elif line.startswith(b"event:"):
                 kind = line[6:].strip()
             elif line and not line.startswith(b":") and b":" not in line:
-                self.read.error = f"malformed SSE: a line that is not a field: {line[:60]!r}"
+                self.read.error = Fault.stream(Stream.MALFORMED_SSE, f"a line that is not a field: {line[:60]!r}")
                 return
         if not payload:
             return
@@ -133,13 +135,15 @@ class StreamParser:
         try:
             message = json.loads(payload)
         except ValueError:
-            self.read.error = f"malformed SSE: an event whose data is not JSON: {payload[:60]!r}"
+            self.read.error = Fault.stream(Stream.MALFORMED_SSE, f"an event whose data is not JSON: {payload[:60]!r}")
             return
         if not isinstance(message, dict):
-            self.read.error = f"malformed SSE: an event whose data is not a JSON object: {payload[:60]!r}"
+            self.read.error = Fault.stream(
+                Stream.MALFORMED_SSE, f"an event whose data is not a JSON object: {payload[:60]!r}"
+            )
             return
         if kind == b"error" or is_error_object(message):
-            self.read.error = "error event mid-stream: " + _error_text(message.get("error") or message)
+            self.read.error = Fault.stream(Stream.ERROR_EVENT, _error_text(message.get("error") or message))
             return
         self.message(message, arrived)
 
@@ -157,7 +161,7 @@ class StreamParser:
         for choice in message.get("choices") or ():
             mismatch = _shape_mismatch(choice, self.chat)
             if mismatch:
-                read.error = f"protocol mismatch: {mismatch}"
+                read.error = Fault.stream(Stream.PROTOCOL_MISMATCH, mismatch)
                 return
             if choice.get("finish_reason"):
                 read.finish_reason = choice["finish_reason"]
@@ -184,7 +188,7 @@ class StreamParser:
     def finish(self) -> StreamRead:
         if b"".join(self._pending).strip() and self.read.error is None:
             # An event without its closing blank line: the stream was cut while the event was being written.
-            self.read.error = "stream cut short mid-event"
+            self.read.error = Fault.stream(Stream.CUT_SHORT_MID_EVENT)
         return self.read
 
 
@@ -194,12 +198,12 @@ def read_whole(body: bytes, chat: bool, arrived: float) -> StreamRead:
     try:
         message = json.loads(body)
     except ValueError:
-        parser.read.error = f"the answer is not JSON: {body[:60]!r}"
+        parser.read.error = Fault.stream(Stream.NOT_JSON, f"{body[:60]!r}")
         return parser.read
     if not isinstance(message, dict):
-        parser.read.error = f"the answer is not a JSON object: {body[:60]!r}"
+        parser.read.error = Fault.stream(Stream.NOT_JSON_OBJECT, f"{body[:60]!r}")
     elif is_error_object(message):
-        parser.read.error = "error answer: " + _error_text(message.get("error") or message)
+        parser.read.error = Fault.stream(Stream.ERROR_ANSWER, _error_text(message.get("error") or message))
     else:
         parser.message(message, arrived)
         if parser.read.finish_reason is not None:

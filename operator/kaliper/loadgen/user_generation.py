@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+from kaliper.loadgen.faults import Stream, http_status
 from kaliper.loadgen.generation import GenerationSender, LiveStream, Session
 from kaliper.loadgen.generator import Generator
 from kaliper.loadgen.http import StreamingConnection
@@ -20,10 +21,11 @@ from kaliper.log import get_logger
 log = get_logger("kaliper.loadgen")
 # What the first answer can show about the whole run (every later request would meet the same), with what to
 # change where the server's words do not say it.
+# A first answer of these kinds refuses the run (every answer would fail the same way), with what to change.
 REFUSED_FIRST = {
-    "protocol mismatch": "",
-    "not streamed": "; the server ignores stream: true: set request.generation.stream to false",
-    "the answer is not JSON": "; is it a stream? set request.generation.stream to true",
+    Stream.PROTOCOL_MISMATCH.kind: "",
+    Stream.NOT_STREAMED.kind: "; the server ignores stream: true: set request.generation.stream to false",
+    Stream.NOT_JSON.kind: "; is it a stream? set request.generation.stream to true",
 }
 
 
@@ -48,12 +50,12 @@ def first_generation_check(generator: Generator) -> Preflight:
         connection.close()
     if outcome.fault is None:
         return Preflight()
-    error, words = outcome.fault.kind, outcome.fault.message or ""
-    if error in ("HTTP 404", "HTTP 405"):
-        return Preflight(path_refusal(generator, int(error[5:]), words))
-    if error in REFUSED_FIRST:
-        hint = REFUSED_FIRST[error]
-        if error == "the answer is not JSON" and prepared.sender.stream:
+    kind, words = outcome.fault.kind, outcome.fault.message or ""
+    if kind in (http_status(404), http_status(405)):
+        return Preflight(path_refusal(generator, 404 if kind == http_status(404) else 405, words))
+    if kind in REFUSED_FIRST:
+        hint = REFUSED_FIRST[kind]
+        if kind == Stream.NOT_JSON.kind and prepared.sender.stream:
             hint = (
                 "; request.generation.stream is already true: the server must send its stream as "
                 "text/event-stream (Server-Sent Events), as the OpenAI API does"
@@ -126,7 +128,7 @@ class GenerationUser(KaliperUser):
         outcome = sender.send(connection, raw, index, slot, time.perf_counter, in_session, self.live)
         self.live.read = None
         if session is not None:
-            answer = outcome.answer if outcome.error is None else None
+            answer = outcome.answer if not outcome.failed else None
             session.advance(sender.requests[index].messages or [], answer, outcome.thinking)
         self.generator.recorder.record_send(
             slot,
@@ -140,8 +142,8 @@ class GenerationUser(KaliperUser):
             tokens=outcome.tokens,
             good=outcome.good,
         )
-        self.retry_after_s = connection.retry_after_s if outcome.error else None
-        return outcome.error is not None
+        self.retry_after_s = connection.retry_after_s if outcome.failed else None
+        return outcome.failed
 
     def close(self) -> None:
         self.connection.close()

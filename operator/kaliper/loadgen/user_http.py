@@ -11,7 +11,7 @@ from urllib.parse import urlsplit
 
 import gevent
 
-from kaliper.loadgen.faults import Fault
+from kaliper.loadgen.faults import Fault, http_status
 from kaliper.loadgen.generator import Generator
 from kaliper.loadgen.http import BodySink, Connection, StreamingConnection
 from kaliper.loadgen.pacing import KaliperUser
@@ -60,7 +60,7 @@ def first_request_check(generator: Generator, raw: bytes) -> Preflight:
     if status in (404, 405):
         return Preflight(path_refusal(generator, status, words))
     if status >= 400:
-        return _warned(Fault(f"HTTP {status}", True, words), url)
+        return _warned(Fault(http_status(status), words), url)
     return Preflight()
 
 
@@ -113,7 +113,7 @@ class HttpUser(KaliperUser):
             status = self.connection.request(raw)
             received = self.connection.last_response_bytes
             if status >= 400:
-                fault = Fault(f"HTTP {status}", answered=True, message=self.connection.error_words)
+                fault = Fault(http_status(status), self.connection.error_words)
         except gevent.GreenletExit:
             raise
         except Exception as exc:  # every failure is counted, with its kind and its words

@@ -167,7 +167,7 @@ class LocalExecutor:
         baseline = local_baseline(run.spec, self.options.base_dir)
         base = target_of(run.spec, deployments)
         fitted = self.fitted(run.spec)
-        plan = RunPlan.admit(run.spec, base, fitted, run.metadata.name or "profilerun", "t", runnable_here)
+        plan = RunPlan.admit(run.spec, base, fitted, (run.metadata.name or "profilerun", "t"), runnable_here)
         model_name = target_model_name(plan.spec, base)
         trials, measured = plan.listed(), dict[int, TrialReport]()
         try:

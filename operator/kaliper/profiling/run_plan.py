@@ -67,20 +67,24 @@ class RunPlan:
         spec: ProfileRunSpec,
         base: ModelDeploymentTemplate | None,
         fitted: FittedWorkload | None,
-        run_name: str,
-        trial_prefix: str,
+        names: tuple[str, str],
         environment: EnvironmentCheck,
     ) -> RunPlan:
         """The plan of a run whose target (`base`) and fitted workload the executor has read; NotAdmitted with
         the first problem, in one order on both paths: the trial count, each configuration of the sweep, then
         what the executor's environment cannot run (`environment`: a configuration this machine cannot serve;
-        one the cluster cannot deploy, or more load than the namespace may apply)."""
-        spec = resolve(spec, fitted) if fitted is not None else spec
-        configs = configurations(spec, base)
-        problem = trial_count_problem(spec, configs) or sweep_problem(spec, configs) or environment(spec, configs)
+        one the cluster cannot deploy, or more load than the namespace may apply). `names`: the run's name
+        and its trials' prefix."""
+        plan = cls.resumed(spec, base, fitted, names)
+        configs = plan.configurations
+        problem = (
+            trial_count_problem(plan.spec, configs)
+            or sweep_problem(plan.spec, configs)
+            or environment(plan.spec, configs)
+        )
         if problem:
             raise NotAdmitted(problem)
-        return cls(spec, configs, run_name, trial_prefix)
+        return plan
 
     @classmethod
     def resumed(
@@ -88,12 +92,11 @@ class RunPlan:
         spec: ProfileRunSpec,
         base: ModelDeploymentTemplate | None,
         fitted: FittedWorkload | None,
-        run_name: str,
-        trial_prefix: str,
+        names: tuple[str, str],
     ) -> RunPlan:
         """The plan of a run admitted at an earlier step (its target snapshot and fit are in its records)."""
         spec = resolve(spec, fitted) if fitted is not None else spec
-        return cls(spec, configurations(spec, base), run_name, trial_prefix)
+        return cls(spec, configurations(spec, base), *names)
 
     def trial_name(self, index: int) -> str:
         return f"{self.trial_prefix}{index}"
