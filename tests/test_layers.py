@@ -190,6 +190,17 @@ def test_both_executors_carry_out_the_same_run_plan_and_decide_nothing_of_it() -
         assert uses == ["kaliper.profiling.schedule.PlannedTrial"], executor  # the type of a trial to start
 
 
+def test_no_two_classes_share_a_name() -> None:
+    """A type's name says one thing: two `Window`s or two `Outcome`s in one package make a reader (and an import)
+    guess which is meant."""
+    where: dict[str, list[str]] = defaultdict(list)
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.parse(path.read_text(), str(path)).body:
+            if isinstance(node, ast.ClassDef):
+                where[node.name].append(module_name(path))
+    assert {name: modules for name, modules in where.items() if len(modules) > 1} == {}
+
+
 def test_a_test_module_imports_no_other_test_module() -> None:
     # Shared helpers live in tests/support; fixtures in a conftest.py, which pytest hands over by name.
     tests = Path(__file__).resolve().parent

@@ -9,7 +9,6 @@ from kaliper.loadgen.recorder import Window
 from kaliper.loadgen.results import latency_figures
 from kaliper.loadgen.stopping import (
     Decision,
-    Objective,
     StoppingParameters,
     WindowFigures,
     decide,
@@ -121,10 +120,10 @@ def test_a_miss_that_rests_on_requests_in_flight_not_yet_past_the_bound_measures
     # they may yet be answered in time: measure on (more answers dilute them).
     measured = [Window(0, 4, requests=20, errors=Counter({"http_503": 1}), in_flight=3), Window(0, 5, requests=11)]
     measured[-1].in_flight, measured[-1].in_flight_oldest_s = 3, 0.3
-    p90 = Objective(Bound("latency", 90, 2.0), answered_in(1.1, 30))
+    p90 = (Bound("latency", 90, 2.0), answered_in(1.1, 30))
     assert undecided([p90], measured) == "p90 waits on 3 requests in flight, not yet past its 2000ms bound"
     # Answers in 3 s: missed even if the three came now; decided.
-    assert undecided([Objective(Bound("latency", 90, 2.0), answered_in(3.0, 30))], measured) is None
+    assert undecided([(Bound("latency", 90, 2.0), answered_in(3.0, 30))], measured) is None
     # With nothing in flight the one failure is 1 of 31: p90 of all is p93 of the answered, read from them.
     measured[-1].in_flight = 0
     assert undecided([p90], measured) == "p93 95% interval 1100.80-open straddles the objective 2000ms"
@@ -169,7 +168,7 @@ def test_the_stopping_rule_and_the_verdict_judge_the_same_numbers_alike(
     measured = [Window(0, 4, requests=count + 1, errors=Counter({"http_503": 1}), in_flight=in_flight)]
     measured[-1].in_flight_oldest_s = 0.3
     bound = Bound("latency", 90, 1.2)
-    rule = undecided([Objective(bound, answered)], measured)
+    rule = undecided([(bound, answered)], measured)
     stage = make_stage(latency_figures(answered), requests=count + 1)
     stage.errors, stage.in_flight_at_end, stage.in_flight_oldest_s = 1, in_flight, 0.3
     check = latency_check(stage, LatencyObjective(percentile=90, max="1.2s"))

@@ -10,7 +10,7 @@ from dataclasses import replace
 import pytest
 
 from kaliper.api.profilerun import CustomQuery
-from kaliper.metrics.prometheus import PrometheusMetrics, Window
+from kaliper.metrics.prometheus import PrometheusMetrics, QueryWindow
 from kaliper.metrics.promql_scope import QueryScope
 from kaliper.netutil import free_port
 from tests.support import exporter
@@ -22,7 +22,7 @@ MEMORY = 'container_memory_working_set_bytes{namespace="{namespace}",pod=~"{pod}
 
 
 @pytest.fixture(scope="module")
-def metrics() -> Iterator[tuple[PrometheusMetrics, Window]]:
+def metrics() -> Iterator[tuple[PrometheusMetrics, QueryWindow]]:
     port = free_port()
     server = exporter.trial_scene().serve(port)
     try:
@@ -31,7 +31,7 @@ def metrics() -> Iterator[tuple[PrometheusMetrics, Window]]:
             held = f'min(count_over_time(container_memory_working_set_bytes{{namespace="ml"}}[{WINDOW_S}s]))'
             # Scraped every second: a whole window holds about WINDOW_S samples of every series.
             wait_for(lambda: (client.scalar(held, time.time()) or 0) >= WINDOW_S - 1, 90, "a full window scraped")
-            window = Window(exporter.NAMESPACE, "iris-t0-.*", time.time() - 1, WINDOW_S, scrape_interval_s=1)
+            window = QueryWindow(exporter.NAMESPACE, "iris-t0-.*", time.time() - 1, WINDOW_S, scrape_interval_s=1)
             yield client, window
     finally:
         server.shutdown()

@@ -12,7 +12,7 @@ from dataclasses import replace
 
 import pytest
 
-from kaliper.metrics.prometheus import PrometheusMetrics, Window, container_queries
+from kaliper.metrics.prometheus import PrometheusMetrics, QueryWindow, container_queries
 from kaliper.metrics.server_load import missing_series, server_load, server_source
 from kaliper.netutil import free_port
 from kaliper.report.schema import ServerLoad
@@ -53,7 +53,7 @@ def scene() -> Iterator[tuple[exporter.Exporter, str]]:
 
 
 @pytest.fixture(scope="module")
-def metrics(scene) -> tuple[PrometheusMetrics, Window]:  # type: ignore[no-untyped-def]
+def metrics(scene) -> tuple[PrometheusMetrics, QueryWindow]:  # type: ignore[no-untyped-def]
     _, url = scene
     # A whole window of samples, as after any trial: the window ends a second ago, and begins after the first
     # sample Prometheus stored of every trial series.
@@ -63,7 +63,7 @@ def metrics(scene) -> tuple[PrometheusMetrics, Window]:  # type: ignore[no-untyp
         what=f"Prometheus to hold {WINDOW_S + 2} s of the trial's samples",
         interval=0.5,
     )
-    window = Window(
+    window = QueryWindow(
         namespace=exporter.NAMESPACE,
         pod_regex="iris-t0-.*",
         end=time.time() - 1,
@@ -97,7 +97,7 @@ def test_gpu_figures_through_the_relabelled_pod_label(metrics) -> None:  # type:
     assert figures.values["gpu_power_avg_watts"] == 2 * exporter.GPU["power_w"]
 
 
-def gpu_figures(client: PrometheusMetrics, window: Window, namespace: str) -> tuple[dict[str, float], list[str]]:
+def gpu_figures(client: PrometheusMetrics, window: QueryWindow, namespace: str) -> tuple[dict[str, float], list[str]]:
     figures = client.trial_figures(replace(window, namespace=namespace), gpu=True)
     return figures.values, [u for u in figures.unavailable if u.startswith("gpu")]
 
@@ -135,7 +135,9 @@ def test_mig_instances_use_the_graphics_engine_activity_and_report_power_unavail
 
 def test_missing_series_are_unavailable_with_the_reason_not_zero(metrics) -> None:  # type: ignore[no-untyped-def]
     client, window = metrics
-    absent = Window(namespace="elsewhere", pod_regex="nobody-.*", end=window.end, seconds=WINDOW_S, scrape_interval_s=1)
+    absent = QueryWindow(
+        namespace="elsewhere", pod_regex="nobody-.*", end=window.end, seconds=WINDOW_S, scrape_interval_s=1
+    )
     figures = client.trial_figures(absent, gpu=True)
     assert figures.values == {}
     reasons = " | ".join(figures.unavailable)

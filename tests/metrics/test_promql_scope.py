@@ -8,7 +8,7 @@ import promql_parser
 import pytest
 
 from kaliper.api.profilerun import ProfileRunSpec
-from kaliper.metrics.prometheus import Window, container_queries, gpu_queries
+from kaliper.metrics.prometheus import QueryWindow, container_queries, gpu_queries
 from kaliper.metrics.promql_scope import QueryRefused, QueryScope, terms
 from kaliper.metrics.written_queries import written_queries_problem
 
@@ -116,7 +116,7 @@ def test_a_runs_promql_naming_another_namespace_is_refused_before_it_starts_nami
 
 def test_the_queries_the_operator_builds_name_the_trials_namespace_already() -> None:
     """A trial's resource figures need no confining: every selector of them names the trial's namespace."""
-    window = Window("ml", "iris-t0-[a-z0-9]{5}", end=0, seconds=60)
+    window = QueryWindow("ml", "iris-t0-[a-z0-9]{5}", end=0, seconds=60)
     built = [*container_queries(window).values(), *gpu_queries(window, "pod", "DCGM_FI_DEV_GPU_UTIL").values()]
     assert len(built) == 6
     for query in built:

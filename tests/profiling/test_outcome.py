@@ -3,7 +3,7 @@ exit code both read."""
 
 from __future__ import annotations
 
-from kaliper.api.common import Readiness
+from kaliper.api.common import KStatus
 from kaliper.api.profilerun import BaselineComparison, ProfileRunSpec, ProfileRunStatus
 from kaliper.profiling.outcome import FailedGate, failed_gate, gated_readiness
 
@@ -51,7 +51,7 @@ def test_a_regression_fails_the_run_only_under_fail_if_regressed() -> None:
 
 def test_the_operator_shows_a_failed_gate_of_a_succeeded_run_as_stalled() -> None:
     asked = spec(failIfNotMet=True)
-    assert gated_readiness(asked, ProfileRunStatus(phase="Succeeded", verdict="NotMet")) == Readiness(
+    assert gated_readiness(asked, ProfileRunStatus(phase="Succeeded", verdict="NotMet")) == KStatus(
         "Stalled", "SLONotMet", "verdict NotMet: no configuration met the SLO (spec.failIfNotMet)"
     )
     assert gated_readiness(asked, ProfileRunStatus(phase="Running", verdict="NotMet")) is None

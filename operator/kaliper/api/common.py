@@ -361,13 +361,13 @@ def with_condition(
 KstatusState = Literal["Reconciling", "Ready", "Stalled"]
 
 
-class Readiness(NamedTuple):
+class KStatus(NamedTuple):
     state: KstatusState
     reason: str
     message: str
 
 
-def readiness_of_phase(phase: str | None, conditions: list[Condition]) -> Readiness:
+def readiness_of_phase(phase: str | None, conditions: list[Condition]) -> KStatus:
     """What a run-to-completion object's phase means to kstatus, with the reason and message of the
     condition that says the most: Complete once finished, Progressing before."""
     latest = {c.type: c for c in conditions}
@@ -375,14 +375,14 @@ def readiness_of_phase(phase: str | None, conditions: list[Condition]) -> Readin
         complete = latest.get("Complete")
         reason = complete.reason if complete and complete.reason else phase
         message = complete.message if complete else ""
-        return Readiness("Ready" if phase == "Succeeded" else "Stalled", reason, message or phase.lower())
+        return KStatus("Ready" if phase == "Succeeded" else "Stalled", reason, message or phase.lower())
     progressing = latest.get("Progressing")
     reason = progressing.reason if progressing and progressing.reason else (phase or "Pending")
-    return Readiness("Reconciling", reason, (progressing.message if progressing else "") or "work has not finished")
+    return KStatus("Reconciling", reason, (progressing.message if progressing else "") or "work has not finished")
 
 
 def with_readiness(
-    conditions: list[Condition], readiness: Readiness, now: datetime, generation: int | None
+    conditions: list[Condition], readiness: KStatus, now: datetime, generation: int | None
 ) -> list[Condition]:
     """The conditions with Ready, Reconciling and Stalled set from `readiness`: the one it names True, the
     others False, all three with its reason and message."""

@@ -18,7 +18,7 @@ from kubernetes.client import ApiException
 from pydantic import ValidationError
 
 from kaliper.api.cleanup import CleanupSpec, CleanupStatus, RemovedObject
-from kaliper.api.common import GROUP, VERSION, Readiness, readiness_of_phase, with_condition, with_readiness
+from kaliper.api.common import GROUP, VERSION, KStatus, readiness_of_phase, with_condition, with_readiness
 from kaliper.api.loader import problems_from
 from kaliper.api.resources import Cleanup
 from kaliper.controllers import kube, metrics
@@ -193,11 +193,11 @@ class Pass:
         """The next pass's time as the status shows it (RFC 3339, UTC)."""
         return self.status.next_run_time.strftime("%Y-%m-%dT%H:%M:%SZ") if self.status.next_run_time else "none"
 
-    def readiness(self) -> Readiness:
+    def readiness(self) -> KStatus:
         """A scheduled Cleanup is Ready between passes: waiting for the next one is what it is for."""
         if self.status.phase == "Scheduled":
             last = f"; last pass: {self.status.message}" if self.status.message else ""
-            return Readiness("Ready", "Scheduled", f"next pass at {self.next_pass()}{last}")
+            return KStatus("Ready", "Scheduled", f"next pass at {self.next_pass()}{last}")
         return readiness_of_phase(self.status.phase, self.status.conditions)
 
     def write(self) -> None:

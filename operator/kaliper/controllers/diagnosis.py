@@ -12,7 +12,7 @@ CONFIG_ERRORS = {"CreateContainerConfigError", "CreateContainerError", "RunConta
 
 
 @dataclass(frozen=True)
-class Problem:
+class PodProblem:
     reason: str  # ImagePullBackOff, CrashLoopBackOff, OOMKilled, Unschedulable, ...
     message: str
     definitive: bool  # False: it may still resolve (an unschedulable pod may fit once nodes are added)
@@ -26,10 +26,10 @@ def _statuses(pod: dict[str, Any]) -> list[dict[str, Any]]:
     return list(status.get("initContainerStatuses") or []) + list(status.get("containerStatuses") or [])
 
 
-def pod_problem(pods: list[dict[str, Any]]) -> Problem | None:
+def pod_problem(pods: list[dict[str, Any]]) -> PodProblem | None:
     """The most telling problem among the pods: a definitive one first (image pull, crash loop, OOM kill,
     bad container config), then an unschedulable pod."""
-    pending: Problem | None = None
+    pending: PodProblem | None = None
     for pod in pods:
         name = pod["metadata"]["name"]
         for container in _statuses(pod):
@@ -43,9 +43,11 @@ def pod_problem(pods: list[dict[str, Any]]) -> Problem | None:
                 # try again) for one and the same failure: report it under one reason, whichever is showing.
                 image = container.get("image", "")
                 reason = "ErrImagePull" if reason == "ImagePullBackOff" else reason
-                return Problem(reason, f"{where} cannot pull image {image}: {waiting.get('message', '')}".strip(), True)
+                return PodProblem(
+                    reason, f"{where} cannot pull image {image}: {waiting.get('message', '')}".strip(), True
+                )
             if "OOMKilled" in (last.get("reason"), terminated.get("reason")):
-                return Problem(
+                return PodProblem(
                     "OOMKilled",
                     f"{where} exceeded its memory limit; raise the memory limit of this configuration",
                     True,
@@ -54,12 +56,12 @@ def pod_problem(pods: list[dict[str, Any]]) -> Problem | None:
                 detail = f"exit code {last.get('exitCode')}" if last else waiting.get("message", "")
                 if last.get("message"):  # what the container wrote to its termination log
                     detail += f": {last['message'].strip()}"
-                return Problem(reason, f"{where} keeps crashing ({detail}); see `kubectl logs {name}`", True)
+                return PodProblem(reason, f"{where} keeps crashing ({detail}); see `kubectl logs {name}`", True)
             if reason in CONFIG_ERRORS:
-                return Problem(reason, f"{where}: {waiting.get('message', '')}", True)
+                return PodProblem(reason, f"{where}: {waiting.get('message', '')}", True)
         for condition in (pod.get("status") or {}).get("conditions") or []:
             if condition.get("type") == "PodScheduled" and condition.get("reason") == "Unschedulable":
-                pending = pending or Problem("Unschedulable", f"pod {name}: {condition.get('message', '')}", False)
+                pending = pending or PodProblem("Unschedulable", f"pod {name}: {condition.get('message', '')}", False)
     return pending
 
 

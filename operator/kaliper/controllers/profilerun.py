@@ -18,7 +18,7 @@ from typing import Any
 import kopf
 from pydantic import ValidationError
 
-from kaliper.api.common import GROUP, VERSION, Readiness
+from kaliper.api.common import GROUP, VERSION, KStatus
 from kaliper.api.loader import problems_from
 from kaliper.api.modeldeployment import ModelDeploymentTemplate
 from kaliper.api.profilerun import (
@@ -38,7 +38,7 @@ from kaliper.controllers.diagnosis import restarts_and_oom_kills, template_hashe
 from kaliper.controllers.recommendation import apply_recommendation
 from kaliper.controllers.run_records import REPORT_KEY, RunFailed, RunRecords, baseline_report
 from kaliper.controllers.run_target import RunTarget
-from kaliper.controllers.run_workload import fitted_workload
+from kaliper.controllers.run_workload import run_fit
 from kaliper.controllers.settings import SETTINGS, Settings
 from kaliper.controllers.stepper import StatusStep, Stepper, finished
 from kaliper.controllers.store import STORE
@@ -148,7 +148,7 @@ class RunStep(StatusStep[ProfileRunStatus]):
     def base(self) -> ModelDeploymentTemplate | None:
         return self.target.base()
 
-    def readiness(self) -> Readiness:  # self.spec is not there when the spec was invalid
+    def readiness(self) -> KStatus:  # self.spec is not there when the spec was invalid
         return gated_readiness(getattr(self, "spec", None), self.status) or super().readiness()
 
     # -- the plan: admitted once, then carried out step by step
@@ -164,7 +164,7 @@ class RunStep(StatusStep[ProfileRunStatus]):
             self.status.phase, self.status.message = "Pending", waiting
             self.condition("Progressing", False, "WaitingForTarget", waiting)
             return None
-        fitted = fitted_workload(spec, self.status, self.namespace)
+        fitted = run_fit(spec, self.status, self.namespace)
 
         def deployable(spec: ProfileRunSpec, configs: list[Configuration]) -> str | None:
             return trials_problem(spec, configs, self.namespace, SETTINGS.image, SETTINGS.tenancy)

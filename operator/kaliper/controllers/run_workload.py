@@ -12,7 +12,7 @@ from kaliper.controllers.settings import SETTINGS
 from kaliper.metrics.workload_query import WorkloadError, fit_for_run
 
 
-def fitted_workload(spec: ProfileRunSpec, status: ProfileRunStatus, namespace: str) -> FittedWorkload | None:
+def run_fit(spec: ProfileRunSpec, status: ProfileRunStatus, namespace: str) -> FittedWorkload | None:
     """The fit that replaces payload.prompts.fromPrometheus and load.fitted in every trial (profiling.run_plan),
     kept in status.workload, made now if the run has none yet. Its window ends at this instant, not at the step's
     time, which is whole seconds (as status timestamps are): samples of the last second would be left out (seen: a

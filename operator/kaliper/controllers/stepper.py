@@ -17,7 +17,7 @@ from typing import Any, Generic, TypeVar
 
 import kopf
 
-from kaliper.api.common import KaliperModel, Readiness, readiness_of_phase, with_condition, with_readiness
+from kaliper.api.common import KaliperModel, KStatus, readiness_of_phase, with_condition, with_readiness
 from kaliper.controllers import expiry, kube, metrics
 from kaliper.controllers.api_health import ApiServerAway
 from kaliper.controllers.diagnosis import job_ended
@@ -74,7 +74,7 @@ class StatusStep(Generic[Status]):
         self.condition("Complete", False, reason, message)
         self.event(reason, f"{self.kind} failed: {message}", warning=True)
 
-    def readiness(self) -> Readiness:
+    def readiness(self) -> KStatus:
         """Ready, Reconciling or Stalled, as kstatus and Argo CD read them: from the phase by default."""
         status: Any = self.status
         return readiness_of_phase(status.phase, status.conditions)

@@ -23,7 +23,6 @@ from kaliper.loadgen.results import merged, stage_result, stage_warnings, token_
 from kaliper.loadgen.server_metrics import Counters, scrape, server_check, server_load
 from kaliper.loadgen.stopping import (
     Decision,
-    Objective,
     StoppingParameters,
     WindowFigures,
     decide,
@@ -270,7 +269,7 @@ class Controller:
                     break
                 if figures:
                     measured_s = len(figures) * self.window_s
-                    objectives = [Objective(b, cumulative[(b.metric, b.corrected)]) for b in bounds]
+                    objectives = [(b, cumulative[(b.metric, b.corrected)]) for b in bounds]
                     decision = decide(
                         measured_s,
                         figures,

@@ -80,34 +80,24 @@ def straddling(objectives: list[tuple[PercentileEstimate, float]]) -> str | None
     return None
 
 
-@dataclass(frozen=True)
-class Objective:
-    """A latency objective as the stopping rule watches it: the objective, parsed once, and the cumulative
-    histogram of the answered requests' figure."""
-
-    bound: Bound
-    histogram: LatencyHistogram
-
-
-def undecided(objectives: list[Objective], measured: list[Window]) -> str | None:
+def undecided(objectives: list[tuple[Bound, LatencyHistogram]], measured: list[Window]) -> str | None:
     """Why an objective cannot be decided yet: the judgement the verdict will make
-    (kaliper.measure.judgement), on the windows measured so far with the requests in flight at the last
-    window's edge; None when every one is decided. A miss that rests on requests in flight not yet past the
+    (kaliper.measure.judgement), on the windows measured so far (each objective with the cumulative histogram of
+    its answered requests' figure) and the requests in flight at the last window's edge; None when every one is
+    decided. A miss that rests on requests in flight not yet past the
     bound measures on: more answers dilute them."""
     answered, unanswered = unanswered_so_far(measured)
     in_flight, oldest_s = (measured[-1].in_flight, measured[-1].in_flight_oldest_s) if measured else (0, 0.0)
-    for o in objectives:
-        samples = Samples(
-            answered, lambda p, h=o.histogram: estimate(h, p), unanswered - in_flight, in_flight, oldest_s
-        )
-        judged = judge(o.bound, samples)
+    for bound, histogram in objectives:
+        samples = Samples(answered, lambda p, h=histogram: estimate(h, p), unanswered - in_flight, in_flight, oldest_s)
+        judged = judge(bound, samples)
         if judged.verdict != "Inconclusive":
             continue
         if judged.best is not None:
-            p, bound_ms = o.bound.percentile, o.bound.bound_s * 1000
+            p, bound_ms = bound.percentile, bound.bound_s * 1000
             return f"p{p:g} waits on {in_flight} requests in flight, not yet past its {bound_ms:g}ms bound"
         assert judged.found is not None
-        return straddling([(judged.found, o.bound.bound_s)])
+        return straddling([(judged.found, bound.bound_s)])
     return None
 
 

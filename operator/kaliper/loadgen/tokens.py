@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kaliper.loadgen.sse import StreamRead
-from kaliper.measure.figures import TOKEN_FIGURES
+from kaliper.measure.figures import TOKEN_FIGURES, Figure
 from kaliper.measure.histogram import LatencyHistogram
 
 TOKEN_SOURCES = ("usage", "tokenizer", "chunks")
@@ -247,24 +247,26 @@ class TokenWindow:
         return window
 
     def record_reached(self, reached: Reached) -> list[str]:
-        """A request still in flight when its stage ended: the figures it reached (a time to first token, a
-        time to first answer token) are in their distributions; returns their names. It is no stream yet."""
+        """A request still in flight when its stage ended: the instants it reached (a time to first token, a
+        time to first answer token) are in their distributions; returns their figures' names. It is no stream
+        yet."""
         found = []
-        for name, value, corrected, histogram, corrected_histogram in (
-            ("ttft", reached.ttft_s, reached.ttft_corrected_s, self.ttft, self.ttft_corrected),
-            ("ttfot", reached.ttfot_s, reached.ttfot_corrected_s, self.ttfot, self.ttfot_corrected),
-        ):
-            if value is None:
-                continue
-            histogram.record(value)
-            if corrected_histogram is not None:
-                corrected_histogram.record(corrected if corrected is not None else value)
-            found.append(name)
+        for row in INSTANTS:
+            value = getattr(reached, row.request)  # type: ignore[arg-type]
+            if value is not None:
+                self._record(row, value, getattr(reached, row.request_corrected))  # type: ignore[arg-type]
+                found.append(row.name)
         return found
 
+    def _record(self, row: Figure, value: float, corrected: float | None) -> None:
+        getattr(self, row.window).record(value)
+        if row.window_corrected is not None and (histogram := getattr(self, row.window_corrected)) is not None:
+            histogram.record(corrected if corrected is not None else value)
+
     def record(self, figures: RequestTokens, good: bool, failed: bool = False) -> None:
-        """One answer's figures. A failed answer (an error of any kind: cut short, an error event, no tokens,
-        not streamed) feeds no latency figure, token count or rate: it is counted apart, with the tokens it
+        """One answer's figures, each token figure of the catalogue (kaliper.measure.figures) from the values
+        its row names. A failed answer (an error of any kind: cut short, an error event, no tokens, not
+        streamed) feeds no latency figure, token count or rate: it is counted apart, with the tokens it
         delivered."""
         self.over_max_tokens += figures.over_max_tokens
         self.events_after_done += figures.events_after_done
@@ -274,17 +276,16 @@ class TokenWindow:
             self.cut_short += 1
             self.cut_short_tokens += figures.output_tokens
             return
-        if figures.ttft_s is not None:
-            self.streams += 1
-            self.ttft.record(figures.ttft_s)
-            if self.ttft_corrected is not None:
-                corrected = figures.ttft_corrected_s
-                self.ttft_corrected.record(corrected if corrected is not None else figures.ttft_s)
-        if figures.ttfot_s is not None:
-            self.ttfot.record(figures.ttfot_s)
-            if self.ttfot_corrected is not None:
-                corrected = figures.ttfot_corrected_s
-                self.ttfot_corrected.record(corrected if corrected is not None else figures.ttfot_s)
+        for row in TOKEN_FIGURES:
+            values = getattr(figures, row.samples)  # type: ignore[arg-type]
+            if isinstance(values, list):
+                record = getattr(self, row.window).record  # gaps: many per answer, the hot path
+                for value in values:
+                    record(value)
+            elif values is not None:
+                corrected = getattr(figures, row.request_corrected) if row.request_corrected else None
+                self._record(row, values, corrected)
+        self.streams += figures.ttft_s is not None
         if figures.cached_input_tokens is not None:
             self.cached_reported += 1
             self.cached_input_tokens += figures.cached_input_tokens
@@ -292,22 +293,14 @@ class TokenWindow:
             self.reasoning_requests += figures.reasoning_tokens > 0
             self.reasoning_tokens += figures.reasoning_tokens
             self.reasoning_sources[figures.reasoning_source] += 1
-        record_gap = self.itl_chunk.record
-        for gap in figures.gaps_s:
-            record_gap(gap)
         self.chunks += len(figures.gaps_s) + (1 if figures.ttft_s is not None else 0)
         if figures.per_token_gaps_s is not None:
-            record_token = self.itl_token.record
-            for gap in figures.per_token_gaps_s:
-                record_token(gap)
             if figures.divided:
                 self.per_token_divided += 1
             else:
                 self.per_token_exact += 1
         elif figures.gaps_s:
             self.per_token_unknown += 1
-        if figures.tpot_s is not None:
-            self.tpot.record(figures.tpot_s)
         self.input_tokens += figures.input_tokens or 0
         self.output_tokens += figures.output_tokens
         self.token_sources[figures.source] += 1
@@ -350,6 +343,7 @@ class TokenWindow:
 
 # Which histograms a window holds: the catalogue's token figures, as measured and, under open loop, corrected.
 _HISTOGRAMS = tuple(f.window for f in TOKEN_FIGURES)
+INSTANTS = tuple(f for f in TOKEN_FIGURES if f.instant)
 _CORRECTED = tuple(f.window_corrected for f in TOKEN_FIGURES if f.window_corrected)
 WINDOW_COUNTS = (
     "streams",

@@ -111,7 +111,7 @@ def secret_variable(secret: str, key: str) -> str:
     return "".join(c if c.isalnum() else "_" for c in f"{secret}_{key}").upper()
 
 
-def target_of(spec: ProfileRunSpec, deployments: dict[str, ModelDeployment]) -> ModelDeploymentSpec | None:
+def deployment_target(spec: ProfileRunSpec, deployments: dict[str, ModelDeployment]) -> ModelDeploymentSpec | None:
     """The ModelDeployment spec.target.deploymentRef names, among the files given (None: a URL target)."""
     if spec.target.deployment_ref is None:
         return None
@@ -165,7 +165,7 @@ class LocalExecutor:
         if problems:
             raise NotOnThisMachine("; ".join(problems))
         baseline = local_baseline(run.spec, self.options.base_dir)
-        base = target_of(run.spec, deployments)
+        base = deployment_target(run.spec, deployments)
         fitted = self.fitted(run.spec)
         plan = RunPlan.admit(run.spec, base, fitted, (run.metadata.name or "profilerun", "t"), runnable_here)
         model_name = target_model_name(plan.spec, base)

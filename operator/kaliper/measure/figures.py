@@ -4,8 +4,9 @@ Every part that handles a figure reads its row here: the recorder (which histogr
 measured and as corrected for coordinated omission), the goodput judgement (one request's own value), the
 results document (its fields), the decisions (which distribution an objective or a stopping rule watches),
 the status (its p50/p99 columns), the API (which names an objective may use) and the reports (its label).
-A new figure is a row here, the measurement that makes it (kaliper.loadgen.tokens) and its fields in the
-results and status schemas (tests/test_figures.py names any that are missing).
+A new figure is a row here, the measurement that makes it (kaliper.loadgen.tokens: the RequestTokens attribute
+its row names, and for an instant where a stream in flight has reached it) and its fields in the results and
+status schemas (tests/test_figures.py names any that are missing).
 """
 
 from __future__ import annotations
@@ -34,6 +35,12 @@ class Figure:
     """One request's own value (a RequestTokens attribute, seconds), by which goodput judges it; None for
     latency, which the request's send and end times give."""
     request_corrected: str | None = None
+    samples: str | None = None
+    """The RequestTokens attribute whose values (one, or a list of gaps) the window's histogram records for a
+    successful answer; None for latency, which the recorder measures itself."""
+    instant: bool = False
+    """A moment a request reaches (its first token): a request still in flight when its stage ends has it
+    where it reached it (kaliper.loadgen.tokens.Reached holds the same attributes as `request`)."""
     absent_fails: bool = False
     """A request without its own value (no first token) did not meet an objective on this figure."""
     objective: bool = True
@@ -68,6 +75,8 @@ TTFT = Figure(
     report_service="ttft_service",
     request="ttft_s",
     request_corrected="ttft_corrected_s",
+    samples="ttft_s",
+    instant=True,
     absent_fails=True,
 )
 TTFOT = Figure(
@@ -81,6 +90,8 @@ TTFOT = Figure(
     report_service="ttfot_service",
     request="ttfot_s",
     request_corrected="ttfot_corrected_s",
+    samples="ttfot_s",
+    instant=True,
     absent_fails=True,
     reasoning=True,
 )
@@ -93,6 +104,7 @@ ITL = Figure(
     report="itl_chunk",
     report_service=None,
     request="largest_gap_s",
+    samples="gaps_s",
 )
 ITL_PER_TOKEN = Figure(
     "itl_token",
@@ -103,6 +115,7 @@ ITL_PER_TOKEN = Figure(
     report="itl_token",
     report_service=None,
     request=None,
+    samples="per_token_gaps_s",
     objective=False,
     status=False,
 )
@@ -115,6 +128,7 @@ TPOT = Figure(
     report="tpot",
     report_service=None,
     request="tpot_s",
+    samples="tpot_s",
 )
 
 FIGURES: dict[str, Figure] = {f.name: f for f in (LATENCY, TTFT, TTFOT, ITL, ITL_PER_TOKEN, TPOT)}

@@ -40,7 +40,7 @@ GPU_INSTANCE = "UUID, GPU_I_ID"
 
 
 @dataclass(frozen=True)
-class Window:
+class QueryWindow:
     namespace: str
     pod_regex: str  # the trial's server pods, such as "iris-t3-5d9c7b8f4-[a-z0-9]{5}"
     end: float  # unix seconds
@@ -60,11 +60,11 @@ class Window:
         return max(1, min(self.seconds, round(2 * spacing)))
 
 
-def selector(window: Window, pod_label: str = "pod") -> str:
+def selector(window: QueryWindow, pod_label: str = "pod") -> str:
     return f'{DCGM_NAMESPACE_LABEL[pod_label]}="{window.namespace}",{pod_label}=~"{window.pod_regex}"'
 
 
-def fill_placeholders(query: str, window: Window) -> str:
+def fill_placeholders(query: str, window: QueryWindow) -> str:
     """{namespace}, {pod} (a regex of the trial's pods) and {window} in a custom query; other braces (label
     matchers) are left as they are."""
     values = {"{namespace}": window.namespace, "{pod}": window.pod_regex, "{window}": window.range}
@@ -73,12 +73,12 @@ def fill_placeholders(query: str, window: Window) -> str:
     return query
 
 
-def subquery_step(window: Window) -> str:
+def subquery_step(window: QueryWindow) -> str:
     """Resolution of the *_over_time subqueries: 5s, finer for short windows so each holds three points."""
     return f"{max(1, min(5, window.seconds // 3))}s"
 
 
-def container_queries(window: Window) -> dict[str, str]:
+def container_queries(window: QueryWindow) -> dict[str, str]:
     """PromQL of the CPU peak and the memory figures (pure: tested against a real Prometheus). The CPU average
     and the throttling come from the window's raw samples instead (counter_increases)."""
     s, w, step = selector(window), window.range, subquery_step(window)
@@ -97,7 +97,7 @@ def container_queries(window: Window) -> dict[str, str]:
     }
 
 
-def gpu_queries(window: Window, pod_label: str, utilization_metric: str) -> dict[str, str]:
+def gpu_queries(window: QueryWindow, pod_label: str, utilization_metric: str) -> dict[str, str]:
     """PromQL of the GPU figures (pure: tested against a real Prometheus).
 
     A GPU shared by time-slicing shows the same whole-GPU series once per pod on it, and several MIG
@@ -124,7 +124,7 @@ PROFILING_FIELDS = {
 }
 
 
-def profiling_query(window: Window, pod_label: str, metric: str) -> str:
+def profiling_query(window: QueryWindow, pod_label: str, metric: str) -> str:
     """A profiling ratio as a percentage over the window, averaged over the trial's GPUs or MIG instances."""
     return f"100 * avg(avg_over_time({metric}{{{selector(window, pod_label)}}}[{window.range}]))"
 
@@ -133,7 +133,7 @@ def profiling_query(window: Window, pod_label: str, metric: str) -> str:
 class Figures:
     values: dict[str, float] = field(default_factory=dict)
     unavailable: list[str] = field(default_factory=list)
-    window: Window | None = None  # the window as queried, with its measured sample spacing
+    window: QueryWindow | None = None  # the window as queried, with its measured sample spacing
 
 
 class PrometheusMetrics:
@@ -161,10 +161,10 @@ class PrometheusMetrics:
         value = float(result[0]["value"][1])
         return None if math.isnan(value) or math.isinf(value) else value
 
-    def has_series(self, metric: str, window: Window, pod_label: str = "pod") -> bool:
+    def has_series(self, metric: str, window: QueryWindow, pod_label: str = "pod") -> bool:
         return self.scalar(f"count({metric}{{{selector(window, pod_label)}}})", window.end) not in (None, 0)
 
-    def samples_in(self, window: Window) -> int:
+    def samples_in(self, window: QueryWindow) -> int:
         """The fewest samples any of the trial's CPU series holds inside the window."""
         query = (
             f"min(count_over_time(container_cpu_usage_seconds_total{{{selector(window)},{CONTAINER}}}[{window.range}]))"
@@ -172,13 +172,13 @@ class PrometheusMetrics:
         count = self.scalar(query, window.end)
         return int(count or 0)
 
-    def scraped_past(self, window: Window) -> bool:
+    def scraped_past(self, window: QueryWindow) -> bool:
         """Whether a sample newer than the window's end is stored: the final scrape is in."""
         query = f"max(timestamp(container_cpu_usage_seconds_total{{{selector(window)},{CONTAINER}}}))"
         latest = self.scalar(query, time.time())
         return latest is not None and latest >= window.end
 
-    def wait_for_scrape(self, window: Window, scrape_interval_s: float, deadline_s: float = 60) -> bool:
+    def wait_for_scrape(self, window: QueryWindow, scrape_interval_s: float, deadline_s: float = 60) -> bool:
         """Wait until the final scrape is in, up to a deadline (the operator asks scraped_past once per step
         instead of waiting)."""
         give_up = time.time() + max(deadline_s, scrape_interval_s * 3)
@@ -188,7 +188,7 @@ class PrometheusMetrics:
             time.sleep(min(1.0, scrape_interval_s / 2))
         return False
 
-    def series(self, window: Window) -> list[tuple[float, float, float]]:
+    def series(self, window: QueryWindow) -> list[tuple[float, float, float]]:
         """(unix seconds, CPU cores, memory working-set bytes) over the window, summed over the trial's
         pods, at the subquery resolution: what rightsizing takes its CPU percentile from."""
         s, step, rate_range = selector(window), subquery_step(window), window.rate_range_s
@@ -209,7 +209,7 @@ class PrometheusMetrics:
             if t in values["memory"] and not math.isnan(values["cpu"][t])
         ]
 
-    def custom(self, window: Window, queries: list[CustomQuery]) -> tuple[list[CustomFigure], list[str]]:
+    def custom(self, window: QueryWindow, queries: list[CustomQuery]) -> tuple[list[CustomFigure], list[str]]:
         """A ProfileRun's metrics.customQueries over the trial window: {namespace}, {pod} and {window} filled
         in, the series over the window reduced to one figure by the query's aggregate. A query that fails or
         returns other than one series is reported unavailable, with the reason."""
@@ -247,7 +247,7 @@ class PrometheusMetrics:
                 figures.values[name] = value
 
     def trial_figures(
-        self, window: Window, gpu: bool = False, dcgm_pod_label: str = "auto", profiling: bool = False
+        self, window: QueryWindow, gpu: bool = False, dcgm_pod_label: str = "auto", profiling: bool = False
     ) -> Figures:
         """The trial's figures; `window` comes back in `Figures.window` with its measured sample spacing."""
         figures = Figures(window=window)
@@ -277,7 +277,7 @@ class PrometheusMetrics:
             self._gpu(window, dcgm_pod_label, figures, profiling)
         return figures
 
-    def counter_increases(self, metric: str, window: Window) -> list[tuple[float, float]]:
+    def counter_increases(self, metric: str, window: QueryWindow) -> list[tuple[float, float]]:
         """Per series with two samples or more inside the window: (its increase from the first to the last of
         them, the seconds between them). No extrapolation: with few samples (a 30 s scrape, cAdvisor's irregular
         10-15 s stamps) `increase` extrapolates only part of the way to the window's edges and reads low."""
@@ -292,7 +292,7 @@ class PrometheusMetrics:
                 found.append((increase, points[-1][0] - points[0][0]))
         return found
 
-    def _counters(self, window: Window, figures: Figures) -> None:
+    def _counters(self, window: QueryWindow, figures: Figures) -> None:
         """The CPU average (each container's rate over its sampled span, summed) and the throttled share."""
         cpu = self.counter_increases("container_cpu_usage_seconds_total", window)
         if cpu:
@@ -306,7 +306,7 @@ class PrometheusMetrics:
         else:
             figures.unavailable.append("cpu_throttled_ratio: no CFS periods counted in the window (no CPU limit?)")
 
-    def _gpu(self, window: Window, pod_label: str, figures: Figures, profiling: bool = False) -> None:
+    def _gpu(self, window: QueryWindow, pod_label: str, figures: Figures, profiling: bool = False) -> None:
         """GPU figures from dcgm-exporter. Memory is exported for whole GPUs and MIG instances alike, so its
         series tell which label set the exporter uses; each figure is then available or not on its own (a
         MIG instance has no DCGM_FI_DEV_GPU_UTIL, and no power of its own)."""
@@ -350,7 +350,7 @@ class PrometheusMetrics:
 
 def trial_resources(
     client: PrometheusMetrics,
-    window: Window,
+    window: QueryWindow,
     wait_for_scrape: bool,
     gpu: bool = False,
     dcgm_pod_label: str = "auto",

@@ -10,14 +10,14 @@ from the raw samples Prometheus stored inside the window, never from a sample be
 
 from __future__ import annotations
 
-from kaliper.metrics.prometheus import PrometheusMetrics, Window, selector
+from kaliper.metrics.prometheus import PrometheusMetrics, QueryWindow, selector
 from kaliper.report.schema import ServerLoad
 from kaliper.runtimes import load_gauges
 from kaliper.runtimes.server_load import PodSeries
 from kaliper.runtimes.server_load import server_load as load_from_samples
 
 
-def raw_samples(client: PrometheusMetrics, metric: str, window: Window) -> PodSeries:
+def raw_samples(client: PrometheusMetrics, metric: str, window: QueryWindow) -> PodSeries:
     """The samples stored inside the window, per pod (a pod's series are summed: labels such as model_name)."""
     found: dict[str, dict[float, float]] = {}
     for series in client.instant(f"{metric}{{{selector(window)}}}[{window.range}]", window.end):
@@ -27,18 +27,18 @@ def raw_samples(client: PrometheusMetrics, metric: str, window: Window) -> PodSe
     return {pod: sorted(points.items()) for pod, points in found.items()}
 
 
-def scraped_past(client: PrometheusMetrics, source: str, window: Window, now: float) -> bool:
+def scraped_past(client: PrometheusMetrics, source: str, window: QueryWindow, now: float) -> bool:
     """Whether a scrape of the server pods newer than the window's end is stored: the window is complete."""
     latest = client.scalar(f"max(timestamp({load_gauges()[source].marker}{{{selector(window)}}}))", now)
     return latest is not None and latest >= window.end
 
 
-def server_source(client: PrometheusMetrics, window: Window) -> str | None:
+def server_source(client: PrometheusMetrics, window: QueryWindow) -> str | None:
     """Which server the pods run, by a metric only it exports (None: Prometheus has none of their series)."""
     return next((name for name, gauges in load_gauges().items() if client.has_series(gauges.marker, window)), None)
 
 
-def missing_series(window: Window) -> str:
+def missing_series(window: QueryWindow) -> str:
     markers = ", ".join(gauges.marker for gauges in load_gauges().values())
     return (
         f"server load: Prometheus holds none of {markers} for pods {window.pod_regex} in {window.namespace}: "
@@ -47,7 +47,7 @@ def missing_series(window: Window) -> str:
     )
 
 
-def server_load(client: PrometheusMetrics, source: str, window: Window) -> ServerLoad | str:
+def server_load(client: PrometheusMetrics, source: str, window: QueryWindow) -> ServerLoad | str:
     """The window's server load, or why Prometheus cannot give it (too few scrapes inside the window)."""
     found = load_from_samples(
         source, load_gauges()[source], lambda name: raw_samples(client, name, window), "prometheus"

@@ -11,7 +11,7 @@ from kaliper.api.modeldeployment import ModelDeploymentTemplate
 from kaliper.api.profilerun import MetricsSpec
 from kaliper.api.units import parse_duration
 from kaliper.metrics import server_load as prometheus_server_load
-from kaliper.metrics.prometheus import PrometheusMetrics, Window, trial_resources
+from kaliper.metrics.prometheus import PrometheusMetrics, QueryWindow, trial_resources
 from kaliper.metrics.promql_scope import QueryScope
 from kaliper.report.schema import ServerLoad, StageResult, TrialResources
 
@@ -60,10 +60,10 @@ def trial_query(metrics: MetricsSpec, defaults: MetricsDefaults, gpus: int) -> T
     )
 
 
-def load_window(namespace: str, pod_regex: str, stage: StageResult, scrape_interval_s: float) -> Window:
+def load_window(namespace: str, pod_regex: str, stage: StageResult, scrape_interval_s: float) -> QueryWindow:
     """The measured part of the stage: after the warm-up, for as long as it was measured."""
     start = stage.started_at.timestamp() + stage.warmup_s
-    return Window(
+    return QueryWindow(
         namespace=namespace,
         pod_regex=pod_regex,
         end=start + stage.measured_s,
@@ -95,7 +95,7 @@ class TrialMeasurement:
         """What the run's own PromQL (customQueries) may read: its namespace, and those the admin allowed."""
         return QueryScope(self.namespace, self.defaults.query_namespaces)
 
-    def waiting_for_scrape(self, query: TrialQuery, window: Window) -> bool:
+    def waiting_for_scrape(self, query: TrialQuery, window: QueryWindow) -> bool:
         return self.now.timestamp() <= window.end + SCRAPE_WAITS * query.scrape_interval_s + SCRAPE_SLACK_S
 
     def resources(self) -> TrialResources | None:

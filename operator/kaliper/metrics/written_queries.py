@@ -5,7 +5,7 @@ when it runs (PrometheusMetrics.written_instant); this refuses a run whose queri
 from __future__ import annotations
 
 from kaliper.api.profilerun import ProfileRunSpec
-from kaliper.metrics.prometheus import Window, fill_placeholders
+from kaliper.metrics.prometheus import QueryWindow, fill_placeholders
 from kaliper.metrics.promql_scope import QueryRefused, QueryScope
 from kaliper.metrics.workload_query import FINISHED_REQUESTS, WorkloadError, normalise_selector
 
@@ -13,7 +13,7 @@ from kaliper.metrics.workload_query import FINISHED_REQUESTS, WorkloadError, nor
 def written_queries_problem(spec: ProfileRunSpec, scope: QueryScope) -> str | None:
     """Why the PromQL the run writes reads past its namespace (or cannot be confined to it), or None."""
     # The placeholders as a trial fills them: the namespace, a regex of its pods, a window.
-    window = Window(namespace=scope.namespace, pod_regex=".+", end=0, seconds=60)
+    window = QueryWindow(namespace=scope.namespace, pod_regex=".+", end=0, seconds=60)
     written = [
         (f"spec.metrics.customQueries[{i}].query", fill_placeholders(query.query, window))
         for i, query in enumerate(spec.metrics.custom_queries or [])

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from kaliper.api.common import Readiness
+from kaliper.api.common import KStatus
 from kaliper.api.profilerun import BaselineComparison, ProfileRunSpec, ProfileRunStatus
 
 
@@ -41,9 +41,9 @@ def failed_gate(
     return None
 
 
-def gated_readiness(spec: ProfileRunSpec | None, status: ProfileRunStatus) -> Readiness | None:
+def gated_readiness(spec: ProfileRunSpec | None, status: ProfileRunStatus) -> KStatus | None:
     """A Succeeded run that fails a gate is Stalled, with the gate's reason. None: the phase decides."""
     if status.phase != "Succeeded":
         return None
     found = failed_gate(spec, status.verdict, status.baseline)
-    return Readiness("Stalled", found.reason, found.message) if found is not None else None
+    return KStatus("Stalled", found.reason, found.message) if found is not None else None
