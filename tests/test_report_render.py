@@ -8,7 +8,7 @@ import html
 import pytest
 from rich.console import Console
 
-from kaliper.api.profilerun import Capacity
+from kaliper.api.profilerun import Capacity, SloSpec
 from kaliper.report import profile_html, profile_plots, profile_terminal, profile_text
 from kaliper.report.profile_answer import answer_rows
 from kaliper.report.profile_text import others, summary_lines
@@ -22,18 +22,15 @@ from kaliper.report.token_text import server_load_line
 from tests.support.sample_reports import LONG_MESSAGE, chosen, failed, report_with, seven_trials, succeeded
 
 
-def test_parse_latency_objective() -> None:
-    assert profile_text.parse_latency_objective("p99 <= 25ms") == (99.0, 25.0)
-    assert profile_text.parse_latency_objective("p99.9 <= 1.5s") == (99.9, 1500.0)
-    assert profile_text.parse_latency_objective("error rate <= 1.00%") is None
-    assert profile_text.parse_latency_objective("throughput >= 100/s") is None
-    assert profile_text.parse_latency_objective("p99 <= soon") is None
-
-
 def test_slo_bounds_and_cpu_limits_come_from_the_report() -> None:
     report = seven_trials()
     assert profile_text.slo_bounds_ms(report) == {99.0: 25.0}
     assert profile_text.slo_bounds_ms(report_with([failed(0, "x")])) == {}
+    # Read from the objectives the report carries: a time-to-first-token bound is not a latency bound.
+    slo = SloSpec.model_validate(
+        {"latency": [{"percentile": 99.9, "max": "1.5s"}, {"percentile": 90, "max": "200ms", "metric": "ttft"}]}
+    )
+    assert profile_text.slo_bounds_ms(report_with([failed(0, "x")], slo=slo)) == {99.9: 1500.0}
     assert profile_text.cpu_limit_cores(report.trials[0]) == 0.25
     assert profile_text.cpu_limit_cores(report.trials[0].model_copy(update={"replicas": 3})) == 0.75
     no_cpu = report.trials[0].model_copy(update={"parameters": {"concurrency": "4"}})

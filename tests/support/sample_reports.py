@@ -129,6 +129,8 @@ def seven_trials() -> ProfileReport:
         trials,
         verdict="Met",
         choice=BestChoice(certainty="Tie", runner_up=1, explanation="t1 costs within the noise of t0"),
+        slo=SLO,
+        level_name="concurrency",
     )
     return chosen(report, 0, {1: "headroom"})
 

@@ -53,6 +53,8 @@ def new_report(spec: ProfileRunSpec, name: str, namespace: str | None, started_a
         target=target,
         strategy=spec.search.strategy,
         currency=spec.cost.currency,
+        slo=spec.slo,
+        level_name=load_levels(spec)[1],
     )
 
 

@@ -115,7 +115,7 @@ def _token_figures(report: ProfileReport, colours: dict[int, str]) -> list[go.Fi
     by_config = _by_configuration(report, lambda t: t.stage is not None and t.stage.tokens is not None)
     if not by_config:
         return []
-    level_name = "rate" if any("rate" in t.parameters for t in report.trials) else "concurrency"
+    level_name = report.level_name or "load level"
     latency, rates = go.Figure(), go.Figure()
     for label, trials in by_config.items():
         line_colour = colours[trials[0].index]

@@ -4,7 +4,6 @@ the summary lines and the messages; the terminal, the plots and the HTML page al
 
 from __future__ import annotations
 
-import re
 from collections import defaultdict
 
 from kaliper.api.profilerun import LengthDistribution
@@ -28,9 +27,6 @@ PALETTE = (
 
 
 SLO_COLOUR = "crimson"
-
-
-_LATENCY_OBJECTIVE = re.compile(r"^\s*p(\d+(?:\.\d+)?)\s*<=\s*(\S+)\s*$")
 
 
 # What a generation run's tables lead with (its headline latency figure), beside output tokens per second.
@@ -96,28 +92,11 @@ def trial_colours(report: ProfileReport) -> dict[int, str]:
     return {trial.index: colour(position) for position, trial in enumerate(report.trials)}
 
 
-def parse_latency_objective(objective: str) -> tuple[float, float] | None:
-    """(percentile, bound in ms) of a latency SLO check's objective such as "p99 <= 25ms"; None for other
-    objectives (error rate, throughput) and anything unreadable."""
-    found = _LATENCY_OBJECTIVE.match(objective)
-    if found is None:
-        return None
-    try:
-        return float(found.group(1)), parse_duration(found.group(2)) * 1000
-    except UnitError:
-        return None
-
-
 def slo_bounds_ms(report: ProfileReport) -> dict[float, float]:
-    """The latency bounds of the run's SLO, percentile -> ms, read from its trials' checks (the report does
-    not carry the spec)."""
-    bounds: dict[float, float] = {}
-    for trial in report.trials:
-        for check in trial.slo:
-            parsed = parse_latency_objective(check.objective)
-            if parsed is not None:
-                bounds.setdefault(*parsed)
-    return dict(sorted(bounds.items()))
+    """The latency bounds of the run's SLO (on whole requests' latency), percentile -> ms, as the report
+    carries the objectives."""
+    objectives = report.slo.latency if report.slo is not None else []
+    return dict(sorted((o.percentile, parse_duration(o.max) * 1000) for o in objectives if o.metric == "latency"))
 
 
 def cpu_limit_cores(trial: TrialReport) -> float | None:

@@ -8,7 +8,15 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 from kaliper.api.base import KaliperModel
-from kaliper.api.profilerun import BaselineComparison, Capacity, FittedWorkload, ResourceUsage, RunVerdict, SloVerdict
+from kaliper.api.profilerun import (
+    BaselineComparison,
+    Capacity,
+    FittedWorkload,
+    ResourceUsage,
+    RunVerdict,
+    SloSpec,
+    SloVerdict,
+)
 
 # v2 added a stage's `tokens` (generation requests) and `resent`; a v1 document is read as it is.
 LOADTEST_SCHEMA = "kaliper.dev/loadtest/v2"
@@ -649,12 +657,19 @@ class ProfileReport(RunReport):
     """A workloadRef target's serving container: the one its trials varied and its recommendation patches."""
     strategy: str
     currency: str = "USD"
+    slo: SloSpec | None = None
+    """The objectives the trials were judged against, as the spec wrote them (None: no SLO, or a report written
+    before the report carried them)."""
+    level_name: str | None = None
+    """The load level's parameter: concurrency, rate or speedup (a trace replay's)."""
     trials: list[TrialReport] = Field(default_factory=list)
     best_trial: int | None = None
     choice: BestChoice | None = None
     configurations: list[ConfigurationRow] = Field(default_factory=list)
     """Each configuration as the choice weighed it, in the order of their first trials."""
     frontier: list[int] = Field(default_factory=list)
+    """Indexes of the trials on the Pareto frontier of cost per million requests against p99: no other trial
+    is both cheaper and faster."""
     baseline: BaselineComparison | None = None
     """This run against spec.baseline: the counts and the regressions (the status carries the same)."""
     comparison: list[FigureComparison] = Field(default_factory=list)
@@ -663,8 +678,6 @@ class ProfileReport(RunReport):
     """Each configuration's capacity under the SLO (runs with an SLO and load levels)."""
     workload: FittedWorkload | None = None
     """The workload fitted from Prometheus (payload.prompts.fromPrometheus) that every trial sent."""
-    """Indexes of the trials on the Pareto frontier of cost per million requests against p99: no other trial
-    is both cheaper and faster."""
     verdict: RunVerdict = "Unknown"
     verdict_reason: str | None = None
     """Why the verdict is what it is, in the words of the trial that decided it: the best trial's checks when
