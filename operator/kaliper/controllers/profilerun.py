@@ -1,13 +1,12 @@
 """ProfileRun handlers. A run advances in steps; every step reads the run and its trial objects from the
-store of what the watch streams delivered (no request unless something changed), moves each trial along as
-trial_moves decides (Pending -> Deploying -> Running -> Collecting -> Succeeded/Failed), starts the trials
-the search wants next, and writes the status. All state lives in the run's status and in the objects it
-owns (run_records), so a step is idempotent and an operator restarted at any point continues where it
-stopped.
+store of what the watches delivered (no request unless something changed), moves each trial along as
+trial_moves decides (Pending -> Deploying -> Running -> Collecting -> Succeeded/Failed), starts the trials the
+run's plan names (profiling.run_plan, which `kaliper run` carries out too), and writes the status. All state
+lives in the run's status and in the objects it owns (run_records), so a step is idempotent and an operator
+restarted at any point continues where it stopped.
 
-Steps are triggered by the pacer (every step interval, for each unfinished run) and by the events of its
-children (a trial ModelDeployment turning Ready, a load-generator Job ending); a per-run lock keeps them one
-at a time, and a step that finds another under way returns at once.
+Steps are called by the pacer (every step interval for each unfinished run, and at once when a child's event
+nudges it: a trial ModelDeployment turning Ready, a load-generator Job ending), never two of one run at once.
 """
 
 from __future__ import annotations
