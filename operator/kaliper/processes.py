@@ -5,6 +5,7 @@ from __future__ import annotations
 import ctypes
 import os
 import signal
+import subprocess
 from collections.abc import Callable
 
 _PR_SET_PDEATHSIG = 1
@@ -25,3 +26,13 @@ def dies_with_this_process(sig: int = signal.SIGTERM) -> Callable[[], None]:
     """A subprocess `preexec_fn` that ties the child's life to this process (the thread starting it)."""
     parent = os.getpid()
     return lambda: die_with_parent(parent, sig)
+
+
+def wait_or_kill(process: subprocess.Popen, grace_s: float) -> None:
+    """Wait up to `grace_s` for a child asked to end (its input closed, SIGTERM) to exit; then kill it. Either
+    way it is reaped."""
+    try:
+        process.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()

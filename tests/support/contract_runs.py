@@ -12,25 +12,22 @@ from pathlib import Path
 from kaliper.api.resources import ModelDeployment, ProfileRun
 from kaliper.local.executor import RunOptions
 from kaliper.report.schema import ProfileReport
-from tests.support.many_runs import TARGET
+from tests.support.many_runs import TARGET, profile_run
 from tests.support.scripted_trials import FAILS, SPEED, SPREAD, ScriptedLocalExecutor
 
 
 def _run(name: str, **spec: object) -> dict:
-    return {
-        "apiVersion": "kaliper.dev/v1alpha1",
-        "kind": "ProfileRun",
-        "metadata": {"name": name},
-        "spec": {
-            "target": {"deploymentRef": {"name": "iris"}},
-            "payload": {"inline": "{}"},
-            "load": {"closedLoop": {"concurrency": 2}},
-            "sweep": {"cpu": ["500m", "1"], "concurrency": [2, 4, 8]},
-            "slo": {"latency": [{"percentile": 99, "max": "50ms"}], "maxErrorRate": 0.01},
-            "cost": {"perCoreHour": 0.04},
-            **spec,
-        },
-    }
+    """The iris target's run of tests/support/many_runs.py, swept over two CPU limits at 2, 4 and 8 users, priced,
+    with `spec`'s sections in place of its own."""
+    run = profile_run(name, ["500m", "1"])
+    run["spec"].update(
+        load={"closedLoop": {"concurrency": 2}},
+        sweep={"cpu": ["500m", "1"], "concurrency": [2, 4, 8]},
+        slo={"latency": [{"percentile": 99, "max": "50ms"}], "maxErrorRate": 0.01},
+        cost={"perCoreHour": 0.04},
+    )
+    run["spec"].update(spec)
+    return run
 
 
 GRID = _run("grid")

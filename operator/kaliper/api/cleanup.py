@@ -5,10 +5,10 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, Field
+from pydantic import Field
 
 from kaliper.api.base import KaliperModel, Rule, at_most_one_of
-from kaliper.api.common import Condition, Duration, LabelMap, Name, conditions_field, unique_items
+from kaliper.api.common import Condition, Duration, LabelMap, Name, conditions_field, set_of
 
 CleanupKind = Literal["ProfileRun", "ModelOptimization", "ModelDeployment"]
 # The phases of the kinds above that a Cleanup can select on.
@@ -52,35 +52,17 @@ class LabelSelector(KaliperModel):
 class CleanupSpec(KaliperModel):
     """What to remove. Every filter set here must match; deleting an object removes what it owns."""
 
-    kinds: Annotated[
-        list[CleanupKind],
-        Field(min_length=1, max_length=3, json_schema_extra={"x-kubernetes-list-type": "set"}),
-        AfterValidator(unique_items),
-    ]
+    kinds: set_of(CleanupKind, 3)
     """Kinds to remove: ProfileRun, ModelOptimization, ModelDeployment."""
     selector: LabelSelector | None = None
     """Only objects with these labels."""
-    namespaces: (
-        Annotated[
-            list[Name],
-            Field(min_length=1, max_length=64, json_schema_extra={"x-kubernetes-list-type": "set"}),
-            AfterValidator(unique_items),
-        ]
-        | None
-    ) = None
+    namespaces: set_of(Name, 64) | None = None
     """Namespaces to look in. Default: the Cleanup's own namespace."""
     all_namespaces: bool | None = None
     """Look in every namespace the operator watches."""
     older_than: Duration | None = None
     """Only objects whose run finished (or, for deployments, that were created) longer ago than this."""
-    phases: (
-        Annotated[
-            list[SelectablePhase],
-            Field(min_length=1, max_length=7, json_schema_extra={"x-kubernetes-list-type": "set"}),
-            AfterValidator(unique_items),
-        ]
-        | None
-    ) = None
+    phases: set_of(SelectablePhase, 7) | None = None
     """Only objects in these phases, such as Succeeded and Failed."""
     keep_last: Annotated[int, Field(ge=0, le=10000)] | None = None
     """Keep the newest N matching objects of each kind in each namespace."""

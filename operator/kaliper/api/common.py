@@ -126,6 +126,16 @@ LabelMap = Annotated[dict[str, Annotated[str, Field(max_length=63)]], Field(max_
 StringMap = Annotated[dict[str, Annotated[str, Field(max_length=4096)]], Field(max_length=64)]
 
 
+def set_of(item: Any, most: int) -> Any:
+    """The type of a list the CRD marks as a set (x-kubernetes-list-type: set): 1 to `most` items of `item`, each
+    listed once (unique_items refuses a repeat here too, as the API server does)."""
+    return Annotated[
+        list[item],
+        Field(min_length=1, max_length=most, json_schema_extra={"x-kubernetes-list-type": "set"}),
+        AfterValidator(unique_items),
+    ]
+
+
 def unique_items(values: list[Any]) -> list[Any]:
     """Lists that the CRD marks as sets (x-kubernetes-list-type: set) refuse duplicates here too."""
     seen: list[Any] = []

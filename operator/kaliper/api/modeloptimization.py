@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, Field
+from pydantic import Field
 
 from kaliper.api.base import KaliperModel, Rule, at_most_one_of, only_with
 from kaliper.api.common import (
@@ -16,7 +16,7 @@ from kaliper.api.common import (
     PvcReference,
     TensorSpec,
     conditions_field,
-    unique_items,
+    set_of,
 )
 from kaliper.api.modeldeployment import ExecutionProvider, ModelDeploymentTemplate, ModelSource
 from kaliper.api.profilerun import DatasetSource, ProfileRunTemplate, TtlSpec
@@ -84,11 +84,7 @@ class Float16Pass(KaliperModel):
     """Keep float32 inputs and outputs so clients need no change."""
 
 
-ThreadCounts = Annotated[
-    list[Annotated[int, Field(ge=1, le=256)]],
-    Field(min_length=1, max_length=16, json_schema_extra={"x-kubernetes-list-type": "set"}),
-    AfterValidator(unique_items),
-]
+ThreadCounts = set_of(Annotated[int, Field(ge=1, le=256)], 16)
 
 
 class ThreadTuningPass(KaliperModel):
@@ -98,14 +94,7 @@ class ThreadTuningPass(KaliperModel):
     """Intra-op thread counts to try. Default: 1, 2, 4 up to the CPU count."""
     inter_op: ThreadCounts | None = None
     """Inter-op thread counts to try. Default: 1."""
-    execution_modes: (
-        Annotated[
-            list[Literal["sequential", "parallel"]],
-            Field(min_length=1, max_length=2, json_schema_extra={"x-kubernetes-list-type": "set"}),
-            AfterValidator(unique_items),
-        ]
-        | None
-    ) = None
+    execution_modes: set_of(Literal["sequential", "parallel"], 2) | None = None
     """ONNX Runtime execution modes to try. Default: sequential."""
 
 
@@ -117,11 +106,7 @@ class GgufQuantizationPass(KaliperModel):
     """llama.cpp's own quantizer (llama-quantize, built from the same source as the llamacpp runtime) on a
     GGUF model: one candidate per type."""
 
-    types: Annotated[
-        list[GgufType],
-        Field(min_length=1, max_length=11, json_schema_extra={"x-kubernetes-list-type": "set"}),
-        AfterValidator(unique_items),
-    ]
+    types: set_of(GgufType, 11)
     """Quantization types to make, such as Q8_0 and Q4_K_M."""
 
 

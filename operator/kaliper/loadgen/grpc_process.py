@@ -35,6 +35,7 @@ from kaliper.loadgen.config import LoadGenConfig, LoadGenError
 from kaliper.loadgen.recorder import Recorder, Window
 from kaliper.loadgen.schedule import Part, Slot
 from kaliper.measure.cpu import CpuClock
+from kaliper.processes import wait_or_kill
 
 HOLD_POLL_S = 0.01  # how often a held user, or a graceful stop, looks again
 COLLECT_INTERVAL_S = 0.25  # as often as the Locust processes collect their own windows
@@ -119,11 +120,7 @@ class GrpcClientProcess:
         """End of input stops the child; it gets a few seconds to close its channels."""
         with contextlib.suppress(OSError):
             self._stdin.close()
-        try:
-            self._process.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            self._process.kill()
-            self._process.wait()
+        wait_or_kill(self._process, 5)
 
     def _send(self, message: dict[str, Any]) -> None:
         try:

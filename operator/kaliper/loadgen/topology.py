@@ -30,7 +30,7 @@ from kaliper.loadgen.generator import Generator
 from kaliper.loadgen.preflight import Preflight
 from kaliper.loadgen.users import every_user_class, user_class_for
 from kaliper.netutil import free_port
-from kaliper.processes import dies_with_this_process
+from kaliper.processes import dies_with_this_process, wait_or_kill
 from kaliper.report.schema import GeneratorInfo, LoadTestResult
 
 
@@ -192,11 +192,7 @@ def run_processes(config: LoadGenConfig, processes: int) -> LoadTestResult:
         return run_master(config, processes, "127.0.0.1", port)
     finally:
         for worker in workers:
-            try:
-                worker.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                worker.kill()
-                worker.wait()
+            wait_or_kill(worker, 10)
 
 
 def run(config: LoadGenConfig) -> LoadTestResult:

@@ -21,7 +21,7 @@ from kaliper.local.cgroups import Cgroup, Limits, group_name
 from kaliper.local.proxy import RoundRobinProxy
 from kaliper.local.sockets import listens_on
 from kaliper.netutil import free_port
-from kaliper.processes import dies_with_this_process
+from kaliper.processes import dies_with_this_process, wait_or_kill
 from kaliper.runtimes import Launch, ServerCommand, grpc_problem, readiness_path, runtime_of
 
 PROBE_TIMEOUT_S = 2.0  # one readiness probe; the deadline is the ModelDeployment's readyTimeout
@@ -265,11 +265,7 @@ class ServerGroup:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(process.pid, signal.SIGTERM)
         for process in self.processes:
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+            wait_or_kill(process, 10)
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(process.pid, signal.SIGKILL)  # whatever it started and left behind
         for group in self.groups:

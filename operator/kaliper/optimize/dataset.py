@@ -55,21 +55,27 @@ class Row:
 # --- reading -----------------------------------------------------------------------------------------
 
 
-def read_rows(path: Path, limit: int | None = None) -> list[Row]:
-    """The rows of a JSON-lines file, up to `limit`; blank lines are skipped."""
-    rows: list[Row] = []
+def dataset_lines(path: Path, limit: int | None = None) -> list[tuple[int, str]]:
+    """(line number, text) of the dataset file's non-blank lines, up to `limit` of them; DatasetError when it
+    cannot be read as text."""
+    found: list[tuple[int, str]] = []
     try:
         with path.open(encoding="utf-8") as lines:
             for number, text in enumerate(lines, start=1):
-                if limit is not None and len(rows) >= limit:
+                if limit is not None and len(found) >= limit:
                     break
                 if text.strip():
-                    rows.append(parse_row(text, number))
+                    found.append((number, text))
     except OSError as exc:
         raise DatasetError(f"{FIELD}: cannot read {path}: {exc.strerror or exc}") from exc
     except UnicodeDecodeError as exc:
         raise DatasetError(f"{FIELD}: {path} is not UTF-8 text ({exc.reason}); write it as JSON lines") from exc
-    return rows
+    return found
+
+
+def read_rows(path: Path, limit: int | None = None) -> list[Row]:
+    """The rows of a JSON-lines file, up to `limit`; blank lines are skipped."""
+    return [parse_row(text, number) for number, text in dataset_lines(path, limit)]
 
 
 def parse_row(text: str, line: int) -> Row:

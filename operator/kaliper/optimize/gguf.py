@@ -30,6 +30,7 @@ from kaliper.netutil import free_port
 from kaliper.optimize import evaluate, frontier
 from kaliper.optimize.context import Inputs, OptimizationFailed, Progress
 from kaliper.optimize.followups import CHOSEN_GGUF
+from kaliper.processes import wait_or_kill
 from kaliper.report.optimization import CandidateResult, LatencyMeasurement, OptimizationReport
 from kaliper.runtimes.llamacpp import LLAMA_QUANTIZE, LLAMA_SERVER, gguf_problem, llama_binary, llamacpp_args
 
@@ -168,11 +169,7 @@ class Server:
         self.client.close()
         if self.process.poll() is None:
             self.process.terminate()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+            wait_or_kill(self.process, 10)
 
 
 @contextmanager

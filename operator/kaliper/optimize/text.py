@@ -14,7 +14,7 @@ import onnxruntime as ort
 
 from kaliper.api.common import TensorSpec
 from kaliper.api.modeloptimization import TextColumns
-from kaliper.optimize.dataset import FIELD, DatasetError, Row, json_object
+from kaliper.optimize.dataset import FIELD, DatasetError, Row, dataset_lines, json_object
 
 TEXT_FIELD = "evaluator.accuracy.text"
 
@@ -90,19 +90,10 @@ def read_text_rows(
         )
     texts: list[tuple[str, ...]] = []
     labels: list[tuple[Any, int]] = []
-    try:
-        with path.open(encoding="utf-8") as lines:
-            for number, line in enumerate(lines, start=1):
-                if limit is not None and len(texts) >= limit:
-                    break
-                if line.strip():
-                    row_texts, label = _parse(line, number, columns)
-                    texts.append(row_texts)
-                    labels.append((label, number))
-    except OSError as exc:
-        raise DatasetError(f"{FIELD}: cannot read {path}: {exc.strerror or exc}") from exc
-    except UnicodeDecodeError as exc:
-        raise DatasetError(f"{FIELD}: {path} is not UTF-8 text ({exc.reason}); write it as JSON lines") from exc
+    for number, line in dataset_lines(path, limit):
+        row_texts, label = _parse(line, number, columns)
+        texts.append(row_texts)
+        labels.append((label, number))
     encoded = encode(tokenizer, texts, length)
     return [
         Row(inputs={name: encoded[name][i] for name in wanted}, label=label, line=line)

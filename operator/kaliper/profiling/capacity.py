@@ -34,13 +34,11 @@ def throughput_of(trial: TrialReport) -> float | None:
 
 
 def capacity_of(
-    trials: Sequence[TrialReport],
-    level_name: str,
-    first_probe: int,
-    target_rps: float | None = None,
-    target_output_tokens_per_s: float | None = None,
+    trials: Sequence[TrialReport], level_name: str, first_probe: int, targets: tuple[float | None, float | None]
 ) -> Capacity:
-    """One configuration's capacity from its trials (every load level it ran, probes included)."""
+    """One configuration's capacity from its trials (every load level it ran, probes included), and the
+    replicas it takes to serve `targets` (requests a second, output tokens a second; None: not asked)."""
+    target_rps, target_output_tokens_per_s = targets
     ran = [t for t in trials if t.status != "Skipped"]
     met_trials = [t for t in ran if t.status == "Succeeded" and t.slo_verdict == "Met"]
     best = max(met_trials, key=lambda t: (_level(t, level_name), t.index), default=None)
@@ -100,5 +98,6 @@ def capacities(
         if level_name in trial.parameters:
             groups.setdefault(_configuration(trial, level_name), []).append(trial)
     return [
-        capacity_of(group, level_name, first_probe, target_rps, target_output_tokens_per_s) for group in groups.values()
+        capacity_of(group, level_name, first_probe, (target_rps, target_output_tokens_per_s))
+        for group in groups.values()
     ]

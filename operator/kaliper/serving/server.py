@@ -25,39 +25,23 @@ BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2
 class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
-        self.requests = Counter(
-            "kaliper_server_requests",
-            "Inference requests by model and HTTP status.",
-            ["model", "code"],
-            registry=self.registry,
+        self.requests = self._counter("kaliper_server_requests", "Inference requests by model and HTTP status.")
+        self.grpc_requests = self._counter(
+            "kaliper_server_grpc_requests", "ModelInfer calls over gRPC by model and status code."
         )
-        self.grpc_requests = Counter(
-            "kaliper_server_grpc_requests",
-            "ModelInfer calls over gRPC by model and status code.",
-            ["model", "code"],
-            registry=self.registry,
+        self.queue = self._histogram("kaliper_server_queue_seconds", "Time a request waited for its batch.", BUCKETS)
+        self.inference = self._histogram(
+            "kaliper_server_inference_seconds", "Time the model ran for a request's batch.", BUCKETS
         )
-        self.queue = Histogram(
-            "kaliper_server_queue_seconds",
-            "Time a request waited for its batch.",
-            ["model"],
-            buckets=BUCKETS,
-            registry=self.registry,
+        self.batch = self._histogram(
+            "kaliper_server_batch_rows", "Rows in each batch run.", (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
         )
-        self.inference = Histogram(
-            "kaliper_server_inference_seconds",
-            "Time the model ran for a request's batch.",
-            ["model"],
-            buckets=BUCKETS,
-            registry=self.registry,
-        )
-        self.batch = Histogram(
-            "kaliper_server_batch_rows",
-            "Rows in each batch run.",
-            ["model"],
-            buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024),
-            registry=self.registry,
-        )
+
+    def _counter(self, name: str, documentation: str) -> Counter:
+        return Counter(name, documentation, ["model", "code"], registry=self.registry)
+
+    def _histogram(self, name: str, documentation: str, buckets: tuple[float, ...]) -> Histogram:
+        return Histogram(name, documentation, ["model"], buckets=buckets, registry=self.registry)
 
 
 def build_app(

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, Field
+from pydantic import Field
 
 from kaliper.api.base import KaliperModel, Rule, exactly_one_of, only_with
 from kaliper.api.common import (
@@ -22,7 +22,7 @@ from kaliper.api.common import (
     SecretKeyReference,
     StringMap,
     TensorSpec,
-    unique_items,
+    set_of,
 )
 from kaliper.api.modeldeployment import ModelSource, RuntimeType
 from kaliper.api.units import parse_duration
@@ -544,11 +544,7 @@ class LoadSpec(KaliperModel):
 
 
 def _sweep_list(item: Any) -> Any:
-    return Annotated[
-        list[item],
-        Field(min_length=1, max_length=32, json_schema_extra={"x-kubernetes-list-type": "set"}),
-        AfterValidator(unique_items),
-    ]
+    return set_of(item, 32)  # a sweep's values along one axis
 
 
 class ModelVariant(KaliperModel):
@@ -908,11 +904,7 @@ class RecommendationSpec(KaliperModel):
 class ReportSpec(KaliperModel):
     """Which report files to write."""
 
-    formats: Annotated[
-        list[Literal["json", "html", "table"]],
-        Field(min_length=1, max_length=3, json_schema_extra={"x-kubernetes-list-type": "set"}),
-        AfterValidator(unique_items),
-    ] = Field(default_factory=lambda: ["json", "html", "table"])
+    formats: set_of(Literal["json", "html", "table"], 3) = Field(default_factory=lambda: ["json", "html", "table"])
     """json: the full report; html: plots that open offline; table: printed to the terminal."""
     directory: Annotated[str, Field(min_length=1, max_length=1024)] | None = None
     """Where `kaliper run` writes report files. Default: ./kaliper-reports/<name>."""
