@@ -668,10 +668,10 @@ def _cluster_target(target: Target, namespace: str) -> dict:
 
 
 def _cluster_report(run: str, namespace: str) -> str:
-    from kaliper.controllers import run_records
+    from kaliper.controllers import run_baseline
 
     try:
-        text = run_records.saved_report_text(namespace, run)
+        text = run_baseline.saved_report_text(namespace, run)
     except Exception as exc:  # no kubeconfig, an unreachable cluster, a forbidden read
         reason = getattr(exc, "reason", None) or exc
         raise click.ClickException(

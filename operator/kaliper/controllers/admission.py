@@ -16,7 +16,8 @@ from pydantic import ValidationError
 from kaliper.api.profilerun import ProfileRunSpec
 from kaliper.api.units import parse_duration
 from kaliper.controllers import kube
-from kaliper.controllers.run_records import RunFailed, baseline_text
+from kaliper.controllers.run_baseline import baseline_text
+from kaliper.controllers.run_records import RunFailed
 from kaliper.loadgen.traces import Replay, TraceError, parse_trace, play
 from kaliper.metrics.promql_scope import QueryScope
 from kaliper.metrics.written_queries import written_queries_problem

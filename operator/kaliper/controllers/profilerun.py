@@ -35,7 +35,8 @@ from kaliper.controllers.admission import admission_problem, trials_problem
 from kaliper.controllers.api_health import moving_s
 from kaliper.controllers.diagnosis import restarts_and_oom_kills, template_hashes
 from kaliper.controllers.recommendation import apply_recommendation
-from kaliper.controllers.run_records import REPORT_KEY, RunFailed, RunRecords, baseline_report
+from kaliper.controllers.run_baseline import baseline_report
+from kaliper.controllers.run_records import REPORT_KEY, RunFailed, RunRecords
 from kaliper.controllers.run_target import RunTarget
 from kaliper.controllers.run_workload import run_fit
 from kaliper.controllers.settings import SETTINGS, Settings

@@ -10,10 +10,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from pydantic import ValidationError
-
 from kaliper.api.modeldeployment import ModelDeploymentSpec
-from kaliper.api.profilerun import ProfileRunSpec, TrialSummary
+from kaliper.api.profilerun import TrialSummary
 from kaliper.api.units import parse_duration
 from kaliper.controllers import kube
 from kaliper.lifecycle.gc import FINISHED
@@ -172,32 +170,3 @@ class RunRecords:
         finished = report.finished_at or datetime.now(UTC)
         keep_until = finished + timedelta(seconds=parse_duration(keep_for)) if keep_for else None
         kube.apply(build_report_configmap(self.run, content, keep_until))
-
-
-def saved_report_text(namespace: str, run: str) -> str | None:
-    """A finished run's whole report as JSON, from its `<run>-report` ConfigMap (plain or gzipped); None when
-    the run has none (not finished, or no such run). Raises what the API client raises."""
-    configmap = kube.get("ConfigMap", namespace, report_name(run))
-    return read_document(configmap, REPORT_KEY) if configmap is not None else None
-
-
-def baseline_text(spec: ProfileRunSpec, namespace: str) -> tuple[str, str | None]:
-    """(which field, the baseline report's JSON or None when it is not there)."""
-    source = spec.baseline
-    assert source is not None
-    if source.run is not None:
-        return "spec.baseline.run", saved_report_text(namespace, source.run)
-    assert source.config_map is not None
-    configmap = kube.get("ConfigMap", namespace, source.config_map.name)
-    return "spec.baseline.configMap", read_document(configmap, source.config_map.key) if configmap else None
-
-
-def baseline_report(spec: ProfileRunSpec, namespace: str) -> ProfileReport | None:
-    """spec.baseline's report at the end of the run (None without one, or if it went away since the start)."""
-    if spec.baseline is None or spec.baseline.report is not None:
-        return None
-    _, text = baseline_text(spec, namespace)
-    try:
-        return ProfileReport.model_validate_json(text) if text is not None else None
-    except ValidationError:
-        return None
