@@ -60,6 +60,27 @@ BASELINE["metadata"] = {"name": "baseline", "annotations": {SPEED: "0.5"}}
 
 SCENARIOS = [GRID, KNEE, TIE, FAILED_REPEAT, NEVER_READY, REGRESSED]
 
+
+def fitted(target: str, prometheus: str, tokenizer: dict) -> dict:
+    """A run whose prompts and arrivals are fitted from vLLM's series in `prometheus` when it is planned
+    (payload.prompts.fromPrometheus, load.fitted at 30 times the rate seen), against a URL target; `tokenizer`:
+    where its tokenizer is (a file for `kaliper run`, a ConfigMap on Kubernetes)."""
+    run = _run("fitted")
+    del run["spec"]["sweep"], run["spec"]["cost"]  # the target as it is, unpriced (a URL)
+    run["spec"].update(
+        target={"url": target},
+        request={"protocol": "openai-completions", "modelName": "truth"},
+        payload={
+            "prompts": {
+                "fromPrometheus": {"url": prometheus, "selector": 'model_name="truth"', "window": "10m"},
+                "tokenizer": tokenizer,
+            }
+        },
+        load={"fitted": {"scale": 30}},
+    )
+    return run
+
+
 # Each path's own: what it measured of resources (none here on the cluster: no Prometheus), when, and the name.
 OWN = {"name", "resources", "start_time", "completion_time"}
 
@@ -92,7 +113,8 @@ def decided(report: ProfileReport, names: str) -> dict:
     data = report.model_dump(
         mode="json",
         include={"trials", "capacities", "best_trial", "choice", "configurations", "frontier", "verdict",
-                 "verdict_reason", "recommendation", "error", "warnings", "baseline", "comparison"},
+                 "verdict_reason", "recommendation", "error", "warnings", "baseline", "comparison", "workload",
+                 "slo", "level_name"},
     )  # fmt: skip
     for trial in data["trials"]:
         for key in OWN & trial.keys():
@@ -101,6 +123,8 @@ def decided(report: ProfileReport, names: str) -> dict:
             del trial["stage"]["started_at"]
     if data.get("baseline"):
         data["baseline"]["source"] = "the baseline"
+    if data.get("workload"):  # fitted at its own instant, over the window that ends there
+        del data["workload"]["fitted_at"], data["workload"]["source"]
     text = json.dumps(data)
     never_ready = {t.message for t in report.trials if t.status == "Failed" and t.stage is None and t.message}
     for message in never_ready - {"scripted: the target refused every connection"}:

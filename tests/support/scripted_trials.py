@@ -91,7 +91,7 @@ class ScriptedLocalExecutor(LocalExecutor):
         return super().run(run, deployments)
 
     def run_trial(self, spec: ProfileRunSpec, planned: PlannedTrial, model_name: str) -> tuple[TrialReport, bool]:
-        name, cpu = f"t{planned.index}", planned.parameters["cpu"]
+        name, cpu = f"t{planned.index}", planned.parameters.get("cpu", "1")  # a URL target: one core
         if parse_cpu(cpu) >= NEVER_READY_CORES:
             message = f"scripted: no node has {cpu} CPUs"
             return TrialReport(
