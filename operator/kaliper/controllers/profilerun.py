@@ -42,7 +42,7 @@ from kaliper.controllers.run_workload import run_fit
 from kaliper.controllers.settings import SETTINGS, Settings
 from kaliper.controllers.stepper import StatusStep, Stepper, finished
 from kaliper.controllers.store import STORE
-from kaliper.controllers.trial_moves import IN_FLIGHT, Move, TrialObjectsSeen
+from kaliper.controllers.trial_moves import Move, TrialObjectsSeen
 from kaliper.manifests.profilerun import (
     LABEL_RUN,
     LABEL_TRIAL,
@@ -56,7 +56,7 @@ from kaliper.metrics.trial_window import TrialMeasurement
 from kaliper.profiling import trials as run_trials
 from kaliper.profiling.outcome import gated_readiness
 from kaliper.profiling.plan import Configuration, describe, trial_protocol
-from kaliper.profiling.run_plan import NotAdmitted, RunPlan
+from kaliper.profiling.run_plan import IN_FLIGHT, NotAdmitted, RunPlan
 from kaliper.profiling.schedule import PlannedTrial
 from kaliper.report.schema import LoadTestResult
 from kaliper.report.status import degraded_condition, final_status

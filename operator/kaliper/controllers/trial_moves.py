@@ -35,8 +35,6 @@ from kaliper.controllers.diagnosis import job_complete, job_problem, pod_problem
 from kaliper.manifests.profilerun import LABEL_ROLE, LABEL_TRIAL
 from kaliper.manifests.workload import rollout_state
 
-IN_FLIGHT = ("Deploying", "Running", "Collecting")
-
 
 @dataclass(frozen=True)
 class ApplyDeployment:

@@ -28,13 +28,22 @@ _SYLLABLES = ("ka", "li", "per", "mo", "del", "ser", "ve", "to", "ken", "la", "t
 
 @dataclass(frozen=True)
 class TinyBertShape:
+    """The model's dimensions, named as Hugging Face's BertConfig names them."""
+
     vocab: int = 2048
+    """WordPiece tokens the embedding table holds (vocab_size)."""
     hidden: int = 256
+    """The width of every token's vector between layers (hidden_size)."""
     layers: int = 4
+    """Transformer encoder layers (num_hidden_layers)."""
     heads: int = 4
+    """Attention heads per layer; hidden is split evenly among them (num_attention_heads)."""
     intermediate: int = 1024
+    """The width of each layer's feed-forward block (intermediate_size)."""
     max_positions: int = 128
+    """The longest input, in tokens (max_position_embeddings)."""
     labels: int = 2
+    """Classes the classifier head scores (num_labels)."""
 
     @property
     def head_size(self) -> int:
