@@ -8,7 +8,7 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 from kaliper.api.base import KaliperModel, Rule, at_most_one_of
-from kaliper.api.common import Condition, Duration, LabelMap, Name, conditions_field, set_of
+from kaliper.api.common import Duration, LabelMap, Name, ObjectStatus, set_of
 
 CleanupKind = Literal["ProfileRun", "ModelOptimization", "ModelDeployment"]
 # The phases of the kinds above that a Cleanup can select on.
@@ -101,15 +101,11 @@ class RemovedObject(KaliperModel):
     """Age of the object when it was removed."""
 
 
-class CleanupStatus(KaliperModel):
+class CleanupStatus(ObjectStatus):
     """What the latest pass removed, and when the next one runs."""
 
     phase: Literal["Pending", "Running", "Succeeded", "Failed", "Scheduled"] | None = None
     """One word for where the object is; see conditions for details."""
-    observed_generation: Annotated[int, Field(ge=0)] | None = None
-    """The metadata.generation this status describes."""
-    conditions: list[Condition] = conditions_field()
-    """Kubernetes-style conditions with reasons and messages."""
     last_run_time: datetime | None = None
     """When the latest pass ran."""
     next_run_time: datetime | None = None

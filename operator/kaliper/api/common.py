@@ -410,6 +410,26 @@ def conditions_field() -> Any:
     )
 
 
+class ObjectStatus(KaliperModel):
+    """What every kind's status starts with; each kind narrows `phase` to its own words."""
+
+    phase: str | None = None
+    """One word for where the object is; see conditions for details."""
+    observed_generation: Annotated[int, Field(ge=0)] | None = None
+    """The metadata.generation this status describes."""
+    conditions: list[Condition] = conditions_field()
+    """Kubernetes-style conditions with reasons and messages."""
+
+
+class WorkStatus(ObjectStatus):
+    """The status of a kind that does a piece of work once (a run, an optimization): when it started and ended."""
+
+    start_time: datetime | None = None
+    """When work started."""
+    completion_time: datetime | None = None
+    """When work finished (succeeded or failed)."""
+
+
 class ObjectMeta(KaliperModel):
     """The parts of Kubernetes object metadata that `kaliper validate` checks; the rest passes through."""
 

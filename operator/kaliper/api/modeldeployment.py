@@ -17,6 +17,7 @@ from kaliper.api.common import (
     LabelMap,
     LocalObjectReference,
     Name,
+    ObjectStatus,
     PositiveDuration,
     PvcReference,
     ResourceRequirements,
@@ -450,13 +451,11 @@ class ModelDeploymentSpec(ModelDeploymentTemplate):
 ModelDeploymentPhase = Literal["Pending", "Progressing", "Ready", "Degraded", "Failed"]
 
 
-class ModelDeploymentStatus(KaliperModel):
+class ModelDeploymentStatus(ObjectStatus):
     """What Kaliper observed of the deployment."""
 
     phase: ModelDeploymentPhase | None = None
     """One word: Pending, Progressing, Ready, Degraded or Failed."""
-    observed_generation: Annotated[int, Field(ge=0)] | None = None
-    """The metadata.generation this status describes."""
     conditions: list[Condition] = conditions_field()
     """Ready, Progressing and Degraded, with reasons."""
     replicas: Annotated[int, Field(ge=0)] | None = None

@@ -2,20 +2,18 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated, Literal
 
 from pydantic import Field
 
 from kaliper.api.base import KaliperModel, Rule, at_most_one_of, only_with
 from kaliper.api.common import (
-    Condition,
     CpuQuantity,
     GpuRequest,
     Name,
     PvcReference,
     TensorSpec,
-    conditions_field,
+    WorkStatus,
     set_of,
 )
 from kaliper.api.modeldeployment import ExecutionProvider, ModelDeploymentTemplate, ModelSource
@@ -619,19 +617,11 @@ class FollowUpStatus(KaliperModel):
     """The ProfileRun created."""
 
 
-class ModelOptimizationStatus(KaliperModel):
+class ModelOptimizationStatus(WorkStatus):
     """Candidates, the Pareto frontier and the chosen model."""
 
     phase: Literal["Pending", "Running", "Succeeded", "Failed"] | None = None
     """One word for where the object is; see conditions for details."""
-    observed_generation: Annotated[int, Field(ge=0)] | None = None
-    """The metadata.generation this status describes."""
-    conditions: list[Condition] = conditions_field()
-    """Kubernetes-style conditions with reasons and messages."""
-    start_time: datetime | None = None
-    """When work started."""
-    completion_time: datetime | None = None
-    """When work finished (succeeded or failed)."""
     evaluated: Annotated[int, Field(ge=0)] | None = None
     """Candidates evaluated so far."""
     original: Footprint | None = None

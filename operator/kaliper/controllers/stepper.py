@@ -17,7 +17,7 @@ from typing import Any, Generic, TypeVar
 
 import kopf
 
-from kaliper.api.common import KaliperModel, KStatus, readiness_of_phase, with_condition, with_readiness
+from kaliper.api.common import KStatus, ObjectStatus, readiness_of_phase, with_condition, with_readiness
 from kaliper.controllers import expiry, kube, metrics
 from kaliper.controllers.api_health import ApiServerAway
 from kaliper.controllers.diagnosis import job_ended
@@ -28,7 +28,7 @@ from kaliper.lifecycle.gc import FINISHED
 from kaliper.log import get_logger
 
 log = get_logger("kaliper.step")
-Status = TypeVar("Status", bound=KaliperModel)
+Status = TypeVar("Status", bound=ObjectStatus)
 MESSAGE_LIMIT = 4096  # the maxLength of status.message
 
 
@@ -56,8 +56,8 @@ class StatusStep(Generic[Status]):
         self.now = utcnow()
 
     def condition(self, kind: str, ok: bool, reason: str, message: str) -> None:
-        status: Any = self.status
-        status.conditions = with_condition(status.conditions, kind, ok, reason, message, self.now, self.generation)
+        conditions = self.status.conditions
+        self.status.conditions = with_condition(conditions, kind, ok, reason, message, self.now, self.generation)
 
     def event(self, reason: str, message: str, warning: bool = False) -> None:
         (kopf.warn if warning else kopf.info)(self.body, reason=reason, message=message)
@@ -76,8 +76,7 @@ class StatusStep(Generic[Status]):
 
     def readiness(self) -> KStatus:
         """Ready, Reconciling or Stalled, as kstatus and Argo CD read them: from the phase by default."""
-        status: Any = self.status
-        return readiness_of_phase(status.phase, status.conditions)
+        return readiness_of_phase(self.status.phase, self.status.conditions)
 
     def write(self) -> None:
         status: Any = self.status

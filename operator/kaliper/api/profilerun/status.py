@@ -10,11 +10,10 @@ from pydantic import Field
 
 from kaliper.api.base import KaliperModel
 from kaliper.api.common import (
-    Condition,
     ConfigMapKeyReference,
     GpuRequest,
     ResourceList,
-    conditions_field,
+    WorkStatus,
 )
 from kaliper.api.profilerun.vocabulary import OpenLoop, SyntheticPrompts
 
@@ -385,19 +384,11 @@ class FittedWorkload(KaliperModel):
     """The same for output tokens."""
 
 
-class ProfileRunStatus(KaliperModel):
+class ProfileRunStatus(WorkStatus):
     """Progress, per-trial figures, the best configuration and the recommendation."""
 
     phase: ProfileRunPhase | None = None
     """One word for where the object is; see conditions for details."""
-    observed_generation: Annotated[int, Field(ge=0)] | None = None
-    """The metadata.generation this status describes."""
-    conditions: list[Condition] = conditions_field()
-    """Kubernetes-style conditions with reasons and messages."""
-    start_time: datetime | None = None
-    """When work started."""
-    completion_time: datetime | None = None
-    """When work finished (succeeded or failed)."""
     progress: Progress | None = None
     trials: Annotated[list[TrialSummary], Field(max_length=1000)] | None = None
     """One summary per trial, in order."""
