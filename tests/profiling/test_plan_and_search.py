@@ -137,3 +137,27 @@ def test_optuna_proposes_each_pair_once_within_the_budget_and_learns_the_cost() 
         )
         step.on_done({level: True}, [Outcome.of(trial)])
     assert len(proposed) == 6 and len(set(proposed)) == 6
+
+
+def test_engine_args_add_each_sets_flags_after_the_runtimes_own_and_are_checked_by_the_runtime() -> None:
+    llama = ModelDeploymentSpec.model_validate(
+        {"model": {"file": "m.gguf"}, "runtime": {"type": "llamacpp", "args": ["--no-warmup"]}}
+    )
+    q8 = {"name": "kv-q8", "args": ["--cache-type-k", "q8_0", "-fa", "on"]}
+    run = spec(sweep={"engineArgs": [{"name": "defaults", "args": []}, q8]})
+    defaults, quantized = configurations(run, llama)
+    assert (defaults.parameters, quantized.parameters) == ({"engine_args": "defaults"}, {"engine_args": "kv-q8"})
+    assert defaults.deployment.runtime.args == ["--no-warmup"]
+    assert quantized.deployment.runtime.args == ["--no-warmup", "--cache-type-k", "q8_0", "-fa", "on"]
+    assert sweep_problem(run, [defaults, quantized]) is None
+    owned = spec(sweep={"engineArgs": [{"name": "big", "args": ["--ctx-size=8192"]}]})
+    assert sweep_problem(owned, configurations(owned, llama)) == (
+        "configuration engine_args=big: runtime.args: --ctx-size is set by Kaliper from llm.contextSize; set (or "
+        "sweep) that instead"
+    )
+    # A runtime whose flags Kaliper does not list passes them on as written.
+    custom = ModelDeploymentSpec.model_validate(
+        {"model": {"file": "m.onnx"}, "runtime": {"type": "custom", "command": ["serve"], "port": 9000}}
+    )
+    anything = spec(sweep={"engineArgs": [{"name": "x", "args": ["--whatever", "-1"]}]})
+    assert sweep_problem(anything, configurations(anything, custom)) is None

@@ -132,6 +132,7 @@ NEEDS_LLAMA_CPP = {
     "tests/llm/test_llamacpp_runtime.py",
     "tests/llm/test_gguf_pipeline.py",
     "tests/llm/test_tutorial_llm.py",
+    "tests/llm/test_engine_args.py",
 }
 
 # Seconds a test's own body may take (fixtures' set-up and teardown not counted) unless it is listed below.

@@ -85,7 +85,7 @@ def configurations(spec: ProfileRunSpec, base: ModelDeploymentTemplate | None) -
 
 
 def _parameter_text(name: str, value: Any) -> str:
-    if name == "model_variant":
+    if name in ("model_variant", "engine_args"):
         return value.name
     return str(value).lower() if isinstance(value, bool) else str(value)  # as YAML writes it
 
@@ -122,6 +122,9 @@ def apply(base: ModelDeploymentTemplate, chosen: dict[str, Any]) -> ModelDeploym
         spec.threads = (spec.threads or Threads()).model_copy(update={"intra_op": chosen["threads"]})
     if "model_variant" in chosen:
         spec.model = chosen["model_variant"].model
+    if "engine_args" in chosen:
+        runtime = spec.runtime or ServingRuntime()
+        spec.runtime = runtime.model_copy(update={"args": [*(runtime.args or []), *chosen["engine_args"].args]})
     return spec
 
 
@@ -172,7 +175,9 @@ def sweep_problem(spec: ProfileRunSpec, configs: list[Configuration]) -> str | N
             type(config.deployment).model_validate(config.deployment.to_manifest())
         except ValidationError as error:
             return where + "; ".join(e["msg"] for e in error.errors())
-        problem = context_problem(spec, config.deployment)
+        problem = context_problem(spec, config.deployment) or runtime_of(config.deployment).args_problem(
+            config.deployment.runtime.args or []
+        )
         if problem:
             return where + problem
         if trial_protocol(spec, config.parameters) == "oip-v2-grpc" and grpc_port_of(config.deployment) is None:

@@ -111,6 +111,7 @@ class Runtime:
 
     type: RuntimeType
     display_name: str
+    version: str = ""  # the pinned server's version, where Kaliper pins one
     image: str | None = None  # its upstream image, pinned; None: Kaliper's own image, or none (custom)
     in_kaliper_image: bool = False  # Kaliper's image carries the server
     http_port: int = 8080
@@ -123,6 +124,10 @@ class Runtime:
     onnx_session_threads: bool = False  # runs ONNX sessions with the measured intraOp/interOp settings
     load_gauges: LoadGauges | None = None
     token_counters: TokenCounters | None = None
+    # Every flag the pinned server accepts (None: not known here, and passed on as written), and the flags
+    # Kaliper writes itself, each with the field that sets it.
+    flags: frozenset[str] | None = None
+    owned_flags: dict[str, str] = {}
 
     def health_path(self, spec: ModelDeploymentTemplate) -> str:
         """The readiness probe's path when the spec names none."""
@@ -151,6 +156,21 @@ class Runtime:
         """Why the model file on this machine cannot be served, read before a server starts, or None."""
         return None
 
+    def args_problem(self, args: list[str]) -> str | None:
+        """Why extra command-line arguments (runtime.args, a sweep's engineArgs) cannot go to this server: a flag
+        Kaliper sets itself from a field, or one the server does not accept, named; None when they may."""
+        for arg in args:
+            if not arg.startswith("-") or _number(arg):  # a value, such as q8_0 or -1
+                continue
+            flag = arg.split("=", 1)[0]
+            if flag in self.owned_flags:
+                return (
+                    f"runtime.args: {flag} is set by Kaliper from {self.owned_flags[flag]}; set (or sweep) that instead"
+                )
+            if self.flags is not None and flag not in self.flags:
+                return f"runtime.args: {flag} is not a flag of {self.display_name} as Kaliper runs it ({self.version})"
+        return None
+
     def request_fit_problem(self, spec: ModelDeploymentTemplate, needed_tokens: int, source: str) -> str | None:
         """Why a generation request of `needed_tokens` (prompt and output; `source` says where that comes from)
         cannot fit the server as configured, or None."""
@@ -167,3 +187,11 @@ class Runtime:
         if size > 1:
             batching = (spec.batching or Batching(max_batch_size=size)).model_copy(update={"max_batch_size": size})
         return spec.model_copy(update={"batching": batching})
+
+
+def _number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True

@@ -547,6 +547,18 @@ def _sweep_list(item: Any) -> Any:
     return set_of(item, 32)  # a sweep's values along one axis
 
 
+class EngineSettings(KaliperModel):
+    """One value of the sweep's engineArgs axis: the serving runtime's own command-line flags, added after
+    runtime.args for the configurations that try it (on Kubernetes and under `kaliper run` alike)."""
+
+    name: Name
+    """Shown as the configuration's engine_args parameter, such as kv-q8."""
+    args: Annotated[list[Annotated[str, Field(max_length=4096)]], Field(max_length=64)]
+    """Flags and their values, such as ["--cache-type-k", "q8_0", "--cache-type-v", "q8_0"]; empty: the runtime's
+    own defaults. A flag the runtime does not accept, or one Kaliper sets from a field (the slots, the context,
+    the threads), is refused before any trial, naming it."""
+
+
 class ModelVariant(KaliperModel):
     """A named alternative model, such as an optimized candidate from a ModelOptimization."""
 
@@ -575,6 +587,7 @@ DEPLOYMENT_SWEEP_FIELDS = (
     "prefix_caching",
     "runtime",
     "model_variants",
+    "engine_args",
     "protocol",
 )
 
@@ -619,6 +632,19 @@ class SweepSpec(KaliperModel):
         | None
     ) = None
     """Alternative models (for example ModelOptimization candidates)."""
+    engine_args: (
+        Annotated[
+            list[EngineSettings],
+            Field(
+                min_length=1,
+                max_length=16,
+                json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
+            ),
+        ]
+        | None
+    ) = None
+    """Settings of the serving runtime's own that Kaliper has no field for (llama.cpp's KV-cache types or flash
+    attention, vLLM's chunked prefill or KV-cache dtype): each a named set of flags, one configuration each."""
     protocol: _sweep_list(Literal["oip-v2", "oip-v2-grpc"]) | None = None
     """The Open Inference Protocol's faces to compare: oip-v2 (REST) and oip-v2-grpc. Each is a trial of
     its own against its own deployment, the requests built from the same payload; the runtime must serve

@@ -1,0 +1,84 @@
+"""A sweep over the serving runtime's own flags (sweep.engineArgs) under `kaliper run` with llama.cpp's real
+llama-server: each named set of flags reaches its configuration's server (an 8-bit KV cache with flash attention
+serves; a cache type llama-server does not know is refused by the server itself, and the trial says so in the
+server's words); a flag llama-server does not have, or one Kaliper sets from a field, is refused before any
+trial starts, naming it. And the flags Kaliper knows are the pinned llama-server's own."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+from kaliper.runtimes.llamacpp import LLAMA_SERVER_FLAGS
+from tests.support.llama import chat_request, help_flags, llama_server_binary, synthetic_payload, tiny_model
+from tests.support.local_run import run_manifests
+from tests.support.paths import KALIPER
+
+SHORT = {"warmup": "1s", "minDuration": "2s", "maxDuration": "2s", "stopping": {"window": "1s"}}
+
+
+def manifests(model: Path, engine_args: list[dict]) -> list[dict]:
+    deployment = {
+        "apiVersion": "kaliper.dev/v1alpha1",
+        "kind": "ModelDeployment",
+        "metadata": {"name": "tiny"},
+        "spec": {"model": {"file": str(model)}, "runtime": {"type": "llamacpp"}, "llm": {"contextSize": 2048}},
+    }
+    run = {
+        "apiVersion": "kaliper.dev/v1alpha1",
+        "kind": "ProfileRun",
+        "metadata": {"name": "engine-args"},
+        "spec": {
+            "target": {"deploymentRef": {"name": "tiny"}},
+            "request": chat_request(8),
+            "payload": synthetic_payload({"file": str(model.parent / "tokenizer.json")}, 16, 32),
+            "load": {"closedLoop": {"concurrency": 1}, **SHORT},
+            "sweep": {"engineArgs": engine_args},
+            "report": {"formats": ["json"]},
+        },
+    }
+    return [deployment, run]
+
+
+def test_each_set_of_flags_reaches_its_configurations_server(tmp_path: Path) -> None:
+    model = tiny_model(tmp_path / "model")
+    sets = [
+        {"name": "kv-q8", "args": ["--cache-type-k", "q8_0", "--cache-type-v", "q8_0", "--flash-attn", "on"]},
+        {"name": "kv-bogus", "args": ["--cache-type-k", "bogus"]},
+    ]
+    report, _ = run_manifests(tmp_path, manifests(model, sets))
+    assert [(t.parameters, t.status) for t in report.trials] == [
+        ({"engine_args": "kv-q8", "concurrency": "1"}, "Succeeded"),
+        ({"engine_args": "kv-bogus", "concurrency": "1"}, "Failed"),
+    ]
+    refused = report.trials[1]
+    assert 'Error while handling argument "--cache-type-k": Unsupported cache type: bogus' in (
+        refused.server_log_tail or ""
+    )
+
+
+def test_a_flag_llama_server_lacks_or_one_kaliper_sets_is_refused_before_any_trial(tmp_path: Path) -> None:
+    model = tiny_model(tmp_path / "model")
+    for flags, said in (
+        (
+            ["--cache-typ-k", "q8_0"],
+            "--cache-typ-k is not a flag of llama.cpp as Kaliper runs it (llama-server from llama-cpp-python",
+        ),
+        (["--parallel", "8"], "--parallel is set by Kaliper from llm.slots; set (or sweep) that instead"),
+    ):
+        path = tmp_path / "run.yaml"
+        path.write_text("\n---\n".join(json.dumps(m) for m in manifests(model, [{"name": "x", "args": flags}])))
+        process = subprocess.run(
+            [str(KALIPER), "run", str(path), "--output-dir", str(tmp_path / "reports")],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert process.returncode == 1
+        assert f"configuration engine_args=x: runtime.args: {said}" in process.stderr
+        assert not (tmp_path / "reports" / "t0").exists()  # no server started
+
+
+def test_the_flags_kaliper_knows_are_the_pinned_llama_servers_own() -> None:
+    assert help_flags(llama_server_binary()) == LLAMA_SERVER_FLAGS
