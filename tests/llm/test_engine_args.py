@@ -42,19 +42,29 @@ def manifests(model: Path, engine_args: list[dict]) -> list[dict]:
 
 
 def test_each_set_of_flags_reaches_its_configurations_server(tmp_path: Path) -> None:
+    """A 32-bit KV cache serves. An 8-bit one is a flag llama-server has, which this model cannot take (its heads
+    are 16 wide, q8_0's blocks 32): the server refuses it when it loads the model, and the trial says so. A cache
+    type llama-server does not know it refuses while reading its arguments."""
     model = tiny_model(tmp_path / "model")
     sets = [
+        {"name": "kv-f32", "args": ["--cache-type-k", "f32", "--cache-type-v", "f32", "--flash-attn", "off"]},
         {"name": "kv-q8", "args": ["--cache-type-k", "q8_0", "--cache-type-v", "q8_0", "--flash-attn", "on"]},
         {"name": "kv-bogus", "args": ["--cache-type-k", "bogus"]},
     ]
     report, _ = run_manifests(tmp_path, manifests(model, sets))
     assert [(t.parameters, t.status) for t in report.trials] == [
-        ({"engine_args": "kv-q8", "concurrency": "1"}, "Succeeded"),
+        ({"engine_args": "kv-f32", "concurrency": "1"}, "Succeeded"),
+        ({"engine_args": "kv-q8", "concurrency": "1"}, "Failed"),
         ({"engine_args": "kv-bogus", "concurrency": "1"}, "Failed"),
     ]
-    refused = report.trials[1]
-    assert 'Error while handling argument "--cache-type-k": Unsupported cache type: bogus' in (
-        refused.server_log_tail or ""
+    _, q8, bogus = report.trials
+    assert "K cache type q8_0 with block size 32 does not divide n_embd_head_k=16" in (q8.server_log_tail or "")
+    assert 'error while handling argument "--cache-type-k": Unsupported cache type: bogus' in (bogus.message or "")
+    q8_row, bogus_row = report.configurations[1:]
+    assert q8_row.reason.endswith("llama_server: exiting due to model loading error")  # after its own timestamp
+    assert bogus_row.reason == (
+        'failed: server replica 0 exited with code 1: error while handling argument "--cache-type-k": Unsupported '
+        "cache type: bogus"
     )
 
 
