@@ -11,9 +11,10 @@ import subprocess
 from pathlib import Path
 
 from kaliper.runtimes.llamacpp import LLAMA_SERVER_FLAGS
-from tests.support.llama import chat_request, help_flags, llama_server_binary, synthetic_payload, tiny_model
+from tests.support.llama import chat_request, llama_server_binary, synthetic_payload, tiny_model
 from tests.support.local_run import run_manifests
 from tests.support.paths import KALIPER
+from tests.support.runtimes import help_flags
 
 SHORT = {"warmup": "1s", "minDuration": "2s", "maxDuration": "2s", "stopping": {"window": "1s"}}
 
@@ -91,4 +92,4 @@ def test_a_flag_llama_server_lacks_or_one_kaliper_sets_is_refused_before_any_tri
 
 
 def test_the_flags_kaliper_knows_are_the_pinned_llama_servers_own() -> None:
-    assert help_flags(llama_server_binary()) == LLAMA_SERVER_FLAGS
+    assert help_flags([str(llama_server_binary()), "--help"]) == LLAMA_SERVER_FLAGS

@@ -21,10 +21,12 @@ from kaliper.manifests.modeldeployment import build_deployment
 from kaliper.metrics.prometheus import PrometheusMetrics
 from kaliper.metrics.workload_query import read_workload
 from kaliper.report.schema import StageResult
+from kaliper.runtimes.vllm import VLLM_SERVE_FLAGS
 from kaliper.serving.hf_llm import ANSWER_WORDS, REASONING_WORDS, make_reasoning_model
 from tests.support.controlplane import wait_for
 from tests.support.loadgen_run import run_loadgen
 from tests.support.prometheus import prometheus
+from tests.support.runtimes import help_flags
 from tests.support.vllm import vllm_server, vllm_spec
 
 SHORT = {"warmup": "1s", "minDuration": "3s", "maxDuration": "3s", "stopping": {"window": "1s"}}
@@ -205,6 +207,11 @@ def test_a_pods_command_line_is_one_the_real_vllm_parses_to_the_settings_asked(v
         "enable_prefix_caching": False,
         "reasoning_parser": "qwen3",
     }
+
+
+def test_the_flags_kaliper_knows_are_the_pinned_vllms_own(vllm_program: Path) -> None:
+    """engineArgs and runtime.args are checked against this list before any trial (kaliper.runtimes.vllm)."""
+    assert help_flags([str(vllm_program), "serve", "--help=all"], indent=2) == VLLM_SERVE_FLAGS
 
 
 def test_its_workload_metrics_are_what_kaliper_workload_fits(served: tuple[str, Path]) -> None:

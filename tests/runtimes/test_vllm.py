@@ -114,3 +114,17 @@ def test_a_dead_servers_reason_is_the_line_of_its_log_that_names_the_error() -> 
     )
     assert telling_line("starting\nlistening on 8080\n") == "listening on 8080"
     assert telling_line("") == ""
+
+
+def test_extra_flags_are_checked_against_the_pinned_vllms_own() -> None:
+    """runtime.args and a sweep's engineArgs: a flag vLLM has passes (in either spelling its parser takes), one it
+    lacks is named, and one Kaliper writes from a field points at the field."""
+    from kaliper.runtimes.vllm import RUNTIME
+
+    assert RUNTIME.args_problem(["--kv-cache-dtype", "fp8", "--no-enable-chunked-prefill", "--block_size=16"]) is None
+    assert RUNTIME.args_problem(["--kv-cach-dtype", "fp8"]) == (
+        "runtime.args: --kv-cach-dtype is not a flag of vLLM as Kaliper runs it (vllm serve 0.32.0)"
+    )
+    assert RUNTIME.args_problem(["--max_num_seqs", "8"]) == (
+        "runtime.args: --max-num-seqs is set by Kaliper from llm.slots; set (or sweep) that instead"
+    )

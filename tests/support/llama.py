@@ -39,19 +39,6 @@ def llama_server_binary() -> Path:
     return Path(built.stdout.strip().splitlines()[-1])
 
 
-def help_flags(binary: Path) -> frozenset[str]:
-    """Every flag the binary's --help lists: each option line starts with its spellings ("-c,    --ctx-size N"),
-    separated by commas, before the gap to its description."""
-    shown = subprocess.run([str(binary), "--help"], capture_output=True, text=True, timeout=60)
-    flags = set()
-    for line in (shown.stdout + shown.stderr).splitlines():
-        if not line.startswith("-") or line.startswith("---"):
-            continue
-        spellings = re.split(r"(?<![,\s])\s{2,}", line, maxsplit=1)[0]
-        flags |= {part.split()[0] for part in spellings.split(",") if part.strip().startswith("-")}
-    return frozenset(flags)
-
-
 def tiny_model(directory: Path) -> Path:
     return make_tiny_llm(directory, name=MODEL_NAME)
 

@@ -3,6 +3,8 @@ the Deployment the builders make, and the argv of a local replica."""
 
 from __future__ import annotations
 
+import re
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -23,3 +25,18 @@ def pod_container(spec: ModelDeploymentSpec, name: str = "m") -> dict[str, Any]:
 
 def local_argv(spec: ModelDeploymentSpec, workdir: Path, grpc_port: int | None = None) -> list[str]:
     return server_command(spec, Path("/models/m.file"), "m", 9000, workdir, grpc_port).argv()
+
+
+def help_flags(command: list[str], indent: int = 0) -> frozenset[str]:
+    """Every flag a server's --help lists: each option line (starting at `indent` spaces: 0 for llama.cpp's, 2
+    for argparse's) begins with its spellings ("-c,    --ctx-size N"; "--max-num-seqs MAX_NUM_SEQS, -n ..."),
+    separated by commas, before the gap to its description."""
+    shown = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    flags = set()
+    for line in (shown.stdout + shown.stderr).splitlines():
+        body = line[indent:]
+        if line[:indent].strip() or not body.startswith("-") or body.startswith("--help=") or body.startswith("---"):
+            continue
+        spellings = re.split(r"(?<![,\s])\s{2,}", body, maxsplit=1)[0]
+        flags |= {part.split()[0] for part in spellings.split(",") if part.strip().startswith("-")}
+    return frozenset(flags)

@@ -119,6 +119,7 @@ NOT_QUIET = (
         "tests/llm/test_vllm_runtime.py::test_its_own_failures_are_named_in_the_trials_reason",
         "tests/llm/test_vllm_runtime.py::test_the_tutorials_vllm_step_is_make_demo_vllm",
         "tests/llm/test_vllm_server.py::test_a_pods_command_line_is_one_the_real_vllm_parses_to_the_settings_asked",
+        "tests/llm/test_vllm_server.py::test_the_flags_kaliper_knows_are_the_pinned_vllms_own",
     }
 )
 

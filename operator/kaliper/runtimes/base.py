@@ -162,7 +162,7 @@ class Runtime:
         for arg in args:
             if not arg.startswith("-") or _number(arg):  # a value, such as q8_0 or -1
                 continue
-            flag = arg.split("=", 1)[0]
+            flag = self.canonical_flag(arg.split("=", 1)[0])
             if flag in self.owned_flags:
                 return (
                     f"runtime.args: {flag} is set by Kaliper from {self.owned_flags[flag]}; set (or sweep) that instead"
@@ -170,6 +170,10 @@ class Runtime:
             if self.flags is not None and flag not in self.flags:
                 return f"runtime.args: {flag} is not a flag of {self.display_name} as Kaliper runs it ({self.version})"
         return None
+
+    def canonical_flag(self, flag: str) -> str:
+        """A flag as the server's parser reads it (vLLM's takes --max_num_seqs for --max-num-seqs)."""
+        return flag
 
     def request_fit_problem(self, spec: ModelDeploymentTemplate, needed_tokens: int, source: str) -> str | None:
         """Why a generation request of `needed_tokens` (prompt and output; `source` says where that comes from)
