@@ -17,6 +17,7 @@ from kaliper.api.cleanup import CleanupSpec
 from kaliper.api.modeldeployment import ModelDeploymentSpec
 from kaliper.api.profilerun import ProfileRunSpec
 from kaliper.cli import main
+from kaliper.profiling.plan import configurations, sweep_problem
 from tests.support.docs_site import PAGES, REPO, build_site
 
 
@@ -82,10 +83,16 @@ def test_the_how_to_guides_manifests_pass_the_apis_checks() -> None:
     example = yaml.safe_load((REPO / "examples" / "profilerun-workload.yaml").read_text())
     spec = ProfileRunSpec.model_validate(example["spec"] | workload["spec"])
     assert spec.target.workload_ref is not None and spec.target.workload_ref.name == "scorer"
-    (sizing,) = yaml_blocks("how-to/size-an-llm-deployment.md")
+    sizing, engines = yaml_blocks("how-to/size-an-llm-deployment.md")
     example = yaml.safe_load((REPO / "examples" / "llm" / "profilerun-sweep.yaml").read_text())
     spec = ProfileRunSpec.model_validate(example["spec"] | sizing["spec"])
     assert spec.slo is not None and spec.slo.target_output_tokens_per_second == 5000
+    # The engine flags' axis beside the guide's sweep, on the example's llama.cpp deployment: flags it accepts.
+    sweep = {**sizing["spec"]["sweep"], **engines["spec"]["sweep"]}
+    spec = ProfileRunSpec.model_validate(example["spec"] | sizing["spec"] | {"sweep": sweep})
+    llama = yaml.safe_load((REPO / "examples" / "llm" / "modeldeployment.yaml").read_text())
+    configs = configurations(spec, ModelDeploymentSpec.model_validate(llama["spec"]))
+    assert len(configs) == 18 and sweep_problem(spec, configs) is None
     (replay,) = yaml_blocks("how-to/replay-production-traffic.md")
     example = yaml.safe_load((REPO / "examples" / "llm" / "profilerun-trace.yaml").read_text())
     spec = ProfileRunSpec.model_validate(example["spec"] | replay["spec"])

@@ -1,12 +1,13 @@
 """One plan, two executors: the contract's runs (tests/support/contract_runs.py: a grid, the knee search's
-bisection, a tie-break round, a failed repeat, a configuration that never becomes ready, a baseline's regression
-gate) through the operator on the test control plane, all at once, each load-generator Job played with its
-trial's scripted results; each decides what `kaliper run`'s loop decides from the same measurements
-(tests/profiling/test_scripted_plan.py states those): the same trials with the same verdicts, the same
-capacities, choice, configuration rows, run verdict, frontier, recommendation and comparison. Only what each path
-measures or words on its own may differ: resource figures (cgroups there, Prometheus here: none in this test),
-times, trial names (t0 there, <run>-t0 here), why a server never came up and where the baseline was read. And
-a workload fitted from a real Prometheus when each path plans the run: the same fit, the same trial."""
+bisection, a tie-break round, a failed repeat, a tie-break after a search that skipped levels, a configuration
+that never becomes ready, a baseline's regression gate) through the operator on the test control plane, all at
+once, each load-generator Job played with its trial's scripted results; each decides what `kaliper run`'s loop
+decides from the same measurements (tests/profiling/test_scripted_plan.py states those): the same trials with
+the same verdicts, the same capacities, choice, configuration rows, run verdict, frontier, recommendation and
+comparison. Only what each path measures or words on its own may differ: resource figures (cgroups there,
+Prometheus here: none in this test), times, trial names (t0 there, <run>-t0 here), why a server never came up
+and where the baseline was read. And a workload fitted from a real Prometheus when each path plans the run: the
+same fit, the same trial."""
 
 from __future__ import annotations
 
@@ -110,6 +111,7 @@ def test_kaliper_run_and_the_operator_carry_out_the_same_plan(crds: Kubectl, nam
 
     # The operator lists each capacity probe and tie-break trial only once the search reaches it.
     assert counts["knee"] == [2, 3, 4, 5, 6] and counts["tie"] == [2, 3, 4]
+    assert counts["knee-tie"] == [6, 7, 8, 9, 10, 11, 12]  # the probes, then the tie-break round after the skips
     clusters = {name: Cluster(crds, namespace, name) for name in manifests}
     knee = clusters["knee"].status()
     assert [(t["index"], t["name"]) for t in knee["trials"]] == [(i, f"knee-t{i}") for i in range(6)]

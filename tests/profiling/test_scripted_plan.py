@@ -14,6 +14,7 @@ from tests.support.contract_runs import (
     FAILED_REPEAT,
     GRID,
     KNEE,
+    KNEE_TIE,
     NEVER_READY,
     REGRESSED,
     TIE,
@@ -117,6 +118,21 @@ def test_a_configuration_whose_repeat_failed_is_left_out(tmp_path: Path) -> None
         "the choice",
         "measured again without qualifying (t2 failed or missed the SLO)",
     ]
+
+
+def test_a_tie_is_measured_again_after_a_search_that_skipped_levels(tmp_path: Path) -> None:
+    """Two variants alike under the knee search: each one's lowest level is skipped once 4 users met the SLO, the
+    probes find 4 the highest met (7 and 10 not), and the tie between the two at 4 users is measured again."""
+    report = run_locally(KNEE_TIE, tmp_path)
+    ran = [(t.index, t.parameters["model_variant"], t.parameters["concurrency"], t.status) for t in report.trials]
+    assert ran == [(0, "a", "2", "Skipped"), (1, "a", "4", "Succeeded"), (2, "a", "16", "Succeeded"),
+                   (3, "b", "2", "Skipped"), (4, "b", "4", "Succeeded"), (5, "b", "16", "Succeeded"),
+                   (6, "a", "10", "Succeeded"), (7, "a", "7", "Succeeded"), (8, "b", "10", "Succeeded"),
+                   (9, "b", "7", "Succeeded"), (10, "a", "4", "Succeeded"), (11, "b", "4", "Succeeded")]  # fmt: skip
+    assert report.choice is not None and report.choice.explanation == (
+        "t4 costs 0.0% more per request, inside the 4.4% noise: a tie, decided as the first measured (t1 measured "
+        "2 times, t4 2); the tie-break measured 2 more trials (62 s of load)"
+    )
 
 
 def test_a_configuration_that_never_became_ready_fails_its_other_levels_without_deploying_them(

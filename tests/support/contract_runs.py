@@ -50,6 +50,22 @@ TIE["metadata"]["annotations"] = {SPREAD: "0.06"}
 # The same, and the tie-break's first trial fails: that configuration was measured again without qualifying.
 FAILED_REPEAT = copy.deepcopy(TIE)
 FAILED_REPEAT["metadata"] = {"name": "failed-repeat", "annotations": {SPREAD: "0.06", FAILS: "2"}}
+# Two model variants that serve alike (a tie inside the noise) under the knee search, which skips each one's
+# lowest level once a higher one met the SLO: the tie-break round still comes (the operator used to wait for
+# every trial to succeed or fail, Skipped ones too, and never started it).
+KNEE_TIE = _run(
+    "knee-tie",
+    sweep={
+        "cpu": ["1"],
+        "modelVariants": [
+            {"name": name, "model": {"configMap": {"name": f"iris-{name}", "key": "model.onnx"}}} for name in ("a", "b")
+        ],
+        "concurrency": [2, 4, 16],
+    },
+    search={"strategy": "knee", "tieBreak": {"budget": "10m", "rounds": 1}},
+    recommendation={"tieTolerance": 0.01},
+)
+KNEE_TIE["metadata"]["annotations"] = {SPREAD: "0.06"}
 # 2,000 cores never become ready: its first level fails deploying, its second fails without being deployed.
 NEVER_READY = _run("never-ready", sweep={"cpu": ["500m", "2000"], "concurrency": [2, 4]}, readyTimeout="15s")
 # The grid against a baseline twice as fast, gated by slo.failIfRegressed (where the baseline is read differs:
@@ -58,7 +74,7 @@ REGRESSED = _run("regressed", slo={**GRID["spec"]["slo"], "failIfRegressed": {}}
 BASELINE = copy.deepcopy(GRID)
 BASELINE["metadata"] = {"name": "baseline", "annotations": {SPEED: "0.5"}}
 
-SCENARIOS = [GRID, KNEE, TIE, FAILED_REPEAT, NEVER_READY, REGRESSED]
+SCENARIOS = [GRID, KNEE, TIE, FAILED_REPEAT, KNEE_TIE, NEVER_READY, REGRESSED]
 
 
 def fitted(target: str, prometheus: str, tokenizer: dict) -> dict:
