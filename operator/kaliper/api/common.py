@@ -136,6 +136,19 @@ def set_of(item: Any, most: int) -> Any:
     ]
 
 
+def named_list(item: Any, most: int, fewest: int | None = None) -> Any:
+    """The type of a list the CRD keys by its items' `name` (x-kubernetes-list-type: map): a server-side apply
+    merges it item by item, and the API server refuses two items of one name."""
+    return Annotated[
+        list[item],
+        Field(
+            min_length=fewest,
+            max_length=most,
+            json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
+        ),
+    ]
+
+
 def unique_items(values: list[Any]) -> list[Any]:
     """Lists that the CRD marks as sets (x-kubernetes-list-type: set) refuse duplicates here too."""
     seen: list[Any] = []

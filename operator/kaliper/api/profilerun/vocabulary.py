@@ -22,6 +22,7 @@ from kaliper.api.common import (
     SecretKeyReference,
     StringMap,
     TensorSpec,
+    named_list,
     set_of,
 )
 from kaliper.api.modeldeployment import ModelSource, RuntimeType
@@ -620,29 +621,9 @@ class SweepSpec(KaliperModel):
     """vllm, sglang, tgi: prefix caching on and off (llm.prefixCaching), such as [true, false]."""
     runtime: _sweep_list(RuntimeType) | None = None
     """Serving runtimes."""
-    model_variants: (
-        Annotated[
-            list[ModelVariant],
-            Field(
-                min_length=1,
-                max_length=16,
-                json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
-            ),
-        ]
-        | None
-    ) = None
+    model_variants: named_list(ModelVariant, 16, fewest=1) | None = None
     """Alternative models (for example ModelOptimization candidates)."""
-    engine_args: (
-        Annotated[
-            list[EngineSettings],
-            Field(
-                min_length=1,
-                max_length=16,
-                json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
-            ),
-        ]
-        | None
-    ) = None
+    engine_args: named_list(EngineSettings, 16, fewest=1) | None = None
     """Settings of the serving runtime's own that Kaliper has no field for (llama.cpp's KV-cache types or flash
     attention, vLLM's chunked prefill or KV-cache dtype): each a named set of flags, one configuration each."""
     protocol: _sweep_list(Literal["oip-v2", "oip-v2-grpc"]) | None = None
@@ -870,16 +851,7 @@ class MetricsSpec(KaliperModel):
     """Prometheus for CPU, memory, throttling, restarts and GPU figures on Kubernetes."""
     dcgm: DcgmSpec | None = None
     """GPU metrics."""
-    custom_queries: (
-        Annotated[
-            list[CustomQuery],
-            Field(
-                max_length=32,
-                json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
-            ),
-        ]
-        | None
-    ) = None
+    custom_queries: named_list(CustomQuery, 32) | None = None
     """Extra PromQL figures."""
     sample_interval: PositiveDuration = "1s"
     """How often `kaliper run` samples cgroup accounting (and NVML)."""
