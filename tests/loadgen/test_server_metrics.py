@@ -6,7 +6,13 @@ from __future__ import annotations
 
 import pytest
 
-from kaliper.loadgen.server_metrics import dialect, parse_exposition, server_check, server_load
+from kaliper.loadgen.server_metrics import (
+    dialect,
+    parse_exposition,
+    read_server_at_edges,
+    server_check,
+    server_load,
+)
 from kaliper.report.schema import LatencyFigures, TokenFigures
 
 LLAMA_BEFORE = """\
@@ -214,3 +220,44 @@ def test_sglang_and_tgi_are_recognised_by_their_own_gauges() -> None:
     tgi = server_load([parse_exposition("tgi_batch_current_size 16\ntgi_queue_size 4\n")], 10.0)
     assert sglang is not None and (sglang.source, sglang.running_max, sglang.waiting_max) == ("SGLang", 5.0, 2.0)
     assert tgi is not None and (tgi.source, tgi.running_max, tgi.waiting_max) == ("TGI", 16.0, 4.0)
+
+
+def test_a_reading_that_comes_late_is_no_reading_of_its_edge() -> None:
+    """The counters at each window edge, read by the generator: a server that answers its /metrics 1.5 s after
+    the edge of a 2 s window gives no reading of that edge (it says how late), so the self-check never compares
+    two late readings as a server that counted nothing; one that answers at once gives its counters."""
+    import http.server
+    import threading
+    import time
+
+    import gevent
+
+    class Metrics(http.server.BaseHTTPRequestHandler):
+        delay_s = 0.0
+
+        def do_GET(self) -> None:
+            time.sleep(self.delay_s)
+            body = b"llamacpp:tokens_predicted_total 7\n"
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    found = {}
+    for delay in (0.0, 1.5):
+        handler = type("Handler", (Metrics,), {"delay_s": delay})
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        url = f"http://127.0.0.1:{server.server_port}/metrics"
+        readings: dict = {}
+        reader = gevent.spawn(read_server_at_edges, url, time.time(), 2.0, 0, readings)
+        gevent.wait([reader], timeout=1.9)  # the edge at 0 s read (or not), the next one not yet
+        reader.kill()
+        server.shutdown()
+        found[delay] = readings[0]
+    assert found[0.0] == {"llamacpp:tokens_predicted_total": 7.0}
+    assert isinstance(found[1.5], str) and found[1.5].startswith(f"{url}: the counters at 0 s were read 1.")
+    assert found[1.5].endswith(" s late")

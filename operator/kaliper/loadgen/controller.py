@@ -20,7 +20,7 @@ from kaliper.loadgen.generator import Generator, StageWindows
 from kaliper.loadgen.progress import StageProgress
 from kaliper.loadgen.recorder import Aggregator, Window
 from kaliper.loadgen.results import merged, stage_result, stage_warnings, token_figures
-from kaliper.loadgen.server_metrics import Counters, scrape, server_check, server_load
+from kaliper.loadgen.server_metrics import Counters, read_server_at_edges, scrape, server_check, server_load
 from kaliper.loadgen.stopping import (
     Decision,
     StoppingParameters,
@@ -312,20 +312,6 @@ def ramp_users(runner: Any, start_wall: float, steps: list[tuple[float, int]]) -
     for at_s, users in steps:
         gevent.sleep(max(0.0, start_wall + at_s - time.time()))
         runner.start(users, spawn_rate=max(users, 1) * 10)
-
-
-def read_server_at_edges(
-    url: str | None, start_wall: float, window_s: float, first_edge: int, readings: dict[int, Counters | str]
-) -> None:
-    """The server's counters at every window edge from `first_edge` (the end of the warm-up) on, so that the
-    self-check covers exactly the measured windows, whichever the last one turns out to be."""
-    if url is None:
-        return
-    edge = first_edge
-    while True:
-        gevent.sleep(max(0.0, start_wall + edge * window_s - time.time()))
-        readings[edge] = scrape(url)
-        edge += 1
 
 
 def drain_here(windows: StageWindows, edge_wall: float, deadline_wall: float) -> Window:

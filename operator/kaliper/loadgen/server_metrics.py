@@ -9,8 +9,11 @@ for Prometheus's scrapes of several pods (kaliper.runtimes.server_load)."""
 
 from __future__ import annotations
 
+import time
 import urllib.request
 from dataclasses import dataclass
+
+import gevent
 
 from kaliper.report.schema import ServerCheck, ServerComparison, ServerLoad, TokenFigures
 from kaliper.runtimes import TokenCounters, load_gauges, token_counters
@@ -139,3 +142,25 @@ def server_load(readings: list[Counters | str], window_s: float) -> ServerLoad |
         return {"": points} if points else {}
 
     return load_from_samples(source, load_gauges()[source], read, "endpoint")
+
+
+def read_server_at_edges(
+    url: str | None, start_wall: float, window_s: float, first_edge: int, readings: dict[int, Counters | str]
+) -> None:
+    """The server's counters at every window edge from `first_edge` (the end of the warm-up) on, so that the
+    self-check covers exactly the measured windows, whichever the last one turns out to be. A reading that comes
+    more than half a window after its edge (the server slow to answer, or this process too busy to ask) is no
+    reading of that edge: it says so, rather than stand for counters at a time they were not read (two late
+    readings read as a server that counted nothing)."""
+    if url is None:
+        return
+    edge = first_edge
+    while True:
+        at = start_wall + edge * window_s
+        gevent.sleep(max(0.0, at - time.time()))
+        counters = scrape(url)
+        late = time.time() - at
+        if late > window_s / 2 and not isinstance(counters, str):
+            counters = f"{url}: the counters at {edge * window_s:g} s were read {late:.1f} s late"
+        readings[edge] = counters
+        edge += 1
