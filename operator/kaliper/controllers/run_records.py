@@ -151,6 +151,7 @@ class RunRecords:
         if result is not None and report.stage is None:
             stages = LoadTestResult.model_validate_json(result).stages
             report.stage = median_stage(stages) if stages else None
+        self.memory.trial_reports[trial.index] = report  # the plan asks again when the run concludes
         return report
 
     # -- the report

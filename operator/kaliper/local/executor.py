@@ -160,7 +160,7 @@ class LocalExecutor:
     def run(self, run: ProfileRun, deployments: dict[str, ModelDeployment]) -> ProfileReport:
         """Carry out the run's plan (profiling.run_plan, as the operator does) one trial at a time; each trial
         joins the run as soon as it is done, so an interrupted run keeps it."""
-        started = datetime.now(UTC)
+        started = _now()
         problems = cluster_only(run.spec)
         if problems:
             raise NotOnThisMachine("; ".join(problems))

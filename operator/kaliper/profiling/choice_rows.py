@@ -5,18 +5,9 @@ answer page, the terminal and `kaliper report` print them and decide nothing aga
 from __future__ import annotations
 
 from kaliper.api.profilerun import SloSpec
-from kaliper.profiling.decisions import Choice, Measured, measured_configurations, qualifies
+from kaliper.profiling.decisions import TIE_WORDS, Choice, Measured, measured_configurations, qualifies
 from kaliper.profiling.plan import describe
-from kaliper.report.schema import ConfigurationRow, TieRule, TrialReport
-
-# Why the choice won a tie against a configuration, by the rule of the tie order that decided it
-# (decisions.best_trial records it; its explanation words the same rule).
-LOST_THE_TIE: dict[TieRule, str] = {
-    "undisturbed": "a tie within the noise, which the choice won as the one measured undisturbed",
-    "headroom": "a tie within the noise, which the choice won on latency headroom",
-    "cheaper": "a tie within the noise, which the choice won as the cheaper",
-    "first": "a tie within the noise, which the choice won as the first measured",
-}
+from kaliper.report.schema import ConfigurationRow, TrialReport
 
 
 def _key(parameters: dict[str, str]) -> tuple[tuple[str, str], ...]:
@@ -85,7 +76,7 @@ def configuration_rows(trials: list[TrialReport], slo: SloSpec | None, choice: C
         if row.tied:
             assert choice is not None
             row.decided_by = choice.won_by[stands_for.first.index]
-            row.reason = LOST_THE_TIE[row.decided_by]
+            row.reason = f"a tie within the noise, which the choice {TIE_WORDS[row.decided_by][1]}"
         else:
             row.reason = "costs more than the cheapest configuration, beyond the noise"
         rows.append(row)

@@ -501,7 +501,7 @@ def best_trial(trials: list[TrialReport], slo: SloSpec | None, tie_tolerance: fl
             certainty = "Tie"
             rule = won_by[second.index]
             text = f"{second.name} costs {gap:.1%} {more} {unit}, inside the {margin:.1%} noise: a tie, "
-            text += TIE_WORDS[rule]
+            text += TIE_WORDS[rule][0]
             if rule == "headroom":
                 text += f" ({best.name} {_headroom_text(best, slo)}, {second.name} {_headroom_text(second, slo)})"
             if passed_over:
@@ -529,11 +529,13 @@ def best_trial(trials: list[TrialReport], slo: SloSpec | None, tie_tolerance: fl
     return Choice(best.index, report, won_by)
 
 
-TIE_WORDS: dict[TieRule, str] = {
-    "undisturbed": "decided as the one measured undisturbed",
-    "headroom": "decided by latency headroom",
-    "cheaper": "decided as the cheaper",
-    "first": "decided as the first measured",
+# Each rule of the tie order in words: how the choice's explanation says it decided, and how the row of the
+# configuration that lost says the choice won (choice_rows).
+TIE_WORDS: dict[TieRule, tuple[str, str]] = {
+    "undisturbed": ("decided as the one measured undisturbed", "won as the one measured undisturbed"),
+    "headroom": ("decided by latency headroom", "won on latency headroom"),
+    "cheaper": ("decided as the cheaper", "won as the cheaper"),
+    "first": ("decided as the first measured", "won as the first measured"),
 }
 
 
