@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from datetime import UTC, datetime
+from typing import Any
 
 from kaliper.loadgen.config import LoadGenConfig
 from kaliper.loadgen.recorder import LATE_AFTER_S, Window
@@ -151,7 +152,6 @@ def ramp_segments(config: LoadGenConfig, level: float, measured: list[Window]) -
         # A stepped ramp holds each of its rates; a linear one passes through its mean at the segment's middle.
         position = i / (count - 1) if ramp.shape == "stepped" else (i + 0.5) / count
         asked = level + (ramp.to - level) * position
-        errors = sum(part.errors.values())
         segments.append(
             RampSegment(
                 index=i,
@@ -159,15 +159,25 @@ def ramp_segments(config: LoadGenConfig, level: float, measured: list[Window]) -
                 duration_s=round(segment_s, 3),
                 intended_rps=round(asked, 3) if config.open_loop else None,
                 intended_users=round(asked, 3) if not config.open_loop else None,
-                requests=part.requests,
-                errors=errors,
-                throughput_rps=round((part.requests - errors) / (windows * window_s), 3) if windows else 0.0,
-                p50_ms=_ms(part.latency.value_at_percentile(50)) if part.latency.count else None,
-                p99_ms=_ms(part.latency.value_at_percentile(99)) if part.latency.count else None,
-                late_sends=part.late_generator + part.late_no_connection,
+                **_stretch(part, windows * window_s),
             )
         )
     return segments
+
+
+def _stretch(window: Window, seconds: float) -> dict[str, Any]:
+    """The figures every stretch of a stage reports (kaliper.report.schema.Stretch) from what it measured over
+    `seconds`; a stretch of no time (a ramp's segment no window fell in) served nothing."""
+    errors = sum(window.errors.values())
+    latency = window.latency
+    return {
+        "requests": window.requests,
+        "errors": errors,
+        "throughput_rps": round((window.requests - errors) / seconds, 3) if seconds > 0 else 0.0,
+        "p50_ms": _ms(latency.value_at_percentile(50)) if latency.count else None,
+        "p99_ms": _ms(latency.value_at_percentile(99)) if latency.count else None,
+        "late_sends": window.late_no_connection + window.late_generator,
+    }
 
 
 def merged(windows: list[Window], open_loop: bool) -> Window:
@@ -262,13 +272,8 @@ def stage_result(
             WindowResult(
                 index=w.index,
                 start_s=w.index * window_s,
+                **_stretch(w, window_s),
                 warmup=w.index < warmup_windows,
-                requests=w.requests,
-                errors=sum(w.errors.values()),
-                throughput_rps=round((w.requests - sum(w.errors.values())) / window_s, 3),
-                p50_ms=_ms(w.latency.value_at_percentile(50)) if w.latency.count else None,
-                p99_ms=_ms(w.latency.value_at_percentile(99)) if w.latency.count else None,
-                late_sends=w.late_no_connection + w.late_generator,
                 scheduled=scheduled[w.index] if scheduled else None,
             )
             for w in windows

@@ -24,16 +24,16 @@ class Figure:
     """What it measures, in a line."""
     window: str
     """The per-window histogram measured from the actual send (the Window's for latency, else the TokenWindow's)."""
-    window_corrected: str | None
-    """The per-window histogram measured from the intended send under open loop; None: it does not depend on
-    when a request was meant to leave."""
     report: str
     """The results field users read: corrected where a corrected form exists."""
-    report_service: str | None
+    window_corrected: str | None = None
+    """The per-window histogram measured from the intended send under open loop; None: it does not depend on
+    when a request was meant to leave."""
+    report_service: str | None = None
     """The results field measured from the actual send, where it differs from `report`."""
-    request: str | None
+    request: str | None = None
     """One request's own value (a RequestTokens attribute, seconds), by which goodput judges it; None for
-    latency, which the request's send and end times give."""
+    latency, which the request's send and end times give, and for a figure goodput does not judge."""
     request_corrected: str | None = None
     samples: str | None = None
     """The RequestTokens attribute whose values (one, or a list of gaps) the window's histogram records for a
@@ -61,38 +61,40 @@ LATENCY = Figure(
     window_corrected="corrected",
     report="latency",
     report_service="service_time",
-    request=None,
     status=False,  # the status has its own latency summary, with every listed percentile
     token=False,
 )
-TTFT = Figure(
-    "ttft",
-    "ttft",
-    "time to first token: until the first chunk carrying generated content (thinking included) arrived",
-    window="ttft",
-    window_corrected="ttft_corrected",
-    report="ttft",
-    report_service="ttft_service",
-    request="ttft_s",
-    request_corrected="ttft_corrected_s",
-    samples="ttft_s",
-    instant=True,
-    absent_fails=True,
+
+
+def _first_token(name: str, meaning: str, reasoning: bool = False) -> Figure:
+    """A moment a stream reaches: measured from the actual and (open loop) the intended send, a request in
+    flight keeps it where it reached it, one that never reached it failed; every field it lives in is named
+    after it (ttft: the TokenWindow's ttft and ttft_corrected, the results' ttft and ttft_service, the
+    RequestTokens' ttft_s and ttft_corrected_s)."""
+    return Figure(
+        name,
+        name,
+        meaning,
+        window=name,
+        window_corrected=f"{name}_corrected",
+        report=name,
+        report_service=f"{name}_service",
+        request=f"{name}_s",
+        request_corrected=f"{name}_corrected_s",
+        samples=f"{name}_s",
+        instant=True,
+        absent_fails=True,
+        reasoning=reasoning,
+    )
+
+
+TTFT = _first_token(
+    "ttft", "time to first token: until the first chunk carrying generated content (thinking included) arrived"
 )
-TTFOT = Figure(
-    "ttfot",
+TTFOT = _first_token(
     "ttfot",
     "time to first output token: until the first chunk carrying answer arrived, after a reasoning model's "
     "thinking (ttft where the model does not think)",
-    window="ttfot",
-    window_corrected="ttfot_corrected",
-    report="ttfot",
-    report_service="ttfot_service",
-    request="ttfot_s",
-    request_corrected="ttfot_corrected_s",
-    samples="ttfot_s",
-    instant=True,
-    absent_fails=True,
     reasoning=True,
 )
 ITL = Figure(
@@ -100,9 +102,7 @@ ITL = Figure(
     "itl",
     "every gap between successive content chunks, as they arrived (a request's own: its largest gap)",
     window="itl_chunk",
-    window_corrected=None,
     report="itl_chunk",
-    report_service=None,
     request="largest_gap_s",
     samples="gaps_s",
 )
@@ -111,10 +111,7 @@ ITL_PER_TOKEN = Figure(
     "itl per token",
     "the gaps between content chunks per token, where each chunk's tokens are known",
     window="itl_token",
-    window_corrected=None,
     report="itl_token",
-    report_service=None,
-    request=None,
     samples="per_token_gaps_s",
     objective=False,
     status=False,
@@ -124,9 +121,7 @@ TPOT = Figure(
     "tpot",
     "time per output token after the first: (end-to-end - ttft) / (output tokens - 1)",
     window="tpot",
-    window_corrected=None,
     report="tpot",
-    report_service=None,
     request="tpot_s",
     samples="tpot_s",
 )

@@ -49,38 +49,15 @@ class LatencyFigures(KaliperModel):
         return next((p for p in self.percentiles if p.percentile == percentile), None)
 
 
-class WindowResult(KaliperModel):
-    """One measurement window: the time series behind the stopping rule."""
+class Stretch(KaliperModel):
+    """What came of one stretch of a stage: a measurement window or a ramp's segment."""
 
     index: int
     start_s: float
-    """Seconds from the start of the stage."""
-    warmup: bool
+    """Seconds from the start of the stage (a window) or of the measurement, after the warm-up (a ramp's
+    segment)."""
     requests: int
-    errors: int
-    throughput_rps: float
-    p50_ms: float | None = None
-    p99_ms: float | None = None
-    late_sends: int = 0
-    """Open loop: sends that left late in this window."""
-    scheduled: int | None = None
-    """A replayed trace: the sends its clock asked for in this window (the trace's own rate over time)."""
-
-
-class RampSegment(KaliperModel):
-    """One equal part of a ramp's measurement (openLoop.ramp or closedLoop.ramp): the rate or the users it asked
-    for and what came of it."""
-
-    index: int
-    start_s: float
-    """Seconds from the start of the measurement (after the warm-up)."""
-    duration_s: float
-    intended_rps: float | None = None
-    """Open loop: the ramp's mean rate over the segment."""
-    intended_users: float | None = None
-    """Closed loop: the ramp's users over the segment (a linear ramp's mean, before rounding to whole users)."""
-    requests: int
-    """Requests that ended in the segment, answered or failed."""
+    """Requests that ended in the stretch, answered or failed."""
     errors: int
     throughput_rps: float
     """Successful requests per second."""
@@ -88,7 +65,26 @@ class RampSegment(KaliperModel):
     p99_ms: float | None = None
     """From the intended send time (corrected for coordinated omission), as the stage's latency."""
     late_sends: int = 0
-    """Sends that left late, as the stage's lateSends counts them."""
+    """Open loop: sends that left late, as the stage's lateSends counts them."""
+
+
+class WindowResult(Stretch):
+    """One measurement window: the time series behind the stopping rule."""
+
+    warmup: bool
+    scheduled: int | None = None
+    """A replayed trace: the sends its clock asked for in this window (the trace's own rate over time)."""
+
+
+class RampSegment(Stretch):
+    """One equal part of a ramp's measurement (openLoop.ramp or closedLoop.ramp): the rate or the users it asked
+    for and what came of it."""
+
+    duration_s: float
+    intended_rps: float | None = None
+    """Open loop: the ramp's mean rate over the segment."""
+    intended_users: float | None = None
+    """Closed loop: the ramp's users over the segment (a linear ramp's mean, before rounding to whole users)."""
 
 
 class GeneratorUsage(KaliperModel):
