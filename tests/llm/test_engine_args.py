@@ -19,7 +19,7 @@ from tests.support.runtimes import help_flags
 SHORT = {"warmup": "1s", "minDuration": "2s", "maxDuration": "2s", "stopping": {"window": "1s"}}
 
 
-def manifests(model: Path, engine_args: list[dict]) -> list[dict]:
+def manifests(model: Path, engine_args: list[dict], memory: list[str] | None = None) -> list[dict]:
     deployment = {
         "apiVersion": "kaliper.dev/v1alpha1",
         "kind": "ModelDeployment",
@@ -35,7 +35,7 @@ def manifests(model: Path, engine_args: list[dict]) -> list[dict]:
             "request": chat_request(8),
             "payload": synthetic_payload({"file": str(model.parent / "tokenizer.json")}, 16, 32),
             "load": {"closedLoop": {"concurrency": 1}, **SHORT},
-            "sweep": {"engineArgs": engine_args},
+            "sweep": {"engineArgs": engine_args, **({"memory": memory} if memory else {})},
             "report": {"formats": ["json"]},
         },
     }
@@ -44,28 +44,49 @@ def manifests(model: Path, engine_args: list[dict]) -> list[dict]:
 
 def test_each_set_of_flags_reaches_its_configurations_server(tmp_path: Path) -> None:
     """A 32-bit KV cache serves. An 8-bit one is a flag llama-server has, which this model cannot take (its heads
-    are 16 wide, q8_0's blocks 32): the server refuses it when it loads the model, and the trial says so. A cache
-    type llama-server does not know it refuses while reading its arguments."""
+    are 16 wide, q8_0's blocks 32): the server refuses it when it loads the model, and the trial says so, and
+    that the fit estimate had passed it. A cache type llama-server does not know it refuses while reading its
+    arguments. Under 32Mi the 32-bit cache without flash attention cannot fit by the estimate (its arithmetic
+    from the model's GGUF header): it is left out, never started."""
     model = tiny_model(tmp_path / "model")
     sets = [
         {"name": "kv-f32", "args": ["--cache-type-k", "f32", "--cache-type-v", "f32", "--flash-attn", "off"]},
         {"name": "kv-q8", "args": ["--cache-type-k", "q8_0", "--cache-type-v", "q8_0", "--flash-attn", "on"]},
         {"name": "kv-bogus", "args": ["--cache-type-k", "bogus"]},
     ]
-    report, _ = run_manifests(tmp_path, manifests(model, sets))
+    report, _ = run_manifests(tmp_path, manifests(model, sets, ["32Mi", "128Mi"]))
     assert [(t.parameters, t.status) for t in report.trials] == [
-        ({"engine_args": "kv-f32", "concurrency": "1"}, "Succeeded"),
-        ({"engine_args": "kv-q8", "concurrency": "1"}, "Failed"),
-        ({"engine_args": "kv-bogus", "concurrency": "1"}, "Failed"),
+        ({"memory": "32Mi", "engine_args": "kv-f32", "concurrency": "1"}, "Skipped"),
+        ({"memory": "32Mi", "engine_args": "kv-q8", "concurrency": "1"}, "Failed"),
+        ({"memory": "32Mi", "engine_args": "kv-bogus", "concurrency": "1"}, "Failed"),
+        ({"memory": "128Mi", "engine_args": "kv-f32", "concurrency": "1"}, "Succeeded"),
+        ({"memory": "128Mi", "engine_args": "kv-q8", "concurrency": "1"}, "Failed"),
+        ({"memory": "128Mi", "engine_args": "kv-bogus", "concurrency": "1"}, "Failed"),
     ]
-    _, q8, bogus = report.trials
+    left_out, q8, bogus = report.trials[:3]
+    # 2,048 cells x 2 layers x (64 + 64) elements x 4 bytes; a batch of 512 tokens: the mask over the context
+    # (2 x 2,048 bytes), the activations (4 x (3 x 256 + 4 x 64)) and, flash attention off, the scores (2,048
+    # x 4 heads x 4 bytes); a quarter of the limit for the prompt cache.
+    assert left_out.message == (
+        "cannot fit resources.limits.memory 32 MiB: the server needs 48 MiB (weights 1.5 MiB + KV cache 2.0 MiB "
+        "(2,048 cells x 2 layers at f32) + compute 20 MiB (batches of 512 tokens) + prompt cache 8.0 MiB "
+        "(--cache-ram) + llama-server 16 MiB), 16 MiB more; raise the limit, or lower the context, the slots or "
+        "the KV cache's type"
+    )
+    assert not (tmp_path / "reports" / "t0").exists()  # never started
     assert "K cache type q8_0 with block size 32 does not divide n_embd_head_k=16" in (q8.server_log_tail or "")
-    assert 'error while handling argument "--cache-type-k": Unsupported cache type: bogus' in (bogus.message or "")
-    q8_row, bogus_row = report.configurations[1:]
-    assert q8_row.reason.endswith("llama_server: exiting due to model loading error")  # after its own timestamp
-    assert bogus_row.reason == (
-        'failed: server replica 0 exited with code 1: error while handling argument "--cache-type-k": Unsupported '
-        "cache type: bogus"
+    assert q8.message.endswith(
+        "llama_server: exiting due to model loading error (it fits by the estimate, 30 MiB of 32 MiB: the "
+        "server refused it anyway)"
+    )
+    assert bogus.message == (
+        'server replica 0 exited with code 1: error while handling argument "--cache-type-k": Unsupported cache '
+        "type: bogus"
+    )  # a cache type llama-server does not know: no estimate
+    rows = {(r.parameters["memory"], r.parameters["engine_args"]): r.reason for r in report.configurations}
+    assert rows[("32Mi", "kv-f32")] == "skipped: " + left_out.message
+    assert rows[("128Mi", "kv-q8")].endswith(
+        "(it fits by the estimate, 54 MiB of 128 MiB: the server refused it anyway)"
     )
 
 

@@ -134,6 +134,7 @@ NEEDS_LLAMA_CPP = {
     "tests/llm/test_gguf_pipeline.py",
     "tests/llm/test_tutorial_llm.py",
     "tests/llm/test_engine_args.py",
+    "tests/llm/test_fit_estimate.py",
 }
 
 # Seconds a test's own body may take (fixtures' set-up and teardown not counted) unless it is listed below.

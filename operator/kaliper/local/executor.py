@@ -23,7 +23,7 @@ from kaliper.api.units import parse_duration
 from kaliper.local.baseline import local_baseline
 from kaliper.local.sampler import Sampler, summarize
 from kaliper.local.servers import ServerError, ServerGroup, local_problem
-from kaliper.local.sources import NotOnThisMachine, deployment_model, local_path
+from kaliper.local.sources import NotOnThisMachine, deployment_model, local_path, model_shapes
 from kaliper.log import get_logger
 from kaliper.manifests.profilerun import TrialLoad, payload_file
 from kaliper.manifests.profilerun import loadgen_config as build_loadgen_config
@@ -167,7 +167,8 @@ class LocalExecutor:
         baseline = local_baseline(run.spec, self.options.base_dir)
         base = deployment_target(run.spec, deployments)
         fitted = self.fitted(run.spec)
-        plan = RunPlan.admit(run.spec, base, fitted, (run.metadata.name or "profilerun", "t"), runnable_here)
+        shapes = model_shapes(self.options.base_dir, self.options.volumes)
+        plan = RunPlan.admit(run.spec, base, fitted, (run.metadata.name or "profilerun", "t"), runnable_here, shapes)
         model_name = target_model_name(plan.spec, base)
         trials, measured = plan.listed(), dict[int, TrialReport]()
         try:

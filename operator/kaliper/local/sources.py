@@ -9,6 +9,10 @@ from kaliper.api.common import PvcReference
 from kaliper.api.modeldeployment import ModelDeploymentSpec
 from kaliper.api.modeloptimization import ModelOptimizationSpec
 from kaliper.api.resources import ModelOptimization
+from kaliper.profiling.fit import ShapeOf
+from kaliper.profiling.plan import Configuration
+from kaliper.runtimes import runtime_of
+from kaliper.runtimes.memory import ModelShape
 
 
 class NotOnThisMachine(ValueError):
@@ -88,3 +92,22 @@ def optimization_output(resource: ModelOptimization, volumes: dict[str, Path]) -
     if output.pvc is not None:
         return on_volume(output.pvc, volumes, "spec.output.pvc")
     return Path("kaliper-models") / (resource.metadata.name or "modeloptimization")
+
+
+def model_shapes(base_dir: Path, volumes: dict[str, Path] | None = None) -> ShapeOf:
+    """The fit check's reader of each configuration's model (profiling.fit): its header, once per file. A model
+    whose header cannot be read is not estimated (its server says what is wrong with it)."""
+    shapes: dict[Path, ModelShape | None] = {}
+
+    def shape_of(config: Configuration) -> ModelShape | None:
+        if config.deployment is None:
+            return None
+        path = deployment_model(config.deployment, base_dir, volumes)
+        if path not in shapes:
+            try:
+                shapes[path] = runtime_of(config.deployment).model_shape(str(path))
+            except (ValueError, OSError, KeyError):
+                shapes[path] = None
+        return shapes[path]
+
+    return shape_of

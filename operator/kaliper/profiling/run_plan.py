@@ -12,11 +12,12 @@ stopped and `kaliper run` decides from the same facts.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from kaliper.api.modeldeployment import ModelDeploymentTemplate
 from kaliper.api.profilerun import FittedWorkload, ProfileRunSpec, TrialSummary
+from kaliper.profiling.fit import Fit, ShapeOf, fits, no_shapes
 from kaliper.profiling.plan import Configuration, configurations, sweep_problem, trial_count_problem
 from kaliper.profiling.schedule import PlannedTrial, next_trials, planned_trials, planned_with_probes, room_to_start
 from kaliper.profiling.search import Outcome
@@ -60,6 +61,9 @@ class RunPlan:
     trial_prefix: str
     """A trial is named `<trial_prefix><index>`: `<run>-t` on Kubernetes (a namespace holds many runs' trials),
     `t` locally (a run has a folder of its own)."""
+    fit: dict[int, Fit] = field(default_factory=dict)
+    """Each configuration's memory estimate against its limit (profiling.fit), by index, where one was made:
+    one that cannot fit is left out, never started."""
 
     @classmethod
     def admit(
@@ -69,13 +73,14 @@ class RunPlan:
         fitted: FittedWorkload | None,
         names: tuple[str, str],
         environment: EnvironmentCheck,
+        shape_of: ShapeOf = no_shapes,
     ) -> RunPlan:
         """The plan of a run whose target (`base`) and fitted workload the executor has read; NotAdmitted with
         the first problem, in one order on both paths: the trial count, each configuration of the sweep, then
         what the executor's environment cannot run (`environment`: a configuration this machine cannot serve;
         one the cluster cannot deploy, or more load than the namespace may apply). `names`: the run's name
-        and its trials' prefix."""
-        plan = cls.resumed(spec, base, fitted, names)
+        and its trials' prefix; `shape_of`: the model each configuration serves, for the fit check."""
+        plan = cls.resumed(spec, base, fitted, names, shape_of)
         configs = plan.configurations
         problem = (
             trial_count_problem(plan.spec, configs)
@@ -93,10 +98,12 @@ class RunPlan:
         base: ModelDeploymentTemplate | None,
         fitted: FittedWorkload | None,
         names: tuple[str, str],
+        shape_of: ShapeOf = no_shapes,
     ) -> RunPlan:
         """The plan of a run admitted at an earlier step (its target snapshot and fit are in its records)."""
         spec = resolve(spec, fitted) if fitted is not None else spec
-        return cls(spec, configurations(spec, base), *names)
+        configs = configurations(spec, base)
+        return cls(spec, configs, *names, fits(configs, shape_of))
 
     def trial_name(self, index: int) -> str:
         return f"{self.trial_prefix}{index}"
@@ -132,6 +139,9 @@ class RunPlan:
             if t.phase in ("Succeeded", "Failed")
         }
         configuration_of = {i: p.configuration.index for i, p in self.planned(trials).items()}
+        for trial in trials:
+            if trial.phase == "Failed" and trial.failed_in == "Deploying":
+                trial.message = self._never_served(configuration_of[trial.index], trial.message or "not ready")
         never_ready = {
             configuration_of[t.index]: t.message or "not ready"
             for t in trials
@@ -143,7 +153,8 @@ class RunPlan:
                 return None
             return self.reports([t for t in trials if t.phase in ("Succeeded", "Failed")], measured)
 
-        decided = next_trials(self.spec, self.configurations, outcomes, never_ready, finished_reports)
+        left_out = {i: fit.left_out() for i, fit in self.fit.items() if not fit.fits}
+        decided = next_trials(self.spec, self.configurations, outcomes, never_ready, finished_reports, left_out)
         by_index = {t.index: t for t in trials}
         for index, reason in decided.skipped.items():
             if by_index[index].phase == "Pending":
@@ -159,6 +170,12 @@ class RunPlan:
         start = [p for p in decided.start if by_index[p.index].phase == "Pending"][:room]
         return NextTrials([by_index[i] for i in sorted(by_index)], start)
 
+    def _never_served(self, configuration: int, error: str) -> str:
+        """A trial whose servers never came up: the server's error and, where the configuration fits by the
+        estimate, that the estimate passed it (the run checks the estimate against the server)."""
+        fit = self.fit.get(configuration)
+        return fit.refused(error) if fit is not None and fit.fits else error
+
     def reports(self, trials: list[TrialSummary], measured: Measured, interrupted: bool = False) -> list[TrialReport]:
         """Each trial's measured report, else what its summary says (profiling.trials.unmeasured_report); its
         parameters in the sweep's order, as the plan lists them (a status read back from the API server has them
@@ -167,6 +184,8 @@ class RunPlan:
         found = []
         for trial in trials:
             report = measured(trial) or unmeasured_report(trial, interrupted)
+            if trial.failed_in == "Deploying":  # the words of next(): the same on both paths
+                report = report.model_copy(update={"message": trial.message})
             found.append(report.model_copy(update={"parameters": planned[trial.index].parameters}))
         return found
 

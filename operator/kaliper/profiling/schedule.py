@@ -119,22 +119,25 @@ def schedule(
     outcomes: dict[int, Outcome],
     hourly_cost: Callable[[Configuration], float],
     never_ready: dict[int, str] | None = None,
+    left_out: dict[int, str] | None = None,
 ) -> Schedule:
     """Replay the search over the recorded outcomes.
 
     never_ready: configuration index -> why its deployment never became ready; its other levels fail the
-    same way instead of being deployed again. Grid searches list every unfinished trial (they do not depend
-    on one another, so they may run in parallel); knee and optuna choose each trial from the previous
-    outcomes, so they list one at a time.
+    same way instead of being deployed again. left_out: configuration index -> why it is not run at all (it
+    cannot fit its memory limit): every level skipped with that reason. Grid searches list every unfinished
+    trial (they do not depend on one another, so they may run in parallel); knee and optuna choose each trial
+    from the previous outcomes, so they list one at a time.
     """
-    never_ready = never_ready or {}
+    never_ready, left_out = never_ready or {}, left_out or {}
     result = Schedule()
     sequential = spec.search.strategy != "grid"
     reached: set[int] = set()
     for search in order_for_search(spec, configurations, hourly_cost):
         config = search.configuration
-        if not search.run:
-            result.skipped.update({trial_index(config, lv): search.reason for lv in config.levels})
+        if not search.run or config.index in left_out:
+            reason = left_out.get(config.index, search.reason)
+            result.skipped.update({trial_index(config, lv): reason for lv in config.levels})
             continue
         verdicts: dict[float, bool] = {}
         seen: list[Outcome] = []
@@ -210,12 +213,15 @@ def next_trials(
     outcomes: dict[int, Outcome],
     never_ready: dict[int, str],
     finished_reports: Callable[[], list[TrialReport] | None],
+    left_out: dict[int, str] | None = None,
 ) -> Schedule:
     """What a run measures next, whichever executor runs it (`kaliper run`'s loop, the operator's steps): the
     search's schedule over the outcomes so far and, once the search has nothing left, the next tie-break round
     (a trial measured again, listed with the probes). `finished_reports`: the reports of every trial run so
     far, asked only then; None while some are still being collected."""
-    plan = schedule(spec, configurations, outcomes, lambda c: configuration_cost_per_hour(spec, c), never_ready)
+    plan = schedule(
+        spec, configurations, outcomes, lambda c: configuration_cost_per_hour(spec, c), never_ready, left_out
+    )
     if plan.finished and (reports := finished_reports()) is not None:
         tie_break = next_tie_break_trial(spec, configurations, reports)
         if tie_break is not None:

@@ -18,6 +18,7 @@ from kaliper.api.modeldeployment import (
     ModelDeploymentTemplate,
     RuntimeType,
 )
+from kaliper.runtimes.memory import MemoryNeed, ModelShape
 
 Place = Literal["pod", "local"]
 OIP_HEALTH_PATH = "/v2/health/ready"
@@ -154,6 +155,16 @@ class Runtime:
 
     def local_model_problem(self, path: str) -> str | None:
         """Why the model file on this machine cannot be served, read before a server starts, or None."""
+        return None
+
+    def model_shape(self, path: str) -> ModelShape | None:
+        """The model's dimensions from its file on this machine (its header), where this runtime estimates
+        its memory; None where it does not."""
+        return None
+
+    def memory_need(self, spec: ModelDeploymentTemplate, shape: ModelShape) -> MemoryNeed | None:
+        """The server's memory at its peak, part by part, for the spec's settings (runtime.args included);
+        None where this runtime has no estimate."""
         return None
 
     def args_problem(self, args: list[str]) -> str | None:
