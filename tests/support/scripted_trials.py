@@ -90,7 +90,9 @@ class ScriptedLocalExecutor(LocalExecutor):
         self.annotations = run.metadata.annotations or {}
         return super().run(run, deployments)
 
-    def run_trial(self, spec: ProfileRunSpec, planned: PlannedTrial, model_name: str) -> tuple[TrialReport, bool]:
+    def run_trial(
+        self, spec: ProfileRunSpec, planned: PlannedTrial, model_name: str, scores_quality: bool = False
+    ) -> tuple[TrialReport, bool]:
         name, cpu = f"t{planned.index}", planned.parameters.get("cpu", "1")  # a URL target: one core
         if parse_cpu(cpu) >= NEVER_READY_CORES:
             message = f"scripted: no node has {cpu} CPUs"

@@ -135,6 +135,7 @@ NEEDS_LLAMA_CPP = {
     "tests/llm/test_tutorial_llm.py",
     "tests/llm/test_engine_args.py",
     "tests/llm/test_fit_estimate.py",
+    "tests/llm/test_quality_run.py",
 }
 
 # Seconds a test's own body may take (fixtures' set-up and teardown not counted) unless it is listed below.

@@ -246,7 +246,7 @@ class RunStep(StatusStep[ProfileRunStatus]):
         model = action.model_name or run_trials.target_model_name(self.plan.spec, self.base())
         deployment = planned.configuration.deployment
         replicas = deployment.replicas if deployment is not None else 1
-        load = TrialLoad(url, model, planned.level, replicas, protocol)
+        load = TrialLoad(url, model, planned.level, replicas, protocol, trial.scores_quality)
         for obj in build_loadgen(self.body, trial.index, self.plan.spec, load, SETTINGS.loadgen):
             kube.apply(obj)
         self.event("TrialRunning", f"trial {trial.name}: load generator started ({describe(trial.parameters)})")

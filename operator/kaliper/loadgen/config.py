@@ -54,6 +54,15 @@ def graceful_stop_s(run: _HasLoadAndRequest) -> float:
     return min(parse_duration(run.request.timeout), GRACEFUL_STOP_CAP_S)
 
 
+class QualityAsk(KaliperModel):
+    """The quality dataset to ask after the stages (a ProfileRun's spec.quality, on the trial the plan names)."""
+
+    file: Annotated[str, Field(min_length=1)]
+    """JSON lines: {"prompt": "...", "expected": "..."}."""
+    rows: Annotated[int, Field(ge=1, le=1000)] = 100
+    max_tokens: Annotated[int, Field(ge=1, le=4096)] = 32
+
+
 class LoadGenConfig(KaliperModel):
     """One load test: a target URL and a ProfileRun's request, payload and load settings."""
 
@@ -76,6 +85,8 @@ class LoadGenConfig(KaliperModel):
     objectives: Annotated[list[LatencyObjective], Field(max_length=8)] = Field(default_factory=list)
     """The SLO's latency objectives: a stable measurement goes on (up to maxDuration) while one's confidence
     interval straddles its bound, so the verdict can be decided."""
+    quality: QualityAsk | None = None
+    """Ask these rows, one at a time, once the stages are over (kaliper.loadgen.quality)."""
 
     @model_validator(mode="after")
     def _levels_fit_the_load_model(self) -> LoadGenConfig:

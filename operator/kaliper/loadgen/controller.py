@@ -15,6 +15,7 @@ from locust.env import Environment
 from locust.runners import MasterRunner
 
 from kaliper.api.units import parse_duration
+from kaliper.loadgen import quality
 from kaliper.loadgen.config import LoadGenConfig, LoadGenError
 from kaliper.loadgen.generator import Generator, StageWindows
 from kaliper.loadgen.progress import StageProgress
@@ -186,6 +187,13 @@ class Controller:
             self.progress.stopped(error)
         finally:
             self.runner.stop()
+        answers = None
+        if self.config.quality is not None and error is None:  # no load running: scoring shares no clock
+            log.info("asking the quality dataset", rows=self.config.quality.rows)
+            try:
+                answers = quality.ask(self.config)
+            except LoadGenError as exc:
+                error = str(exc)
         return LoadTestResult(
             target=self.config.target,
             started_at=started,
@@ -199,6 +207,7 @@ class Controller:
             ),
             stages=stages,
             error=error,
+            quality=answers,
             warnings=[
                 *([first_warning] if first_warning else []),
                 *(w for stage in stages for w in stage_warnings(stage)),

@@ -142,7 +142,9 @@ def loadgen_config(spec: ProfileRunSpec, trial: TrialLoad, base_dir: Path) -> di
     dataset_file = str(local_path(dataset.file, base_dir)) if dataset is not None and dataset.file is not None else None
     tokenizer = spec.payload.prompts.tokenizer if spec.payload.prompts else None
     tokenizer_file = str(local_path(tokenizer.file, base_dir)) if tokenizer and tokenizer.file else None
-    return build_loadgen_config(spec, trial, headers, dataset_file, tokenizer_file)
+    quality = spec.quality.dataset if spec.quality is not None else None
+    quality_file = str(local_path(quality.file, base_dir)) if quality and quality.file else None
+    return build_loadgen_config(spec, trial, headers, dataset_file, tokenizer_file, quality_file)
 
 
 class LocalExecutor:
@@ -178,7 +180,8 @@ class LocalExecutor:
                     finished = sum(t.phase in DONE for t in trials)
                     self.progress(f"trial {planned.index}: {describe(planned.parameters)}", finished, len(trials))
                     began = _now()
-                    report, served = self.run_trial(plan.spec, planned, model_name)
+                    scores = next(t.scores_quality for t in trials if t.index == planned.index)
+                    report, served = self.run_trial(plan.spec, planned, model_name, scores)
                     if served:  # as on Kubernetes: a trial whose servers never came up is not priced or judged
                         report = judge_trial(report, plan.spec, planned.configuration, self.options.other_work_cores)
                     measured[planned.index] = report
@@ -219,7 +222,9 @@ class LocalExecutor:
         except WorkloadError as exc:
             raise ValueError(str(exc)) from exc
 
-    def run_trial(self, spec: ProfileRunSpec, planned: PlannedTrial, model_name: str) -> tuple[TrialReport, bool]:
+    def run_trial(
+        self, spec: ProfileRunSpec, planned: PlannedTrial, model_name: str, scores_quality: bool = False
+    ) -> tuple[TrialReport, bool]:
         """Start the servers, measure one level, stop them: every trial gets freshly started servers, so
         nothing (a warm cache, a memory peak) carries over from one to the next. Also says whether the
         servers came up."""
@@ -247,7 +252,7 @@ class LocalExecutor:
             else:
                 url = str(spec.target.url)
             up = True
-            trial = self._run_level(spec, url, model_name, planned, servers, workdir, loadgen_cpus)
+            trial = self._run_level(spec, url, model_name, planned, servers, workdir, loadgen_cpus, scores_quality)
             if servers is not None and servers.derived:
                 trial = trial.model_copy(update={"server_settings": servers.derived})
             if servers is not None and trial.status == "Succeeded":
@@ -287,11 +292,12 @@ class LocalExecutor:
         servers: ServerGroup | None,
         workdir: Path,
         cpus: set[int] | None,
+        scores_quality: bool = False,
     ) -> TrialReport:
         index = planned.index
         replicas = servers.spec.replicas if servers is not None else 1
         protocol = trial_protocol(spec, planned.configuration.parameters)
-        trial = TrialLoad(url, model_name, planned.level, replicas, protocol)
+        trial = TrialLoad(url, model_name, planned.level, replicas, protocol, scores_quality)
         config = loadgen_config(spec, trial, self.options.base_dir)
         workdir.mkdir(parents=True, exist_ok=True)
         config_path = workdir / f"loadgen-{index}.yaml"

@@ -69,6 +69,7 @@ LOADGEN_PORT = 5557
 CONFIG_DIR = "/etc/kaliper"
 PAYLOAD_DIR = "/etc/kaliper/payload"
 TOKENIZER_DIR = "/etc/kaliper/tokenizer"
+QUALITY_DIR = "/etc/kaliper/quality"
 MASTER_JOIN_TIMEOUT_S = 120
 
 
@@ -167,6 +168,8 @@ class TrialLoad:
     level: float
     server_replicas: int = 1
     protocol: str | None = None
+    scores_quality: bool = False
+    """Asks the quality dataset after its load (spec.quality; the plan says which trial)."""
 
 
 def loadgen_config(
@@ -175,11 +178,13 @@ def loadgen_config(
     env_headers: dict[str, str],
     dataset_file: str | None = None,
     tokenizer_file: str | None = None,
+    quality_file: str | None = None,
 ) -> dict[str, Any]:
     """The load generator's config (a LoadGenConfig) for one trial. Secret-backed headers become
     environment variable names (env_headers: header -> variable), never values. `dataset_file` and
     `tokenizer_file` say where the generator finds the payload's dataset (or prompts dataset or trace) and the
-    prompts' tokenizer: a mounted ConfigMap key in the cluster, a resolved path locally. Behind one endpoint
+    prompts' tokenizer, and `quality_file` spec.quality's dataset: a mounted ConfigMap key in the cluster, a
+    resolved path locally. Behind one endpoint
     for several server replicas, each read of the server's metrics reaches one replica, so the generator does
     not check itself against them."""
     url, model_name, level, protocol = trial.url, trial.model_name, trial.level, trial.protocol
@@ -210,6 +215,9 @@ def loadgen_config(
     config = {"url": url, "request": request, "payload": payload, "load": load, "envHeaders": env_headers}
     if spec.slo is not None and spec.slo.latency:
         config["objectives"] = [o.to_manifest() for o in spec.slo.latency]
+    if trial.scores_quality and spec.quality is not None and quality_file is not None:
+        quality = spec.quality
+        config["quality"] = {"file": quality_file, "rows": quality.rows, "maxTokens": quality.max_tokens}
     return config
 
 
@@ -233,6 +241,10 @@ def _loadgen_pod(
     if tokenizer is not None and tokenizer.config_map is not None:
         volumes.append({"name": "tokenizer", "configMap": {"name": tokenizer.config_map.name}})
         mounts.append({"name": "tokenizer", "mountPath": TOKENIZER_DIR, "readOnly": True})
+    quality = spec.quality.dataset if spec.quality is not None else None
+    if quality is not None and quality.config_map is not None:
+        volumes.append({"name": "quality", "configMap": {"name": quality.config_map.name}})
+        mounts.append({"name": "quality", "mountPath": QUALITY_DIR, "readOnly": True})
     container: dict[str, Any] = {
         "name": "loadgen",
         "image": pod.image,
@@ -307,7 +319,9 @@ def build_loadgen(
     tokenizer_file = (
         str(PurePosixPath(TOKENIZER_DIR) / tokenizer.config_map.key) if tokenizer and tokenizer.config_map else None
     )
-    config = loadgen_config(spec, trial, headers, dataset_file, tokenizer_file)
+    quality = spec.quality.dataset if spec.quality is not None else None
+    quality_file = str(PurePosixPath(QUALITY_DIR) / quality.config_map.key) if quality and quality.config_map else None
+    config = loadgen_config(spec, trial, headers, dataset_file, tokenizer_file, quality_file)
     results_meta = owned_meta(run, names.results, "results", index)
     # The load generator's identity may not update the run's finalizers, which blocking the owner's deletion
     # needs (OwnerReferencesPermissionEnforcement); the results need not hold up a deletion anyway.

@@ -129,3 +129,12 @@ def estimate(histogram: LatencyHistogram, percentile: float, confidence: float =
         count=count,
         confidence=confidence,
     )
+
+
+def share_interval(share: float, count: int) -> tuple[float, float]:
+    """The Wilson 95% interval of a share measured over `count` trials (requests, scored rows): unlike the
+    normal interval it stays within 0-1 and is not zero-wide at a share of 0 or 1."""
+    z = 1.96
+    centre = (share + z * z / (2 * count)) / (1 + z * z / count)
+    half = z * math.sqrt(share * (1 - share) / count + z * z / (4 * count * count)) / (1 + z * z / count)
+    return max(0.0, centre - half), min(1.0, centre + half)

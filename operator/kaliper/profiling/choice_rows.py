@@ -7,7 +7,7 @@ from __future__ import annotations
 from kaliper.api.profilerun import SloSpec
 from kaliper.profiling.decisions import TIE_WORDS, Choice, Measured, measured_configurations, qualifies
 from kaliper.profiling.plan import describe
-from kaliper.report.schema import ConfigurationRow, TrialReport
+from kaliper.report.schema import ConfigurationRow, QualityScore, TrialReport
 
 
 def _key(parameters: dict[str, str]) -> tuple[tuple[str, str], ...]:
@@ -40,8 +40,15 @@ def _why_not(trials: list[TrialReport], slo: SloSpec | None) -> str:
     return f"never met the SLO ({missed.objective}: {missed.observed} at {describe(lowest.parameters)})"
 
 
-def configuration_rows(trials: list[TrialReport], slo: SloSpec | None, choice: Choice | None) -> list[ConfigurationRow]:
-    """One row per configuration, in the order of their first trials."""
+def configuration_rows(
+    trials: list[TrialReport],
+    slo: SloSpec | None,
+    choice: Choice | None,
+    qualities: dict[tuple[tuple[str, str], ...], QualityScore] | None = None,
+) -> list[ConfigurationRow]:
+    """One row per configuration, in the order of their first trials, with its quality score where the run
+    scored quality (one scored Below is held back whatever its cost)."""
+    qualities = qualities or {}
     grouped: dict[tuple[tuple[str, str], ...], list[TrialReport]] = {}
     for trial in sorted(trials, key=lambda t: t.index):
         grouped.setdefault(_key(trial.configuration()), []).append(trial)
@@ -55,7 +62,11 @@ def configuration_rows(trials: list[TrialReport], slo: SloSpec | None, choice: C
     for key, members in grouped.items():
         levels = qualified.get(key, [])
         row = ConfigurationRow(
-            parameters=members[0].configuration(), trials=[t.index for t in members], qualified=bool(levels), reason=""
+            parameters=members[0].configuration(),
+            trials=[t.index for t in members],
+            qualified=bool(levels),
+            quality=qualities.get(key),
+            reason="",
         )
         if not levels:
             row.reason = _why_not(members, slo)
@@ -72,7 +83,11 @@ def configuration_rows(trials: list[TrialReport], slo: SloSpec | None, choice: C
             continue
         if row.cost is not None and chosen_cost:
             row.cost_change = round(row.cost / chosen_cost - 1, 4)
-        assert chosen is not None  # a configuration qualified: the choice is among those that did
+        if row.quality is not None and row.quality.verdict == "Below":
+            row.reason = f"held back by quality: {row.quality.observed}"
+            rows.append(row)
+            continue
+        assert chosen is not None  # a configuration qualified and not held back: the choice is among those that did
         if row.tied:
             assert choice is not None
             row.decided_by = choice.won_by[stands_for.first.index]

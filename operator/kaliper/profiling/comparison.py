@@ -16,12 +16,12 @@ from dataclasses import dataclass
 
 from kaliper.api.profilerun import BaselineComparison, RegressionTolerance
 from kaliper.measure.figures import LATENCY, STATUS_PERCENTILES, status_figures_shown
+from kaliper.measure.statistics import share_interval
 from kaliper.profiling.decisions import (
     answered_percentile,
     for_figure,
     latency_interval,
     relative_noise,
-    share_interval,
 )
 from kaliper.report.schema import FigureComparison, StageResult, TrialReport
 

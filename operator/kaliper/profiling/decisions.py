@@ -22,6 +22,7 @@ from kaliper.measure.statistics import (
     estimate,
     nearest_rank,
     percentile_among_answered,
+    share_interval,
 )
 from kaliper.pareto import pareto_front
 from kaliper.report.schema import (
@@ -93,14 +94,6 @@ def interval_text(found: Interval) -> str:
     low = "?" if found.low_ms is None else f"{found.low_ms:.2f}"
     high = "unbounded: too few samples" if found.high_ms is None else f"{found.high_ms:.2f}ms"
     return f"{found.value_ms:.2f}ms (95% CI {low}-{high})"
-
-
-def share_interval(share: float, count: int) -> tuple[float, float]:
-    """The Wilson 95% interval of a share measured over `count` trials (requests)."""
-    z = 1.96
-    centre = (share + z * z / (2 * count)) / (1 + z * z / count)
-    half = z * math.sqrt(share * (1 - share) / count + z * z / (4 * count * count)) / (1 + z * z / count)
-    return max(0.0, centre - half), min(1.0, centre + half)
 
 
 def goodput_check(stage: StageResult, bound: float) -> SloCheck:

@@ -19,6 +19,7 @@ from kaliper.api.modeldeployment import ModelDeploymentTemplate
 from kaliper.api.profilerun import FittedWorkload, ProfileRunSpec, TrialSummary
 from kaliper.profiling.fit import Fit, ShapeOf, fits, no_shapes
 from kaliper.profiling.plan import Configuration, configurations, sweep_problem, trial_count_problem
+from kaliper.profiling.quality import original_problem
 from kaliper.profiling.schedule import PlannedTrial, next_trials, planned_trials, planned_with_probes, room_to_start
 from kaliper.profiling.search import Outcome
 from kaliper.profiling.trials import conclude, new_report, unmeasured_report
@@ -85,6 +86,7 @@ class RunPlan:
         problem = (
             trial_count_problem(plan.spec, configs)
             or sweep_problem(plan.spec, configs)
+            or original_problem(plan.spec.quality, configs)
             or environment(plan.spec, configs)
         )
         if problem:
@@ -168,7 +170,21 @@ class RunPlan:
         room = room_to_start(self.spec, sum(t.phase in IN_FLIGHT for t in by_index.values()))
         room = room if at_once is None else min(room, at_once)
         start = [p for p in decided.start if by_index[p.index].phase == "Pending"][:room]
+        if self.spec.quality is not None:
+            self._ask_quality(by_index, start)
         return NextTrials([by_index[i] for i in sorted(by_index)], start)
+
+    def _ask_quality(self, trials: dict[int, TrialSummary], start: list[PlannedTrial]) -> None:
+        """The first trial of a configuration to start asks the quality dataset after its load (spec.quality);
+        another of the configuration asks it when that one failed."""
+        planned = self.planned(list(trials.values()))
+        asked = {
+            planned[t.index].configuration.index for t in trials.values() if t.scores_quality and t.phase != "Failed"
+        }
+        for trial in start:
+            if trial.configuration.index not in asked:
+                trials[trial.index].scores_quality = True
+                asked.add(trial.configuration.index)
 
     def _never_served(self, configuration: int, error: str) -> str:
         """A trial whose servers never came up: the server's error and, where the configuration fits by the

@@ -15,6 +15,7 @@ from kaliper.profiling.capacity import capacities
 from kaliper.profiling.choice_rows import configuration_rows
 from kaliper.profiling.comparison import against_baseline
 from kaliper.profiling.plan import Configuration, load_levels
+from kaliper.profiling.quality import held_back_text, key_of, quality_scores
 from kaliper.report.schema import (
     LoadTestResult,
     ProfileReport,
@@ -73,7 +74,9 @@ def from_load_test(
         )
     stages = result.stages
     median = median_stage(stages)
-    trial = TrialReport(index=index, name=name, parameters=parameters, status="Succeeded", stage=median)
+    trial = TrialReport(
+        index=index, name=name, parameters=parameters, status="Succeeded", stage=median, quality=result.quality
+    )
     if len(stages) > 1:
         trial.repetitions = [
             Repetition(
@@ -332,13 +335,18 @@ def conclude(
             spec.slo.target_throughput,
             spec.slo.target_output_tokens_per_second,
         )
-    choice = decisions.best_trial(report.trials, spec.slo, spec.recommendation.tie_tolerance)
-    report.configurations = configuration_rows(report.trials, spec.slo, choice)
+    qualities = quality_scores(spec.quality, report.trials) if spec.quality is not None else {}
+    below = {key for key, found in qualities.items() if found.verdict == "Below"}
+    eligible = [t for t in report.trials if key_of(t.configuration()) not in below]
+    choice = decisions.best_trial(eligible, spec.slo, spec.recommendation.tie_tolerance)
+    report.configurations = configuration_rows(report.trials, spec.slo, choice, qualities)
     if have_slo:
-        verdicts = {t.slo_verdict for t in report.trials if t.status == "Succeeded"}
+        verdicts = {t.slo_verdict for t in eligible if t.status == "Succeeded"}
         report.verdict = "Met" if choice else ("Inconclusive" if "Inconclusive" in verdicts else "NotMet")
         best_index = choice.best if choice else None
-        report.verdict_reason = decisions.verdict_reason(report.trials, report.verdict, best_index, spec.slo)
+        report.verdict_reason = decisions.verdict_reason(eligible, report.verdict, best_index, spec.slo)
+    if choice is not None and (held := held_back_text(report.configurations)):
+        choice.report.explanation += f"; {held}"
     if choice is not None:
         best = next(t for t in report.trials if t.index == choice.best)
         report.best_trial, report.choice = best.index, choice.report

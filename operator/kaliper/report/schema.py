@@ -364,6 +364,24 @@ class GeneratorInfo(KaliperModel):
     locust_version: str
 
 
+class QualityAnswers(KaliperModel):
+    """A configuration's answers to the quality dataset (a ProfileRun's spec.quality), asked after its measured
+    load with none running: one row at a time, greedily (temperature 0)."""
+
+    rows: int
+    """Rows asked."""
+    expected: list[str | None] = Field(default_factory=list)
+    """Each row's expected answer, as the dataset gives it (None: none given, as for the agreement scorer)."""
+    answers: list[str | None] = Field(default_factory=list)
+    """Each row's answer, in the dataset's order; None where the request failed."""
+    failed: int = 0
+    """Rows whose request failed (scored as wrong)."""
+    first_failure: str | None = None
+    """What the first failed request met."""
+    seconds: float = 0.0
+    """How long the asking took."""
+
+
 class LoadTestResult(KaliperModel):
     """The results document of one load test (one or more stages)."""
 
@@ -376,6 +394,8 @@ class LoadTestResult(KaliperModel):
     warnings: list[str] = Field(default_factory=list)
     error: Annotated[str, Field(max_length=4096)] | None = None
     """Why the run could not complete (an unreachable target, say); stages measured before it are kept."""
+    quality: QualityAnswers | None = None
+    """The answers to the quality dataset, where the run was asked for them (after its stages)."""
 
     @property
     def ok(self) -> bool:
@@ -487,6 +507,8 @@ class TrialReport(KaliperModel):
     server_settings: dict[str, str] = Field(default_factory=dict)
     """Settings the runtime derived from the trial's limits for its servers, by name (vLLM on CPUs:
     kvCacheSpace from the memory limit, ompThreadsBind from the CPUs it was given)."""
+    quality: QualityAnswers | None = None
+    """Its configuration's answers to the quality dataset (spec.quality), where this trial asked them."""
 
     def configuration(self) -> dict[str, str]:
         """Its parameters without the load level: what it shares with the configuration's other trials."""
@@ -606,6 +628,30 @@ class BestChoice(KaliperModel):
 TieRule = Literal["undisturbed", "headroom", "cheaper", "first"]  # the tie order, in order (decisions.tie_key)
 
 
+QualityVerdict = Literal["Held", "Below", "Unknown"]
+
+
+class QualityScore(KaliperModel):
+    """A configuration's score on the quality dataset (spec.quality) against the floor
+    (kaliper.profiling.quality)."""
+
+    rows: int
+    correct: int
+    """Rows answered correctly (agreement: as the original configuration answered them)."""
+    score: float
+    """correct / rows."""
+    ci_low: float
+    ci_high: float
+    """Wilson 95% interval of the score."""
+    floor: float | None = None
+    """The least score it may have (floor.min, or the original's score less floor.maxDrop); None: unknown."""
+    verdict: QualityVerdict
+    """Below: the whole interval is under the floor, and it is not chosen; Held: not shown below; Unknown: not
+    scored (its servers never answered, or the original was not scored)."""
+    observed: str
+    """In a line: "14 of 20 rows (70.0%, 95% CI 48.1-85.5%) against the floor 80.0%"."""
+
+
 class ConfigurationRow(KaliperModel):
     """One configuration (a trial's parameters without the load level) as the choice weighed it
     (kaliper.profiling.choice_rows): the answer page, the terminal and `kaliper report` read these rows and
@@ -629,6 +675,8 @@ class ConfigurationRow(KaliperModel):
     decided_by: TieRule | None = None
     """A tie the choice won: the rule of the tie order that decided it (measured undisturbed, latency headroom,
     the cheaper, the first measured); the choice's explanation names the same rule."""
+    quality: QualityScore | None = None
+    """Its score on the quality dataset (spec.quality); a configuration scored Below is not chosen."""
     reason: str
     """Why it was or was not chosen, in a line."""
 

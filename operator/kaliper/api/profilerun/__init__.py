@@ -6,6 +6,7 @@ the spec they make (spec.py); the status (status.py). Everything is importable f
 
 from __future__ import annotations
 
+from kaliper.api.profilerun.quality import QualityCheck, QualityFloor, QualityScorer
 from kaliper.api.profilerun.rules import streaming_metrics_used
 from kaliper.api.profilerun.spec import (
     ProfileRunSpec,
@@ -125,6 +126,9 @@ __all__ = [
     "PrometheusSource",
     "PromptSource",
     "Protocol",
+    "QualityCheck",
+    "QualityFloor",
+    "QualityScorer",
     "Recommendation",
     "RecommendationSpec",
     "RegressionTolerance",

@@ -279,6 +279,17 @@ CONVERSATIONS_NEED_CHAT = scoped(
 )
 
 
+QUALITY_NEEDS_GENERATION = rule(
+    TEMPLATE,
+    cel="!has(self.quality) || (has(self.request) && has(self.request.protocol) && self.request.protocol in "
+    "['openai-chat', 'openai-completions'])",
+    message="quality scores generated answers: set request.protocol to openai-chat or openai-completions, or "
+    "remove quality",
+    check=lambda s: s.quality is None or s.request.protocol in LLM_PROTOCOLS,
+    field_path=".quality",
+)
+
+
 CONVERSATIONS_NEED_SESSIONS = rule(
     TEMPLATE,
     LOAD,

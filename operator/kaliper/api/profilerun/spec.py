@@ -10,6 +10,7 @@ from kaliper.api.base import KaliperModel
 from kaliper.api.common import (
     PositiveDuration,
 )
+from kaliper.api.profilerun.quality import QualityCheck
 from kaliper.api.profilerun.rules import TARGET, TEMPLATE, rules_of
 from kaliper.api.profilerun.vocabulary import (
     BaselineSource,
@@ -43,6 +44,9 @@ class ProfileRunTemplate(KaliperModel):
     """How configurations are chosen from the sweep."""
     slo: SloSpec | None = None
     """What a configuration must achieve. Without one, the report has figures but no verdict."""
+    quality: QualityCheck | None = None
+    """Generation: each configuration's answers to a dataset scored once, apart from the timed load; one whose
+    score is shown below the floor is not chosen."""
     metrics: MetricsSpec = Field(default_factory=MetricsSpec)
     """Where resource figures come from."""
     cost: CostModel = Field(default_factory=CostModel)

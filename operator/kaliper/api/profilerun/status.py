@@ -166,6 +166,9 @@ class TrialSummary(KaliperModel):
     """What went wrong, for a failed trial (or why it was skipped)."""
     failed_in: TrialPhase | None = None
     """The phase a failed trial failed in; Deploying means its deployment never became ready."""
+    scores_quality: bool = False
+    """Asks the quality dataset after its load (spec.quality): its configuration's first trial to start (another
+    of the configuration asks it if this one fails)."""
     start_time: datetime | None = None
     """When work started."""
     completion_time: datetime | None = None

@@ -1,0 +1,95 @@
+"""Quality in the same run under `kaliper run`, with llama.cpp's real llama-server and llama-quantize: a sweep over
+quantizations of a model made here (f32, and q8_0 and q4_0 as variants q80 and q40) and two KV-cache types asks
+each configuration the dataset's prompts once, after its load, greedily; each answer is held to the original
+configuration's (the agreement scorer), and a configuration whose agreement is shown below the floor is held
+back, with its score in its row. Measured here: q8_0 answers every prompt as f32 does, q4_0 none (its greedy
+text differs from the first token on)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+from kaliper.runtimes.llamacpp import LLAMA_QUANTIZE, llama_binary
+from kaliper.serving.tiny_llm import demo_shape, make_tiny_llm
+from tests.support.llama import MODEL_NAME, chat_request, synthetic_payload
+from tests.support.local_run import run_manifests
+
+SHORT = {"warmup": "1s", "minDuration": "2s", "maxDuration": "2s", "stopping": {"window": "1s"}}
+PROMPTS = [f"Tell me about item {i} and the river." for i in range(20)]
+
+
+def quantized(original: Path, kind: str) -> Path:
+    target = original.with_name(f"{kind}.gguf")
+    subprocess.run(
+        [llama_binary(LLAMA_QUANTIZE), str(original), str(target), kind, "1"], check=True, capture_output=True
+    )
+    return target
+
+
+def test_a_quantization_whose_answers_drift_is_held_back_with_its_score(tmp_path: Path) -> None:
+    original = make_tiny_llm(tmp_path / "model", demo_shape(), name=MODEL_NAME)
+    variants = [{"name": "f32", "model": {"file": str(original)}}]
+    for kind in ("q8_0", "q4_0"):
+        variants.append({"name": kind.replace("_", ""), "model": {"file": str(quantized(original, kind))}})
+    dataset = tmp_path / "prompts.jsonl"
+    dataset.write_text("".join(json.dumps({"prompt": p}) + "\n" for p in PROMPTS))
+    deployment = {
+        "apiVersion": "kaliper.dev/v1alpha1",
+        "kind": "ModelDeployment",
+        "metadata": {"name": "tiny"},
+        "spec": {"model": {"file": str(original)}, "runtime": {"type": "llamacpp"}, "llm": {"contextSize": 1024}},
+    }
+    run = {
+        "apiVersion": "kaliper.dev/v1alpha1",
+        "kind": "ProfileRun",
+        "metadata": {"name": "quality"},
+        "spec": {
+            "target": {"deploymentRef": {"name": "tiny"}},
+            "request": chat_request(8),
+            "payload": synthetic_payload({"file": str(original.parent / "tokenizer.json")}, 16, 32),
+            "load": {"closedLoop": {"concurrency": 1}, **SHORT},
+            "sweep": {
+                "modelVariants": variants,
+                "engineArgs": [
+                    {"name": "kv-f16", "args": []},
+                    {
+                        "name": "kv-q8",
+                        "args": ["--cache-type-k", "q8_0", "--cache-type-v", "q8_0", "--flash-attn", "on"],
+                    },
+                ],
+            },
+            "slo": {"maxErrorRate": 0.01},
+            "quality": {
+                "dataset": {"file": str(dataset)},
+                "scorer": "agreement",
+                "original": {"model_variant": "f32", "engine_args": "kv-f16"},
+                "rows": 20,
+                "maxTokens": 16,
+                "floor": {"min": 0.9},
+            },
+            "report": {"formats": ["json"]},
+        },
+    }
+    report, _ = run_manifests(tmp_path, [deployment, run])
+    assert [t.status for t in report.trials] == ["Succeeded"] * 6
+    # Each configuration asked once, every row answered.
+    assert [(t.quality.rows, t.quality.failed) for t in report.trials if t.quality] == [(20, 0)] * 6
+    rows = {(r.parameters["model_variant"], r.parameters["engine_args"]): r for r in report.configurations}
+    scores = {key: (row.quality.correct, row.quality.verdict) for key, row in rows.items() if row.quality}
+    assert scores == {
+        ("f32", "kv-f16"): (20, "Held"),
+        ("f32", "kv-q8"): (20, "Held"),
+        ("q80", "kv-f16"): (20, "Held"),
+        ("q80", "kv-q8"): (20, "Held"),
+        ("q40", "kv-f16"): (0, "Below"),
+        ("q40", "kv-q8"): (0, "Below"),
+    }
+    for kv in ("kv-f16", "kv-q8"):
+        assert rows[("q40", kv)].reason == (
+            "held back by quality: 0 of 20 rows (0.0%, 95% CI 0.0%-16.1%) against the floor 90.0%"
+        )
+        assert not rows[("q40", kv)].chosen
+    chosen = next(row for row in rows.values() if row.chosen)
+    assert chosen.quality is not None and chosen.quality.verdict == "Held"

@@ -1,0 +1,117 @@
+"""Quality in the choice (spec.quality): answers scored, each configuration's score and Wilson interval against
+the floor, and a configuration whose interval lies wholly below it held back, however cheap; on scripted
+answers (the load generator's asking is tests/llm/test_quality_run.py's)."""
+
+from __future__ import annotations
+
+import pytest
+
+from kaliper.api.profilerun import QualityCheck
+from kaliper.measure.quality import correct, first_choice, first_number, interval
+from kaliper.profiling.quality import quality_scores
+from kaliper.report.schema import QualityAnswers, TrialReport
+
+
+@pytest.mark.parametrize(
+    ("scorer", "answer", "expected", "tolerance", "scores"),
+    [
+        ("exact", "  Paris. ", "paris", 0, True),
+        ("exact", "Paris, France", "Paris", 0, False),
+        ("contains", "The capital is Paris.", "paris", 0, True),
+        ("contains", "The capital is Lyon.", "Paris", 0, False),
+        ("number", "It is 1,234.5 metres", "1234.5", 0, True),
+        ("number", "about 3.14", "3.1416", 0.01, True),
+        ("number", "about 3.2", "3.1416", 0.01, False),
+        ("number", "no idea", "4", 0, False),
+        ("choice", "(B) Paris", "b", 0, True),
+        ("choice", "The answer is C.", "B", 0, False),
+        ("agreement", "Le chat", "le chat.", 0, True),
+    ],
+)
+def test_each_scorer(scorer: str, answer: str, expected: str, tolerance: float, scores: bool) -> None:
+    assert correct(scorer, answer, expected, tolerance) is scores
+
+
+def test_the_first_number_and_choice_are_read_as_written() -> None:
+    assert first_number("-12 degrees, then 30") == -12.0
+    assert first_choice("Answer: D, not A") == "D"
+    assert first_choice("I'd say (C)") == "C"
+    assert first_choice("I think D, not A") is None  # capitals in prose name no choice
+    assert first_choice("no letter here") is None
+
+
+def test_the_interval_is_wilsons() -> None:
+    # 14 of 20: centre (0.7 + 1.96^2/40) / (1 + 1.96^2/20), half-width from the same.
+    low, high = interval(14, 20)
+    assert (round(low, 4), round(high, 4)) == (0.4810, 0.8545)
+    assert interval(20, 20)[1] == 1.0
+    assert round(interval(0, 20)[1], 4) == 0.1611
+
+
+def trial(index: int, variant: str, answers: list[str | None] | None, expected: list[str | None]) -> TrialReport:
+    quality = None
+    if answers is not None:
+        quality = QualityAnswers(rows=len(answers), expected=expected, answers=answers)
+    return TrialReport(
+        index=index,
+        name=f"t{index}",
+        parameters={"variant": variant, "concurrency": "1"},
+        status="Succeeded",
+        quality=quality,
+    )
+
+
+def check(**fields: object) -> QualityCheck:
+    return QualityCheck.model_validate({"dataset": {"file": "q.jsonl"}, **fields})
+
+
+def test_a_score_wholly_below_the_floor_is_held_back_and_one_straddling_it_is_not() -> None:
+    expected: list[str | None] = [str(n) for n in range(20)]
+    right = [str(n) for n in range(20)]
+    half = [str(n) if n % 2 else "x" for n in range(20)]  # 10 of 20
+    seventeen = [str(n) if n > 2 else "x" for n in range(20)]  # 17 of 20
+    scores = quality_scores(
+        check(scorer="exact", floor={"min": 0.8}),
+        [
+            trial(0, "f32", right, expected),
+            trial(1, "q8", seventeen, expected),
+            trial(2, "q4", half, expected),
+            trial(3, "q4", None, expected),  # a second trial of q4: it asked nothing
+            trial(4, "q2", None, expected),
+        ],
+    )
+    by_variant = {dict(k)["variant"]: s for k, s in scores.items()}
+    assert (by_variant["f32"].verdict, by_variant["f32"].correct) == ("Held", 20)
+    assert (by_variant["q8"].verdict, by_variant["q8"].observed) == (
+        "Held",
+        "17 of 20 rows (85.0%, 95% CI 64.0%-94.8%) against the floor 80.0%",
+    )
+    assert (by_variant["q4"].verdict, by_variant["q4"].observed) == (
+        "Below",
+        "10 of 20 rows (50.0%, 95% CI 29.9%-70.1%) against the floor 80.0%",
+    )
+    assert (by_variant["q2"].verdict, by_variant["q2"].observed) == (
+        "Unknown",
+        "not scored: its servers never answered",
+    )
+
+
+def test_agreement_is_measured_against_the_originals_answers_and_max_drop_from_its_score() -> None:
+    original = ["a b", "c d", "e f", None, "g h"]  # the original did not answer row 3: no row to hold it to
+    other = ["a b", "c d", "x y", "anything", "g h."]
+    scores = quality_scores(
+        check(scorer="agreement", original={"variant": "f32"}, floor={"maxDrop": 0.1}),
+        [trial(0, "f32", original, [None] * 5), trial(1, "q4", other, [None] * 5)],
+    )
+    by_variant = {dict(k)["variant"]: s for k, s in scores.items()}
+    assert (by_variant["f32"].correct, by_variant["f32"].floor) == (4, 0.7)  # 4 of 5 rows it answered, less 0.1
+    assert (by_variant["q4"].correct, by_variant["q4"].score) == (3, 0.6)
+
+
+def test_a_floor_relative_to_an_original_needs_it_named() -> None:
+    with pytest.raises(
+        ValueError, match=r"quality\.floor\.maxDrop is measured from the original configuration's score"
+    ):
+        check(scorer="exact", floor={"maxDrop": 0.1})
+    with pytest.raises(ValueError, match="the agreement scorer compares each answer with the original"):
+        check(scorer="agreement", floor={"min": 0.9})
