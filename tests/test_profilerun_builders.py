@@ -86,6 +86,35 @@ def test_a_single_generator_job_mounts_its_config_and_payload_and_takes_secrets_
     assert job["spec"]["backoffLimit"] == 0 and job["spec"]["activeDeadlineSeconds"] == 5 + 60 + 120 + 900
 
 
+def test_the_trial_that_asks_the_quality_dataset_mounts_it_and_the_others_do_not_ask() -> None:
+    quality = {
+        "dataset": {"configMap": {"name": "questions", "key": "rows.jsonl"}},
+        "scorer": "exact",
+        "rows": 40,
+        "maxTokens": 8,
+        "floor": {"min": 0.8},
+    }
+    chat = {"protocol": "openai-chat", "modelName": "tiny"}
+    prompts = {"prompts": {"dataset": {"configMap": {"name": "prompts", "key": "p.jsonl"}}}}
+    run = spec(quality=quality, request=chat, payload=prompts)
+    asks = TrialLoad("http://r-t0.ml.svc:80", "tiny", 2, scores_quality=True)
+    config_map, job = build_loadgen(RUN, 0, run, asks, LoadgenPod("img:1"))
+    config = LoadGenConfig.model_validate(yaml.safe_load(config_map["data"]["config.yaml"]))
+    assert config.quality is not None
+    assert (config.quality.file, config.quality.rows, config.quality.max_tokens) == (
+        "/etc/kaliper/quality/rows.jsonl",
+        40,
+        8,
+    )
+    pod = job["spec"]["template"]["spec"]
+    assert {"name": "quality", "configMap": {"name": "questions"}} in pod["volumes"]
+    assert {"name": "quality", "mountPath": "/etc/kaliper/quality", "readOnly": True} in pod["containers"][0][
+        "volumeMounts"
+    ]
+    other, _ = build_loadgen(RUN, 1, run, TrialLoad("http://r-t1.ml.svc:80", "tiny", 4), LoadgenPod("img:1"))
+    assert "quality" not in yaml.safe_load(other["data"]["config.yaml"])
+
+
 def test_distributed_load_is_a_master_job_its_service_and_a_worker_job() -> None:
     objects = build_loadgen(
         RUN,

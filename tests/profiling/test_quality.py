@@ -115,3 +115,34 @@ def test_a_floor_relative_to_an_original_needs_it_named() -> None:
         check(scorer="exact", floor={"maxDrop": 0.1})
     with pytest.raises(ValueError, match="the agreement scorer compares each answer with the original"):
         check(scorer="agreement", floor={"min": 0.9})
+
+
+def test_quality_is_for_generated_answers_and_its_dataset_for_the_path_that_reads_it() -> None:
+    from kaliper.api.profilerun import ProfileRunSpec
+    from kaliper.local.executor import cluster_only
+    from kaliper.profiling.plan import machine_paths_problem
+
+    base = {
+        "target": {"url": "http://127.0.0.1:8080"},
+        "load": {"closedLoop": {"concurrency": 1}},
+        "payload": {"prompts": {"dataset": {"configMap": {"name": "p", "key": "p.jsonl"}}}},
+    }
+    quality = {"dataset": {"file": "q.jsonl"}, "floor": {"min": 0.5}}
+    tensors = {
+        "payload": {"tensors": {"inputs": [{"name": "x", "datatype": "FP32", "shape": [1, 4]}]}},
+        "request": {"protocol": "oip-v2", "modelName": "iris"},
+    }
+    with pytest.raises(ValueError, match=r"quality scores generated answers: set request\.protocol to openai-chat"):
+        ProfileRunSpec.model_validate({**base, **tensors, "quality": quality})
+    chat = {"protocol": "openai-chat", "modelName": "m"}
+    on_file = ProfileRunSpec.model_validate({**base, "request": chat, "quality": quality})
+    assert machine_paths_problem(on_file) == (
+        "spec.quality.dataset.file is a path on one machine; on Kubernetes put the file in a ConfigMap and use "
+        "quality.dataset.configMap"
+    )
+    in_cluster = {**quality, "dataset": {"configMap": {"name": "q", "key": "q.jsonl"}}}
+    on_map = ProfileRunSpec.model_validate({**base, "request": chat, "quality": in_cluster})
+    assert cluster_only(on_map) == [
+        "spec.quality.dataset.configMap is read inside the cluster; for `kaliper run` give the dataset as "
+        "quality.dataset.file"
+    ]

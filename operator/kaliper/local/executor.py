@@ -102,6 +102,11 @@ def cluster_only(spec: ProfileRunSpec) -> list[str]:
             "spec.metrics.dcgm.profilingMetrics: DCGM's profiling fields come from dcgm-exporter on Kubernetes; "
             "locally GPU figures come from NVML, which has none. Remove profilingMetrics for a local run"
         )
+    if spec.quality is not None and spec.quality.dataset.config_map is not None:
+        problems.append(
+            "spec.quality.dataset.configMap is read inside the cluster; for `kaliper run` give the dataset as "
+            "quality.dataset.file"
+        )
     return problems
 
 

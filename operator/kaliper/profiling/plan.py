@@ -206,6 +206,7 @@ def machine_paths_problem(spec: ProfileRunSpec) -> str | None:
         ("payload.prompts.dataset", prompts.dataset if prompts else None),
         ("payload.prompts.trace", prompts.trace if prompts else None),
         ("payload.prompts.tokenizer", prompts.tokenizer if prompts else None),
+        ("quality.dataset", spec.quality.dataset if spec.quality else None),
     ):
         if source is not None and source.file is not None:
             return (
