@@ -18,6 +18,7 @@ from kaliper.api.modeldeployment import ModelDeploymentSpec
 from kaliper.api.profilerun import ProfileRunSpec
 from kaliper.cli import main
 from kaliper.profiling.plan import configurations, sweep_problem
+from kaliper.profiling.quality import original_problem
 from tests.support.docs_site import PAGES, REPO, build_site
 
 
@@ -93,6 +94,11 @@ def test_the_how_to_guides_manifests_pass_the_apis_checks() -> None:
     llama = yaml.safe_load((REPO / "examples" / "llm" / "modeldeployment.yaml").read_text())
     configs = configurations(spec, ModelDeploymentSpec.model_validate(llama["spec"]))
     assert len(configs) == 18 and sweep_problem(spec, configs) is None
+    # The quality check beside the sizing run: its original names a configuration of the sweep.
+    (quality,) = yaml_blocks("how-to/choose-a-quantization.md")
+    spec = ProfileRunSpec.model_validate(example["spec"] | quality["spec"])
+    configs = configurations(spec, ModelDeploymentSpec.model_validate(llama["spec"]))
+    assert len(configs) == 3 and original_problem(spec.quality, configs) is None
     (replay,) = yaml_blocks("how-to/replay-production-traffic.md")
     example = yaml.safe_load((REPO / "examples" / "llm" / "profilerun-trace.yaml").read_text())
     spec = ProfileRunSpec.model_validate(example["spec"] | replay["spec"])
