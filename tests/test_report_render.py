@@ -510,3 +510,49 @@ def test_the_server_load_line_says_where_it_was_read_and_from_how_many_pods() ->
     )
     read = ServerLoad(source="vLLM", samples=6, waiting_mean=0.5, waiting_max=1.0)
     assert server_load_line(read) == "server load (vLLM, 6 readings): queued 0.5 on average, up to 1"
+
+
+def test_quality_against_cost_draws_each_score_its_interval_and_the_floor() -> None:
+    from kaliper.report.schema import ConfigurationRow, QualityScore
+
+    def row(
+        variant: str, cost: float, correct: int, interval: tuple[float, float], verdict: str, chosen: bool = False
+    ) -> ConfigurationRow:
+        quality = QualityScore(
+            rows=20,
+            correct=correct,
+            score=correct / 20,
+            ci_low=interval[0],
+            ci_high=interval[1],
+            floor=0.9,
+            verdict=verdict,
+            observed=f"{correct} of 20 rows",
+        )
+        reason = "the choice" if chosen else "held back by quality"
+        return ConfigurationRow(
+            parameters={"variant": variant},
+            trials=[0],
+            qualified=True,
+            chosen=chosen,
+            cost=cost,
+            quality=quality,
+            reason=reason,
+        )
+
+    report = seven_trials()
+    report.configurations = [
+        row("f16", 0.03, 20, (0.8389, 1.0), "Held", chosen=True),
+        row("q4", 0.01, 9, (0.2582, 0.6579), "Below"),
+    ]
+    (chart,) = [f for f in profile_plots.figures(report) if f.layout.title.text.startswith("Quality against cost")]
+    assert [(list(t.x), list(t.y), t.marker.symbol) for t in chart.data] == [
+        ([0.03], [100.0], "star"),
+        ([0.01], [45.0], "x"),
+    ]
+    assert [(t.error_y.arrayminus[0], t.error_y.array[0]) for t in chart.data] == [
+        pytest.approx((16.11, 0.0)),
+        pytest.approx((19.18, 20.79)),
+    ]
+    assert chart.layout.shapes[0].y0 == 90.0  # the floor
+    # Without quality scored, no chart.
+    assert not [f for f in profile_plots.figures(seven_trials()) if f.layout.title.text.startswith("Quality")]

@@ -12,6 +12,7 @@ from kaliper.measure.figures import ITL, TTFT
 from kaliper.report.profile_text import (
     SLO_COLOUR,
     configuration_label,
+    configuration_text,
     cost_unit,
     cpu_limit_cores,
     figure_at,
@@ -300,6 +301,54 @@ def _capacity_cost_figure(report: ProfileReport, colours: dict[int, str]) -> go.
     return figure
 
 
+def _quality_figure(report: ProfileReport) -> go.Figure | None:
+    """Each configuration's quality score (95% interval) against its cost, the floor drawn: what the choice
+    weighed besides the SLO. Without prices, the scores side by side."""
+    import plotly.graph_objects as go
+
+    scored = [r for r in report.configurations if r.quality is not None and r.quality.verdict != "Unknown"]
+    if not scored:
+        return None
+    priced = all(r.cost is not None for r in scored)
+    figure = go.Figure()
+    for row in scored:
+        quality = row.quality
+        assert quality is not None
+        label = configuration_text(row.parameters)
+        held = quality.verdict == "Below"
+        figure.add_trace(
+            go.Scatter(
+                x=[row.cost if priced else html.escape(label)],
+                y=[quality.score * 100],
+                mode="markers",
+                name=html.escape(label + (" (chosen)" if row.chosen else " (held back)" if held else "")),
+                text=[html.escape(f"{label}: {quality.observed}")],
+                hoverinfo="text",
+                marker={
+                    "size": 16 if row.chosen else 11,
+                    "symbol": "star" if row.chosen else "x" if held else "circle",
+                    "color": SLO_COLOUR if held else None,
+                },
+                error_y={
+                    "type": "data",
+                    "symmetric": False,
+                    "array": [(quality.ci_high - quality.score) * 100],
+                    "arrayminus": [(quality.score - quality.ci_low) * 100],
+                },
+            )
+        )
+    floor = next((r.quality.floor for r in scored if r.quality is not None and r.quality.floor is not None), None)
+    if floor is not None:
+        figure.add_hline(y=floor * 100, line={"color": SLO_COLOUR, "dash": "dash"}, annotation_text="floor")
+    x_title = f"{html.escape(report.currency)} per million {cost_unit(report)}" if priced else "configuration"
+    figure.update_layout(
+        title="Quality against cost (95% interval; the choice is a star, a configuration held back a cross)",
+        xaxis={"title": x_title},
+        yaxis={"title": "rows answered right, %", "range": [0, 105]},
+    )
+    return figure
+
+
 def _workload_figure(report: ProfileReport) -> go.Figure | None:
     """The token histograms a workload was fitted to (payload.prompts.fromPrometheus), bucket by bucket, beside
     the fitted lognormals' shares: how well the prompts sent resemble what the servers served."""
@@ -440,7 +489,8 @@ def _cost_figure(report: ProfileReport, colours: dict[int, str], bounds: dict[fl
 def figures(report: ProfileReport) -> list[go.Figure]:
     """The report's charts, one per question: where each configuration stops meeting the SLO (latency vs
     throughput; for generation runs, time to first token and gaps between tokens vs load, and output tokens/s vs
-    load), what each costs at its capacity, cost against p99, a replayed trace's sends and a fitted workload's
+    load), what each costs at its capacity, cost against p99, quality against cost, a replayed trace's sends and a
+    fitted workload's
     histograms, CPU and memory over time, and each figure against the baseline. A chart with nothing to show is
     left out (none at all when every trial failed)."""
     colours = trial_colours(report)
@@ -450,6 +500,7 @@ def figures(report: ProfileReport) -> list[go.Figure]:
         *load,
         _capacity_cost_figure(report, colours),
         _cost_figure(report, colours, bounds),
+        _quality_figure(report),
         _replay_figure(report, colours),
         _workload_figure(report),
         *_usage_figures(report, colours),
