@@ -573,14 +573,14 @@ def compare_command(
     html_path: Path | None,
 ) -> None:
     """Compare a run with a baseline run: for each configuration both measured at the same load, each figure
-    (throughput, latency and token percentiles, error rate, cost) better, worse or within the noise, from the
-    95% intervals both runs measured. BASELINE and NEW are saved report.json files or names of finished
-    ProfileRuns in the cluster."""
-    from kaliper.profiling.comparison import compare_runs, regressions, unmatched
+    (throughput, latency and token percentiles, error rate, cost; the quality score where both runs scored it)
+    better, worse or within the noise, from the 95% intervals both runs measured. BASELINE and NEW are saved
+    report.json files or names of finished ProfileRuns in the cluster."""
+    from kaliper.profiling.comparison import compare_reports, regressions, unmatched
     from kaliper.report.comparison_text import comparison_lines
 
     a, b = _load_report(baseline, namespace), _load_report(new, namespace)
-    found = compare_runs(a.trials, b.trials)
+    found = compare_reports(a, b)
     regressed = regressions(found, lambda figure: tolerance)
     if as_json:
         click.echo(json.dumps([c.model_dump(by_alias=True) for c in found], indent=2))
@@ -593,7 +593,7 @@ def compare_command(
         from kaliper.report.profile_html import write_html
 
         gate = RegressionTolerance(default=tolerance)
-        b.baseline, b.comparison = against_baseline(baseline, a.trials, b.trials, gate)
+        b.baseline, b.comparison = against_baseline(baseline, a, b, gate)
         click.echo(f"wrote {write_html(b, html_path)}", err=as_json)
     if fail_if_regressed and regressed:
         raise SystemExit(1)

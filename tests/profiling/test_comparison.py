@@ -157,5 +157,26 @@ def test_time_to_first_output_is_left_out_where_no_model_thought() -> None:
 
 
 def test_every_family_of_figures_compared_has_its_tolerance_field() -> None:
-    assert FAMILIES == ("throughput", "latency", "ttft", "ttfot", "itl", "tpot", "error_rate", "cost")
+    assert FAMILIES == ("throughput", "latency", "ttft", "ttfot", "itl", "tpot", "error_rate", "cost", "quality")
     assert set(FAMILIES) == set(RegressionTolerance.model_fields) - {"default"}
+
+
+def test_a_configurations_quality_is_compared_by_its_interval_and_gated_like_any_figure() -> None:
+    from kaliper.profiling.comparison import compare_quality
+    from kaliper.report.schema import ConfigurationRow, QualityScore
+
+    def row(variant: str, correct: int, low: float, high: float) -> ConfigurationRow:
+        score = QualityScore(
+            rows=20, correct=correct, score=correct / 20, ci_low=low, ci_high=high, verdict="Held", observed=""
+        )
+        return ConfigurationRow(parameters={"variant": variant}, trials=[0], qualified=True, quality=score, reason="")
+
+    before = [row("q8", 20, 0.8389, 1.0), row("q4", 18, 0.6990, 0.9721)]
+    after = [row("q8", 9, 0.2582, 0.6579), row("q4", 17, 0.6396, 0.9476), row("q2", 5, 0.1119, 0.4687)]
+    found = compare_quality(before, after)
+    assert [(c.parameters, c.figure, c.verdict, round(c.change or 0, 4)) for c in found] == [
+        ({"variant": "q8"}, "quality", "worse", -0.55),
+        ({"variant": "q4"}, "quality", "within the noise", -0.0556),
+    ]
+    gate = RegressionTolerance(quality=0.1)
+    assert [c.parameters for c in regressions(found, gate.for_figure)] == [{"variant": "q8"}]

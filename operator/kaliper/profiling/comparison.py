@@ -23,7 +23,7 @@ from kaliper.profiling.decisions import (
     latency_interval,
     relative_noise,
 )
-from kaliper.report.schema import FigureComparison, StageResult, TrialReport
+from kaliper.report.schema import ConfigurationRow, FigureComparison, ProfileReport, StageResult, TrialReport
 
 INFINITE = float("inf")
 
@@ -129,7 +129,8 @@ def compared_figures(thought: bool) -> list[ComparedFigure]:
     return [*RATES, *percentiles, *FAILURES_AND_COST]
 
 
-FAMILIES = tuple(dict.fromkeys(c.family for c in compared_figures(thought=True)))
+QUALITY = "quality"  # a configuration's score on the quality dataset (spec.quality), from the report's rows
+FAMILIES = (*dict.fromkeys(c.family for c in compared_figures(thought=True)), QUALITY)
 
 
 def _thought(*trials: TrialReport) -> bool:
@@ -156,24 +157,40 @@ def compare_trials(baseline: TrialReport, new: TrialReport) -> list[FigureCompar
     found = []
     for compared in compared_figures(_thought(baseline, new)):
         a, b = compared.read(baseline), compared.read(new)
-        if a is None or b is None:
-            continue
-        found.append(
-            FigureComparison(
-                parameters=new.parameters,
-                figure=compared.label,
-                family=compared.family,
-                unit=compared.unit,
-                baseline=_finite(a.value),
-                baseline_low=_finite(a.low),
-                baseline_high=_finite(a.high),
-                value=_finite(b.value),
-                low=_finite(b.low),
-                high=_finite(b.high),
-                change=change(a.value, b.value),
-                verdict=verdict(a, b, compared.higher_is_better),  # type: ignore[arg-type]
-            )
-        )
+        if a is not None and b is not None:
+            found.append(_compared(new.parameters, compared.label, compared.family, compared.unit, a, b, compared))
+    return found
+
+
+def _compared(
+    parameters: dict[str, str], figure: str, family: str, unit: str, a: Reading, b: Reading, how: ComparedFigure | None
+) -> FigureComparison:
+    higher_is_better = how.higher_is_better if how is not None else True
+    return FigureComparison(
+        parameters=parameters,
+        figure=figure,
+        family=family,
+        unit=unit,
+        baseline=_finite(a.value),
+        baseline_low=_finite(a.low),
+        baseline_high=_finite(a.high),
+        value=_finite(b.value),
+        low=_finite(b.low),
+        high=_finite(b.high),
+        change=change(a.value, b.value),
+        verdict=verdict(a, b, higher_is_better),  # type: ignore[arg-type]
+    )
+
+
+def compare_quality(baseline: Sequence[ConfigurationRow], new: Sequence[ConfigurationRow]) -> list[FigureComparison]:
+    """Each configuration's quality score (spec.quality) in both runs, higher being better, by its interval."""
+    scored = {_key_of(r.parameters): r.quality for r in baseline if r.quality and r.quality.verdict != "Unknown"}
+    found = []
+    for row in new:
+        before, now = scored.get(_key_of(row.parameters)), row.quality
+        if before is not None and now is not None and now.verdict != "Unknown":
+            a, b = Reading(before.score, before.ci_low, before.ci_high), Reading(now.score, now.ci_low, now.ci_high)
+            found.append(_compared(row.parameters, "quality", QUALITY, "share", a, b, None))
     return found
 
 
@@ -217,24 +234,33 @@ def regressions(found: Sequence[FigureComparison], tolerance: Callable[[str], fl
     ]
 
 
+def compare_reports(baseline: ProfileReport, new: ProfileReport) -> list[FigureComparison]:
+    """Every figure of every trial both runs measured alike, then each configuration's quality both scored."""
+    return [*compare_runs(baseline.trials, new.trials), *compare_quality(baseline.configurations, new.configurations)]
+
+
 def against_baseline(
-    source: str, baseline: Sequence[TrialReport], new: Sequence[TrialReport], tolerance: RegressionTolerance
+    source: str, baseline: ProfileReport, new: ProfileReport, tolerance: RegressionTolerance
 ) -> tuple[BaselineComparison, list[FigureComparison]]:
     """A run against its baseline: the summary its report and status carry, and every figure compared."""
-    found = compare_runs(baseline, new)
+    found = compare_reports(baseline, new)
     summary = BaselineComparison(
         source=source,
         figures=len(found),
         worse=sum(c.verdict == "worse" for c in found),
         better=sum(c.verdict == "better" for c in found),
         regressions=[c.line()[:512] for c in regressions(found, tolerance.for_figure)][:20],
-        not_compared=[line[:512] for line in unmatched(baseline, new)][:20],
+        not_compared=[line[:512] for line in unmatched(baseline.trials, new.trials)][:20],
     )
     return summary, found
 
 
 def _key(trial: TrialReport) -> tuple[tuple[str, str], ...]:
-    return tuple(sorted(trial.parameters.items()))
+    return _key_of(trial.parameters)
+
+
+def _key_of(parameters: dict[str, str]) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted(parameters.items()))
 
 
 def _words(parameters: dict[str, str]) -> str:

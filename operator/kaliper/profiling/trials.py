@@ -371,8 +371,6 @@ def conclude(
             )
     if baseline is not None and spec.baseline is not None:
         tolerance = (spec.slo.fail_if_regressed if spec.slo else None) or RegressionTolerance()
-        report.baseline, report.comparison = against_baseline(
-            spec.baseline.describe(), baseline.trials, report.trials, tolerance
-        )
+        report.baseline, report.comparison = against_baseline(spec.baseline.describe(), baseline, report, tolerance)
     if not spec.report.include_time_series:  # after the choice and the recommendation, which use them
         report.drop_time_series()

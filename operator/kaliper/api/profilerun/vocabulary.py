@@ -739,6 +739,8 @@ class RegressionTolerance(KaliperModel):
     """The share of requests that failed."""
     cost: Annotated[float, Field(ge=0)] | None = None
     """Money per million requests (output tokens)."""
+    quality: Annotated[float, Field(ge=0)] | None = None
+    """A configuration's score on the quality dataset (spec.quality)."""
 
     def for_figure(self, family: str) -> float:
         """The tolerance of a family of figures of kaliper.profiling.comparison (such as "ttft" for ttft p50 and
