@@ -43,8 +43,8 @@ def first_choice(text: str) -> str | None:
 
 def correct(scorer: str, answer: str, expected: str, tolerance: float = 0.0) -> bool:
     """Whether an answer scores: exact (equal when normalized), contains (expected within it), number (its first
-    number within tolerance of expected's), choice (its first standalone capital letter is expected's), or
-    agreement (equal to the original's answer, given as `expected`)."""
+    number within tolerance of expected's), choice (the letter it names is expected's), agreement (equal to
+    the original's answer, given as `expected`), or accuracy (a model's prediction equal to the row's label)."""
     if scorer in ("exact", "agreement"):
         return normalized(answer) == normalized(expected)
     if scorer == "contains":
@@ -54,6 +54,11 @@ def correct(scorer: str, answer: str, expected: str, tolerance: float = 0.0) -> 
         return found is not None and wanted is not None and abs(found - wanted) <= tolerance
     if scorer == "choice":
         return first_choice(answer) == expected.strip().upper()
+    if scorer == "accuracy":  # a prediction and a label: equal as numbers where both are (2 and 2.0), else as text
+        try:
+            return float(answer) == float(expected)
+        except ValueError:
+            return answer.strip() == expected.strip()
     raise ValueError(f"unknown scorer {scorer}")
 
 

@@ -7,10 +7,8 @@ The first dimension of every input is the batch axis: each row holds one item, a
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -18,9 +16,10 @@ import numpy as np
 import onnxruntime as ort
 
 from kaliper.api.common import TensorSpec
+from kaliper.measure import labelled
+from kaliper.measure.labelled import DatasetError, Row
 
 FIELD = "evaluator.accuracy.dataset"
-ROW_EXAMPLE = '{"inputs": {"<input name>": [...]}, "label": ...}'
 
 # ONNX Runtime's type strings -> numpy dtypes for the inputs a dataset can fill.
 DTYPES: dict[str, Any] = {
@@ -38,18 +37,6 @@ DTYPES: dict[str, Any] = {
     "tensor(bool)": np.bool_,
     "tensor(string)": np.object_,
 }
-
-
-class DatasetError(Exception):
-    """A dataset that does not fit the model; the message names the line, the field and the fix."""
-
-
-@dataclass(frozen=True)
-class Row:
-    inputs: dict[str, Any]
-    label: Any
-    line: int
-    """1-based line of the file the row came from (blank lines count)."""
 
 
 # --- reading -----------------------------------------------------------------------------------------
@@ -80,45 +67,7 @@ def read_rows(path: Path, limit: int | None = None) -> list[Row]:
 
 def parse_row(text: str, line: int) -> Row:
     """One line of the dataset as a Row."""
-    where = f"{FIELD} line {line}"
-    value = json_object(text, where, ROW_EXAMPLE)
-    inputs = value.get("inputs")
-    if not isinstance(inputs, dict):
-        found = "none" if inputs is None else _json_kind(inputs)
-        raise DatasetError(
-            f'{where}: "inputs" must be an object of input values (found {found}); rows look like {ROW_EXAMPLE}'
-        )
-    if "label" not in value or value["label"] is None:
-        raise DatasetError(f'{where}: the row has no "label"; rows look like {ROW_EXAMPLE}')
-    label = value["label"]
-    if isinstance(label, list | dict):
-        raise DatasetError(f"{where}: label must be one number or string, not {_json_kind(label)}")
-    return Row(inputs=inputs, label=label, line=line)
-
-
-def json_object(text: str, where: str, example: str) -> dict[str, Any]:
-    """One line of a JSON-lines dataset as an object; errors say where and show a row like `example`."""
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise DatasetError(
-            f"{where}: not valid JSON ({exc.msg} at column {exc.colno}); each line holds one row like {example}"
-        ) from exc
-    if not isinstance(value, dict):
-        raise DatasetError(f"{where}: a row is a JSON object like {example}, not {_json_kind(value)}")
-    return value
-
-
-def _json_kind(value: Any) -> str:
-    if isinstance(value, dict):
-        return "an object"
-    if isinstance(value, list):
-        return "a list"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, bool):
-        return "a boolean"
-    return "a number" if isinstance(value, int | float) else "null"
+    return labelled.parse_row(text, line, FIELD)
 
 
 # --- checking against the model ----------------------------------------------------------------------

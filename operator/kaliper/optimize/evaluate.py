@@ -11,6 +11,7 @@ from typing import Literal
 import numpy as np
 import onnxruntime as ort
 
+from kaliper.measure.labelled import UnscorableOutput, per_row
 from kaliper.measure.statistics import percentile_rank, rank_interval
 from kaliper.report.optimization import LatencyMeasurement
 
@@ -111,12 +112,8 @@ def latency_figures(
 
 
 def predict(session: ort.InferenceSession, batches: Iterable[dict[str, np.ndarray]]) -> np.ndarray:
-    """One prediction per row, from the model's FIRST output (skl2onnx classifiers put the label there):
-
-    - integer, boolean or string tensors are labels, taken as they are ([N] or [N, 1]);
-    - a float [N, C] tensor with C > 1 holds class scores: the prediction is the index of the largest (argmax);
-    - a float [N] or [N, 1] tensor holds regression values, taken as they are.
-    """
+    """One prediction per row, from the model's FIRST output (skl2onnx classifiers put the label there), read as
+    a ProfileRun's quality check reads a server's (kaliper.measure.labelled.per_row)."""
     output = session.get_outputs()[0]
     parts: list[np.ndarray] = []
     for feed in batches:
@@ -126,21 +123,13 @@ def predict(session: ort.InferenceSession, batches: Iterable[dict[str, np.ndarra
                 f"the model's first output {output.name} is {output.type}, not a tensor; accuracy needs the first "
                 "output to be the labels, class scores or values (skl2onnx: convert classifiers without ZipMap)"
             )
-        parts.append(_per_row(value, output.name))
+        try:
+            parts.append(per_row(value, output.name))
+        except UnscorableOutput as exc:
+            raise EvaluationError(str(exc)) from exc
     if not parts:
         return np.asarray([])
     return np.concatenate(parts)
-
-
-def _per_row(value: np.ndarray, name: str) -> np.ndarray:
-    if value.ndim == 2 and value.shape[1] > 1 and np.issubdtype(value.dtype, np.floating):
-        return value.argmax(axis=1)
-    if value.ndim == 1 or (value.ndim == 2 and value.shape[1] == 1):
-        return value.reshape(-1)
-    raise EvaluationError(
-        f"the model's first output {name} has shape {list(value.shape)}; accuracy needs one prediction per row "
-        "([N] labels or values, or [N, classes] scores)"
-    )
 
 
 # --- metrics -----------------------------------------------------------------------------------------

@@ -14,7 +14,8 @@ import onnxruntime as ort
 
 from kaliper.api.common import TensorSpec
 from kaliper.api.modeloptimization import TextColumns
-from kaliper.optimize.dataset import FIELD, DatasetError, Row, dataset_lines, json_object
+from kaliper.measure.labelled import DatasetError, Row, json_object
+from kaliper.optimize.dataset import FIELD, dataset_lines
 
 TEXT_FIELD = "evaluator.accuracy.text"
 

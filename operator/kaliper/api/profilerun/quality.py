@@ -11,8 +11,9 @@ from kaliper.api.base import KaliperModel, Rule, exactly_one_of, only_with
 from kaliper.api.common import StringMap
 from kaliper.api.profilerun.vocabulary import DatasetSource
 
-QualityScorer = Literal["exact", "contains", "number", "choice", "agreement"]
+QualityScorer = Literal["exact", "contains", "number", "choice", "agreement", "accuracy"]
 """How an answer is scored (kaliper.measure.quality)."""
+GENERATED_SCORERS = ("exact", "contains", "number", "choice", "agreement")
 
 
 class QualityFloor(KaliperModel):
@@ -29,18 +30,22 @@ class QualityFloor(KaliperModel):
 
 class QualityCheck(KaliperModel):
     """Each configuration answers the dataset's rows once, one at a time, after its first trial's measured load
-    (scoring never shares the clock with latency): greedily, temperature 0, each answer scored; the report
-    gives every configuration's score with its Wilson 95% interval, and the choice passes over a configuration
-    whose score is shown below the floor. Generation protocols (openai-chat, openai-completions)."""
+    (scoring never shares the clock with latency): generation greedily (temperature 0), a model's predictions
+    over the Open Inference Protocol (oip-v2); each answer scored; the report gives every configuration's score
+    with its Wilson 95% interval, and the choice passes over a configuration whose score is shown below the
+    floor."""
 
     dataset: DatasetSource
-    """JSON lines, one row each: {"prompt": "...", "expected": "..."} ("expected" may be left out for the
-    agreement scorer). openai-chat sends the prompt as the user's message."""
+    """JSON lines, one row each. Generation: {"prompt": "...", "expected": "..."} ("expected" may be left out
+    for the agreement scorer; openai-chat sends the prompt as the user's message). A model's predictions
+    (oip-v2, the accuracy scorer): {"inputs": {"<input name>": [...]}, "label": ...}, a ModelOptimization
+    evaluator's rows."""
     scorer: QualityScorer = "exact"
     """exact: the answer equals expected (case, surrounding spaces and a final full stop aside); contains:
     expected appears in the answer; number: the answer's first number is within tolerance of expected's;
-    choice: the answer's first standalone capital letter (A, B, C...) is expected's; agreement: the answer
-    equals the original configuration's answer to the same row."""
+    choice: the letter the answer names ("B", "(B) Paris", "The answer is B") is expected's; agreement: the
+    answer equals the original configuration's answer to the same row; accuracy (oip-v2): the model's
+    prediction, from its first output (a label, or the largest class score), equals the row's label."""
     tolerance: Annotated[float, Field(ge=0)] = 0.0
     """The number scorer: how far the answer's number may be from expected's."""
     rows: Annotated[int, Field(ge=1, le=1000)] = 100

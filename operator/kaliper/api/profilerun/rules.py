@@ -279,13 +279,19 @@ CONVERSATIONS_NEED_CHAT = scoped(
 )
 
 
-QUALITY_NEEDS_GENERATION = rule(
+QUALITY_FITS_THE_PROTOCOL = rule(
     TEMPLATE,
-    cel="!has(self.quality) || (has(self.request) && has(self.request.protocol) && self.request.protocol in "
-    "['openai-chat', 'openai-completions'])",
-    message="quality scores generated answers: set request.protocol to openai-chat or openai-completions, or "
-    "remove quality",
-    check=lambda s: s.quality is None or s.request.protocol in LLM_PROTOCOLS,
+    # request.protocol left out is oip-v2, its default (the API server applies none).
+    cel="!has(self.quality) || ((has(self.quality.scorer) && self.quality.scorer == 'accuracy') ? (!has(self.request) "
+    "|| !has(self.request.protocol) || self.request.protocol == 'oip-v2') : (has(self.request) && "
+    "has(self.request.protocol) && self.request.protocol in ['openai-chat', 'openai-completions']))",
+    message="quality scores generated answers (request.protocol openai-chat or openai-completions) or, with "
+    "quality.scorer accuracy, a model's predictions (request.protocol oip-v2): set the two to match, or remove "
+    "quality",
+    check=lambda s: (
+        s.quality is None
+        or (s.request.protocol == "oip-v2" if s.quality.scorer == "accuracy" else s.request.protocol in LLM_PROTOCOLS)
+    ),
     field_path=".quality",
 )
 
