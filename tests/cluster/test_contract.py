@@ -22,11 +22,13 @@ from kaliper.report.schema import ProfileReport
 from kaliper.serving.tiny_llm import train_tokenizer
 from tests.support.cluster_objects import apply
 from tests.support.contract_runs import (
+    QUALITY_FLOOR,
     REGRESSED,
     SCENARIOS,
     baseline_report,
     decided,
     fitted,
+    quality_dataset,
     run_locally,
     with_baseline,
 )
@@ -59,7 +61,8 @@ def run_on_the_operator(
         level = float(load["closedLoop"]["concurrency"] if "closedLoop" in load else load["openLoop"]["rate"])
         annotations = runs[run]["metadata"].get("annotations")
         cpu = parameters.get("cpu", "1")
-        return scripted_result(cpu, level, int(index), annotations).model_dump_json(by_alias=True)
+        rows = config["quality"]["rows"] if "quality" in config else None  # the plan named this trial to ask
+        return scripted_result(cpu, level, int(index), annotations, rows).model_dump_json(by_alias=True)
 
     counts: dict[str, list[int]] = {name: [] for name in runs}
     with running_operator(crds):
@@ -104,8 +107,12 @@ def test_kaliper_run_and_the_operator_carry_out_the_same_plan(crds: Kubectl, nam
     }
     manifests = {run["metadata"]["name"]: run for run in SCENARIOS}
     manifests["regressed"] = with_baseline(REGRESSED, {"configMap": {"name": "baseline", "key": "report.json"}})
+    manifests["quality"] = quality_dataset(QUALITY_FLOOR, {"configMap": {"name": "rows", "key": "rows.jsonl"}})
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text('{"inputs": {"float_input": [5.1, 3.5, 1.4, 0.2]}, "label": 0}\n')  # the player answers
 
-    counts = run_on_the_operator(crds, namespace, tmp_path, manifests, [TARGET, configmap("baseline", baseline)])
+    objects = [TARGET, configmap("baseline", baseline), configmap("rows", rows, "rows.jsonl")]
+    counts = run_on_the_operator(crds, namespace, tmp_path, manifests, objects)
     for name in manifests:
         assert decided(report_of(crds, namespace, name), f"{name}-t") == decided(local[name], "t"), name
 

@@ -16,6 +16,7 @@ from tests.support.contract_runs import (
     KNEE,
     KNEE_TIE,
     NEVER_READY,
+    QUALITY_FLOOR,
     REGRESSED,
     TIE,
     baseline_report,
@@ -155,3 +156,29 @@ def test_a_run_slower_than_its_baseline_fails_the_regression_gate(tmp_path: Path
     spec = ProfileRun.model_validate(with_baseline(REGRESSED, {"report": str(baseline)})).spec
     gate = failed_gate(spec, report.verdict, report.baseline)
     assert gate is not None and gate.reason == "Regressed"
+
+
+def test_a_cheaper_configuration_shown_below_the_quality_floor_is_held_back(tmp_path: Path) -> None:
+    """The grid's choice, half a core, predicts 20 of 40 rows right (95% CI 35.2%-64.8%), wholly below the 0.9
+    floor: held back, and the whole core, 40 of 40, is chosen. Each configuration asked the rows once: on its
+    first trial to start (2 users), not at 4 or 8."""
+    report = run_locally(QUALITY_FLOOR, tmp_path)
+    assert [(t.index, t.quality is not None) for t in report.trials] == [
+        (0, True),
+        (1, False),
+        (2, False),
+        (3, True),
+        (4, False),
+        (5, False),
+    ]
+    half, whole = report.configurations
+    assert half.quality is not None and whole.quality is not None
+    assert (half.chosen, half.reason) == (
+        False,
+        "held back by quality: 20 of 40 rows (50.0%, 95% CI 35.2%-64.8%) against the floor 90.0%",
+    )
+    assert (whole.chosen, whole.quality.correct, whole.quality.verdict) == (True, 40, "Held")
+    assert (report.verdict, report.best_trial) == ("Met", 3)
+    assert report.choice is not None and report.choice.explanation.endswith(
+        "held back by quality: cpu=500m (20 of 40 rows (50.0%, 95% CI 35.2%-64.8%) against the floor 90.0%)"
+    )

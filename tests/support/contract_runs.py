@@ -13,7 +13,7 @@ from kaliper.api.resources import ModelDeployment, ProfileRun
 from kaliper.local.executor import RunOptions
 from kaliper.report.schema import ProfileReport
 from tests.support.many_runs import TARGET, profile_run
-from tests.support.scripted_trials import FAILS, SPEED, SPREAD, ScriptedLocalExecutor
+from tests.support.scripted_trials import FAILS, QUALITY, SPEED, SPREAD, ScriptedLocalExecutor
 
 
 def _run(name: str, **spec: object) -> dict:
@@ -74,7 +74,24 @@ REGRESSED = _run("regressed", slo={**GRID["spec"]["slo"], "failIfRegressed": {}}
 BASELINE = copy.deepcopy(GRID)
 BASELINE["metadata"] = {"name": "baseline", "annotations": {SPEED: "0.5"}}
 
-SCENARIOS = [GRID, KNEE, TIE, FAILED_REPEAT, KNEE_TIE, NEVER_READY, REGRESSED]
+# Quality in the choice: the cheaper half core predicts half the rows right, below the 0.9 floor, so the choice
+# is the whole core; each configuration asks the rows once, on its first trial to start. The dataset is where
+# each path reads it (quality_dataset).
+QUALITY_FLOOR = _run(
+    "quality",
+    quality={"dataset": {"file": "rows.jsonl"}, "scorer": "accuracy", "rows": 40, "floor": {"min": 0.9}},
+)
+QUALITY_FLOOR["metadata"]["annotations"] = {QUALITY: "500m=0.5,1=1"}
+
+SCENARIOS = [GRID, KNEE, TIE, FAILED_REPEAT, KNEE_TIE, NEVER_READY, REGRESSED, QUALITY_FLOOR]
+
+
+def quality_dataset(run: dict, dataset: dict) -> dict:
+    """The run with its quality dataset read from `dataset` (a ConfigMap on the cluster)."""
+    manifest = copy.deepcopy(run)
+    if "quality" in manifest["spec"]:
+        manifest["spec"]["quality"]["dataset"] = dataset
+    return manifest
 
 
 def fitted(target: str, prometheus: str, tokenizer: dict) -> dict:

@@ -28,6 +28,7 @@ from kaliper.report.schema import (
     LoadTestResult,
     PercentileFigure,
     ProfileReport,
+    QualityAnswers,
     TrialReport,
 )
 from tests.support.reports import make_stage
@@ -37,11 +38,23 @@ FAILS = "test.kaliper.dev/scripted-failures"  # trial indexes, comma-separated: 
 SPEED = "test.kaliper.dev/scripted-latency-factor"  # every latency times this
 SPREAD = "test.kaliper.dev/scripted-spread"  # two repetitions, their throughputs this share apart
 NEVER_READY_CORES = 2000  # more than the test cluster's nodes hold (1,000 cores each at most)
+# The share of the quality dataset's rows each CPU limit predicts right, such as "500m=0.5,1=1": a trial the plan
+# asks to score answers its first rows right and the rest wrong (labels 0, 1, 2, ... as the rows' own).
+QUALITY = "test.kaliper.dev/scripted-quality"
+
+
+def scripted_answers(cpu: str, rows: int, annotations: dict[str, str]) -> QualityAnswers:
+    shares = dict(pair.split("=") for pair in annotations.get(QUALITY, "").split(",") if pair)
+    right = round(float(shares.get(cpu, "1")) * rows)
+    expected = [str(row % 3) for row in range(rows)]
+    answers = [label if row < right else str((int(label) + 1) % 3) for row, label in enumerate(expected)]
+    return QualityAnswers(rows=rows, expected=list(expected), answers=list(answers))
 
 
 def scripted_result(
-    cpu: str, users: float, index: int = 0, annotations: dict[str, str] | None = None
+    cpu: str, users: float, index: int = 0, annotations: dict[str, str] | None = None, quality_rows: int | None = None
 ) -> LoadTestResult:
+    """`quality_rows`: the trial asks the quality dataset's first rows (the plan named it)."""
     annotations = annotations or {}
     if str(index) in annotations.get(FAILS, "").split(","):
         return LoadTestResult(
@@ -76,6 +89,7 @@ def scripted_result(
         finished_at=datetime.now(UTC),
         generator=GeneratorInfo(processes=1, workers=0, locust_version="scripted"),
         stages=stages,
+        quality=scripted_answers(cpu, quality_rows, annotations) if quality_rows else None,
     )
 
 
@@ -99,5 +113,6 @@ class ScriptedLocalExecutor(LocalExecutor):
             return TrialReport(
                 index=planned.index, name=name, parameters=planned.parameters, status="Failed", message=message
             ), False
-        result = scripted_result(cpu, planned.level, planned.index, self.annotations)
+        rows = spec.quality.rows if scores_quality and spec.quality is not None else None
+        result = scripted_result(cpu, planned.level, planned.index, self.annotations, rows)
         return from_load_test(planned.index, name, planned.parameters, result, spec.slo), True

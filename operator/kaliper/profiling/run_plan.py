@@ -211,6 +211,7 @@ class RunPlan:
         fails the configuration's other levels without deploying them again."""
         summary = trial_summary(report)
         summary.start_time, summary.completion_time = started, now
+        summary.scores_quality = report.quality is not None  # it asked: no other trial of its configuration will
         if report.status == "Failed":
             summary.failed_in = "Running" if served else "Deploying"
         return summary
