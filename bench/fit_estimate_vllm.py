@@ -3,8 +3,9 @@
 kaliper.serving.hf_llm's chat model (a Hugging Face folder, f32 safetensors, made once under the cache) is served
 as `kaliper run` serves it, the runtime's own command line and environment (VLLM_CPU_KVCACHE_SPACE from the
 memory limit), alone in a fresh memory cgroup with no limit and the page cache dropped first, then asked four
-completions once ready. The measured figure is the cgroup's peak; the estimate is
-kaliper.runtimes.vllm.cpu_memory_need of the same spec.
+completions once ready. The measured figure is what it then holds resident (anonymous memory and mapped file
+pages: what a memory limit must leave it), beside the cgroup's peak, which also counts the page cache of files
+it only read; the estimate is kaliper.runtimes.vllm.cpu_memory_need of the same spec.
 
     sudo .venv/bin/python bench/fit_estimate_vllm.py   # about a minute a row
 """
@@ -32,7 +33,10 @@ from kaliper.serving.hf_llm import make_hf_chat_model
 LIMITS = ["5Gi", "6Gi"]  # VLLM_CPU_KVCACHE_SPACE 1 and 2 GiB
 
 
-def peak_of(folder: Path, spec: ModelDeploymentSpec, name: str) -> int:
+def peak_of(folder: Path, spec: ModelDeploymentSpec, name: str) -> tuple[int, int]:
+    """What the server holds resident once it has answered (anonymous memory and the file pages it maps: what a
+    memory limit must leave it; cgroup v1's memory.stat), and its cgroup's peak, which also counts the page cache
+    of the files it read once (torch's libraries), reclaimable under a limit."""
     port = free_port()
     command = RUNTIMES["vllm"].command(Launch(spec, "local", str(folder), "tiny", port, tmpdir="/tmp"))
     subprocess.run(["sync"], check=True)
@@ -62,7 +66,9 @@ def peak_of(folder: Path, spec: ModelDeploymentSpec, name: str) -> int:
             request = urllib.request.Request(f"{base}/v1/completions", body, {"Content-Type": "application/json"})
             with urllib.request.urlopen(request, timeout=120) as answer:
                 answer.read()
-        return group.sample().memory_peak_bytes
+        stat = dict(line.split() for line in (group.dirs["memory"] / "memory.stat").read_text().splitlines())
+        resident = int(stat["total_rss"]) + int(stat["total_mapped_file"])
+        return resident, group.sample().memory_peak_bytes
     finally:
         server.terminate()
         try:
@@ -90,13 +96,16 @@ def main() -> None:
         )
         need = RUNTIMES["vllm"].memory_need(spec, shape)
         assert need is not None
-        peak = peak_of(folder, spec, f"fit-bench-vllm-{index}")
-        print(f"limit {limit}: estimate {need.words()}; peak {peak / MIB:.0f} MiB", file=sys.stderr)
-        rows.append((limit, need.parts[1].bytes // 2**30, need.total, peak))
-    print("| memory limit | VLLM_CPU_KVCACHE_SPACE | estimate MiB | peak MiB | estimate / peak |")
-    print("|---|---|---|---|---|")
-    for limit, kv, estimate, peak in rows:
-        print(f"| {limit} | {kv} GiB | {estimate / MIB:.0f} | {peak / MIB:.0f} | {estimate / peak:.3f} |")
+        resident, peak = peak_of(folder, spec, f"fit-bench-vllm-{index}")
+        print(f"limit {limit}: estimate {need.words()}; resident {resident / MIB:.0f} MiB", file=sys.stderr)
+        rows.append((limit, need.parts[1].bytes // 2**30, need.total, resident, peak))
+    print("| memory limit | KV cache space | estimate MiB | resident MiB | cgroup peak MiB | estimate / resident |")
+    print("|---|---|---|---|---|---|")
+    for limit, kv, estimate, resident, peak in rows:
+        print(
+            f"| {limit} | {kv} GiB | {estimate / MIB:.0f} | {resident / MIB:.0f} | {peak / MIB:.0f} "
+            f"| {estimate / resident:.3f} |"
+        )
 
 
 if __name__ == "__main__":

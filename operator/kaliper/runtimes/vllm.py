@@ -63,8 +63,10 @@ def kv_cache_gib(spec: ModelDeploymentSpec) -> int:
 # Bytes an element takes at each safetensors dtype and each --dtype vLLM accepts.
 _DTYPE_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U8": 1, "BOOL": 1}
 _DTYPE_FLAG_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
-# What a CPU server holds besides its weights and KV cache (its API server and engine processes, torch, the
-# tokenizer), as its cgroup counts them: bench/fit_estimate.py's vLLM rows.
+# What a CPU server holds resident besides its weights and KV cache (its API server and engine processes, torch,
+# the library pages they map, the tokenizer): 2,032 MiB with 1 and with 2 GiB of cache (bench/fit_estimate_vllm.py;
+# the page cache of the libraries it read once, 1.2 GiB more, is reclaimed under a limit). CPU_SERVER_BASE_BYTES
+# leaves this and room for larger weights.
 CPU_PROCESS_BYTES = 2 * 2**30
 
 
