@@ -11,35 +11,16 @@ import subprocess
 from pathlib import Path
 
 from kaliper.runtimes.llamacpp import LLAMA_SERVER_FLAGS
-from tests.support.llama import chat_request, llama_server_binary, synthetic_payload, tiny_model
+from tests.support.llama import llama_server_binary, local_sweep, tiny_model
 from tests.support.local_run import run_manifests
 from tests.support.paths import KALIPER
 from tests.support.runtimes import help_flags
 
-SHORT = {"warmup": "1s", "minDuration": "2s", "maxDuration": "2s", "stopping": {"window": "1s"}}
-
 
 def manifests(model: Path, engine_args: list[dict], memory: list[str] | None = None) -> list[dict]:
-    deployment = {
-        "apiVersion": "kaliper.dev/v1alpha1",
-        "kind": "ModelDeployment",
-        "metadata": {"name": "tiny"},
-        "spec": {"model": {"file": str(model)}, "runtime": {"type": "llamacpp"}, "llm": {"contextSize": 2048}},
-    }
-    run = {
-        "apiVersion": "kaliper.dev/v1alpha1",
-        "kind": "ProfileRun",
-        "metadata": {"name": "engine-args"},
-        "spec": {
-            "target": {"deploymentRef": {"name": "tiny"}},
-            "request": chat_request(8),
-            "payload": synthetic_payload({"file": str(model.parent / "tokenizer.json")}, 16, 32),
-            "load": {"closedLoop": {"concurrency": 1}, **SHORT},
-            "sweep": {"engineArgs": engine_args, **({"memory": memory} if memory else {})},
-            "report": {"formats": ["json"]},
-        },
-    }
-    return [deployment, run]
+    return local_sweep(
+        model, "engine-args", 2048, sweep={"engineArgs": engine_args, **({"memory": memory} if memory else {})}
+    )
 
 
 def test_each_set_of_flags_reaches_its_configurations_server(tmp_path: Path) -> None:

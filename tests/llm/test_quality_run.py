@@ -13,10 +13,9 @@ from pathlib import Path
 
 from kaliper.runtimes.llamacpp import LLAMA_QUANTIZE, llama_binary
 from kaliper.serving.tiny_llm import demo_shape, make_tiny_llm
-from tests.support.llama import MODEL_NAME, chat_request, synthetic_payload
+from tests.support.llama import MODEL_NAME, local_sweep
 from tests.support.local_run import run_manifests
 
-SHORT = {"warmup": "1s", "minDuration": "2s", "maxDuration": "2s", "stopping": {"window": "1s"}}
 PROMPTS = [f"Tell me about item {i} and the river." for i in range(20)]
 
 
@@ -35,44 +34,18 @@ def test_a_quantization_whose_answers_drift_is_held_back_with_its_score(tmp_path
         variants.append({"name": kind.replace("_", ""), "model": {"file": str(quantized(original, kind))}})
     dataset = tmp_path / "prompts.jsonl"
     dataset.write_text("".join(json.dumps({"prompt": p}) + "\n" for p in PROMPTS))
-    deployment = {
-        "apiVersion": "kaliper.dev/v1alpha1",
-        "kind": "ModelDeployment",
-        "metadata": {"name": "tiny"},
-        "spec": {"model": {"file": str(original)}, "runtime": {"type": "llamacpp"}, "llm": {"contextSize": 1024}},
+    quality = {
+        "dataset": {"file": str(dataset)},
+        "scorer": "agreement",
+        "original": {"model_variant": "f32", "engine_args": "kv-f16"},
+        "rows": 20,
+        "maxTokens": 16,
+        "floor": {"min": 0.9},
     }
-    run = {
-        "apiVersion": "kaliper.dev/v1alpha1",
-        "kind": "ProfileRun",
-        "metadata": {"name": "quality"},
-        "spec": {
-            "target": {"deploymentRef": {"name": "tiny"}},
-            "request": chat_request(8),
-            "payload": synthetic_payload({"file": str(original.parent / "tokenizer.json")}, 16, 32),
-            "load": {"closedLoop": {"concurrency": 1}, **SHORT},
-            "sweep": {
-                "modelVariants": variants,
-                "engineArgs": [
-                    {"name": "kv-f16", "args": []},
-                    {
-                        "name": "kv-q8",
-                        "args": ["--cache-type-k", "q8_0", "--cache-type-v", "q8_0", "--flash-attn", "on"],
-                    },
-                ],
-            },
-            "slo": {"maxErrorRate": 0.01},
-            "quality": {
-                "dataset": {"file": str(dataset)},
-                "scorer": "agreement",
-                "original": {"model_variant": "f32", "engine_args": "kv-f16"},
-                "rows": 20,
-                "maxTokens": 16,
-                "floor": {"min": 0.9},
-            },
-            "report": {"formats": ["json"]},
-        },
-    }
-    report, _ = run_manifests(tmp_path, [deployment, run])
+    kv_q8 = {"name": "kv-q8", "args": ["--cache-type-k", "q8_0", "--cache-type-v", "q8_0", "-fa", "on"]}
+    sweep = {"modelVariants": variants, "engineArgs": [{"name": "kv-f16", "args": []}, kv_q8]}
+    manifests = local_sweep(original, "quality", 1024, sweep=sweep, slo={"maxErrorRate": 0.01}, quality=quality)
+    report, _ = run_manifests(tmp_path, manifests)
     assert [t.status for t in report.trials] == ["Succeeded"] * 6
     # Each configuration asked once, every row answered.
     assert [(t.quality.rows, t.quality.failed) for t in report.trials if t.quality] == [(20, 0)] * 6

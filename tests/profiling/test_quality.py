@@ -52,12 +52,9 @@ def trial(index: int, variant: str, answers: list[str | None] | None, expected: 
     quality = None
     if answers is not None:
         quality = QualityAnswers(rows=len(answers), expected=expected, answers=answers)
-    return TrialReport(
-        index=index,
-        name=f"t{index}",
-        parameters={"variant": variant, "concurrency": "1"},
-        status="Succeeded",
-        quality=quality,
+    parameters = {"variant": variant, "concurrency": "1"}
+    return TrialReport.model_validate(
+        {"index": index, "name": f"t{index}", "parameters": parameters} | {"status": "Succeeded", "quality": quality}
     )
 
 

@@ -79,3 +79,30 @@ def synthetic_payload(tokenizer: dict, input_tokens: int, count: int, **prompts:
     a ConfigMap reference)."""
     synthetic = {"inputTokens": {"mean": input_tokens}, "count": count}
     return {"prompts": {"synthetic": synthetic, "tokenizer": tokenizer, **prompts}}
+
+
+def local_sweep(model: Path, name: str, context: int, **spec: object) -> list[dict]:
+    """A llama.cpp ModelDeployment of `model` (the tiny model's tokenizer beside it) and a ProfileRun `name` of it
+    for `kaliper run`: one user, 16-token prompts, 8-token answers, a 2 s stage each trial, its report in JSON;
+    `spec` adds (or replaces) sections such as sweep and quality."""
+    deployment = {
+        "apiVersion": "kaliper.dev/v1alpha1",
+        "kind": "ModelDeployment",
+        "metadata": {"name": "tiny"},
+        "spec": {"model": {"file": str(model)}, "runtime": {"type": "llamacpp"}, "llm": {"contextSize": context}},
+    }
+    short = {"warmup": "1s", "minDuration": "2s", "maxDuration": "2s", "stopping": {"window": "1s"}}
+    run = {
+        "apiVersion": "kaliper.dev/v1alpha1",
+        "kind": "ProfileRun",
+        "metadata": {"name": name},
+        "spec": {
+            "target": {"deploymentRef": {"name": "tiny"}},
+            "request": chat_request(8),
+            "payload": synthetic_payload({"file": str(model.parent / "tokenizer.json")}, 16, 32),
+            "load": {"closedLoop": {"concurrency": 1}, **short},
+            "report": {"formats": ["json"]},
+            **spec,
+        },
+    }
+    return [deployment, run]

@@ -158,19 +158,16 @@ def compare_trials(baseline: TrialReport, new: TrialReport) -> list[FigureCompar
     for compared in compared_figures(_thought(baseline, new)):
         a, b = compared.read(baseline), compared.read(new)
         if a is not None and b is not None:
-            found.append(_compared(new.parameters, compared.label, compared.family, compared.unit, a, b, compared))
+            found.append(_compared(new.parameters, compared, a, b))
     return found
 
 
-def _compared(
-    parameters: dict[str, str], figure: str, family: str, unit: str, a: Reading, b: Reading, how: ComparedFigure | None
-) -> FigureComparison:
-    higher_is_better = how.higher_is_better if how is not None else True
+def _compared(parameters: dict[str, str], compared: ComparedFigure, a: Reading, b: Reading) -> FigureComparison:
     return FigureComparison(
         parameters=parameters,
-        figure=figure,
-        family=family,
-        unit=unit,
+        figure=compared.label,
+        family=compared.family,
+        unit=compared.unit,
         baseline=_finite(a.value),
         baseline_low=_finite(a.low),
         baseline_high=_finite(a.high),
@@ -178,8 +175,12 @@ def _compared(
         low=_finite(b.low),
         high=_finite(b.high),
         change=change(a.value, b.value),
-        verdict=verdict(a, b, higher_is_better),  # type: ignore[arg-type]
+        verdict=verdict(a, b, compared.higher_is_better),  # type: ignore[arg-type]
     )
+
+
+# A configuration's quality is its row's (spec.quality), not any one trial's: compare_quality reads it.
+QUALITY_SCORE = ComparedFigure("quality", QUALITY, "share", True, lambda trial: None)
 
 
 def compare_quality(baseline: Sequence[ConfigurationRow], new: Sequence[ConfigurationRow]) -> list[FigureComparison]:
@@ -190,7 +191,7 @@ def compare_quality(baseline: Sequence[ConfigurationRow], new: Sequence[Configur
         before, now = scored.get(_key_of(row.parameters)), row.quality
         if before is not None and now is not None and now.verdict != "Unknown":
             a, b = Reading(before.score, before.ci_low, before.ci_high), Reading(now.score, now.ci_low, now.ci_high)
-            found.append(_compared(row.parameters, "quality", QUALITY, "share", a, b, None))
+            found.append(_compared(row.parameters, QUALITY_SCORE, a, b))
     return found
 
 
