@@ -102,7 +102,10 @@ def model_shapes(base_dir: Path, volumes: dict[str, Path] | None = None) -> Shap
     def shape_of(config: Configuration) -> ModelShape | None:
         if config.deployment is None:
             return None
-        path = deployment_model(config.deployment, base_dir, volumes)
+        try:
+            path = deployment_model(config.deployment, base_dir, volumes)
+        except NotOnThisMachine:
+            return None  # admission says so, in its order (RunPlan.admit's environment check)
         if path not in shapes:
             try:
                 shapes[path] = runtime_of(config.deployment).model_shape(str(path))

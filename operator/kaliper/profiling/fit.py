@@ -42,11 +42,11 @@ class Fit:
             "context, the slots or the KV cache's type"
         )
 
-    def refused(self, error: str) -> str:
+    def refused(self, error: str, longest: int = 2048) -> str:
         """The words of a trial whose configuration fits by the estimate but whose server never came up (said
-        once: a run's status is read back on every step)."""
+        once: a run's status is read back on every step), at most `longest` characters (a status message's)."""
         note = f" (it fits by the estimate, {mib(self.need.total)} of {mib(self.limit)}: the server refused it anyway)"
-        return error if error.endswith(note) else error + note
+        return error if error.endswith(note) else error[: longest - len(note)] + note
 
 
 def fits(configurations: list[Configuration], shape_of: ShapeOf) -> dict[int, Fit]:

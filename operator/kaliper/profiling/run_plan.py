@@ -200,7 +200,7 @@ class RunPlan:
         found = []
         for trial in trials:
             report = measured(trial) or unmeasured_report(trial, interrupted)
-            if trial.failed_in == "Deploying":  # the words of next(): the same on both paths
+            if trial.failed_in == "Deploying" and trial.message:  # the words of next(): the same on both paths
                 report = report.model_copy(update={"message": trial.message})
             found.append(report.model_copy(update={"parameters": planned[trial.index].parameters}))
         return found
