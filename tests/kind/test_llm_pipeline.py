@@ -60,6 +60,16 @@ PROFILE = {
     },
     "sweep": {"cpu": ["100m", "600m"]},
     "slo": {"latency": [{"metric": "itl", "percentile": 99, "max": "50ms"}]},
+    # Each configuration answers the prompts once after its load, greedily, held to the 600m one's answers: the
+    # same file behind both, so they agree on every prompt.
+    "quality": {
+        "dataset": DATASET,
+        "scorer": "agreement",
+        "original": {"cpu": "600m"},
+        "rows": 4,
+        "maxTokens": 8,
+        "floor": {"min": 0.5},
+    },
     "cost": {"perCoreHour": 0.04},
     "readyTimeout": "3m",
 }
@@ -158,6 +168,7 @@ def test_the_follow_up_profile_reads_both_replicas_load_from_prometheus_and_deci
     }
     run = copy.deepcopy(PROFILE)
     run["payload"]["prompts"]["dataset"] = {"file": str(folder / "prompts.jsonl")}
+    run["quality"]["dataset"] = {"file": str(folder / "prompts.jsonl")}
     manifest = tmp_path / "llm.yaml"
     manifest.write_text(
         yaml.safe_dump_all(
@@ -202,3 +213,7 @@ def test_the_follow_up_profile_reads_both_replicas_load_from_prometheus_and_deci
     best = next(t for t in local.trials if t.index == local.best_trial)
     assert best.parameters["cpu"] == "600m" and local.choice is not None and local.choice.certainty == "Clear"
     assert status["best"]["costPerMillionOutputTokens"] > 0 and best.cost_per_million_output_tokens is not None
+    # Quality asked on each path by each configuration's trial, after its load, from the real llama-server.
+    for rows in (report["configurations"], [r.model_dump(by_alias=True) for r in local.configurations]):
+        scores = {r["parameters"]["cpu"]: (r["quality"]["correct"], r["quality"]["verdict"]) for r in rows}
+        assert scores == {"100m": (4, "Held"), "600m": (4, "Held")}
