@@ -89,7 +89,7 @@ def test_a_score_wholly_below_the_floor_is_held_back_and_one_straddling_it_is_no
     )
     assert (by_variant["q2"].verdict, by_variant["q2"].observed) == (
         "Unknown",
-        "not scored: its servers never answered",
+        "not scored: none of its trials answered the rows (skipped, or failed before it asked)",
     )
 
 

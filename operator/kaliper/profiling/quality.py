@@ -56,7 +56,11 @@ def quality_scores(check: QualityCheck, trials: list[TrialReport]) -> dict[Confi
             continue
         given = answers.get(key)
         if given is None or expected is None:
-            why = "not scored: its servers never answered" if given is None else "the original was not scored"
+            why = (
+                "not scored: none of its trials answered the rows (skipped, or failed before it asked)"
+                if given is None
+                else "the original was not scored"
+            )
             scores[key] = QualityScore(rows=0, correct=0, score=0, ci_low=0, ci_high=1, verdict="Unknown", observed=why)
             continue
         correct = score(check.scorer, given.answers, expected, check.tolerance)

@@ -13,7 +13,6 @@ from kaliper.api.profilerun.vocabulary import DatasetSource
 
 QualityScorer = Literal["exact", "contains", "number", "choice", "agreement", "accuracy"]
 """How an answer is scored (kaliper.measure.quality)."""
-GENERATED_SCORERS = ("exact", "contains", "number", "choice", "agreement")
 
 
 class QualityFloor(KaliperModel):
