@@ -647,7 +647,7 @@ class QualityScore(KaliperModel):
     """The least score it may have (floor.min, or the original's score less floor.maxDrop); None: unknown."""
     verdict: QualityVerdict
     """Below: the whole interval is under the floor, and it is not chosen; Held: not shown below; Unknown: not
-    scored (its servers never answered, or the original was not scored)."""
+    scored (none of its trials answered the rows, or the original was not scored)."""
     observed: str
     """In a line: "14 of 20 rows (70.0%, 95% CI 48.1-85.5%) against the floor 80.0%"."""
 
