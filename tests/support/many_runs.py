@@ -185,7 +185,9 @@ class LoadGeneratorPlayer:
         self._jobs, self._core = client.BatchV1Api(api), client.CoreV1Api(api)
         self._runs = client.CustomObjectsApi(api)
 
-    def play_new(self) -> None:
+    def play_new(self, at_most: int | None = None) -> None:
+        """Play the Jobs not played yet (`at_most` of them: a test that wants runs still waiting on their load
+        generators when it acts, whatever the machine's speed)."""
         try:
             listed = self._jobs.list_namespaced_job(
                 self.namespace, label_selector="kaliper.dev/role=loadgen", _request_timeout=REQUEST_TIMEOUT
@@ -197,6 +199,10 @@ class LoadGeneratorPlayer:
             with self._guard:
                 if uid in self.played or not (job.status and job.status.active):
                     continue
+                if at_most is not None:
+                    if at_most <= 0:
+                        return
+                    at_most -= 1
                 self.played.add(uid)
                 self.uids[name].add(uid)
             self._pool.submit(self._play, name, uid)
