@@ -6,12 +6,8 @@ from __future__ import annotations
 
 from kaliper.api.profilerun import SloSpec
 from kaliper.profiling.decisions import TIE_WORDS, Choice, Measured, measured_configurations, qualifies
-from kaliper.profiling.plan import describe
+from kaliper.profiling.plan import ParametersKey, describe, parameters_key
 from kaliper.report.schema import ConfigurationRow, QualityScore, TrialReport
-
-
-def _key(parameters: dict[str, str]) -> tuple[tuple[str, str], ...]:
-    return tuple(sorted(parameters.items()))
 
 
 def _cost(level: Measured) -> float | None:
@@ -28,7 +24,7 @@ def _why_not(trials: list[TrialReport], slo: SloSpec | None) -> str:
         return f"{first.status.lower()}: {first.message or 'no trial ran'}"
     levels: dict[tuple[tuple[str, str], ...], list[TrialReport]] = {}
     for trial in ran:
-        levels.setdefault(_key(trial.parameters), []).append(trial)
+        levels.setdefault(parameters_key(trial.parameters), []).append(trial)
     for group in levels.values():
         failed = [t.name for t in group if not qualifies(t, slo)]
         if failed and len(failed) < len(group):
@@ -44,17 +40,17 @@ def configuration_rows(
     trials: list[TrialReport],
     slo: SloSpec | None,
     choice: Choice | None,
-    qualities: dict[tuple[tuple[str, str], ...], QualityScore] | None = None,
+    qualities: dict[ParametersKey, QualityScore] | None = None,
 ) -> list[ConfigurationRow]:
     """One row per configuration, in the order of their first trials, with its quality score where the run
     scored quality (one scored Below is held back whatever its cost)."""
     qualities = qualities or {}
     grouped: dict[tuple[tuple[str, str], ...], list[TrialReport]] = {}
     for trial in sorted(trials, key=lambda t: t.index):
-        grouped.setdefault(_key(trial.configuration()), []).append(trial)
+        grouped.setdefault(parameters_key(trial.configuration()), []).append(trial)
     qualified: dict[tuple[tuple[str, str], ...], list[Measured]] = {}
     for level in measured_configurations(trials, slo):  # cheapest first
-        qualified.setdefault(_key(level.first.configuration()), []).append(level)
+        qualified.setdefault(parameters_key(level.first.configuration()), []).append(level)
     best = choice.best if choice is not None else None
     chosen = next((m for levels in qualified.values() for m in levels if m.first.index == best), None)
     chosen_cost = _cost(chosen) if chosen is not None else None

@@ -23,6 +23,7 @@ from kaliper.profiling.decisions import (
     latency_interval,
     relative_noise,
 )
+from kaliper.profiling.plan import ParametersKey, parameters_key
 from kaliper.report.schema import ConfigurationRow, FigureComparison, ProfileReport, StageResult, TrialReport
 
 INFINITE = float("inf")
@@ -185,10 +186,10 @@ QUALITY_SCORE = ComparedFigure("quality", QUALITY, "share", True, lambda trial: 
 
 def compare_quality(baseline: Sequence[ConfigurationRow], new: Sequence[ConfigurationRow]) -> list[FigureComparison]:
     """Each configuration's quality score (spec.quality) in both runs, higher being better, by its interval."""
-    scored = {_key_of(r.parameters): r.quality for r in baseline if r.quality and r.quality.verdict != "Unknown"}
+    scored = {parameters_key(r.parameters): r.quality for r in baseline if r.quality and r.quality.verdict != "Unknown"}
     found = []
     for row in new:
-        before, now = scored.get(_key_of(row.parameters)), row.quality
+        before, now = scored.get(parameters_key(row.parameters)), row.quality
         if before is not None and now is not None and now.verdict != "Unknown":
             a, b = Reading(before.score, before.ci_low, before.ci_high), Reading(now.score, now.ci_low, now.ci_high)
             found.append(_compared(row.parameters, QUALITY_SCORE, a, b))
@@ -256,12 +257,8 @@ def against_baseline(
     return summary, found
 
 
-def _key(trial: TrialReport) -> tuple[tuple[str, str], ...]:
-    return _key_of(trial.parameters)
-
-
-def _key_of(parameters: dict[str, str]) -> tuple[tuple[str, str], ...]:
-    return tuple(sorted(parameters.items()))
+def _key(trial: TrialReport) -> ParametersKey:
+    return parameters_key(trial.parameters)
 
 
 def _words(parameters: dict[str, str]) -> str:

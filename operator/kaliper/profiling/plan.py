@@ -194,6 +194,15 @@ def trial_protocol(spec: ProfileRunSpec, parameters: dict[str, str]) -> str:
     return parameters.get("protocol", spec.request.protocol)
 
 
+ParametersKey = tuple[tuple[str, str], ...]
+
+
+def parameters_key(parameters: dict[str, str]) -> ParametersKey:
+    """Parameters as a key that does not depend on their order (a status read back from the API server lists
+    them alphabetically): how a configuration, or a configuration at a load level, is found again."""
+    return tuple(sorted(parameters.items()))
+
+
 def describe(parameters: dict[str, str]) -> str:
     return ", ".join(f"{k}={v}" for k, v in parameters.items()) or "the target as it is"
 

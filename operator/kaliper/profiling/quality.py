@@ -6,14 +6,8 @@ from __future__ import annotations
 
 from kaliper.api.profilerun import QualityCheck
 from kaliper.measure.quality import interval, score
-from kaliper.profiling.plan import Configuration, describe
+from kaliper.profiling.plan import Configuration, ParametersKey, describe, parameters_key
 from kaliper.report.schema import ConfigurationRow, QualityAnswers, QualityScore, TrialReport
-
-ConfigurationKey = tuple[tuple[str, str], ...]
-
-
-def key_of(parameters: dict[str, str]) -> ConfigurationKey:
-    return tuple(sorted(parameters.items()))
 
 
 def original_problem(check: QualityCheck | None, configurations: list[Configuration]) -> str | None:
@@ -21,7 +15,7 @@ def original_problem(check: QualityCheck | None, configurations: list[Configurat
     them), or None."""
     if check is None or check.original is None:
         return None
-    if any(key_of(c.parameters) == key_of(check.original) for c in configurations):
+    if any(parameters_key(c.parameters) == parameters_key(check.original) for c in configurations):
         return None
     examples = "; ".join(describe(c.parameters) for c in configurations[:3])
     return (
@@ -30,28 +24,28 @@ def original_problem(check: QualityCheck | None, configurations: list[Configurat
     )
 
 
-def answers_by_configuration(trials: list[TrialReport]) -> dict[ConfigurationKey, QualityAnswers]:
+def answers_by_configuration(trials: list[TrialReport]) -> dict[ParametersKey, QualityAnswers]:
     """Each configuration's answers: its first trial (by index) that collected them."""
-    found: dict[ConfigurationKey, QualityAnswers] = {}
+    found: dict[ParametersKey, QualityAnswers] = {}
     for trial in sorted(trials, key=lambda t: t.index):
         if trial.quality is not None:
-            found.setdefault(key_of(trial.configuration()), trial.quality)
+            found.setdefault(parameters_key(trial.configuration()), trial.quality)
     return found
 
 
-def quality_scores(check: QualityCheck, trials: list[TrialReport]) -> dict[ConfigurationKey, QualityScore]:
+def quality_scores(check: QualityCheck, trials: list[TrialReport]) -> dict[ParametersKey, QualityScore]:
     """Every configuration's score against the floor, by its parameters; Unknown where it has no answers, or
     where the floor (or the agreement scorer's reference) needs the original's and it has none."""
     answers = answers_by_configuration(trials)
     expected = _expected(check, answers)
-    original = answers.get(key_of(check.original)) if check.original is not None else None
+    original = answers.get(parameters_key(check.original)) if check.original is not None else None
     original_score = None
     if original is not None and expected is not None:
         original_score = score(check.scorer, original.answers, expected, check.tolerance) / original.rows
     floor = check.floor.min if check.floor.min is not None else _less(original_score, check.floor.max_drop)
-    scores: dict[ConfigurationKey, QualityScore] = {}
+    scores: dict[ParametersKey, QualityScore] = {}
     for trial in trials:
-        key = key_of(trial.configuration())
+        key = parameters_key(trial.configuration())
         if key in scores:
             continue
         given = answers.get(key)
@@ -81,13 +75,13 @@ def quality_scores(check: QualityCheck, trials: list[TrialReport]) -> dict[Confi
     return scores
 
 
-def _expected(check: QualityCheck, answers: dict[ConfigurationKey, QualityAnswers]) -> list[str | None] | None:
+def _expected(check: QualityCheck, answers: dict[ParametersKey, QualityAnswers]) -> list[str | None] | None:
     """What each row's answer is held to: the dataset's expected answers (each configuration's answers carry
     them), or for the agreement scorer the original configuration's own answers (None: it has none)."""
     if check.scorer != "agreement":
         found = next(iter(answers.values()), None)
         return list(found.expected) if found is not None else None
-    original = answers.get(key_of(check.original or {}))
+    original = answers.get(parameters_key(check.original or {}))
     return list(original.answers) if original is not None else None
 
 

@@ -14,8 +14,8 @@ from kaliper.profiling import decisions, tiebreak
 from kaliper.profiling.capacity import capacities
 from kaliper.profiling.choice_rows import configuration_rows
 from kaliper.profiling.comparison import against_baseline
-from kaliper.profiling.plan import Configuration, load_levels
-from kaliper.profiling.quality import held_back_text, key_of, quality_scores
+from kaliper.profiling.plan import Configuration, load_levels, parameters_key
+from kaliper.profiling.quality import held_back_text, quality_scores
 from kaliper.report.schema import (
     LoadTestResult,
     ProfileReport,
@@ -337,7 +337,7 @@ def conclude(
         )
     qualities = quality_scores(spec.quality, report.trials) if spec.quality is not None else {}
     below = {key for key, found in qualities.items() if found.verdict == "Below"}
-    eligible = [t for t in report.trials if key_of(t.configuration()) not in below]
+    eligible = [t for t in report.trials if parameters_key(t.configuration()) not in below]
     choice = decisions.best_trial(eligible, spec.slo, spec.recommendation.tie_tolerance)
     report.configurations = configuration_rows(report.trials, spec.slo, choice, qualities)
     if have_slo:
