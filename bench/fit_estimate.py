@@ -18,12 +18,12 @@ import json
 import statistics
 import subprocess
 import sys
-import time
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from _llm import CACHE
+from tests.support.groundtruth import wait_http
 from tests.support.llama import llama_server_binary
 
 from kaliper.local.cgroups import Cgroup, Limits
@@ -51,19 +51,6 @@ def model(name: str) -> Path:
     return gguf
 
 
-def wait_ready(base: str, server: subprocess.Popen) -> None:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        assert server.poll() is None, "llama-server exited"
-        try:
-            with urllib.request.urlopen(f"{base}/health", timeout=2) as answer:
-                if answer.status == 200:
-                    return
-        except OSError:
-            time.sleep(0.1)
-    raise RuntimeError("llama-server was not ready in 60 s")
-
-
 def fill(base: str, prompt_tokens: int, seed: int) -> None:
     """One request whose prompt fills a slot's share of the context."""
     ids = [10 + (seed * 7919 + i * 104729) % 4000 for i in range(prompt_tokens)]
@@ -83,7 +70,7 @@ def measure(gguf: Path, args: list[str], name: str) -> int:
     server = subprocess.Popen([*command, *args], stdout=log, stderr=log, preexec_fn=group.join_in_child)
     try:
         base = f"http://127.0.0.1:{port}"
-        wait_ready(base, server)
+        wait_http(f"{base}/health", timeout=60)
         slots = int(args[args.index("-np") + 1])
         per_slot = int(args[args.index("-c") + 1]) // slots
         with ThreadPoolExecutor(slots) as pool:

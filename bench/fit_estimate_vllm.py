@@ -16,11 +16,11 @@ import json
 import os
 import subprocess
 import sys
-import time
 import urllib.request
 from pathlib import Path
 
 from _llm import CACHE
+from tests.support.groundtruth import wait_http
 
 from kaliper.api.modeldeployment import ModelDeploymentSpec
 from kaliper.local.cgroups import Cgroup, Limits
@@ -52,15 +52,7 @@ def peak_of(folder: Path, spec: ModelDeploymentSpec, name: str) -> tuple[int, in
         )
     try:
         base = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 300
-        while True:
-            assert server.poll() is None and time.monotonic() < deadline, f"vllm did not come up: {CACHE / name}.log"
-            try:
-                with urllib.request.urlopen(f"{base}/health", timeout=2) as answer:
-                    if answer.status == 200:
-                        break
-            except OSError:
-                time.sleep(1)
+        wait_http(f"{base}/health", timeout=300)  # ready in 25-50 s with --enforce-eager
         for i in range(4):
             body = json.dumps({"model": "tiny", "prompt": f"hello {i}", "max_tokens": 32}).encode()
             request = urllib.request.Request(f"{base}/v1/completions", body, {"Content-Type": "application/json"})
