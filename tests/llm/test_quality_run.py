@@ -50,14 +50,17 @@ def test_a_quantization_whose_answers_drift_is_held_back_with_its_score(tmp_path
     # Each configuration asked once, every row answered.
     assert [(t.quality.rows, t.quality.failed) for t in report.trials if t.quality] == [(20, 0)] * 6
     rows = {(r.parameters["model_variant"], r.parameters["engine_args"]): r for r in report.configurations}
-    scores = {key: (row.quality.correct, row.quality.verdict) for key, row in rows.items() if row.quality}
-    assert scores == {
-        ("f32", "kv-f16"): (20, "Held"),
-        ("f32", "kv-q8"): (20, "Held"),
-        ("q80", "kv-f16"): (20, "Held"),
-        ("q80", "kv-q8"): (20, "Held"),
-        ("q40", "kv-f16"): (0, "Below"),
-        ("q40", "kv-q8"): (0, "Below"),
+    verdicts = {key: row.quality.verdict for key, row in rows.items() if row.quality}
+    # The original agrees with itself on every row. q8_0 and the 8-bit cache agreed on all 20 here (AVX-512); on
+    # another CPU's kernels a greedy answer may part a token earlier, which moves the count, not the verdict.
+    assert rows[("f32", "kv-f16")].quality.correct == 20
+    assert verdicts == {
+        ("f32", "kv-f16"): "Held",
+        ("f32", "kv-q8"): "Held",
+        ("q80", "kv-f16"): "Held",
+        ("q80", "kv-q8"): "Held",
+        ("q40", "kv-f16"): "Below",
+        ("q40", "kv-q8"): "Below",
     }
     for kv in ("kv-f16", "kv-q8"):
         assert rows[("q40", kv)].reason == (
