@@ -12,7 +12,14 @@ import threading
 import urllib3
 from kubernetes.client import ApiException
 
-from kaliper.controllers.api_health import ApiServerHealth, ExponentialBackoff, TokenBucket, outage_reason
+from kaliper.controllers.api_health import (
+    ApiServerHealth,
+    ExponentialBackoff,
+    TokenBucket,
+    WatchFailures,
+    outage_reason,
+    watch_outage_reason,
+)
 from kaliper.controllers.failure_log import FailureLog, failure_kind
 from kaliper.log import RepeatedRetries, configure_logging, get_logger
 from kaliper.report.publish import retryable
@@ -110,6 +117,49 @@ def test_an_outage_is_one_line_a_minute_and_one_when_it_is_back() -> None:
         "API server refuses connections for 80 s: 595 steps waiting, 101 calls failed meanwhile",
         "API server back after 2 min 40 s: 595 steps resume; 101 calls failed while it was away",
     ]
+
+
+# kopf's lines for its watches' failures, as a real API server's outage made them (tests/outage).
+WATCH_REFUSED = (
+    "Request attempt #1 failed; will retry: GET https://127.0.0.1:40121/api/v1/namespaces/refused/pods?watch=true"
+    "&resourceVersion=2520&timeoutSeconds=60 -> ClientConnectorError(ConnectionKey(host='127.0.0.1', port=40121, "
+    "is_ssl=True, ssl=True, proxy=None, proxy_auth=None, proxy_headers_hash=None, server_hostname=None), "
+    "ConnectionRefusedError(111, \"Connect call failed ('127.0.0.1', 40121)\"))"
+)
+WATCH_503 = (
+    "Request attempt #2 failed; will retry: GET https://127.0.0.1:41011/apis/batch/v1/namespaces/u/jobs?watch=true"
+    " -> APIServerError('service unavailable', {'kind': 'Status', 'apiVersion': 'v1', 'metadata': {}, 'status': "
+    "'Failure', 'message': 'service unavailable', 'reason': 'ServiceUnavailable', 'code': 503})"
+)
+WATCH_STARTING = (
+    "Request attempt #1 failed; will retry: GET https://127.0.0.1:40121/apis/kaliper.dev/v1alpha1/namespaces/refused"
+    "/profileruns -> APITooManyRequestsError('storage is (re)initializing', {'kind': 'Status', 'apiVersion': 'v1', "
+    "'metadata': {}, 'status': 'Failure', 'message': 'storage is (re)initializing', 'reason': 'TooManyRequests', "
+    "'details': {'retryAfterSeconds': 1}, 'code': 429}, status=429)"
+)
+
+
+def test_kopfs_watches_failing_on_an_absent_api_server_mark_it_away() -> None:
+    assert watch_outage_reason(WATCH_REFUSED) == "refuses connections"
+    assert watch_outage_reason(WATCH_503) == "answers 503 Service Unavailable"
+    # An API server that answers (429 while its storage starts; a 403) is not away; nor is any other line.
+    assert watch_outage_reason(WATCH_STARTING) is None
+    assert watch_outage_reason(WATCH_503.replace("503", "403")) is None
+    assert watch_outage_reason("Handler 'run_changed' succeeded.") is None
+
+    stream = captured()
+    health = ApiServerHealth(probe=None)
+    watching = logging.getLogger("test.kopf.watching")
+    watching.addFilter(WatchFailures(health))
+    watching.error("Handler 'x' succeeded.")
+    assert health.reachable
+    watching.error(WATCH_REFUSED)
+    watching.error(WATCH_REFUSED.replace("#1", "#2"))
+    assert not health.reachable
+    warnings = [e["event"] for e in events(stream) if e["level"] == "warning"]
+    assert warnings == ["API server refuses connections: steps wait for it; probing /readyz with backoff up to 30 s"]
+    health.back()
+    assert health.reachable
 
 
 def test_failures_of_a_kind_are_one_line_then_one_count_an_interval() -> None:

@@ -57,9 +57,11 @@ def through_an_outage(
     outage_s: float,
     start_after_played: int,
     server: str | None = None,
+    jobs_made: int = 0,
 ) -> dict:
     """The runs applied, the outage begun once `start_after_played` load generators were played and ended
-    `outage_s` later; returns what was measured during it and the player, once every run has finished."""
+    `outage_s` later (and once `jobs_made` load-generator Jobs exist); returns what was measured during it and
+    the player, once every run has finished."""
     kubectl = plane.kubectl
     assert kubectl is not None
     kubeconfig = prepare_namespace(kubectl, namespace, root)
@@ -75,7 +77,7 @@ def through_an_outage(
         player = LoadGeneratorPlayer(namespace, root, plane.kubeconfig)
         apply_runs(kubectl, namespace, runs)
         deadline = time.monotonic() + 900  # generous: beside the suite's other worker
-        while len(player.played) < start_after_played:
+        while len(player.played) < start_after_played or len(player.jobs()) < jobs_made:
             assert time.monotonic() < deadline, f"only {len(player.played)} load generators started"
             # No more than that: the other runs wait on their load generators through the outage, however fast
             # the operator made their Jobs (a suite run's operator once logged no outage at all: most likely its
@@ -127,10 +129,28 @@ def test_the_api_server_and_etcd_stopped_for_a_minute_under_sixty_runs(plane: Co
     assert figures["lines"] <= MAX_LINES_IN_A_MINUTE, figures["log"][-5000:]
     assert figures["cpu_share"] <= MAX_CPU_SHARE
     # Stopping drops the connections in flight, then refuses new ones: the first failure seen names either.
-    assert ": steps wait for it; probing /readyz with backoff up to 30 s" in figures["log"]
-    assert "API server back after " in figures["log"]
+    warnings = "\n".join(line for line in figures["log"].splitlines() if "[info " not in line)[-5000:]
+    assert ": steps wait for it; probing /readyz with backoff up to 30 s" in figures["log"], warnings
+    assert "API server back after " in figures["log"], warnings
     assert "Traceback" not in figures["log"]
     assert_nothing_lost(plane, "refused", figures, runs)
+
+
+def test_an_operator_whose_runs_all_wait_on_their_load_generators_sees_the_outage_in_its_watches(
+    plane: ControlPlane, tmp_path: Path
+) -> None:
+    """No step calls the API server while every run waits on its load generator: the outage is seen where kopf's
+    watches fail to reconnect, and the API server's absence is known (trials' timeouts leave it out) as when a
+    step meets it. A suite run's operator once had nothing to call through a whole outage and logged none."""
+    runs = [profile_run(f"run-{i:03d}", ["1"]) for i in range(3)]
+    outage = (plane.take_down, plane.bring_back)
+    figures = through_an_outage(plane, tmp_path, "idle", runs, outage, 20, 0, jobs_made=len(runs))
+    warnings = "\n".join(line for line in figures["log"].splitlines() if "[info " not in line)[-5000:]
+    first = next(line for line in figures["log"].splitlines() if "steps wait for it" in line)
+    assert "API server refuses connections: steps wait for it" in first, warnings
+    assert "ClientConnectorError(" in first, first  # kopf's watch's error, not a step's call's
+    assert "API server back after " in figures["log"], warnings
+    assert_nothing_lost(plane, "idle", figures, runs)
 
 
 def test_an_api_server_that_stops_answering_is_waited_for(plane: ControlPlane, tmp_path: Path) -> None:

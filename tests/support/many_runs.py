@@ -207,6 +207,16 @@ class LoadGeneratorPlayer:
                 self.uids[name].add(uid)
             self._pool.submit(self._play, name, uid)
 
+    def jobs(self) -> list[str]:
+        """The names of the namespace's load-generator Jobs (none while the API server does not answer)."""
+        try:
+            listed = self._jobs.list_namespaced_job(
+                self.namespace, label_selector="kaliper.dev/role=loadgen", _request_timeout=REQUEST_TIMEOUT
+            )
+        except Exception:
+            return []
+        return [job.metadata.name for job in listed.items]
+
     def phases(self) -> collections.Counter[str] | None:
         """The runs' phases, counted (None while the API server does not answer)."""
         try:

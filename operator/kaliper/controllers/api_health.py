@@ -15,7 +15,9 @@ passed in (tests drive it with their own).
 
 from __future__ import annotations
 
+import logging
 import random
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -51,18 +53,37 @@ def outage_reason(exc: BaseException) -> str | None:
             # Stopping, it refuses its own loopback calls: a Service's cluster IP "failed to allocate" (422).
             return f"answers {status}: it cannot reach itself"
         return None
-    text = f"{type(exc).__name__}: {exc}"
-    if "Connection refused" in text:
-        return "refuses connections"
-    if any(word in text for word in ("timed out", "Timeout", "TimeoutError")):
-        return "does not answer in time"
-    if any(word in text for word in ("RemoteDisconnected", "Connection aborted", "Connection reset", "ProtocolError")):
-        return "drops connections"
-    if any(word in text for word in ("NewConnectionError", "MaxRetryError", "Name or service not known")):
-        return "cannot be reached"
+    if (reason := _network_reason(f"{type(exc).__name__}: {exc}")) is not None:
+        return reason
     if isinstance(exc, ConnectionError | TimeoutError):
         return "cannot be reached"
     return None
+
+
+def _network_reason(text: str) -> str | None:
+    """A network failure's reason from its words: urllib3's (the kubernetes client's) and aiohttp's (kopf's)."""
+    if any(word in text for word in ("Connection refused", "ConnectionRefusedError")):
+        return "refuses connections"
+    if any(word in text for word in ("timed out", "Timeout", "TimeoutError")):
+        return "does not answer in time"
+    words = ("RemoteDisconnected", "Connection aborted", "Connection reset", "ProtocolError", "ServerDisconnected")
+    if any(word in text for word in words):
+        return "drops connections"
+    if any(word in text for word in ("NewConnectionError", "MaxRetryError", "Name or service not known")):
+        return "cannot be reached"
+    return None
+
+
+def watch_outage_reason(message: str) -> str | None:
+    """Why a failure of one of kopf's own requests (a watch, mostly) is the API server's, from the line kopf logs
+    for it ("Request attempt #2 failed; will retry: GET <url> -> <error>"); None for any other line."""
+    if not message.startswith("Request attempt #") or " -> " not in message:
+        return None
+    error = message.split(" -> ", 1)[1]
+    if error.startswith("APIServerError") and (code := re.search(r"'code': (\d+)", error)):
+        status = int(code.group(1))
+        return f"answers {_OUTAGE_STATUSES[status]}" if status in _OUTAGE_STATUSES else None
+    return _network_reason(error)
 
 
 @dataclass(frozen=True)
@@ -145,20 +166,24 @@ class ApiServerHealth:
         reason = outage_reason(exc)
         if reason is None:
             return False
+        self.away(reason, describe(exc))
+        return True
+
+    def away(self, reason: str, error: str) -> None:
+        """A call failed because the API server is away: marked so (and probed) unless it already is."""
         with self._guard:
             self._failed_calls += 1
             if self._away_since is not None:
-                return True
+                return
             self._away_since = self._last_line = self._clock()
             self._away_since_wall = self._wall()
             self._reason, self._failed_calls = reason, 1
             # One prober at a time: one from an outage that a call ended early probes on for this one.
             start = self.probe is not None and (self._prober is None or not self._prober.is_alive())
         log.warning(f"API server {reason}: steps wait for it; probing /readyz with backoff up to "
-                    f"{self.backoff.cap_s:g} s", error=describe(exc)[:300])  # fmt: skip
+                    f"{self.backoff.cap_s:g} s", error=error[:300])  # fmt: skip
         if start:
             self._start_prober()
-        return True
 
     def _start_prober(self) -> None:
         self._stop.clear()
@@ -221,6 +246,23 @@ class ApiServerHealth:
         self._prober = None
         with self._guard:
             self._away_since, self._failed_calls = None, 0
+
+
+class WatchFailures(logging.Filter):
+    """Tells the API server's health of kopf's own requests that failed because it is away. An operator whose
+    runs all wait on their load generators makes no call of its own for minutes: without this, an outage then
+    went unnoticed, and counted against the trials' timeouts (moving_s). Attached to kopf's watching logger;
+    lets every line through (kaliper.log.RepeatedRetries thins them)."""
+
+    def __init__(self, health: ApiServerHealth) -> None:
+        super().__init__()
+        self.health = health
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if (reason := watch_outage_reason(message)) is not None:
+            self.health.away(reason, message.split(" -> ", 1)[1])
+        return True
 
 
 API_SERVER = ApiServerHealth()  # kube sets its probe; the pacer tells how many steps wait

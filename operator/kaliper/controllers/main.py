@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import logging
 import os
 from collections.abc import Iterator
 from typing import Any
@@ -20,7 +21,7 @@ from kaliper.controllers import (  # noqa: F401
     profilerun,
     run_network,
 )
-from kaliper.controllers.api_health import API_SERVER
+from kaliper.controllers.api_health import API_SERVER, WatchFailures
 from kaliper.controllers.pacer import HANDLER_WORKERS, PACER
 from kaliper.controllers.settings import SETTINGS
 from kaliper.controllers.store import STORE
@@ -50,6 +51,9 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.watching.client_timeout = settings.watching.server_timeout + 30
     # Handlers only store what an event shows and hurry the pacer, whose pool does the work.
     settings.execution.max_workers = HANDLER_WORKERS
+    watching = logging.getLogger("kopf._cogs.clients.watching")  # the logger kopf's watches fail on
+    if not any(isinstance(f, WatchFailures) for f in watching.filters):
+        watching.addFilter(WatchFailures(API_SERVER))
     if port := os.environ.get("KALIPER_METRICS_PORT"):
         metrics.serve(int(port))
     SETTINGS.load()  # the environment as it is now, not as it was when the modules were imported
