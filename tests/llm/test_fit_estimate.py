@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from kaliper.api.model_shape import ModelShape
 from kaliper.runtimes.llamacpp import gguf_shape, memory_need
-from kaliper.runtimes.memory import MIB, ModelShape
+from kaliper.runtimes.memory import MIB
 from kaliper.serving.tiny_llm import demo_shape, make_tiny_llm
 from tests.support.llama import llama_server_binary, tiny_model
 

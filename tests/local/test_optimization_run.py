@@ -86,6 +86,10 @@ def test_a_scikit_learn_model_is_converted_quantized_and_tuned_under_the_cpu_lim
     assert report.original is not None and report.original.passes == ["conversion"]
     # Accuracy on the 150 labelled rows: the converted MLP predicts like the scikit-learn one.
     assert report.original.accuracy == pytest.approx(0.98, abs=0.011)
+    # with its Wilson interval over the 150 rows (147 right: 0.9429-0.9932; tests/optimize/test_evaluate.py)
+    assert report.original.accuracy_ci_low is not None and report.original.accuracy_ci_high is not None
+    assert report.original.accuracy_ci_low < report.original.accuracy < report.original.accuracy_ci_high
+    assert 0.04 < report.original.accuracy_ci_high - report.original.accuracy_ci_low < 0.08
     # at least the 2000 runs asked for (blocks of 200, more while the measurement is under a second)
     assert report.original.latency is not None and report.original.latency.runs >= 2000
     assert report.noise_percent is not None  # two sessions of the original measured together

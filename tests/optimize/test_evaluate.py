@@ -14,6 +14,7 @@ from sklearn.linear_model import LogisticRegression
 
 from kaliper.optimize.evaluate import (
     EvaluationError,
+    accuracy_interval,
     degradation,
     higher_is_better,
     latency_figures,
@@ -259,3 +260,11 @@ def test_direction_and_degradation() -> None:
     assert degradation("rmse", 1.0, 1.5) == pytest.approx(0.5)
     assert degradation("mae", 0.5, 0.4) == pytest.approx(-0.1)
     assert degradation("r2", 0.9, 0.92) == pytest.approx(-0.02)
+
+
+def test_accuracy_has_the_wilson_interval_of_a_share_of_rows_and_other_metrics_none() -> None:
+    # 147 of 150 rows right: p 0.98, centre (p + z²/2n)/(1 + z²/n) = 0.9680, half-width 0.0252 (z = 1.96).
+    assert accuracy_interval("accuracy", 147 / 150, 150) == (0.9429, 0.9932)
+    assert accuracy_interval("accuracy", 0.5, 4) == (0.15, 0.85)  # four rows decide little
+    assert accuracy_interval("f1", 0.9, 10) is None
+    assert accuracy_interval("rmse", 0.3, 10) is None

@@ -131,8 +131,8 @@ def test_extra_flags_are_checked_against_the_pinned_vllms_own() -> None:
 
 
 def test_a_cpu_servers_memory_is_its_weights_its_kv_cache_and_its_processes(tmp_path: Path) -> None:
+    from kaliper.api.model_shape import ModelShape
     from kaliper.runtimes import RUNTIMES
-    from kaliper.runtimes.memory import ModelShape
     from kaliper.runtimes.vllm import hf_shape
     from kaliper.serving.hf_llm import make_hf_chat_model
 

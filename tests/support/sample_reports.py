@@ -185,6 +185,8 @@ def candidates() -> list[CandidateResult]:
             latency_improvement_percent=40.0,
             accuracy=0.953,
             accuracy_metric="accuracy",
+            accuracy_ci_low=0.9068,
+            accuracy_ci_high=0.9772,
             accuracy_degradation=0.007,
             model_size_bytes=4000,
             meets_goals=True,

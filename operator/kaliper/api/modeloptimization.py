@@ -531,6 +531,11 @@ class Footprint(KaliperModel):
     """Accuracy metric measured on the evaluation dataset."""
     accuracy_degradation: float | None = None
     """Loss of accuracy against the original model (negative is a gain)."""
+    accuracy_ci_low: Annotated[float, Field(ge=0, le=1)] | None = None
+    """Lower end of the Wilson 95% interval of accuracy (metric accuracy: a share of the evaluation rows; the
+    same interval a ProfileRun's spec.quality gives its scores)."""
+    accuracy_ci_high: Annotated[float, Field(ge=0, le=1)] | None = None
+    """Upper end of that interval."""
     agreement: Annotated[float, Field(ge=0, le=1)] | None = None
     """Share of the evaluation rows on which this candidate predicts what the original predicts (classifiers
     with metric accuracy or f1)."""

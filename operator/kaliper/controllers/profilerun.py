@@ -19,7 +19,6 @@ from pydantic import ValidationError
 
 from kaliper.api.common import GROUP, VERSION, KStatus
 from kaliper.api.loader import problems_from
-from kaliper.api.modeldeployment import ModelDeploymentTemplate
 from kaliper.api.profilerun import (
     ProfileRunSpec,
     ProfileRunStatus,
@@ -36,6 +35,7 @@ from kaliper.controllers.api_health import moving_s
 from kaliper.controllers.diagnosis import restarts_and_oom_kills, template_hashes
 from kaliper.controllers.recommendation import apply_recommendation
 from kaliper.controllers.run_baseline import baseline_report
+from kaliper.controllers.run_headers import RunHeaders
 from kaliper.controllers.run_records import REPORT_KEY, RunFailed, RunRecords
 from kaliper.controllers.run_target import RunTarget
 from kaliper.controllers.run_workload import run_fit
@@ -145,9 +145,6 @@ class RunStep(StatusStep[ProfileRunStatus]):
             self.fail("RunFailed", str(exc))
         self.write()
 
-    def base(self) -> ModelDeploymentTemplate | None:
-        return self.target.base()
-
     def readiness(self) -> KStatus:  # self.spec is not there when the spec was invalid
         return gated_readiness(getattr(self, "spec", None), self.status) or super().readiness()
 
@@ -169,10 +166,15 @@ class RunStep(StatusStep[ProfileRunStatus]):
         def deployable(spec: ProfileRunSpec, configs: list[Configuration]) -> str | None:
             return trials_problem(spec, configs, self.namespace, SETTINGS.image, SETTINGS.tenancy)
 
+        headers = RunHeaders(self.body, self.status)
         try:
-            plan = RunPlan.admit(spec, base, fitted, self.names(), deployable)
+            plan = RunPlan.admit(spec, base, fitted, self.names(), deployable, headers.shape_of)
         except NotAdmitted as exc:
             raise RunFailed(str(exc)) from None
+        if (waiting := headers.read(SETTINGS.image)) is not None:  # planned again once they are read
+            self.status.phase, self.status.message = "Pending", waiting
+            self.condition("Progressing", False, "ReadingModelHeaders", waiting)
+            return None
         for obj in run_network.loadgen_objects(self.body, self.target):
             kube.apply(obj)
         self.status.phase, self.status.message, self.status.start_time = "Running", None, self.now
@@ -182,7 +184,8 @@ class RunStep(StatusStep[ProfileRunStatus]):
         return plan
 
     def resumed(self) -> RunPlan:
-        return RunPlan.resumed(self.spec, self.base(), self.status.workload, self.names())
+        shape_of = RunHeaders(self.body, self.status).shape_of
+        return RunPlan.resumed(self.spec, self.target.base(), self.status.workload, self.names(), shape_of)
 
     def names(self) -> tuple[str, str]:
         return self.name, trial_prefix(self.name)
@@ -243,7 +246,7 @@ class RunStep(StatusStep[ProfileRunStatus]):
         if url is None:  # a trial deployment: its Service
             assert planned.configuration.deployment is not None
             url = self.target.trial_url(trial.index, planned.configuration.deployment, protocol)
-        model = action.model_name or run_trials.target_model_name(self.plan.spec, self.base())
+        model = action.model_name or run_trials.target_model_name(self.plan.spec, self.target.base())
         deployment = planned.configuration.deployment
         replicas = deployment.replicas if deployment is not None else 1
         load = TrialLoad(url, model, planned.level, replicas, protocol, trial.scores_quality)

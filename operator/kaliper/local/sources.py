@@ -6,13 +6,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from kaliper.api.common import PvcReference
+from kaliper.api.model_shape import ModelShape
 from kaliper.api.modeldeployment import ModelDeploymentSpec
 from kaliper.api.modeloptimization import ModelOptimizationSpec
 from kaliper.api.resources import ModelOptimization
 from kaliper.profiling.fit import ShapeOf
 from kaliper.profiling.plan import Configuration
 from kaliper.runtimes import runtime_of
-from kaliper.runtimes.memory import ModelShape
 
 
 class NotOnThisMachine(ValueError):

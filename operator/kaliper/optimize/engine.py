@@ -171,6 +171,8 @@ class Optimization:
         predictions = evaluate.predict(session, data.feeds(self.rows, session.get_inputs(), 64))
         result.accuracy_metric = accuracy.metric
         result.accuracy = round(evaluate.score(accuracy.metric, self.labels, predictions), 6)
+        if interval := evaluate.accuracy_interval(accuracy.metric, result.accuracy, len(self.labels)):
+            result.accuracy_ci_low, result.accuracy_ci_high = interval
         if accuracy.metric in ("accuracy", "f1"):
             if self.original_predictions is None:
                 self.original_predictions = predictions

@@ -11,6 +11,7 @@ from typing import Literal
 import numpy as np
 import onnxruntime as ort
 
+from kaliper.measure import quality
 from kaliper.measure.labelled import UnscorableOutput, per_row
 from kaliper.measure.statistics import percentile_rank, rank_interval
 from kaliper.report.optimization import LatencyMeasurement
@@ -170,6 +171,15 @@ def score(metric: AccuracyMetric, labels: np.ndarray, predictions: np.ndarray) -
         return float(metrics.r2_score(labels, predictions))
     except ValueError as exc:  # scikit-learn refuses mixed label kinds (continuous predictions for accuracy...)
         raise EvaluationError(f"evaluator.accuracy.metric {metric}: {exc}") from exc
+
+
+def accuracy_interval(metric: AccuracyMetric, value: float, rows: int) -> tuple[float, float] | None:
+    """The Wilson 95% interval of an accuracy over `rows` rows (a share of rows right, scored as a ProfileRun's
+    quality check scores its rows); None for the other metrics, which are no share of rows."""
+    if metric != "accuracy" or rows == 0:
+        return None
+    low, high = quality.interval(round(value * rows), rows)
+    return round(low, 4), round(high, 4)
 
 
 def higher_is_better(metric: AccuracyMetric) -> bool:

@@ -9,10 +9,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from kaliper.api.model_shape import ModelShape
 from kaliper.api.units import parse_quantity
 from kaliper.profiling.plan import Configuration
 from kaliper.runtimes import runtime_of
-from kaliper.runtimes.memory import MemoryNeed, ModelShape, mib
+from kaliper.runtimes.memory import MemoryNeed, mib
 
 ShapeOf = Callable[[Configuration], ModelShape | None]
 """The model a configuration serves, read from its file's header by the executor; None where it cannot be read

@@ -108,6 +108,8 @@ def _candidate_details(result: CandidateResult) -> str:
         lines.append(_latency_details(result))
     if result.accuracy_metric:
         lines.append(f"accuracy metric: {result.accuracy_metric}")
+    if result.accuracy_ci_low is not None and result.accuracy_ci_high is not None:
+        lines.append(f"accuracy 95% interval (Wilson): {result.accuracy_ci_low:.4f}-{result.accuracy_ci_high:.4f}")
     lines.append(f"{number_text(result.seconds, '{:.1f}')} s to build and measure")
     if result.artifact:
         lines.append(f"model: {result.artifact}")

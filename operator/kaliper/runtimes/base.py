@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from kaliper.api.model_shape import ModelShape
 from kaliper.api.modeldeployment import (
     Batching,
     LlmServing,
@@ -18,7 +19,7 @@ from kaliper.api.modeldeployment import (
     ModelDeploymentTemplate,
     RuntimeType,
 )
-from kaliper.runtimes.memory import MemoryNeed, ModelShape
+from kaliper.runtimes.memory import MemoryNeed
 
 Place = Literal["pod", "local"]
 OIP_HEALTH_PATH = "/v2/health/ready"
@@ -161,6 +162,11 @@ class Runtime:
         """The model's dimensions from its file on this machine (its header), where this runtime estimates
         its memory; None where it does not."""
         return None
+
+    def estimates_memory(self, spec: ModelDeploymentTemplate) -> bool:
+        """Whether memory_need estimates this spec's server: only then is its model's header worth reading (the
+        operator reads it in a Job)."""
+        return False
 
     def memory_need(self, spec: ModelDeploymentTemplate, shape: ModelShape) -> MemoryNeed | None:
         """The server's memory at its peak, part by part, for the spec's settings (runtime.args included);

@@ -12,10 +12,11 @@ import os
 import shutil
 from pathlib import Path
 
+from kaliper.api.model_shape import ModelShape
 from kaliper.api.modeldeployment import LlmServing, ModelDeploymentTemplate
 from kaliper.api.units import parse_cpu, parse_quantity
 from kaliper.runtimes.base import Launch, LoadGauges, Runtime, ServerCommand, TokenCounters
-from kaliper.runtimes.memory import MIB, MemoryNeed, ModelShape, Part
+from kaliper.runtimes.memory import MIB, MemoryNeed, Part
 
 # The llama-cpp-python release whose vendored llama.cpp source builds llama-server (and llama-quantize):
 # hack/llama/build.sh for this machine, the Dockerfile for Kaliper's image. One version everywhere.
@@ -328,6 +329,9 @@ class LlamaCpp(Runtime):
 
     def model_shape(self, path: str) -> ModelShape | None:
         return gguf_shape(path)
+
+    def estimates_memory(self, spec: ModelDeploymentTemplate) -> bool:
+        return True
 
     def memory_need(self, spec: ModelDeploymentTemplate, shape: ModelShape) -> MemoryNeed | None:
         return memory_need(self.command(Launch(spec, "pod", "model.gguf", "model", 0)).args, shape)

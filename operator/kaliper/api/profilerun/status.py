@@ -15,6 +15,7 @@ from kaliper.api.common import (
     ResourceList,
     WorkStatus,
 )
+from kaliper.api.model_shape import ModelHeader
 from kaliper.api.profilerun.vocabulary import OpenLoop, SyntheticPrompts
 
 ProfileRunPhase = Literal["Pending", "Running", "Succeeded", "Failed"]
@@ -409,6 +410,9 @@ class ProfileRunStatus(WorkStatus):
     workload: FittedWorkload | None = None
     """The workload fitted from Prometheus (payload.prompts.fromPrometheus), kept so that every trial and a
     restarted operator use the same."""
+    model_headers: Annotated[list[ModelHeader], Field(max_length=100)] | None = None
+    """The headers of the models the configurations serve, read once before any trial for the fit check (each
+    configuration's memory estimated against its limit); kept so that a restarted operator plans the same."""
     report_ref: ReportReference | None = None
     message: Annotated[str, Field(max_length=4096)] | None = None
     """What a person should know: what happened and what to do."""

@@ -1,0 +1,115 @@
+"""The fit check on the real cluster: the operator reads the model's GGUF header on its PersistentVolumeClaim in a
+Job of Kaliper's image (mounted as the server's pod mounts it), keeps its shape in the run's status, and leaves
+out the configurations that cannot fit their memory limit with the arithmetic, never deploying them. One that
+fits by the estimate but whose llama-server refuses its flags fails with the server's words and says that the
+estimate passed it. The same sweep under `kaliper run`: tests/llm/test_engine_args.py, with the same words."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.support.controlplane import fresh_namespace
+from tests.support.kind_cluster import KindCluster
+from tests.support.kind_operator import Operator, local_claim, wait_for_phase
+from tests.support.llama import MODEL_NAME, tiny_model
+
+KV_SETS = [
+    {"name": "kv-f32", "args": ["--cache-type-k", "f32", "--cache-type-v", "f32", "--flash-attn", "off"]},
+    {"name": "kv-q8", "args": ["--cache-type-k", "q8_0", "--cache-type-v", "q8_0", "--flash-attn", "on"]},
+]
+DEPLOYMENT = {
+    "apiVersion": "kaliper.dev/v1alpha1",
+    "kind": "ModelDeployment",
+    "metadata": {"name": "tiny"},
+    "spec": {
+        "model": {"pvc": {"claimName": "models", "path": "tiny.gguf"}, "name": MODEL_NAME},
+        "runtime": {"type": "llamacpp"},
+        "resources": {"limits": {"cpu": "500m"}},
+        "llm": {"contextSize": 2048},
+    },
+}
+RUN = {
+    "apiVersion": "kaliper.dev/v1alpha1",
+    "kind": "ProfileRun",
+    "metadata": {"name": "fit"},
+    "spec": {
+        "target": {"deploymentRef": {"name": "tiny"}},
+        "request": {"protocol": "openai-chat", "generation": {"maxTokens": 8}},
+        "payload": {"prompts": {"dataset": {"configMap": {"name": "prompts", "key": "prompts.jsonl"}}}},
+        "load": {
+            "closedLoop": {"concurrency": 1},
+            "warmup": "1s",
+            "minDuration": "3s",
+            "maxDuration": "3s",
+            "stopping": {"window": "1s"},
+        },
+        "sweep": {"memory": ["32Mi", "128Mi"], "engineArgs": KV_SETS},
+        "slo": {"latency": [{"percentile": 99, "max": "30s"}]},
+        "readyTimeout": "2m",
+    },
+}
+
+
+def test_configurations_that_cannot_fit_are_left_out_by_the_header_read_in_the_cluster(
+    cluster: KindCluster, operator: Operator, request: pytest.FixtureRequest
+) -> None:
+    kubectl = cluster.kubectl
+    for namespace in fresh_namespace(kubectl, request, "n"):
+        folder = cluster.shared / "volumes" / namespace
+        tiny_model(folder).rename(folder / "tiny.gguf")
+        prompts = folder / "prompts.jsonl"
+        prompts.write_text("".join(json.dumps({"prompt": p}) + "\n" for p in ("Why is snow white?", "Count to 3.")))
+        with local_claim(cluster, namespace, folder):
+            kubectl("create", "configmap", "prompts", f"--from-file=prompts.jsonl={prompts}", "-n", namespace)
+            kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps({"kind": "List", "apiVersion": "v1",
+                                                                              "items": [DEPLOYMENT, RUN]}))  # fmt: skip
+            status = wait_for_phase(cluster, namespace, "fit", "Succeeded", timeout=480)
+            jobs = kubectl.json("get", "jobs", "-n", namespace, "-l", "kaliper.dev/role=model-header")["items"]
+            deployments = kubectl.json("get", "modeldeployments", "-n", namespace)["items"]
+        check(status, jobs, deployments, Path(folder))
+
+
+def check(status: dict, jobs: list[dict], deployments: list[dict], folder: Path) -> None:
+    # The header as the Job read it from the claim: the tiny model's (tests/llm/test_fit_estimate.py reads the
+    # same file on this machine).
+    assert status["modelHeaders"] == [
+        {
+            "model": "llamacpp pvc models/tiny.gguf",
+            "shape": {
+                "weightsBytes": 1_574_144,
+                "layers": 2,
+                "embedding": 64,
+                "feedForward": 256,
+                "heads": 4,
+                "keyWidth": 64,
+                "valueWidth": 64,
+                "trainedContext": 4096,
+                "elementBytes": 4,
+            },
+        }
+    ]
+    assert jobs == []  # read, then deleted
+    trials = [(t["parameters"], t["phase"]) for t in status["trials"]]
+    assert trials == [
+        ({"concurrency": "1", "engine_args": "kv-f32", "memory": "32Mi"}, "Skipped"),
+        ({"concurrency": "1", "engine_args": "kv-q8", "memory": "32Mi"}, "Skipped"),
+        ({"concurrency": "1", "engine_args": "kv-f32", "memory": "128Mi"}, "Succeeded"),
+        ({"concurrency": "1", "engine_args": "kv-q8", "memory": "128Mi"}, "Failed"),
+    ]
+    f32_small, q8_small, _, q8 = status["trials"]
+    assert f32_small["message"] == (
+        "cannot fit resources.limits.memory 32 MiB: the server needs 58 MiB (weights 1.5 MiB + KV cache 2.0 MiB "
+        "(2,048 cells x 2 layers at f32) + compute 22 MiB (batches of 512 tokens) + prompt cache 8.0 MiB "
+        "(--cache-ram) + llama-server 24 MiB), 26 MiB more; raise the limit, or lower the context, the slots or "
+        "the KV cache's type"
+    )
+    assert q8_small["message"].startswith("cannot fit resources.limits.memory 32 MiB: the server needs 38 MiB")
+    assert "startTime" not in f32_small and "startTime" not in q8_small  # never deployed
+    assert q8["message"].endswith("(it fits by the estimate, 62 MiB of 128 MiB: the server refused it anyway)"), q8[
+        "message"
+    ]
+    assert "K cache type q8_0 with block size 32 does not divide n_embd_head_k=16" in q8["message"], q8["message"]
+    assert [d["metadata"]["name"] for d in deployments] == ["tiny"]  # the trials' copies are gone
