@@ -72,7 +72,8 @@ def test_the_header_job_mounts_the_model_as_the_server_would_and_reads_it_with_k
     assert (pod["restartPolicy"], pod["automountServiceAccountToken"]) == ("Never", False)
     assert pod["securityContext"] == {"seccompProfile": {"type": "RuntimeDefault"}}
     (reader,) = pod["containers"]
-    assert reader["command"] == ["python", "-m", "kaliper.runtimes.header", "llamacpp", "/models/source/tiny/model.gguf"]
+    header = ["python", "-m", "kaliper.runtimes.header"]
+    assert reader["command"] == [*header, "llamacpp", "/models/source/tiny/model.gguf"]
     assert reader["image"] == "kaliper:dev"
     assert reader["volumeMounts"] == [{"name": "model", "mountPath": "/models/source", "readOnly": True}]
     assert reader["resources"]["limits"] == {"cpu": "1", "memory": "256Mi"}

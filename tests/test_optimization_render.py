@@ -311,7 +311,8 @@ def test_page_has_charts_tables_and_whole_escaped_messages() -> None:
     assert (
         "<details><summary>c2: Succeeded</summary><ul><li>mean / p50 / p90 / p95 / p99: 1.20 / 1.20 / 1.30 / 1.40 / "
         "1.70 ms (avg shown); min–max 0.90–2.20 ms; 200 runs after 10 warm-up, batch 1</li><li>accuracy metric: "
-        "accuracy</li><li>accuracy 95% interval (Wilson): 0.9068-0.9772</li><li>7.3 s to build and measure</li><li>model: /tmp/models/c2.onnx</li></ul></details>"
+        "accuracy</li><li>accuracy 95% interval (Wilson): 0.9068-0.9772</li><li>7.3 s to build and measure</li>"
+        "<li>model: /tmp/models/c2.onnx</li></ul></details>"
     ) in page
     assert "<h3>Profile of c2 (chosen)</h3>" in page
     assert "<tr><td>conv1</td><td>Conv</td><td>500.0</td><td>35.7%</td><td>800.0 kFLOPs</td></tr>" in page

@@ -8,23 +8,11 @@ text differs from the first token on)."""
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
-from kaliper.runtimes.llamacpp import LLAMA_QUANTIZE, llama_binary
 from kaliper.serving.tiny_llm import demo_shape, make_tiny_llm
-from tests.support.llama import MODEL_NAME, local_sweep
+from tests.support.llama import MODEL_NAME, QUALITY_PROMPTS, local_sweep, quantized
 from tests.support.local_run import run_manifests
-
-PROMPTS = [f"Tell me about item {i} and the river." for i in range(20)]
-
-
-def quantized(original: Path, kind: str) -> Path:
-    target = original.with_name(f"{kind}.gguf")
-    subprocess.run(
-        [llama_binary(LLAMA_QUANTIZE), str(original), str(target), kind, "1"], check=True, capture_output=True
-    )
-    return target
 
 
 def test_a_quantization_whose_answers_drift_is_held_back_with_its_score(tmp_path: Path) -> None:
@@ -33,7 +21,7 @@ def test_a_quantization_whose_answers_drift_is_held_back_with_its_score(tmp_path
     for kind in ("q8_0", "q4_0"):
         variants.append({"name": kind.replace("_", ""), "model": {"file": str(quantized(original, kind))}})
     dataset = tmp_path / "prompts.jsonl"
-    dataset.write_text("".join(json.dumps({"prompt": p}) + "\n" for p in PROMPTS))
+    dataset.write_text("".join(json.dumps({"prompt": p}) + "\n" for p in QUALITY_PROMPTS))
     quality = {
         "dataset": {"file": str(dataset)},
         "scorer": "agreement",

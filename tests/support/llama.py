@@ -106,3 +106,17 @@ def local_sweep(model: Path, name: str, context: int, **spec: object) -> list[di
         },
     }
     return [deployment, run]
+
+
+# Prompts whose greedy answers q4_0 of the demo model changes from the first token on, and q8_0 does not
+# (tests/llm/test_quality_run.py, tests/kind/test_fit_and_quality.py).
+QUALITY_PROMPTS = [f"Tell me about item {i} and the river." for i in range(20)]
+
+
+def quantized(original: Path, kind: str) -> Path:
+    """`original` quantized by llama.cpp's llama-quantize (built with llama-server) to `kind` (q8_0, q4_0...),
+    beside it as KIND.gguf."""
+    target = original.with_name(f"{kind}.gguf")
+    quantize = llama_server_binary().with_name("llama-quantize")
+    subprocess.run([str(quantize), str(original), str(target), kind, "1"], check=True, capture_output=True)
+    return target

@@ -12,6 +12,7 @@ nudges it: a trial ModelDeployment turning Ready, a load-generator Job ending), 
 from __future__ import annotations
 
 from dataclasses import replace
+from functools import partial
 from typing import Any
 
 import kopf
@@ -20,7 +21,6 @@ from pydantic import ValidationError
 from kaliper.api.common import GROUP, VERSION, KStatus
 from kaliper.api.loader import problems_from
 from kaliper.api.profilerun import (
-    ProfileRunSpec,
     ProfileRunStatus,
     Progress,
     ReportReference,
@@ -54,8 +54,9 @@ from kaliper.manifests.profilerun import (
 )
 from kaliper.metrics.trial_window import TrialMeasurement
 from kaliper.profiling import trials as run_trials
+from kaliper.profiling.fit import ShapeOf
 from kaliper.profiling.outcome import gated_readiness
-from kaliper.profiling.plan import Configuration, describe, trial_protocol
+from kaliper.profiling.plan import describe, trial_protocol
 from kaliper.profiling.run_plan import IN_FLIGHT, NotAdmitted, RunPlan
 from kaliper.profiling.schedule import PlannedTrial
 from kaliper.report.schema import LoadTestResult
@@ -163,17 +164,18 @@ class RunStep(StatusStep[ProfileRunStatus]):
             return None
         fitted = run_fit(spec, self.status, self.namespace)
 
-        def deployable(spec: ProfileRunSpec, configs: list[Configuration]) -> str | None:
-            return trials_problem(spec, configs, self.namespace, SETTINGS.image, SETTINGS.tenancy)
+        deployable = partial(trials_problem, namespace=self.namespace, image=SETTINGS.image, tenancy=SETTINGS.tenancy)
 
-        headers = RunHeaders(self.body, self.status)
+        def admit(shape_of: ShapeOf) -> RunPlan:
+            return RunPlan.admit(spec, base, fitted, self.names(), deployable, shape_of)
+
         try:
-            plan = RunPlan.admit(spec, base, fitted, self.names(), deployable, headers.shape_of)
+            plan = RunHeaders(self.body, self.status).plan(admit, SETTINGS.image)
         except NotAdmitted as exc:
             raise RunFailed(str(exc)) from None
-        if (waiting := headers.read(SETTINGS.image)) is not None:  # planned again once they are read
-            self.status.phase, self.status.message = "Pending", waiting
-            self.condition("Progressing", False, "ReadingModelHeaders", waiting)
+        if isinstance(plan, str):  # the fit check's headers are being read: planned again once they are
+            self.status.phase, self.status.message = "Pending", plan
+            self.condition("Progressing", False, "ReadingModelHeaders", plan)
             return None
         for obj in run_network.loadgen_objects(self.body, self.target):
             kube.apply(obj)

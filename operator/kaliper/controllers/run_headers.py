@@ -9,6 +9,7 @@ estimate, and the status says why)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from kaliper.api.model_shape import ModelHeader, ModelShape
@@ -19,7 +20,9 @@ from kaliper.controllers.diagnosis import job_complete, job_failure
 from kaliper.controllers.store import STORE
 from kaliper.manifests.model_header import HEADER_ROLE, build_header_job, header_job_name, header_source
 from kaliper.manifests.profilerun import LABEL_ROLE, LABEL_RUN
+from kaliper.profiling.fit import ShapeOf
 from kaliper.profiling.plan import Configuration
+from kaliper.profiling.run_plan import RunPlan
 
 
 class RunHeaders:
@@ -41,11 +44,18 @@ class RunHeaders:
         self.wanted.setdefault(source, config.deployment)
         return None
 
+    def plan(self, admit: Callable[[ShapeOf], RunPlan], image: str) -> RunPlan | str:
+        """The run's plan, admitted with the headers of every model its fit check asks for; while some are
+        still being read, what the run waits for (then it is admitted again at a later step)."""
+        plan = admit(self.shape_of)
+        if not self.wanted:
+            return plan
+        waiting = self.read(image)
+        return admit(self.shape_of) if waiting is None else waiting
+
     def read(self, image: str) -> str | None:
         """Read the headers the plan asked for and not read yet: start their Jobs, keep what the finished ones
         found. None once every one is read; else what the run waits for."""
-        if not self.wanted:
-            return None
         namespace, name = self.run["metadata"]["namespace"], self.run["metadata"]["name"]
         for kind in ("Job", "Pod"):  # what existed before this process's watches caught up
             STORE.prime(kind, namespace, lambda kind=kind: kube.list_objects(kind, namespace, LABEL_RUN))
@@ -64,8 +74,8 @@ class RunHeaders:
                 waiting.append(source)
                 continue
             self.status.model_headers = [*(self.status.model_headers or []), header]
-            kube.delete("Job", namespace, job_name)
-        if not waiting:
+        if not waiting:  # all read: their Jobs go, in one request (the chart's role deletes Jobs by label only)
+            kube.delete_labelled("Job", namespace, {LABEL_RUN: name, LABEL_ROLE: HEADER_ROLE}, group=name)
             return None
         return f"reading the header of {len(waiting)} model(s) for the fit check: {', '.join(sorted(waiting))}"
 

@@ -1,8 +1,14 @@
-"""The fit check on the real cluster: the operator reads the model's GGUF header on its PersistentVolumeClaim in a
-Job of Kaliper's image (mounted as the server's pod mounts it), keeps its shape in the run's status, and leaves
-out the configurations that cannot fit their memory limit with the arithmetic, never deploying them. One that
-fits by the estimate but whose llama-server refuses its flags fails with the server's words and says that the
-estimate passed it. The same sweep under `kaliper run`: tests/llm/test_engine_args.py, with the same words."""
+"""The choice's two checks besides latency on the real cluster, with llama.cpp's llama-server in Kaliper's image.
+
+The fit check: the operator reads the model's GGUF header on its PersistentVolumeClaim in a Job of Kaliper's
+image (mounted as the server's pod mounts it), keeps its shape in the run's status, and leaves out the
+configurations that cannot fit their memory limit with the arithmetic, never deploying them. One that fits by
+the estimate but whose llama-server refuses its flags fails with the server's words and says that the estimate
+passed it. The same sweep under `kaliper run`: tests/llm/test_engine_args.py, with the same words.
+
+Quality in the same run: a sweep over quantizations made here with llama-quantize (f32, q8_0, q4_0) asks each
+configuration the dataset's prompts after its load, held to f32's greedy answers; q4_0's drift from the first
+token holds it back with its score in its row, as under `kaliper run` (tests/llm/test_quality_run.py)."""
 
 from __future__ import annotations
 
@@ -11,10 +17,11 @@ from pathlib import Path
 
 import pytest
 
+from kaliper.serving.tiny_llm import demo_shape, make_tiny_llm
 from tests.support.controlplane import fresh_namespace
 from tests.support.kind_cluster import KindCluster
-from tests.support.kind_operator import Operator, local_claim, wait_for_phase
-from tests.support.llama import MODEL_NAME, tiny_model
+from tests.support.kind_operator import Operator, local_claim, run_report, wait_for_phase
+from tests.support.llama import MODEL_NAME, QUALITY_PROMPTS, quantized, tiny_model
 
 KV_SETS = [
     {"name": "kv-f32", "args": ["--cache-type-k", "f32", "--cache-type-v", "f32", "--flash-attn", "off"]},
@@ -113,3 +120,54 @@ def check(status: dict, jobs: list[dict], deployments: list[dict], folder: Path)
     ]
     assert "K cache type q8_0 with block size 32 does not divide n_embd_head_k=16" in q8["message"], q8["message"]
     assert [d["metadata"]["name"] for d in deployments] == ["tiny"]  # the trials' copies are gone
+
+
+def test_a_quantization_whose_answers_drift_is_held_back_in_the_cluster(
+    cluster: KindCluster, operator: Operator, request: pytest.FixtureRequest
+) -> None:
+    kubectl = cluster.kubectl
+    for namespace in fresh_namespace(kubectl, request, "n"):
+        folder = cluster.shared / "volumes" / namespace
+        original = make_tiny_llm(folder, demo_shape(), name="f32")
+        for kind in ("q8_0", "q4_0"):
+            quantized(original, kind)
+        prompts = folder / "prompts.jsonl"
+        prompts.write_text("".join(json.dumps({"prompt": p}) + "\n" for p in QUALITY_PROMPTS))
+        deployment = {**DEPLOYMENT, "spec": {**DEPLOYMENT["spec"], "llm": {"contextSize": 1024}}}
+        deployment["spec"]["model"] = {"pvc": {"claimName": "models", "path": "f32.gguf"}, "name": MODEL_NAME}
+        variants = [
+            {"name": name, "model": {"pvc": {"claimName": "models", "path": f"{file}.gguf"}, "name": MODEL_NAME}}
+            for name, file in (("f32", "f32"), ("q80", "q8_0"), ("q40", "q4_0"))
+        ]
+        dataset = {"configMap": {"name": "prompts", "key": "prompts.jsonl"}}
+        quality = {
+            "dataset": dataset,
+            "scorer": "agreement",
+            "original": {"model_variant": "f32"},
+            "rows": 20,
+            "maxTokens": 16,
+            "floor": {"min": 0.9},
+        }
+        spec = {**RUN["spec"], "sweep": {"modelVariants": variants}, "quality": quality, "slo": {"maxErrorRate": 0.01}}
+        run = {**RUN, "metadata": {"name": "quality"}, "spec": spec}
+        with local_claim(cluster, namespace, folder):
+            kubectl("create", "configmap", "prompts", f"--from-file=prompts.jsonl={prompts}", "-n", namespace)
+            kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps({"kind": "List", "apiVersion": "v1",
+                                                                              "items": [deployment, run]}))  # fmt: skip
+            status = wait_for_phase(cluster, namespace, "quality", "Succeeded", timeout=480)
+            report = run_report(cluster, namespace, "quality")
+    assert [t["phase"] for t in status["trials"]] == ["Succeeded"] * 3
+    assert [(t["quality"]["rows"], t["quality"]["failed"]) for t in report["trials"]] == [(20, 0)] * 3
+    rows = {r["parameters"]["model_variant"]: r for r in report["configurations"]}
+    assert {name: row["quality"]["verdict"] for name, row in rows.items()} == {
+        "f32": "Held",
+        "q80": "Held",
+        "q40": "Below",
+    }
+    assert rows["f32"]["quality"]["correct"] == 20  # the original agrees with itself
+    assert rows["q40"]["reason"] == (
+        "held back by quality: 0 of 20 rows (0.0%, 95% CI 0.0%-16.1%) against the floor 90.0%"
+    )
+    # Which of f32 and q8_0 is cheaper is the machine's to say; that q4_0, held back, is not chosen is not.
+    chosen = [row for row in rows.values() if row.get("chosen")]
+    assert len(chosen) == 1 and chosen[0]["quality"]["verdict"] == "Held", rows
