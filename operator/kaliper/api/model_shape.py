@@ -18,13 +18,19 @@ class ModelShape(KaliperModel):
     weights_bytes: Annotated[int, Field(ge=0)]
     """Every tensor's data, at the types the file stores them in."""
     layers: Annotated[int, Field(ge=0)]
+    """Transformer blocks (each keeps its own KV cache)."""
     embedding: Annotated[int, Field(ge=0)]
+    """Width of the hidden state."""
     feed_forward: Annotated[int, Field(ge=0)]
+    """Width of the feed-forward layers."""
     heads: Annotated[int, Field(ge=0)]
+    """Attention (query) heads."""
     key_width: Annotated[int, Field(ge=0)]
     """Key elements one token keeps per layer in the KV cache: the key head's size times the KV heads."""
     value_width: Annotated[int, Field(ge=0)]
+    """Value elements one token keeps per layer in the KV cache."""
     trained_context: Annotated[int, Field(ge=0)]
+    """The context the model was trained for: llama.cpp's context when llm.contextSize is not set."""
     element_bytes: Annotated[int, Field(ge=1)] = 4
     """Bytes a weight takes as the file stores most of them (a server that casts them scales by it)."""
 

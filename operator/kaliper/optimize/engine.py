@@ -169,10 +169,8 @@ class Optimization:
         if accuracy is None or self.labels is None:
             return
         predictions = evaluate.predict(session, data.feeds(self.rows, session.get_inputs(), 64))
-        result.accuracy_metric = accuracy.metric
-        result.accuracy = round(evaluate.score(accuracy.metric, self.labels, predictions), 6)
-        if interval := evaluate.accuracy_interval(accuracy.metric, result.accuracy, len(self.labels)):
-            result.accuracy_ci_low, result.accuracy_ci_high = interval
+        scored = evaluate.accuracy_figures(accuracy.metric, self.labels, predictions)
+        result.accuracy_metric, result.accuracy, result.accuracy_ci_low, result.accuracy_ci_high = scored
         if accuracy.metric in ("accuracy", "f1"):
             if self.original_predictions is None:
                 self.original_predictions = predictions

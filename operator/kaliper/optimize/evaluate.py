@@ -6,7 +6,7 @@ import math
 import statistics
 import time
 from collections.abc import Iterable, Sequence
-from typing import Literal
+from typing import Literal, NamedTuple
 
 import numpy as np
 import onnxruntime as ort
@@ -180,6 +180,20 @@ def accuracy_interval(metric: AccuracyMetric, value: float, rows: int) -> tuple[
         return None
     low, high = quality.interval(round(value * rows), rows)
     return round(low, 4), round(high, 4)
+
+
+class AccuracyFigures(NamedTuple):
+    metric: AccuracyMetric
+    value: float
+    ci_low: float | None
+    ci_high: float | None
+
+
+def accuracy_figures(metric: AccuracyMetric, labels: np.ndarray, predictions: np.ndarray) -> AccuracyFigures:
+    """A candidate's accuracy figures: the metric's value, and its interval where it has one."""
+    value = round(score(metric, labels, predictions), 6)
+    low, high = accuracy_interval(metric, value, len(labels)) or (None, None)
+    return AccuracyFigures(metric, value, low, high)
 
 
 def higher_is_better(metric: AccuracyMetric) -> bool:
