@@ -150,3 +150,52 @@ def test_a_spec_that_cannot_run_on_kubernetes_fails_with_the_reason(operator, cr
     assert gitops == "Failed" and "model.file is a path on one machine" in message
     assert argocd_health(crds, namespace, "modeldeployment", "local-only") == ("Degraded", message)
     assert crds("get", "deployment", "local-only", "-n", namespace, check=False).returncode != 0
+
+
+def test_an_autoscaled_model_deployment_gets_a_horizontal_pod_autoscaler_that_sets_its_replicas(
+    operator, crds: Kubectl, namespace: str
+) -> None:  # type: ignore[no-untyped-def]
+    """The controller manager's own HPA controller (no metrics here: it only holds the replicas within
+    minReplicas and maxReplicas) scales the Deployment the operator applied without replicas to minReplicas; the
+    ModelDeployment is Ready at those. Without autoscaling in its spec again, the HPA goes and spec.replicas is
+    applied."""
+    scaling = {"minReplicas": 2, "maxReplicas": 5, "cpuUtilization": 70}
+    spec = {"resources": {"requests": {"cpu": "250m"}}, "autoscaling": scaling}
+    crds("apply", "-n", namespace, "-f", "-", input=json.dumps(model_deployment("scaled", **spec)))
+    crds.wait_for(
+        lambda: crds("get", "hpa", "scaled", "-n", namespace, check=False).returncode == 0, what="the autoscaler"
+    )
+    hpa = crds.json("get", "hpa", "scaled", "-n", namespace)
+    owner = crds.json("get", "modeldeployment", "scaled", "-n", namespace)
+    assert hpa["metadata"]["ownerReferences"][0]["uid"] == owner["metadata"]["uid"]
+    assert (hpa["spec"]["minReplicas"], hpa["spec"]["maxReplicas"]) == (2, 5)
+    assert hpa["spec"]["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "Deployment", "name": "scaled"}
+    crds.wait_for(
+        lambda: (
+            status_of(crds, namespace, "scaled").get("readyReplicas") == 2
+            and status_of(crds, namespace, "scaled").get("phase") == "Ready"
+        ),
+        timeout=120,
+        what="the autoscaler's two replicas ready",
+    )
+    status = status_of(crds, namespace, "scaled")
+    assert (status["autoscalerName"], status["message"]) == (
+        "scaled",
+        f"2/2 replicas ready at http://scaled.{namespace}.svc:80",
+    )
+    managers = crds.json("get", "deployment", "scaled", "-n", namespace, "--show-managed-fields")
+    replicas_owners = [m["manager"] for m in managers["metadata"]["managedFields"] if '"f:replicas"' in json.dumps(m)]
+    assert "kaliper" not in replicas_owners  # the operator never applied replicas
+
+    # Autoscaling taken out: the HPA is deleted and the Deployment gets spec.replicas.
+    change = [{"op": "remove", "path": "/spec/autoscaling"}, {"op": "add", "path": "/spec/replicas", "value": 3}]
+    crds("patch", "modeldeployment", "scaled", "-n", namespace, "--type=json", "-p", json.dumps(change))
+    crds.wait_for(
+        lambda: "NotFound" in crds("get", "hpa", "scaled", "-n", namespace, check=False).stderr,
+        timeout=60,
+        what="the autoscaler deleted",
+    )
+    crds.wait_for(
+        lambda: status_of(crds, namespace, "scaled").get("readyReplicas") == 3, timeout=90, what="three replicas"
+    )
+    assert "autoscalerName" not in status_of(crds, namespace, "scaled")

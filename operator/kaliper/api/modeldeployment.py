@@ -7,6 +7,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, WithJsonSchema
 from pydantic.alias_generators import to_camel
 
+from kaliper.api.autoscaling import Autoscaling
 from kaliper.api.base import KaliperModel, Rule, exactly_one_of, only_with
 from kaliper.api.common import (
     Condition,
@@ -297,13 +298,40 @@ class ServiceSpec(KaliperModel):
     """Annotations for the Service, such as cloud load-balancer settings."""
 
 
+def _utilization_needs_request(resource: str) -> Rule:
+    """An autoscaler's utilisation is a share of each replica's request (Kubernetes takes the limit for a request
+    left out): without either, the HPA has nothing to divide by and never scales."""
+    has = f"(has(self.resources.requests) && has(self.resources.requests.{resource})) || " + (
+        f"(has(self.resources.limits) && has(self.resources.limits.{resource}))"
+    )
+
+    def check(spec: ModelDeploymentTemplate) -> bool:
+        scaling, resources = spec.autoscaling, spec.resources
+        if scaling is None or getattr(scaling, f"{resource}_utilization") is None:
+            return True
+        lists = (resources.requests, resources.limits) if resources is not None else ()
+        return any(listed is not None and getattr(listed, resource) for listed in lists)
+
+    return Rule(
+        cel=f"!has(self.autoscaling) || !has(self.autoscaling.{resource}Utilization) || "
+        f"(has(self.resources) && ({has}))",
+        message=f"autoscaling.{resource}Utilization is a percentage of each replica's {resource} request: set "
+        f"resources.requests.{resource} (or resources.limits.{resource})",
+        check=check,
+        field_path=".autoscaling",
+    )
+
+
 class ModelDeploymentTemplate(KaliperModel):
     """Everything about serving a model except the model itself; ModelOptimization follow-ups use it."""
 
     runtime: ServingRuntime = Field(default_factory=ServingRuntime)
     """The model server. Default: the built-in ONNX Runtime server."""
     replicas: Annotated[int, Field(ge=0, le=1000)] = 1
-    """Number of serving replicas (local server processes behind a round-robin proxy in `kaliper run`)."""
+    """Number of serving replicas (local server processes behind a round-robin proxy in `kaliper run`); with
+    autoscaling, the autoscaler sets them instead."""
+    autoscaling: Autoscaling | None = None
+    """A HorizontalPodAutoscaler for the replicas (Kubernetes only: `kaliper run` serves fixed replicas)."""
     resources: ResourceRequirements | None = None
     """CPU, memory and GPU requests and limits for each replica."""
     node_selector: LabelMap | None = None
@@ -334,6 +362,7 @@ class ModelDeploymentTemplate(KaliperModel):
     """Extra annotations for the serving pods."""
 
     cross_field_rules = (
+        *(_utilization_needs_request(name) for name in ("cpu", "memory")),
         Rule(
             cel="!has(self.batching) || !has(self.runtime) || !has(self.runtime.type) "
             "|| !(self.runtime.type in ['custom', 'triton'])",
@@ -470,5 +499,7 @@ class ModelDeploymentStatus(ObjectStatus):
     """The Kubernetes Deployment (or local process group) that serves it."""
     service_name: Annotated[str, Field(max_length=253)] | None = None
     """The Kubernetes Service in front of it."""
+    autoscaler_name: Annotated[str, Field(max_length=253)] | None = None
+    """The HorizontalPodAutoscaler that sets its replicas (spec.autoscaling)."""
     message: Annotated[str, Field(max_length=4096)] | None = None
     """The latest thing a person should know."""

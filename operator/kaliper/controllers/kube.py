@@ -45,6 +45,7 @@ TYPED = {
     "RoleBinding": (client.RbacAuthorizationV1Api, "role_binding"),
     "NetworkPolicy": (client.NetworkingV1Api, "network_policy"),
     "EndpointSlice": (client.DiscoveryV1Api, "endpoint_slice"),
+    "HorizontalPodAutoscaler": (client.AutoscalingV2Api, "horizontal_pod_autoscaler"),
 }
 
 

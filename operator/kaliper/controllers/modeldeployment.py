@@ -17,6 +17,7 @@ from kaliper.controllers.pacer import PACER
 from kaliper.controllers.settings import SETTINGS
 from kaliper.controllers.store import STORE
 from kaliper.log import get_logger
+from kaliper.manifests.autoscaler import build_autoscaler
 from kaliper.manifests.modeldeployment import (
     LABEL_DEPLOYMENT,
     LABEL_MANAGED,
@@ -66,6 +67,7 @@ def reconcile(namespace: str, name: str) -> None:
             resource = parse(owner)
             deployment = build_deployment(name, namespace, uid, resource.spec, SETTINGS.image)
             service = build_service(name, namespace, uid, resource.spec)
+            autoscaler = build_autoscaler(name, namespace, uid, resource.spec)
         except BuildError as exc:
             previous = list((owner.get("status") or {}).get("conditions") or [])
             kube.patch_status("ModelDeployment", namespace, name, failed_status(generation, str(exc), previous, now()))
@@ -74,7 +76,12 @@ def reconcile(namespace: str, name: str) -> None:
         else:
             kube.apply(deployment)
             kube.apply(service)
-            log.info(f"applied Deployment and Service {name}", object=f"{namespace}/{name}", generation=generation)
+            if autoscaler is not None:
+                kube.apply(autoscaler)
+            elif (owner.get("status") or {}).get("autoscalerName"):
+                kube.delete("HorizontalPodAutoscaler", namespace, name)  # autoscaling removed from the spec
+            made = "Deployment, Service and HorizontalPodAutoscaler" if autoscaler else "Deployment and Service"
+            log.info(f"applied {made} {name}", object=f"{namespace}/{name}", generation=generation)
         with _applied_guard:
             _applied[uid] = generation
     sync_status(namespace, name)

@@ -60,6 +60,12 @@ def limits_of(spec: ModelDeploymentSpec) -> Limits:
 
 def local_problem(spec: ModelDeploymentSpec) -> str | None:
     """Why `kaliper run` cannot start this deployment's servers here, or None."""
+    if spec.autoscaling is not None:
+        return (
+            "autoscaling: a HorizontalPodAutoscaler scales pods on Kubernetes, and `kaliper run` has no autoscaler "
+            "to rehearse; apply the manifests with kubectl to run it against the cluster's, or remove autoscaling "
+            "(and set replicas) to measure fixed replicas here"
+        )
     return runtime_of(spec).local_problem(spec)
 
 
@@ -76,7 +82,7 @@ def server_command(
     """The command of one replica, as its runtime writes it for a local process; the settings files it reads
     are written into `workdir`."""
     runtime = runtime_of(spec)
-    problem = runtime.local_problem(spec)
+    problem = local_problem(spec)
     if problem:
         raise ServerError(problem)
     pinned = tuple(sorted(cpus)) if cpus else None

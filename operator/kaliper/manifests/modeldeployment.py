@@ -190,7 +190,9 @@ def build_deployment(
             "ownerReferences": [owner_reference("ModelDeployment", name, uid)],
         },
         "spec": {
-            "replicas": spec.replicas,
+            # With an autoscaler the replicas are its to set (manifests.autoscaler): applying them would undo its
+            # scaling at every change of the ModelDeployment.
+            **({"replicas": spec.replicas} if spec.autoscaling is None else {}),
             "selector": {"matchLabels": labels},
             "template": {
                 "metadata": {"labels": pod_labels, "annotations": annotations},
@@ -277,6 +279,8 @@ def observed_status(
 ) -> dict[str, Any]:
     """The ModelDeployment's status from its Deployment's (a plain dict for the status subresource)."""
     desired = spec.replicas
+    if spec.autoscaling is not None:  # what its autoscaler last asked for
+        desired = ((deployment or {}).get("spec") or {}).get("replicas", spec.autoscaling.min_replicas)
     observed = (deployment or {}).get("status") or {}
     ready = observed.get("readyReplicas") or 0
     updated = observed.get("updatedReplicas") or 0
@@ -325,6 +329,7 @@ def observed_status(
         "modelName": spec.model.name or name,
         "deploymentName": name,
         "serviceName": name,
+        "autoscalerName": name if spec.autoscaling is not None else None,
         "message": message,
     }
 

@@ -228,6 +228,12 @@ def machine_paths_problem(spec: ProfileRunSpec) -> str | None:
 def deploy_problem(configs: list[Configuration], namespace: str, image: str) -> str | None:
     """Why a configuration of the sweep cannot be deployed on Kubernetes (its runtime's rules there), or None."""
     for config in configs:
+        if config.deployment is not None and config.deployment.autoscaling is not None:
+            return (
+                "the target is autoscaled (spec.autoscaling): a ProfileRun measures fixed replicas and does not yet "
+                "rehearse an autoscaler, whose replicas would change under the load; profile a ModelDeployment of "
+                "the same model with fixed replicas (no autoscaling, replicas set)"
+            )
         if isinstance(config.deployment, ModelDeploymentSpec):  # a workload's copy is built from its template
             try:
                 build_deployment("check", namespace, "", config.deployment, image)
