@@ -13,7 +13,6 @@ token holds it back with its score in its row, as under `kaliper run` (tests/llm
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
@@ -76,10 +75,16 @@ def test_configurations_that_cannot_fit_are_left_out_by_the_header_read_in_the_c
             status = wait_for_phase(cluster, namespace, "fit", "Succeeded", timeout=480)
             jobs = kubectl.json("get", "jobs", "-n", namespace, "-l", "kaliper.dev/role=model-header")["items"]
             deployments = kubectl.json("get", "modeldeployments", "-n", namespace)["items"]
-        check(status, jobs, deployments, Path(folder))
+            report = run_report(cluster, namespace, "fit")
+        check(status, jobs, deployments)
+        # Every served trial says how long its server took, from its pod's own status (whole seconds).
+        startup = report["trials"][2]["startup"]
+        (replica,) = startup["replicas"]
+        assert startup["source"] == "pods" and replica["replica"].startswith("fit-t2-")
+        assert 0 <= replica["scheduledS"] <= replica["startedS"] <= replica["readyS"] == startup["readyS"], startup
 
 
-def check(status: dict, jobs: list[dict], deployments: list[dict], folder: Path) -> None:
+def check(status: dict, jobs: list[dict], deployments: list[dict]) -> None:
     # The header as the Job read it from the claim: the tiny model's (tests/llm/test_fit_estimate.py reads the
     # same file on this machine).
     assert status["modelHeaders"] == [

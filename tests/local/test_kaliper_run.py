@@ -144,6 +144,8 @@ def test_time_series_are_left_out_when_the_spec_says_so(tmp_path: Path, model: P
     assert trial.stage is not None and trial.resources is not None
     assert (trial.stage.windows, trial.stage.latency.histogram, trial.resources.series) == ([], None, [])
     assert trial.stage.requests > 0 and trial.resources.cpu_avg_cores is not None  # the figures stay
+    # How long its server took from its process's start to its readiness probe passing.
+    assert trial.startup is not None and trial.startup.source == "processes" and trial.startup.ready_s > 0
 
 
 def test_mlserver_serves_a_scikit_learn_model_under_limits(tmp_path: Path) -> None:

@@ -114,8 +114,9 @@ def fitted(target: str, prometheus: str, tokenizer: dict) -> dict:
     return run
 
 
-# Each path's own: what it measured of resources (none here on the cluster: no Prometheus), when, and the name.
-OWN = {"name", "resources", "start_time", "completion_time"}
+# Each path's own: what it measured of resources (none here on the cluster: no Prometheus) and of its servers'
+# startup (pods there, processes here), when, and the name.
+OWN = {"name", "resources", "startup", "start_time", "completion_time"}
 
 
 def with_baseline(run: dict, baseline: dict) -> dict:

@@ -4,7 +4,10 @@ Pure functions over the objects as the API returns them."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
+
+from kaliper.report.schema import ReplicaStartup, Startup
 
 IMAGE_PULL = {"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull"}
 # Waiting reasons that will not fix themselves: fail the trial now instead of at its timeout.
@@ -118,3 +121,40 @@ def job_problem(job: dict[str, Any], pods: list[dict[str, Any]]) -> str | None:
 def template_hashes(pods: list[dict[str, Any]]) -> list[str]:
     """The pod-template-hash of each pod: which ReplicaSet, so which revision of its Deployment, it belongs to."""
     return [p["metadata"].get("labels", {}).get("pod-template-hash", "") for p in pods]
+
+
+def _at(timestamp: str | None) -> datetime | None:
+    return datetime.fromisoformat(timestamp.replace("Z", "+00:00")) if timestamp else None
+
+
+def server_startup(pods: list[dict[str, Any]]) -> Startup | None:
+    """How long the server pods took from creation to ready, each stage from their own status: PodScheduled's
+    transition, the server container's start, Ready's transition (the last, for a pod that restarted). None
+    while no pod is ready."""
+    replicas = []
+    for pod in pods:
+        status = pod.get("status") or {}
+        conditions = {c["type"]: c for c in status.get("conditions") or []}
+        created, ready = _at(pod["metadata"].get("creationTimestamp")), conditions.get("Ready") or {}
+        ready_at = _at(ready.get("lastTransitionTime")) if ready.get("status") == "True" else None
+        if created is None or ready_at is None:
+            continue
+        scheduled = _at((conditions.get("PodScheduled") or {}).get("lastTransitionTime"))
+        running = [(c.get("state") or {}).get("running") or {} for c in status.get("containerStatuses") or []]
+        started = _at(next((r["startedAt"] for r in running if r.get("startedAt")), None))
+
+        def since(moment: datetime | None, created: datetime = created) -> float | None:
+            return (moment - created).total_seconds() if moment is not None else None
+
+        replicas.append(
+            ReplicaStartup(
+                replica=pod["metadata"]["name"],
+                scheduled_s=since(scheduled),
+                started_s=since(started),
+                ready_s=(ready_at - created).total_seconds(),
+            )
+        )
+    if not replicas:
+        return None
+    replicas.sort(key=lambda r: r.replica)
+    return Startup(ready_s=max(r.ready_s for r in replicas), source="pods", replicas=replicas)

@@ -32,7 +32,7 @@ from kaliper.controllers import kube, metrics, run_network, run_records
 from kaliper.controllers import trial_moves as moves
 from kaliper.controllers.admission import admission_problem, trials_problem
 from kaliper.controllers.api_health import moving_s
-from kaliper.controllers.diagnosis import restarts_and_oom_kills, template_hashes
+from kaliper.controllers.diagnosis import restarts_and_oom_kills, server_startup, template_hashes
 from kaliper.controllers.recommendation import apply_recommendation
 from kaliper.controllers.run_baseline import baseline_report
 from kaliper.controllers.run_headers import RunHeaders
@@ -280,7 +280,7 @@ class RunStep(StatusStep[ProfileRunStatus]):
             if resources is None:
                 return  # the final scrape is not in yet: the next step looks again
             resources.restarts, resources.oom_kills = restarts_and_oom_kills(servers)
-            report = run_trials.with_resources(report, resources)
+            report = run_trials.with_resources(report, resources, server_startup(servers))
             if run_trials.needs_server_load_from_prometheus(report, planned.configuration.deployment):
                 load = measured.server_load()
                 if load is None:

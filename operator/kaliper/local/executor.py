@@ -41,7 +41,7 @@ from kaliper.profiling.trials import (
     target_model_name,
     with_resources,
 )
-from kaliper.report.schema import LoadTestResult, ProfileReport, TrialReport, TrialResources
+from kaliper.report.schema import LoadTestResult, ProfileReport, Startup, TrialReport, TrialResources
 from kaliper.report.status import status_from_report
 
 log = get_logger("kaliper.local")
@@ -258,8 +258,9 @@ class LocalExecutor:
                 url = str(spec.target.url)
             up = True
             trial = self._run_level(spec, url, model_name, planned, servers, workdir, loadgen_cpus, scores_quality)
-            if servers is not None and servers.derived:
-                trial = trial.model_copy(update={"server_settings": servers.derived})
+            if servers is not None:
+                startup = Startup(ready_s=round(ready_s, 2), source="processes")
+                trial = trial.model_copy(update={"server_settings": servers.derived, "startup": startup})
             if servers is not None and trial.status == "Succeeded":
                 try:
                     servers.check_alive()

@@ -23,6 +23,7 @@ from kaliper.report.schema import (
     ServerLoad,
     SloCheck,
     StageResult,
+    Startup,
     TrialReport,
     TrialResources,
 )
@@ -98,10 +99,10 @@ def median_stage(stages: list[StageResult]) -> StageResult:
     return sorted(stages, key=lambda s: (s.throughput_rps, s.index))[(len(stages) - 1) // 2]
 
 
-def with_resources(trial: TrialReport, resources: TrialResources | None) -> TrialReport:
-    """The trial with its resource figures; a replica OOM-killed under the load fails it (what it measured
-    is kept)."""
-    trial = trial.model_copy(update={"resources": resources})
+def with_resources(trial: TrialReport, resources: TrialResources | None, startup: Startup | None = None) -> TrialReport:
+    """The trial with its servers' figures (resources; startup where the executor reads it here, the operator
+    from the pods); a replica OOM-killed under the load fails it (what it measured is kept)."""
+    trial = trial.model_copy(update={"resources": resources, **({"startup": startup} if startup else {})})
     if resources is not None and resources.oom_kills and trial.status == "Succeeded":
         trial.status, trial.message = "Failed", "OOMKilled: a replica exceeded its memory limit"
     return trial

@@ -13,7 +13,7 @@ from kaliper.measure.figures import LATENCY, TPOT, TTFT, Figure
 from kaliper.report.ramp_text import segment_text
 from kaliper.report.recommend import resources_text
 from kaliper.report.replay_text import replay_lines
-from kaliper.report.schema import ConfigurationRow, PercentileFigure, ProfileReport, TrialReport
+from kaliper.report.schema import ConfigurationRow, PercentileFigure, ProfileReport, Startup, TrialReport
 from kaliper.report.token_text import token_summary
 
 # One colour per trial, never reused within a report: plotly's ten, then its 24 darker ones, then hues spaced
@@ -293,12 +293,26 @@ def summary_lines(report: ProfileReport) -> list[str]:
     return lines
 
 
+def startup_text(startup: Startup) -> str:
+    """How long the servers took to become ready: after their processes started, or (pods) after their
+    creation, with the slowest pod's stages."""
+    if startup.source == "processes":
+        return f"ready {startup.ready_s:.1f} s after the servers started"
+    slowest = max(startup.replicas, key=lambda r: r.ready_s)
+    stages = (("scheduled", slowest.scheduled_s), ("running", slowest.started_s), ("ready", slowest.ready_s))
+    steps = ", ".join(f"{word} at {at:.0f} s" for word, at in stages if at is not None)
+    pods = f"the slowest of {len(startup.replicas)} pods" if len(startup.replicas) > 1 else "its pod"
+    return f"ready {startup.ready_s:.0f} s after the pods were created ({pods}: {steps})"
+
+
 def trial_detail_lines(trial: TrialReport) -> list[str]:
     """What the table has no room for: the server's settings, the token figures with the server's own
     check, what limited the trial, its repetitions."""
     lines = []
     if trial.server_settings:
         lines.append(f"server: {settings_text(trial)}")
+    if trial.startup is not None:
+        lines.append(f"startup: {startup_text(trial.startup)}")
     if trial.stage is not None and trial.stage.tokens is not None:
         lines.append(f"tokens: {token_summary(trial.stage.tokens)}")
     lines += [f"limited: {flag}" for flag in trial.limited_by]

@@ -472,6 +472,31 @@ LOAD_LEVEL_NAMES = ("concurrency", "rate", "speedup")
 trace's speedup); a trial's other parameters are its configuration."""
 
 
+class ReplicaStartup(KaliperModel):
+    """One server pod's way to serving, in seconds from its creation (the API server's timestamps: whole
+    seconds)."""
+
+    replica: str
+    """The pod's name."""
+    scheduled_s: float | None = None
+    """To being bound to a node."""
+    started_s: float | None = None
+    """To its server container running (the image pulled, any init containers done)."""
+    ready_s: float
+    """To its readiness probe passing: the model loaded and served."""
+
+
+class Startup(KaliperModel):
+    """How long the trial's servers took from being asked for to ready (every run, autoscaled or not)."""
+
+    ready_s: float
+    """The slowest replica's: from its pod's creation (a cluster) or its process's start (`kaliper run`) to
+    its readiness probe passing."""
+    source: Literal["pods", "processes"]
+    replicas: list[ReplicaStartup] = Field(default_factory=list)
+    """Each pod's stages (a cluster only)."""
+
+
 class TrialReport(KaliperModel):
     """One configuration at one load level."""
 
@@ -509,6 +534,8 @@ class TrialReport(KaliperModel):
     kvCacheSpace from the memory limit, ompThreadsBind from the CPUs it was given)."""
     quality: QualityAnswers | None = None
     """Its configuration's answers to the quality dataset (spec.quality), where this trial asked them."""
+    startup: Startup | None = None
+    """How long its servers took to become ready."""
 
     def configuration(self) -> dict[str, str]:
         """Its parameters without the load level: what it shares with the configuration's other trials."""
