@@ -5,7 +5,7 @@
 #   hack/testcluster/build.sh node       # only what kind's node image holds (etcd, Kubernetes, CoreDNS)
 #   hack/testcluster/build.sh controlplane  # only what a kwok control plane starts with (etcd, Kubernetes, kwok)
 #   hack/testcluster/build.sh helm       # only one of the others: kwok, helm, helm-controller, kstatus,
-#                                        # argocd-health, kind, kubeadm or prometheus
+#                                        # argocd-health, kind, kubeadm, prometheus or metrics-server
 #
 # Binaries land in $KALIPER_CACHE (default ~/.cache/kaliper) under bin/<name>-<version>/, so a second
 # run is a no-op and a version bump builds only what changed. The Go build cache is kept by Go itself
@@ -190,7 +190,7 @@ build_prometheus() {
 }
 
 what=${1:-all}
-rest=(kwok helm helm-controller kstatus argocd-health kind kubeadm prometheus)
+rest=(kwok helm helm-controller kstatus argocd-health kind kubeadm prometheus metrics-server)
 case " all node controlplane ${rest[*]} " in *" $what "*) ;; *)
   die "unknown set '$what': use all (the default), node, controlplane, or one of ${rest[*]}" ;;
 esac
@@ -212,6 +212,9 @@ if want kstatus; then locked kstatus build_program kstatus sigs.k8s.io/cli-utils
 if want kind; then locked kind go_install kind sigs.k8s.io/kind "$KIND_VERSION"; fi
 if want kubeadm; then locked kubernetes build_kubernetes kubeadm; fi
 if want prometheus; then locked prometheus build_prometheus; fi
+if want metrics-server; then
+  locked metrics-server go_install metrics-server sigs.k8s.io/metrics-server/cmd/metrics-server "$METRICS_SERVER_VERSION"
+fi
 if want argocd-health; then
   locked argocd-health build_program argocd-health github.com/argoproj/argo-cd/v3 "$ARGOCD_VERSION" argocd_replaces
 fi

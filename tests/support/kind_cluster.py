@@ -43,7 +43,11 @@ from tests.support.kind import HOST_IP, KindError, KindHost, kind_host, wait_for
 
 TUTORIAL = REPO / "docs" / "tutorials" / "kind.md"
 IMAGE_SCRIPT = REPO / "hack" / "image" / "build.sh"
-PROMETHEUS_IMAGE_SCRIPT = REPO / "hack" / "kind" / "prometheus-image.sh"
+# The walkthrough's manifests whose images no registry serves here -> the script that builds each from source.
+MANIFEST_IMAGES = {
+    "examples/kind/prometheus.yaml": REPO / "hack" / "kind" / "prometheus-image.sh",
+    "examples/kind/metrics-server.yaml": REPO / "hack" / "kind" / "metrics-server-image.sh",
+}
 # An image build on a cold machine: the image's base from debootstrap, llama.cpp compiled (or waited for behind
 # its lock) and every dependency's wheel, beside the Go builds on the same two cores. A clean-clone cold run
 # here passed 15 minutes in it and was cut off; a warm one takes under a minute.
@@ -117,8 +121,8 @@ def image_build(command: str) -> str | None:
     words = shlex.split(command, comments=True)
     if words[:2] == ["docker", "build"]:
         return f"bash {IMAGE_SCRIPT} {words[words.index('-t') + 1]}"
-    if command.startswith("kubectl apply -f examples/kind/prometheus.yaml"):
-        return f"bash {PROMETHEUS_IMAGE_SCRIPT}"
+    if words[:3] == ["kubectl", "apply", "-f"] and words[3] in MANIFEST_IMAGES:
+        return f"bash {MANIFEST_IMAGES[words[3]]}"
     return None
 
 
@@ -165,9 +169,10 @@ class Walkthrough:
             )
             out = wait_for_line(process, ("Succeeded", "Failed"), timeout=600)
         else:
-            if command.startswith("kubectl apply -f examples/kind/prometheus.yaml"):
-                # Here no registry serves Prometheus's image: load the one built from its source first.
-                archive = self.built(f"bash {PROMETHEUS_IMAGE_SCRIPT}")
+            if (build := image_build(command)) is not None:
+                # Here no registry serves the manifest's image (Prometheus's, metrics-server's): load the one built
+                # from its source first.
+                archive = self.built(build)
                 self.host.kind("load", "image-archive", archive, "--name", self.host.name, "--nodes", self.host.workers)
             out = self.shell(command)
         self.outputs[command] = out

@@ -178,6 +178,11 @@ LONG_TESTS: dict[str, tuple[float, str]] = {
         "the LLM tutorial's llama.cpp steps as a user runs them: three load-test stages of up to 30 s, three "
         "ProfileRun trials of up to 20 s, a 15 s trace replayed: 201 s alone here",
     ),
+    "tests/kind/test_autoscaling.py::test_the_clusters_autoscaler_scales_a_model_deployment_under_load": (
+        300.0,
+        "metrics-server reads the kubelets every 15 s and the HPA controller decides every 15 s: a scale-up is seen "
+        "30-60 s into the load, then the new pods start and pass their readiness probe",
+    ),
     "tests/kind/test_optimization.py::test_the_pipeline_example_runs_end_to_end": (
         240.0,
         "examples/pipeline.yaml whole: an optimization Job, then its ModelDeployment and a four-trial ProfileRun "
