@@ -143,6 +143,11 @@ def layered_config(target: Path, shared: Path, audit: Path) -> Path:
     policy = {"apiVersion": "audit.k8s.io/v1", "kind": "Policy", "omitStages": ["RequestReceived", "ResponseStarted"]}
     (audit / "policy.yaml").write_text(json.dumps({**policy, "rules": [{"level": "Metadata"}]}))
     flags = {"audit-policy-file": f"{AUDIT_DIR}/policy.yaml", "audit-log-path": f"{AUDIT_DIR}/audit.log"}
+    # The nodes have no default route here (nothing leaves the machine), so the API server, on the control
+    # plane's host network, cannot dial a Service's cluster IP at all ("network is unreachable" before kube-proxy
+    # could rewrite it): it reaches aggregated APIs (metrics-server's metrics.k8s.io) at their pods' addresses
+    # instead, which podnet routes. On Docker's kind a node's default route makes this unnecessary.
+    flags["enable-aggregator-routing"] = "true"
     volume = {"name": "kaliper-audit", "hostPath": AUDIT_DIR, "mountPath": AUDIT_DIR, "pathType": "DirectoryOrCreate"}
     # kind v0.33 writes kubeadm's v1beta3 for Kubernetes before 1.36, where extraArgs is a map (a list from v1beta4).
     audit_patch = {"kind": "ClusterConfiguration", "apiServer": {"extraArgs": flags, "extraVolumes": [volume]}}
