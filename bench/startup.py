@@ -7,7 +7,7 @@ under a 2-core limit): the built-in ONNX Runtime server with the iris classifier
 with the demo GGUF (kaliper.serving.tiny_llm), vLLM's CPU build with kaliper.serving.hf_llm's chat model.
 Started REPEATS times each, one at a time.
 
-    sudo .venv/bin/python bench/startup.py   # about 5 minutes (vLLM's starts are most of it)
+    sudo .venv/bin/python bench/startup.py   # about 2 minutes (vLLM's starts are most of it)
 """
 
 from __future__ import annotations
@@ -81,6 +81,7 @@ def start_once(spec: ModelDeploymentSpec, model: Path, workdir: Path) -> tuple[f
     try:
         servers.start()
         kaliper = servers.wait_ready(600)
+        observer.join(5)  # it sees the same server ready within a poll
     finally:
         done.set()
         observer.join(5)
