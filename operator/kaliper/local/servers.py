@@ -123,8 +123,9 @@ class ServerGroup:
         self.tmpdirs: list[Path] = []
         """Each replica's temporary folder (short paths under the system's), removed when it stops."""
         self.derived: dict[str, str] = {}
-        self.started_at = 0.0
         """Settings the runtime derived from the limits (the first replica's; every replica's are alike)."""
+        self.started_at = 0.0
+        """When start() began (time.monotonic()): a trial's startup counts from here."""
         # The protocol's gRPC service, for the runtimes that serve it here.
         self.runtime = runtime_of(spec)
         self.grpc_port = free_port() if self.runtime.serves_grpc_locally else None
@@ -144,7 +145,7 @@ class ServerGroup:
         return prepare
 
     def start(self) -> ServerGroup:
-        self.started_at = time.monotonic()  # a trial's startup counts from here: cgroups made, processes spawned
+        self.started_at = time.monotonic()
         problem = self.runtime.local_model_problem(str(self.model_path))
         if problem:
             raise ServerError(problem)
