@@ -134,6 +134,14 @@ def test_cluster_only_settings_are_refused_not_ignored(tmp_path: Path, model: Pa
     process, report = kaliper_run(tmp_path, profile_run(target={"workloadRef": {"name": "scorer"}}))
     assert process.returncode == 1 and report is None
     assert "spec.target.workloadRef: Deployment scorer is a workload on Kubernetes" in process.stderr
+    # A payload from a ConfigMap: refused before any server starts, not failed trial by trial.
+    in_cluster = {"dataset": {"configMap": {"name": "bodies", "key": "bodies.jsonl"}}}
+    process, report = kaliper_run(tmp_path, deployment(model), profile_run(payload=in_cluster))
+    assert process.returncode == 1 and report is None
+    assert (
+        "spec.payload.dataset.configMap is read inside the cluster (mounted into the load generator's pod); for "
+        "`kaliper run` give the file on this machine as payload.dataset.file"
+    ) in process.stderr
 
 
 def test_time_series_are_left_out_when_the_spec_says_so(tmp_path: Path, model: Path) -> None:

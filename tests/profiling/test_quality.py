@@ -143,6 +143,8 @@ def test_quality_is_for_generated_answers_and_its_dataset_for_the_path_that_read
     in_cluster = {**quality, "dataset": {"configMap": {"name": "q", "key": "q.jsonl"}}}
     on_map = ProfileRunSpec.model_validate({**base, "request": chat, "quality": in_cluster})
     assert cluster_only(on_map) == [
-        "spec.quality.dataset.configMap is read inside the cluster; for `kaliper run` give the dataset as "
-        "quality.dataset.file"
+        "spec.payload.prompts.dataset.configMap is read inside the cluster (mounted into the load generator's pod); "
+        "for `kaliper run` give the file on this machine as payload.prompts.dataset.file",
+        "spec.quality.dataset.configMap is read inside the cluster (mounted into the load generator's pod); for "
+        "`kaliper run` give the file on this machine as quality.dataset.file",
     ]

@@ -30,7 +30,7 @@ from kaliper.manifests.profilerun import loadgen_config as build_loadgen_config
 from kaliper.metrics.nvml import Nvml
 from kaliper.metrics.workload_query import WorkloadError, fit_for_run
 from kaliper.netutil import free_port
-from kaliper.profiling.plan import Configuration, describe, trial_protocol
+from kaliper.profiling.plan import Configuration, describe, file_sources, trial_protocol
 from kaliper.profiling.run_plan import DONE, RunPlan
 from kaliper.profiling.schedule import PlannedTrial
 from kaliper.profiling.trials import (
@@ -102,11 +102,12 @@ def cluster_only(spec: ProfileRunSpec) -> list[str]:
             "spec.metrics.dcgm.profilingMetrics: DCGM's profiling fields come from dcgm-exporter on Kubernetes; "
             "locally GPU figures come from NVML, which has none. Remove profilingMetrics for a local run"
         )
-    if spec.quality is not None and spec.quality.dataset.config_map is not None:
-        problems.append(
-            "spec.quality.dataset.configMap is read inside the cluster; for `kaliper run` give the dataset as "
-            "quality.dataset.file"
-        )
+    for name, source in file_sources(spec):
+        if source.config_map is not None:
+            problems.append(
+                f"spec.{name}.configMap is read inside the cluster (mounted into the load generator's pod); for "
+                f"`kaliper run` give the file on this machine as {name}.file"
+            )
     return problems
 
 

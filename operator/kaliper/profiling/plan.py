@@ -16,7 +16,14 @@ from kaliper.api.modeldeployment import (
     ServingRuntime,
     Threads,
 )
-from kaliper.api.profilerun import DEPLOYMENT_SWEEP_FIELDS, LengthDistribution, ProfileRunSpec
+from kaliper.api.profilerun import (
+    DEPLOYMENT_SWEEP_FIELDS,
+    DatasetSource,
+    LengthDistribution,
+    ProfileRunSpec,
+    TokenizerSource,
+    TraceSource,
+)
 from kaliper.manifests.modeldeployment import BuildError, build_deployment
 from kaliper.runtimes import grpc_port_of, runtime_of
 
@@ -207,17 +214,24 @@ def describe(parameters: dict[str, str]) -> str:
     return ", ".join(f"{k}={v}" for k, v in parameters.items()) or "the target as it is"
 
 
-def machine_paths_problem(spec: ProfileRunSpec) -> str | None:
-    """Files named by a path on one machine cannot reach a load-generator pod: they go in ConfigMaps."""
+def file_sources(spec: ProfileRunSpec) -> list[tuple[str, DatasetSource | TraceSource | TokenizerSource]]:
+    """The run's files a load generator reads, by field: each a path on one machine (`file`, `kaliper run`) or a
+    ConfigMap's key (a cluster's pods)."""
     prompts = spec.payload.prompts
-    for field, source in (
+    named = (
         ("payload.dataset", spec.payload.dataset),
         ("payload.prompts.dataset", prompts.dataset if prompts else None),
         ("payload.prompts.trace", prompts.trace if prompts else None),
         ("payload.prompts.tokenizer", prompts.tokenizer if prompts else None),
         ("quality.dataset", spec.quality.dataset if spec.quality else None),
-    ):
-        if source is not None and source.file is not None:
+    )
+    return [(field, source) for field, source in named if source is not None]
+
+
+def machine_paths_problem(spec: ProfileRunSpec) -> str | None:
+    """Files named by a path on one machine cannot reach a load-generator pod: they go in ConfigMaps."""
+    for field, source in file_sources(spec):
+        if source.file is not None:
             return (
                 f"spec.{field}.file is a path on one machine; on Kubernetes put the file in a ConfigMap and use "
                 f"{field}.configMap"
