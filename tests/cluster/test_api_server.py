@@ -51,7 +51,9 @@ def test_every_example_applies(crds: Kubectl, namespace: str) -> None:
     for path in loadtests:
         LoadGenConfig.model_validate(yaml.safe_load(path.read_text()))
     for path in sorted(set(EXAMPLES.rglob("*.yaml")) - set(loadtests)):
-        docs = [d for d in yaml.safe_load_all(path.read_text()) if d]
+        # Not metrics-server's APIService: an aggregated API no pod of kwok's nodes serves fails discovery, and
+        # every namespace's deletion on this control plane then waits for it (seen: the tier's later tests).
+        docs = [d for d in yaml.safe_load_all(path.read_text()) if d and d["kind"] != "APIService"]
         for doc in docs:
             doc["metadata"]["namespace"] = namespace
         result = crds("apply", "-f", "-", input="\n---\n".join(yaml.safe_dump(d) for d in docs), check=False)
