@@ -13,19 +13,10 @@ from kaliper.api.modeldeployment import ModelDeploymentSpec
 from kaliper.controllers.run_headers import _read
 from kaliper.manifests.model_header import build_header_job, header_source
 from kaliper.runtimes.header import main
-from tests.support.llama import tiny_model
+from tests.support.llama import TINY_SHAPE, tiny_model
 
 RUN = {"metadata": {"name": "fit", "namespace": "team-a", "uid": "u-1"}}
-TINY = ModelShape(
-    weights_bytes=1_574_144,
-    layers=2,
-    embedding=64,
-    feed_forward=256,
-    heads=4,
-    key_width=64,
-    value_width=64,
-    trained_context=4096,
-)
+TINY = ModelShape.model_validate(TINY_SHAPE)
 
 
 def llama(model: dict, **more: object) -> ModelDeploymentSpec:
@@ -84,17 +75,7 @@ def test_the_header_job_mounts_the_model_as_the_server_would_and_reads_it_with_k
 def test_the_reader_leaves_the_shape_or_the_reason_in_its_termination_message(tmp_path: Path) -> None:
     message = tmp_path / "termination-log"
     assert main(["llamacpp", str(tiny_model(tmp_path))], message) == 0
-    assert json.loads(message.read_text()) == {
-        "weightsBytes": 1_574_144,
-        "layers": 2,
-        "embedding": 64,
-        "feedForward": 256,
-        "heads": 4,
-        "keyWidth": 64,
-        "valueWidth": 64,
-        "trainedContext": 4096,
-        "elementBytes": 4,
-    }
+    assert json.loads(message.read_text()) == TINY_SHAPE
     assert main(["llamacpp", str(tmp_path / "absent.gguf")], message) == 1
     assert (
         message.read_text() == f"{tmp_path}/absent.gguf: [Errno 2] No such file or directory: '{tmp_path}/absent.gguf'"

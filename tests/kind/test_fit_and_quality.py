@@ -20,7 +20,7 @@ from kaliper.serving.tiny_llm import demo_shape, make_tiny_llm
 from tests.support.controlplane import fresh_namespace
 from tests.support.kind_cluster import KindCluster
 from tests.support.kind_operator import Operator, local_claim, run_report, wait_for_phase
-from tests.support.llama import MODEL_NAME, QUALITY_PROMPTS, quantized, tiny_model
+from tests.support.llama import MODEL_NAME, QUALITY_PROMPTS, TINY_SHAPE, quantized, tiny_model
 
 KV_SETS = [
     {"name": "kv-f32", "args": ["--cache-type-k", "f32", "--cache-type-v", "f32", "--flash-attn", "off"]},
@@ -90,17 +90,7 @@ def check(status: dict, jobs: list[dict], deployments: list[dict]) -> None:
     assert status["modelHeaders"] == [
         {
             "model": "llamacpp pvc models/tiny.gguf",
-            "shape": {
-                "weightsBytes": 1_574_144,
-                "layers": 2,
-                "embedding": 64,
-                "feedForward": 256,
-                "heads": 4,
-                "keyWidth": 64,
-                "valueWidth": 64,
-                "trainedContext": 4096,
-                "elementBytes": 4,
-            },
+            "shape": TINY_SHAPE,
         }
     ]
     assert jobs == []  # read, then deleted

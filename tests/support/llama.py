@@ -120,3 +120,18 @@ def quantized(original: Path, kind: str) -> Path:
     quantize = llama_server_binary().with_name("llama-quantize")
     subprocess.run([str(quantize), str(original), str(target), kind, "1"], check=True, capture_output=True)
     return target
+
+
+# The tiny model's header (tiny_model): 2,048 tokens x 64 for the embeddings and the output, 64 for the output
+# norm, and per layer two norms of 64, four 64 x 64 attention weights and three 64 x 256 feed-forward ones, f32.
+TINY_SHAPE = {
+    "weightsBytes": 4 * (2 * 2048 * 64 + 64 + 2 * (2 * 64 + 4 * 64 * 64 + 3 * 64 * 256)),  # 1,574,144
+    "layers": 2,
+    "embedding": 64,
+    "feedForward": 256,
+    "heads": 4,
+    "keyWidth": 64,
+    "valueWidth": 64,
+    "trainedContext": 4096,
+    "elementBytes": 4,
+}
