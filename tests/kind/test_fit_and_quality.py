@@ -8,16 +8,22 @@ passed it. The same sweep under `kaliper run`: tests/llm/test_engine_args.py, wi
 
 Quality in the same run: a sweep over quantizations made here with llama-quantize (f32, q8_0, q4_0) asks each
 configuration the dataset's prompts after its load, held to f32's greedy answers; q4_0's drift from the first
-token holds it back with its score in its row, as under `kaliper run` (tests/llm/test_quality_run.py)."""
+token holds it back with its score in its row, as under `kaliper run` (tests/llm/test_quality_run.py). And a tensor
+model: an iris classifier and ONNX Runtime's int8 quantization of it (tests/support/iris_int8.py), served from a
+ConfigMap by Kaliper's ONNX Runtime server; the load generator's pod asks the 150 labelled rows of a dataset
+ConfigMap over the Open Inference Protocol and scores accuracy, as under `kaliper run`
+(tests/local/test_quality_accuracy.py)."""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
 from kaliper.serving.tiny_llm import demo_shape, make_tiny_llm
 from tests.support.controlplane import fresh_namespace
+from tests.support.iris_int8 import make_models
 from tests.support.kind_cluster import KindCluster
 from tests.support.kind_operator import Operator, local_claim, run_report, wait_for_phase
 from tests.support.llama import MODEL_NAME, QUALITY_PROMPTS, TINY_SHAPE, quantized, tiny_model
@@ -70,8 +76,14 @@ def test_configurations_that_cannot_fit_are_left_out_by_the_header_read_in_the_c
         prompts.write_text("".join(json.dumps({"prompt": p}) + "\n" for p in ("Why is snow white?", "Count to 3.")))
         with local_claim(cluster, namespace, folder):
             kubectl("create", "configmap", "prompts", f"--from-file=prompts.jsonl={prompts}", "-n", namespace)
-            kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps({"kind": "List", "apiVersion": "v1",
-                                                                              "items": [DEPLOYMENT, RUN]}))  # fmt: skip
+            kubectl(
+                "apply",
+                "-n",
+                namespace,
+                "-f",
+                "-",
+                input=json.dumps({"kind": "List", "apiVersion": "v1", "items": [DEPLOYMENT, RUN]}),
+            )
             status = wait_for_phase(cluster, namespace, "fit", "Succeeded", timeout=480)
             jobs = kubectl.json("get", "jobs", "-n", namespace, "-l", "kaliper.dev/role=model-header")["items"]
             deployments = kubectl.json("get", "modeldeployments", "-n", namespace)["items"]
@@ -147,8 +159,14 @@ def test_a_quantization_whose_answers_drift_is_held_back_in_the_cluster(
         run = {**RUN, "metadata": {"name": "quality"}, "spec": spec}
         with local_claim(cluster, namespace, folder):
             kubectl("create", "configmap", "prompts", f"--from-file=prompts.jsonl={prompts}", "-n", namespace)
-            kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps({"kind": "List", "apiVersion": "v1",
-                                                                              "items": [deployment, run]}))  # fmt: skip
+            kubectl(
+                "apply",
+                "-n",
+                namespace,
+                "-f",
+                "-",
+                input=json.dumps({"kind": "List", "apiVersion": "v1", "items": [deployment, run]}),
+            )
             status = wait_for_phase(cluster, namespace, "quality", "Succeeded", timeout=480)
             report = run_report(cluster, namespace, "quality")
     assert [t["phase"] for t in status["trials"]] == ["Succeeded"] * 3
@@ -166,3 +184,72 @@ def test_a_quantization_whose_answers_drift_is_held_back_in_the_cluster(
     # Which of f32 and q8_0 is cheaper is the machine's to say; that q4_0, held back, is not chosen is not.
     chosen = [row for row in rows.values() if row.get("chosen")]
     assert len(chosen) == 1 and chosen[0]["quality"]["verdict"] == "Held", rows
+
+
+def test_an_int8_classifier_below_its_accuracy_floor_is_held_back_in_the_cluster(
+    cluster: KindCluster, operator: Operator, cluster_namespace: str, tmp_path: Path
+) -> None:
+    kubectl, namespace = cluster.kubectl, cluster_namespace
+    fp32, int8, rows = make_models(tmp_path / "models")
+    kubectl(
+        "create",
+        "configmap",
+        "iris-variants",
+        f"--from-file=fp32.onnx={fp32}",
+        f"--from-file=int8.onnx={int8}",
+        "-n",
+        namespace,
+    )
+    kubectl("create", "configmap", "iris-rows", f"--from-file=rows.jsonl={rows}", "-n", namespace)
+    model = {"configMap": {"name": "iris-variants", "key": "fp32.onnx"}, "name": "iris"}
+    limits = {"cpu": "250m", "memory": "256Mi"}
+    deployment = {
+        "apiVersion": "kaliper.dev/v1alpha1",
+        "kind": "ModelDeployment",
+        "metadata": {"name": "iris"},
+        "spec": {
+            "model": model,
+            "runtime": {"type": "onnxruntime"},
+            "resources": {"limits": limits},
+            "threads": {"intraOp": 1},
+        },
+    }
+    variants = [
+        {"name": name, "model": {**model, "configMap": {"name": "iris-variants", "key": f"{name}.onnx"}}}
+        for name in ("fp32", "int8")
+    ]
+    quality = {
+        "dataset": {"configMap": {"name": "iris-rows", "key": "rows.jsonl"}},
+        "scorer": "accuracy",
+        "rows": 150,
+        "floor": {"min": 0.9},
+    }
+    spec = {
+        **RUN["spec"],
+        "target": {"deploymentRef": {"name": "iris"}},
+        "request": {"protocol": "oip-v2", "modelName": "iris"},
+        "payload": {"tensors": {"inputs": [{"name": "float_input", "shape": [-1, 4], "datatype": "FP32"}], "seed": 1}},
+        "sweep": {"modelVariants": variants},
+        "slo": {"maxErrorRate": 0.01},
+        "quality": quality,
+    }
+    run = {**RUN, "metadata": {"name": "accuracy"}, "spec": spec}
+    kubectl(
+        "apply",
+        "-n",
+        namespace,
+        "-f",
+        "-",
+        input=json.dumps({"kind": "List", "apiVersion": "v1", "items": [deployment, run]}),
+    )
+    status = wait_for_phase(cluster, namespace, "accuracy", "Succeeded", timeout=300)
+    report = run_report(cluster, namespace, "accuracy")
+    assert [t["phase"] for t in status["trials"]] == ["Succeeded", "Succeeded"], status["trials"]
+    assert [(t["quality"]["rows"], t["quality"]["failed"]) for t in report["trials"]] == [(150, 0), (150, 0)]
+    configurations = {r["parameters"]["model_variant"]: r for r in report["configurations"]}
+    float32, quantized = configurations["fp32"], configurations["int8"]
+    assert (float32["quality"]["correct"], float32["quality"]["verdict"], float32.get("chosen")) == (145, "Held", True)
+    assert quantized["reason"] == (
+        "held back by quality: 50 of 150 rows (33.3%, 95% CI 26.3%-41.2%) against the floor 90.0%"
+    )
+    assert not quantized.get("chosen")
