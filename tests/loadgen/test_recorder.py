@@ -6,6 +6,7 @@ from kaliper.loadgen.faults import TIMEOUT, Family, Fault, FaultKind, Stream, gr
 from kaliper.loadgen.recorder import Aggregator, Recorder, Window
 from kaliper.loadgen.results import error_time_share, late_reason
 from kaliper.loadgen.tokens import Reached
+from kaliper.measure.judgement import Bound
 from kaliper.report.schema import GeneratorUsage
 
 
@@ -34,6 +35,22 @@ def test_open_loop_records_corrected_latency_and_late_sends() -> None:
     assert window.corrected is not None and window.corrected.max > 0.29
     assert window.service.max < 0.011
     assert (window.late_no_connection, window.late_generator) == (1, 1)
+
+
+def test_a_window_counts_the_requests_answered_within_every_latency_bound_from_their_intended_send() -> None:
+    bounds = [Bound("latency", 99, 0.100), Bound("latency", 50, 0.250, corrected=False), Bound("ttft", 99, 0.001)]
+    recorder = Recorder(window_s=1.0, open_loop=True, bounds=bounds)
+    recorder.begin_stage(0, start_wall=0.0)
+    recorder.record(0.1, service_s=0.050, corrected_s=0.080)  # within both whole-request bounds
+    recorder.record(0.2, service_s=0.050, corrected_s=0.150)  # served fast, but sent 100 ms late: missed
+    recorder.record(0.3, service_s=0.090, corrected_s=0.100)  # on the bound: within it
+    recorder.record(0.4, service_s=0.010, corrected_s=0.010, fault=Fault(http_status(503)))  # failed: missed
+    recorder.record(0.5, service_s=0.010, corrected_s=0.010, good=False)  # its caller judged its tokens
+    recorder.record(1.2, service_s=0.300, corrected_s=0.300)
+    windows, _ = recorder.take_closed(2.0)
+    assert [(w.requests, w.good) for w in windows] == [(5, 2), (1, 0)]
+    merged = Window.from_wire(windows[0].to_wire()).merge(Window.from_wire(windows[1].to_wire()))
+    assert (merged.requests, merged.good) == (6, 2)
 
 
 def test_wire_round_trip_and_merge() -> None:

@@ -33,6 +33,7 @@ from kaliper.loadgen.payloads import PayloadError
 from kaliper.loadgen.schedule import Part, RampSchedule, Slot, stage_send_times, user_steps
 from kaliper.loadgen.traces import PlayedTrace, Replay, played_trace, trace_send_times
 from kaliper.measure.figures import token_names_text
+from kaliper.measure.judgement import Bound
 
 OIP_INFER_PATH = "/v2/models/{model}/infer"
 # A stage's end awaits its requests in flight at most this long by default (k6's gracefulStop default), however
@@ -111,6 +112,10 @@ class LoadGenConfig(KaliperModel):
         return self
 
     @property
+    def bounds(self) -> list[Bound]:
+        """The SLO's latency objectives, parsed."""
+        return [objective.bound() for objective in self.objectives]
+
     def slo(self) -> SloSpec | None:
         """The objectives the generator watches, as the ProfileRun's rules read an SLO."""
         return SloSpec(latency=self.objectives) if self.objectives else None

@@ -221,7 +221,7 @@ class Controller:
     def _measure(self, stage: int, level: float, start_wall: float) -> StageResult:
         deadline = start_wall + self.config.warmup_s + self.params.max_duration_s + 30
         watched = (self.config.watched_metric, True)
-        bounds = [o.bound() for o in self.config.objectives]  # the SLO's latency objectives, parsed once
+        bounds = self.config.bounds()  # parsed once
         # One cumulative histogram per distribution watched (by the stopping rule or an objective).
         cumulative = {key: LatencyHistogram() for key in [watched, *((b.metric, b.corrected) for b in bounds)]}
         server_readings: dict[int, Counters | str] = {}

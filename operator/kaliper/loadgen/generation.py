@@ -124,7 +124,7 @@ class GenerationSender:
                 raise PayloadError("prompts.tokenizer.configMap is read inside the cluster; locally, use file")
             tokenizer = load_tokenizer(Path(prompts.tokenizer.file))
         generation = config.request.generation or GenerationSpec()
-        objectives = [o.bound() for o in config.objectives]  # each request judged against them (goodput)
+        objectives = config.bounds()  # each request judged against them (goodput)
         model = config.request.model_name
         trace = config.played_trace() if prompts.trace is not None else None
         requests = generation_requests(prompts, config.request, model, tokenizer, trace)

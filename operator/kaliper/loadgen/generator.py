@@ -48,7 +48,9 @@ class InProcess:
 
     def __init__(self, config: LoadGenConfig, part: Part, tokens: bool) -> None:
         self.config, self.part = config, part
-        self.recorder = Recorder(config.window_s, config.open_loop, tokens=tokens, warmup_s=config.warmup_s)
+        self.recorder = Recorder(
+            config.window_s, config.open_loop, tokens=tokens, warmup_s=config.warmup_s, bounds=config.bounds()
+        )
         self._slots: Iterator[Slot] | None = None
         self._drain_deadline = 0.0
 

@@ -176,7 +176,7 @@ class GrpcUsers:
         self.target = GrpcTarget.for_config(config)
         self.requests = grpc_requests(build_bodies(config.payload, config.seed), config.request.model_name or "")
         self._infer, self._method = infer, MODEL_INFER
-        self.recorder = Recorder(config.window_s, config.open_loop, warmup_s=config.warmup_s)
+        self.recorder = Recorder(config.window_s, config.open_loop, warmup_s=config.warmup_s, bounds=config.bounds())
         self._request_cycle = itertools.cycle(self.requests)
         self._slots: Iterator[Slot] | None = None
         self._channels: list[Any] = []

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -23,6 +23,7 @@ from kaliper.loadgen.tokens import Reached, RequestTokens, TokenWindow
 from kaliper.measure.cpu import CpuClock
 from kaliper.measure.figures import figure
 from kaliper.measure.histogram import LatencyHistogram
+from kaliper.measure.judgement import Bound
 
 # A send is late when it leaves more than this after its intended time. gevent's timers wake up to about a
 # millisecond late on an idle machine, so a tighter bound would call every send late.
@@ -102,6 +103,9 @@ class Window:
     server came back, kaliper.loadgen.backoff.Recoveries)."""
     user_s: float = 0.0
     """Closed loop: user-seconds spent in requests and waits (the share's whole)."""
+    good: int = 0
+    """Requests answered within every latency objective of the SLO, as their users saw them (from the intended
+    send under open loop): the window's SLO attainment is good / requests."""
 
     def merge(self, other: Window) -> Window:
         self.service.add(other.service)
@@ -123,6 +127,7 @@ class Window:
         self.retry_after_waits += other.retry_after_waits
         self.failing_s += other.failing_s
         self.user_s += other.user_s
+        self.good += other.good
         self.in_flight += other.in_flight
         self.reached.update(other.reached)
         self.in_flight_oldest_s = max(self.in_flight_oldest_s, other.in_flight_oldest_s)
@@ -168,6 +173,7 @@ class Window:
             "waits": [self.waits, self.waited_s, self.retry_after_waits],
             "in_flight": [self.in_flight, self.in_flight_oldest_s],
             "time": [self.failing_s, self.user_s],
+            "good": self.good,
             "reached": dict(self.reached),
             "tokens": self.tokens.to_wire() if self.tokens is not None else None,
         }
@@ -199,6 +205,7 @@ class Window:
             reached=Counter(data.get("reached", {})),
             failing_s=data["time"][0],
             user_s=data["time"][1],
+            good=data.get("good", 0),
             tokens=TokenWindow.from_wire(data["tokens"]) if data.get("tokens") else None,
         )
 
@@ -220,8 +227,18 @@ class Recorder:
     measuring ends it drains (k6's gracefulStop): no request starts, and those sent before the end are awaited
     and recorded with their real figures into one more window, the stage's drain."""
 
-    def __init__(self, window_s: float, open_loop: bool, tokens: bool = False, warmup_s: float = 0.0) -> None:
+    def __init__(
+        self,
+        window_s: float,
+        open_loop: bool,
+        tokens: bool = False,
+        warmup_s: float = 0.0,
+        bounds: Sequence[Bound] = (),
+    ) -> None:
         self.window_s = window_s
+        # The SLO's whole-request latency objectives: what makes a request good where its caller does not say
+        # (a generation request's caller judges its token figures too).
+        self.bounds = [b for b in bounds if b.whole]
         self.open_loop = open_loop
         self.warmup_s = warmup_s  # from each stage's start: what is meant for it is in no measured window
         self.tokens = tokens  # its windows keep token-stream figures
@@ -319,8 +336,10 @@ class Recorder:
         received: int = 0,
         resent: int = 0,
         tokens: RequestTokens | None = None,
-        good: bool = False,
+        good: bool | None = None,
     ) -> None:
+        if good is None:
+            good = fault is None and self.within_bounds(service_s, corrected_s)
         sent_wall = completed_wall - service_s
         if not self.open_loop:
             self.recoveries.seen(sent_wall, completed_wall, failed=fault is not None)
@@ -365,6 +384,7 @@ class Recorder:
                 window.service.record(service_s)
                 if window.corrected is not None:
                     window.corrected.record(corrected_s if corrected_s is not None else service_s)
+            window.good += good
             if late_no_connection:
                 window.late_no_connection += 1
             elif late_generator:
@@ -381,7 +401,7 @@ class Recorder:
         received: int,
         resent: int = 0,
         tokens: RequestTokens | None = None,
-        good: bool = False,
+        good: bool | None = None,
     ) -> None:
         """One request on the perf_counter clock, whatever its protocol: sent at `start`, answered at `end`.
         Open loop: due at `slot`, claimed by a user at `claimed`; its latency counts from when it was due, and
@@ -400,6 +420,14 @@ class Recorder:
             resent=resent,
             tokens=tokens,
             good=good,
+        )
+
+    def within_bounds(self, service_s: float, corrected_s: float | None) -> bool:
+        """An answered request's latency within every whole-request bound (from its intended send where the
+        bound is corrected and the send had one)."""
+        return all(
+            (corrected_s if bound.corrected and corrected_s is not None else service_s) <= bound.bound_s
+            for bound in self.bounds
         )
 
     def record_wait(self, seconds: float, retry_after: bool, at_wall: float | None = None) -> None:

@@ -275,6 +275,7 @@ def stage_result(
                 **_stretch(w, window_s),
                 warmup=w.index < warmup_windows,
                 scheduled=scheduled[w.index] if scheduled else None,
+                good=w.good if config.objectives else None,
             )
             for w in windows
         ],

@@ -74,6 +74,10 @@ class WindowResult(Stretch):
     warmup: bool
     scheduled: int | None = None
     """A replayed trace: the sends its clock asked for in this window (the trace's own rate over time)."""
+    good: int | None = None
+    """Requests answered within every latency objective of the SLO, as their users saw them (from the intended
+    send under open loop): the window's SLO attainment is good / requests. Absent without latency
+    objectives."""
 
 
 class RampSegment(Stretch):
