@@ -3,10 +3,12 @@ Pure functions over the objects as the API returns them."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from kaliper.profiling.rehearsal import PodTimeline, Rescale
 from kaliper.report.schema import ReplicaStartup, Startup
 
 IMAGE_PULL = {"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull"}
@@ -127,34 +129,63 @@ def _at(timestamp: str | None) -> datetime | None:
     return datetime.fromisoformat(timestamp.replace("Z", "+00:00")) if timestamp else None
 
 
-def server_startup(pods: list[dict[str, Any]]) -> Startup | None:
-    """How long the server pods took from creation to ready, each stage from their own status: PodScheduled's
-    transition, the server container's start, Ready's transition (the last, for a pod that restarted). None
-    while no pod is ready."""
-    replicas = []
+def pod_timelines(pods: list[dict[str, Any]]) -> list[PodTimeline]:
+    """Each pod's instants from its own status: creation, PodScheduled's transition, the first container's
+    start, Ready's transition while it is ready (the last, for a pod that restarted), its deletion."""
+    timelines = []
     for pod in pods:
-        status = pod.get("status") or {}
+        status, meta = pod.get("status") or {}, pod["metadata"]
         conditions = {c["type"]: c for c in status.get("conditions") or []}
-        created, ready = _at(pod["metadata"].get("creationTimestamp")), conditions.get("Ready") or {}
-        ready_at = _at(ready.get("lastTransitionTime")) if ready.get("status") == "True" else None
-        if created is None or ready_at is None:
+        created, ready = _at(meta.get("creationTimestamp")), conditions.get("Ready") or {}
+        if created is None:
             continue
-        scheduled = _at((conditions.get("PodScheduled") or {}).get("lastTransitionTime"))
         running = [(c.get("state") or {}).get("running") or {} for c in status.get("containerStatuses") or []]
-        started = _at(next((r["startedAt"] for r in running if r.get("startedAt")), None))
-
-        def since(moment: datetime | None, created: datetime = created) -> float | None:
-            return (moment - created).total_seconds() if moment is not None else None
-
-        replicas.append(
-            ReplicaStartup(
-                replica=pod["metadata"]["name"],
-                scheduled_s=since(scheduled),
-                started_s=since(started),
-                ready_s=(ready_at - created).total_seconds(),
+        timelines.append(
+            PodTimeline(
+                name=meta["name"],
+                created=created,
+                scheduled=_at((conditions.get("PodScheduled") or {}).get("lastTransitionTime")),
+                started=_at(next((r["startedAt"] for r in running if r.get("startedAt")), None)),
+                ready=_at(ready.get("lastTransitionTime")) if ready.get("status") == "True" else None,
+                deleted=_at(meta.get("deletionTimestamp")),
             )
         )
+    return timelines
+
+
+def server_startup(pods: list[dict[str, Any]]) -> Startup | None:
+    """How long the server pods took from creation to ready, each stage from their own status. None while no
+    pod is ready."""
+    replicas = [
+        ReplicaStartup(
+            replica=pod.name,
+            scheduled_s=_since(pod.created, pod.scheduled),
+            started_s=_since(pod.created, pod.started),
+            ready_s=(pod.ready - pod.created).total_seconds(),
+        )
+        for pod in pod_timelines(pods)
+        if pod.ready is not None
+    ]
     if not replicas:
         return None
     replicas.sort(key=lambda r: r.replica)
     return Startup(ready_s=max(r.ready_s for r in replicas), source="pods", replicas=replicas)
+
+
+def _since(origin: datetime, moment: datetime | None) -> float | None:
+    return (moment - origin).total_seconds() if moment is not None else None
+
+
+RESCALED = re.compile(r"New size: (\d+);")
+
+
+def rescales(events: list[dict[str, Any]]) -> list[Rescale]:
+    """The HorizontalPodAutoscaler's decisions, from its SuccessfulRescale events ("New size: 3; reason: cpu
+    resource utilization (percentage of request) above target"): when each was first made, and the size."""
+    found = []
+    for event in events:
+        size = RESCALED.match(event.get("message") or "")
+        at = _at(event.get("firstTimestamp") or event.get("eventTime"))
+        if event.get("reason") == "SuccessfulRescale" and size is not None and at is not None:
+            found.append(Rescale(at=at, size=int(size.group(1))))
+    return sorted(found, key=lambda r: r.at)

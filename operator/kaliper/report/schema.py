@@ -501,6 +501,78 @@ class Startup(KaliperModel):
     """Each pod's stages (a cluster only)."""
 
 
+class ReplicaCount(KaliperModel):
+    """An autoscaled trial's replicas from one instant on, until the next count."""
+
+    at_s: float
+    """Seconds from the stage's start (warm-up included)."""
+    desired: int
+    """What the autoscaler had asked for (its rescale events; before the first, the replicas there were)."""
+    ready: int
+    """Server pods passing their readiness probe: what the Service sends requests to."""
+
+
+class ScaleUp(KaliperModel):
+    """One replica the autoscaler added during the load, its way to serving in seconds from the decision (the
+    API server's timestamps: whole seconds)."""
+
+    replica: str
+    """The pod's name."""
+    decided_at_s: float
+    """When the autoscaler asked for it (its rescale event; without one, the pod's creation), in seconds from
+    the stage's start."""
+    created_s: float
+    """To its pod's creation (the Deployment and its ReplicaSet acting on the new size)."""
+    scheduled_s: float | None = None
+    """To being bound to a node."""
+    started_s: float | None = None
+    """To its server container running."""
+    ready_s: float | None = None
+    """To its readiness probe passing; absent when it was not ready before the load ended."""
+
+
+class WindowAttainment(KaliperModel):
+    """The SLO's attainment over one measured window: the share of its requests answered within every latency
+    objective, with its Wilson 95% interval."""
+
+    start_s: float
+    """Seconds from the stage's start."""
+    requests: int
+    good: int
+    attainment: float
+    attainment_ci_low: float
+    attainment_ci_high: float
+    ready_replicas: int
+    """Replicas ready when the window began."""
+    scaling: bool
+    """A replica the autoscaler had asked for was not yet ready during some of the window."""
+
+
+class Rehearsal(KaliperModel):
+    """An autoscaled target under a load shape: what its autoscaler did, what users saw meanwhile, and what the
+    replicas it held cost (a cluster only: `kaliper run` serves fixed replicas)."""
+
+    autoscaler: str
+    """The HorizontalPodAutoscaler the trial's servers ran under."""
+    replicas: list[ReplicaCount] = Field(default_factory=list)
+    scale_ups: list[ScaleUp] = Field(default_factory=list)
+    windows: list[WindowAttainment] = Field(default_factory=list)
+    attainment: float | None = None
+    """The share of the measured requests answered within every latency objective (those still in flight at
+    the end counted as missed)."""
+    attainment_ci_low: float | None = None
+    attainment_ci_high: float | None = None
+    scaling_requests: int = 0
+    """Requests that ended in windows during which a scale-up was under way."""
+    scaling_missed: int = 0
+    """Of those, the requests that missed the SLO (failed, or answered over a latency objective)."""
+    replica_seconds: float = 0.0
+    """Replica-seconds held over the measured time: each server pod from being bound to a node (its requests
+    reserved) to the load's end, ready or not, serving or idle."""
+    mean_replicas: float = 0.0
+    """replica_seconds over the measured seconds: what the trial is priced for."""
+
+
 class TrialReport(KaliperModel):
     """One configuration at one load level."""
 
@@ -540,6 +612,9 @@ class TrialReport(KaliperModel):
     """Its configuration's answers to the quality dataset (spec.quality), where this trial asked them."""
     startup: Startup | None = None
     """How long its servers took to become ready."""
+    rehearsal: Rehearsal | None = None
+    """An autoscaled target: its replicas over the load, each scale-up's stages, the SLO's attainment window by
+    window; its price is for the replicas it held (mean_replicas), not for a fixed count."""
 
     def configuration(self) -> dict[str, str]:
         """Its parameters without the load level: what it shares with the configuration's other trials."""

@@ -1,0 +1,149 @@
+"""An autoscaler's rehearsal from what the API server recorded: the server pods' status (created, bound, running,
+ready, deleted), the HorizontalPodAutoscaler's SuccessfulRescale events as its controller words them, and the
+load generator's windows (requests, and those answered within the SLO). One scripted burst: one replica at the
+start, the autoscaler asks for three 7 s in, the second is ready 5 s after and the third, bound 2 s late, 9 s
+after; the requests that missed meanwhile, and what the three held."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from kaliper.controllers.diagnosis import pod_timelines, rescales
+from kaliper.profiling.rehearsal import rehearse
+from kaliper.report.schema import LatencyFigures, ReplicaCount, ScaleUp, StageResult, WindowResult
+
+
+def at(second: int, minute: int = 0, hour: int = 12) -> str:
+    return f"2026-12-05T{hour:02d}:{minute:02d}:{second:02d}Z"
+
+
+def pod(name: str, created: str, scheduled: str | None, running: str | None, ready: str | None, **meta: str) -> dict:
+    conditions = []
+    if scheduled is not None:
+        conditions.append({"type": "PodScheduled", "status": "True", "lastTransitionTime": scheduled})
+    conditions.append(
+        {"type": "Ready", "status": "True", "lastTransitionTime": ready}
+        if ready is not None
+        else {"type": "Ready", "status": "False", "lastTransitionTime": created}
+    )
+    state = {"running": {"startedAt": running}} if running else {"waiting": {"reason": "ContainerCreating"}}
+    return {
+        "metadata": {"name": name, "creationTimestamp": created, **meta},
+        "status": {"conditions": conditions, "containerStatuses": [{"name": "server", "state": state}]},
+    }
+
+
+def rescale_event(first: str, size: int) -> dict:
+    return {
+        "reason": "SuccessfulRescale",
+        "type": "Normal",
+        "message": f"New size: {size}; reason: cpu resource utilization (percentage of request) above target",
+        "firstTimestamp": first,
+        "lastTimestamp": first,
+        "count": 1,
+    }
+
+
+PODS = [
+    pod("iris-a", at(0, 59, 11), at(0, 59, 11), at(2, 59, 11), at(5, 59, 11)),
+    pod("iris-b", at(7), at(7), at(8), at(12)),
+    pod("iris-c", at(7), at(9), at(11), at(16)),
+    pod("iris-old", at(0, 50, 11), at(0, 50, 11), at(1, 50, 11), None, deletionTimestamp=at(30, 59, 11)),
+]
+EVENTS = [
+    rescale_event(at(59, 58, 11), 1),
+    rescale_event(at(7), 3),
+    {"reason": "FailedGetResourceMetric", "type": "Warning", "message": "missing request for cpu",
+     "firstTimestamp": at(5)},
+]  # fmt: skip
+# 2 s windows: a warm-up window, then ten measured; (requests, of them within the SLO).
+MEASURED = [(20, 20), (20, 20), (20, 10), (20, 8), (20, 12), (20, 19), (20, 20), (20, 20), (20, 20), (20, 20)]
+
+
+def stage() -> StageResult:
+    windows = [WindowResult(index=0, start_s=0.0, requests=10, errors=0, throughput_rps=5.0, warmup=True, good=10)]
+    windows += [
+        WindowResult(index=i + 1, start_s=2.0 * (i + 1), requests=n, errors=0, throughput_rps=n / 2, warmup=False,
+                     good=good)
+        for i, (n, good) in enumerate(MEASURED)
+    ]  # fmt: skip
+    return StageResult(
+        index=0,
+        load_model="open",
+        level=10.0,
+        started_at=datetime(2026, 12, 5, 12, 0, 0, tzinfo=UTC),
+        warmup_s=2.0,
+        measured_s=20.0,
+        requests=210,
+        errors=0,
+        error_rate=0.0,
+        throughput_rps=10.0,
+        latency=LatencyFigures(),
+        service_time=LatencyFigures(),
+        windows=windows,
+        in_flight_at_end=2,
+        stop_reason="maxDuration reached",
+    )
+
+
+def test_the_rehearsal_reads_the_replicas_each_scale_up_and_the_slo_window_by_window() -> None:
+    rehearsal = rehearse("iris-hpa", stage(), pod_timelines(PODS), rescales(EVENTS))
+    assert rehearsal.autoscaler == "iris-hpa"
+    assert rehearsal.replicas == [
+        ReplicaCount(at_s=0.0, desired=1, ready=1),
+        ReplicaCount(at_s=7.0, desired=3, ready=1),
+        ReplicaCount(at_s=12.0, desired=3, ready=2),
+        ReplicaCount(at_s=16.0, desired=3, ready=3),
+    ]
+    assert rehearsal.scale_ups == [
+        ScaleUp(replica="iris-b", decided_at_s=7.0, created_s=0.0, scheduled_s=0.0, started_s=1.0, ready_s=5.0),
+        ScaleUp(replica="iris-c", decided_at_s=7.0, created_s=0.0, scheduled_s=2.0, started_s=4.0, ready_s=9.0),
+    ]
+    by_start = {w.start_s: (w.ready_replicas, w.scaling) for w in rehearsal.windows}
+    assert by_start == {
+        2.0: (1, False),
+        4.0: (1, False),
+        6.0: (1, True),  # the decision at 7 s
+        8.0: (1, True),
+        10.0: (1, True),
+        12.0: (2, True),
+        14.0: (2, True),  # the third replica ready at 16 s
+        16.0: (3, False),
+        18.0: (3, False),
+        20.0: (3, False),
+    }
+    worst = rehearsal.windows[3]
+    assert (worst.requests, worst.good, worst.attainment) == (20, 8, 0.4)
+    assert (worst.attainment_ci_low, worst.attainment_ci_high) == (0.218804, 0.613422)
+    # 169 of 200 measured requests within the SLO, and the 2 still in flight at the end counted as missed.
+    assert (rehearsal.attainment, rehearsal.attainment_ci_low, rehearsal.attainment_ci_high) == (
+        0.836634,
+        0.779456,
+        0.881246,
+    )
+    assert (rehearsal.scaling_requests, rehearsal.scaling_missed) == (100, 31)
+    # Held over the 20 measured seconds (2 s to 22 s): iris-a all of them, iris-b from 7 s, iris-c from 9 s (bound
+    # 2 s after its creation): 20 + 15 + 13.
+    assert (rehearsal.replica_seconds, rehearsal.mean_replicas) == (48.0, 2.4)
+
+
+def test_a_replica_not_ready_by_the_end_has_no_ready_time_and_scales_to_the_end() -> None:
+    pods = [PODS[0], pod("iris-b", at(7), at(7), None, None)]
+    rehearsal = rehearse("iris-hpa", stage(), pod_timelines(pods), rescales([rescale_event(at(7), 2)]))
+    assert rehearsal.scale_ups == [
+        ScaleUp(replica="iris-b", decided_at_s=7.0, created_s=0.0, scheduled_s=0.0, started_s=None, ready_s=None)
+    ]
+    assert rehearsal.replicas == [
+        ReplicaCount(at_s=0.0, desired=1, ready=1),
+        ReplicaCount(at_s=7.0, desired=2, ready=1),
+    ]
+    assert [w.start_s for w in rehearsal.windows if w.scaling] == [6.0, 8.0, 10.0, 12.0, 14.0, 16.0, 18.0, 20.0]
+    assert rehearsal.replica_seconds == 35.0
+
+
+def test_without_an_event_a_scale_up_counts_from_its_pods_creation() -> None:
+    rehearsal = rehearse("iris-hpa", stage(), pod_timelines(PODS[:2]), [])
+    assert rehearsal.scale_ups == [
+        ScaleUp(replica="iris-b", decided_at_s=7.0, created_s=0.0, scheduled_s=0.0, started_s=1.0, ready_s=5.0)
+    ]
+    assert rehearsal.replicas[0] == ReplicaCount(at_s=0.0, desired=1, ready=1)
