@@ -137,10 +137,11 @@ def test_kaliper_run_refuses_an_autoscaled_deployment_with_what_to_do(tmp_path: 
     ) in process.stderr
 
 
-def test_a_profile_run_of_an_autoscaled_target_is_refused_on_kubernetes_until_it_can_rehearse_it() -> None:
+def test_an_autoscaled_target_is_rehearsed_on_kubernetes_but_its_replicas_are_not_swept() -> None:
     spec = ModelDeploymentSpec.model_validate(AUTOSCALED)
-    assert deploy_problem([Configuration(0, {}, spec, [1.0], "concurrency")], "team-a", "kaliper:dev") == (
-        "the target is autoscaled (spec.autoscaling): a ProfileRun measures fixed replicas and does not yet "
-        "rehearse an autoscaler, whose replicas would change under the load; profile a ModelDeployment of the same "
-        "model with fixed replicas (no autoscaling, replicas set)"
+    assert deploy_problem([Configuration(0, {}, spec, [1.0], "concurrency")], "team-a", "kaliper:dev") is None
+    swept = Configuration(0, {"replicas": "2"}, spec.model_copy(update={"replicas": 2}), [1.0], "concurrency")
+    assert deploy_problem([swept], "team-a", "kaliper:dev") == (
+        "spec.sweep.replicas on an autoscaled target: its autoscaler sets the replicas, between "
+        "spec.autoscaling.minReplicas and maxReplicas; leave sweep.replicas out"
     )

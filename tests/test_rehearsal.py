@@ -8,9 +8,16 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+import pytest
+
+from kaliper.api.modeldeployment import ModelDeploymentSpec
 from kaliper.controllers.diagnosis import pod_timelines, rescales
+from kaliper.profiling.plan import configurations
 from kaliper.profiling.rehearsal import rehearse
-from kaliper.report.schema import LatencyFigures, ReplicaCount, ScaleUp, StageResult, WindowResult
+from kaliper.profiling.trials import judge_trial
+from kaliper.report.rehearsal_text import rehearsal_lines
+from kaliper.report.schema import LatencyFigures, ReplicaCount, ScaleUp, StageResult, TrialReport, WindowResult
+from tests.support.specs import spec
 
 
 def at(second: int, minute: int = 0, hour: int = 12) -> str:
@@ -147,3 +154,43 @@ def test_without_an_event_a_scale_up_counts_from_its_pods_creation() -> None:
         ScaleUp(replica="iris-b", decided_at_s=7.0, created_s=0.0, scheduled_s=0.0, started_s=1.0, ready_s=5.0)
     ]
     assert rehearsal.replicas[0] == ReplicaCount(at_s=0.0, desired=1, ready=1)
+
+
+def test_the_rehearsal_in_words() -> None:
+    warned = [
+        "FailedGetResourceMetric: failed to get cpu utilization: unable to get metrics for resource cpu: no metrics "
+        "returned from resource metrics API"
+    ]
+    rehearsal = rehearse("iris-hpa", stage(), pod_timelines(PODS), rescales(EVENTS), warned)
+    assert rehearsal_lines(rehearsal) == [
+        "autoscaler iris-hpa: replicas 1 ready of 1 at 0 s, 1 ready of 3 at 7 s, 2 ready of 3 at 12 s, "
+        "3 ready of 3 at 16 s",
+        "scale-up iris-b: asked for at 7 s; created +0 s, scheduled +0 s, running +1 s, ready +5 s",
+        "scale-up iris-c: asked for at 7 s; created +0 s, scheduled +2 s, running +4 s, ready +9 s",
+        "SLO attainment 83.7% (95% CI 77.9%-88.1%); while scaling up, 31 of 100 requests missed it",
+        "attainment by window from 2 s (* scaling up): 100% 100% 50%* 40%* 60%* 95%* 100%* 100% 100% 100%",
+        "held 2.40 replicas on average (48 replica-seconds, ready or not, priced)",
+        "autoscaler warned: FailedGetResourceMetric: failed to get cpu utilization: unable to get metrics for "
+        "resource cpu: no metrics returned from resource metrics API",
+    ]
+
+
+def test_an_autoscaled_trial_is_priced_for_the_replicas_it_held() -> None:
+    autoscaled = ModelDeploymentSpec.model_validate(
+        {
+            "model": {"file": "m.onnx"},
+            "resources": {"limits": {"cpu": "1"}},
+            "autoscaling": {"minReplicas": 1, "maxReplicas": 4, "cpuUtilization": 70},
+        }
+    )
+    run = spec(cost={"perCoreHour": 0.5})
+    config = configurations(run, autoscaled)[0]
+    rehearsal = rehearse("iris-hpa", stage(), pod_timelines(PODS), rescales(EVENTS))
+    trial = TrialReport(index=0, name="t0", parameters={"concurrency": "2"}, status="Succeeded", stage=stage())
+    fixed = judge_trial(trial, run, config)
+    # One core at 0.5 an hour: the autoscaler's minimum of one replica, unless the rehearsal says what it held.
+    assert fixed.cost_per_hour == 0.5 and fixed.cost_per_million_requests == pytest.approx(13.888889)
+    held = judge_trial(trial.model_copy(update={"rehearsal": rehearsal}), run, config)
+    # 2.4 replicas on average at 10 requests a second: 1.2 an hour, 1e6 / 10 s of it.
+    assert held.cost_per_hour == 1.2 and held.cost_per_million_requests == pytest.approx(33.333333)
+    assert held.core_hours_per_million_requests == pytest.approx(66.666667)

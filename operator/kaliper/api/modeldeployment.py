@@ -443,6 +443,14 @@ class ModelDeploymentTemplate(KaliperModel):
         ),
     )
 
+    def replicas_at_least(self) -> int:
+        """The replicas it always holds: its autoscaler's minimum, else its replicas."""
+        return self.autoscaling.min_replicas if self.autoscaling is not None else self.replicas
+
+    def replicas_at_most(self) -> int:
+        """The most replicas it may run: its autoscaler's maximum, else its replicas."""
+        return self.autoscaling.max_replicas if self.autoscaling is not None else self.replicas
+
 
 class ModelDeploymentSpec(ModelDeploymentTemplate):
     """A model, the server that serves it, and the resources it gets."""

@@ -189,3 +189,10 @@ def rescales(events: list[dict[str, Any]]) -> list[Rescale]:
         if event.get("reason") == "SuccessfulRescale" and size is not None and at is not None:
             found.append(Rescale(at=at, size=int(size.group(1))))
     return sorted(found, key=lambda r: r.at)
+
+
+def autoscaler_warnings(events: list[dict[str, Any]]) -> list[str]:
+    """What the autoscaler warned of, once each in its own words ("failed to get cpu utilization: unable to get
+    metrics for resource cpu: no metrics returned from resource metrics API": no metrics-server)."""
+    found = [f"{e.get('reason')}: {e.get('message')}" for e in events if e.get("type") == "Warning"]
+    return list(dict.fromkeys(found))

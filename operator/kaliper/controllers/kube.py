@@ -166,6 +166,14 @@ def list_objects(kind: str, namespace: str | None, selector: str = "") -> list[d
 
 
 @_guarded
+def events_about(namespace: str, kind: str, name: str) -> list[dict[str, Any]]:
+    """The Events recorded about one object (core/v1: what controllers such as the HPA's write)."""
+    about = f"involvedObject.kind={kind},involvedObject.name={name}"
+    result = client.CoreV1Api(api_client()).list_namespaced_event(namespace, field_selector=about, **CALL)
+    return list(_plain(result).get("items") or [])
+
+
+@_guarded
 def delete_exactly(kind: str, namespace: str, name: str, uid: str, propagation: str) -> bool:
     """Delete this object and no other: the uid must still match. False when it is already gone, or replaced
     by another of the same name."""

@@ -32,7 +32,7 @@ from kaliper.controllers import kube, metrics, run_network, run_records
 from kaliper.controllers import trial_moves as moves
 from kaliper.controllers.admission import admission_problem, trials_problem
 from kaliper.controllers.api_health import moving_s
-from kaliper.controllers.diagnosis import restarts_and_oom_kills, server_startup, template_hashes
+from kaliper.controllers.diagnosis import template_hashes
 from kaliper.controllers.recommendation import apply_recommendation
 from kaliper.controllers.run_baseline import baseline_report
 from kaliper.controllers.run_headers import RunHeaders
@@ -43,6 +43,7 @@ from kaliper.controllers.settings import SETTINGS, Settings
 from kaliper.controllers.stepper import StatusStep, Stepper, finished
 from kaliper.controllers.store import STORE
 from kaliper.controllers.trial_moves import Move, TrialObjectsSeen
+from kaliper.controllers.trial_pods import with_pod_figures
 from kaliper.manifests.profilerun import (
     LABEL_RUN,
     LABEL_TRIAL,
@@ -250,7 +251,7 @@ class RunStep(StatusStep[ProfileRunStatus]):
             url = self.target.trial_url(trial.index, planned.configuration.deployment, protocol)
         model = action.model_name or run_trials.target_model_name(self.plan.spec, self.target.base())
         deployment = planned.configuration.deployment
-        replicas = deployment.replicas if deployment is not None else 1
+        replicas = deployment.replicas_at_most() if deployment is not None else 1
         load = TrialLoad(url, model, planned.level, replicas, protocol, trial.scores_quality)
         for obj in build_loadgen(self.body, trial.index, self.plan.spec, load, SETTINGS.loadgen):
             kube.apply(obj)
@@ -279,8 +280,7 @@ class RunStep(StatusStep[ProfileRunStatus]):
             resources = measured.resources()
             if resources is None:
                 return  # the final scrape is not in yet: the next step looks again
-            resources.restarts, resources.oom_kills = restarts_and_oom_kills(servers)
-            report = run_trials.with_resources(report, resources, server_startup(servers))
+            report = with_pod_figures(report, resources, self.namespace, planned.configuration.deployment, servers)
             if run_trials.needs_server_load_from_prometheus(report, planned.configuration.deployment):
                 load = measured.server_load()
                 if load is None:

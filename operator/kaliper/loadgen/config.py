@@ -111,11 +111,11 @@ class LoadGenConfig(KaliperModel):
             )
         return self
 
-    @property
     def bounds(self) -> list[Bound]:
         """The SLO's latency objectives, parsed."""
         return [objective.bound() for objective in self.objectives]
 
+    @property
     def slo(self) -> SloSpec | None:
         """The objectives the generator watches, as the ProfileRun's rules read an SLO."""
         return SloSpec(latency=self.objectives) if self.objectives else None

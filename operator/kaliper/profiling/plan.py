@@ -242,11 +242,14 @@ def machine_paths_problem(spec: ProfileRunSpec) -> str | None:
 def deploy_problem(configs: list[Configuration], namespace: str, image: str) -> str | None:
     """Why a configuration of the sweep cannot be deployed on Kubernetes (its runtime's rules there), or None."""
     for config in configs:
-        if config.deployment is not None and config.deployment.autoscaling is not None:
+        if (
+            config.deployment is not None
+            and config.deployment.autoscaling is not None
+            and "replicas" in config.parameters
+        ):
             return (
-                "the target is autoscaled (spec.autoscaling): a ProfileRun measures fixed replicas and does not yet "
-                "rehearse an autoscaler, whose replicas would change under the load; profile a ModelDeployment of "
-                "the same model with fixed replicas (no autoscaling, replicas set)"
+                "spec.sweep.replicas on an autoscaled target: its autoscaler sets the replicas, between "
+                "spec.autoscaling.minReplicas and maxReplicas; leave sweep.replicas out"
             )
         if isinstance(config.deployment, ModelDeploymentSpec):  # a workload's copy is built from its template
             try:

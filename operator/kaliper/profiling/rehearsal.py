@@ -37,8 +37,15 @@ class Rescale:
     size: int
 
 
-def rehearse(autoscaler: str, stage: StageResult, pods: list[PodTimeline], rescales: list[Rescale]) -> Rehearsal:
-    """What the autoscaler `autoscaler` did over `stage`, what its users saw meanwhile and the replicas it held."""
+def rehearse(
+    autoscaler: str,
+    stage: StageResult,
+    pods: list[PodTimeline],
+    rescales: list[Rescale],
+    warnings: list[str] | None = None,
+) -> Rehearsal:
+    """What the autoscaler `autoscaler` did over `stage` (and what it warned of), what its users saw meanwhile and
+    the replicas it held."""
     start = stage.started_at
 
     def offset(moment: datetime) -> float:
@@ -99,6 +106,7 @@ def rehearse(autoscaler: str, stage: StageResult, pods: list[PodTimeline], resca
     held = sum(_held_s(p, offset, measured_from, end) for p in present)
     return Rehearsal(
         autoscaler=autoscaler,
+        warnings=warnings or [],
         replicas=counts,
         scale_ups=scale_ups,
         windows=windows,

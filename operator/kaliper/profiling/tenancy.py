@@ -262,7 +262,7 @@ def _gpus_per_trial(config: Configuration) -> int:
     deployment = config.deployment
     if deployment is None or deployment.resources is None or deployment.resources.gpu is None:
         return 0
-    return (deployment.resources.gpu.count or 0) * deployment.replicas
+    return (deployment.resources.gpu.count or 0) * deployment.replicas_at_most()
 
 
 def _peak_of_each_trial(

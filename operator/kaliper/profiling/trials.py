@@ -19,6 +19,7 @@ from kaliper.profiling.quality import held_back_text, quality_scores
 from kaliper.report.schema import (
     LoadTestResult,
     ProfileReport,
+    Rehearsal,
     Repetition,
     ServerLoad,
     SloCheck,
@@ -99,10 +100,17 @@ def median_stage(stages: list[StageResult]) -> StageResult:
     return sorted(stages, key=lambda s: (s.throughput_rps, s.index))[(len(stages) - 1) // 2]
 
 
-def with_resources(trial: TrialReport, resources: TrialResources | None, startup: Startup | None = None) -> TrialReport:
+def with_resources(
+    trial: TrialReport,
+    resources: TrialResources | None,
+    startup: Startup | None = None,
+    rehearsal: Rehearsal | None = None,
+) -> TrialReport:
     """The trial with its servers' figures (resources; startup where the executor reads it here, the operator
-    from the pods); a replica OOM-killed under the load fails it (what it measured is kept)."""
-    trial = trial.model_copy(update={"resources": resources, **({"startup": startup} if startup else {})})
+    from the pods; an autoscaled target's rehearsal); a replica OOM-killed under the load fails it (what it
+    measured is kept)."""
+    found = {"startup": startup, "rehearsal": rehearsal}
+    trial = trial.model_copy(update={"resources": resources, **{k: v for k, v in found.items() if v is not None}})
     if resources is not None and resources.oom_kills and trial.status == "Succeeded":
         trial.status, trial.message = "Failed", "OOMKilled: a replica exceeded its memory limit"
     return trial
@@ -173,10 +181,11 @@ def unmeasured_report(trial: TrialSummary, interrupted: bool = False) -> TrialRe
 
 
 def allocated(config: Configuration) -> tuple[float, float, int, int]:
-    """(cores, memory bytes, GPUs, replicas) the configuration reserves: limits, else requests."""
+    """(cores, memory bytes, GPUs, replicas) the configuration reserves: limits, else requests; the replicas it
+    always holds (an autoscaler's minimum)."""
     spec = config.deployment
     if spec is None or spec.resources is None:
-        return 0.0, 0.0, 0, spec.replicas if spec else 1
+        return 0.0, 0.0, 0, spec.replicas_at_least() if spec else 1
     chosen = spec.resources.limits or spec.resources.requests
     fallback = spec.resources.requests
     cpu = (chosen and chosen.cpu) or (fallback and fallback.cpu)
@@ -186,7 +195,7 @@ def allocated(config: Configuration) -> tuple[float, float, int, int]:
         float(parse_cpu(cpu)) if cpu else 0.0,
         float(parse_quantity(memory)) if memory else 0.0,
         gpus,
-        spec.replicas,
+        spec.replicas_at_least(),
     )
 
 
@@ -211,6 +220,10 @@ def judge_trial(
     `other_work_cores` up; None: not checked)."""
     cores, _, _, replicas = allocated(config)
     hourly = configuration_cost_per_hour(spec, config)
+    held: float = replicas
+    if trial.rehearsal is not None and replicas:  # an autoscaler's: priced for the replicas it held, idle or not
+        held = trial.rehearsal.mean_replicas
+        hourly = hourly / replicas * held
     trial = trial.model_copy(update={"replicas": replicas, "cost_per_hour": round(hourly, 6) if hourly else None})
     stage = trial.stage
     if stage is None:
@@ -218,14 +231,14 @@ def judge_trial(
     if hourly and stage.throughput_rps > 0:
         trial.cost_per_million_requests = decisions.per_million(hourly, stage.throughput_rps)
     if cores and stage.throughput_rps > 0:
-        trial.core_hours_per_million_requests = cores * replicas * 1e6 / stage.throughput_rps / 3600
+        trial.core_hours_per_million_requests = cores * held * 1e6 / stage.throughput_rps / 3600
     tokens = stage.tokens
     if tokens is not None and tokens.output_tokens_per_s > 0:
         if hourly:
             trial.cost_per_million_output_tokens = decisions.per_million(hourly, tokens.output_tokens_per_s)
             trial.cost_per_million_tokens = decisions.per_million(hourly, tokens.total_tokens_per_s)
         if cores:
-            trial.core_hours_per_million_output_tokens = cores * replicas * 1e6 / tokens.output_tokens_per_s / 3600
+            trial.core_hours_per_million_output_tokens = cores * held * 1e6 / tokens.output_tokens_per_s / 3600
     trial.slo, trial.slo_verdict = decisions.slo_checks(stage, spec.slo)
     verdicts = sorted({r.slo_verdict for r in trial.repetitions if r.slo_verdict})
     if len(verdicts) > 1:  # the repetitions disagree: the SLO cannot be decided from them

@@ -12,6 +12,7 @@ from kaliper.api.units import UnitError, format_memory, parse_cpu, parse_duratio
 from kaliper.measure.figures import LATENCY, TPOT, TTFT, Figure
 from kaliper.report.ramp_text import segment_text
 from kaliper.report.recommend import resources_text
+from kaliper.report.rehearsal_text import rehearsal_lines
 from kaliper.report.replay_text import replay_lines
 from kaliper.report.schema import ConfigurationRow, PercentileFigure, ProfileReport, Startup, TrialReport
 from kaliper.report.token_text import token_summary
@@ -313,6 +314,8 @@ def trial_detail_lines(trial: TrialReport) -> list[str]:
         lines.append(f"server: {settings_text(trial)}")
     if trial.startup is not None:
         lines.append(f"startup: {startup_text(trial.startup)}")
+    if trial.rehearsal is not None:
+        lines += rehearsal_lines(trial.rehearsal)
     if trial.stage is not None and trial.stage.tokens is not None:
         lines.append(f"tokens: {token_summary(trial.stage.tokens)}")
     lines += [f"limited: {flag}" for flag in trial.limited_by]

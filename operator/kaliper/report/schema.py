@@ -554,6 +554,9 @@ class Rehearsal(KaliperModel):
 
     autoscaler: str
     """The HorizontalPodAutoscaler the trial's servers ran under."""
+    warnings: list[str] = Field(default_factory=list)
+    """What the autoscaler warned of in its Events, once each (a metric it could not read: no metrics-server,
+    no resource request)."""
     replicas: list[ReplicaCount] = Field(default_factory=list)
     scale_ups: list[ScaleUp] = Field(default_factory=list)
     windows: list[WindowAttainment] = Field(default_factory=list)
