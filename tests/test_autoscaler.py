@@ -12,8 +12,9 @@ import yaml
 from kaliper.api.modeldeployment import ModelDeploymentSpec
 from kaliper.manifests.autoscaler import build_autoscaler
 from kaliper.manifests.modeldeployment import build_deployment, observed_status
-from kaliper.profiling.plan import Configuration, deploy_problem
+from kaliper.profiling.plan import Configuration, configurations, deploy_problem, sweep_problem
 from tests.support.paths import KALIPER
+from tests.support.specs import spec
 
 AUTOSCALED = {
     "model": {"pvc": {"claimName": "models", "path": "iris.onnx"}},
@@ -144,4 +145,42 @@ def test_an_autoscaled_target_is_rehearsed_on_kubernetes_but_its_replicas_are_no
     assert deploy_problem([swept], "team-a", "kaliper:dev") == (
         "spec.sweep.replicas on an autoscaled target: its autoscaler sets the replicas, between "
         "spec.autoscaling.minReplicas and maxReplicas; leave sweep.replicas out"
+    )
+
+
+SETTINGS = [
+    {"name": "warm-spare", "minReplicas": 2},
+    {"name": "lean", "cpuUtilization": 90, "behavior": {"scaleUp": {"stabilizationWindowSeconds": 30}}},
+]
+
+
+def test_a_sweep_of_autoscaler_settings_lays_each_over_the_targets_autoscaler() -> None:
+    run = spec(sweep={"autoscaling": SETTINGS})
+    target = ModelDeploymentSpec.model_validate(AUTOSCALED)
+    warm, lean = configurations(run, target)
+    assert (warm.parameters, lean.parameters) == ({"autoscaling": "warm-spare"}, {"autoscaling": "lean"})
+    assert warm.deployment is not None and lean.deployment is not None
+    assert warm.deployment.autoscaling is not None and lean.deployment.autoscaling is not None
+    assert warm.deployment.autoscaling.to_manifest() == {**AUTOSCALED["autoscaling"], "minReplicas": 2}
+    assert lean.deployment.autoscaling.to_manifest() == {
+        "minReplicas": 2,
+        "maxReplicas": 8,
+        "cpuUtilization": 90,
+        "behavior": {"scaleUp": {"stabilizationWindowSeconds": 30}},
+    }
+    assert sweep_problem(run, [warm, lean]) is None
+    assert deploy_problem([warm, lean], "team-a", "kaliper:dev") is None
+
+
+def test_autoscaler_settings_need_an_autoscaled_target_and_must_make_a_valid_autoscaler() -> None:
+    run = spec(sweep={"autoscaling": SETTINGS})
+    fixed = ModelDeploymentSpec.model_validate({k: v for k, v in AUTOSCALED.items() if k != "autoscaling"})
+    assert sweep_problem(run, configurations(run, fixed)) == (
+        "spec.sweep.autoscaling lays autoscaler settings over the target's spec.autoscaling, and the target has "
+        "none: give its ModelDeployment spec.autoscaling (minReplicas, maxReplicas, a metric)"
+    )
+    too_many = spec(sweep={"autoscaling": [{"name": "ten", "minReplicas": 10}]})
+    assert sweep_problem(too_many, configurations(too_many, ModelDeploymentSpec.model_validate(AUTOSCALED))) == (
+        "configuration autoscaling=ten: minReplicas must not exceed maxReplicas; raise maxReplicas or lower "
+        "minReplicas"
     )

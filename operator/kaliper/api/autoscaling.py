@@ -9,6 +9,7 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 from kaliper.api.base import KaliperModel, Rule
+from kaliper.api.common import Name
 
 
 class ScalingPolicy(KaliperModel):
@@ -70,3 +71,24 @@ class Autoscaling(KaliperModel):
             check=lambda s: s.cpu_utilization is not None or s.memory_utilization is not None,
         ),
     )
+
+
+class AutoscalerSettings(KaliperModel):
+    """One value of a ProfileRun's sweep.autoscaling axis: settings laid over the target's spec.autoscaling for the
+    configurations that try it (each field left out keeps the target's), such as a warm spare (minReplicas 2)
+    against a lower utilisation target."""
+
+    name: Name
+    """Shown as the configuration's autoscaling parameter, such as warm-spare."""
+    min_replicas: Annotated[int, Field(ge=1, le=1000)] | None = None
+    max_replicas: Annotated[int, Field(ge=1, le=1000)] | None = None
+    cpu_utilization: Annotated[int, Field(ge=1, le=1000)] | None = None
+    memory_utilization: Annotated[int, Field(ge=1, le=1000)] | None = None
+    behavior: ScalingBehavior | None = None
+    """Replaces the target's behavior whole."""
+
+    def over(self, base: Autoscaling) -> Autoscaling:
+        """The target's autoscaler with these settings (not validated here: the sweep's check validates every
+        configuration whole and names the one that breaks a rule)."""
+        fields = ("min_replicas", "max_replicas", "cpu_utilization", "memory_utilization", "behavior")
+        return base.model_copy(update={f: getattr(self, f) for f in fields if getattr(self, f) is not None})

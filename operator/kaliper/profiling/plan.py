@@ -92,7 +92,7 @@ def configurations(spec: ProfileRunSpec, base: ModelDeploymentTemplate | None) -
 
 
 def _parameter_text(name: str, value: Any) -> str:
-    if name in ("model_variant", "engine_args"):
+    if name in ("model_variant", "engine_args", "autoscaling"):
         return value.name
     return str(value).lower() if isinstance(value, bool) else str(value)  # as YAML writes it
 
@@ -132,6 +132,8 @@ def apply(base: ModelDeploymentTemplate, chosen: dict[str, Any]) -> ModelDeploym
     if "engine_args" in chosen:
         runtime = spec.runtime or ServingRuntime()
         spec.runtime = runtime.model_copy(update={"args": [*(runtime.args or []), *chosen["engine_args"].args]})
+    if "autoscaling" in chosen and spec.autoscaling is not None:  # without one, sweep_problem says so
+        spec.autoscaling = chosen["autoscaling"].over(spec.autoscaling)
     return spec
 
 
@@ -178,6 +180,11 @@ def sweep_problem(spec: ProfileRunSpec, configs: list[Configuration]) -> str | N
         if config.deployment is None:
             continue
         where = f"configuration {describe(config.parameters)}: " if config.parameters else ""
+        if "autoscaling" in config.parameters and config.deployment.autoscaling is None:
+            return (
+                "spec.sweep.autoscaling lays autoscaler settings over the target's spec.autoscaling, and the "
+                "target has none: give its ModelDeployment spec.autoscaling (minReplicas, maxReplicas, a metric)"
+            )
         try:
             type(config.deployment).model_validate(config.deployment.to_manifest())
         except ValidationError as error:

@@ -208,7 +208,8 @@ URL_TARGET_SWEEPS_ONLY_LOAD = rule(
     cel="has(self.target.deploymentRef) || has(self.target.workloadRef) || !has(self.sweep) || "
     "[has(self.sweep.cpu), has(self.sweep.memory), has(self.sweep.gpu), has(self.sweep.gpuResource), "
     "has(self.sweep.replicas), has(self.sweep.batchSize), has(self.sweep.threads), has(self.sweep.slots), "
-    "has(self.sweep.contextSize), has(self.sweep.runtime), has(self.sweep.modelVariants), "
+    "has(self.sweep.contextSize), has(self.sweep.prefixCaching), has(self.sweep.runtime), "
+    "has(self.sweep.modelVariants), has(self.sweep.engineArgs), has(self.sweep.autoscaling), "
     "has(self.sweep.protocol)].all(x, !x)",
     message="sweeping deployment parameters or the protocol needs target.deploymentRef (or "
     "target.workloadRef); a target url can only sweep load levels (concurrency or rate)",
@@ -226,11 +227,13 @@ WORKLOAD_SWEEPS_ONLY_POD_SETTINGS = rule(
     TARGET,
     cel="!has(self.target.workloadRef) || !has(self.sweep) || "
     "[has(self.sweep.batchSize), has(self.sweep.threads), has(self.sweep.slots), "
-    "has(self.sweep.contextSize), has(self.sweep.runtime), has(self.sweep.modelVariants), "
+    "has(self.sweep.contextSize), has(self.sweep.prefixCaching), has(self.sweep.runtime), "
+    "has(self.sweep.modelVariants), has(self.sweep.engineArgs), has(self.sweep.autoscaling), "
     "has(self.sweep.protocol)].all(x, !x)",
     message="a target.workloadRef sweeps what Kubernetes sets on its pods (cpu, memory, gpu, gpuResource, "
-    "replicas); batchSize, threads, slots, contextSize, runtime, modelVariants and protocol need Kaliper's "
-    "own serving runtimes: serve the model with a ModelDeployment and use target.deploymentRef",
+    "replicas); batchSize, threads, slots, contextSize, prefixCaching, runtime, modelVariants, engineArgs, "
+    "autoscaling and protocol need Kaliper's own serving runtimes: serve the model with a ModelDeployment and use "
+    "target.deploymentRef",
     check=lambda s: (
         s.target.workload_ref is None
         or s.sweep is None

@@ -8,6 +8,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
+from kaliper.api.autoscaling import AutoscalerSettings
 from kaliper.api.base import KaliperModel, Rule, exactly_one_of, only_with
 from kaliper.api.common import (
     RESOURCE_NAME_PATTERN,
@@ -589,6 +590,7 @@ DEPLOYMENT_SWEEP_FIELDS = (
     "runtime",
     "model_variants",
     "engine_args",
+    "autoscaling",
     "protocol",
 )
 
@@ -626,6 +628,10 @@ class SweepSpec(KaliperModel):
     engine_args: named_list(EngineSettings, 16, fewest=1) | None = None
     """Settings of the serving runtime's own that Kaliper has no field for (llama.cpp's KV-cache types or flash
     attention, vLLM's chunked prefill or KV-cache dtype): each a named set of flags, one configuration each."""
+    autoscaling: named_list(AutoscalerSettings, 16, fewest=1) | None = None
+    """Autoscaler settings to rehearse (the target must have spec.autoscaling): each a named set laid over the
+    target's, one configuration each; the cheapest whose SLO holds over the load's shape is chosen, priced for
+    the replicas it held."""
     protocol: _sweep_list(Literal["oip-v2", "oip-v2-grpc"]) | None = None
     """The Open Inference Protocol's faces to compare: oip-v2 (REST) and oip-v2-grpc. Each is a trial of
     its own against its own deployment, the requests built from the same payload; the runtime must serve
