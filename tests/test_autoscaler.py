@@ -111,6 +111,11 @@ def test_an_autoscaled_deployment_is_ready_at_the_replicas_its_autoscaler_asked_
     deployment["status"].update(readyReplicas=5, availableReplicas=5)
     status = observed_status("iris", "team-a", 1, spec, deployment, [], "2026-12-05T10:00:00Z")
     assert (status["phase"], status["message"]) == ("Ready", "5/5 replicas ready at http://iris.team-a.svc:80")
+    # Just made: the Deployment's one replica, before the autoscaler's first pass raised it to its minimum of 2.
+    new = {"metadata": {"generation": 1}, "spec": {"replicas": 1}, "status": {"observedGeneration": 1, "replicas": 1,
+           "readyReplicas": 1, "updatedReplicas": 1, "availableReplicas": 1}}  # fmt: skip
+    status = observed_status("iris", "team-a", 1, spec, new, [], "2026-12-05T10:00:00Z")
+    assert (status["phase"], status["message"]) == ("Progressing", "1/2 replicas ready")
 
 
 def test_kaliper_run_refuses_an_autoscaled_deployment_with_what_to_do(tmp_path: Path) -> None:
@@ -181,6 +186,5 @@ def test_autoscaler_settings_need_an_autoscaled_target_and_must_make_a_valid_aut
     )
     too_many = spec(sweep={"autoscaling": [{"name": "ten", "minReplicas": 10}]})
     assert sweep_problem(too_many, configurations(too_many, ModelDeploymentSpec.model_validate(AUTOSCALED))) == (
-        "configuration autoscaling=ten: minReplicas must not exceed maxReplicas; raise maxReplicas or lower "
-        "minReplicas"
+        "configuration autoscaling=ten: minReplicas must not exceed maxReplicas; raise maxReplicas or lower minReplicas"
     )

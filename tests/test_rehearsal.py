@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 import pytest
 
 from kaliper.api.modeldeployment import ModelDeploymentSpec
-from kaliper.controllers.diagnosis import pod_timelines, rescales
+from kaliper.controllers.diagnosis import autoscaler_warnings, pod_timelines, rescales
 from kaliper.profiling.plan import configurations
 from kaliper.profiling.rehearsal import rehearse
 from kaliper.profiling.trials import judge_trial
@@ -194,3 +194,22 @@ def test_an_autoscaled_trial_is_priced_for_the_replicas_it_held() -> None:
     # 2.4 replicas on average at 10 requests a second: 1.2 an hour, 1e6 / 10 s of it.
     assert held.cost_per_hour == 1.2 and held.cost_per_million_requests == pytest.approx(33.333333)
     assert held.core_hours_per_million_requests == pytest.approx(66.666667)
+
+
+def test_the_autoscalers_warnings_are_those_of_the_load_once_each() -> None:
+    def warning(reason: str, message: str, last: str) -> dict:
+        return {"type": "Warning", "reason": reason, "message": message, "firstTimestamp": at(50, 59, 11),
+                "lastTimestamp": last}  # fmt: skip
+
+    missing = "failed to get cpu utilization: unable to get metrics for resource cpu: no metrics returned"
+    events = [
+        warning("FailedGetResourceMetric", "no metrics known for pod iris-a", at(55, 59, 11)),  # while it started
+        warning("FailedGetResourceMetric", missing, at(20)),
+        warning("FailedComputeMetricsReplicas", "invalid metrics (1 invalid out of 1)", at(20)),
+        warning("FailedGetResourceMetric", missing, at(35)),
+        rescale_event(at(7), 3),
+    ]
+    assert autoscaler_warnings(events, stage().started_at) == [
+        f"FailedGetResourceMetric: {missing}",
+        "FailedComputeMetricsReplicas: invalid metrics (1 invalid out of 1)",
+    ]

@@ -1,25 +1,64 @@
-"""A ModelDeployment with spec.autoscaling on the real cluster: the operator makes its HorizontalPodAutoscaler,
-the controller manager's own HPA controller reads the pods' CPU from metrics-server (built here from its module,
-installed by the walkthrough: examples/kind/metrics-server.yaml) and scales the Deployment the operator applied
-without replicas; the ModelDeployment follows. The load is a pod of Kaliper's image sending requests for a
-bounded time from four threads (a ProfileRun of an autoscaled target is refused until it rehearses one)."""
+"""An autoscaler rehearsed on the real cluster: a ProfileRun against an autoscaled ModelDeployment sweeps two
+autoscaler settings; each trial's ModelDeployment gets its own HorizontalPodAutoscaler (made by the operator), the
+controller manager's own HPA controller reads the servers' CPU from metrics-server (built here from its module,
+installed by the walkthrough: examples/kind/metrics-server.yaml) and scales the Deployment under the load, and the
+report reads what happened from the pods and the HPA's Events.
+
+The server is the test's own, so that its capacity does not depend on how busy the machine is: it takes 20 s to
+start listening (the startup delay) and answers one request at a time in 50 ms (20 a second per replica), using
+CPU meanwhile, which is what the autoscaler follows. 25 requests a second, sent on their clock, are more than one
+replica serves: without a spare replica the queue grows until the autoscaler's second replica has started and
+passed its probe, and the SLO is missed; with a warm spare (minReplicas 2) it holds from the start."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from tests.support.kind_cluster import IMAGE, KindCluster
-from tests.support.kind_operator import Operator, apply_with_model
+from tests.support.kind_operator import Operator, apply_with_model, run_report, wait_for_phase
 
-IRIS = {
+STARTUP_DELAY_S = 20
+SERVER = f"""
+import http.server, threading, time
+time.sleep({STARTUP_DELAY_S})
+one_at_a_time = threading.Lock()
+class Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def answer(self):
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", "2")
+        self.end_headers()
+        self.wfile.write(b"{{}}")
+    def do_GET(self):
+        self.answer()
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        with one_at_a_time:
+            end = time.monotonic() + 0.05
+            while time.monotonic() < end:
+                pass
+        self.answer()
+    def log_message(self, *args):
+        pass
+http.server.ThreadingHTTPServer(("", 8080), Handler).serve_forever()
+"""
+DEPLOYMENT = {
     "apiVersion": "kaliper.dev/v1alpha1",
     "kind": "ModelDeployment",
-    "metadata": {"name": "iris"},
+    "metadata": {"name": "queue"},
     "spec": {
-        "model": {"configMap": {"name": "iris-model", "key": "model.onnx"}, "name": "iris"},
-        "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"cpu": "500m", "memory": "256Mi"}},
-        "threads": {"intraOp": 1},
+        "model": {"configMap": {"name": "iris-model", "key": "model.onnx"}, "name": "queue"},
+        "runtime": {
+            "type": "custom",
+            "image": IMAGE,
+            "command": ["python", "-c", SERVER],
+            "port": 8080,
+            "protocol": "http-json",
+        },
+        # A small request, so that the busy server is far above the utilisation the autoscaler aims at.
+        "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"cpu": "500m", "memory": "64Mi"}},
+        "readiness": {"period": "1s"},
         "autoscaling": {
             "minReplicas": 1,
             "maxReplicas": 3,
@@ -28,67 +67,51 @@ IRIS = {
         },
     },
 }
-# Four threads asking iris as fast as it answers for at most 150 s: its one replica uses its 500m limit, five times
-# the 100m it requests, ten times the 50% the autoscaler aims at.
-LOAD = """
-import json, threading, time, urllib.request
-url = "http://iris/v2/models/iris/infer"
-body = json.dumps({"inputs": [{"name": "float_input", "shape": [1, 4], "datatype": "FP32",
-                               "data": [5.1, 3.5, 1.4, 0.2]}]}).encode()
-end = time.monotonic() + 150
-request = urllib.request.Request(url, body, {"Content-Type": "application/json"})
-def ask():
-    while time.monotonic() < end:
-        try:
-            urllib.request.urlopen(request, timeout=5).read()
-        except Exception:
-            time.sleep(0.1)
-threads = [threading.Thread(target=ask) for _ in range(4)]
-[t.start() for t in threads]
-[t.join() for t in threads]
-"""
-LOAD_POD = {
-    "apiVersion": "v1",
-    "kind": "Pod",
-    "metadata": {"name": "burst"},
+RUN = {
+    "apiVersion": "kaliper.dev/v1alpha1",
+    "kind": "ProfileRun",
+    "metadata": {"name": "rehearsal"},
     "spec": {
-        "restartPolicy": "Never",
-        "activeDeadlineSeconds": 200,
-        "containers": [{"name": "load", "image": IMAGE, "command": ["python", "-c", LOAD]}],
+        "target": {"deploymentRef": {"name": "queue"}},
+        "request": {"protocol": "http-json"},
+        "payload": {"inline": "{}"},
+        "load": {"openLoop": {"rate": 25}, "warmup": "5s", "minDuration": "60s", "maxDuration": "60s"},
+        "sweep": {"autoscaling": [{"name": "warm-spare", "minReplicas": 2}, {"name": "one", "minReplicas": 1}]},
+        "slo": {"latency": [{"percentile": 99, "max": "1s"}]},
+        "cost": {"perCoreHour": 1.0},
+        "readyTimeout": "3m",
     },
 }
 
 
-def test_the_clusters_autoscaler_scales_a_model_deployment_under_load(
+def test_an_autoscaler_is_rehearsed_and_the_setting_with_a_warm_spare_is_chosen(
     cluster: KindCluster, operator: Operator, cluster_namespace: str, iris_model: Path
 ) -> None:
-    kubectl, namespace = cluster.kubectl, cluster_namespace
-    apply_with_model(cluster, namespace, iris_model, IRIS)
-    kubectl.wait_for_phase("modeldeployment", "iris", namespace, "Ready", timeout=120)
-    hpa = kubectl.json("get", "hpa", "iris", "-n", namespace)
-    assert hpa["spec"]["metrics"] == [
-        {"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 50}}}
-    ]
-    kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(LOAD_POD))
+    namespace = cluster_namespace
+    apply_with_model(cluster, namespace, iris_model, DEPLOYMENT, RUN)
+    status = wait_for_phase(cluster, namespace, "rehearsal", "Succeeded", timeout=480)
+    report = run_report(cluster, namespace, "rehearsal")
+    assert [t["phase"] for t in status["trials"]] == ["Succeeded", "Succeeded"], status["trials"]
+    warm, one = report["trials"]
+    assert (warm["parameters"]["autoscaling"], one["parameters"]["autoscaling"]) == ("warm-spare", "one")
+    for trial in (warm, one):
+        rehearsal = trial["rehearsal"]
+        assert rehearsal["autoscaler"] == trial["name"], rehearsal
+        assert all(w["good"] is not None for w in trial["stage"]["windows"])
 
-    def scaled() -> bool:
-        status = kubectl.json("get", "hpa", "iris", "-n", namespace).get("status") or {}
-        return (status.get("desiredReplicas") or 0) >= 2
-
-    kubectl.wait_for(scaled, timeout=180, what="the autoscaler to ask for more replicas under the load")
-    status = kubectl.json("get", "hpa", "iris", "-n", namespace)["status"]
-    (cpu,) = status["currentMetrics"]
-    assert cpu["resource"]["name"] == "cpu" and cpu["resource"]["current"]["averageUtilization"] > 50, status
-    kubectl.wait_for(
-        lambda: (
-            (kubectl.json("get", "modeldeployment", "iris", "-n", namespace).get("status") or {}).get(
-                "readyReplicas", 0
-            )
-            >= 2
-        ),
-        timeout=120,
-        what="the ModelDeployment's new replicas ready",
-    )
-    model = kubectl.json("get", "modeldeployment", "iris", "-n", namespace)["status"]
-    assert model["autoscalerName"] == "iris" and model["replicas"] >= 2
-    kubectl("delete", "pod", "burst", "-n", namespace, "--wait=false")
+    # Without a spare: one replica until the autoscaler's next one had started and waited out its 20 s.
+    rehearsal = one["rehearsal"]
+    assert rehearsal["replicas"][0] == {"atS": 0.0, "desired": 1, "ready": 1}, rehearsal["replicas"]
+    assert max(c["desired"] for c in rehearsal["replicas"]) >= 2, rehearsal
+    first = rehearsal["scaleUps"][0]
+    assert first["decidedAtS"] > 0 and first["readyS"] - first["startedS"] >= STARTUP_DELAY_S, first
+    assert rehearsal["scalingMissed"] > 0 and rehearsal["scalingRequests"] >= rehearsal["scalingMissed"]
+    assert one["sloVerdict"] == "NotMet"
+    # With one: two replicas ready before the load, the SLO held.
+    assert warm["rehearsal"]["replicas"][0] == {"atS": 0.0, "desired": 2, "ready": 2}, warm["rehearsal"]
+    assert warm["sloVerdict"] == "Met", warm["slo"]
+    assert 2.0 <= warm["rehearsal"]["meanReplicas"] <= 3.0
+    # Priced for what it held: 0.5 of a core (its limit) an hour per replica held on average.
+    assert 1.0 <= warm["costPerHour"] <= 1.5, warm
+    rows = {r["parameters"]["autoscaling"]: r for r in report["configurations"]}
+    assert rows["warm-spare"].get("chosen") and not rows["one"].get("chosen"), rows

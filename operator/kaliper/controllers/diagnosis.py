@@ -191,8 +191,14 @@ def rescales(events: list[dict[str, Any]]) -> list[Rescale]:
     return sorted(found, key=lambda r: r.at)
 
 
-def autoscaler_warnings(events: list[dict[str, Any]]) -> list[str]:
-    """What the autoscaler warned of, once each in its own words ("failed to get cpu utilization: unable to get
-    metrics for resource cpu: no metrics returned from resource metrics API": no metrics-server)."""
-    found = [f"{e.get('reason')}: {e.get('message')}" for e in events if e.get("type") == "Warning"]
+def autoscaler_warnings(events: list[dict[str, Any]], since: datetime) -> list[str]:
+    """What the autoscaler warned of from `since` (the load's start: a new pod's metrics are missing until
+    metrics-server first scrapes it, which says nothing of the load), once each in its own words ("failed to get
+    cpu utilization: unable to get metrics for resource cpu: no metrics returned from resource metrics API": no
+    metrics-server)."""
+    found = [
+        f"{e.get('reason')}: {e.get('message')}"
+        for e in events
+        if e.get("type") == "Warning" and (_at(e.get("lastTimestamp") or e.get("eventTime")) or since) >= since
+    ]
     return list(dict.fromkeys(found))

@@ -45,4 +45,5 @@ def trial_rehearsal(
     if deployment is None or deployment.autoscaling is None or stage is None:
         return None
     events = kube.events_about(namespace, "HorizontalPodAutoscaler", trial_name)
-    return rehearse(trial_name, stage, pod_timelines(servers), rescales(events), autoscaler_warnings(events))
+    warnings = autoscaler_warnings(events, stage.started_at)
+    return rehearse(trial_name, stage, pod_timelines(servers), rescales(events), warnings)

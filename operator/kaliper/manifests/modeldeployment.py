@@ -279,8 +279,10 @@ def observed_status(
 ) -> dict[str, Any]:
     """The ModelDeployment's status from its Deployment's (a plain dict for the status subresource)."""
     desired = spec.replicas
-    if spec.autoscaling is not None:  # what its autoscaler last asked for
-        desired = ((deployment or {}).get("spec") or {}).get("replicas", spec.autoscaling.min_replicas)
+    if spec.autoscaling is not None:  # what its autoscaler last asked for, never under its minimum
+        # (a new Deployment starts at one replica until the autoscaler's first pass raises it)
+        asked = ((deployment or {}).get("spec") or {}).get("replicas") or 0
+        desired = max(asked, spec.autoscaling.min_replicas)
     observed = (deployment or {}).get("status") or {}
     ready = observed.get("readyReplicas") or 0
     updated = observed.get("updatedReplicas") or 0
