@@ -15,8 +15,10 @@ from kaliper.controllers.diagnosis import autoscaler_warnings, pod_timelines, re
 from kaliper.profiling.plan import configurations
 from kaliper.profiling.rehearsal import rehearse
 from kaliper.profiling.trials import judge_trial
+from kaliper.report import profile_plots
 from kaliper.report.rehearsal_text import rehearsal_lines
 from kaliper.report.schema import LatencyFigures, ReplicaCount, ScaleUp, StageResult, TrialReport, WindowResult
+from tests.support.sample_reports import report_with, succeeded
 from tests.support.specs import spec
 
 
@@ -212,4 +214,40 @@ def test_the_autoscalers_warnings_are_those_of_the_load_once_each() -> None:
     assert autoscaler_warnings(events, stage().started_at) == [
         f"FailedGetResourceMetric: {missing}",
         "FailedComputeMetricsReplicas: invalid metrics (1 invalid out of 1)",
+    ]
+
+
+def test_the_rehearsal_is_drawn_replicas_and_attainment_over_time_its_scale_ups_and_cost_against_attainment() -> None:
+    rehearsal = rehearse("iris-hpa", stage(), pod_timelines(PODS), rescales(EVENTS))
+    trials = [
+        succeeded(index, "500m", 20.0).model_copy(
+            update={"stage": stage(), "rehearsal": rehearsal, "cost_per_million_requests": cost}
+        )
+        for index, cost in ((0, 12.0), (1, 9.0))
+    ]
+    report = report_with(trials)
+    report.best_trial = 0
+    over_time, scale_ups, cost = [
+        f for f in profile_plots.figures(report) if "autoscaler" in f.layout.title.text or "scale-up" in
+        f.layout.title.text
+    ]  # fmt: skip
+    assert over_time.layout.title.text.startswith("The autoscaler under the load, trial 0: replicas")
+    names = [(t.name, t.visible) for t in over_time.data]
+    assert names[:4] == [
+        ("t0 requests per window", True),
+        ("t0 replicas desired", True),
+        ("t0 replicas ready", True),
+        ("t0 within the SLO", True),
+    ]
+    assert names[4][1] == "legendonly"
+    ready = over_time.data[2]
+    assert (list(ready.x), list(ready.y)) == ([0.0, 7.0, 12.0, 16.0, 22.0], [1, 1, 2, 3, 3])
+    assert list(over_time.data[3].y)[:4] == [100.0, 100.0, 50.0, 40.0]
+    assert [t.name for t in scale_ups.data] == ["to created", "to scheduled", "to running", "to ready"]
+    assert list(scale_ups.data[0].y) == ["t0 iris-b", "t0 iris-c", "t1 iris-b", "t1 iris-c"]
+    spans = [[bar.x[row] for bar in scale_ups.data] for row in (0, 1)]
+    assert spans == [[0.0, 0.0, 1.0, 4.0], [0.0, 2.0, 2.0, 5.0]]
+    assert [(t.x[0], round(t.y[0], 4), t.marker.symbol) for t in cost.data] == [
+        (12.0, 83.6634, "star"),
+        (9.0, 83.6634, "circle"),
     ]

@@ -21,6 +21,7 @@ from kaliper.report.profile_text import (
     slo_bounds_ms,
     trial_colours,
 )
+from kaliper.report.rehearsal_plots import rehearsal_figures
 from kaliper.report.schema import FigureComparison, ProfileReport, TrialReport
 
 if TYPE_CHECKING:
@@ -489,10 +490,10 @@ def _cost_figure(report: ProfileReport, colours: dict[int, str], bounds: dict[fl
 def figures(report: ProfileReport) -> list[go.Figure]:
     """The report's charts, one per question: where each configuration stops meeting the SLO (latency vs
     throughput; for generation runs, time to first token and gaps between tokens vs load, and output tokens/s vs
-    load), what each costs at its capacity, cost against p99, quality against cost, a replayed trace's sends and a
-    fitted workload's
-    histograms, CPU and memory over time, and each figure against the baseline. A chart with nothing to show is
-    left out (none at all when every trial failed)."""
+    load), what each costs at its capacity, cost against p99, quality against cost, a replayed trace's sends, an
+    autoscaler's rehearsal (replicas and attainment over time, its scale-ups, cost against attainment), a fitted
+    workload's histograms, CPU and memory over time, and each figure against the baseline. A chart with nothing to
+    show is left out (none at all when every trial failed)."""
     colours = trial_colours(report)
     bounds = slo_bounds_ms(report)
     load = _token_figures(report, colours) if generates(report) else [_latency_figure(report, colours, bounds)]
@@ -502,6 +503,7 @@ def figures(report: ProfileReport) -> list[go.Figure]:
         _cost_figure(report, colours, bounds),
         _quality_figure(report),
         _replay_figure(report, colours),
+        *rehearsal_figures(report, colours),
         _workload_figure(report),
         *_usage_figures(report, colours),
         *comparison_figures(report),
