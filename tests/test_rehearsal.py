@@ -17,8 +17,16 @@ from kaliper.profiling.rehearsal import rehearse
 from kaliper.profiling.trials import judge_trial
 from kaliper.report import profile_plots
 from kaliper.report.rehearsal_text import rehearsal_lines
-from kaliper.report.schema import LatencyFigures, ReplicaCount, ScaleUp, StageResult, TrialReport, WindowResult
-from tests.support.sample_reports import report_with, succeeded
+from kaliper.report.schema import (
+    LatencyFigures,
+    Rehearsal,
+    ReplicaCount,
+    ScaleUp,
+    StageResult,
+    TrialReport,
+    WindowResult,
+)
+from tests.support.sample_reports import SLO, chosen, report_with, succeeded
 from tests.support.specs import spec
 
 
@@ -251,3 +259,32 @@ def test_the_rehearsal_is_drawn_replicas_and_attainment_over_time_its_scale_ups_
         (12.0, 83.6634, "star"),
         (9.0, 83.6634, "circle"),
     ]
+
+
+def test_the_rows_say_what_held_each_other_setting_back_too_slow_to_scale_or_more_replicas_held() -> None:
+    slow = rehearse("t0", stage(), pod_timelines(PODS), rescales(EVENTS))
+    warm = rehearse("t1", stage(), pod_timelines([PODS[0], pod("iris-s", at(0, 58, 11), at(0, 58, 11),
+                                                                at(1, 58, 11), at(3, 58, 11))]), [])  # fmt: skip
+    eager = slow.model_copy(update={"mean_replicas": 2.6})
+
+    def trial(index: int, setting: str, rehearsal: Rehearsal, cost: float, verdict: str) -> TrialReport:
+        made = succeeded(index, "500m", 20.0, verdict=verdict, observed="4.20s (95% CI 3.9-4.5s)")
+        return made.model_copy(
+            update={"parameters": {"autoscaling": setting, "rate": "25"}, "rehearsal": rehearsal,
+                    "cost_per_million_requests": cost}
+        )  # fmt: skip
+
+    report = report_with(
+        [trial(0, "one", slow, 5.0, "NotMet"), trial(1, "warm-spare", warm, 8.0, "Met"),
+         trial(2, "eager", eager, 11.0, "Met")],
+        slo=SLO,
+    )  # fmt: skip
+    rows = {r.parameters["autoscaling"]: r.reason for r in chosen(report, 1).configurations}
+    assert rows == {
+        "one": "never met the SLO (p99 <= 25ms: 4.20s (95% CI 3.9-4.5s) at autoscaling=one, rate=25); too "
+        "slow to scale: 31 of 100 requests missed it while replicas started, the first new replica ready 5 s after "
+        "the autoscaler asked for it",
+        "warm-spare": "the choice",
+        "eager": "costs more than the cheapest configuration, beyond the noise (held 2.60 replicas on average "
+        "against the choice's 2.00)",
+    }

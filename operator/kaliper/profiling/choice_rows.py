@@ -33,7 +33,33 @@ def _why_not(trials: list[TrialReport], slo: SloSpec | None) -> str:
     missed = next((c for c in lowest.slo if c.verdict != "Met"), None)
     if missed is None:
         return "no trial met the SLO"
-    return f"never met the SLO ({missed.objective}: {missed.observed} at {describe(lowest.parameters)})"
+    slow = _slow_to_scale(lowest)
+    return f"never met the SLO ({missed.objective}: {missed.observed} at {describe(lowest.parameters)}){slow}"
+
+
+def _slow_to_scale(trial: TrialReport) -> str:
+    """An autoscaled trial that missed while replicas started: what users lost, and how long the first took."""
+    rehearsal = trial.rehearsal
+    if rehearsal is None or rehearsal.scaling_missed == 0:
+        return ""
+    ready = [s.ready_s for s in rehearsal.scale_ups if s.ready_s is not None]
+    first = (
+        f"the first new replica ready {min(ready):.0f} s after the autoscaler asked for it"
+        if ready
+        else "no new replica ready before the load ended"
+    )
+    return (
+        f"; too slow to scale: {rehearsal.scaling_missed} of {rehearsal.scaling_requests} requests missed it while "
+        f"replicas started, {first}"
+    )
+
+
+def _idle_headroom(level: Measured, chosen: Measured) -> str:
+    """Two autoscaler settings that both held: what the costlier one held more of."""
+    mine, theirs = level.first.rehearsal, chosen.first.rehearsal
+    if mine is None or theirs is None:
+        return ""
+    return f" (held {mine.mean_replicas:.2f} replicas on average against the choice's {theirs.mean_replicas:.2f})"
 
 
 def configuration_rows(
@@ -89,6 +115,8 @@ def configuration_rows(
             row.decided_by = choice.won_by[stands_for.first.index]
             row.reason = f"a tie within the noise, which the choice {TIE_WORDS[row.decided_by][1]}"
         else:
-            row.reason = "costs more than the cheapest configuration, beyond the noise"
+            row.reason = "costs more than the cheapest configuration, beyond the noise" + _idle_headroom(
+                stands_for, chosen
+            )
         rows.append(row)
     return rows
