@@ -76,9 +76,9 @@ def capacity_of(
     sizes = []
     assert best.stage is not None
     if target_rps and best.stage.throughput_rps > 0:
-        sizes.append(replicas_for(target_rps, best.stage.throughput_rps / best.replicas, noise))
+        sizes.append(replicas_for(target_rps, best.stage.throughput_rps / best.replicas_held(), noise))
     if target_output_tokens_per_s and best.generates and best.stage.tokens.output_tokens_per_s > 0:  # type: ignore[union-attr]
-        per_replica = best.stage.tokens.output_tokens_per_s / best.replicas  # type: ignore[union-attr]
+        per_replica = best.stage.tokens.output_tokens_per_s / best.replicas_held()  # type: ignore[union-attr]
         sizes.append(replicas_for(target_output_tokens_per_s, per_replica, noise))
     if sizes:
         report.replicas, report.replicas_low, report.replicas_high = largest(sizes)

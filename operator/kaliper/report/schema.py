@@ -640,6 +640,11 @@ class TrialReport(KaliperModel):
         found = figures.at(99)
         return found.value_ms if found is not None else None
 
+    def replicas_held(self) -> float:
+        """The replicas it measured with: an autoscaler's average over the load (its rehearsal), else its fixed
+        count."""
+        return self.rehearsal.mean_replicas if self.rehearsal is not None else float(self.replicas)
+
     def load_seconds(self) -> float:
         """Seconds of load the trial took, warm-up included (0 when nothing was measured)."""
         return self.stage.warmup_s + self.stage.measured_s if self.stage is not None else 0.0
