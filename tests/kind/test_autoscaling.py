@@ -4,7 +4,7 @@ controller manager's own HPA controller reads the servers' CPU from metrics-serv
 installed by the walkthrough: examples/kind/metrics-server.yaml) and scales the Deployment under the load, and the
 report reads what happened from the pods and the HPA's Events.
 
-The server is the test's own, so that its capacity does not depend on how busy the machine is: it takes 20 s to
+The server is the test's own, so that its capacity does not depend on how busy the machine is: it takes 15 s to
 start listening (the startup delay) and answers one request at a time in 50 ms (20 a second per replica), using
 CPU meanwhile, which is what the autoscaler follows. 25 requests a second, sent on their clock, are more than one
 replica serves: without a spare replica the queue grows until the autoscaler's second replica has started and
@@ -17,7 +17,7 @@ from pathlib import Path
 from tests.support.kind_cluster import IMAGE, KindCluster
 from tests.support.kind_operator import Operator, apply_with_model, run_report, wait_for_phase
 
-STARTUP_DELAY_S = 20
+STARTUP_DELAY_S = 15
 SERVER = f"""
 import http.server, threading, time
 time.sleep({STARTUP_DELAY_S})
@@ -75,7 +75,7 @@ RUN = {
         "target": {"deploymentRef": {"name": "queue"}},
         "request": {"protocol": "http-json"},
         "payload": {"inline": "{}"},
-        "load": {"openLoop": {"rate": 25}, "warmup": "5s", "minDuration": "60s", "maxDuration": "60s"},
+        "load": {"openLoop": {"rate": 25}, "warmup": "5s", "minDuration": "80s", "maxDuration": "80s"},
         "sweep": {"autoscaling": [{"name": "warm-spare", "minReplicas": 2}, {"name": "one", "minReplicas": 1}]},
         "slo": {"latency": [{"percentile": 99, "max": "1s"}]},
         "cost": {"perCoreHour": 1.0},
@@ -99,7 +99,7 @@ def test_an_autoscaler_is_rehearsed_and_the_setting_with_a_warm_spare_is_chosen(
         assert rehearsal["autoscaler"] == trial["name"], rehearsal
         assert all(w["good"] is not None for w in trial["stage"]["windows"])
 
-    # Without a spare: one replica until the autoscaler's next one had started and waited out its 20 s.
+    # Without a spare: one replica until the autoscaler's next one had started and waited out its 15 s.
     rehearsal = one["rehearsal"]
     assert rehearsal["replicas"][0] == {"atS": 0.0, "desired": 1, "ready": 1}, rehearsal["replicas"]
     assert max(c["desired"] for c in rehearsal["replicas"]) >= 2, rehearsal

@@ -180,7 +180,7 @@ LONG_TESTS: dict[str, tuple[float, str]] = {
     ),
     "tests/kind/test_autoscaling.py::test_an_autoscaler_is_rehearsed_and_the_setting_with_a_warm_spare_is_chosen": (
         420.0,
-        "two trials of 65 s of load each, after servers that take 20 s to start; metrics-server reads the kubelets "
+        "two trials of 85 s of load each, after servers that take 15 s to start; metrics-server reads the kubelets "
         "every 15 s and the HPA controller decides every 15 s, so a scale-up is seen 30-60 s into the load",
     ),
     "tests/kind/test_optimization.py::test_the_pipeline_example_runs_end_to_end": (
