@@ -99,6 +99,7 @@ def stage() -> StageResult:
         service_time=LatencyFigures(),
         windows=windows,
         in_flight_at_end=2,
+        first_answers={"iris-a": 0.1, "iris-b": 12.5, "iris-c": 16.25},
         stop_reason="maxDuration reached",
     )
 
@@ -113,9 +114,11 @@ def test_the_rehearsal_reads_the_replicas_each_scale_up_and_the_slo_window_by_wi
         ReplicaCount(at_s=16.0, desired=3, ready=3),
     ]
     assert rehearsal.scale_ups == [
-        ScaleUp(replica="iris-b", decided_at_s=7.0, created_s=0.0, scheduled_s=0.0, started_s=1.0, ready_s=5.0),
-        ScaleUp(replica="iris-c", decided_at_s=7.0, created_s=0.0, scheduled_s=2.0, started_s=4.0, ready_s=9.0),
-    ]
+        ScaleUp(replica="iris-b", decided_at_s=7.0, created_s=0.0, scheduled_s=0.0, started_s=1.0, ready_s=5.0,
+                first_answer_s=5.5),
+        ScaleUp(replica="iris-c", decided_at_s=7.0, created_s=0.0, scheduled_s=2.0, started_s=4.0, ready_s=9.0,
+                first_answer_s=9.25),
+    ]  # fmt: skip
     by_start = {w.start_s: (w.ready_replicas, w.scaling) for w in rehearsal.windows}
     assert by_start == {
         2.0: (1, False),
@@ -146,7 +149,8 @@ def test_the_rehearsal_reads_the_replicas_each_scale_up_and_the_slo_window_by_wi
 
 def test_a_replica_not_ready_by_the_end_has_no_ready_time_and_scales_to_the_end() -> None:
     pods = [PODS[0], pod("iris-b", at(7), at(7), None, None)]
-    rehearsal = rehearse("iris-hpa", stage(), pod_timelines(pods), rescales([rescale_event(at(7), 2)]))
+    unanswered = stage().model_copy(update={"first_answers": {"iris-a": 0.1}})
+    rehearsal = rehearse("iris-hpa", unanswered, pod_timelines(pods), rescales([rescale_event(at(7), 2)]))
     assert rehearsal.scale_ups == [
         ScaleUp(replica="iris-b", decided_at_s=7.0, created_s=0.0, scheduled_s=0.0, started_s=None, ready_s=None)
     ]
@@ -161,8 +165,9 @@ def test_a_replica_not_ready_by_the_end_has_no_ready_time_and_scales_to_the_end(
 def test_without_an_event_a_scale_up_counts_from_its_pods_creation() -> None:
     rehearsal = rehearse("iris-hpa", stage(), pod_timelines(PODS[:2]), [])
     assert rehearsal.scale_ups == [
-        ScaleUp(replica="iris-b", decided_at_s=7.0, created_s=0.0, scheduled_s=0.0, started_s=1.0, ready_s=5.0)
-    ]
+        ScaleUp(replica="iris-b", decided_at_s=7.0, created_s=0.0, scheduled_s=0.0, started_s=1.0, ready_s=5.0,
+                first_answer_s=5.5)
+    ]  # fmt: skip
     assert rehearsal.replicas[0] == ReplicaCount(at_s=0.0, desired=1, ready=1)
 
 
@@ -175,8 +180,10 @@ def test_the_rehearsal_in_words() -> None:
     assert rehearsal_lines(rehearsal) == [
         "autoscaler iris-hpa: replicas 1 ready of 1 at 0 s, 1 ready of 3 at 7 s, 2 ready of 3 at 12 s, "
         "3 ready of 3 at 16 s",
-        "scale-up iris-b: asked for at 7 s; created +0 s, scheduled +0 s, running +1 s, ready +5 s",
-        "scale-up iris-c: asked for at 7 s; created +0 s, scheduled +2 s, running +4 s, ready +9 s",
+        "scale-up iris-b: asked for at 7 s; created +0 s, scheduled +0 s, running +1 s, ready +5 s, first answer "
+        "+5.5 s",
+        "scale-up iris-c: asked for at 7 s; created +0 s, scheduled +2 s, running +4 s, ready +9 s, first answer "
+        "+9.2 s",
         "SLO attainment 83.7% (95% CI 77.9%-88.1%); while scaling up, 31 of 100 requests missed it",
         "attainment by window from 2 s (* scaling up): 100% 100% 50%* 40%* 60%* 95%* 100%* 100% 100% 100%",
         "held 2.40 replicas on average (48 replica-seconds, ready or not, priced)",
@@ -251,10 +258,16 @@ def test_the_rehearsal_is_drawn_replicas_and_attainment_over_time_its_scale_ups_
     ready = over_time.data[2]
     assert (list(ready.x), list(ready.y)) == ([0.0, 7.0, 12.0, 16.0, 22.0], [1, 1, 2, 3, 3])
     assert list(over_time.data[3].y)[:4] == [100.0, 100.0, 50.0, 40.0]
-    assert [t.name for t in scale_ups.data] == ["to created", "to scheduled", "to running", "to ready"]
+    assert [t.name for t in scale_ups.data] == [
+        "to created",
+        "to scheduled",
+        "to running",
+        "to ready",
+        "to first answer",
+    ]
     assert list(scale_ups.data[0].y) == ["t0 iris-b", "t0 iris-c", "t1 iris-b", "t1 iris-c"]
     spans = [[bar.x[row] for bar in scale_ups.data] for row in (0, 1)]
-    assert spans == [[0.0, 0.0, 1.0, 4.0], [0.0, 2.0, 2.0, 5.0]]
+    assert spans == [[0.0, 0.0, 1.0, 4.0, 0.5], [0.0, 2.0, 2.0, 5.0, 0.25]]
     assert [(t.x[0], round(t.y[0], 4), t.marker.symbol) for t in cost.data] == [
         (12.0, 83.6634, "star"),
         (9.0, 83.6634, "circle"),

@@ -6,9 +6,12 @@ report reads what happened from the pods and the HPA's Events.
 
 The server is the test's own, so that its capacity does not depend on how busy the machine is: it takes 15 s to
 start listening (the startup delay) and answers one request at a time in 50 ms (20 a second per replica), using
-CPU meanwhile, which is what the autoscaler follows. 25 requests a second, sent on their clock, are more than one
-replica serves: without a spare replica the queue grows until the autoscaler's second replica has started and
-passed its probe, and the SLO is missed; with a warm spare (minReplicas 2) it holds from the start."""
+CPU meanwhile, which is what the autoscaler follows. It names itself in each answer (Kaliper-Replica, as Kaliper's
+built-in server does in a pod) and closes a connection after ten answers, as nginx's keepalive_requests does, so
+that the load generator's connections reach the replicas added after they were opened. 25 requests a second, sent
+on their clock, are more than one replica serves: without a spare replica the queue grows until the autoscaler's
+second replica has started and passed its probe, and the SLO is missed; with a warm spare (minReplicas 2) it holds
+from the start."""
 
 from __future__ import annotations
 
@@ -19,15 +22,20 @@ from tests.support.kind_operator import Operator, apply_with_model, run_report, 
 
 STARTUP_DELAY_S = 15
 SERVER = f"""
-import http.server, threading, time
+import http.server, socket, threading, time
 time.sleep({STARTUP_DELAY_S})
 one_at_a_time = threading.Lock()
 class Handler(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    answered = 0
     def answer(self):
+        self.answered += 1
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", "2")
+        self.send_header("Kaliper-Replica", socket.gethostname())
+        if self.answered % 10 == 0:
+            self.send_header("Connection", "close")
         self.end_headers()
         self.wfile.write(b"{{}}")
     def do_GET(self):
@@ -105,6 +113,8 @@ def test_an_autoscaler_is_rehearsed_and_the_setting_with_a_warm_spare_is_chosen(
     assert max(c["desired"] for c in rehearsal["replicas"]) >= 2, rehearsal
     first = rehearsal["scaleUps"][0]
     assert first["decidedAtS"] > 0 and first["readyS"] - first["startedS"] >= STARTUP_DELAY_S, first
+    answered = [s for s in rehearsal["scaleUps"] if "firstAnswerS" in s]
+    assert answered and all(s["firstAnswerS"] >= s["readyS"] for s in answered), rehearsal["scaleUps"]
     assert rehearsal["scalingMissed"] > 0 and rehearsal["scalingRequests"] >= rehearsal["scalingMissed"]
     assert one["sloVerdict"] == "NotMet"
     # With one: two replicas ready before the load, the SLO held.

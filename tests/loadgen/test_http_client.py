@@ -33,6 +33,7 @@ RESPONSES = {
     b"/until-close": [b"HTTP/1.0 200 OK\r\n\r\nstreamed body"],
     b"/interim": [b"HTTP/1.1 100 Continue\r\n\r\n", b"HTTP/1.1 201 Created\r\nContent-Length: 0\r\n\r\n"],
     b"/garbage": [b"SSH-2.0-OpenSSH\r\n\r\n"],
+    b"/named": [b"HTTP/1.1 200 OK\r\nKaliper-Replica: iris-7d9f8-x2k4q\r\nContent-Length: 2\r\n\r\nok"],
 }
 
 
@@ -130,6 +131,15 @@ def test_response_sizes_are_counted(server: int) -> None:
     assert connection.last_response_bytes == len(RESPONSES[b"/length"][0])
     connection.request(request(server, "/chunked"))
     assert connection.last_response_bytes == sum(len(part) for part in RESPONSES[b"/chunked"])
+
+
+def test_the_server_that_answered_is_read_from_its_kaliper_replica_header(server: int) -> None:
+    connection = Connection("127.0.0.1", server, timeout=5)
+    assert connection.request(request(server, "/named")) == 200
+    assert connection.replica == "iris-7d9f8-x2k4q"
+    connection.request(request(server, "/length"))
+    assert connection.replica is None  # this answer names nobody
+    connection.close()
 
 
 def test_keep_alive_reuses_one_socket(server: int) -> None:

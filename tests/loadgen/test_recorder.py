@@ -4,7 +4,7 @@ import time
 
 from kaliper.loadgen.faults import TIMEOUT, Family, Fault, FaultKind, Stream, grpc_status, http_status, transport
 from kaliper.loadgen.recorder import Aggregator, Recorder, Window
-from kaliper.loadgen.results import error_time_share, late_reason
+from kaliper.loadgen.results import error_time_share, first_answers, late_reason
 from kaliper.loadgen.tokens import Reached
 from kaliper.measure.judgement import Bound
 from kaliper.report.schema import GeneratorUsage
@@ -51,6 +51,21 @@ def test_a_window_counts_the_requests_answered_within_every_latency_bound_from_t
     assert [(w.requests, w.good) for w in windows] == [(5, 2), (1, 0)]
     merged = Window.from_wire(windows[0].to_wire()).merge(Window.from_wire(windows[1].to_wire()))
     assert (merged.requests, merged.good) == (6, 2)
+
+
+def test_each_server_that_names_itself_is_recorded_at_its_first_answer() -> None:
+    recorder = Recorder(window_s=1.0, open_loop=False)
+    recorder.begin_stage(0, start_wall=100.0)
+    recorder.record(100.40, 0.010, replica="iris-b")
+    recorder.record(100.20, 0.010, replica="iris-b")  # ended earlier, recorded later (another user)
+    recorder.record(100.30, 0.010, fault=Fault(http_status(503)), replica="iris-c")  # a failure is no answer
+    recorder.record(101.70, 0.010, replica="iris-c")
+    recorder.record(101.80, 0.010)  # names nobody
+    first, second = recorder.take_closed(now_wall=102.0)[0]
+    assert (first.first_answers, second.first_answers) == ({"iris-b": 100.2}, {"iris-c": 101.7})
+    merged = Window.from_wire(second.to_wire()).merge(Window.from_wire(first.to_wire()))
+    assert merged.first_answers == {"iris-c": 101.7, "iris-b": 100.2}
+    assert first_answers([first, second], start_wall=100.0) == {"iris-b": 0.2, "iris-c": 1.7}
 
 
 def test_wire_round_trip_and_merge() -> None:

@@ -4,6 +4,8 @@ over HTTP, answers checked against ONNX Runtime called directly."""
 from __future__ import annotations
 
 import json
+import os
+import socket
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -108,3 +110,22 @@ def test_a_broken_model_file_exits_with_the_reason(tmp_path: Path) -> None:
     process, _ = serve(broken)
     assert process.wait(timeout=60) == 1
     assert "cannot load the model" in process.stderr.read()
+
+
+def test_in_a_pod_every_answer_names_the_replica_that_gave_it(iris: Path) -> None:
+    # Kubernetes sets KUBERNETES_SERVICE_HOST in every pod, whose hostname is the pod's name; a rehearsal reads
+    # when each new replica first answered from this header. Outside a pod the server names nobody.
+    answers = {}
+    for where, env in (("pod", {"KUBERNETES_SERVICE_HOST": "10.96.0.1"}), ("machine", {})):
+        plain = {k: v for k, v in os.environ.items() if k != "KUBERNETES_SERVICE_HOST"}
+        process, base = serve(iris, "--intra-op", "1", env={**plain, **env})
+        try:
+            wait_http(f"{base}/v2/health/ready")
+            body = {"inputs": [{"name": "float_input", "shape": [1, 4], "datatype": "FP32", "data": ROWS[0]}]}
+            request = urllib.request.Request(f"{base}/v2/models/iris/infer", json.dumps(body).encode(), method="POST")
+            with urllib.request.urlopen(request, timeout=10) as answer:
+                answers[where] = answer.headers.get("Kaliper-Replica")
+        finally:
+            process.terminate()
+            process.wait()
+    assert answers == {"pod": socket.gethostname(), "machine": None}

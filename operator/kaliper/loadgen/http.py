@@ -72,6 +72,7 @@ class Connection:
         self.last_response_bytes = 0  # size of the last response (head and body), for network accounting
         self.error_words = ""  # the start of the last failing answer's body (status >= 400): what the server said
         self.retry_after_s: float | None = None  # the last answer's Retry-After, in seconds
+        self.replica: str | None = None  # the last answer's Kaliper-Replica header: the server that answered
         self.resent = 0  # requests sent again on a new connection after a kept-alive one turned out dead
         self.arrived = 0.0  # perf_counter time the bytes of the last read arrived
         self._stamped = False  # the socket's reads carry the kernel's arrival stamps
@@ -112,6 +113,7 @@ class Connection:
         not idempotent): the failure is the request's."""
         reused = self._sock is not None
         self._deadline, self._answer_bytes, self.retry_after_s = time.perf_counter() + self.timeout, 0, None
+        self.replica = None
         try:
             return exchange()
         except (ConnectionResetError, BrokenPipeError, ClosedBeforeResponse):
@@ -174,7 +176,10 @@ class Connection:
                 raise HttpError(f"not an HTTP/1.x response: {head[:40]!r}")
             status = int(head[9:12])
             if not 100 <= status < 200:
-                self.retry_after_s = _retry_after(head.lower()) if status >= 400 else None
+                lower = head.lower()
+                self.retry_after_s = _retry_after(lower) if status >= 400 else None
+                replica = _header_value(lower, REPLICA_HEADER)
+                self.replica = replica.decode("latin-1") if replica else None
                 return head, status, end + 4
             buffer = self._buffer = buffer[end + 4 :]
 
@@ -374,6 +379,11 @@ def _peer_closed(sock: socket.socket) -> bool:
     except (OSError, ValueError):
         return True
     return bool(readable)
+
+
+# The header a server names itself in (the pod's name: Kaliper's built-in server sends it), so that a rehearsal
+# knows when each new replica first answered.
+REPLICA_HEADER = b"kaliper-replica"
 
 
 def _retry_after(lower_head: bytes) -> float | None:

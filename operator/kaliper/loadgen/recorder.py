@@ -103,6 +103,9 @@ class Window:
     server came back, kaliper.loadgen.backoff.Recoveries)."""
     user_s: float = 0.0
     """Closed loop: user-seconds spent in requests and waits (the share's whole)."""
+    first_answers: dict[str, float] = field(default_factory=dict)
+    """Each server that named itself in its answers (the Kaliper-Replica header): when it first answered (wall
+    clock) in this window."""
     good: int = 0
     """Requests answered within every latency objective of the SLO, as their users saw them (from the intended
     send under open loop): the window's SLO attainment is good / requests."""
@@ -128,6 +131,8 @@ class Window:
         self.failing_s += other.failing_s
         self.user_s += other.user_s
         self.good += other.good
+        for replica, at in other.first_answers.items():
+            self.first_answers[replica] = min(at, self.first_answers.get(replica, at))
         self.in_flight += other.in_flight
         self.reached.update(other.reached)
         self.in_flight_oldest_s = max(self.in_flight_oldest_s, other.in_flight_oldest_s)
@@ -174,6 +179,7 @@ class Window:
             "in_flight": [self.in_flight, self.in_flight_oldest_s],
             "time": [self.failing_s, self.user_s],
             "good": self.good,
+            "first_answers": self.first_answers,
             "reached": dict(self.reached),
             "tokens": self.tokens.to_wire() if self.tokens is not None else None,
         }
@@ -206,6 +212,7 @@ class Window:
             failing_s=data["time"][0],
             user_s=data["time"][1],
             good=data.get("good", 0),
+            first_answers=data.get("first_answers", {}),
             tokens=TokenWindow.from_wire(data["tokens"]) if data.get("tokens") else None,
         )
 
@@ -337,6 +344,7 @@ class Recorder:
         resent: int = 0,
         tokens: RequestTokens | None = None,
         good: bool | None = None,
+        replica: str | None = None,
     ) -> None:
         if good is None:
             good = fault is None and self.within_bounds(service_s, corrected_s)
@@ -385,6 +393,9 @@ class Recorder:
                 if window.corrected is not None:
                     window.corrected.record(corrected_s if corrected_s is not None else service_s)
             window.good += good
+            if replica is not None and fault is None:
+                first = window.first_answers.get(replica, completed_wall)
+                window.first_answers[replica] = min(first, completed_wall)
             if late_no_connection:
                 window.late_no_connection += 1
             elif late_generator:
@@ -402,6 +413,7 @@ class Recorder:
         resent: int = 0,
         tokens: RequestTokens | None = None,
         good: bool | None = None,
+        replica: str | None = None,
     ) -> None:
         """One request on the perf_counter clock, whatever its protocol: sent at `start`, answered at `end`.
         Open loop: due at `slot`, claimed by a user at `claimed`; its latency counts from when it was due, and
@@ -420,6 +432,7 @@ class Recorder:
             resent=resent,
             tokens=tokens,
             good=good,
+            replica=replica,
         )
 
     def within_bounds(self, service_s: float, corrected_s: float | None) -> bool:

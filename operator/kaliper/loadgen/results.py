@@ -280,8 +280,19 @@ def stage_result(
             for w in windows
         ],
         segments=ramp_segments(config, level, measured),
+        first_answers=first_answers(windows, start_wall),
         stop_reason=reason,
     )
+
+
+def first_answers(windows: list[Window], start_wall: float) -> dict[str, float]:
+    """When each server that names itself (the Kaliper-Replica header) first answered, in seconds from the stage's
+    start."""
+    found: dict[str, float] = {}
+    for window in windows:
+        for replica, at in window.first_answers.items():
+            found[replica] = min(at, found.get(replica, at))
+    return {replica: round(at - start_wall, 3) for replica, at in sorted(found.items())}
 
 
 # A stream count a reader must know before trusting a stage's token figures, and what it means.

@@ -141,6 +141,7 @@ class GenerationUser(KaliperUser):
             resent=connection.resent - resent_before,
             tokens=outcome.tokens,
             good=outcome.good,
+            replica=connection.replica,
         )
         self.retry_after_s = connection.retry_after_s if outcome.failed else None
         return outcome.failed

@@ -120,7 +120,15 @@ class HttpUser(KaliperUser):
             fault, received = Fault.of(exc), 0
         resent = self.connection.resent - resent_before
         self.generator.recorder.record_send(
-            slot, claimed, start, time.perf_counter(), fault, len(raw), received, resent
+            slot,
+            claimed,
+            start,
+            time.perf_counter(),
+            fault,
+            len(raw),
+            received,
+            resent,
+            replica=self.connection.replica,
         )
         self.retry_after_s = self.connection.retry_after_s if fault else None
         return fault is not None

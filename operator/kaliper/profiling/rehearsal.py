@@ -59,7 +59,11 @@ def rehearse(
     ready_at_start = [p for p in present if p.ready is not None and offset(p.ready) <= 0]
     initial = before[-1].size if before else len(ready_at_start)
     added = sorted((p for p in present if p not in ready_at_start), key=lambda p: (p.created, p.name))
-    scale_ups = [_scale_up(pod, during, offset, end) for pod in added if offset(pod.created) <= end]
+    scale_ups = [
+        _scale_up(pod, during, offset, end, stage.first_answers.get(pod.name))
+        for pod in added
+        if offset(pod.created) <= end
+    ]
 
     def desired(at: float) -> int:
         return next((r.size for r in reversed(during) if offset(r.at) <= at), initial)
@@ -120,7 +124,13 @@ def rehearse(
     )
 
 
-def _scale_up(pod: PodTimeline, rescales: list[Rescale], offset: Callable[[datetime], float], end: float) -> ScaleUp:
+def _scale_up(
+    pod: PodTimeline,
+    rescales: list[Rescale],
+    offset: Callable[[datetime], float],
+    end: float,
+    first_answer: float | None,
+) -> ScaleUp:
     """A replica added under the load: its stages from the last rescale at or before its creation (the decision
     that asked for it), or from its creation where no event says so."""
     decision = next((r.at for r in reversed(rescales) if r.at <= pod.created), pod.created)
@@ -136,6 +146,7 @@ def _scale_up(pod: PodTimeline, rescales: list[Rescale], offset: Callable[[datet
         scheduled_s=since(pod.scheduled),
         started_s=since(pod.started),
         ready_s=since(ready),
+        first_answer_s=round(first_answer - offset(decision), 3) if first_answer is not None else None,
     )
 
 

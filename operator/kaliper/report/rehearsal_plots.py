@@ -101,12 +101,18 @@ def _over_time(rehearsed: list[TrialReport], shown: int, colours: dict[int, str]
     return figure
 
 
-STAGES = (("created", "created_s"), ("scheduled", "scheduled_s"), ("running", "started_s"), ("ready", "ready_s"))
+STAGES = (
+    ("created", "created_s"),
+    ("scheduled", "scheduled_s"),
+    ("running", "started_s"),
+    ("ready", "ready_s"),
+    ("first answer", "first_answer_s"),
+)
 
 
 def _scale_ups(rehearsed: list[TrialReport]) -> go.Figure | None:
     """Each replica added under the load, from the autoscaler's decision: to its pod's creation, to being bound to
-    a node, to its container running, to ready (stacked)."""
+    a node, to its container running, to ready, to its first answer where its server says (stacked)."""
     import plotly.graph_objects as go
 
     rows = [(t, s) for t in rehearsed for s in _rehearsal(t).scale_ups]

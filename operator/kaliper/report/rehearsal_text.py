@@ -44,8 +44,10 @@ def _scale_up_text(scale_up: ScaleUp) -> str:
         ("scheduled", scale_up.scheduled_s),
         ("running", scale_up.started_s),
         ("ready", scale_up.ready_s),
+        ("first answer", scale_up.first_answer_s),
     )
-    steps = ", ".join(f"{word} +{at:.0f} s" for word, at in stages if at is not None)
+    steps = ", ".join(f"{word} +{at:.1f} s" if word == "first answer" else f"{word} +{at:.0f} s"
+                      for word, at in stages if at is not None)  # fmt: skip
     late = "" if scale_up.ready_s is not None else ", not ready by the end"
     return f"scale-up {scale_up.replica}: asked for at {scale_up.decided_at_s:g} s; {steps}{late}"
 

@@ -355,6 +355,10 @@ class StageResult(KaliperModel):
     windows: list[WindowResult] = Field(default_factory=list)
     segments: list[RampSegment] = Field(default_factory=list)
     """A ramp's figures, segment by segment (openLoop.ramp or closedLoop.ramp); empty otherwise."""
+    first_answers: dict[str, float] = Field(default_factory=dict)
+    """Each server that names itself in its answers (the Kaliper-Replica response header: Kaliper's built-in
+    server sends its pod's name): when it first answered, in seconds from the stage's start (warm-up
+    included)."""
     stop_reason: str
 
 
@@ -529,6 +533,9 @@ class ScaleUp(KaliperModel):
     """To its server container running."""
     ready_s: float | None = None
     """To its readiness probe passing; absent when it was not ready before the load ended."""
+    first_answer_s: float | None = None
+    """To its first answer to the load (where its server names itself in the Kaliper-Replica response header);
+    absent when it answered none, or does not say."""
 
 
 class WindowAttainment(KaliperModel):

@@ -82,7 +82,7 @@ def main(
     from aiohttp import web
 
     from kaliper.serving.model import OnnxModel, ProviderUnavailable
-    from kaliper.serving.server import build_app
+    from kaliper.serving.server import build_app, pod_name
 
     try:
         model = OnnxModel(model_path, intra_op, inter_op, list(providers) or None, require_gpu)
@@ -103,7 +103,9 @@ def main(
         max_batch_size=max_batch_size,
     )
     grpc_address = (host, grpc_port) if grpc_port else None
-    app = build_app(model, name, model_version, max_batch_size, delay_s, concurrency, grpc_address, reuse_port)
+    app = build_app(
+        model, name, model_version, max_batch_size, delay_s, concurrency, grpc_address, reuse_port, pod_name()
+    )
     try:
         web.run_app(app, host=host, port=port, print=None, access_log=None, reuse_port=reuse_port)
     except OSError as exc:  # a port taken, an address not of this machine

@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import socket
 import time
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 
 import grpc
 from aiohttp import web
@@ -53,9 +56,11 @@ def build_app(
     concurrency: int = 1,
     grpc_address: tuple[str, int] | None = None,
     reuse_port: bool = False,
+    replica: str | None = None,
 ) -> web.Application:
     """The server's aiohttp application; with `grpc_address` (host, port), its gRPC service starts and stops
-    with it, sharing the port with other processes only under `reuse_port`, as the HTTP side does."""
+    with it, sharing the port with other processes only under `reuse_port`, as the HTTP side does; with
+    `replica`, every answer names it (the Kaliper-Replica header)."""
     metrics = Metrics()
     executor = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="onnxruntime")
     batcher = (
@@ -152,4 +157,16 @@ def build_app(
     app.router.add_get("/metrics", prometheus)
     app.on_startup.append(on_startup)
     app.on_cleanup.append(on_cleanup)
+    if replica is not None:
+        app.on_response_prepare.append(partial(_name_replica, replica))
     return app
+
+
+def pod_name() -> str | None:
+    """The pod this server runs in (its hostname, in a Kubernetes pod), None elsewhere: a rehearsal reads which
+    replica answered from the Kaliper-Replica header."""
+    return socket.gethostname() if "KUBERNETES_SERVICE_HOST" in os.environ else None
+
+
+async def _name_replica(replica: str, request: web.Request, response: web.StreamResponse) -> None:
+    response.headers["Kaliper-Replica"] = replica
