@@ -107,11 +107,14 @@ def stage() -> StageResult:
 def test_the_rehearsal_reads_the_replicas_each_scale_up_and_the_slo_window_by_window() -> None:
     rehearsal = rehearse("iris-hpa", stage(), pod_timelines(PODS), rescales(EVENTS))
     assert rehearsal.autoscaler == "iris-hpa"
+    # Serving: iris-a from the start, iris-b from its first answer at 12.5 s, iris-c from 16.25 s.
     assert rehearsal.replicas == [
-        ReplicaCount(at_s=0.0, desired=1, ready=1),
-        ReplicaCount(at_s=7.0, desired=3, ready=1),
-        ReplicaCount(at_s=12.0, desired=3, ready=2),
-        ReplicaCount(at_s=16.0, desired=3, ready=3),
+        ReplicaCount(at_s=0.0, desired=1, ready=1, serving=1),
+        ReplicaCount(at_s=7.0, desired=3, ready=1, serving=1),
+        ReplicaCount(at_s=12.0, desired=3, ready=2, serving=1),
+        ReplicaCount(at_s=12.5, desired=3, ready=2, serving=2),
+        ReplicaCount(at_s=16.0, desired=3, ready=3, serving=2),
+        ReplicaCount(at_s=16.25, desired=3, ready=3, serving=3),
     ]
     assert rehearsal.scale_ups == [
         ScaleUp(replica="iris-b", decided_at_s=7.0, created_s=0.0, scheduled_s=0.0, started_s=1.0, ready_s=5.0,
@@ -155,8 +158,8 @@ def test_a_replica_not_ready_by_the_end_has_no_ready_time_and_scales_to_the_end(
         ScaleUp(replica="iris-b", decided_at_s=7.0, created_s=0.0, scheduled_s=0.0, started_s=None, ready_s=None)
     ]
     assert rehearsal.replicas == [
-        ReplicaCount(at_s=0.0, desired=1, ready=1),
-        ReplicaCount(at_s=7.0, desired=2, ready=1),
+        ReplicaCount(at_s=0.0, desired=1, ready=1, serving=1),
+        ReplicaCount(at_s=7.0, desired=2, ready=1, serving=1),
     ]
     assert [w.start_s for w in rehearsal.windows if w.scaling] == [6.0, 8.0, 10.0, 12.0, 14.0, 16.0, 18.0, 20.0]
     assert rehearsal.replica_seconds == 35.0
@@ -168,7 +171,9 @@ def test_without_an_event_a_scale_up_counts_from_its_pods_creation() -> None:
         ScaleUp(replica="iris-b", decided_at_s=7.0, created_s=0.0, scheduled_s=0.0, started_s=1.0, ready_s=5.0,
                 first_answer_s=5.5)
     ]  # fmt: skip
-    assert rehearsal.replicas[0] == ReplicaCount(at_s=0.0, desired=1, ready=1)
+    assert rehearsal.replicas[0] == ReplicaCount(at_s=0.0, desired=1, ready=1, serving=1)
+    unnamed = rehearse("iris-hpa", stage().model_copy(update={"first_answers": {}}), pod_timelines(PODS[:2]), [])
+    assert unnamed.replicas[0] == ReplicaCount(at_s=0.0, desired=1, ready=1, serving=None)  # no server said
 
 
 def test_the_rehearsal_in_words() -> None:
@@ -178,8 +183,8 @@ def test_the_rehearsal_in_words() -> None:
     ]
     rehearsal = rehearse("iris-hpa", stage(), pod_timelines(PODS), rescales(EVENTS), warned)
     assert rehearsal_lines(rehearsal) == [
-        "autoscaler iris-hpa: replicas 1 ready of 1 at 0 s, 1 ready of 3 at 7 s, 2 ready of 3 at 12 s, "
-        "3 ready of 3 at 16 s",
+        "autoscaler iris-hpa: replicas 1 ready of 1 at 0 s, 1 ready of 3 at 7 s, 2 ready (1 serving) of 3 at 12 s, "
+        "2 ready of 3 at 12.5 s, 3 ready (2 serving) of 3 at 16 s, 3 ready of 3 at 16.25 s",
         "scale-up iris-b: asked for at 7 s; created +0 s, scheduled +0 s, running +1 s, ready +5 s, first answer "
         "+5.5 s",
         "scale-up iris-c: asked for at 7 s; created +0 s, scheduled +2 s, running +4 s, ready +9 s, first answer "
@@ -248,16 +253,18 @@ def test_the_rehearsal_is_drawn_replicas_and_attainment_over_time_its_scale_ups_
     ]  # fmt: skip
     assert over_time.layout.title.text.startswith("The autoscaler under the load, trial 0: replicas")
     names = [(t.name, t.visible) for t in over_time.data]
-    assert names[:4] == [
+    assert names[:5] == [
         ("t0 requests per window", True),
         ("t0 replicas desired", True),
         ("t0 replicas ready", True),
+        ("t0 replicas serving", True),
         ("t0 within the SLO", True),
     ]
-    assert names[4][1] == "legendonly"
+    assert names[5][1] == "legendonly"
     ready = over_time.data[2]
-    assert (list(ready.x), list(ready.y)) == ([0.0, 7.0, 12.0, 16.0, 22.0], [1, 1, 2, 3, 3])
-    assert list(over_time.data[3].y)[:4] == [100.0, 100.0, 50.0, 40.0]
+    assert (list(ready.x), list(ready.y)) == ([0.0, 7.0, 12.0, 12.5, 16.0, 16.25, 22.0], [1, 1, 2, 2, 3, 3, 3])
+    assert list(over_time.data[3].y) == [1, 1, 1, 2, 2, 3, 3]
+    assert list(over_time.data[4].y)[:4] == [100.0, 100.0, 50.0, 40.0]
     assert [t.name for t in scale_ups.data] == [
         "to created",
         "to scheduled",

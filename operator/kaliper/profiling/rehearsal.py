@@ -75,12 +75,23 @@ def rehearse(
             if p.ready is not None and offset(p.ready) <= at and (p.deleted is None or offset(p.deleted) > at)
         )
 
-    changes = {0.0} | {offset(r.at) for r in during}
+    # When each pod began serving: its first answer (a replica ready at the start that answered, from the start).
+    answered = {p.name: 0.0 if p in ready_at_start else stage.first_answers[p.name]
+                for p in present if p.name in stage.first_answers}  # fmt: skip
+
+    def serving(at: float) -> int | None:
+        if not stage.first_answers:
+            return None
+        return sum(
+            1 for p in present if answered.get(p.name, end + 1) <= at and (p.deleted is None or offset(p.deleted) > at)
+        )
+
+    changes = {0.0} | {offset(r.at) for r in during} | {a for a in answered.values() if 0 < a <= end}
     changes |= {offset(m) for p in present for m in (p.ready, p.deleted) if m is not None and 0 < offset(m) <= end}
     counts: list[ReplicaCount] = []
     for at in sorted(changes):
-        count = ReplicaCount(at_s=at, desired=desired(at), ready=ready(at))
-        if not counts or (counts[-1].desired, counts[-1].ready) != (count.desired, count.ready):
+        count = ReplicaCount(at_s=at, desired=desired(at), ready=ready(at), serving=serving(at))
+        if not counts or counts[-1].model_dump(exclude={"at_s"}) != count.model_dump(exclude={"at_s"}):
             counts.append(count)
 
     scaling = [(s.decided_at_s, s.decided_at_s + s.ready_s if s.ready_s is not None else end) for s in scale_ups]

@@ -50,10 +50,13 @@ def _over_time(rehearsed: list[TrialReport], shown: int, colours: dict[int, str]
             )
         )
         times = [c.at_s for c in rehearsal.replicas] + [end]
-        for name, values, dash in (
+        steps = [
             ("replicas desired", [c.desired for c in rehearsal.replicas], "dot"),
             ("replicas ready", [c.ready for c in rehearsal.replicas], "solid"),
-        ):
+        ]
+        if all(c.serving is not None for c in rehearsal.replicas):
+            steps.append(("replicas serving", [c.serving for c in rehearsal.replicas], "dash"))
+        for name, values, dash in steps:
             figure.add_trace(
                 go.Scatter(
                     name=f"t{trial.index} {name}",

@@ -4,7 +4,7 @@ replicas held."""
 
 from __future__ import annotations
 
-from kaliper.report.schema import Rehearsal, ScaleUp
+from kaliper.report.schema import Rehearsal, ReplicaCount, ScaleUp
 
 MOST_WINDOWS = 30  # a long shape's windows are shown in groups, so the attainment line stays readable
 
@@ -35,7 +35,13 @@ def rehearsal_lines(rehearsal: Rehearsal) -> list[str]:
 
 
 def _counts(rehearsal: Rehearsal) -> str:
-    return ", ".join(f"{c.ready} ready of {c.desired} at {c.at_s:g} s" for c in rehearsal.replicas) or "-"
+    """Each count as ready of desired, with how many had answered where that differs."""
+
+    def count(c: ReplicaCount) -> str:
+        serving = f" ({c.serving} serving)" if c.serving is not None and c.serving != c.ready else ""
+        return f"{c.ready} ready{serving} of {c.desired} at {c.at_s:g} s"
+
+    return ", ".join(count(c) for c in rehearsal.replicas) or "-"
 
 
 def _scale_up_text(scale_up: ScaleUp) -> str:

@@ -514,6 +514,9 @@ class ReplicaCount(KaliperModel):
     """What the autoscaler had asked for (its rescale events; before the first, the replicas there were)."""
     ready: int
     """Server pods passing their readiness probe: what the Service sends requests to."""
+    serving: int | None = None
+    """Of the pods there, those that had answered the load by then (where servers name themselves in the
+    Kaliper-Replica response header; absent where none does)."""
 
 
 class ScaleUp(KaliperModel):
