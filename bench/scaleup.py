@@ -15,6 +15,7 @@ whole-second timestamps and the HPA's Events) are compared with the observer's, 
 from __future__ import annotations
 
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -25,9 +26,9 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from tests.kind.test_autoscaling import DEPLOYMENT, RUN  # noqa: E402
-from tests.support.controlplane import ControlPlaneError  # noqa: E402
+from tests.support.controlplane import ControlPlaneError, build_binaries  # noqa: E402
 from tests.support.kind_cluster import KindCluster, cluster_session  # noqa: E402
-from tests.support.kind_operator import apply_with_model, run_report  # noqa: E402
+from tests.support.kind_operator import OPERATOR_NAMESPACE, apply_with_model, run_report  # noqa: E402
 
 from kaliper.report.rehearsal_text import rehearsal_lines  # noqa: E402
 from kaliper.report.schema import ProfileReport  # noqa: E402
@@ -35,6 +36,18 @@ from kaliper.serving.examples import make_iris  # noqa: E402
 
 NAMESPACE = "scaleup"
 POLL_S = 0.5
+
+
+def fit_load_generators(cluster: KindCluster) -> None:
+    """The chart's load generators allowed beside a server (kind has two workers, and a warm spare's two replicas
+    take both) and made small, as the suite's kind tier sets them."""
+    helm = build_binaries("helm") / "helm"
+    subprocess.run(
+        [str(helm), f"--kubeconfig={cluster.kubeconfig}", "upgrade", "kaliper", str(REPO / "charts" / "kaliper"),
+         "-n", OPERATOR_NAMESPACE, "--reuse-values", "--set=loadGenerator.antiAffinity=preferred",
+         "--set=loadGenerator.resources.requests.cpu=250m", "--wait", "--timeout=3m"],
+        check=True,
+    )  # fmt: skip
 
 
 class Observer:
@@ -122,6 +135,7 @@ def summary(report: dict) -> list[str]:
 def main() -> int:
     with tempfile.TemporaryDirectory() as folder, cluster_session() as cluster:
         model = make_iris(Path(folder) / "iris.onnx")
+        fit_load_generators(cluster)
         cluster.kubectl("create", "namespace", NAMESPACE)
         observer = Observer(cluster)
         observer.thread.start()
