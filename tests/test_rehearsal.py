@@ -184,7 +184,7 @@ def test_the_rehearsal_in_words() -> None:
     rehearsal = rehearse("iris-hpa", stage(), pod_timelines(PODS), rescales(EVENTS), warned)
     assert rehearsal_lines(rehearsal) == [
         "autoscaler iris-hpa: replicas 1 ready of 1 at 0 s, 1 ready of 3 at 7 s, 2 ready (1 serving) of 3 at 12 s, "
-        "2 ready of 3 at 12.5 s, 3 ready (2 serving) of 3 at 16 s, 3 ready of 3 at 16.25 s",
+        "2 ready of 3 at 12.5 s, 3 ready (2 serving) of 3 at 16 s, 3 ready of 3 at 16.2 s",
         "scale-up iris-b: asked for at 7 s; created +0 s, scheduled +0 s, running +1 s, ready +5 s, first answer "
         "+5.5 s",
         "scale-up iris-c: asked for at 7 s; created +0 s, scheduled +2 s, running +4 s, ready +9 s, first answer "

@@ -25,7 +25,7 @@ def rehearsal_lines(rehearsal: Rehearsal) -> list[str]:
             f"{sum(w.good for w in g) / sum(w.requests for w in g):.0%}{'*' if any(w.scaling for w in g) else ''}"
             for g in groups
         )
-        lines.append(f"attainment by window from {rehearsal.windows[0].start_s:g} s (* scaling up): {shares}")
+        lines.append(f"attainment by window from {_seconds(rehearsal.windows[0].start_s)} (* scaling up): {shares}")
     lines.append(
         f"held {rehearsal.mean_replicas:.2f} replicas on average ({rehearsal.replica_seconds:.0f} replica-seconds, "
         "ready or not, priced)"
@@ -39,7 +39,7 @@ def _counts(rehearsal: Rehearsal) -> str:
 
     def count(c: ReplicaCount) -> str:
         serving = f" ({c.serving} serving)" if c.serving is not None and c.serving != c.ready else ""
-        return f"{c.ready} ready{serving} of {c.desired} at {c.at_s:g} s"
+        return f"{c.ready} ready{serving} of {c.desired} at {_seconds(c.at_s)}"
 
     return ", ".join(count(c) for c in rehearsal.replicas) or "-"
 
@@ -55,7 +55,12 @@ def _scale_up_text(scale_up: ScaleUp) -> str:
     steps = ", ".join(f"{word} +{at:.1f} s" if word == "first answer" else f"{word} +{at:.0f} s"
                       for word, at in stages if at is not None)  # fmt: skip
     late = "" if scale_up.ready_s is not None else ", not ready by the end"
-    return f"scale-up {scale_up.replica}: asked for at {scale_up.decided_at_s:g} s; {steps}{late}"
+    return f"scale-up {scale_up.replica}: asked for at {_seconds(scale_up.decided_at_s)}; {steps}{late}"
+
+
+def _seconds(at: float) -> str:
+    """An instant of the stage, to a tenth of a second (the API server's own are whole seconds)."""
+    return f"{at:.1f}".removesuffix(".0") + " s"
 
 
 def _pct(share: float | None) -> str:
