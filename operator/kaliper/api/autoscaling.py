@@ -81,9 +81,13 @@ class AutoscalerSettings(KaliperModel):
     name: Name
     """Shown as the configuration's autoscaling parameter, such as warm-spare."""
     min_replicas: Annotated[int, Field(ge=1, le=1000)] | None = None
+    """The fewest replicas it keeps (2 or more: a warm spare)."""
     max_replicas: Annotated[int, Field(ge=1, le=1000)] | None = None
+    """The most replicas it may run."""
     cpu_utilization: Annotated[int, Field(ge=1, le=1000)] | None = None
+    """Target average CPU use, in percent of each replica's CPU request."""
     memory_utilization: Annotated[int, Field(ge=1, le=1000)] | None = None
+    """Target average memory use, in percent of each replica's memory request."""
     behavior: ScalingBehavior | None = None
     """Replaces the target's behavior whole."""
 

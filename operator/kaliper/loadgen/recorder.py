@@ -143,6 +143,45 @@ class Window:
             self.tokens = (self.tokens or TokenWindow()).merge(other.tokens)
         return self
 
+    def count(
+        self,
+        completed_wall: float,
+        service_s: float,
+        corrected_s: float | None,
+        fault: Fault | None,
+        sent: int,
+        received: int,
+        resent: int,
+        tokens: RequestTokens | None,
+        good: bool,
+        replica: str | None,
+    ) -> None:
+        """One request that ended in this window (kaliper.loadgen.recorder.Recorder.record decides which)."""
+        closed_loop = self.corrected is None
+        self.resent += resent
+        if tokens is not None and self.tokens is not None:
+            self.tokens.record(tokens, good, failed=fault is not None)
+        self.bytes_sent += sent
+        self.bytes_received += received
+        self.requests += 1
+        if closed_loop:
+            self.user_s += service_s
+        if fault is not None:
+            self.errors[fault.kind.name] += 1
+            self.unanswered += not fault.answered
+            self.failed.record(service_s)
+            if closed_loop:
+                self.failing_s += service_s
+            if fault.message:
+                keep_message(self.messages, fault.kind.name, fault.message)
+        else:
+            self.service.record(service_s)
+            if self.corrected is not None:
+                self.corrected.record(corrected_s if corrected_s is not None else service_s)
+        self.good += good
+        if replica is not None and fault is None:
+            self.first_answers[replica] = min(completed_wall, self.first_answers.get(replica, completed_wall))
+
     @property
     def latency(self) -> LatencyHistogram:
         """What users experience: corrected latency under open loop, service time under closed loop."""
@@ -218,6 +257,14 @@ class Window:
 
 
 EDGE_GRACE_S = 0.001
+
+
+def within_bounds(bounds: list[Bound], service_s: float, corrected_s: float | None) -> bool:
+    """An answered request's latency within every whole-request bound (from its intended send where the bound is
+    corrected and the send had one)."""
+    return all(
+        (corrected_s if bound.corrected and corrected_s is not None else service_s) <= bound.bound_s for bound in bounds
+    )
 
 
 def spans(stage_start: float, window_s: float, from_wall: float, seconds: float) -> Iterator[tuple[int, float]]:
@@ -347,7 +394,7 @@ class Recorder:
         replica: str | None = None,
     ) -> None:
         if good is None:
-            good = fault is None and self.within_bounds(service_s, corrected_s)
+            good = fault is None and within_bounds(self.bounds, service_s, corrected_s)
         sent_wall = completed_wall - service_s
         if not self.open_loop:
             self.recoveries.seen(sent_wall, completed_wall, failed=fault is not None)
@@ -372,30 +419,7 @@ class Recorder:
                     carried = self._carried[window.index] = self.new_window(window.index)
                 windows.append(carried)
         for window in windows:
-            window.resent += resent
-            if tokens is not None and window.tokens is not None:
-                window.tokens.record(tokens, good, failed=fault is not None)
-            window.bytes_sent += sent
-            window.bytes_received += received
-            window.requests += 1
-            if not self.open_loop:
-                window.user_s += service_s
-            if fault is not None:
-                window.errors[fault.kind.name] += 1
-                window.unanswered += not fault.answered
-                window.failed.record(service_s)
-                if not self.open_loop:
-                    window.failing_s += service_s
-                if fault.message:
-                    keep_message(window.messages, fault.kind.name, fault.message)
-            else:
-                window.service.record(service_s)
-                if window.corrected is not None:
-                    window.corrected.record(corrected_s if corrected_s is not None else service_s)
-            window.good += good
-            if replica is not None and fault is None:
-                first = window.first_answers.get(replica, completed_wall)
-                window.first_answers[replica] = min(first, completed_wall)
+            window.count(completed_wall, service_s, corrected_s, fault, sent, received, resent, tokens, good, replica)
             if late_no_connection:
                 window.late_no_connection += 1
             elif late_generator:
@@ -433,14 +457,6 @@ class Recorder:
             tokens=tokens,
             good=good,
             replica=replica,
-        )
-
-    def within_bounds(self, service_s: float, corrected_s: float | None) -> bool:
-        """An answered request's latency within every whole-request bound (from its intended send where the
-        bound is corrected and the send had one)."""
-        return all(
-            (corrected_s if bound.corrected and corrected_s is not None else service_s) <= bound.bound_s
-            for bound in self.bounds
         )
 
     def record_wait(self, seconds: float, retry_after: bool, at_wall: float | None = None) -> None:
