@@ -25,7 +25,7 @@ from kaliper.serving.tiny_llm import demo_shape, make_tiny_llm
 from tests.support.controlplane import fresh_namespace
 from tests.support.iris_int8 import make_models
 from tests.support.kind_cluster import KindCluster
-from tests.support.kind_operator import Operator, local_claim, run_report, wait_for_phase
+from tests.support.kind_operator import Operator, apply_objects, local_claim, run_report, wait_for_phase
 from tests.support.llama import MODEL_NAME, QUALITY_PROMPTS, TINY_SHAPE, quantized, tiny_model
 
 KV_SETS = [
@@ -76,14 +76,7 @@ def test_configurations_that_cannot_fit_are_left_out_by_the_header_read_in_the_c
         prompts.write_text("".join(json.dumps({"prompt": p}) + "\n" for p in ("Why is snow white?", "Count to 3.")))
         with local_claim(cluster, namespace, folder):
             kubectl("create", "configmap", "prompts", f"--from-file=prompts.jsonl={prompts}", "-n", namespace)
-            kubectl(
-                "apply",
-                "-n",
-                namespace,
-                "-f",
-                "-",
-                input=json.dumps({"kind": "List", "apiVersion": "v1", "items": [DEPLOYMENT, RUN]}),
-            )
+            apply_objects(cluster, namespace, DEPLOYMENT, RUN)
             status = wait_for_phase(cluster, namespace, "fit", "Succeeded", timeout=480)
             jobs = kubectl.json("get", "jobs", "-n", namespace, "-l", "kaliper.dev/role=model-header")["items"]
             deployments = kubectl.json("get", "modeldeployments", "-n", namespace)["items"]
@@ -159,14 +152,7 @@ def test_a_quantization_whose_answers_drift_is_held_back_in_the_cluster(
         run = {**RUN, "metadata": {"name": "quality"}, "spec": spec}
         with local_claim(cluster, namespace, folder):
             kubectl("create", "configmap", "prompts", f"--from-file=prompts.jsonl={prompts}", "-n", namespace)
-            kubectl(
-                "apply",
-                "-n",
-                namespace,
-                "-f",
-                "-",
-                input=json.dumps({"kind": "List", "apiVersion": "v1", "items": [deployment, run]}),
-            )
+            apply_objects(cluster, namespace, deployment, run)
             status = wait_for_phase(cluster, namespace, "quality", "Succeeded", timeout=480)
             report = run_report(cluster, namespace, "quality")
     assert [t["phase"] for t in status["trials"]] == ["Succeeded"] * 3
@@ -234,14 +220,7 @@ def test_an_int8_classifier_below_its_accuracy_floor_is_held_back_in_the_cluster
         "quality": quality,
     }
     run = {**RUN, "metadata": {"name": "accuracy"}, "spec": spec}
-    kubectl(
-        "apply",
-        "-n",
-        namespace,
-        "-f",
-        "-",
-        input=json.dumps({"kind": "List", "apiVersion": "v1", "items": [deployment, run]}),
-    )
+    apply_objects(cluster, namespace, deployment, run)
     status = wait_for_phase(cluster, namespace, "accuracy", "Succeeded", timeout=300)
     report = run_report(cluster, namespace, "accuracy")
     assert [t["phase"] for t in status["trials"]] == ["Succeeded", "Succeeded"], status["trials"]

@@ -108,17 +108,15 @@ def run_report(cluster: KindCluster, namespace: str, run: str) -> dict:
     return json.loads(configmap["data"]["report.json"])
 
 
+def apply_objects(cluster: KindCluster, namespace: str, *objects: dict) -> None:
+    """`kubectl apply` of `objects` in `namespace`, as one List."""
+    list_of = {"kind": "List", "apiVersion": "v1", "items": list(objects)}
+    cluster.kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(list_of))
+
+
 def apply_with_model(cluster: KindCluster, namespace: str, iris_model, *objects: dict) -> None:  # type: ignore[no-untyped-def]
-    kubectl = cluster.kubectl
-    kubectl("create", "configmap", "iris-model", f"--from-file=model.onnx={iris_model}", "-n", namespace)
-    kubectl(
-        "apply",
-        "-n",
-        namespace,
-        "-f",
-        "-",
-        input=json.dumps({"kind": "List", "apiVersion": "v1", "items": list(objects)}),
-    )
+    cluster.kubectl("create", "configmap", "iris-model", f"--from-file=model.onnx={iris_model}", "-n", namespace)
+    apply_objects(cluster, namespace, *objects)
 
 
 @contextlib.contextmanager
