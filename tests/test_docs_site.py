@@ -19,7 +19,7 @@ from kaliper.api.profilerun import ProfileRunSpec
 from kaliper.cli import main
 from kaliper.profiling.plan import configurations, sweep_problem
 from kaliper.profiling.quality import original_problem
-from tests.support.docs_site import PAGES, REPO, build_site
+from tests.support.docs_site import PAGES, REPO, build_site, rendering_faults
 
 
 def test_the_site_builds_strictly_and_offline(tmp_path: Path) -> None:
@@ -29,6 +29,27 @@ def test_the_site_builds_strictly_and_offline(tmp_path: Path) -> None:
     assert [page for page in PAGES if not (tmp_path / "site" / page).is_file()] == []
     index = (tmp_path / "site" / "index.html").read_text()
     assert "fonts.googleapis.com" not in index and "fonts.gstatic.com" not in index
+    faults = {page: rendering_faults((tmp_path / "site" / page).read_text()) for page in PAGES}
+    assert {page: found for page, found in faults.items() if found} == {}
+    # A YAML block nested in a numbered list (issue 76 found three pages where it came out as one line of code).
+    gpus = (tmp_path / "site" / "how-to" / "run-on-gpus.html").read_text()
+    assert '<div class="highlight"><pre><span></span><code><span class="nt">spec</span>' in gpus
+    assert gpus.count("<li>") == 4
+
+
+def test_a_fence_rendered_inline_and_a_collapsed_list_are_found() -> None:
+    """What Python-Markdown makes of a fence inside a list item without superfences, and of a list with no blank
+    line before it."""
+    inline_fence = "<ol><li><p>Ask:</p><p><code>yaml\nspec:\n  gpu: {count: 1}</code></p></li></ol>"
+    collapsed = "<p>How it behaves:\n- It lists only the kinds it names.\n- olderThan counts from the end.</p>"
+    wrapped = "<p>Run <code>helm\n  install</code> with\nthe chart, then 2 more.</p>"
+    assert rendering_faults(inline_fence) == [
+        "a fenced block rendered as inline code: 'yaml\\nspec:\\n  gpu: {count: 1}'"
+    ]
+    assert rendering_faults(collapsed) == [
+        "a list collapsed into a paragraph: 'How it behaves:\\n- It lists only the kinds it names.\\n- olderT'"
+    ]
+    assert rendering_faults(wrapped) == []
 
 
 def test_a_link_to_a_page_that_does_not_exist_fails_the_build(tmp_path: Path) -> None:

@@ -6,6 +6,7 @@ import os
 import re
 import subprocess
 import sys
+from html.parser import HTMLParser
 from pathlib import Path
 
 import yaml
@@ -37,3 +38,51 @@ def bash_blocks(text: str) -> list[list[str]]:
     them when it runs one)."""
     blocks = re.findall(r"```bash\n(.*?)```", text, re.S)
     return [[line.strip() for line in block.replace("\\\n", " ").splitlines() if line.strip()] for block in blocks]
+
+
+class _RenderingFaults(HTMLParser):
+    """Walks a built page for what a strict build lets through: a fenced block that came out as inline code (a
+    `<code>` outside `<pre>` holding several lines) and a list that collapsed into a paragraph (a `<p>` whose text
+    has a line starting with a list marker)."""
+
+    LIST_LINE = re.compile(r"\n[ \t]*(?:[-*] |\d+\. )\S")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.open: list[str] = []
+        self.inline_code: str | None = None
+        self.paragraph: str | None = None
+        self.faults: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list) -> None:
+        self.open.append(tag)
+        if tag == "code" and "pre" not in self.open:
+            self.inline_code = ""
+        elif tag == "p":
+            self.paragraph = ""
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "code" and self.inline_code is not None:
+            if self.inline_code.count("\n") >= 2:  # wrapped inline code spans two lines at most
+                self.faults.append(f"a fenced block rendered as inline code: {self.inline_code[:60]!r}")
+            self.inline_code = None
+        elif tag == "p" and self.paragraph is not None:
+            if self.LIST_LINE.search(self.paragraph):
+                self.faults.append(f"a list collapsed into a paragraph: {self.paragraph[:60]!r}")
+            self.paragraph = None
+        if tag in self.open:
+            while self.open.pop() != tag:
+                pass
+
+    def handle_data(self, data: str) -> None:
+        if self.inline_code is not None:
+            self.inline_code += data
+        if self.paragraph is not None:
+            self.paragraph += data
+
+
+def rendering_faults(html: str) -> list[str]:
+    """What a built page renders wrong that the strict build does not catch (see _RenderingFaults)."""
+    walker = _RenderingFaults()
+    walker.feed(html)
+    return walker.faults

@@ -86,7 +86,12 @@ def prepare_namespace(kubectl: Kubectl, namespace: str, root: Path) -> Path:
                 "-p", json.dumps({"status": {"capacity": big, "allocatable": big}}))  # fmt: skip
     if kubectl("get", "namespace", namespace, check=False).returncode != 0:
         kubectl("create", "namespace", namespace)
-    kubectl.wait_for(lambda: kubectl("get", "sa", "default", "-n", namespace, check=False).returncode == 0)
+    # The controller manager makes the namespace's default account, but after an outage test its informers may
+    # still be backing off (client-go's reflector waits up to a minute between lists): a suite run waited more
+    # than 60 s for it. The runs' pods only need the account to exist, so make it when it is not there yet.
+    if kubectl("get", "sa", "default", "-n", namespace, check=False).returncode != 0:
+        kubectl("create", "serviceaccount", "default", "-n", namespace, check=False)  # or it was just made
+    kubectl("get", "sa", "default", "-n", namespace)
     kubectl("create", "serviceaccount", OPERATOR_ACCOUNT, "-n", namespace)
     kubectl("create", "clusterrolebinding", f"{OPERATOR_ACCOUNT}-{namespace}", "--clusterrole=cluster-admin",
             f"--serviceaccount={namespace}:{OPERATOR_ACCOUNT}")  # fmt: skip
