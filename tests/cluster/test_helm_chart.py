@@ -95,8 +95,13 @@ def test_chart_lints_and_renders(crds: Kubectl) -> None:
     ]
     bindings = sorted(d["metadata"]["namespace"] for d in documents if d["kind"] == "RoleBinding")
     assert bindings == ["default", "ml", "staging"]
-    (cluster_role,) = [d for d in documents if d["kind"] == "ClusterRole"]
-    assert cluster_role["rules"] == [
+    cluster_roles = {d["metadata"]["name"]: d for d in documents if d["kind"] == "ClusterRole"}
+    # The operator's, and the two that the built-in edit and view roles aggregate (userRoles.aggregate).
+    assert sorted(cluster_roles) == ["kaliper-kaliper", "kaliper-kaliper-edit", "kaliper-kaliper-view"]
+    assert {k: v for k, v in cluster_roles["kaliper-kaliper-view"]["metadata"]["labels"].items() if "rbac" in k} == {
+        "rbac.authorization.k8s.io/aggregate-to-view": "true"
+    }
+    assert cluster_roles["kaliper-kaliper"]["rules"] == [
         {
             "apiGroups": ["apiextensions.k8s.io"],
             "resources": ["customresourcedefinitions"],
@@ -234,6 +239,49 @@ def test_rbac_allows_the_operators_work_and_nothing_else(crds: Kubectl, namespac
         ("create", "customresourcedefinitions.apiextensions.k8s.io"),
     ]:
         assert not can(crds, release, verb, resource, namespace), f"can {verb} {resource}"
+
+
+def test_a_namespaces_editors_manage_kaliper_kinds_and_its_viewers_read_them(
+    crds: Kubectl, namespace: str, release: str
+) -> None:
+    """Through the built-in edit and view ClusterRoles, which aggregate the chart's (userRoles.aggregate), bound in
+    the namespace as its admin would; nothing of it in another namespace."""
+    crds("create", "rolebinding", "alice-edits", "--clusterrole=edit", "--user=alice", "-n", namespace)
+    crds("create", "rolebinding", "bob-views", "--clusterrole=view", "--user=bob", "-n", namespace)
+    crds.wait_for(lambda: can(crds, "alice", "create", "profileruns.kaliper.dev", namespace), 30, "aggregation")
+    for verb in ("create", "patch", "delete", "deletecollection"):
+        for kind in ("profileruns", "modeldeployments", "modeloptimizations", "cleanups"):
+            assert can(crds, "alice", verb, f"{kind}.kaliper.dev", namespace), f"alice cannot {verb} {kind}"
+    assert can(crds, "alice", "get", "profileruns.kaliper.dev/status", namespace)
+    assert not can(crds, "alice", "patch", "profileruns.kaliper.dev/status", namespace)  # the operator's
+    assert not can(crds, "alice", "create", "profileruns.kaliper.dev", "default")
+    crds.wait_for(lambda: can(crds, "bob", "list", "cleanups.kaliper.dev", namespace), 30, "aggregation")
+    for verb in ("get", "list", "watch"):
+        assert can(crds, "bob", verb, "modeldeployments.kaliper.dev", namespace), f"bob cannot {verb}"
+    assert can(crds, "bob", "get", "modeloptimizations.kaliper.dev/status", namespace)
+    for verb in ("create", "patch", "delete"):
+        assert not can(crds, "bob", verb, "profileruns.kaliper.dev", namespace), f"bob can {verb}"
+    # Kubernetes' own rules for the user, as kubectl describes them: the kinds came through the edit role.
+    rules = crds("auth", "can-i", "--list", "-n", namespace, "--as=alice").stdout
+    assert (
+        "profileruns.kaliper.dev " in rules and "[get list watch create update patch delete deletecollection]" in rules
+    )
+
+
+def test_a_release_without_user_roles_grants_namespace_editors_nothing_of_kaliper(
+    crds: Kubectl, namespace: str
+) -> None:
+    release_name = f"u{namespace[-6:]}"
+    install = helm(crds, "install", release_name, str(CHART), "-n", namespace, "--set=crds.install=false",
+                   "--set=userRoles.aggregate=false")  # fmt: skip
+    assert install.returncode == 0, install.stderr
+    try:
+        crds("create", "rolebinding", "carol-edits", "--clusterrole=edit", "--user=carol", "-n", namespace)
+        crds.wait_for(lambda: can(crds, "carol", "create", "configmaps", namespace), 30, "the binding")
+        assert not can(crds, "carol", "create", "profileruns.kaliper.dev", namespace)
+        assert not can(crds, "carol", "get", "profileruns.kaliper.dev", namespace)
+    finally:
+        helm(crds, "uninstall", release_name, "-n", namespace)
 
 
 PROFILE_RUN = {

@@ -7,8 +7,8 @@ report reads what happened from the pods and the HPA's Events.
 The server is the test's own, so that its capacity does not depend on how busy the machine is: it takes 15 s to
 start listening (the startup delay) and answers one request at a time in 50 ms (20 a second per replica), 5 ms of it
 busy on the CPU, which is what the autoscaler follows (a tenth of what it holds the lock for, so that two trials'
-servers at once leave the machine's cores to the suite's other tests). It names itself in each answer (Kaliper-
-Replica, as Kaliper's built-in server does in a pod) and closes a connection after ten answers, as nginx's
+servers at once leave the machine's cores to the suite's other tests). It names itself in each answer
+(Kaliper-Replica, as Kaliper's built-in server does in a pod) and closes a connection after ten answers, as nginx's
 keepalive_requests does, so that the load generator's connections reach the replicas added after they were opened.
 25 requests a second, sent on their clock, are more than one replica serves: without a spare replica the queue grows
 until the autoscaler's second replica has started and passed its probe, and the SLO is missed; with a warm spare
