@@ -124,10 +124,11 @@ def crds() -> None:
 @file_to_write("--reference", default=Path(DEFAULT_REFERENCE), help="Where the Markdown API reference goes.")
 @click.option("--check", is_flag=True, help="Write nothing; exit 1 if the files differ from the models.")
 def crds_generate(directories: tuple[Path, ...], reference: Path, check: bool) -> None:
-    """Write the CRD YAML files, the API reference and the chart's argocd-cm patch (or check that they are up
-    to date)."""
+    """Write the CRD YAML files, the API reference (with the commands, report fields, Helm values and condition
+    reasons beside it) and the chart's argocd-cm patch (or check that they are up to date)."""
     from kaliper.api.argocd import argocd_patch_stale, write_argocd_patch
     from kaliper.api.crd import stale_crds, write_crds
+    from kaliper.api.reasons import reasons_reference_markdown
     from kaliper.api.reference import api_reference_markdown
     from kaliper.report.reference import reports_reference_markdown
 
@@ -138,6 +139,7 @@ def crds_generate(directories: tuple[Path, ...], reference: Path, check: bool) -
         reference: api_reference_markdown(),
         reference.parent / "reference" / "cli.md": cli_reference_markdown(),
         reference.parent / "reference" / "reports.md": reports_reference_markdown(),
+        reference.parent / "reference" / "reasons.md": reasons_reference_markdown(),
     }
     values = argocd.parent / "values.yaml"  # the chart's values, documented where they are set
     if values.is_file():

@@ -293,9 +293,9 @@ class RunStep(StatusStep[ProfileRunStatus]):
         metrics.TRIALS.labels(report.status).inc()
         if report.resources is not None and report.resources.unavailable:
             self.event("MetricsUnavailable", f"trial {trial.name}: " + "; ".join(report.resources.unavailable), True)
-        self.event(
-            f"Trial{report.status}", f"trial {trial.name} {run_trials.outcome_words(report)}", report.status == "Failed"
-        )
+        failed = report.status == "Failed"
+        reason = "TrialFailed" if failed else "TrialSkipped" if report.status == "Skipped" else "TrialSucceeded"
+        self.event(reason, f"trial {trial.name} {run_trials.outcome_words(report)}", failed)
 
     def teardown(self, index: int) -> None:
         """Remove a finished trial's deployment and load generator (its results stay, owned by the run)."""
