@@ -40,6 +40,10 @@ class Metrics:
             "kaliper_server_batch_rows", "Rows in each batch run.", (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
         )
 
+    def exported(self) -> tuple[Counter | Histogram, ...]:
+        """Every metric the server exports, in the order docs/reference/metrics.md lists them."""
+        return (self.requests, self.grpc_requests, self.queue, self.inference, self.batch)
+
     def _counter(self, name: str, documentation: str) -> Counter:
         return Counter(name, documentation, ["model", "code"], registry=self.registry)
 
