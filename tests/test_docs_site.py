@@ -161,3 +161,21 @@ def test_every_kaliper_command_the_guides_give_parses_and_the_manifests_they_run
             for manifest in manifests:
                 checked = CliRunner().invoke(main, ["validate", str(REPO / manifest)])
                 assert checked.exit_code == 0, (page, manifest, checked.output)
+
+
+def test_the_compatibility_page_names_every_version_the_suite_pins() -> None:
+    """A pin moved in hack/ without the page fails here: the page says what is tested."""
+    page = (REPO / "docs" / "reference" / "compatibility.md").read_text()
+    pins = dict(re.findall(r"^([A-Z_]+)=(\S+)$", (REPO / "hack" / "testcluster" / "versions.env").read_text(), re.M))
+    assert len(pins) == 13 and pins["KUBERNETES_VERSION"] == "v1.35.4"
+    for script, names in (
+        ("hack/llama/build.sh", ["LLAMA_CPP_PYTHON_VERSION"]),
+        ("hack/vllm/venv.sh", ["VLLM_VERSION", "TORCH_VERSION"]),
+        ("hack/pytorch/venv.sh", ["TORCH_VERSION", "TRANSFORMERS_VERSION"]),
+    ):
+        text = (REPO / script).read_text()
+        for name in names:
+            pins[f"{script}:{name}"] = re.search(rf"^{name}=(?:\$\{{{name}:-)?([0-9][\w.]*)", text, re.M).group(1)
+    pins.pop("ARGOCD_GITOPS_ENGINE")  # a commit of Argo CD's repository, the release's own
+    missing = {name: version for name, version in pins.items() if version.removeprefix("v") not in page}
+    assert missing == {}

@@ -84,7 +84,8 @@ REASONS: dict[str, Reason] = {
         "A trial failed: its server never became ready (the message names the pods' reason: ErrImagePull, "
         "CrashLoopBackOff with the last log lines, OOMKilled, Unschedulable with the scheduler's words), or its "
         "load generator failed.",
-        "See Troubleshooting (docs/how-to/troubleshoot.md) for each pod reason. The other trials go on.",
+        "[Troubleshoot](../how-to/troubleshoot.md#a-trial-failed) says what to do for each pod reason. The other "
+        "trials go on.",
     ),
     "MetricsUnavailable": Reason(
         PROFILE_RUN,
