@@ -3,13 +3,14 @@ against an observer on this machine that watched the same pods and autoscaler.
 
 The cluster is the kind tutorial's (tests/support/kind_cluster.cluster_session: kind-config.yaml, Kaliper's image,
 metrics-server, Prometheus, the chart); the ModelDeployment and the ProfileRun are the suite's rehearsal
-(tests/kind/test_autoscaling.py): a server of set capacity (one request at a time, 50 ms each) that takes 15 s to
-start, behind an HPA on CPU, under 25 requests a second, for two autoscaler settings. Meanwhile the observer lists
+(tests/kind/test_autoscaling.py): a server of set capacity (one request at a time, 50 ms each, 5 ms of it busy)
+that takes 15 s to start, behind an HPA on CPU, under 25 requests a second, for two autoscaler settings at once.
+Meanwhile the observer lists
 the namespace's pods and HPAs every 0.5 s and stamps, on this machine's clock, when it first saw each pod, bound to a
 node, its container running, Ready, and each new desiredReplicas. The report's stages (from the API server's
 whole-second timestamps and the HPA's Events) are compared with the observer's, stage by stage.
 
-    sudo .venv/bin/python bench/scaleup.py   # about 12 minutes, the cluster made and deleted
+    sudo .venv/bin/python bench/scaleup.py   # about 8 minutes, the cluster made and deleted
 """
 
 from __future__ import annotations
