@@ -6,7 +6,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup test check lint docs demo demo-llm demo-vllm demo-cluster crds system-deps llama vllm
+.PHONY: setup test check lint docs demo demo-llm demo-vllm demo-cluster crds release system-deps llama vllm
 
 setup: $(VENV)/.installed
 
@@ -61,6 +61,11 @@ docs: setup
 
 crds: setup
 	$(BIN)/kaliper crds generate
+
+# A release into dist/: the wheel and sdist, the chart package and the image (tagged with the version) with its
+# archive, one version on all of them (hack/release.sh checks it first; docs/how-to/upgrade.md).
+release: setup system-deps
+	PYTHON=$(BIN)/python bash hack/release.sh dist
 
 # The main job on the embedded default: profile a model on this machine under real cgroup limits.
 demo: setup
