@@ -464,6 +464,36 @@ def test_helm_upgrade_upgrades_the_crds_and_a_field_they_gained_survives(
         crds("apply", "--server-side", "--force-conflicts", "-f", str(REPO / "crds"))
 
 
+def test_helm_uninstall_and_the_documented_step_leave_nothing(crds: Kubectl, namespace: str) -> None:
+    """docs/how-to/upgrade.md's uninstall: `helm uninstall` keeps the CRDs and the runs; deleting the CRDs by their
+    label takes every Kaliper object and, through the garbage collector, what they own."""
+    release = f"x{namespace[-6:]}"
+    try:
+        installed = helm(crds, "install", release, str(CHART), "-n", namespace, "--take-ownership")
+        assert installed.returncode == 0, installed.stderr
+        stored_gate(crds, namespace, "kept")
+        run_uid = crds.json("get", "profilerun", "kept", "-n", namespace)["metadata"]["uid"]
+        owner = {"apiVersion": "kaliper.dev/v1alpha1", "kind": "ProfileRun", "name": "kept", "uid": run_uid}
+        report = {"apiVersion": "v1", "kind": "ConfigMap", "data": {"report.json": "{}"},
+                  "metadata": {"name": "kept-report", "ownerReferences": [owner]}}  # fmt: skip
+        crds("apply", "-n", namespace, "-f", "-", input=json.dumps(report))
+        assert helm(crds, "uninstall", release, "-n", namespace).returncode == 0
+        assert crds("get", "profilerun", "kept", "-n", namespace, check=False).returncode == 0  # kept
+        left = crds("get", "clusterroles,clusterrolebindings,roles,rolebindings", "-A", "-o", "name",
+                    "-l", f"app.kubernetes.io/instance={release}").stdout  # fmt: skip
+        assert left == ""
+        crds("delete", "crd", "-l", "app.kubernetes.io/part-of=kaliper", "--timeout=60s")
+        assert crds("get", "crd", "-l", "app.kubernetes.io/part-of=kaliper", "-o", "name").stdout == ""
+        crds.wait_for(
+            lambda: crds("get", "configmap", "kept-report", "-n", namespace, check=False).returncode != 0,
+            what="the garbage collector to delete the report its run owned",
+        )
+    finally:  # whatever happened, the session's CRDs as the other tests expect them
+        helm(crds, "uninstall", release, "-n", namespace)
+        crds("apply", "--server-side", "--force-conflicts", "-f", str(REPO / "crds"))
+        crds("wait", "--for=condition=Established", "crd", "-l", "app.kubernetes.io/part-of=kaliper")
+
+
 # --- the same upgrade through Flux ------------------------------------------------------------------
 
 
