@@ -65,6 +65,21 @@ LOADGEN_EXITED = pod(
     "loadgen", "r-t0-lg-pqrst", {"state": {"terminated": {"exitCode": 2, "reason": "Error", "message": "refused"}}}
 )
 
+LOADGEN_UNSCHEDULABLE = {
+    "metadata": {"name": "r-t0-lg-uvwxy", "labels": {"kaliper.dev/role": "loadgen"}},
+    "status": {
+        "conditions": [
+            {
+                "type": "PodScheduled",
+                "status": "False",
+                "reason": "Unschedulable",
+                "message": "0/3 nodes are available: 2 node(s) didn't match pod anti-affinity rules, 1 node(s) had "
+                "untolerated taint.",
+            }
+        ]
+    },
+}
+
 CASES = [
     # (case, phase, objects seen, seconds since the trial started, target URL, expected move)
     (
@@ -205,6 +220,31 @@ CASES = [
         601,
         None,
         Move("Failed", (TearDown(),), "no results within trialTimeout (10m)"),
+    ),
+    (
+        "a load generator with no node to run on: said while the trial waits",
+        "Running",
+        TrialObjectsSeen(jobs=[job(None)], pods=[LOADGEN_UNSCHEDULABLE]),
+        100,
+        None,
+        Move(
+            "Running",
+            message="waiting for the load generator: Unschedulable: pod r-t0-lg-uvwxy: 0/3 nodes are available: "
+            "2 node(s) didn't match pod anti-affinity rules, 1 node(s) had untolerated taint.",
+        ),
+    ),
+    (
+        "and in the failure when trialTimeout ends the wait",
+        "Running",
+        TrialObjectsSeen(jobs=[job(None)], pods=[LOADGEN_UNSCHEDULABLE]),
+        601,
+        None,
+        Move(
+            "Failed",
+            (TearDown(),),
+            "no results within trialTimeout (10m); the load generator: Unschedulable: pod r-t0-lg-uvwxy: 0/3 nodes "
+            "are available: 2 node(s) didn't match pod anti-affinity rules, 1 node(s) had untolerated taint.",
+        ),
     ),
     (
         "collecting, results there: collect (again)",

@@ -238,7 +238,7 @@ class RunStep(StatusStep[ProfileRunStatus]):
             metrics.TRIALS.labels("Failed").inc()
             self.event("TrialFailed", f"trial {trial.name} failed: {move.message}", warning=True)
             return
-        trial.phase = move.phase
+        trial.phase, trial.message = move.phase, move.message  # what an in-flight trial waits on, if anything
         if any(isinstance(action, moves.Collect) for action in move.actions):
             self.collect(trial, seen)
 

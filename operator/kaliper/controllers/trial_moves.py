@@ -67,7 +67,7 @@ Action = ApplyDeployment | StartLoad | Collect | TearDown
 class Move:
     phase: str
     actions: tuple[Action, ...] = ()
-    message: str | None = None  # why it failed
+    message: str | None = None  # why it failed, or what an in-flight trial waits on
     restarts_and_oom_kills: tuple[int, int] | None = None  # of a trial that failed before serving
 
 
@@ -197,6 +197,10 @@ def _running(seen: TrialObjectsSeen, elapsed_s: float, timeouts: Timeouts, targe
         if seen.results_written:  # measured and torn down, but the status saying so never reached the API
             return Move("Collecting", (Collect(),))
         return Move("Running", (StartLoad(target_url),))  # applied before a restart and lost: apply again
+    # A load generator that cannot start (no node for it, an image it cannot pull) is said while the trial waits,
+    # and in its failure when trialTimeout ends the wait.
+    waiting = pod_problem(seen.pods_of("loadgen"))
+    why = f"the load generator: {waiting}" if waiting is not None else None
     if elapsed_s > timeouts.trial_s:
-        return _failed(f"no results within trialTimeout ({timeouts.trial})")
-    return Move("Running")
+        return _failed(f"no results within trialTimeout ({timeouts.trial})" + (f"; {why}" if why else ""))
+    return Move("Running", message=f"waiting for {why}" if why else None)
