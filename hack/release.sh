@@ -39,12 +39,13 @@ fi
 mkdir -p "$dist"
 log "release $version into $dist"
 log "python: wheel and sdist"
-"$python" - "$dist" <<'EOF'
-import sys
-from setuptools import build_meta
-
-print(build_meta.build_wheel(sys.argv[1]), build_meta.build_sdist(sys.argv[1]), file=sys.stderr)
-EOF
+# Each hook in a process of its own: setuptools keeps state between two builds in one process (the second one
+# lands in a folder of the first's). Their chatter goes to a log, shown when one fails.
+for hook in build_wheel build_sdist; do
+  "$python" -c "import sys; from setuptools import build_meta; build_meta.$hook(sys.argv[1])" "$dist" \
+    >"$dist/$hook.log" 2>&1 || { tail -20 "$dist/$hook.log" >&2; die "$hook failed (log above)"; }
+  rm "$dist/$hook.log"
+done
 
 log "chart: helm package"
 helm=$("$python" -c 'from tests.support.controlplane import build_binaries; print(build_binaries("helm") / "helm")')

@@ -166,8 +166,15 @@ def test_names_can_be_overridden_and_monitors_labelled_for_the_prometheus_that_s
     names = {
         d["metadata"]["name"] for d in yaml.safe_load_all(full.stdout) if d and d["kind"] != "CustomResourceDefinition"
     }
-    # `helm test`'s pod, and the Role (and binding) that reads the API server's endpoints in namespace default.
-    assert names == {"kaliper-operator", "kaliper-operator-test", "kaliper-operator-api-server"}
+    # `helm test`'s pod, the Role (and binding) that reads the API server's endpoints in namespace default, and the
+    # ClusterRoles the built-in edit and view roles aggregate.
+    assert names == {
+        "kaliper-operator",
+        "kaliper-operator-test",
+        "kaliper-operator-api-server",
+        "kaliper-operator-edit",
+        "kaliper-operator-view",
+    }
 
 
 def test_install_notes_say_what_to_run_and_what_is_missing(crds: Kubectl, namespace: str) -> None:

@@ -17,8 +17,8 @@ import pytest
 
 from tests.support.builtin_server import IRIS_ROWS as ROWS
 from tests.support.builtin_server import serve
+from tests.support.docs_site import documented_metrics, exported_metrics
 from tests.support.groundtruth import wait_http
-from tests.test_metrics_reference import documented, exported
 
 
 @pytest.fixture(
@@ -75,8 +75,8 @@ def test_metadata_health_and_metrics(server: str) -> None:
     assert 'kaliper_server_requests_total{code="200",model="iris"}' in metrics
     assert "kaliper_server_inference_seconds_bucket" in metrics and "kaliper_server_queue_seconds_count" in metrics
     # Every metric it declares is in docs/reference/metrics.md with its type, and nothing else is.
-    assert exported(metrics, "kaliper_") == documented("The built-in server")
-    assert len(documented("The built-in server")) == 5
+    assert exported_metrics(metrics, "kaliper_") == documented_metrics("The built-in server")
+    assert len(documented_metrics("The built-in server")) == 5
 
 
 def test_bad_requests_get_400_and_unknown_models_404(server: str) -> None:

@@ -86,3 +86,23 @@ def rendering_faults(html: str) -> list[str]:
     walker = _RenderingFaults()
     walker.feed(html)
     return walker.faults
+
+
+METRICS_PAGE = REPO / "docs" / "reference" / "metrics.md"
+
+
+def documented_metrics(section: str) -> dict[str, str]:
+    """The metrics (name -> type) of a section of the page."""
+    text = METRICS_PAGE.read_text().split(f"## {section}\n", 1)[1].split("\n## ", 1)[0]
+    return dict(re.findall(r"^\| `(\w+)` \| (\w+) \|", text, re.M))
+
+
+def exported_metrics(exposition: str, prefix: str) -> dict[str, str]:
+    """The metrics (name -> type) an exposition declares, whether or not they have samples yet, but the _created
+    gauges prometheus_client adds beside each counter and histogram (the page says so once): each of those is
+    checked to stand beside a metric declared."""
+    declared = dict(re.findall(r"^# TYPE (\S+) (\S+)$", exposition, re.M))
+    created = {name.removesuffix("_created") for name in declared if name.endswith("_created")}
+    assert all(f"{name}_total" in declared or name in declared for name in created), created
+    assert "counters and histograms also a `_created` gauge" in METRICS_PAGE.read_text()
+    return {name: kind for name, kind in declared.items() if name.startswith(prefix) and not name.endswith("_created")}
