@@ -48,7 +48,7 @@ for hook in build_wheel build_sdist; do
 done
 
 log "chart: helm package"
-helm=$("$python" -c 'from tests.support.controlplane import build_binaries; print(build_binaries("helm") / "helm")')
+helm=$(hack/testcluster/build.sh helm | tail -1)/helm  # the suite's Helm, built once from the module proxy
 "$helm" package charts/kaliper --destination "$dist" >&2
 
 log "image: hack/image/build.sh"

@@ -48,37 +48,24 @@ CRASHING = pod(
     },
 )
 PULLING = pod("server", "r-t0-7d4f-fghij", {"state": {"waiting": {"reason": "ContainerCreating"}}})
-UNSCHEDULABLE = {
-    "metadata": {"name": "r-t0-7d4f-klmno", "labels": {"kaliper.dev/role": "server"}},
-    "status": {
-        "conditions": [
-            {
-                "type": "PodScheduled",
-                "status": "False",
-                "reason": "Unschedulable",
-                "message": "0/1 nodes: Insufficient cpu.",
-            }
-        ]
-    },
-}
+
+
+def unschedulable(role: str, name: str, message: str) -> dict[str, Any]:
+    """A pod the scheduler could not place, with its words."""
+    condition = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message}
+    return {"metadata": {"name": name, "labels": {"kaliper.dev/role": role}}, "status": {"conditions": [condition]}}
+
+
+UNSCHEDULABLE = unschedulable("server", "r-t0-7d4f-klmno", "0/1 nodes: Insufficient cpu.")
 LOADGEN_EXITED = pod(
     "loadgen", "r-t0-lg-pqrst", {"state": {"terminated": {"exitCode": 2, "reason": "Error", "message": "refused"}}}
 )
 
-LOADGEN_UNSCHEDULABLE = {
-    "metadata": {"name": "r-t0-lg-uvwxy", "labels": {"kaliper.dev/role": "loadgen"}},
-    "status": {
-        "conditions": [
-            {
-                "type": "PodScheduled",
-                "status": "False",
-                "reason": "Unschedulable",
-                "message": "0/3 nodes are available: 2 node(s) didn't match pod anti-affinity rules, 1 node(s) had "
-                "untolerated taint.",
-            }
-        ]
-    },
-}
+LOADGEN_UNSCHEDULABLE = unschedulable(
+    "loadgen",
+    "r-t0-lg-uvwxy",
+    "0/3 nodes are available: 2 node(s) didn't match pod anti-affinity rules, 1 node(s) had untolerated taint.",
+)
 
 CASES = [
     # (case, phase, objects seen, seconds since the trial started, target URL, expected move)

@@ -124,8 +124,8 @@ def crds() -> None:
 @file_to_write("--reference", default=Path(DEFAULT_REFERENCE), help="Where the Markdown API reference goes.")
 @click.option("--check", is_flag=True, help="Write nothing; exit 1 if the files differ from the models.")
 def crds_generate(directories: tuple[Path, ...], reference: Path, check: bool) -> None:
-    """Write the CRD YAML files, the API reference (with the commands, report fields, Helm values and condition
-    reasons beside it) and the chart's argocd-cm patch (or check that they are up to date)."""
+    """Write the CRD YAML files, the API reference (with the commands, report fields, Helm values, condition
+    reasons and metrics beside it) and the chart's argocd-cm patch (or check that they are up to date)."""
     from kaliper.api.argocd import argocd_patch_stale, write_argocd_patch
     from kaliper.api.crd import stale_crds, write_crds
     from kaliper.api.reasons import reasons_reference_markdown
@@ -140,8 +140,8 @@ def crds_generate(directories: tuple[Path, ...], reference: Path, check: bool) -
         reference.parent / "reference" / "cli.md": cli_reference_markdown(),
         reference.parent / "reference" / "reports.md": reports_reference_markdown(),
         reference.parent / "reference" / "reasons.md": reasons_reference_markdown(),
+        reference.parent / "reference" / "metrics.md": metrics_reference_markdown(),
     }
-    pages[reference.parent / "reference" / "metrics.md"] = metrics_reference_markdown()
     values = argocd.parent / "values.yaml"  # the chart's values, documented where they are set
     if values.is_file():
         pages[reference.parent / "reference" / "helm-values.md"] = helm_values_markdown(values.read_text())
@@ -183,7 +183,7 @@ def metrics_reference_markdown() -> str:
     from the metric objects they register (tests/test_metrics_reference.py scrapes both and holds them to it)."""
     from prometheus_client import Metric
 
-    from kaliper.controllers.metrics import EXPORTED
+    from kaliper.controllers.metrics import exported
     from kaliper.serving.server import Metrics
 
     def rows(metrics: Iterable[Any]) -> list[str]:
@@ -217,7 +217,7 @@ def metrics_reference_markdown() -> str:
             "On the chart's `metrics.port` (8080), path `/metrics`; `serviceMonitor.enabled` makes a ServiceMonitor "
             "for the Prometheus Operator.",
             "",
-            *rows(EXPORTED),
+            *rows(exported()),
             "",
             "## The built-in server",
             "",
