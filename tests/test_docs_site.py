@@ -19,7 +19,7 @@ from kaliper.api.profilerun import ProfileRunSpec
 from kaliper.cli import main
 from kaliper.profiling.plan import configurations, sweep_problem
 from kaliper.profiling.quality import original_problem
-from tests.support.docs_site import PAGES, REPO, build_site, rendering_faults
+from tests.support.docs_site import PAGES, REPO, build_site, figures_without_provenance, rendering_faults
 
 
 def test_the_site_builds_strictly_and_offline(tmp_path: Path) -> None:
@@ -179,3 +179,44 @@ def test_the_compatibility_page_names_every_version_the_suite_pins() -> None:
     pins.pop("ARGOCD_GITOPS_ENGINE")  # a commit of Argo CD's repository, the release's own
     missing = {name: version for name, version in pins.items() if version.removeprefix("v") not in page}
     assert missing == {}
+
+
+def test_every_benchmark_says_when_it_was_measured_and_the_command_that_reproduces_it() -> None:
+    assert figures_without_provenance((REPO / "docs" / "benchmarks.md").read_text(), REPO) == []
+
+
+def test_a_figure_without_its_date_or_its_command_is_found(tmp_path: Path) -> None:
+    (tmp_path / "bench").mkdir()
+    (tmp_path / "bench" / "here.py").write_text("")
+    page = textwrap.dedent(
+        """\
+        ## A chapter
+
+        ### Dated, with its command
+
+            .venv/bin/python bench/here.py
+
+        Measured 2026-12-06: 1.00x.
+
+        ### Dated, no command
+
+        Measured 2026-12-06: 0.98x.
+
+        ### A command, no date
+
+        `make demo` read 0.97x.
+
+        ### A script that is not there
+
+        ```bash
+        python bench/gone.py
+        ```
+
+        Measured 2026-12-06.
+        """
+    )
+    assert figures_without_provenance(page, tmp_path) == [
+        "Dated, no command: no command",
+        "A command, no date: no date",
+        "A script that is not there: bench/gone.py does not exist",
+    ]

@@ -179,6 +179,26 @@ def test_pod_problems_name_the_reason_and_whether_waiting_can_help() -> None:
     assert pod_problem([pod("fine", {"state": {"running": {}}})]) is None
 
 
+def test_a_kill_its_runtime_gave_no_reason_for_waits_for_the_next_start_to_tell() -> None:
+    """containerd can report an OOM kill right after start as Error, exit code 137 (containerd#8180)."""
+
+    def killed(restarts: int, reason: str) -> dict:
+        terminated = {"exitCode": 137, "reason": reason}
+        return pod("p", {"state": {"waiting": {"reason": "CrashLoopBackOff"}}, "lastState": {"terminated": terminated},
+                         "restartCount": restarts})  # fmt: skip
+
+    first = pod_problem([killed(1, "Error")])
+    assert (first.reason, first.definitive) == ("Killed", False)
+    assert str(first) == (
+        "Killed: container server of pod p was killed (exit code 137) without a reason from its runtime; waiting "
+        "for its next start to tell whether its memory limit did it"
+    )
+    assert pod_problem([killed(2, "OOMKilled")]).reason == "OOMKilled"
+    again = pod_problem([killed(2, "Error")])
+    assert (again.reason, again.definitive) == ("CrashLoopBackOff", True)
+    assert "keeps crashing (exit code 137)" in again.message
+
+
 def test_a_failed_job_is_explained_with_its_pods_exit() -> None:
     job = {
         "metadata": {"name": "r-t0-lg"},

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import signal
-import subprocess
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -14,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from kaliper.serving.examples import make_iris
-from tests.support.controlplane import ControlPlaneError, build_binaries, fresh_namespace, interrupt
+from tests.support.controlplane import ControlPlaneError, fresh_namespace, interrupt
 from tests.support.kind import HOST_IP, KindError
 from tests.support.kind_cluster import KindCluster, cluster_session
 from tests.support.kind_operator import OPERATOR_NAMESPACE, Operator, operator_pod
@@ -42,15 +41,6 @@ def cluster() -> Iterator[KindCluster]:
 def cluster_namespace(cluster: KindCluster, request: pytest.FixtureRequest) -> Iterator[str]:
     """A fresh namespace on the kind cluster."""
     yield from fresh_namespace(cluster.kubectl, request, "n")
-
-
-def helm(cluster: KindCluster, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [str(build_binaries("helm") / "helm"), f"--kubeconfig={cluster.kubeconfig}", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
 
 
 @contextmanager
@@ -99,8 +89,7 @@ def prometheus_source(cluster: KindCluster) -> Iterator[dict[str, str]]:
 def operator(cluster: KindCluster, prometheus_source: dict[str, str]) -> Operator:
     """The tutorial's `helm install` upgraded to the settings these tests need: the 5 s Prometheus and load
     generators that fit beside a trial's server on this machine's two cores; then the chart's own `helm test`."""
-    upgrade = helm(
-        cluster,
+    upgrade = cluster.helm(
         "upgrade",
         "kaliper",
         str(CHART),
@@ -120,7 +109,7 @@ def operator(cluster: KindCluster, prometheus_source: dict[str, str]) -> Operato
         + cluster.kubectl("describe", "pods", "-n", OPERATOR_NAMESPACE, check=False).stdout[-3000:]
     )
     # The chart's own `helm test`: a pod of the image reads the operator's metrics through its Service.
-    tested = helm(cluster, "test", "kaliper", "-n", OPERATOR_NAMESPACE, "--timeout=2m")
+    tested = cluster.helm("test", "kaliper", "-n", OPERATOR_NAMESPACE, "--timeout=2m")
     assert tested.returncode == 0, tested.stdout + tested.stderr
     return Operator(operator_pod(cluster))
 

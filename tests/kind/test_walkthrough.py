@@ -7,7 +7,10 @@ which the other tests of tests/kind use after this module (tests/support/tiers.p
 from __future__ import annotations
 
 import json
+import shutil
+import urllib.request
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import yaml
@@ -16,10 +19,12 @@ from tests.support.controlplane import REPO
 from tests.support.docs_site import bash_blocks
 from tests.support.kind import KindHost
 from tests.support.kind_cluster import KindCluster, Walkthrough, cluster_steps, walkthrough_commands
+from tests.support.kind_operator import OPERATOR_NAMESPACE, operator_pod
 from tests.support.podcpu import PodCpuSampler, measured_window
 
 README = REPO / "README.md"
 GPU_EXAMPLE = REPO / "examples" / "modeldeployment-gpu.yaml"
+IMAGE_REPOSITORY = "ghcr.io/kaliper-dev/kaliper"
 
 
 @pytest.fixture(scope="module")
@@ -106,6 +111,55 @@ def test_kaliper_report_prints_the_choice(walkthrough) -> None:  # type: ignore[
     assert "ProfileRun iris-sweep" in printed and "verdict: Met" in printed
     described = next(out for command, out in steps.outputs.items() if command.startswith("kubectl describe prun"))
     assert "Succeeded" in described
+
+
+def test_a_chart_upgrade_keeps_the_finished_run_readable_and_runs_nothing_again(  # type: ignore[no-untyped-def]
+    walkthrough, cluster: KindCluster, tmp_path: Path
+) -> None:
+    """docs/how-to/upgrade.md's `helm upgrade --reuse-values` to the next release with the tutorial's finished run
+    in place: here this chart as 0.1.1, its image the same bits under the new tag (as a registry would serve it).
+    The operator pod is replaced, the new one counts the run among the Succeeded ones (its own kaliper_objects
+    gauge), and the run is as it was: the same status, the same report ConfigMap, no Job made again; `kaliper
+    report` reads it."""
+    kubectl = cluster.kubectl
+    before = kubectl.json("get", "prun", "iris-sweep")
+    report = kubectl.json("get", "configmap", "iris-sweep-report")["metadata"]
+    jobs = kubectl.json("get", "jobs", "-l", "kaliper.dev/profilerun=iris-sweep")["items"]
+    replaced = operator_pod(cluster)["metadata"]["uid"]
+    chart = tmp_path / "kaliper"
+    shutil.copytree(REPO / "charts" / "kaliper", chart)
+    meta = yaml.safe_load((chart / "Chart.yaml").read_text())
+    (chart / "Chart.yaml").write_text(yaml.safe_dump(meta | {"version": "0.1.1", "appVersion": "0.1.1"}))
+    cluster.tag_image(f"{IMAGE_REPOSITORY}:{meta['appVersion']}", f"{IMAGE_REPOSITORY}:0.1.1")
+
+    upgraded = cluster.helm(
+        "upgrade", "kaliper", str(chart), "-n", OPERATOR_NAMESPACE, "--reuse-values", "--wait", "--timeout=3m"
+    )
+    assert upgraded.returncode == 0, upgraded.stderr
+    pod = operator_pod(cluster)
+    assert pod["metadata"]["uid"] != replaced and pod["spec"]["containers"][0]["image"] == f"{IMAGE_REPOSITORY}:0.1.1"
+    metrics = f"http://{pod['status']['podIP']}:8080/metrics"
+
+    def counted_succeeded() -> bool:
+        try:
+            with urllib.request.urlopen(metrics, timeout=5) as answer:
+                exposition = answer.read().decode()
+        except OSError:
+            return False
+        return 'kaliper_objects{kind="ProfileRun",phase="Succeeded"} 1.0' in exposition
+
+    kubectl.wait_for(counted_succeeded, timeout=120, what="the upgraded operator to count the finished run")
+    after = kubectl.json("get", "prun", "iris-sweep")
+    assert after["status"] == before["status"]
+    assert after["metadata"]["generation"] == before["metadata"]["generation"]
+    assert (
+        kubectl.json("get", "configmap", "iris-sweep-report")["metadata"]["resourceVersion"]
+        == report["resourceVersion"]
+    )
+    jobs_after = kubectl.json("get", "jobs", "-l", "kaliper.dev/profilerun=iris-sweep")["items"]
+    assert [j["metadata"]["uid"] for j in jobs_after] == [j["metadata"]["uid"] for j in jobs]
+    printed = walkthrough[0].shell(".venv/bin/kaliper report iris-sweep")
+    assert "ProfileRun iris-sweep" in printed and "verdict: Met" in printed
 
 
 def test_the_gpu_labelled_worker_receives_the_gpu_example(walkthrough, kind) -> None:  # type: ignore[no-untyped-def]

@@ -106,3 +106,33 @@ def exported_metrics(exposition: str, prefix: str) -> dict[str, str]:
     assert all(f"{name}_total" in declared or name in declared for name in created), created
     assert "counters and histograms also a `_created` gauge" in METRICS_PAGE.read_text()
     return {name: kind for name, kind in declared.items() if name.startswith(prefix) and not name.endswith("_created")}
+
+
+# A command that reproduces a figure: a benchmark script, a make target or a kaliper command, written in code
+# (a fenced or indented block, or inline).
+_COMMAND = re.compile(
+    r"(?:^|\s|`)((?:\.venv/bin/)?python3? (bench/\S+\.py)|(?:\.venv/bin/)?kaliper \w|make [a-z-]+)", re.M
+)
+_DATE = re.compile(r"\b20\d\d-\d\d-\d\d\b")
+
+
+def figures_without_provenance(page: str, repo: Path) -> list[str]:
+    """The sections (`### ` headings) of a benchmarks page that do not say when they were measured (a date) or
+    the command that reproduces them, or that name a benchmark script the repository does not have."""
+    faults = []
+    for section in re.split(r"^### ", page, flags=re.M)[1:]:
+        title = section.splitlines()[0]
+        code = "\n".join(
+            re.findall(r"```[a-z]*\n(.*?)```", section, re.S)
+            + re.findall(r"^    (\S.*)$", section, re.M)
+            + re.findall(r"`([^`\n]+)`", section)
+        )
+        commands = _COMMAND.findall(code)
+        if not _DATE.search(section):
+            faults.append(f"{title}: no date")
+        if not commands:
+            faults.append(f"{title}: no command")
+        faults += [
+            f"{title}: {script} does not exist" for _, script in commands if script and not (repo / script).is_file()
+        ]
+    return faults

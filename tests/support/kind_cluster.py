@@ -37,7 +37,7 @@ import yaml
 from kaliper.manifests.modeldeployment import KALIPER_IMAGE
 from kaliper.netutil import free_port
 from tests.support.builds import waiting_for_build
-from tests.support.controlplane import REPO, Kubectl, wait_for
+from tests.support.controlplane import REPO, Kubectl, build_binaries, wait_for
 from tests.support.docs_site import bash_blocks
 from tests.support.kind import HOST_IP, KindError, KindHost, kind_host, wait_for_line
 
@@ -153,6 +153,15 @@ class Walkthrough:
             return said.strip().splitlines()[-1]
 
     def run(self, command: str) -> None:
+        import time as _t
+        _start = _t.monotonic()
+        try:
+            self._run(command)
+        finally:
+            with open("/tmp/steps.log", "a") as _f:
+                _f.write(f"{_t.monotonic() - _start:7.1f} {command}\n")
+
+    def _run(self, command: str) -> None:
         words = shlex.split(command, comments=True)
         if words[:3] == ["kind", "create", "cluster"]:
             self.host.create_cluster(*words[3:])
@@ -202,6 +211,25 @@ class KindCluster:
     @property
     def workers(self) -> list[str]:
         return self.host.workers.split(",")
+
+    def helm(self, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+        """Helm (built with the control plane's binaries) against this cluster."""
+        return subprocess.run(
+            [str(build_binaries("helm") / "helm"), f"--kubeconfig={self.kubeconfig}", *args],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+
+    def tag_image(self, image: str, tag: str) -> None:
+        """Another tag for an image the workers hold (what a registry would serve as the next release's)."""
+        for worker in self.workers:
+            subprocess.run(
+                ["podman", "exec", worker, "ctr", "-n", "k8s.io", "images", "tag", "--force", image, tag],
+                check=True,
+                capture_output=True,
+                timeout=60,
+            )
 
     def pod_cgroup(self, pod: dict, container: str, controller: str) -> Path:
         return self.host.pod_cgroup(pod, container, controller)

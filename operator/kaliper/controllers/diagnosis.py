@@ -14,6 +14,10 @@ from kaliper.report.schema import ReplicaStartup, Startup
 IMAGE_PULL = {"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull"}
 # Waiting reasons that will not fix themselves: fail the trial now instead of at its timeout.
 CONFIG_ERRORS = {"CreateContainerConfigError", "CreateContainerError", "RunContainerError"}
+# A container killed by SIGKILL (exit code 137) that its runtime gave no reason for: containerd sometimes reports
+# a kill by the kernel's OOM killer right after start as Error (containerd#8180: the OOM event arrives after the
+# exit). Its next start tells; past this many restarts the crash loop is reported as it is.
+UNEXPLAINED_KILL_RESTARTS = 2
 
 
 @dataclass(frozen=True)
@@ -58,6 +62,14 @@ def pod_problem(pods: list[dict[str, Any]]) -> PodProblem | None:
                     True,
                 )
             if reason == "CrashLoopBackOff":
+                if _killed_without_reason(last) and int(container.get("restartCount") or 0) < UNEXPLAINED_KILL_RESTARTS:
+                    pending = pending or PodProblem(
+                        "Killed",
+                        f"{where} was killed (exit code 137) without a reason from its runtime; waiting for its next "
+                        "start to tell whether its memory limit did it",
+                        False,
+                    )
+                    continue
                 detail = f"exit code {last.get('exitCode')}" if last else waiting.get("message", "")
                 if last.get("message"):  # what the container wrote to its termination log
                     detail += f": {last['message'].strip()}"
@@ -68,6 +80,10 @@ def pod_problem(pods: list[dict[str, Any]]) -> PodProblem | None:
             if condition.get("type") == "PodScheduled" and condition.get("reason") == "Unschedulable":
                 pending = pending or PodProblem("Unschedulable", f"pod {name}: {condition.get('message', '')}", False)
     return pending
+
+
+def _killed_without_reason(terminated: dict[str, Any]) -> bool:
+    return terminated.get("exitCode") == 137 and terminated.get("reason") in (None, "", "Error")
 
 
 def restarts_and_oom_kills(pods: list[dict[str, Any]]) -> tuple[int, int]:
