@@ -153,15 +153,6 @@ class Walkthrough:
             return said.strip().splitlines()[-1]
 
     def run(self, command: str) -> None:
-        import time as _t
-        _start = _t.monotonic()
-        try:
-            self._run(command)
-        finally:
-            with open("/tmp/steps.log", "a") as _f:
-                _f.write(f"{_t.monotonic() - _start:7.1f} {command}\n")
-
-    def _run(self, command: str) -> None:
         words = shlex.split(command, comments=True)
         if words[:3] == ["kind", "create", "cluster"]:
             self.host.create_cluster(*words[3:])
