@@ -61,6 +61,8 @@ RUN = {
         "sweep": {"memory": ["32Mi", "128Mi"], "engineArgs": KV_SETS},
         "slo": {"latency": [{"percentile": 99, "max": "30s"}]},
         "readyTimeout": "2m",
+        # Every configuration at once: what these tests judge (what fits, the answers' quality) is not timing.
+        "search": {"parallelism": 3},
     },
 }
 
