@@ -39,7 +39,7 @@ system-deps:
 # and the vLLM environment are built (or found cached) by the first test that needs them, so on a cold machine
 # the other workers' tests run while they build. Then the tests marked quiet (CPU quotas, latency fidelity), alone.
 test: setup lint system-deps
-	$(BIN)/pytest -n 4 --no-loadscope-reorder -m "not quiet" --durations=30
+	$(BIN)/pytest -n 3 --no-loadscope-reorder -m "not quiet" --durations=30
 	$(BIN)/pytest -m quiet --durations=15
 
 # The inner loop while developing (under 5 minutes on this project's 2-core machine): lint, the unit tests,
