@@ -35,11 +35,6 @@ QUIET = {
     "cold build: 1,212 against 1,005 requests per second, not the 1.5 times the quotas give)",
     "tests/loadgen/test_end_to_end.py": "compares latencies and schedules with a ground-truth server's own records",
     "tests/loadgen/test_grpc_end_to_end.py": "compares gRPC latencies with a ground-truth server's own records",
-    "tests/outage/test_api_server_outage.py::test_an_api_server_that_stops_answering_is_waited_for": (
-        300.0,
-        "ten runs of two trials, the API server frozen for 45 s in their middle, then every run finished: the "
-        "operator probes /readyz with backoff up to 30 s before it carries on (113-178 s in clean-clone runs here)",
-    ),
     "tests/local/test_tutorial_one_machine.py::test_the_tutorial_runs_as_written": (
         "the tutorial's last step recommends the configuration that met the demo's SLO (p99 within 25 ms), which "
         "its 500m and 1-CPU trials meet alone; beside two busy workers every trial read 33-80 ms (seen in the "
