@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from kaliper.manifests.modeldeployment import KALIPER_IMAGE
 from tests.support.controlplane import REPO
 from tests.support.docs_site import bash_blocks
 from tests.support.kind import KindHost
@@ -24,7 +25,7 @@ from tests.support.podcpu import PodCpuSampler, measured_window
 
 README = REPO / "README.md"
 GPU_EXAMPLE = REPO / "examples" / "modeldeployment-gpu.yaml"
-IMAGE_REPOSITORY = "ghcr.io/kaliper-dev/kaliper"
+IMAGE_REPOSITORY = KALIPER_IMAGE.rpartition(":")[0]  # the next release's tag goes on the same repository
 
 
 @pytest.fixture(scope="module")
