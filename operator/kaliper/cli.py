@@ -46,6 +46,30 @@ def run_namespace(help: str = "The run's namespace (cluster).") -> Callable[[F],
     return click.option("--namespace", "-n", default="default", show_default=True, help=help)
 
 
+def prometheus_window(url_help: str, selector_example: str, required: bool = True) -> Callable[[F], F]:
+    """The options of a command that reads servers' series from Prometheus over a window: --from-prometheus,
+    --selector, --window and --end (read with _prometheus_window)."""
+    options = (
+        click.option("--from-prometheus", "prometheus_url", required=required, default=None, help=url_help),
+        click.option(
+            "--selector",
+            default="",
+            help=f"Label matchers of the servers' series, such as '{selector_example}' (default: all).",
+        ),
+        click.option(
+            "--window", default="1h", show_default=True, help="How far back from --end to read (30m, 6h, 1d)."
+        ),
+        click.option("--end", "end_at", default=None, help="The window's end, an ISO 8601 time (default: now)."),
+    )
+
+    def decorate(command: F) -> F:
+        for option in reversed(options):
+            command = option(command)
+        return command
+
+    return decorate
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="kaliper")
 @click.option(
@@ -602,35 +626,88 @@ def _load_report(source: str, namespace: str):  # type: ignore[no-untyped-def]
 
 @main.command("compare")
 @click.argument("baseline")
-@click.argument("new")
+@click.argument("new", required=False)
 @run_namespace("The runs' namespace (cluster).")
 @click.option(
     "--tolerance",
     type=click.FloatRange(min=0),
-    default=0.05,
-    show_default=True,
-    help="A figure worse beyond the noise by more than this fraction of the baseline is a regression.",
+    default=None,
+    help="A figure worse beyond the noise by more than this fraction of the baseline is a regression (default "
+    "0.05); against production, the profile's intervals are widened by it (default 0.1).",
 )
-@click.option("--fail-if-regressed", is_flag=True, help="Exit 1 when any figure regressed (a CI gate).")
+@click.option(
+    "--fail-if-regressed",
+    is_flag=True,
+    help="Exit 1 when any figure regressed (a CI gate); against production, when it is slower than profiled.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the comparisons as JSON.")
 @file_to_write(
     "--html",
     "html_path",
     help="Also write NEW's report page with one chart per figure against BASELINE, both with their intervals.",
 )
+@prometheus_window(
+    "Score BASELINE's prediction against production instead: the Prometheus that scrapes the deployed servers.",
+    'namespace="prod",pod=~"iris-.*"',
+    required=False,
+)
+@click.option(
+    "--runtime",
+    default="onnxruntime",
+    show_default=True,
+    help="With --from-prometheus: the deployed servers' runtime, whose latency histogram is read.",
+)
+@click.option(
+    "--configuration",
+    "configuration",
+    multiple=True,
+    metavar="NAME=VALUE",
+    help="With --from-prometheus: the profiled configuration deployed, one parameter each (default: the profile's "
+    "choice).",
+)
 def compare_command(
     baseline: str,
-    new: str,
+    new: str | None,
     namespace: str,
-    tolerance: float,
+    tolerance: float | None,
     fail_if_regressed: bool,
     as_json: bool,
     html_path: Path | None,
+    prometheus_url: str | None,
+    selector: str,
+    window: str,
+    end_at: str | None,
+    runtime: str,
+    configuration: tuple[str, ...],
 ) -> None:
     """Compare a run with a baseline run: for each configuration both measured at the same load, each figure
     (throughput, latency and token percentiles, error rate, cost; the quality score where both runs scored it)
     better, worse or within the noise, from the 95% intervals both runs measured. BASELINE and NEW are saved
-    report.json files or names of finished ProfileRuns in the cluster."""
+    report.json files or names of finished ProfileRuns in the cluster.
+
+    With --from-prometheus, score BASELINE's prediction against production: the load each replica served over
+    the window and the latency the servers' own histogram gives, against the profile's figures at that load
+    (interpolated between its levels, with their intervals). Says whether the prediction holds, and why not."""
+    if prometheus_url is not None:
+        if new is not None or html_path is not None:
+            raise click.UsageError(
+                "--from-prometheus scores one profile (BASELINE) against production: drop NEW and --html"
+            )
+        _compare_with_production(
+            _load_report(baseline, namespace),
+            prometheus_url,
+            selector,
+            _prometheus_window(window, end_at),
+            runtime,
+            configuration,
+            0.1 if tolerance is None else tolerance,
+            fail_if_regressed,
+            as_json,
+        )
+        return
+    if new is None:
+        raise click.UsageError("give the run to compare (NEW) after BASELINE, or --from-prometheus URL")
+    tolerance = 0.05 if tolerance is None else tolerance
     from kaliper.profiling.comparison import compare_reports, regressions, unmatched
     from kaliper.report.comparison_text import comparison_lines
 
@@ -652,6 +729,100 @@ def compare_command(
         click.echo(f"wrote {write_html(b, html_path)}", err=as_json)
     if fail_if_regressed and regressed:
         raise SystemExit(1)
+
+
+def _compare_with_production(  # type: ignore[no-untyped-def]
+    report,
+    prometheus_url: str,
+    selector: str,
+    window: tuple[float, float],
+    runtime: str,
+    configuration: tuple[str, ...],
+    tolerance: float,
+    fail_if_slower: bool,
+    as_json: bool,
+) -> None:
+    """`kaliper compare PROFILE --from-prometheus URL`: the prediction scored against production's window."""
+    import dataclasses
+
+    import httpx
+
+    from kaliper.log import redacted_url
+    from kaliper.metrics.production import ProductionError, read_production
+    from kaliper.metrics.prometheus import PrometheusMetrics
+    from kaliper.metrics.prometheus_api import PrometheusError
+    from kaliper.metrics.workload_query import WorkloadError
+    from kaliper.profiling.prediction import compared_percentiles, deployed_configuration, profiled_levels, score
+    from kaliper.runtimes import latency_histograms
+
+    histograms = latency_histograms()
+    if runtime not in histograms:
+        known = ", ".join(sorted(histograms))
+        raise click.BadParameter(
+            f"{runtime!r} exports no latency histogram Kaliper reads; one of: {known}", param_hint="--runtime"
+        )
+    parameters = _parameters(configuration) if configuration else deployed_configuration(report)
+    if parameters is None:
+        raise click.UsageError(f"{report.name} chose no configuration: name the one deployed with --configuration")
+    levels = profiled_levels(report, parameters)
+    if not levels:
+        shown = " ".join(f"{k}={v}" for k, v in parameters.items())
+        raise click.UsageError(f"{report.name} has no succeeded trial of {shown}: check --configuration")
+    window_s, end = window
+    try:
+        production = read_production(
+            PrometheusMetrics(prometheus_url),
+            selector,
+            histograms[runtime],
+            window_s,
+            end,
+            compared_percentiles(report),
+        )
+    except (ProductionError, WorkloadError, PrometheusError) as exc:
+        raise click.ClickException(str(exc)) from exc
+    except httpx.TransportError as exc:
+        raise click.ClickException(f"cannot reach Prometheus at {redacted_url(prometheus_url)}: {exc}") from exc
+    scored = score(levels, production, tolerance=tolerance)
+    if as_json:
+        click.echo(json.dumps({"production": dataclasses.asdict(production), **dataclasses.asdict(scored)}, indent=2))
+    else:
+        for line in _prediction_lines(production, scored, levels):
+            click.echo(line)
+    if fail_if_slower and scored.reason == "SlowerThanProfiled":
+        raise SystemExit(1)
+
+
+def _parameters(pairs: tuple[str, ...]) -> dict[str, str]:
+    found = {}
+    for pair in pairs:
+        name, equals, value = pair.partition("=")
+        if not equals or not name:
+            raise click.BadParameter(f"{pair!r}: give NAME=VALUE, such as cpu=500m", param_hint="--configuration")
+        found[name] = value
+    return found
+
+
+def _prediction_lines(production, scored, levels) -> list[str]:  # type: ignore[no-untyped-def]
+    def band(found, unit: str) -> str:  # type: ignore[no-untyped-def]
+        high = f"{found.high:.4g}" if found.high is not None else "unbounded"
+        low = f"{found.low:.4g}" if found.low is not None else "unbounded"
+        return f"{found.value:.4g}{unit} ({low}-{high})"
+
+    lines = [
+        f"production: {production.requests} requests in {production.seconds:.0f} s on {production.replicas:g} "
+        f"replicas, {production.rate_rps:.4g} requests/s per replica (profiled "
+        f"{levels[0].rate_rps:.4g}-{levels[-1].rate_rps:.4g} requests/s)"
+    ]
+    for figure in scored.figures:
+        unit = " ms" if "(ms)" in figure.figure else ""
+        seen = "inside" if figure.inside else "OUTSIDE"
+        lines.append(
+            f"  {figure.figure.split(' (')[0]}: {band(figure.observed, unit)} against {band(figure.predicted, unit)}, "
+            f"{figure.error:+.1%}, {seen}"
+        )
+    verdict = {True: "holds", False: "does not hold", None: "not judged"}[scored.holds]
+    lines.append(f"prediction {verdict}: {scored.reason}: {scored.message}")
+    return lines
 
 
 @main.command("recommend")
@@ -802,19 +973,10 @@ def make_example_traces(directory: Path) -> None:
 
 
 @main.command("workload")
-@click.option(
-    "--from-prometheus",
-    "prometheus_url",
-    required=True,
-    help="The Prometheus that scrapes the vLLM servers, such as http://prometheus-operated.monitoring:9090.",
+@prometheus_window(
+    "The Prometheus that scrapes the vLLM servers, such as http://prometheus-operated.monitoring:9090.",
+    'model_name="llama",namespace="prod"',
 )
-@click.option(
-    "--selector",
-    default="",
-    help='Label matchers of the servers\' series, such as \'model_name="llama",namespace="prod"\' (default: all).',
-)
-@click.option("--window", default="1h", show_default=True, help="How far back from --end to read (30m, 6h, 1d).")
-@click.option("--end", "end_at", default=None, help="The window's end, an ISO 8601 time (default: now).")
 @file_to_read(
     "--into",
     "base_file",
@@ -842,29 +1004,16 @@ def workload_command(
     histograms, finished requests, prefix-cache hits) and write it as a ProfileRun's payload and load
     sections: lognormal prompt and output lengths, the request rate, gamma or Poisson arrivals, the shared
     prefix. Says how well each fit matches the histogram it came from."""
-    import time
-    from datetime import datetime
-
     import httpx
     import yaml
 
-    from kaliper.api.units import UnitError, parse_duration
     from kaliper.log import redacted_url
     from kaliper.metrics.prometheus import PrometheusMetrics
     from kaliper.metrics.prometheus_api import PrometheusError
     from kaliper.metrics.workload_query import WorkloadError, read_workload
     from kaliper.profiling.workload import SectionsError, apply_to, fit_lines, sections
 
-    try:
-        window_s = parse_duration(window)
-    except UnitError as exc:
-        raise click.BadParameter(str(exc), param_hint="--window") from exc
-    try:
-        end = datetime.fromisoformat(end_at).timestamp() if end_at else time.time()
-    except ValueError as exc:
-        raise click.BadParameter(
-            f"{end_at!r}: give an ISO 8601 time such as 2026-11-26T12:00:00Z", param_hint="--end"
-        ) from exc
+    window_s, end = _prometheus_window(window, end_at)
     shown = redacted_url(prometheus_url)  # the manifest and the messages never carry its password
     try:
         fit = read_workload(PrometheusMetrics(prometheus_url), selector, window_s, end)
@@ -889,6 +1038,26 @@ def workload_command(
     else:
         output.write_text(text)
         click.echo(f"wrote {output}", err=True)
+
+
+def _prometheus_window(window: str, end_at: str | None) -> tuple[float, float]:
+    """--window and --end: the window's seconds and its end in unix seconds (now when --end is not given)."""
+    import time
+    from datetime import datetime
+
+    from kaliper.api.units import UnitError, parse_duration
+
+    try:
+        window_s = parse_duration(window)
+    except UnitError as exc:
+        raise click.BadParameter(str(exc), param_hint="--window") from exc
+    try:
+        end = datetime.fromisoformat(end_at).timestamp() if end_at else time.time()
+    except ValueError as exc:
+        raise click.BadParameter(
+            f"{end_at!r}: give an ISO 8601 time such as 2026-11-26T12:00:00Z", param_hint="--end"
+        ) from exc
+    return window_s, end
 
 
 @main.command("explain")

@@ -3,12 +3,17 @@ the interpolation between measured levels and its intervals, every reason, and t
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
+from kaliper.api.profilerun import SloSpec
 from kaliper.profiling.prediction import (
     Band,
     ProductionWindow,
     ProfiledLevel,
+    compared_percentiles,
+    deployed_configuration,
     interpolate,
     profiled_levels,
     requests_to_bound,
@@ -16,11 +21,14 @@ from kaliper.profiling.prediction import (
 )
 from tests.support.sample_reports import report_with, succeeded
 
-# Two measured levels per replica: 100 and 200 requests a second.
+# Two measured levels per replica: 100 and 200 requests a second, timed as production's histograms time them (the
+# servers' own times).
 LEVELS = [
-    ProfiledLevel(100.0, {50: Band(10.0, 9.5, 10.5), 99: Band(20.0, 18.0, 22.0)}, cpu_cores=0.2, memory_bytes=100e6),
-    ProfiledLevel(200.0, {50: Band(12.0, 11.5, 12.5), 99: Band(30.0, 27.0, 33.0)}, cpu_cores=0.4, memory_bytes=110e6),
+    ProfiledLevel(100.0, {50: Band(10.0, 9.5, 10.5), 99: Band(20.0, 18.0, 22.0)}, 0.2, 100e6, latency_basis="server"),
+    ProfiledLevel(200.0, {50: Band(12.0, 11.5, 12.5), 99: Band(30.0, 27.0, 33.0)}, 0.4, 110e6, latency_basis="server"),
 ]
+# The same levels as a load generator timed them: whole requests, the network and the client included.
+CLIENT_LEVELS = [replace(level, latency_basis="client") for level in LEVELS]
 # Production's median, in the bucket 10-12 ms.
 P50 = Band(11.0, 10.0, 12.0)
 
@@ -73,6 +81,20 @@ def test_a_bucket_wholly_below_is_faster_than_profiled() -> None:
     assert scored.message.startswith("p99 10 ms at 150 requests/s per replica, below the profile's 25 ms")
 
 
+def test_against_a_load_generators_times_only_slower_is_judged() -> None:
+    """A server's own time leaves out the network and the client: below a load generator's interval is no sign of
+    a faster server, above it is a slower one whatever else the request spent."""
+    below = score(CLIENT_LEVELS, window(150.0, Band(10.0, 8.0, 12.0)), tolerance=0.1)
+    assert (below.holds, below.reason) == (True, "Holds")
+    assert below.message == (
+        "no latency percentile above the profile's interval at 150 requests/s per replica (the server's own times "
+        "against the load generator's: only slower is judged)"
+    )
+    assert [f.inside for f in below.figures] == [True, True]
+    above = score(CLIENT_LEVELS, window(150.0, Band(45.0, 40.0, 50.0)), tolerance=0.1)
+    assert (above.holds, above.reason) == (False, "SlowerThanProfiled")
+
+
 def test_load_outside_the_profiled_levels_is_said_not_extrapolated() -> None:
     scored = score(LEVELS, window(300.0, Band(80.0, 70.0, 90.0)))
     assert (scored.holds, scored.reason, scored.figures) == (None, "LoadOutsideProfile", [])
@@ -114,3 +136,16 @@ def test_levels_are_read_per_replica_from_the_configurations_trials() -> None:
     assert [lv.rate_rps for lv in levels] == [50.5, 100.0]
     assert levels[0].latency_ms[99] == Band(30.0, 27.0, 33.0) and levels[0].cpu_cores == 0.1
     assert levels[1].cpu_cores == 0.2 and levels[1].memory_bytes is None
+
+
+def test_production_is_held_to_the_slos_percentiles_of_the_chosen_configuration() -> None:
+    low, high = succeeded(0, "1", 20.0), succeeded(1, "2", 30.0)
+    report = report_with([low, high], level_name="concurrency", best_trial=1)
+    assert deployed_configuration(report) == {"cpu": "2"}
+    assert deployed_configuration(report_with([low, high])) is None  # nothing chosen
+    assert compared_percentiles(report) == (50.0, 90.0, 99.0)  # no SLO
+    slo = SloSpec.model_validate(
+        {"latency": [{"percentile": 99.9, "max": "1s"}, {"percentile": 95, "max": "200ms"},
+                     {"percentile": 50, "max": "1s", "metric": "ttft"}]}
+    )  # fmt: skip
+    assert compared_percentiles(report_with([low, high], slo=slo)) == (95.0, 99.9)

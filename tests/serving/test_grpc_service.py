@@ -94,11 +94,14 @@ def test_health_metadata_and_the_calls_counted(grpc_server: tuple) -> None:
     assert [(t.name, t.datatype, list(t.shape)) for t in metadata.inputs] == [("float_input", "FP32", [-1, 4])]
 
     def counted(code: str) -> float:
+        return metric(f'kaliper_server_grpc_requests_total{{code="{code}",model="iris"}} ')
+
+    def metric(line: str) -> float:
         text = urllib.request.urlopen(f"{base}/metrics").read().decode()
-        line = f'kaliper_server_grpc_requests_total{{code="{code}",model="iris"}} '
         return float(text.split(line)[1].split()[0]) if line in text else 0.0
 
-    before_ok, before_refused = counted("OK"), counted("INVALID_ARGUMENT")
+    timed = 'kaliper_server_request_seconds_count{model="iris"} '
+    before_ok, before_refused, before_timed = counted("OK"), counted("INVALID_ARGUMENT"), metric(timed)
     for _ in range(5):
         stub.ModelInfer(infer_request(rows_body(ROWS[:1]), "iris"), timeout=10)
     with pytest.raises(grpc.RpcError):
@@ -110,3 +113,4 @@ def test_health_metadata_and_the_calls_counted(grpc_server: tuple) -> None:
         )
     assert counted("OK") - before_ok == 5
     assert counted("INVALID_ARGUMENT") - before_refused == 1
+    assert metric(timed) - before_timed == 5  # the answered calls are timed, the refused one is not

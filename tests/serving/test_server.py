@@ -76,7 +76,25 @@ def test_metadata_health_and_metrics(server: str) -> None:
     assert "kaliper_server_inference_seconds_bucket" in metrics and "kaliper_server_queue_seconds_count" in metrics
     # Every metric it declares is in docs/reference/metrics.md with its type, and nothing else is.
     assert exported_metrics(metrics, "kaliper_") == documented_metrics("The built-in server")
-    assert len(documented_metrics("The built-in server")) == 5
+    assert len(documented_metrics("The built-in server")) == 6
+
+
+def test_each_answered_request_is_timed_and_refused_ones_are_not(iris: Path) -> None:
+    process, base = serve(iris, "--intra-op", "1")
+    try:
+        wait_http(f"{base}/v2/health/ready")
+        body = {"inputs": [{"name": "float_input", "shape": [1, 4], "datatype": "FP32", "data": ROWS[0]}]}
+        for _ in range(7):
+            assert post(f"{base}/v2/models/iris/infer", body)[0] == 200
+        assert post(f"{base}/v2/models/resnet/infer", body)[0] == 404
+        assert post(f"{base}/v2/models/iris/infer", {"inputs": []})[0] == 400
+        metrics = urllib.request.urlopen(f"{base}/metrics").read().decode()
+        count = float(metrics.split('kaliper_server_request_seconds_count{model="iris"} ')[1].split()[0])
+        inf = float(metrics.split('kaliper_server_request_seconds_bucket{le="+Inf",model="iris"} ')[1].split()[0])
+        assert (count, inf) == (7.0, 7.0)
+    finally:
+        process.terminate()
+        process.wait()
 
 
 def test_bad_requests_get_400_and_unknown_models_404(server: str) -> None:

@@ -55,7 +55,7 @@ def read_workload(client: PrometheusMetrics, selector: str, window_s: float, end
     """Fit the workload served in the `window_s` seconds before unix time `end` by the series `selector`
     matches (label matchers, as in `vllm:request_success_total{<selector>}`)."""
     matchers = normalise_selector(selector)
-    reader = _Reader(client, matchers, window_s, end)
+    reader = WindowReader(client, matchers, window_s, end)
     notes: list[str] = []
     finished = reader.samples(FINISHED_REQUESTS)
     if not finished:
@@ -64,11 +64,11 @@ def read_workload(client: PrometheusMetrics, selector: str, window_s: float, end
             f"{client.client.shown}: check the selector (kaliper workload --selector) and that Prometheus scrapes "
             "the servers' /metrics"
         )
-    requests = sum(_increase(points) for points in finished.values())
+    requests = sum(series_increase(points) for points in finished.values())
     span = max(points[-1][0] for points in finished.values()) - min(points[0][0] for points in finished.values())
     if requests <= 0 or span <= 0:
         raise WorkloadError(f"the servers matching {{{matchers}}} finished no request in the {window_s:g}s window")
-    replicas = len({_replica(labels) for labels in finished})
+    replicas = len({replica_of(labels) for labels in finished})
 
     input_tokens = reader.length_fit(PROMPT_TOKENS)
     output_tokens = reader.length_fit(GENERATION_TOKENS)
@@ -79,9 +79,9 @@ def read_workload(client: PrometheusMetrics, selector: str, window_s: float, end
         notes.append(f"burstiness not fitted: {exc}")
     prefix_hit_share = None
     queries, hits = reader.samples(PREFIX_QUERIES), reader.samples(PREFIX_HITS)
-    queried = sum(_increase(points) for points in queries.values())
+    queried = sum(series_increase(points) for points in queries.values())
     if queried > 0:
-        prefix_hit_share = sum(_increase(points) for points in hits.values()) / queried
+        prefix_hit_share = sum(series_increase(points) for points in hits.values()) / queried
     else:
         notes.append(f"{PREFIX_QUERIES} absent or still: prefix caching off, or a vLLM before 0.7")
     return WorkloadFit(
@@ -120,7 +120,10 @@ Labels = tuple[tuple[str, str], ...]
 Points = list[tuple[float, float]]
 
 
-class _Reader:
+class WindowReader:
+    """The raw samples of the series some label matchers select, inside the window of `window_s` seconds before
+    unix time `end`."""
+
     def __init__(self, client: PrometheusMetrics, matchers: str, window_s: float, end: float) -> None:
         self.client, self.matchers, self.window_s, self.end = client, matchers, window_s, end
 
@@ -133,13 +136,18 @@ class _Reader:
             for series in result
         }
 
-    def length_fit(self, histogram: str) -> LengthFit:
+    def bucket_increases(self, histogram: str) -> dict[float, float]:
+        """Each bucket's increase over the window (by its upper edge, +Inf included), every series summed."""
         buckets: dict[float, float] = defaultdict(float)
         for labels, points in self.samples(f"{histogram}_bucket").items():
             le = dict(labels).get("le", "")
-            buckets[float(le)] += _increase(points)  # float() reads "+Inf" and "1.0" alike
-        total = sum(_increase(points) for points in self.samples(f"{histogram}_count").values())
-        value_sum = sum(_increase(points) for points in self.samples(f"{histogram}_sum").values())
+            buckets[float(le)] += series_increase(points)  # float() reads "+Inf" and "1.0" alike
+        return buckets
+
+    def length_fit(self, histogram: str) -> LengthFit:
+        buckets = self.bucket_increases(histogram)
+        total = sum(series_increase(points) for points in self.samples(f"{histogram}_count").values())
+        value_sum = sum(series_increase(points) for points in self.samples(f"{histogram}_sum").values())
         if not buckets:
             raise WorkloadError(f"no {histogram}_bucket series match {{{self.matchers}}}: is the server a vLLM?")
         edges = sorted(le for le in buckets if le != float("inf"))
@@ -149,13 +157,14 @@ class _Reader:
             raise WorkloadError(f"{histogram}: {exc}") from exc
 
 
-def _increase(points: Points) -> float:
+def series_increase(points: Points) -> float:
     """From the first sample in the window: what a series counted before it is left out, even where the series
     began inside the window, since its first value may as well be days of traffic from before Prometheus's data."""
     return rise(points)
 
 
-def _replica(labels: Labels) -> str:
+def replica_of(labels: Labels) -> str:
+    """Which replica a series came from: its pod, else its scrape target."""
     found = dict(labels)
     return next((found[name] for name in REPLICA_LABELS if name in found), "")
 

@@ -12,7 +12,10 @@ own histograms give. At production's load the profile's figures are interpolated
 - SlowerThanProfiled: a latency percentile whose production bucket lies wholly above the profile's interval at
   that load (widened by `tolerance`). A Prometheus histogram places a percentile only within a bucket, so the
   bucket's edges are the observation's interval: interpolation inside a bucket never decides.
-- FasterThanProfiled: the same, wholly below: the configuration may be larger than the traffic needs.
+- FasterThanProfiled: the same, wholly below: the configuration may be larger than the traffic needs. Judged
+  only where both sides time the same thing: a profile's latency is its load generator's (the server's time, the
+  network's and the client's), a production histogram's the server's own, which reads lower by the rest; above
+  the profile is slower whichever the basis, below is not faster.
 - Holds: otherwise.
 
 CPU and memory per replica are scored beside (observed against the interpolated figure, within `tolerance`) and
@@ -28,6 +31,7 @@ from typing import Literal
 from kaliper.measure.statistics import rank_interval
 from kaliper.report.schema import ProfileReport
 
+LatencyBasis = Literal["client", "server"]
 PredictionReason = Literal[
     "Holds", "SlowerThanProfiled", "FasterThanProfiled", "LoadOutsideProfile", "WorkloadShifted", "NotEnoughTraffic"
 ]
@@ -52,6 +56,8 @@ class ProfiledLevel:
     """By percentile: the value with its 95% interval."""
     cpu_cores: float | None = None
     memory_bytes: float | None = None
+    latency_basis: LatencyBasis = "client"
+    """What its latency times: the load generator's whole request ("client"), or the server's own ("server")."""
 
 
 @dataclass(frozen=True)
@@ -70,6 +76,7 @@ class ProductionWindow:
     memory_bytes: float | None = None
     mean_input_tokens: float | None = None
     mean_output_tokens: float | None = None
+    latency_basis: LatencyBasis = "server"
 
     @property
     def rate_rps(self) -> float:
@@ -97,6 +104,26 @@ class PredictionScore:
     rate_rps: float
     """The load per replica it was compared at."""
     figures: list[FigureScore]
+
+
+DEFAULT_PERCENTILES = (50.0, 90.0, 99.0)
+
+
+def compared_percentiles(report: ProfileReport) -> tuple[float, ...]:
+    """The latency percentiles production is held to: the SLO's bounds on whole-request latency, else p50, p90
+    and p99."""
+    bounds = report.slo.latency if report.slo is not None and report.slo.latency else []
+    found = sorted({o.percentile for o in bounds if o.metric == "latency"})
+    return tuple(found) or DEFAULT_PERCENTILES
+
+
+def deployed_configuration(report: ProfileReport) -> dict[str, str] | None:
+    """The configuration a profile recommends, which is the one deployed: its best trial's parameters without the
+    load level; None when it chose none."""
+    best = next((t for t in report.trials if t.index == report.best_trial), None)
+    if best is None:
+        return None
+    return {k: v for k, v in best.parameters.items() if k != report.level_name}
 
 
 def profiled_levels(report: ProfileReport, parameters: dict[str, str]) -> list[ProfiledLevel]:
@@ -173,11 +200,13 @@ def _relative(observed: float, predicted: float) -> float:
     return (observed - predicted) / predicted if predicted else 0.0
 
 
-def _latency_score(percentile: float, observed: Band, predicted: Band, tolerance: float) -> FigureScore:
+def _latency_score(
+    percentile: float, observed: Band, predicted: Band, tolerance: float, judge_below: bool = True
+) -> FigureScore:
     low = predicted.low * (1 - tolerance) if predicted.low is not None else None
     high = predicted.high * (1 + tolerance) if predicted.high is not None else None
     above = high is not None and (observed.low if observed.low is not None else observed.value) > high
-    below = low is not None and (observed.high if observed.high is not None else observed.value) < low
+    below = judge_below and low is not None and (observed.high if observed.high is not None else observed.value) < low
     return FigureScore(
         f"p{percentile:g} latency (ms)", observed, Band(predicted.value, low, high),
         _relative(observed.value, predicted.value), not (above or below),
@@ -234,8 +263,9 @@ def score(
         measured = f"{levels[0].rate_rps:.4g}-{levels[-1].rate_rps:.4g}" if levels else "no"
         message = f"{rate:.4g} requests/s per replica, outside the profiled {measured} requests/s: not extrapolated"
         return PredictionScore(None, "LoadOutsideProfile", message, rate, [])
+    same_basis = all(level.latency_basis == window.latency_basis for level in levels)
     figures = [
-        _latency_score(p, window.latency_ms[p], profiled.latency_ms[p], tolerance)
+        _latency_score(p, window.latency_ms[p], profiled.latency_ms[p], tolerance, judge_below=same_basis)
         for p in compared
         if p in profiled.latency_ms
     ]
@@ -256,4 +286,12 @@ def score(
                 f"{first.predicted.value:.4g} ms ({_bounds(first.predicted)} ms)"
             )
             return PredictionScore(False, reason, message, rate, figures)  # type: ignore[arg-type]
-    return PredictionScore(True, "Holds", f"every latency percentile within the profile's interval {at}", rate, figures)
+    if same_basis:
+        return PredictionScore(
+            True, "Holds", f"every latency percentile within the profile's interval {at}", rate, figures
+        )
+    message = (
+        f"no latency percentile above the profile's interval {at} (the server's own times against the load "
+        "generator's: only slower is judged)"
+    )
+    return PredictionScore(True, "Holds", message, rate, figures)

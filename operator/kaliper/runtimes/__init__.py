@@ -61,6 +61,11 @@ def load_gauges() -> dict[str, LoadGauges]:
     return {r.display_name: r.load_gauges for r in RUNTIMES.values() if r.load_gauges is not None}
 
 
+def latency_histograms() -> dict[str, str]:
+    """The servers whose own histogram times each request, by runtime type: the histogram's name."""
+    return {kind: r.latency_histogram for kind, r in RUNTIMES.items() if r.latency_histogram is not None}
+
+
 def token_counters() -> dict[str, TokenCounters]:
     """The servers whose counters say how many tokens they served, by display name."""
     return {r.display_name: r.token_counters for r in RUNTIMES.values() if r.token_counters is not None}
@@ -76,6 +81,7 @@ __all__ = [
     "TokenCounters",
     "grpc_port_of",
     "grpc_problem",
+    "latency_histograms",
     "load_gauges",
     "port_of",
     "readiness_path",

@@ -121,6 +121,9 @@ class Runtime:
     serves_grpc_locally: bool = False
     generative: bool = False  # OpenAI-compatible, streaming
     metrics_path: str | None = None  # its own Prometheus metrics on the serving port
+    # Its own histogram of each answered request's time in the server, in seconds (the name before _bucket):
+    # production's latency, read from Prometheus (kaliper.metrics.production).
+    latency_histogram: str | None = None
     shared_memory: bool = False  # needs a /dev/shm larger than a container's 64 MiB
     replicas_share_port: bool = False  # local replicas listen on one port (SO_REUSEPORT)
     onnx_session_threads: bool = False  # runs ONNX sessions with the measured intraOp/interOp settings

@@ -296,6 +296,7 @@ class Vllm(GpuLlmServer):
     image = f"docker.io/vllm/vllm-openai:v{VLLM_CPU_VERSION}"
     http_port = 8000
     shared_memory = True  # tensors between its GPU workers go through /dev/shm
+    latency_histogram = "vllm:e2e_request_latency_seconds"
     load_gauges = LoadGauges(
         "vllm:num_requests_running",
         ("vllm:num_requests_running",),

@@ -3,6 +3,7 @@ HTTP side runs on, inferring through the same path (batcher or executor) and cou
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -15,8 +16,9 @@ from kaliper.serving.oip_grpc import infer_response, messages, request_arrays, s
 from kaliper.serving.protocol import ProtocolError
 
 Infer = Callable[[dict[str, np.ndarray]], Awaitable[tuple[dict[str, np.ndarray], Timing]]]
-Count = Callable[[str, Timing | None], None]
-"""Records one call: its status code's name, and the timing of a call that ran the model."""
+Count = Callable[[str, Timing | None, float], None]
+"""Records one call: its status code's name, the timing of a call that ran the model, and when it arrived
+(time.perf_counter())."""
 
 
 class InferenceService(services.GRPCInferenceServiceServicer):
@@ -52,21 +54,23 @@ class InferenceService(services.GRPCInferenceServiceServicer):
         return response
 
     async def ModelInfer(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        arrived = time.perf_counter()
         if request.model_name != self.name:
-            self.count("NOT_FOUND", None)
+            self.count("NOT_FOUND", None, arrived)
             await context.abort(grpc.StatusCode.NOT_FOUND, self._unknown(request.model_name))
         try:
             inputs = request_arrays(request, self.model.input_specs)
         except ProtocolError as exc:
-            self.count("INVALID_ARGUMENT", None)
+            self.count("INVALID_ARGUMENT", None, arrived)
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
         try:
             outputs, timing = await self.infer(inputs)
         except Exception as exc:
-            self.count("INTERNAL", None)
+            self.count("INTERNAL", None, arrived)
             await context.abort(grpc.StatusCode.INTERNAL, f"inference failed: {exc}")
-        self.count("OK", timing)
-        return infer_response(self.name, self.version, request.id, outputs)
+        answer = infer_response(self.name, self.version, request.id, outputs)
+        self.count("OK", timing, arrived)
+        return answer
 
     def _unknown(self, name: str) -> str:
         return f"model {name!r} is not served here; this server serves {self.name!r}"

@@ -32,6 +32,11 @@ class Metrics:
         self.grpc_requests = self._counter(
             "kaliper_server_grpc_requests", "ModelInfer calls over gRPC by model and status code."
         )
+        self.latency = self._histogram(
+            "kaliper_server_request_seconds",
+            "Time from an inference request's arrival to its answer, for the requests answered (HTTP 200, gRPC OK).",
+            BUCKETS,
+        )
         self.queue = self._histogram("kaliper_server_queue_seconds", "Time a request waited for its batch.", BUCKETS)
         self.inference = self._histogram(
             "kaliper_server_inference_seconds", "Time the model ran for a request's batch.", BUCKETS
@@ -42,7 +47,7 @@ class Metrics:
 
     def exported(self) -> tuple[Counter | Histogram, ...]:
         """Every metric the server exports, in the order docs/reference/metrics.md lists them."""
-        return (self.requests, self.grpc_requests, self.queue, self.inference, self.batch)
+        return (self.requests, self.grpc_requests, self.latency, self.queue, self.inference, self.batch)
 
     def _counter(self, name: str, documentation: str) -> Counter:
         return Counter(name, documentation, ["model", "code"], registry=self.registry)
@@ -86,16 +91,18 @@ def build_app(
         metrics.inference.labels(name).observe(timing.inference_s)
         metrics.batch.labels(name).observe(timing.batch_rows)
 
-    def count_grpc(code: str, timing: Timing | None) -> None:
+    def count_grpc(code: str, timing: Timing | None, arrived: float) -> None:
         metrics.grpc_requests.labels(name, code).inc()
         if timing is not None:
             observe(timing)
+            metrics.latency.labels(name).observe(time.perf_counter() - arrived)
 
     def error(status: int, message: str) -> web.Response:
         metrics.requests.labels(name, str(status)).inc()
         return web.json_response({"error": message}, status=status)
 
     async def infer(request: web.Request) -> web.Response:
+        arrived = time.perf_counter()
         if request.match_info["model"] != name:
             return error(404, f"model {request.match_info['model']!r} is not served here; this server serves {name!r}")
         try:
@@ -109,9 +116,11 @@ def build_app(
             outputs, timing = await run(inputs)
         except Exception as exc:
             return error(500, f"inference failed: {exc}")
+        answer = web.json_response(encode_outputs(name, outputs, body.get("id")))
         metrics.requests.labels(name, "200").inc()
         observe(timing)
-        return web.json_response(encode_outputs(name, outputs, body.get("id")))
+        metrics.latency.labels(name).observe(time.perf_counter() - arrived)
+        return answer
 
     async def model_metadata(request: web.Request) -> web.Response:
         if request.match_info["model"] != name:
