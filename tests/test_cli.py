@@ -196,3 +196,34 @@ def test_recommend_prints_a_saved_runs_recommendation_as_a_patch_or_the_patched_
         "Error: ProfileRun sweep profiled Deployment/scorer: a JSON merge patch would replace its whole containers "
         "list; use --format patch (a strategic merge patch, kubectl patch's default type)\n"
     )
+
+
+def test_kaliper_run_says_a_prediction_check_is_the_operators(tmp_path: Path) -> None:
+    manifest = tmp_path / "run.yaml"
+    manifest.write_text(
+        """apiVersion: kaliper.dev/v1alpha1
+kind: ModelDeployment
+metadata: {name: iris}
+spec:
+  model: {file: missing.onnx, name: iris}
+  prediction: {profile: {run: iris-sweep}}
+---
+apiVersion: kaliper.dev/v1alpha1
+kind: ProfileRun
+metadata: {name: iris-sweep}
+spec:
+  target: {deploymentRef: {name: iris}}
+  payload: {inline: "{}"}
+  load: {closedLoop: {concurrency: 1}}
+"""
+    )
+    done = subprocess.run(
+        [str(KALIPER), "run", str(manifest), "--output-dir", str(tmp_path / "reports")],
+        capture_output=True, text=True, timeout=60, cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 1 and f"trial 0 Failed: model {tmp_path / 'missing.onnx'} does not exist" in done.stdout
+    said = " ".join(done.stderr.split())
+    assert (
+        "ModelDeployment iris: spec.prediction is checked by the operator against production; from this machine, "
+        "`kaliper compare PROFILE --from-prometheus URL` scores it"
+    ) in said

@@ -89,6 +89,14 @@ def test_onnxruntime_deployment_with_resources_gpu_scheduling_and_probe() -> Non
     assert pod["volumes"] == [{"name": "model", "persistentVolumeClaim": {"claimName": "models", "readOnly": True}}]
     assert pod["nodeSelector"] == {"pool": "gpu"} and pod["tolerations"][0]["operator"] == "Exists"
     assert d["spec"]["selector"]["matchLabels"].items() <= d["spec"]["template"]["metadata"]["labels"].items()
+    # Prometheus finds the server's own metrics (what spec.prediction reads): by the label or the annotations.
+    template = d["spec"]["template"]["metadata"]
+    assert template["labels"]["kaliper.dev/server-metrics"] == "true"
+    assert template["annotations"] == {
+        "prometheus.io/scrape": "true",
+        "prometheus.io/port": "8080",
+        "prometheus.io/path": "/metrics",
+    }
 
 
 def test_url_and_image_models_are_fetched_by_init_containers() -> None:

@@ -55,6 +55,14 @@ def test_the_trial_deployment_is_owned_by_the_run_and_labels_its_pods() -> None:
     assert base.pod_labels == {"a": "b"}
 
 
+def test_a_targets_prediction_check_stays_with_the_target() -> None:
+    base = ModelDeploymentSpec.model_validate(
+        {"model": {"configMap": {"name": "m", "key": "k"}}, "prediction": {"profile": {"run": "iris-sweep"}}}
+    )
+    assert "prediction" not in build_trial_deployment(RUN, 0, base)["spec"]
+    assert base.prediction is not None and base.prediction.profile.run == "iris-sweep"
+
+
 def test_a_single_generator_job_mounts_its_config_and_payload_and_takes_secrets_from_env() -> None:
     config_map, job = build_loadgen(
         RUN, 0, spec(), TrialLoad("http://r-t0.ml.svc:80", "iris", 16), LoadgenPod("img:1", {"requests": {"cpu": "1"}})

@@ -26,6 +26,8 @@ REASON_ARGUMENT = {
     "KStatus": 1,  # KStatus(state, reason, message)
     "FailedGate": 0,
     "OptimizationFailed": 0,  # the optimizer's failure, its report's reason
+    "PredictionScore": 1,  # PredictionScore(holds, reason, message, ...)
+    "not_scored": 0,  # a prediction check that scored nothing: not_scored(reason, message)
 }
 # Calls by those names that give no reason: kopf's decorators, and the step-failure counters (a message, counted).
 NOT_REASONS = {"kopf.on.event", "self.failures.failed", "self.failure_log.failed"}
@@ -39,6 +41,7 @@ PASSED_THROUGH = {
     "failure.reason",
     "report.reason",
     "complete.reason",
+    "checked.reason",  # a prediction check's: PredictionScore's or not_scored's
     "progressing.reason",
     # kstatus's fallback when no condition gives a reason yet: the phase, "Pending" before the first step (a
     # finished phase has its Complete condition's reason, a running one its Progressing condition's).
@@ -124,7 +127,7 @@ def test_every_reason_the_code_writes_is_in_the_catalogue_and_nothing_else() -> 
     assert "controllers/profilerun.py" in found["WaitingForTarget"][0]
     assert {"TrialFailed", "TrialSkipped", "TrialSucceeded", "RolloutStuck", "MetricsUnavailable"} <= set(found)
     assert "optimize/engine.py" in found["Interrupted"][0] and "profiling/outcome.py" in found["Regressed"][0]
-    assert len(REASONS) == 50
+    assert len(REASONS) == 58
 
 
 def test_a_reason_hidden_in_an_f_string_is_found(tmp_path: Path) -> None:
@@ -135,6 +138,7 @@ def test_a_reason_hidden_in_an_f_string_is_found(tmp_path: Path) -> None:
 
 def test_the_reference_page_lists_every_reason_under_its_resource() -> None:
     page = reasons_reference_markdown()
-    assert page.count("\n| `") == 51  # Succeeded is under ProfileRun and ModelOptimization both
+    assert page.count("\n| `") == 59  # Succeeded is under ProfileRun and ModelOptimization both
     assert "| `RolloutStuck` | Degraded=True, Stalled=True |" in page
+    assert "| `SlowerThanProfiled` | PredictionHolds=False; a Warning Event when it changes |" in page
     assert "## Every kind\n" in page and "## Cleanup\n" in page

@@ -364,6 +364,13 @@ def run_command(
         console.print(
             f"Cleanup {name}: skipped (it removes cluster objects; locally, `kaliper gc` does that)", soft_wrap=True
         )
+    for name, deployment in found.deployments.items():
+        if deployment.spec.prediction is not None:
+            console.print(
+                f"ModelDeployment {name}: spec.prediction is checked by the operator against production; from this "
+                "machine, `kaliper compare PROFILE --from-prometheus URL` scores it",
+                soft_wrap=True,
+            )
     runs = []
     for optimization in found.optimizations:
         try:

@@ -1,51 +1,29 @@
-"""A profile's prediction held to production, read from a real Prometheus (Debian's) scraping two real built-in
-servers on loopback every second. Production's traffic is this test's own (not Kaliper's load generator): 400
-requests, one at a time to each server. The servers batch with a 20 ms queue delay, so an answer takes at least
-20 ms of the server's own time whatever the machine is doing: the bucket its percentiles fall in starts at
-10 ms or above, which sets the verdicts against the scripted profiles below."""
+"""A profile's prediction held to production by `kaliper compare --from-prometheus`, read from a real Prometheus
+(Debian's) scraping two real built-in servers on loopback every second, production's traffic this test's own: 400
+requests, one at a time to each server (tests/support/production.py says why the verdicts against the scripted
+profiles below do not depend on the machine)."""
 
 from __future__ import annotations
 
 import json
 import subprocess
 import time
-import urllib.request
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
 from kaliper.metrics.production import ProductionError, read_production
 from kaliper.metrics.prometheus import PrometheusMetrics
-from kaliper.report.schema import ProfileReport
 from kaliper.serving.examples import make_iris
-from tests.support.builtin_server import IRIS_ROWS, serve
+from tests.support.builtin_server import serve
 from tests.support.groundtruth import wait_http
 from tests.support.paths import KALIPER
+from tests.support.production import BATCHED, HISTOGRAM, infer, scripted_profile, send, wait_for_value
 from tests.support.prometheus import instant_value, prometheus
-from tests.support.sample_reports import report_with, succeeded
 
-HISTOGRAM = "kaliper_server_request_seconds"
 PER_SERVER = 200
-BODY = json.dumps({"inputs": [{"name": "float_input", "shape": [1, 4], "datatype": "FP32", "data": IRIS_ROWS[0]}]})
 BUCKET_EDGES_MS = {0.0, 0.5, 1.0, 2.5, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000.0, 2500.0, 5000.0, 10000.0}
-
-
-def infer(base: str) -> None:
-    request = urllib.request.Request(
-        f"{base}/v2/models/iris/infer", data=BODY.encode(), headers={"Content-Type": "application/json"}
-    )
-    with urllib.request.urlopen(request, timeout=10) as answer:
-        assert answer.status == 200
-
-
-def wait_for(url: str, promql: str, expected: float, timeout: float = 30) -> None:
-    """Until Prometheus's latest samples add up to `expected` (each scrape is a second apart)."""
-    deadline = time.monotonic() + timeout
-    while (found := instant_value(url, promql)) != expected:
-        assert time.monotonic() < deadline, f"{promql} read {found}, not {expected}, for {timeout:g} s"
-        time.sleep(0.2)
 
 
 @pytest.fixture(scope="module")
@@ -53,19 +31,18 @@ def production(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, 
     """(Prometheus's URL, the window's seconds, its end): the window from the scrapes that saw each server's
     first answer to the one that saw its last."""
     iris = make_iris(tmp_path_factory.mktemp("models") / "iris.onnx")
-    servers = [serve(iris, "--intra-op", "1", "--max-batch-size", "8", "--max-queue-delay", "20ms") for _ in "ab"]
+    servers = [serve(iris, *BATCHED) for _ in "ab"]
     try:
         for _, base in servers:
             wait_http(f"{base}/v2/health/ready")
             infer(base)  # a model's series appear with its first answer
         with prometheus([base.removeprefix("http://") for _, base in servers]) as url:
-            wait_for(url, f"count({HISTOGRAM}_count == 1)", 2)
+            wait_for_value(url, f"count({HISTOGRAM}_count == 1)", 2)
             # The window starts at the older of the two samples that hold one answer each.
             start = instant_value(url, f"min(timestamp({HISTOGRAM}_count))")
             assert start is not None
-            with ThreadPoolExecutor(2) as pool:
-                list(pool.map(lambda base: [infer(base) for _ in range(PER_SERVER)], [b for _, b in servers]))
-            wait_for(url, f"sum({HISTOGRAM}_count)", 2 + 2 * PER_SERVER)
+            send([base for _, base in servers], PER_SERVER)
+            wait_for_value(url, f"sum({HISTOGRAM}_count)", 2 + 2 * PER_SERVER)
             end = time.time()
             yield url, end - start + 0.001, end
     finally:
@@ -94,17 +71,8 @@ def test_a_selector_that_matches_nothing_says_so(production: tuple[str, float, f
 
 
 def profile(tmp_path: Path, p99_ms: float, rates: tuple[float, float]) -> Path:
-    """A saved profile of cpu=1 at two load levels (`rates` answers a second, one replica), its p99 `p99_ms`
-    (95% interval within 10%) and its median half that, at both."""
-    trials = [succeeded(index, "1", p99_ms) for index in (0, 1)]
-    for trial, concurrency, rate in zip(trials, ("1", "8"), rates, strict=True):
-        trial.parameters = {"cpu": "1", "concurrency": concurrency}
-        assert trial.stage is not None
-        trial.stage.throughput_rps = rate
-    report = report_with(trials, level_name="concurrency", best_trial=1)
     path = tmp_path / "report.json"
-    path.write_text(report.model_dump_json(by_alias=True))
-    assert ProfileReport.model_validate_json(path.read_text()).best_trial == 1
+    path.write_text(scripted_profile(p99_ms, rates).model_dump_json(by_alias=True))
     return path
 
 

@@ -149,3 +149,19 @@ def test_production_is_held_to_the_slos_percentiles_of_the_chosen_configuration(
                      {"percentile": 50, "max": "1s", "metric": "ttft"}]}
     )  # fmt: skip
     assert compared_percentiles(report_with([low, high], slo=slo)) == (95.0, 99.9)
+
+
+def test_a_prediction_is_checked_again_once_its_interval_has_passed() -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from kaliper.api.modeldeployment import PredictionCheck
+    from kaliper.controllers.prediction import due
+
+    check = PredictionCheck.model_validate({"profile": {"run": "iris-sweep"}, "interval": "5m"})
+    at = datetime(2026, 12, 6, 12, 0, tzinfo=UTC)
+    last = {"checkedAt": "2026-12-06T11:56:00Z"}
+    assert (due(check, None, at), due(check, {}, at)) == (True, True)
+    assert due(check, last, at) is False  # four minutes ago
+    assert due(check, last, at + timedelta(minutes=1)) is True
+    with pytest.raises(ValueError, match=r"prediction\.interval must be at least 10s"):
+        PredictionCheck.model_validate({"profile": {"run": "iris-sweep"}, "interval": "5s"})

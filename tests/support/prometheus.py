@@ -104,6 +104,28 @@ def prometheus(targets: list[str], namespaces: tuple[str, ...] = ()) -> Iterator
 
 
 @contextmanager
+def pods_prometheus(pods: dict[str, dict[str, str]]) -> Iterator[str]:
+    """Prometheus on loopback scraping each target (host:port) every second with its own labels (a pod's
+    `namespace` and `pod`, as Kubernetes discovery gives them)."""
+    groups = "".join(
+        f"""
+      - targets: ["{target}"]
+        labels: {json.dumps(labels)}"""
+        for target, labels in pods.items()
+    )
+    config = (
+        CONFIG
+        + f"""
+  - job_name: pods
+    honor_timestamps: true
+    static_configs:{groups}
+"""
+    )
+    with _run(config, "127.0.0.1") as url:
+        yield url
+
+
+@contextmanager
 def cluster_prometheus(
     kubelets: list[str], address: str, cert: Path, key: Path, interval: str, pods_file: Path
 ) -> Iterator[str]:

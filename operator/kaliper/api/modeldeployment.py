@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, WithJsonSchema
@@ -26,6 +27,7 @@ from kaliper.api.common import (
     Toleration,
     conditions_field,
 )
+from kaliper.api.units import parse_duration
 
 RuntimeType = Literal["onnxruntime", "mlserver", "triton", "llamacpp", "vllm", "sglang", "tgi", "custom"]
 # Servers of generative models (OpenAI-compatible, streaming): llama.cpp on CPUs, the others on GPUs.
@@ -452,11 +454,54 @@ class ModelDeploymentTemplate(KaliperModel):
         return self.autoscaling.max_replicas if self.autoscaling is not None else self.replicas
 
 
+class ProfileReference(KaliperModel):
+    """The profile whose prediction production is held to. Set exactly one."""
+
+    run: Name | None = None
+    """A finished ProfileRun of this namespace (its report ConfigMap)."""
+    config_map: ConfigMapKeyReference | None = None
+    """A ConfigMap key holding a profile's report (as Kaliper stores them, plain or gzipped), such as one kept in
+    Git."""
+
+    cross_field_rules = (exactly_one_of("run", "config_map"),)
+
+
+class PredictionCheck(KaliperModel):
+    """Hold the profile that sized this deployment to production: every `interval`, read from the operator's
+    Prometheus the requests each replica answered over the `window` and the latency percentiles the servers' own
+    histogram gives, and score the profile's figures at that load (status.production, condition PredictionHolds,
+    an Event when it changes). The runtime must export a latency histogram (the built-in server, vLLM) and
+    Prometheus must scrape the pods (the chart's serverPodMonitor, or the prometheus.io annotations)."""
+
+    profile: ProfileReference
+    """The profile that sized the deployment."""
+    configuration: StringMap | None = None
+    """The profiled configuration deployed, by parameter (such as cpu: 500m). Default: the profile's choice."""
+    interval: PositiveDuration = "5m"
+    """How often production is read and scored (at least 10s)."""
+    window: PositiveDuration = "1h"
+    """How much of production each check reads, back from its time."""
+    tolerance: Annotated[float, Field(ge=0, le=1)] = 0.1
+    """The profile's intervals are widened by this share before a production percentile is outside them."""
+
+    cross_field_rules = (
+        Rule(
+            cel="!has(self.interval) || duration(self.interval) >= duration('10s')",
+            message="prediction.interval must be at least 10s: each check reads the window from Prometheus",
+            check=lambda s: parse_duration(s.interval) >= 10,
+            field_path=".interval",
+        ),
+    )
+
+
 class ModelDeploymentSpec(ModelDeploymentTemplate):
     """A model, the server that serves it, and the resources it gets."""
 
     model: ModelSource
     """Where the model comes from."""
+    prediction: PredictionCheck | None = None
+    """Hold a profile's prediction to production (the operator; `kaliper compare --from-prometheus` on one
+    machine)."""
 
     cross_field_rules = (
         *ModelDeploymentTemplate.cross_field_rules,
@@ -488,6 +533,59 @@ class ModelDeploymentSpec(ModelDeploymentTemplate):
 ModelDeploymentPhase = Literal["Pending", "Progressing", "Ready", "Degraded", "Failed"]
 
 
+class PredictionFigure(KaliperModel):
+    """One figure of production against the profile's at production's load."""
+
+    figure: Annotated[str, Field(max_length=64)]
+    """Such as "p99 latency (ms)"."""
+    observed: float
+    """What production showed (a latency percentile: histogram_quantile's estimate)."""
+    observed_low: float | None = None
+    """For a latency percentile, the edges of the histogram bucket it falls in."""
+    observed_high: float | None = None
+    """The bucket's upper edge; unset for the +Inf bucket."""
+    predicted: float
+    """The profile's figure, interpolated between its levels around production's load."""
+    predicted_low: float | None = None
+    """Its 95% interval, widened by prediction.tolerance."""
+    predicted_high: float | None = None
+    """The widened interval's upper end; unset when the profile's is open."""
+    error: float
+    """(observed - predicted) / predicted."""
+    inside: bool
+    """The observation's interval meets the prediction's."""
+
+
+class ProductionStatus(KaliperModel):
+    """The latest check of the profile's prediction against production (spec.prediction)."""
+
+    checked_at: datetime
+    """When production was last read."""
+    profile: Annotated[str, Field(max_length=512)]
+    """Which profile, such as "ProfileRun iris-sweep"."""
+    configuration: StringMap | None = None
+    """The profiled configuration held to production."""
+    window: Annotated[str, Field(max_length=32)]
+    """How much of production was read (spec.prediction.window)."""
+    requests: Annotated[int, Field(ge=0)] = 0
+    """Requests the servers answered in the window."""
+    replicas: Annotated[float, Field(ge=0)] = 0
+    """Replicas seen in the window (series told apart by pod)."""
+    load_per_replica_rps: Annotated[float, Field(ge=0)] = 0
+    """Answers per second per replica: the load the profile's figures were compared at."""
+    profiled_rps: Annotated[list[float], Field(max_length=2)] = Field(default_factory=list)
+    """The lowest and highest load per replica the profile measured."""
+    holds: bool | None = None
+    """None: not judged (too little traffic, a load the profile did not measure, nothing to read)."""
+    reason: Annotated[str, Field(max_length=64)]
+    """PredictionHolds's reason: Holds, SlowerThanProfiled, FasterThanProfiled, WorkloadShifted,
+    LoadOutsideProfile, NotEnoughTraffic, ProfileUnavailable or ProductionUnavailable."""
+    message: Annotated[str, Field(max_length=2048)] = ""
+    """What was found, in a sentence."""
+    figures: Annotated[list[PredictionFigure], Field(max_length=8)] = Field(default_factory=list)
+    """Each latency percentile compared."""
+
+
 class ModelDeploymentStatus(ObjectStatus):
     """What Kaliper observed of the deployment."""
 
@@ -511,3 +609,5 @@ class ModelDeploymentStatus(ObjectStatus):
     """The HorizontalPodAutoscaler that sets its replicas (spec.autoscaling)."""
     message: Annotated[str, Field(max_length=4096)] | None = None
     """The latest thing a person should know."""
+    production: ProductionStatus | None = None
+    """The profile's prediction against production (spec.prediction)."""

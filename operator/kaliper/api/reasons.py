@@ -164,6 +164,62 @@ REASONS: dict[str, Reason] = {
         "`kubectl describe pods -l kaliper.dev/modeldeployment=NAME` says why (image, memory, scheduling).",
     ),
     "Healthy": Reason((MODEL_DEPLOYMENT,), "Degraded=False, Stalled=False", "The rollout is not stuck."),
+    "Holds": Reason(
+        (MODEL_DEPLOYMENT,),
+        "PredictionHolds=True; a Normal Event when it changes",
+        "At the load each replica serves, no latency percentile of production is outside the profile's interval "
+        "(spec.prediction).",
+    ),
+    "SlowerThanProfiled": Reason(
+        (MODEL_DEPLOYMENT,),
+        "PredictionHolds=False; a Warning Event when it changes",
+        "A latency percentile's histogram bucket lies wholly above the profile's interval at production's load: "
+        "production is slower than the profile said.",
+        "What differs from the profile's trials: the node type, the image, the model, neighbours on the node. "
+        "Profile again on today's nodes and traffic ([Check a recommendation in production]"
+        "(../how-to/check-in-production.md)).",
+    ),
+    "FasterThanProfiled": Reason(
+        (MODEL_DEPLOYMENT,),
+        "PredictionHolds=False; a Warning Event when it changes",
+        "A latency percentile lies wholly below the profile's interval, both timed by the server: the "
+        "configuration may be larger than the traffic needs.",
+        "Profile a smaller configuration at production's load.",
+    ),
+    "WorkloadShifted": Reason(
+        (MODEL_DEPLOYMENT,),
+        "PredictionHolds=False; a Warning Event when it changes",
+        "The requests differ from the profile's (for LLMs, the mean prompt or output length moved by more than a "
+        "quarter): the profile speaks of other traffic.",
+        "Profile the traffic production has now (`kaliper workload --from-prometheus`).",
+    ),
+    "LoadOutsideProfile": Reason(
+        (MODEL_DEPLOYMENT,),
+        "PredictionHolds=Unknown; a Normal Event when it changes",
+        "Each replica serves less or more than any load level the profile measured: nothing is extrapolated.",
+        "Profile the range of load production runs at.",
+    ),
+    "NotEnoughTraffic": Reason(
+        (MODEL_DEPLOYMENT,),
+        "PredictionHolds=Unknown; a Normal Event when it changes",
+        "Too few requests in the window to bound the highest percentile compared (a p99 needs 368).",
+        "Lengthen spec.prediction.window.",
+    ),
+    "ProfileUnavailable": Reason(
+        (MODEL_DEPLOYMENT,),
+        "PredictionHolds=Unknown; a Normal Event when it changes",
+        "spec.prediction.profile names no report Kaliper can read (the run has not finished, or the ConfigMap is "
+        "not a profile report), or the profile has no succeeded trial of the configuration.",
+        "Read the message: it names the field.",
+    ),
+    "ProductionUnavailable": Reason(
+        (MODEL_DEPLOYMENT,),
+        "PredictionHolds=Unknown; a Normal Event when it changes",
+        "Production could not be read: the operator has no Prometheus, Prometheus holds none of the pods' latency "
+        "series, or the runtime exports no latency histogram.",
+        "Let Prometheus scrape the server pods (the chart's serverPodMonitor.enabled, or the prometheus.io "
+        "annotations) and set the chart's prometheus.url.",
+    ),
     # --- ModelOptimization -----------------------------------------------------------------------------------
     "JobCreated": Reason(
         (OPTIMIZATION,), "Progressing=True; a Normal Event", "The optimizer Job is made; its progress is the message."

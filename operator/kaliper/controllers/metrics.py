@@ -63,12 +63,41 @@ class ObjectsByPhase(Collector):
         yield family
 
 
+class Predictions(Collector):
+    """Each ModelDeployment's latest check of its profile's prediction (spec.prediction), read from its status as
+    the watch streams show it: what to alert on."""
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        reasons = GaugeMetricFamily(
+            "kaliper_prediction",
+            "1 for the reason of a ModelDeployment's latest prediction check (Holds, SlowerThanProfiled, ...).",
+            labels=["namespace", "name", "reason"],
+        )
+        errors = GaugeMetricFamily(
+            "kaliper_prediction_error",
+            "A figure of production against the profile's at that load: (observed - predicted) / predicted.",
+            labels=["namespace", "name", "figure"],
+        )
+        for body in STORE.every("ModelDeployment"):
+            production = (body.get("status") or {}).get("production")
+            if not production:
+                continue
+            where = [body["metadata"]["namespace"], body["metadata"]["name"]]
+            reasons.add_metric([*where, production.get("reason", "")], 1)
+            for figure in production.get("figures") or []:
+                errors.add_metric([*where, figure["figure"]], figure["error"])
+        yield reasons
+        yield errors
+
+
 REGISTRY.register(ObjectsByPhase())
+REGISTRY.register(Predictions())
 
 
 def exported() -> tuple[object, ...]:
     """What the operator exports, in the order docs/reference/metrics.md lists it (`kaliper crds generate`)."""
-    return (RECONCILES, RECONCILE_ERRORS, RECONCILE_SECONDS, FINISHED, TRIALS, *ObjectsByPhase().collect())
+    families = (*ObjectsByPhase().collect(), *Predictions().collect())
+    return (RECONCILES, RECONCILE_ERRORS, RECONCILE_SECONDS, FINISHED, TRIALS, *families)
 
 
 def serve(port: int) -> None:

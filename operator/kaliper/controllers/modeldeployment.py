@@ -11,8 +11,9 @@ from pydantic import ValidationError
 
 from kaliper.api.common import GROUP, VERSION
 from kaliper.api.loader import problems_from
+from kaliper.api.modeldeployment import ModelDeploymentSpec
 from kaliper.api.resources import ModelDeployment
-from kaliper.controllers import kube, metrics
+from kaliper.controllers import kube, metrics, prediction
 from kaliper.controllers.pacer import PACER
 from kaliper.controllers.settings import SETTINGS
 from kaliper.controllers.store import STORE
@@ -26,6 +27,7 @@ from kaliper.manifests.modeldeployment import (
     build_service,
     failed_status,
     observed_status,
+    status_condition,
 )
 
 PLURAL = "modeldeployments"
@@ -33,7 +35,11 @@ log = get_logger("kaliper.modeldeployment")
 
 
 def now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return stamp(datetime.now(UTC))
+
+
+def stamp(moment: datetime) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def parse(body: Any) -> ModelDeployment:
@@ -100,18 +106,42 @@ def sync_status(namespace: str, name: str) -> None:
     current = owner.get("status") or {}
     if current.get("phase") == "Failed" and current.get("observedGeneration") == owner["metadata"].get("generation"):
         return
-    status = observed_status(
-        name,
-        namespace,
-        owner["metadata"].get("generation", 1),
-        resource.spec,
-        STORE.get("Deployment", namespace, name),
-        list(current.get("conditions") or []),
-        now(),
-    )
+    generation, moment = owner["metadata"].get("generation", 1), datetime.now(UTC)
+    previous = list(current.get("conditions") or [])
+    deployment = STORE.get("Deployment", namespace, name)
+    status = observed_status(name, namespace, generation, resource.spec, deployment, previous, stamp(moment))
+    with_prediction(status, owner, resource.spec, current, moment)
     # Transition times only move when a condition's status does, so an unchanged rollout compares equal.
     if status != {key: current.get(key) for key in status}:
         kube.patch_status("ModelDeployment", namespace, name, status)
+
+
+def with_prediction(
+    status: dict[str, Any], owner: dict[str, Any], spec: ModelDeploymentSpec, current: dict[str, Any], moment: datetime
+) -> None:
+    """status.production and the PredictionHolds condition (spec.prediction): checked anew when due or when the
+    spec changed, else kept as they stand; gone with spec.prediction. An Event when the condition's status or
+    reason changes."""
+    if spec.prediction is None:
+        status["production"] = None  # a merge patch's null removes it
+        return
+    metadata, previous = owner["metadata"], list(current.get("conditions") or [])
+    generation = metadata.get("generation", 1)
+    held = next((c for c in previous if c.get("type") == prediction.CONDITION), None)
+    changed = held is None or held.get("observedGeneration") != generation
+    if not changed and not prediction.due(spec.prediction, current.get("production"), moment):
+        status["production"] = current.get("production")
+        status["conditions"].append(held)
+        return
+    checked = prediction.check(metadata["namespace"], metadata["name"], spec, moment)
+    reason = checked.reason
+    message = checked.message
+    condition = status_condition(
+        prediction.CONDITION, checked.holds, reason, message, previous, generation, stamp(moment)
+    )
+    status["production"], status["conditions"] = checked.production, [*status["conditions"], condition]
+    if held is None or (held.get("status"), held.get("reason")) != (condition["status"], reason):
+        (kopf.warn if checked.holds is False else kopf.info)(owner, reason=reason, message=message)
 
 
 @kopf.on.event("apps", "v1", "deployments", labels={LABEL_MANAGED: "kaliper", LABEL_DEPLOYMENT: kopf.PRESENT})

@@ -150,6 +150,12 @@ class Store:
         with self._guard:
             return collections.Counter(entry.phase for (k, _, _), entry in self._objects.items() if k == kind)
 
+    def every(self, kind: str) -> list[dict[str, Any]]:
+        """Copies of every object of a kind."""
+        with self._guard:
+            found = [entry.text for (k, _, _), entry in self._objects.items() if k == kind]
+        return [json.loads(text) for text in found]
+
     def group(self, kind: str, namespace: str, group: str) -> list[dict[str, Any]]:
         """Copies of the objects of a kind whose group label has this value (a run's Jobs, say)."""
         with self._guard:

@@ -251,10 +251,11 @@ def endpoint(name: str, namespace: str, spec: ModelDeploymentTemplate, protocol:
     return f"http://{name}.{namespace}.svc:{spec.service.port}"
 
 
-def _condition(
-    kind: str, ok: bool, reason: str, message: str, previous: list[dict], generation: int, now: str
+def status_condition(
+    kind: str, ok: bool | None, reason: str, message: str, previous: list[dict], generation: int, now: str
 ) -> dict[str, Any]:
-    status = "True" if ok else "False"
+    """A condition of the ModelDeployment's status (`ok` None: Unknown)."""
+    status = "Unknown" if ok is None else "True" if ok else "False"
     before = next((c for c in previous if c.get("type") == kind), None)
     # The transition time moves only when the status does.
     since = before["lastTransitionTime"] if before and before.get("status") == status else now
@@ -319,7 +320,8 @@ def observed_status(
         ("Stalled", phase == "Degraded", "RolloutStuck" if phase == "Degraded" else "Healthy"),
     ]
     conditions = [
-        _condition(kind, ok, reason, message, previous_conditions, generation, now) for kind, ok, reason in decided
+        status_condition(kind, ok, reason, message, previous_conditions, generation, now)
+        for kind, ok, reason in decided
     ]
     return {
         "phase": phase,
@@ -343,9 +345,9 @@ def failed_status(generation: int, message: str, previous_conditions: list[dict]
         "observedGeneration": generation,
         "message": message,
         "conditions": [
-            _condition("Ready", False, "InvalidSpec", message, previous_conditions, generation, now),
-            _condition("Degraded", True, "InvalidSpec", message, previous_conditions, generation, now),
-            _condition("Reconciling", False, "InvalidSpec", message, previous_conditions, generation, now),
-            _condition("Stalled", True, "InvalidSpec", message, previous_conditions, generation, now),
+            status_condition("Ready", False, "InvalidSpec", message, previous_conditions, generation, now),
+            status_condition("Degraded", True, "InvalidSpec", message, previous_conditions, generation, now),
+            status_condition("Reconciling", False, "InvalidSpec", message, previous_conditions, generation, now),
+            status_condition("Stalled", True, "InvalidSpec", message, previous_conditions, generation, now),
         ],
     }

@@ -136,9 +136,10 @@ def trial_labels(run_name: str, index: int) -> dict[str, str]:
 
 
 def build_trial_deployment(run: dict[str, Any], index: int, spec: ModelDeploymentSpec) -> dict[str, Any]:
-    """The trial's ModelDeployment; its pods carry the run and trial labels (for diagnosis and metrics)."""
+    """The trial's ModelDeployment; its pods carry the run and trial labels (for diagnosis and metrics). A
+    target's spec.prediction stays with the target: a trial serves for the run alone."""
     labels = {**(spec.pod_labels or {}), **trial_labels(run["metadata"]["name"], index), LABEL_ROLE: "server"}
-    spec = spec.model_copy(update={"pod_labels": labels})
+    spec = spec.model_copy(update={"pod_labels": labels, "prediction": None})
     return {
         "apiVersion": "kaliper.dev/v1alpha1",
         "kind": "ModelDeployment",

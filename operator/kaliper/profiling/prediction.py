@@ -238,6 +238,13 @@ def _shift(window: ProductionWindow, workload: tuple[float, float] | None, toler
     return "; ".join(moved) or None
 
 
+def _outside(first: FigureScore, words: str, at: str) -> str:
+    return (
+        f"{first.figure.split(' ')[0]} {first.observed.value:.4g} ms {at}, {words} the profile's "
+        f"{first.predicted.value:.4g} ms ({_bounds(first.predicted)} ms)"
+    )
+
+
 def score(
     levels: Sequence[ProfiledLevel],
     window: ProductionWindow,
@@ -275,17 +282,12 @@ def score(
     )
     figures += [f for f in resources if f is not None]
     at = f"at {rate:.4g} requests/s per replica"
-    for reason, outside, words in (
-        ("SlowerThanProfiled", [f for f in figures if "latency" in f.figure and not f.inside and f.error > 0], "above"),
-        ("FasterThanProfiled", [f for f in figures if "latency" in f.figure and not f.inside and f.error < 0], "below"),
-    ):
-        if outside:
-            first = outside[0]
-            message = (
-                f"{first.figure.split(' ')[0]} {first.observed.value:.4g} ms {at}, {words} the profile's "
-                f"{first.predicted.value:.4g} ms ({_bounds(first.predicted)} ms)"
-            )
-            return PredictionScore(False, reason, message, rate, figures)  # type: ignore[arg-type]
+    outside = [f for f in figures if "latency" in f.figure and not f.inside]
+    slower, faster = [f for f in outside if f.error > 0], [f for f in outside if f.error < 0]
+    if slower:
+        return PredictionScore(False, "SlowerThanProfiled", _outside(slower[0], "above", at), rate, figures)
+    if faster:
+        return PredictionScore(False, "FasterThanProfiled", _outside(faster[0], "below", at), rate, figures)
     if same_basis:
         return PredictionScore(
             True, "Holds", f"every latency percentile within the profile's interval {at}", rate, figures

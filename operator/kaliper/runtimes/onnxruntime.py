@@ -49,6 +49,7 @@ class OnnxRuntime(Runtime):
     serves_grpc_locally = True
     replicas_share_port = True
     onnx_session_threads = True
+    metrics_path = "/metrics"  # its requests, queue, inference and batch histograms
     latency_histogram = "kaliper_server_request_seconds"
 
     def server_command(self, launch: Launch) -> ServerCommand:

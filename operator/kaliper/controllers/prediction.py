@@ -1,0 +1,188 @@
+"""spec.prediction of a ModelDeployment: the profile that sized it held to production. Every `interval` the
+operator reads, from its own Prometheus (the chart's prometheus.url; a namespace names no other), the requests the
+deployment's pods answered over the `window` and the latency percentiles the servers' own histogram gives
+(metrics/production.py, confined to the namespace), and scores the profile's figures at that load
+(profiling/prediction.py). What it found is status.production and the PredictionHolds condition, written by the
+ModelDeployment's status sync (controllers/modeldeployment.py), the one writer of its status."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import httpx
+from pydantic import ValidationError
+
+from kaliper.api.modeldeployment import ModelDeploymentSpec, PredictionCheck, PredictionFigure, ProductionStatus
+from kaliper.api.units import parse_duration
+from kaliper.controllers import kube
+from kaliper.controllers.run_baseline import saved_report_text
+from kaliper.controllers.settings import SETTINGS
+from kaliper.metrics.production import ProductionError, read_production
+from kaliper.metrics.prometheus import PrometheusMetrics
+from kaliper.metrics.prometheus_api import PrometheusError
+from kaliper.metrics.promql_scope import QueryRefused, QueryScope
+from kaliper.metrics.workload_query import WorkloadError
+from kaliper.profiling.prediction import (
+    PredictionScore,
+    ProductionWindow,
+    ProfiledLevel,
+    compared_percentiles,
+    deployed_configuration,
+    profiled_levels,
+    score,
+)
+from kaliper.report.schema import ProfileReport
+from kaliper.report.store import read_document
+from kaliper.runtimes import runtime_of
+
+CONDITION = "PredictionHolds"
+PROMETHEUS_TIMEOUT_S = 10.0
+
+
+@dataclass(frozen=True)
+class Checked:
+    """One check: status.production, and the PredictionHolds condition's status (None: Unknown) and reason."""
+
+    production: dict[str, Any]
+    holds: bool | None
+    reason: str
+    message: str
+
+
+def due(prediction: PredictionCheck, production: dict[str, Any] | None, now: datetime) -> bool:
+    """Never checked, or checked `interval` ago or more (a changed spec is checked at once by the caller)."""
+    if not production or not production.get("checkedAt"):
+        return True
+    checked = datetime.fromisoformat(production["checkedAt"].replace("Z", "+00:00"))
+    return (now - checked).total_seconds() >= parse_duration(prediction.interval)
+
+
+def profile_source(prediction: PredictionCheck) -> str:
+    reference = prediction.profile
+    if reference.run is not None:
+        return f"ProfileRun {reference.run}"
+    assert reference.config_map is not None
+    return f"ConfigMap {reference.config_map.name} key {reference.config_map.key}"
+
+
+def production_status(
+    prediction: PredictionCheck,
+    configuration: dict[str, str] | None,
+    now: datetime,
+    scored: PredictionScore | None,
+    window: ProductionWindow | None = None,
+    levels: list[ProfiledLevel] | None = None,
+    unavailable: tuple[str, str] | None = None,
+) -> Checked:
+    """The check's status from its score (pure); `unavailable`: (reason, message) when nothing could be scored."""
+    if unavailable is not None:
+        reason, message = unavailable
+    else:
+        assert scored is not None
+        reason, message = scored.reason, scored.message
+    status = ProductionStatus(
+        checked_at=now,
+        profile=profile_source(prediction),
+        configuration=configuration,
+        window=prediction.window,
+        requests=window.requests if window else 0,
+        replicas=window.replicas if window else 0,
+        load_per_replica_rps=round(window.rate_rps, 6) if window else 0,
+        profiled_rps=[round(levels[0].rate_rps, 6), round(levels[-1].rate_rps, 6)] if levels else [],
+        holds=scored.holds if scored is not None and unavailable is None else None,
+        reason=reason,
+        message=message[:2048],
+        figures=[
+            PredictionFigure(
+                figure=f.figure,
+                observed=round(f.observed.value, 6),
+                observed_low=f.observed.low,
+                observed_high=f.observed.high,
+                predicted=round(f.predicted.value, 6),
+                predicted_low=f.predicted.low,
+                predicted_high=f.predicted.high,
+                error=round(f.error, 6),
+                inside=f.inside,
+            )
+            for f in (scored.figures if scored else [])
+        ][:8],
+    )
+    # Nones kept: a merge patch's null removes what an earlier check wrote there.
+    production = status.model_dump(by_alias=True, mode="json")
+    return Checked(production, status.holds, reason, message[:2048])
+
+
+def _report(prediction: PredictionCheck, namespace: str) -> ProfileReport | str:
+    """The profile's report, or why there is none."""
+    reference, source = prediction.profile, profile_source(prediction)
+    if reference.run is not None:
+        text = saved_report_text(namespace, reference.run)
+    else:
+        assert reference.config_map is not None
+        configmap = kube.get("ConfigMap", namespace, reference.config_map.name)
+        text = read_document(configmap, reference.config_map.key) if configmap else None
+    if text is None:
+        return (
+            f"{source} holds no report (a ProfileRun's report is there once the run finished): spec.prediction.profile"
+        )
+    try:
+        return ProfileReport.model_validate_json(text)
+    except ValidationError:
+        return f"{source} is not a Kaliper profile report: spec.prediction.profile"
+
+
+def check(namespace: str, name: str, spec: ModelDeploymentSpec, now: datetime) -> Checked:
+    """Read production and score the profile's prediction against it; what could not be read is said."""
+    prediction = spec.prediction
+    assert prediction is not None
+
+    def not_scored(reason: str, message: str, configuration: dict[str, str] | None = None) -> Checked:
+        return production_status(prediction, configuration, now, None, unavailable=(reason, message))
+
+    report = _report(prediction, namespace)
+    if isinstance(report, str):
+        return not_scored("ProfileUnavailable", report)
+    configuration = prediction.configuration or deployed_configuration(report)
+    if configuration is None:
+        return not_scored(
+            "ProfileUnavailable", f"{report.name} chose no configuration: set spec.prediction.configuration"
+        )
+    levels = profiled_levels(report, configuration)
+    if not levels:
+        shown = " ".join(f"{k}={v}" for k, v in configuration.items())
+        return not_scored(
+            "ProfileUnavailable",
+            f"{report.name} has no succeeded trial of {shown}: spec.prediction.configuration",
+            configuration,
+        )
+    runtime = runtime_of(spec)
+    if runtime.latency_histogram is None:
+        return not_scored(
+            "ProductionUnavailable",
+            f"{runtime.display_name} exports no latency histogram Kaliper reads (the built-in server and vLLM do)",
+            configuration,
+        )
+    if SETTINGS.prometheus_url is None:
+        return not_scored(
+            "ProductionUnavailable", "the operator has no Prometheus: set the chart's prometheus.url", configuration
+        )
+    client = PrometheusMetrics(
+        SETTINGS.prometheus_url, PROMETHEUS_TIMEOUT_S, QueryScope(namespace, SETTINGS.tenancy.query_namespaces)
+    )
+    # A Deployment's pods: <deployment>-<its replica set's hash>-<suffix>.
+    selector = f'namespace="{namespace}",pod=~"{name}-[a-z0-9]+-[a-z0-9]+"'
+    try:
+        window = read_production(
+            client,
+            selector,
+            runtime.latency_histogram,
+            parse_duration(prediction.window),
+            now.timestamp(),
+            compared_percentiles(report),
+        )
+    except (ProductionError, WorkloadError, PrometheusError, QueryRefused, httpx.TransportError) as exc:
+        return not_scored("ProductionUnavailable", str(exc), configuration)  # its messages carry no password
+    scored = score(levels, window, tolerance=prediction.tolerance)
+    return production_status(prediction, configuration, now, scored, window, levels)
