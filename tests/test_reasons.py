@@ -127,7 +127,7 @@ def test_every_reason_the_code_writes_is_in_the_catalogue_and_nothing_else() -> 
     assert "controllers/profilerun.py" in found["WaitingForTarget"][0]
     assert {"TrialFailed", "TrialSkipped", "TrialSucceeded", "RolloutStuck", "MetricsUnavailable"} <= set(found)
     assert "optimize/engine.py" in found["Interrupted"][0] and "profiling/outcome.py" in found["Regressed"][0]
-    assert len(REASONS) == 58
+    assert len(REASONS) == 60
 
 
 def test_a_reason_hidden_in_an_f_string_is_found(tmp_path: Path) -> None:
@@ -138,7 +138,7 @@ def test_a_reason_hidden_in_an_f_string_is_found(tmp_path: Path) -> None:
 
 def test_the_reference_page_lists_every_reason_under_its_resource() -> None:
     page = reasons_reference_markdown()
-    assert page.count("\n| `") == 59  # Succeeded is under ProfileRun and ModelOptimization both
+    assert page.count("\n| `") == 61  # Succeeded is under ProfileRun and ModelOptimization both
     assert "| `RolloutStuck` | Degraded=True, Stalled=True |" in page
     assert "| `SlowerThanProfiled` | PredictionHolds=False; a Warning Event when it changes |" in page
     assert "## Every kind\n" in page and "## Cleanup\n" in page

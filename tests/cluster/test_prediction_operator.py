@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -162,3 +163,55 @@ def test_production_is_read_in_the_deployments_own_namespace_only(production: tu
         f'no kaliper_server_request_seconds_count{{namespace="{other}",pod=~"iris-[a-z0-9]+-[a-z0-9]+"}}'
         in found["message"]
     )
+
+
+SOURCE_RUN = {
+    "apiVersion": "kaliper.dev/v1alpha1",
+    "kind": "ProfileRun",
+    "metadata": {"name": "iris-sweep"},
+    "spec": {
+        "target": {"deploymentRef": {"name": "iris"}},
+        "payload": {"inline": "{}"},
+        "load": {"closedLoop": {"concurrency": 1}},
+        "sweep": {"cpu": ["500m", "1"]},
+    },
+}
+
+
+def reprofiles(crds: Kubectl, namespace: str) -> list[dict]:
+    return crds.json("get", "profileruns", "-n", namespace, "-l", "kaliper.dev/reprofile-of=iris")["items"]
+
+
+def test_a_prediction_that_stops_holding_is_profiled_again_once_at_a_time(
+    production: tuple[str, str], crds: Kubectl
+) -> None:
+    namespace, _ = production
+    crds("apply", "-n", namespace, "-f", "-", input=json.dumps(SOURCE_RUN))
+    policy = {"run": "iris-sweep", "after": "0s", "minInterval": "1s"}
+    patch = {"spec": {"prediction": {"profile": {"configMap": {"name": "tight"}}, "reprofile": policy}}}
+    crds("patch", "modeldeployment", "iris", "-n", namespace, "--type", "merge", "-p", json.dumps(patch))
+    crds.wait_for(lambda: len(reprofiles(crds, namespace)) == 1, what="a ProfileRun that profiles again")
+    (made,) = reprofiles(crds, namespace)
+    # A copy of the run named, aimed at this deployment (its trials serve copies of it), owned by it.
+    assert made["spec"]["target"] == {"deploymentRef": {"name": "iris"}}
+    assert made["spec"]["sweep"] == {"cpu": ["500m", "1"]}
+    assert [(o["kind"], o["name"]) for o in made["metadata"]["ownerReferences"]] == [("ModelDeployment", "iris")]
+    found, condition = checked(crds, namespace, "SlowerThanProfiled")
+    assert (condition["status"], found["reprofiled"]) == ("False", made["metadata"]["name"])
+    reasons = [e["reason"] for e in crds.json("get", "events", "-n", namespace, "--field-selector",
+                                               "involvedObject.name=iris")["items"]]  # fmt: skip
+    assert reasons.count("Reprofiling") == 1
+
+    # Past the minimum interval and still slower: the run it made has not finished, so no second one.
+    made_at = datetime.fromisoformat(found["reprofiledAt"].replace("Z", "+00:00"))
+    crds.wait_for(lambda: datetime.now(UTC) - made_at > timedelta(seconds=1), what="the minimum interval")
+    crds("patch", "modeldeployment", "iris", "-n", namespace, "--type", "merge", "-p",
+         json.dumps({"spec": {"prediction": {"tolerance": 0.05}}}))  # fmt: skip
+    crds.wait_for(
+        lambda: (
+            (crds.json("get", "modeldeployment", "iris", "-n", namespace)["status"]["production"]["checkedAt"])
+            > found["checkedAt"]
+        ),
+        what="the check of the changed spec",
+    )
+    assert [r["metadata"]["name"] for r in reprofiles(crds, namespace)] == [made["metadata"]["name"]]

@@ -165,3 +165,27 @@ def test_a_prediction_is_checked_again_once_its_interval_has_passed() -> None:
     assert due(check, last, at + timedelta(minutes=1)) is True
     with pytest.raises(ValueError, match=r"prediction\.interval must be at least 10s"):
         PredictionCheck.model_validate({"profile": {"run": "iris-sweep"}, "interval": "5s"})
+
+
+def test_a_re_profile_waits_for_the_prediction_to_have_failed_long_enough_and_for_the_last_one() -> None:
+    from datetime import UTC, datetime
+
+    from kaliper.api.modeldeployment import PredictionCheck
+    from kaliper.controllers.prediction import reprofile_due
+
+    check = PredictionCheck.model_validate(
+        {"profile": {"run": "iris-sweep"}, "reprofile": {"after": "30m", "minInterval": "6h"}}
+    )
+    at = datetime(2026, 12, 6, 12, 0, tzinfo=UTC)
+    failing = {"status": "False", "lastTransitionTime": "2026-12-06T11:20:00Z"}  # 40 minutes
+    assert reprofile_due(check, failing, None, at) is True
+    assert reprofile_due(check, {**failing, "lastTransitionTime": "2026-12-06T11:40:00Z"}, None, at) is False
+    assert reprofile_due(check, {**failing, "status": "Unknown"}, None, at) is False  # not judged is not failing
+    assert reprofile_due(check, failing, {"reprofiledAt": "2026-12-06T07:00:00Z"}, at) is False  # 5 hours ago
+    assert reprofile_due(check, failing, {"reprofiledAt": "2026-12-06T05:00:00Z"}, at) is True
+    without = PredictionCheck.model_validate({"profile": {"run": "iris-sweep"}})
+    assert reprofile_due(without, failing, None, at) is False
+    with pytest.raises(ValueError, match=r"prediction\.reprofile copies a ProfileRun"):
+        PredictionCheck.model_validate(
+            {"profile": {"configMap": {"name": "p", "key": "report.json"}}, "reprofile": {"after": "1h"}}
+        )

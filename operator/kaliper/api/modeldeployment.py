@@ -466,6 +466,20 @@ class ProfileReference(KaliperModel):
     cross_field_rules = (exactly_one_of("run", "config_map"),)
 
 
+class Reprofile(KaliperModel):
+    """Profile again once the prediction has stopped holding: a copy of a ProfileRun's spec, targeting this
+    deployment (its trials serve copies; this deployment is left alone), made by the operator in this namespace,
+    where the namespace's load caps apply to it as to any run. At most one at a time, `minInterval` apart. A run
+    whose payload.prompts.fromPrometheus fits its workload does so anew, from the traffic at that moment."""
+
+    after: Duration = "30m"
+    """How long PredictionHolds must have been False (a slower, faster or shifted production)."""
+    min_interval: PositiveDuration = "6h"
+    """The least time between two re-profiles."""
+    run: Name | None = None
+    """The ProfileRun whose spec is copied. Default: prediction.profile.run."""
+
+
 class PredictionCheck(KaliperModel):
     """Hold the profile that sized this deployment to production: every `interval`, read from the operator's
     Prometheus the requests each replica answered over the `window` and the latency percentiles the servers' own
@@ -483,6 +497,8 @@ class PredictionCheck(KaliperModel):
     """How much of production each check reads, back from its time."""
     tolerance: Annotated[float, Field(ge=0, le=1)] = 0.1
     """The profile's intervals are widened by this share before a production percentile is outside them."""
+    reprofile: Reprofile | None = None
+    """Profile again when the prediction stops holding. Default: only say so."""
 
     cross_field_rules = (
         Rule(
@@ -490,6 +506,13 @@ class PredictionCheck(KaliperModel):
             message="prediction.interval must be at least 10s: each check reads the window from Prometheus",
             check=lambda s: parse_duration(s.interval) >= 10,
             field_path=".interval",
+        ),
+        Rule(
+            cel="!has(self.reprofile) || has(self.reprofile.run) || has(self.profile.run)",
+            message="prediction.reprofile copies a ProfileRun: name it in reprofile.run, or hold the deployment to "
+            "a run (profile.run)",
+            check=lambda s: s.reprofile is None or s.reprofile.run is not None or s.profile.run is not None,
+            field_path=".reprofile.run",
         ),
     )
 
@@ -584,6 +607,10 @@ class ProductionStatus(KaliperModel):
     """What was found, in a sentence."""
     figures: Annotated[list[PredictionFigure], Field(max_length=8)] = Field(default_factory=list)
     """Each latency percentile compared."""
+    reprofiled: Annotated[str, Field(max_length=253)] | None = None
+    """The latest ProfileRun made to profile again (spec.prediction.reprofile)."""
+    reprofiled_at: datetime | None = None
+    """When it was made."""
 
 
 class ModelDeploymentStatus(ObjectStatus):

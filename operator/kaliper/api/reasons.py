@@ -212,6 +212,20 @@ REASONS: dict[str, Reason] = {
         "not a profile report), or the profile has no succeeded trial of the configuration.",
         "Read the message: it names the field.",
     ),
+    "Reprofiling": Reason(
+        (MODEL_DEPLOYMENT,),
+        "Normal Event",
+        "The prediction has not held for spec.prediction.reprofile.after: the operator made a ProfileRun (a copy "
+        "of the one named, targeting this deployment) to profile it again; the message names it.",
+        "Read its recommendation when it finishes (`kaliper report NAME`).",
+    ),
+    "ReprofileRefused": Reason(
+        (MODEL_DEPLOYMENT,),
+        "Warning Event",
+        "The prediction has not held, and the ProfileRun to copy (spec.prediction.reprofile.run, else "
+        "profile.run) is not there.",
+        "Name a ProfileRun of this namespace in spec.prediction.reprofile.run.",
+    ),
     "ProductionUnavailable": Reason(
         (MODEL_DEPLOYMENT,),
         "PredictionHolds=Unknown; a Normal Event when it changes",

@@ -139,9 +139,22 @@ def with_prediction(
     condition = status_condition(
         prediction.CONDITION, checked.holds, reason, message, previous, generation, stamp(moment)
     )
-    status["production"], status["conditions"] = checked.production, [*status["conditions"], condition]
+    before = current.get("production") or {}
+    production = {
+        **checked.production,
+        "reprofiled": before.get("reprofiled"),
+        "reprofiledAt": before.get("reprofiledAt"),
+    }
+    status["production"], status["conditions"] = production, [*status["conditions"], condition]
     if held is None or (held.get("status"), held.get("reason")) != (condition["status"], reason):
         (kopf.warn if checked.holds is False else kopf.info)(owner, reason=reason, message=message)
+    if prediction.reprofile_due(spec.prediction, condition, before, moment):
+        made, said = prediction.reprofile(owner, spec, moment)
+        if made is not None:
+            production["reprofiled"], production["reprofiledAt"] = made, stamp(moment)
+            kopf.info(owner, reason="Reprofiling", message=said)
+        elif said is not None:
+            kopf.warn(owner, reason="ReprofileRefused", message=said)
 
 
 @kopf.on.event("apps", "v1", "deployments", labels={LABEL_MANAGED: "kaliper", LABEL_DEPLOYMENT: kopf.PRESENT})

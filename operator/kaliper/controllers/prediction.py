@@ -19,6 +19,7 @@ from kaliper.api.units import parse_duration
 from kaliper.controllers import kube
 from kaliper.controllers.run_baseline import saved_report_text
 from kaliper.controllers.settings import SETTINGS
+from kaliper.manifests.modeldeployment import owner_reference
 from kaliper.metrics.production import ProductionError, read_production
 from kaliper.metrics.prometheus import PrometheusMetrics
 from kaliper.metrics.prometheus_api import PrometheusError
@@ -38,6 +39,7 @@ from kaliper.report.store import read_document
 from kaliper.runtimes import runtime_of
 
 CONDITION = "PredictionHolds"
+LABEL_REPROFILE = "kaliper.dev/reprofile-of"  # on a ProfileRun the check made: the ModelDeployment it profiles
 PROMETHEUS_TIMEOUT_S = 10.0
 
 
@@ -186,3 +188,57 @@ def check(namespace: str, name: str, spec: ModelDeploymentSpec, now: datetime) -
         return not_scored("ProductionUnavailable", str(exc), configuration)  # its messages carry no password
     scored = score(levels, window, tolerance=prediction.tolerance)
     return production_status(prediction, configuration, now, scored, window, levels)
+
+
+def _time(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+def reprofile_due(
+    prediction: PredictionCheck, condition: dict[str, Any], before: dict[str, Any] | None, now: datetime
+) -> bool:
+    """spec.prediction.reprofile asks for a run now: PredictionHolds has been False for `after` or longer, and
+    the last re-profile was made `minInterval` ago or more (pure)."""
+    policy = prediction.reprofile
+    if policy is None or condition.get("status") != "False":
+        return False
+    if (now - _time(condition["lastTransitionTime"])).total_seconds() < parse_duration(policy.after):
+        return False
+    last = (before or {}).get("reprofiledAt")
+    return last is None or (now - _time(last)).total_seconds() >= parse_duration(policy.min_interval)
+
+
+def reprofile(owner: dict[str, Any], spec: ModelDeploymentSpec, now: datetime) -> tuple[str | None, str | None]:
+    """Make the ProfileRun that profiles again: (its name, what to say); (None, None) while one it made still
+    runs; (None, why not) when it cannot. Its spec is the source run's, targeting this deployment."""
+    policy = spec.prediction.reprofile if spec.prediction else None
+    assert policy is not None and spec.prediction is not None
+    namespace, name = owner["metadata"]["namespace"], owner["metadata"]["name"]
+    running = [
+        r["metadata"]["name"]
+        for r in kube.list_objects("ProfileRun", namespace, f"{LABEL_REPROFILE}={name}")
+        if (r.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+    ]
+    if running:
+        return None, None
+    source = policy.run or spec.prediction.profile.run
+    assert source is not None  # the spec's rule
+    found = kube.get("ProfileRun", namespace, source)
+    if found is None:
+        return None, f"spec.prediction.reprofile: ProfileRun {source} is not there to copy"
+    run_spec = {**found["spec"], "target": {"deploymentRef": {"name": name}}}
+    made = f"{name[:40]}-r{now:%m%d%H%M}"
+    kube.apply(
+        {
+            "apiVersion": "kaliper.dev/v1alpha1",
+            "kind": "ProfileRun",
+            "metadata": {
+                "name": made,
+                "namespace": namespace,
+                "labels": {LABEL_REPROFILE: name},
+                "ownerReferences": [owner_reference("ModelDeployment", name, owner["metadata"]["uid"])],
+            },
+            "spec": run_spec,
+        }
+    )
+    return made, f"ProfileRun {made} profiles {name} again, a copy of ProfileRun {source}: the prediction has not held"
