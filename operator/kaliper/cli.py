@@ -651,7 +651,8 @@ def _load_report(source: str, namespace: str):  # type: ignore[no-untyped-def]
 @file_to_write(
     "--html",
     "html_path",
-    help="Also write NEW's report page with one chart per figure against BASELINE, both with their intervals.",
+    help="Also write NEW's report page with one chart per figure against BASELINE, both with their intervals "
+    "(with --from-prometheus: BASELINE's page with production's figures over its curves).",
 )
 @prometheus_window(
     "Score BASELINE's prediction against production instead: the Prometheus that scrapes the deployed servers.",
@@ -696,20 +697,20 @@ def compare_command(
     the window and the latency the servers' own histogram gives, against the profile's figures at that load
     (interpolated between its levels, with their intervals). Says whether the prediction holds, and why not."""
     if prometheus_url is not None:
-        if new is not None or html_path is not None:
-            raise click.UsageError(
-                "--from-prometheus scores one profile (BASELINE) against production: drop NEW and --html"
-            )
+        if new is not None:
+            raise click.UsageError("--from-prometheus scores one profile (BASELINE) against production: drop NEW")
         _compare_with_production(
             _load_report(baseline, namespace),
+            baseline,
             prometheus_url,
             selector,
-            _prometheus_window(window, end_at),
+            (window, *_prometheus_window(window, end_at)),
             runtime,
             configuration,
             0.1 if tolerance is None else tolerance,
             fail_if_regressed,
             as_json,
+            html_path,
         )
         return
     if new is None:
@@ -740,17 +741,19 @@ def compare_command(
 
 def _compare_with_production(  # type: ignore[no-untyped-def]
     report,
+    source: str,
     prometheus_url: str,
     selector: str,
-    window: tuple[float, float],
+    window: tuple[str, float, float],
     runtime: str,
     configuration: tuple[str, ...],
     tolerance: float,
     fail_if_slower: bool,
     as_json: bool,
+    html_path: Path | None,
 ) -> None:
     """`kaliper compare PROFILE --from-prometheus URL`: the prediction scored against production's window."""
-    import dataclasses
+    from datetime import UTC, datetime
 
     import httpx
 
@@ -759,7 +762,14 @@ def _compare_with_production(  # type: ignore[no-untyped-def]
     from kaliper.metrics.prometheus import PrometheusMetrics
     from kaliper.metrics.prometheus_api import PrometheusError
     from kaliper.metrics.workload_query import WorkloadError
-    from kaliper.profiling.prediction import compared_percentiles, deployed_configuration, profiled_levels, score
+    from kaliper.profiling.prediction import (
+        compared_percentiles,
+        deployed_configuration,
+        production_status,
+        profiled_levels,
+        score,
+    )
+    from kaliper.report.production_text import production_lines
     from kaliper.runtimes import latency_histograms
 
     histograms = latency_histograms()
@@ -775,7 +785,7 @@ def _compare_with_production(  # type: ignore[no-untyped-def]
     if not levels:
         shown = " ".join(f"{k}={v}" for k, v in parameters.items())
         raise click.UsageError(f"{report.name} has no succeeded trial of {shown}: check --configuration")
-    window_s, end = window
+    window_text, window_s, end = window
     try:
         production = read_production(
             PrometheusMetrics(prometheus_url),
@@ -790,11 +800,25 @@ def _compare_with_production(  # type: ignore[no-untyped-def]
     except httpx.TransportError as exc:
         raise click.ClickException(f"cannot reach Prometheus at {redacted_url(prometheus_url)}: {exc}") from exc
     scored = score(levels, production, tolerance=tolerance)
+    status = production_status(
+        scored,
+        production,
+        levels,
+        profile=source,
+        configuration=parameters,
+        window_text=window_text,
+        checked_at=datetime.fromtimestamp(end, UTC),
+    )
     if as_json:
-        click.echo(json.dumps({"production": dataclasses.asdict(production), **dataclasses.asdict(scored)}, indent=2))
+        click.echo(status.model_dump_json(by_alias=True, exclude_none=True, indent=2))
     else:
-        for line in _prediction_lines(production, scored, levels):
+        for line in production_lines(status):
             click.echo(line)
+    if html_path is not None:
+        from kaliper.report.profile_html import write_html
+
+        report.production = status
+        click.echo(f"wrote {write_html(report, html_path)}", err=as_json)
     if fail_if_slower and scored.reason == "SlowerThanProfiled":
         raise SystemExit(1)
 
@@ -807,29 +831,6 @@ def _parameters(pairs: tuple[str, ...]) -> dict[str, str]:
             raise click.BadParameter(f"{pair!r}: give NAME=VALUE, such as cpu=500m", param_hint="--configuration")
         found[name] = value
     return found
-
-
-def _prediction_lines(production, scored, levels) -> list[str]:  # type: ignore[no-untyped-def]
-    def band(found, unit: str) -> str:  # type: ignore[no-untyped-def]
-        high = f"{found.high:.4g}" if found.high is not None else "unbounded"
-        low = f"{found.low:.4g}" if found.low is not None else "unbounded"
-        return f"{found.value:.4g}{unit} ({low}-{high})"
-
-    lines = [
-        f"production: {production.requests} requests in {production.seconds:.0f} s on {production.replicas:g} "
-        f"replicas, {production.rate_rps:.4g} requests/s per replica (profiled "
-        f"{levels[0].rate_rps:.4g}-{levels[-1].rate_rps:.4g} requests/s)"
-    ]
-    for figure in scored.figures:
-        unit = " ms" if "(ms)" in figure.figure else ""
-        seen = "inside" if figure.inside else "OUTSIDE"
-        lines.append(
-            f"  {figure.figure.split(' (')[0]}: {band(figure.observed, unit)} against {band(figure.predicted, unit)}, "
-            f"{figure.error:+.1%}, {seen}"
-        )
-    verdict = {True: "holds", False: "does not hold", None: "not judged"}[scored.holds]
-    lines.append(f"prediction {verdict}: {scored.reason}: {scored.message}")
-    return lines
 
 
 @main.command("recommend")

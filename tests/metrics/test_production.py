@@ -97,12 +97,19 @@ def test_a_deployment_slower_than_its_profile_is_said_and_fails_the_gate(
 
 
 def test_a_deployment_within_its_profile_holds(production: tuple[str, float, float], tmp_path: Path) -> None:
-    done = compare(profile(tmp_path, 200.0, (1.0, 1000.0)), production, "--json")
+    page = tmp_path / "page.html"
+    done = compare(profile(tmp_path, 200.0, (1.0, 1000.0)), production, "--json", "--html", str(page))
     assert done.returncode == 0, done.stderr
+    # What a ModelDeployment's status.production says (spec.prediction), for the profile and configuration compared.
     scored = json.loads(done.stdout)
-    assert (scored["holds"], scored["reason"]) == (True, "Holds")
-    assert scored["production"]["requests"] == 2 * PER_SERVER
+    assert (scored["holds"], scored["reason"], scored["requests"]) == (True, "Holds", 2 * PER_SERVER)
+    assert (scored["profile"], scored["configuration"], scored["profiledRps"]) == (
+        str(tmp_path / "report.json"), {"cpu": "1"}, [1.0, 1000.0]
+    )  # fmt: skip
     assert [f["figure"] for f in scored["figures"]] == ["p50 latency (ms)", "p99 latency (ms)"]
+    # The profile's page, production's percentiles drawn over its latency curves.
+    text = page.read_text()
+    assert "production p50 (Holds)" in text and "production p99 (Holds)" in text
 
 
 def test_load_the_profile_never_measured_is_said_not_extrapolated(
@@ -118,7 +125,7 @@ def test_load_the_profile_never_measured_is_said_not_extrapolated(
     ("arguments", "said"),
     [
         ((), "give the run to compare (NEW) after BASELINE, or --from-prometheus URL"),
-        (("other.json", "--from-prometheus", "http://127.0.0.1:9"), "drop NEW and --html"),
+        (("other.json", "--from-prometheus", "http://127.0.0.1:9"), "against production: drop NEW"),
         (("--from-prometheus", "http://127.0.0.1:9", "--runtime", "llamacpp"),
          "'llamacpp' exports no latency histogram Kaliper reads; one of: onnxruntime, vllm"),
         (("--from-prometheus", "http://127.0.0.1:9", "--configuration", "cpu"), "'cpu': give NAME=VALUE"),

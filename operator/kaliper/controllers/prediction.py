@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 from pydantic import ValidationError
 
-from kaliper.api.modeldeployment import ModelDeploymentSpec, PredictionCheck, PredictionFigure, ProductionStatus
+from kaliper.api.modeldeployment import ModelDeploymentSpec, PredictionCheck
 from kaliper.api.units import parse_duration
 from kaliper.controllers import kube
 from kaliper.controllers.run_baseline import saved_report_text
@@ -31,6 +31,7 @@ from kaliper.profiling.prediction import (
     ProfiledLevel,
     compared_percentiles,
     deployed_configuration,
+    production_status,
     profiled_levels,
     score,
 )
@@ -69,7 +70,7 @@ def profile_source(prediction: PredictionCheck) -> str:
     return f"ConfigMap {reference.config_map.name} key {reference.config_map.key}"
 
 
-def production_status(
+def checked_status(
     prediction: PredictionCheck,
     configuration: dict[str, str] | None,
     now: datetime,
@@ -78,42 +79,19 @@ def production_status(
     levels: list[ProfiledLevel] | None = None,
     unavailable: tuple[str, str] | None = None,
 ) -> Checked:
-    """The check's status from its score (pure); `unavailable`: (reason, message) when nothing could be scored."""
-    if unavailable is not None:
-        reason, message = unavailable
-    else:
-        assert scored is not None
-        reason, message = scored.reason, scored.message
-    status = ProductionStatus(
-        checked_at=now,
+    status = production_status(
+        scored,
+        window,
+        levels or [],
         profile=profile_source(prediction),
         configuration=configuration,
-        window=prediction.window,
-        requests=window.requests if window else 0,
-        replicas=window.replicas if window else 0,
-        load_per_replica_rps=round(window.rate_rps, 6) if window else 0,
-        profiled_rps=[round(levels[0].rate_rps, 6), round(levels[-1].rate_rps, 6)] if levels else [],
-        holds=scored.holds if scored is not None and unavailable is None else None,
-        reason=reason,
-        message=message[:2048],
-        figures=[
-            PredictionFigure(
-                figure=f.figure,
-                observed=round(f.observed.value, 6),
-                observed_low=f.observed.low,
-                observed_high=f.observed.high,
-                predicted=round(f.predicted.value, 6),
-                predicted_low=f.predicted.low,
-                predicted_high=f.predicted.high,
-                error=round(f.error, 6),
-                inside=f.inside,
-            )
-            for f in (scored.figures if scored else [])
-        ][:8],
+        window_text=prediction.window,
+        checked_at=now,
+        unavailable=unavailable,
     )
     # Nones kept: a merge patch's null removes what an earlier check wrote there.
     production = status.model_dump(by_alias=True, mode="json")
-    return Checked(production, status.holds, reason, message[:2048])
+    return Checked(production, status.holds, status.reason, status.message)
 
 
 def _report(prediction: PredictionCheck, namespace: str) -> ProfileReport | str:
@@ -141,7 +119,7 @@ def check(namespace: str, name: str, spec: ModelDeploymentSpec, now: datetime) -
     assert prediction is not None
 
     def not_scored(reason: str, message: str, configuration: dict[str, str] | None = None) -> Checked:
-        return production_status(prediction, configuration, now, None, unavailable=(reason, message))
+        return checked_status(prediction, configuration, now, None, unavailable=(reason, message))
 
     report = _report(prediction, namespace)
     if isinstance(report, str):
@@ -187,7 +165,7 @@ def check(namespace: str, name: str, spec: ModelDeploymentSpec, now: datetime) -
     except (ProductionError, WorkloadError, PrometheusError, QueryRefused, httpx.TransportError) as exc:
         return not_scored("ProductionUnavailable", str(exc), configuration)  # its messages carry no password
     scored = score(levels, window, tolerance=prediction.tolerance)
-    return production_status(prediction, configuration, now, scored, window, levels)
+    return checked_status(prediction, configuration, now, scored, window, levels)
 
 
 def _time(text: str) -> datetime:

@@ -26,8 +26,10 @@ from __future__ import annotations
 import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Literal
 
+from kaliper.api.modeldeployment import PredictionFigure, ProductionStatus
 from kaliper.measure.statistics import rank_interval
 from kaliper.report.schema import ProfileReport
 
@@ -297,3 +299,50 @@ def score(
         "generator's: only slower is judged)"
     )
     return PredictionScore(True, "Holds", message, rate, figures)
+
+
+def production_status(
+    scored: PredictionScore | None,
+    window: ProductionWindow | None,
+    levels: Sequence[ProfiledLevel],
+    *,
+    profile: str,
+    configuration: dict[str, str] | None,
+    window_text: str,
+    checked_at: datetime,
+    unavailable: tuple[str, str] | None = None,
+) -> ProductionStatus:
+    """What a check found, as a ModelDeployment's status.production and a report's `production` say it;
+    `unavailable`: (reason, message) when nothing could be scored."""
+    if unavailable is not None:
+        reason, message = unavailable
+    else:
+        assert scored is not None
+        reason, message = scored.reason, scored.message
+    return ProductionStatus(
+        checked_at=checked_at,
+        profile=profile,
+        configuration=configuration,
+        window=window_text,
+        requests=window.requests if window else 0,
+        replicas=window.replicas if window else 0,
+        load_per_replica_rps=round(window.rate_rps, 6) if window else 0,
+        profiled_rps=[round(levels[0].rate_rps, 6), round(levels[-1].rate_rps, 6)] if levels else [],
+        holds=scored.holds if scored is not None and unavailable is None else None,
+        reason=reason,
+        message=message[:2048],
+        figures=[
+            PredictionFigure(
+                figure=f.figure,
+                observed=round(f.observed.value, 6),
+                observed_low=f.observed.low,
+                observed_high=f.observed.high,
+                predicted=round(f.predicted.value, 6),
+                predicted_low=f.predicted.low,
+                predicted_high=f.predicted.high,
+                error=round(f.error, 6),
+                inside=f.inside,
+            )
+            for f in (scored.figures if scored else [])
+        ][:8],
+    )

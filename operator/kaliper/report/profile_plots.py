@@ -63,12 +63,42 @@ def _latency_figure(report: ProfileReport, colours: dict[int, str], bounds: dict
     for percentile, bound in bounds.items():
         _slo_line(figure, percentile, bound)
     _capacity_marks(report, figure, max(bounds) if bounds else 99.0)
+    _production_marks(report, figure)
     figure.update_layout(
         title="Latency percentiles vs throughput, per configuration",
         xaxis={"title": "successful requests/s", "rangemode": "tozero"},
         yaxis={"title": "latency (ms)", "rangemode": "tozero"},
     )
     return figure
+
+
+def _production_marks(report: ProfileReport, figure: go.Figure) -> None:
+    """Production held to the profile (`kaliper compare --from-prometheus --html`): each percentile it read, at
+    the load it served, with its histogram bucket as the error bar (the profile's replicas of the configuration
+    compared: its curves are per trial)."""
+    import plotly.graph_objects as go
+
+    production = report.production
+    if production is None or not production.figures:
+        return
+    compared = production.configuration or {}
+    replicas = next((max(t.replicas, 1) for t in report.trials if compared.items() <= t.parameters.items()), 1)
+    for found in production.figures:
+        if "latency" not in found.figure:
+            continue
+        high = found.observed_high if found.observed_high is not None else found.observed
+        low = found.observed_low if found.observed_low is not None else found.observed
+        figure.add_trace(
+            go.Scatter(
+                x=[production.load_per_replica_rps * replicas],
+                y=[found.observed],
+                mode="markers",
+                name=html.escape(f"production {found.figure.split(' ')[0]} ({production.reason})"),
+                marker={"size": 12, "symbol": "diamond", "color": "#000000"},
+                error_y={"type": "data", "symmetric": False, "array": [high - found.observed],
+                         "arrayminus": [found.observed - low]},
+            )
+        )  # fmt: skip
 
 
 def _by_configuration(report: ProfileReport, drawn: Callable[[TrialReport], bool]) -> dict[str, list[TrialReport]]:

@@ -8,6 +8,7 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 from kaliper.api.base import KaliperModel
+from kaliper.api.modeldeployment import ProductionStatus
 from kaliper.api.profilerun import (
     BaselineComparison,
     Capacity,
@@ -846,6 +847,9 @@ class ProfileReport(RunReport):
     """Each configuration's capacity under the SLO (runs with an SLO and load levels)."""
     workload: FittedWorkload | None = None
     """The workload fitted from Prometheus (payload.prompts.fromPrometheus) that every trial sent."""
+    production: ProductionStatus | None = None
+    """Production held to this profile (`kaliper compare --from-prometheus --html`): its figures at the load it
+    served, drawn over the profile's curves."""
     verdict: RunVerdict = "Unknown"
     verdict_reason: str | None = None
     """Why the verdict is what it is, in the words of the trial that decided it: the best trial's checks when
