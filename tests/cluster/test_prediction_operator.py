@@ -130,6 +130,8 @@ def test_a_deployment_is_held_to_its_profile_and_told_when_it_stops_holding(
     assert found["message"].startswith("p50 ") and "above the profile's 1 ms (0.882-1.122 ms)" in found["message"]
     crds.wait_for(lambda: len(events(crds, namespace)) == 2, what="an Event for each change")
     assert sorted(events(crds, namespace)) == [("Normal", "Holds"), ("Warning", "SlowerThanProfiled")]
+    wide = crds("get", "modeldeployment", "iris", "-n", namespace, "-o", "wide").stdout.splitlines()
+    assert wide[0].split()[-3:] == ["ENDPOINT", "PREDICTION", "AGE"] and wide[1].split()[-2] == "SlowerThanProfiled"
     # What to alert on: the operator's metrics say it from the status.
     family = next(f for f in metrics.Predictions().collect() if f.name == "kaliper_prediction")
     assert {"namespace": namespace, "name": "iris", "reason": "SlowerThanProfiled"} in [

@@ -138,6 +138,9 @@ KINDS: tuple[KindInfo, ...] = (
             PrinterColumn("Ready", "integer", ".status.readyReplicas", "Ready replicas."),
             PrinterColumn("Phase", "string", ".status.phase", "Pending, Progressing, Ready, Degraded or Failed."),
             PrinterColumn("Endpoint", "string", ".status.endpoint", "Base URL of the served model.", priority=1),
+            PrinterColumn(
+                "Prediction", "string", ".status.production.reason", "The latest check of spec.prediction.", priority=1
+            ),
             _AGE,
         ),
     ),
