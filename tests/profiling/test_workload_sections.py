@@ -6,7 +6,7 @@ import pytest
 
 from kaliper.api.resources import ProfileRun
 from kaliper.measure.workload_fit import Bucket, BurstinessFit, LengthFit, WorkloadFit
-from kaliper.metrics.workload_query import WorkloadError, _counts_per_interval, _increase, normalise_selector
+from kaliper.metrics.workload_query import WorkloadError, _counts_per_interval, normalise_selector, series_increase
 from kaliper.profiling.workload import SectionsError, apply_to, arrival_section, fit_lines, sections
 
 PROMPTS = LengthFit(
@@ -113,9 +113,9 @@ def test_the_fit_report_says_what_came_from_where_and_how_well() -> None:
 
 def test_raw_samples_read_with_resets_and_binned_by_scrape() -> None:
     # A counter reset (a restarted server) counts from zero: 5 + 3 + 2.
-    assert _increase([(0, 10), (1, 15), (2, 3), (3, 5)]) == 10
+    assert series_increase([(0, 10), (1, 15), (2, 3), (3, 5)]) == 10
     # From the first sample in the window, whenever the series began: 4 is what it counted before.
-    assert _increase([(110, 4), (112, 6), (114, 9)]) == 5
+    assert series_increase([(110, 4), (112, 6), (114, 9)]) == 5
     # Two replicas scraped every 5 s, half a second apart: their increases add up interval by interval.
     a = [(100.0, 0.0), (105.0, 4.0), (110.0, 10.0), (115.0, 11.0)]
     b = [(100.5, 7.0), (105.5, 9.0), (110.5, 9.0), (115.5, 12.0)]
