@@ -18,6 +18,7 @@ CAMEL_CASE = re.compile(r"^[A-Z][a-zA-Z]+$")
 REASON_ARGUMENT = {
     "condition": 2,  # condition(type, ok, reason, message)
     "_condition": 2,
+    "status_condition": 2,  # a ModelDeployment's
     "with_condition": 3,  # with_condition(conditions, type, ok, reason, ...)
     "fail": 0,  # fail(reason, message)
     "failed": 1,  # a Cleanup's failed(message, reason)
