@@ -18,6 +18,7 @@ from kaliper.profiling.plan import configurations, deploy_problem, sweep_problem
 from kaliper.profiling.run_plan import RunPlan
 from kaliper.runtimes import RUNTIMES
 from tests.support.paths import EXAMPLES
+from tests.support.prometheus import scrape_annotations
 
 
 def deployment(**extra: object) -> ModelDeploymentSpec:
@@ -100,11 +101,7 @@ def test_vllm_pod_splits_four_gpus_into_two_tensor_parallel_stages_with_shared_m
     # Prometheus finds the server's own metrics: the chart's PodMonitor by the label, or the annotations.
     template = manifest["spec"]["template"]["metadata"]
     assert template["labels"]["kaliper.dev/server-metrics"] == "true"
-    assert template["annotations"] == {
-        "prometheus.io/scrape": "true",
-        "prometheus.io/port": "8000",
-        "prometheus.io/path": "/metrics",
-    }
+    assert template["annotations"] == scrape_annotations(8000)
 
 
 def test_sglang_copies_the_model_over_gpus_left_by_tensor_parallelism() -> None:

@@ -18,6 +18,7 @@ from kaliper.manifests.modeldeployment import (
     observed_status,
 )
 from kaliper.runtimes import grpc_problem
+from tests.support.prometheus import scrape_annotations
 
 
 def spec(**extra: object) -> ModelDeploymentSpec:
@@ -92,11 +93,7 @@ def test_onnxruntime_deployment_with_resources_gpu_scheduling_and_probe() -> Non
     # Prometheus finds the server's own metrics (what spec.prediction reads): by the label or the annotations.
     template = d["spec"]["template"]["metadata"]
     assert template["labels"]["kaliper.dev/server-metrics"] == "true"
-    assert template["annotations"] == {
-        "prometheus.io/scrape": "true",
-        "prometheus.io/port": "8080",
-        "prometheus.io/path": "/metrics",
-    }
+    assert template["annotations"] == scrape_annotations(8080)
 
 
 def test_url_and_image_models_are_fetched_by_init_containers() -> None:

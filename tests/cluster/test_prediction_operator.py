@@ -16,6 +16,7 @@ import pytest
 from kaliper.controllers import metrics
 from kaliper.serving.examples import make_iris
 from tests.support.builtin_server import serve
+from tests.support.cluster_objects import profile_run
 from tests.support.controlplane import Kubectl, fresh_namespace
 from tests.support.groundtruth import wait_http
 from tests.support.operator_runner import LOOPBACK_ALLOWED, running_operator
@@ -167,17 +168,7 @@ def test_production_is_read_in_the_deployments_own_namespace_only(production: tu
     )
 
 
-SOURCE_RUN = {
-    "apiVersion": "kaliper.dev/v1alpha1",
-    "kind": "ProfileRun",
-    "metadata": {"name": "iris-sweep"},
-    "spec": {
-        "target": {"deploymentRef": {"name": "iris"}},
-        "payload": {"inline": "{}"},
-        "load": {"closedLoop": {"concurrency": 1}},
-        "sweep": {"cpu": ["500m", "1"]},
-    },
-}
+SOURCE_RUN = profile_run("iris-sweep", None, sweep={"cpu": ["500m", "1"]})
 
 
 def reprofiles(crds: Kubectl, namespace: str) -> list[dict]:

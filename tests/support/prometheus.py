@@ -137,6 +137,11 @@ def cluster_prometheus(
         yield url
 
 
+def scrape_annotations(port: int) -> dict[str, str]:
+    """The annotations by which annotation-based discovery (pod_targets) scrapes a server pod's own metrics."""
+    return {"prometheus.io/scrape": "true", "prometheus.io/port": str(port), "prometheus.io/path": "/metrics"}
+
+
 def pod_targets(pods: list[dict]) -> list[dict]:
     """file_sd target groups of the running pods annotated prometheus.io/scrape=true, as annotation-based
     discovery makes them: the pod's IP and prometheus.io/port, prometheus.io/path (default /metrics), and
