@@ -190,7 +190,8 @@ REASONS: dict[str, Reason] = {
         (MODEL_DEPLOYMENT,),
         "PredictionHolds=False; a Warning Event when it changes",
         "The requests differ from the profile's (for LLMs, the mean prompt or output length moved by more than a "
-        "quarter): the profile speaks of other traffic.",
+        "quarter): the profile speaks of other traffic. The score can say it; the checks do not read production's "
+        "token counts yet.",
         "Profile the traffic production has now (`kaliper workload --from-prometheus`).",
     ),
     "LoadOutsideProfile": Reason(
