@@ -6,9 +6,12 @@ from __future__ import annotations
 from kaliper.api.modeldeployment import PredictionFigure, ProductionStatus
 
 
+def _edge(value: float | None) -> str:
+    return f"{value:.4g}" if value is not None else "unbounded"
+
+
 def _band(value: float, low: float | None, high: float | None, unit: str) -> str:
-    shown = lambda v: f"{v:.4g}" if v is not None else "unbounded"  # noqa: E731
-    return f"{value:.4g}{unit} ({shown(low)}-{shown(high)})"
+    return f"{value:.4g}{unit} ({_edge(low)}-{_edge(high)})"
 
 
 def _figure_line(figure: PredictionFigure) -> str:
