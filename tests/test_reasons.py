@@ -29,6 +29,7 @@ REASON_ARGUMENT = {
     "OptimizationFailed": 0,  # the optimizer's failure, its report's reason
     "PredictionScore": 1,  # PredictionScore(holds, reason, message, ...)
     "not_scored": 0,  # a prediction check that scored nothing: not_scored(reason, message)
+    "NotScored": 0,  # NotScored(reason, message): nothing to score, from metrics/production.py
 }
 # Calls by those names that give no reason: kopf's decorators, and the step-failure counters (a message, counted).
 NOT_REASONS = {"kopf.on.event", "self.failures.failed", "self.failure_log.failed"}
@@ -43,6 +44,7 @@ PASSED_THROUGH = {
     "report.reason",
     "complete.reason",
     "checked.reason",  # a prediction check's: PredictionScore's or not_scored's
+    "exc.reason",  # a NotScored's
     "progressing.reason",
     # kstatus's fallback when no condition gives a reason yet: the phase, "Pending" before the first step (a
     # finished phase has its Complete condition's reason, a running one its Progressing condition's).

@@ -755,20 +755,9 @@ def _compare_with_production(  # type: ignore[no-untyped-def]
     """`kaliper compare PROFILE --from-prometheus URL`: the prediction scored against production's window."""
     from datetime import UTC, datetime
 
-    import httpx
-
-    from kaliper.log import redacted_url
-    from kaliper.metrics.production import ProductionError, read_production
+    from kaliper.metrics.production import NotScored, score_production
     from kaliper.metrics.prometheus import PrometheusMetrics
-    from kaliper.metrics.prometheus_api import PrometheusError
-    from kaliper.metrics.workload_query import WorkloadError
-    from kaliper.profiling.prediction import (
-        compared_percentiles,
-        deployed_configuration,
-        production_status,
-        profiled_levels,
-        score,
-    )
+    from kaliper.profiling.prediction import production_status
     from kaliper.report.production_text import production_lines
     from kaliper.runtimes import latency_histograms
 
@@ -778,34 +767,21 @@ def _compare_with_production(  # type: ignore[no-untyped-def]
         raise click.BadParameter(
             f"{runtime!r} exports no latency histogram Kaliper reads; one of: {known}", param_hint="--runtime"
         )
-    parameters = _parameters(configuration) if configuration else deployed_configuration(report)
-    if parameters is None:
-        raise click.UsageError(f"{report.name} chose no configuration: name the one deployed with --configuration")
-    levels = profiled_levels(report, parameters)
-    if not levels:
-        shown = " ".join(f"{k}={v}" for k, v in parameters.items())
-        raise click.UsageError(f"{report.name} has no succeeded trial of {shown}: check --configuration")
     window_text, window_s, end = window
+    query = (selector, histograms[runtime], window_s, end)
+    asked = _parameters(configuration) if configuration else None
     try:
-        production = read_production(
-            PrometheusMetrics(prometheus_url),
-            selector,
-            histograms[runtime],
-            window_s,
-            end,
-            compared_percentiles(report),
-        )
-    except (ProductionError, WorkloadError, PrometheusError) as exc:
-        raise click.ClickException(str(exc)) from exc
-    except httpx.TransportError as exc:
-        raise click.ClickException(f"cannot reach Prometheus at {redacted_url(prometheus_url)}: {exc}") from exc
-    scored = score(levels, production, tolerance=tolerance)
+        found = score_production(report, asked, PrometheusMetrics(prometheus_url), query, tolerance, "--configuration")
+    except NotScored as exc:
+        if exc.reason == "ProfileUnavailable":
+            raise click.UsageError(exc.message) from exc
+        raise click.ClickException(exc.message) from exc
     status = production_status(
-        scored,
-        production,
-        levels,
+        found.score,
+        found.window,
+        found.levels,
         profile=source,
-        configuration=parameters,
+        configuration=found.configuration,
         window_text=window_text,
         checked_at=datetime.fromtimestamp(end, UTC),
     )
@@ -819,7 +795,7 @@ def _compare_with_production(  # type: ignore[no-untyped-def]
 
         report.production = status
         click.echo(f"wrote {write_html(report, html_path)}", err=as_json)
-    if fail_if_slower and scored.reason == "SlowerThanProfiled":
+    if fail_if_slower and found.score.reason == "SlowerThanProfiled":
         raise SystemExit(1)
 
 

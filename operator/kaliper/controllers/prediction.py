@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-import httpx
 from pydantic import ValidationError
 
 from kaliper.api.modeldeployment import ModelDeploymentSpec, PredictionCheck
@@ -20,21 +19,10 @@ from kaliper.controllers import kube
 from kaliper.controllers.run_baseline import saved_report_text
 from kaliper.controllers.settings import SETTINGS
 from kaliper.manifests.modeldeployment import owner_reference
-from kaliper.metrics.production import ProductionError, read_production
+from kaliper.metrics.production import NotScored, score_production
 from kaliper.metrics.prometheus import PrometheusMetrics
-from kaliper.metrics.prometheus_api import PrometheusError
-from kaliper.metrics.promql_scope import QueryRefused, QueryScope
-from kaliper.metrics.workload_query import WorkloadError
-from kaliper.profiling.prediction import (
-    PredictionScore,
-    ProductionWindow,
-    ProfiledLevel,
-    compared_percentiles,
-    deployed_configuration,
-    production_status,
-    profiled_levels,
-    score,
-)
+from kaliper.metrics.promql_scope import QueryScope
+from kaliper.profiling.prediction import PredictionScore, ProductionWindow, ProfiledLevel, production_status
 from kaliper.report.schema import ProfileReport
 from kaliper.report.store import read_document
 from kaliper.runtimes import runtime_of
@@ -124,48 +112,27 @@ def check(namespace: str, name: str, spec: ModelDeploymentSpec, now: datetime) -
     report = _report(prediction, namespace)
     if isinstance(report, str):
         return not_scored("ProfileUnavailable", report)
-    configuration = prediction.configuration or deployed_configuration(report)
-    if configuration is None:
-        return not_scored(
-            "ProfileUnavailable", f"{report.name} chose no configuration: set spec.prediction.configuration"
-        )
-    levels = profiled_levels(report, configuration)
-    if not levels:
-        shown = " ".join(f"{k}={v}" for k, v in configuration.items())
-        return not_scored(
-            "ProfileUnavailable",
-            f"{report.name} has no succeeded trial of {shown}: spec.prediction.configuration",
-            configuration,
-        )
     runtime = runtime_of(spec)
     if runtime.latency_histogram is None:
         return not_scored(
             "ProductionUnavailable",
             f"{runtime.display_name} exports no latency histogram Kaliper reads (the built-in server and vLLM do)",
-            configuration,
         )
     if SETTINGS.prometheus_url is None:
-        return not_scored(
-            "ProductionUnavailable", "the operator has no Prometheus: set the chart's prometheus.url", configuration
-        )
+        return not_scored("ProductionUnavailable", "the operator has no Prometheus: set the chart's prometheus.url")
     client = PrometheusMetrics(
         SETTINGS.prometheus_url, PROMETHEUS_TIMEOUT_S, QueryScope(namespace, SETTINGS.tenancy.query_namespaces)
     )
     # A Deployment's pods: <deployment>-<its replica set's hash>-<suffix>.
     selector = f'namespace="{namespace}",pod=~"{name}-[a-z0-9]+-[a-z0-9]+"'
+    query = (selector, runtime.latency_histogram, parse_duration(prediction.window), now.timestamp())
     try:
-        window = read_production(
-            client,
-            selector,
-            runtime.latency_histogram,
-            parse_duration(prediction.window),
-            now.timestamp(),
-            compared_percentiles(report),
+        found = score_production(
+            report, prediction.configuration, client, query, prediction.tolerance, "spec.prediction.configuration"
         )
-    except (ProductionError, WorkloadError, PrometheusError, QueryRefused, httpx.TransportError) as exc:
-        return not_scored("ProductionUnavailable", str(exc), configuration)  # its messages carry no password
-    scored = score(levels, window, tolerance=prediction.tolerance)
-    return checked_status(prediction, configuration, now, scored, window, levels)
+    except NotScored as exc:
+        return not_scored(exc.reason, exc.message, exc.configuration)
+    return checked_status(prediction, found.configuration, now, found.score, found.window, found.levels)
 
 
 def _time(text: str) -> datetime:
