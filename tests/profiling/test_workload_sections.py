@@ -128,3 +128,8 @@ def test_selectors_with_or_without_braces() -> None:
     assert normalise_selector("") == ""
     with pytest.raises(WorkloadError, match="give label matchers such as"):
         normalise_selector('vllm:x{model_name="m"}')
+    # Braces inside a quoted value are the regex's (a quantifier), escaped quotes included.
+    assert normalise_selector('pod=~"iris-[a-z0-9]{5}"') == 'pod=~"iris-[a-z0-9]{5}"'
+    assert normalise_selector('{a="\\"{", b=~"x{2}"}') == 'a="\\"{", b=~"x{2}"'
+    with pytest.raises(WorkloadError, match="give label matchers such as"):
+        normalise_selector('a="\\"" } {')

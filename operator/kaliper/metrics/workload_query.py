@@ -46,9 +46,26 @@ def normalise_selector(selector: str) -> str:
     inner = selector.strip()
     if inner.startswith("{") and inner.endswith("}"):
         inner = inner[1:-1].strip()
-    if "{" in inner or "}" in inner:
+    if "{" in _outside_quotes(inner) or "}" in _outside_quotes(inner):
         raise WorkloadError(f"selector {selector!r}: give label matchers such as 'model_name=\"my-model\"'")
     return inner
+
+
+def _outside_quotes(matchers: str) -> str:
+    """The matchers without their quoted values: a regex's quantifier (pod=~"iris-.{5}") is a value's, not a
+    brace of the query's."""
+    kept, quote, escaped = [], "", False
+    for char in matchers:
+        if escaped:
+            escaped = False
+        elif quote:
+            escaped = char == "\\"
+            quote = "" if char == quote else quote
+        elif char in "\"'`":
+            quote = char
+        else:
+            kept.append(char)
+    return "".join(kept)
 
 
 def read_workload(client: PrometheusMetrics, selector: str, window_s: float, end: float) -> WorkloadFit:
