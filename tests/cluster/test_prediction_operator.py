@@ -60,7 +60,9 @@ def production(
     """(the namespace production runs in, another namespace), the operator running with production's Prometheus."""
     folder = tmp_path_factory.mktemp("prediction")
     iris = make_iris(folder / "iris.onnx")
-    servers = [serve(iris, *BATCHED) for _ in "ab"]
+    # The Deployment's two pods, and a pod of another object whose name starts the same ("iris-x-0": a
+    # StatefulSet's), serving the same model in the same namespace: not the deployment's.
+    servers = [serve(iris, *BATCHED) for _ in "abc"]
     try:
         for _, base in servers:
             wait_http(f"{base}/v2/health/ready")
@@ -68,13 +70,15 @@ def production(
         for namespace in fresh_namespace(crds, request, "p"):
             for other in fresh_namespace(crds, request, "q"):
                 pods = {
-                    base.removeprefix("http://"): {"namespace": namespace, "pod": f"iris-5d9c7b8f4-{suffix}"}
-                    for (_, base), suffix in zip(servers, ("x7k2p", "m4q9z"), strict=True)
-                }
+                    base.removeprefix("http://"): {"namespace": namespace, "pod": pod}
+                    for (_, base), pod in zip(servers, ("iris-5d9c7b8f4-x7k2p", "iris-5d9c7b8f4-m4q9z", "iris-x-0"),
+                                              strict=True)
+                }  # fmt: skip
                 with pods_prometheus(pods) as url:
-                    wait_for_value(url, f"count({HISTOGRAM}_count == 1)", 2)
-                    send([base for _, base in servers], PER_SERVER)
-                    wait_for_value(url, f"sum({HISTOGRAM}_count)", 2 + 2 * PER_SERVER)
+                    wait_for_value(url, f"count({HISTOGRAM}_count == 1)", 3)
+                    send([base for _, base in servers[:2]], PER_SERVER)
+                    send([servers[2][1]], 50)
+                    wait_for_value(url, f"sum({HISTOGRAM}_count)", 3 + 2 * PER_SERVER + 50)
                     profiles(crds, namespace, folder)
                     profiles(crds, other, folder)
                     with running_operator(crds, {**LOOPBACK_ALLOWED, "KALIPER_PROMETHEUS_URL": url}):
@@ -114,7 +118,8 @@ def test_a_deployment_is_held_to_its_profile_and_told_when_it_stops_holding(
     crds("apply", "-n", namespace, "-f", "-", input=json.dumps(deployment("wide")))
     found, condition = checked(crds, namespace, "Holds")
     assert (condition["status"], found["holds"]) == ("True", True)
-    # Every answer after each series' first sample, on the two pods, held to the profile's choice.
+    # Every answer after each series' first sample, on the Deployment's two pods (not iris-x-0's 50), held to the
+    # profile's choice.
     assert (found["requests"], found["replicas"], found["configuration"]) == (2 * PER_SERVER, 2, {"cpu": "1"})
     assert (found["profile"], found["window"], found["profiledRps"]) == (
         "ConfigMap wide key report.json", "10m", [1.0, 1000.0]
@@ -163,7 +168,7 @@ def test_production_is_read_in_the_deployments_own_namespace_only(production: tu
     found, condition = checked(crds, other, "ProductionUnavailable")
     assert condition["status"] == "Unknown" and found["requests"] == 0
     assert (
-        f'no kaliper_server_request_seconds_count{{namespace="{other}",pod=~"iris-[a-z0-9]+-[a-z0-9]+"}}'
+        f'no kaliper_server_request_seconds_count{{namespace="{other}",pod=~"iris-[a-z0-9]+-[a-z0-9]{{5}}"}}'
         in found["message"]
     )
 

@@ -123,8 +123,9 @@ def check(namespace: str, name: str, spec: ModelDeploymentSpec, now: datetime) -
     client = PrometheusMetrics(
         SETTINGS.prometheus_url, PROMETHEUS_TIMEOUT_S, QueryScope(namespace, SETTINGS.tenancy.query_namespaces)
     )
-    # A Deployment's pods: <deployment>-<its replica set's hash>-<suffix>.
-    selector = f'namespace="{namespace}",pod=~"{name}-[a-z0-9]+-[a-z0-9]+"'
+    # A Deployment's pods: <deployment>-<its pod-template-hash>-<five characters>; a StatefulSet's "<name>-x-0" of
+    # another object of the namespace does not match.
+    selector = f'namespace="{namespace}",pod=~"{name}-[a-z0-9]+-[a-z0-9]{{5}}"'
     query = (selector, runtime.latency_histogram, parse_duration(prediction.window), now.timestamp())
     try:
         found = score_production(
