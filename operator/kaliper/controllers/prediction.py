@@ -46,8 +46,7 @@ def due(prediction: PredictionCheck, production: dict[str, Any] | None, now: dat
     """Never checked, or checked `interval` ago or more (a changed spec is checked at once by the caller)."""
     if not production or not production.get("checkedAt"):
         return True
-    checked = datetime.fromisoformat(production["checkedAt"].replace("Z", "+00:00"))
-    return (now - checked).total_seconds() >= parse_duration(prediction.interval)
+    return (now - _time(production["checkedAt"])).total_seconds() >= parse_duration(prediction.interval)
 
 
 def profile_source(prediction: PredictionCheck) -> str:
